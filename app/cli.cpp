@@ -1,0 +1,25 @@
+// vitscope-cli: trace, info (and, with the trainer, train / eval).
+// Exit codes: 0 success, 1 a file or model could not be used (the message
+// names it), 2 bad command-line usage.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "cli_commands.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"vitscope-cli: run a Vision Transformer and record every stage"};
+    app.require_subcommand(1);
+    vit::cli::Commands cmds(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::cerr << "vitscope-cli: " << e.what() << "\n(run 'vitscope-cli --help')\n";
+        return 2;
+    }
+    return cmds.run();
+}

@@ -1,0 +1,46 @@
+// Loading and saving whole models: presets, the embedded default, and
+// .safetensors checkpoints in timm, Hugging Face or torchvision layout.
+#pragma once
+#include <map>
+#include <string>
+
+#include "model.h"
+
+namespace vit {
+
+enum class Family { Timm, HuggingFace, Torchvision };
+const char* family_name(Family f);
+
+// Settings the shapes cannot tell. Unset fields come from the file's
+// __metadata__, then from the family's defaults.
+struct LoadOverrides {
+    int heads = 0;           // 0: metadata, else width/64
+    float eps = 0.f;         // 0: metadata, else the family's (timm/tv 1e-6, HF 1e-12)
+    int pooling = -1;        // -1: metadata/layout
+};
+
+struct LoadedModel {
+    Weights weights;
+    Family family = Family::Timm;
+    std::string source;      // file path, "preset:NAME" or "embedded"
+    std::map<std::string, std::string> metadata;
+};
+
+// spec: "default" (the embedded Fashion-MNIST model), a preset name, or a path.
+LoadedModel load_model(const std::string& spec, const LoadOverrides& ov = {}, uint64_t seed = 0);
+// From already-read tensors (used by load_model and the tests).
+LoadedModel weights_from_tensors(std::map<std::string, Tensor> tensors,
+                                 const std::map<std::string, std::string>& metadata,
+                                 const std::string& what, const LoadOverrides& ov);
+
+// Saves under timm's key names, with the config in __metadata__["vitscope.config"]
+// plus `extra` metadata. Atomic.
+void save_model(const std::string& path, const Weights& w, std::map<std::string, std::string> extra = {});
+
+std::string config_to_json(const Config& c);
+Config config_from_json(const std::string& text, const std::string& what);
+
+// The embedded default model's bytes (empty if the build had none).
+std::string embedded_model_bytes();
+
+}  // namespace vit

@@ -1,0 +1,190 @@
+#include "image.h"
+
+#include <stb_image.h>
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "io.h"
+
+namespace vit {
+
+namespace {
+constexpr int64_t kMaxSide = 16384, kMaxPixels = 100'000'000;
+}
+
+Image decode_image(const std::string& bytes, const std::string& what) {
+    if (bytes.empty()) throw FileError(what + ": file is empty");
+    if (bytes.size() > size_t(INT32_MAX)) throw FileError(what + ": file is too large");
+    auto* b = reinterpret_cast<const stbi_uc*>(bytes.data());
+    int len = int(bytes.size());
+    int w = 0, h = 0, n = 0;
+    if (!stbi_info_from_memory(b, len, &w, &h, &n))
+        throw FileError(what + ": not an image stb_image can read (" + std::string(stbi_failure_reason()) + ")");
+    if (w <= 0 || h <= 0 || w > kMaxSide || h > kMaxSide || int64_t(w) * h > kMaxPixels)
+        throw FileError(what + ": image is " + std::to_string(w) + "x" + std::to_string(h) +
+                        ", over the limit of 16384 per side and 100 megapixels");
+    Image img;
+    img.file_channels = n;
+    img.sixteen_bit = stbi_is_16_bit_from_memory(b, len);
+    int keep = (n == 1 || n == 2) ? 1 : 3;  // drop alpha
+    img.width = w; img.height = h; img.channels = keep;
+    img.pixels = Tensor({size_t(keep), size_t(h), size_t(w)});
+    float* dst = img.pixels.data();
+    auto plane = size_t(w) * h;
+    if (img.sixteen_bit) {
+        int ww, hh, nn;
+        stbi_us* px = stbi_load_16_from_memory(b, len, &ww, &hh, &nn, 0);
+        if (!px) throw FileError(what + ": corrupt or truncated image (" + std::string(stbi_failure_reason()) + ")");
+        for (size_t i = 0; i < plane; ++i)
+            for (int c = 0; c < keep; ++c) dst[c * plane + i] = px[i * nn + c] / 65535.f;
+        stbi_image_free(px);
+    } else {
+        int ww, hh, nn;
+        stbi_uc* px = stbi_load_from_memory(b, len, &ww, &hh, &nn, 0);
+        if (!px) throw FileError(what + ": corrupt or truncated image (" + std::string(stbi_failure_reason()) + ")");
+        for (size_t i = 0; i < plane; ++i)
+            for (int c = 0; c < keep; ++c) dst[c * plane + i] = px[i * nn + c] / 255.f;
+        stbi_image_free(px);
+    }
+    return img;
+}
+
+Image load_image(const std::string& path) { return decode_image(read_file(path, size_t(1) << 30), path); }
+
+Tensor convert_channels(const Tensor& chw, int channels) {
+    size_t C = chw[0], plane = chw[1] * chw[2];
+    if (int(C) == channels) return chw.clone();
+    Tensor out({size_t(channels), chw[1], chw[2]});
+    if (channels == 1) {
+        for (size_t i = 0; i < plane; ++i)
+            out(i) = 0.299f * chw(i) + 0.587f * chw(plane + i) + 0.114f * chw(2 * plane + i);
+    } else {
+        for (int c = 0; c < channels; ++c) std::copy(chw.data(), chw.data() + plane, out.data() + c * plane);
+    }
+    return out;
+}
+
+namespace {
+
+double filter(double x, Interp k) {
+    x = std::fabs(x);
+    if (k == Interp::Bilinear) return x < 1 ? 1 - x : 0;
+    const double a = -0.5;  // PIL's bicubic
+    if (x < 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+    if (x < 2) return (((x - 5) * x + 8) * x - 4) * a;
+    return 0;
+}
+
+struct Taps { std::vector<int> start, count; std::vector<double> w; int max = 0; };
+
+// PIL-style separable resampling weights for one axis.
+Taps taps(int in, int out, Interp k) {
+    Taps t;
+    double scale = double(in) / out, fs = std::max(scale, 1.0);
+    double support = (k == Interp::Bilinear ? 1.0 : 2.0) * fs;
+    t.max = int(std::ceil(support)) * 2 + 1;
+    t.start.resize(out); t.count.resize(out); t.w.assign(size_t(out) * t.max, 0.0);
+    for (int i = 0; i < out; ++i) {
+        double center = (i + 0.5) * scale;
+        int lo = std::max(0, int(center - support + 0.5));
+        int hi = std::min(in, int(center + support + 0.5));
+        double sum = 0;
+        int n = hi - lo;
+        for (int j = 0; j < n; ++j) {
+            double v = filter((j + lo - center + 0.5) / fs, k);
+            t.w[size_t(i) * t.max + j] = v;
+            sum += v;
+        }
+        if (sum != 0) for (int j = 0; j < n; ++j) t.w[size_t(i) * t.max + j] /= sum;
+        t.start[i] = lo; t.count[i] = n;
+    }
+    return t;
+}
+
+}  // namespace
+
+Tensor resize(const Tensor& chw, int oh, int ow, Interp k) {
+    size_t C = chw[0], H = chw[1], W = chw[2];
+    if (size_t(oh) == H && size_t(ow) == W) return chw.clone();
+    Taps tx = taps(int(W), ow, k), ty = taps(int(H), oh, k);
+    Tensor tmp({C, H, size_t(ow)}), out({C, size_t(oh), size_t(ow)});
+    for (size_t c = 0; c < C; ++c)
+        for (size_t y = 0; y < H; ++y) {
+            const float* row = chw.data() + (c * H + y) * W;
+            float* o = tmp.data() + (c * H + y) * ow;
+            for (int x = 0; x < ow; ++x) {
+                double s = 0;
+                for (int j = 0; j < tx.count[x]; ++j) s += tx.w[size_t(x) * tx.max + j] * row[tx.start[x] + j];
+                o[x] = float(s);
+            }
+        }
+    for (size_t c = 0; c < C; ++c)
+        for (int y = 0; y < oh; ++y) {
+            float* o = out.data() + (c * oh + y) * ow;
+            for (int x = 0; x < ow; ++x) {
+                double s = 0;
+                for (int j = 0; j < ty.count[y]; ++j)
+                    s += ty.w[size_t(y) * ty.max + j] * tmp((c * H + ty.start[y] + j) * ow + x);
+                o[x] = float(s);
+            }
+        }
+    return out;
+}
+
+Tensor resize_shorter(const Tensor& chw, int size, Interp k) {
+    size_t H = chw[1], W = chw[2];
+    int oh, ow;
+    if (H <= W) { oh = size; ow = int(std::max<int64_t>(1, int64_t(size) * int64_t(W) / int64_t(H))); }
+    else { ow = size; oh = int(std::max<int64_t>(1, int64_t(size) * int64_t(H) / int64_t(W))); }
+    return resize(chw, oh, ow, k);
+}
+
+Tensor center_crop(const Tensor& chw, int oh, int ow) {
+    size_t C = chw[0], H = chw[1], W = chw[2];
+    if (size_t(oh) > H || size_t(ow) > W) return resize(chw, oh, ow, Interp::Bilinear);
+    size_t top = size_t(std::lround((H - oh) / 2.0)), left = size_t(std::lround((W - ow) / 2.0));
+    Tensor out({C, size_t(oh), size_t(ow)});
+    for (size_t c = 0; c < C; ++c)
+        for (int y = 0; y < oh; ++y)
+            std::copy(chw.data() + (c * H + top + y) * W + left, chw.data() + (c * H + top + y) * W + left + ow,
+                      out.data() + (c * oh + y) * ow);
+    return out;
+}
+
+Tensor preprocess(const Image& img, const Config& c) {
+    Tensor x = convert_channels(img.pixels, c.channels);
+    int S = c.image_size;
+    if (c.pre.resize > 0) x = center_crop(resize_shorter(x, c.pre.resize, c.pre.interp), S, S);
+    else x = resize(x, S, S, c.pre.interp);
+    size_t plane = size_t(S) * S;
+    for (int ch = 0; ch < c.channels; ++ch)
+        for (size_t i = 0; i < plane; ++i) x(ch * plane + i) = (x(ch * plane + i) - c.pre.mean[ch]) / c.pre.std[ch];
+    return x;
+}
+
+Tensor denormalize(const Tensor& input, const Config& c) {
+    Tensor x = input.clone();
+    size_t plane = input[1] * input[2];
+    for (size_t ch = 0; ch < input[0]; ++ch)
+        for (size_t i = 0; i < plane; ++i)
+            x(ch * plane + i) = std::clamp(x(ch * plane + i) * c.pre.std[ch] + c.pre.mean[ch], 0.f, 1.f);
+    return x;
+}
+
+namespace {
+void append_bytes(void* ctx, void* data, int size) {
+    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), size_t(size));
+}
+}  // namespace
+
+void write_png(const std::string& path, const unsigned char* px, int w, int h, int comp) {
+    std::string out;
+    if (!stbi_write_png_to_func(append_bytes, &out, w, h, comp, px, w * comp))
+        throw FileError(path + ": PNG encoding failed");
+    write_file_atomic(path, out);
+}
+
+}  // namespace vit

@@ -1,0 +1,49 @@
+// File formats: .safetensors (read F32/F16/BF16/F64, write F32), .npy/.npz,
+// and atomic file writes. No xtensor here.
+#pragma once
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "tensor.h"
+
+namespace vit {
+
+// Every error about a user's file carries the file's name (and the tensor's).
+struct FileError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct SafeTensors {
+    std::map<std::string, Tensor> tensors;            // converted to float32
+    std::map<std::string, std::string> dtypes;        // as stored ("F16", ...)
+    std::map<std::string, std::string> metadata;      // __metadata__
+};
+
+// Reads and validates: size >= 8, header <= 100 MB and inside the file, UTF-8
+// JSON object without duplicate keys, known dtypes, shape x dtype == byte span
+// (overflow-checked), offsets contiguous from 0 with no gap or overlap, and the
+// buffer ending exactly at the end of the file.
+SafeTensors read_safetensors(const std::string& path);
+SafeTensors parse_safetensors(const std::string& bytes, const std::string& what);
+
+// Writes F32 tensors (sorted by name) atomically.
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+// .npy of a float32 tensor, as bytes.
+std::string npy_bytes(const Tensor& t);
+// Reads a .npy holding float32 or float64 (C order).
+Tensor read_npy(const std::string& path);
+Tensor parse_npy(const std::string& bytes, const std::string& what);
+// Writes a .npz (zip, stored) atomically; entries named "<name>.npy".
+void write_npz(const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& tensors);
+
+// Whole-file read with a clear error; max_bytes guards against absurd files.
+std::string read_file(const std::string& path, size_t max_bytes = size_t(1) << 36);
+// Writes via a temporary file in the same directory, fsync, then rename.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+}  // namespace vit

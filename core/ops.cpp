@@ -1,0 +1,92 @@
+#include "ops.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <xsimd/xsimd.hpp>
+
+namespace vit::ops {
+
+using batch = xsimd::batch<float>;
+constexpr size_t W = batch::size;
+
+void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void linear(float* out, const float* in, const float* Wt, const float* b, int R, int I, int O) {
+    if (b) {
+        for (int r = 0; r < R; ++r) std::memcpy(out + size_t(r) * O, b, sizeof(float) * O);
+    }
+    gemm(false, true, R, O, I, 1.f, in, I, Wt, I, b ? 1.f : 0.f, out, O);
+}
+
+void layernorm(float* out, float* norm, float* mean, float* std, const float* x, const float* g,
+               const float* b, int R, int D, float eps, bool unbiased) {
+    for (int r = 0; r < R; ++r) {
+        const float* xr = x + size_t(r) * D;
+        // Two passes in double: exact enough that the tests compare to 1e-6.
+        double s = 0;
+        for (int i = 0; i < D; ++i) s += xr[i];
+        double mu = s / D;
+        double ss = 0;
+        for (int i = 0; i < D; ++i) { double t = xr[i] - mu; ss += t * t; }
+        double var = ss / (unbiased ? std::max(D - 1, 1) : D);
+        float m = float(mu);
+        float rstd = float(1.0 / std::sqrt(var + eps));
+        if (mean) mean[r] = m;
+        if (std) std[r] = float(std::sqrt(var));
+        float* o = out + size_t(r) * D;
+        float* nr = norm ? norm + size_t(r) * D : o;
+        for (int i = 0; i < D; ++i) nr[i] = (xr[i] - m) * rstd;
+        if (g) {
+            for (int i = 0; i < D; ++i) o[i] = nr[i] * g[i] + (b ? b[i] : 0.f);
+        } else if (nr != o) {
+            std::memcpy(o, nr, sizeof(float) * D);
+        }
+    }
+}
+
+void gelu(float* out, const float* x, size_t n) {
+    const batch half(0.5f), one(1.f), rs2(float(M_SQRT1_2));
+    size_t i = 0;
+    for (; i + W <= n; i += W) {
+        batch v = batch::load_unaligned(x + i);
+        batch r = half * v * (one + xsimd::erf(v * rs2));
+        r.store_unaligned(out + i);
+    }
+    for (; i < n; ++i) out[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * float(M_SQRT1_2)));
+}
+
+void softmax_rows(float* out, const float* x, int R, int C) {
+    for (int r = 0; r < R; ++r) {
+        const float* xr = x + size_t(r) * C;
+        float* o = out + size_t(r) * C;
+        float m = xr[0];
+        for (int i = 1; i < C; ++i) m = std::max(m, xr[i]);
+        const batch bm(m);
+        batch acc(0.f);
+        int i = 0;
+        for (; i + int(W) <= C; i += W) {
+            batch e = xsimd::exp(batch::load_unaligned(xr + i) - bm);
+            e.store_unaligned(o + i);
+            acc += e;
+        }
+        float s = xsimd::hadd(acc);
+        for (; i < C; ++i) { o[i] = std::exp(xr[i] - m); s += o[i]; }
+        const batch inv(1.f / s);
+        i = 0;
+        for (; i + int(W) <= C; i += W) (batch::load_unaligned(o + i) * inv).store_unaligned(o + i);
+        for (; i < C; ++i) o[i] *= 1.f / s;
+    }
+}
+
+void add(float* out, const float* a, const float* b, size_t n) {
+    for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+}  // namespace vit::ops

@@ -1,0 +1,32 @@
+// Raw-pointer kernels shared by the traced forward pass and the trainer.
+// Layout is row-major throughout; outputs come first, then inputs, then sizes
+// (llm.c style). Each names the PyTorch line it equals.
+#pragma once
+#include <cstddef>
+
+namespace vit::ops {
+
+// C(MxN) = alpha * op(A) op(B) + beta * C, op = transpose when the flag is set.
+void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc);
+
+// out(R,O) = in(R,I) @ W(O,I).T + b(O)            F.linear(in, W, b)
+void linear(float* out, const float* in, const float* W, const float* b, int R, int I, int O);
+
+// LayerNorm over the last axis of x(R,D). mean(R), std(R) = sqrt(var) (without eps,
+// as torch.std prints it), norm(R,D) = (x-mean)/sqrt(var+eps), out = norm*g + b.
+// g/b null: elementwise_affine=False. unbiased: var divides by D-1.
+// Any of mean/std/norm may be null.
+void layernorm(float* out, float* norm, float* mean, float* std, const float* x, const float* g,
+               const float* b, int R, int D, float eps, bool unbiased);
+
+// out = 0.5 x (1 + erf(x / sqrt 2))                  F.gelu(x)  (exact, not tanh)
+void gelu(float* out, const float* x, size_t n);
+
+// Row-wise softmax of x(R,C).                        x.softmax(-1)
+void softmax_rows(float* out, const float* x, int R, int C);
+
+// out = a + b elementwise.
+void add(float* out, const float* a, const float* b, size_t n);
+
+}  // namespace vit::ops
