@@ -1,5 +1,7 @@
 #include "checkpoint.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -338,6 +340,12 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         lm.weights = init_weights(c, seed);
         lm.source = "preset:" + spec;
         return lm;
+    }
+    if (::access(spec.c_str(), F_OK) != 0) {
+        std::string all;
+        for (auto& p : preset_names()) all += (all.empty() ? "" : ", ") + p;
+        throw FileError("model '" + spec + "' is neither 'default', a preset (" + all +
+                        ") nor an existing .safetensors file");
     }
     SafeTensors st = read_safetensors(spec);
     for (auto& [k, dt] : st.dtypes)

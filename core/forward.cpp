@@ -3,6 +3,7 @@
 // work runs in tight SIMD loops; xtensor handles the reshapes and views.
 #include "forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <xtensor/xadapt.hpp>
@@ -94,39 +95,34 @@ void forward(const Weights& w, const Tensor& input, const Options& opt, Trace& t
         float* q = rec(p + "attn.q", {H, T, d}, L);
         float* k = rec(p + "attn.k", {H, T, d}, L);
         float* v = rec(p + "attn.v", {H, T, d}, L);
+        // (T, 3, H, d) -> (3, H, T, d): a strided copy of d-float runs (a tight
+        // loop: xtensor's generic strided assignment was ~10x slower here).
         {
-            // (T, 3, H, d) -> (3, H, T, d)
-            auto src = xt::adapt(qkv.data(), T * 3 * D, xt::no_ownership(), std::vector<size_t>{T, 3, H, d});
-            auto src3 = xt::transpose(src, {1, 2, 0, 3});
             float* dsts[3] = {q, k, v};
-            for (size_t s = 0; s < 3; ++s) {
-                auto dst = xt::adapt(dsts[s], H * T * d, xt::no_ownership(), std::vector<size_t>{H, T, d});
-                dst = xt::view(src3, s);
-            }
+            for (size_t t = 0; t < T; ++t)
+                for (size_t s3 = 0; s3 < 3; ++s3)
+                    for (size_t h = 0; h < H; ++h)
+                        std::copy_n(qkv.data() + t * 3 * D + s3 * D + h * d, d, dsts[s3] + (h * T + t) * d);
         }
 
-        // scores: (H, T, T) = q @ k.T / sqrt(d)  -- the scale comes BEFORE the softmax.
+        // Per head, in parallel: scores (H, T, T) = q @ k.T / sqrt(d) -- the scale
+        // comes BEFORE the softmax; pattern = scores.softmax(-1) (rows: queries,
+        // columns: keys); z (H, T, d) = pattern @ v.
         float* sc = rec(p + "attn.scores", {H, T, T}, L);
-        for (size_t h = 0; h < H; ++h)
-            ops::gemm(false, true, int(T), int(T), int(d), scale, q + h * T * d, int(d), k + h * T * d,
-                      int(d), 0.f, sc + h * T * T, int(T));
-
-        // pattern: (H, T, T) = scores.softmax(-1)   (rows: queries, columns: keys)
         float* pat = rec(p + "attn.pattern", {H, T, T}, L);
-        ops::softmax_rows(pat, sc, int(H * T), int(T));
-
-        // z: (H, T, d) = pattern @ v
         float* z = rec(p + "attn.z", {H, T, d}, L);
-        for (size_t h = 0; h < H; ++h)
-            ops::gemm(false, false, int(T), int(d), int(T), 1.f, pat + h * T * T, int(T), v + h * T * d,
-                      int(d), 0.f, z + h * T * d, int(d));
-
-        // attn.out: (T, D) = concat_heads(z) @ Wo.T + bo
-        {
-            auto src = xt::adapt(z, H * T * d, xt::no_ownership(), std::vector<size_t>{H, T, d});
-            auto dst = xt::adapt(cat.data(), T * D, xt::no_ownership(), std::vector<size_t>{T, H, d});
-            dst = xt::transpose(src, {1, 0, 2});
+#pragma omp parallel for schedule(dynamic) if (H > 1 && T * T * d > 20000)
+        for (size_t h = 0; h < H; ++h) {
+            ops::gemm(false, true, int(T), int(T), int(d), scale, q + h * T * d, int(d), k + h * T * d, int(d), 0.f,
+                      sc + h * T * T, int(T));
+            ops::softmax_rows(pat + h * T * T, sc + h * T * T, int(T), int(T));
+            ops::gemm(false, false, int(T), int(d), int(T), 1.f, pat + h * T * T, int(T), v + h * T * d, int(d), 0.f,
+                      z + h * T * d, int(d));
         }
+
+        // attn.out: (T, D) = concat_heads(z) @ Wo.T + bo;  z (H, T, d) -> (T, H*d)
+        for (size_t h = 0; h < H; ++h)
+            for (size_t t = 0; t < T; ++t) std::copy_n(z + (h * T + t) * d, d, cat.data() + t * D + h * d);
         float* ao = rec(p + "attn.out", {T, D}, L);
         ops::linear(ao, cat.data(), b.proj_w.data(), b.proj_b.data(), int(T), int(D), int(D));
 

@@ -27,6 +27,7 @@ struct SafeTensors {
 // buffer ending exactly at the end of the file.
 SafeTensors read_safetensors(const std::string& path);
 SafeTensors parse_safetensors(const std::string& bytes, const std::string& what);
+SafeTensors parse_safetensors(const char* bytes, size_t size, const std::string& what);
 
 // Writes F32 tensors (sorted by name) atomically.
 void write_safetensors(const std::string& path,

@@ -5,9 +5,26 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <omp.h>
+
 #include <xsimd/xsimd.hpp>
 
+extern "C" void openblas_set_num_threads(int);
+
 namespace vit::ops {
+
+// One thread pool at a time: OpenMP splits rows and heads across the cores and
+// every BLAS call runs single-threaded inside it. (OpenBLAS's own threads plus
+// OpenMP's would oversubscribe; OpenBLAS's hand-offs alone cost ~20% on
+// ViT-Ti-sized matrices.)
+namespace {
+struct PoolInit {
+    PoolInit() { openblas_set_num_threads(1); }
+} pool_init;
+}  // namespace
+
+int threads() { return omp_get_max_threads(); }
+void set_threads(int n) { omp_set_num_threads(n > 0 ? n : 1); }
 
 using batch = xsimd::batch<float>;
 constexpr size_t W = batch::size;
@@ -22,11 +39,27 @@ void linear(float* out, const float* in, const float* Wt, const float* b, int R,
     if (b) {
         for (int r = 0; r < R; ++r) std::memcpy(out + size_t(r) * O, b, sizeof(float) * O);
     }
-    gemm(false, true, R, O, I, 1.f, in, I, Wt, I, b ? 1.f : 0.f, out, O);
+    const int nt = (double(R) * I * O < 2e5) ? 1 : omp_get_max_threads();
+    if (nt <= 1) { gemm(false, true, R, O, I, 1.f, in, I, Wt, I, b ? 1.f : 0.f, out, O); return; }
+    // Split the larger of rows and output columns across the threads.
+#pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        if (R >= 8 * n && R >= O / 4) {
+            int r0 = int(int64_t(R) * t / n), r1 = int(int64_t(R) * (t + 1) / n);
+            if (r1 > r0) gemm(false, true, r1 - r0, O, I, 1.f, in + size_t(r0) * I, I, Wt, I, b ? 1.f : 0.f,
+                              out + size_t(r0) * O, O);
+        } else {
+            int c0 = int(int64_t(O) * t / n), c1 = int(int64_t(O) * (t + 1) / n);
+            if (c1 > c0) gemm(false, true, R, c1 - c0, I, 1.f, in, I, Wt + size_t(c0) * I, I, b ? 1.f : 0.f,
+                              out + c0, O);
+        }
+    }
 }
 
 void layernorm(float* out, float* norm, float* mean, float* std, const float* x, const float* g,
                const float* b, int R, int D, float eps, bool unbiased) {
+#pragma omp parallel for schedule(static) if (R * D > 20000)
     for (int r = 0; r < R; ++r) {
         const float* xr = x + size_t(r) * D;
         // Two passes in double: exact enough that the tests compare to 1e-6.
@@ -53,16 +86,19 @@ void layernorm(float* out, float* norm, float* mean, float* std, const float* x,
 
 void gelu(float* out, const float* x, size_t n) {
     const batch half(0.5f), one(1.f), rs2(float(M_SQRT1_2));
-    size_t i = 0;
-    for (; i + W <= n; i += W) {
+    const int64_t nb = int64_t(n / W);
+#pragma omp parallel for schedule(static) if (n > 50000)
+    for (int64_t bi = 0; bi < nb; ++bi) {
+        size_t i = size_t(bi) * W;
         batch v = batch::load_unaligned(x + i);
         batch r = half * v * (one + xsimd::erf(v * rs2));
         r.store_unaligned(out + i);
     }
-    for (; i < n; ++i) out[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * float(M_SQRT1_2)));
+    for (size_t i = size_t(nb) * W; i < n; ++i) out[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * float(M_SQRT1_2)));
 }
 
 void softmax_rows(float* out, const float* x, int R, int C) {
+#pragma omp parallel for schedule(static) if (int64_t(R) * C > 20000)
     for (int r = 0; r < R; ++r) {
         const float* xr = x + size_t(r) * C;
         float* o = out + size_t(r) * C;
@@ -86,6 +122,7 @@ void softmax_rows(float* out, const float* x, int R, int C) {
 }
 
 void add(float* out, const float* a, const float* b, size_t n) {
+#pragma omp parallel for schedule(static) if (n > 100000)
     for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 

@@ -6,6 +6,10 @@
 
 namespace vit::ops {
 
+// Threads used by the kernels (OpenMP; BLAS itself runs single-threaded).
+int threads();
+void set_threads(int n);
+
 // C(MxN) = alpha * op(A) op(B) + beta * C, op = transpose when the flag is set.
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc);

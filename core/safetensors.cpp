@@ -1,4 +1,10 @@
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -63,6 +69,17 @@ json parse_header(const std::string& text, const std::string& what) {
 }  // namespace
 
 SafeTensors parse_safetensors(const std::string& bytes, const std::string& what) {
+    return parse_safetensors(bytes.data(), bytes.size(), what);
+}
+
+SafeTensors parse_safetensors(const char* base, size_t size, const std::string& what) {
+    struct View {
+        const char* p; size_t n;
+        size_t size() const { return n; }
+        const char* data() const { return p; }
+        char operator[](size_t i) const { return p[i]; }
+        std::string substr(size_t o, size_t len) const { return std::string(p + o, len); }
+    } bytes{base, size};
     if (bytes.size() < 8) throw FileError(what + ": too small to be a safetensors file (" +
                                           std::to_string(bytes.size()) + " bytes)");
     uint64_t n = 0;
@@ -145,7 +162,30 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& what)
     return st;
 }
 
-SafeTensors read_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+SafeTensors read_safetensors(const std::string& path) {
+    // Map the file rather than read it: a ViT-B checkpoint is 350 MB and the
+    // converted tensors are all we keep.
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw FileError(path + ": " + std::strerror(errno));
+    struct stat sb;
+    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        ::close(fd);
+        throw FileError(path + ": not a regular file");
+    }
+    size_t n = size_t(sb.st_size);
+    if (n == 0) { ::close(fd); return parse_safetensors(nullptr, 0, path); }
+    void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) throw FileError(path + ": cannot map the file: " + std::strerror(errno));
+    try {
+        SafeTensors st = parse_safetensors(static_cast<const char*>(m), n, path);
+        ::munmap(m, n);
+        return st;
+    } catch (...) {
+        ::munmap(m, n);
+        throw;
+    }
+}
 
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, const Tensor*>>& tensors,

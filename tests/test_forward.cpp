@@ -1,1 +1,84 @@
+// Trace structure and the teaching options.
 #include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/forward.h"
+
+using namespace vit;
+
+namespace {
+Tensor wave(const Config& c) {
+    Tensor x({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+    for (size_t i = 0; i < x.size(); ++i) x(i) = std::sin(0.1f * float(i));
+    return x;
+}
+}  // namespace
+
+TEST(Trace, NamesInDesignOrderAndStageNamesAgree) {
+    Config c = preset("fmnist");
+    Weights w = init_weights(c, 3);
+    Trace t = run(w, wave(c));
+    auto names = stage_names(c);
+    ASSERT_EQ(t.size(), names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+        SCOPED_TRACE(names[i]);
+        EXPECT_EQ(t.at(i).name, names[i]);
+    }
+    EXPECT_EQ(t.at(t.index_of("blocks.5.attn.pattern")).layer, 5);
+    EXPECT_EQ(t.get("blocks.0.attn.pattern").shape, (Shape{4, 50, 50}));
+    EXPECT_EQ(t.get("blocks.0.mlp.pre").shape, (Shape{50, 128}));
+    EXPECT_EQ(t.get("probs").shape, (Shape{10}));
+    EXPECT_THROW(t.get("blocks.6.attn.q"), std::out_of_range);
+}
+
+TEST(Trace, RerunReusesBuffersAndResultsAreIdentical) {
+    Config c = preset("toy-rgb8");
+    Weights w = init_weights(c, 3);
+    Trace t;
+    forward(w, wave(c), {}, t);
+    const float* before = t.get("blocks.0.attn.pattern").data();
+    float l0 = t.get("logits")(0);
+    forward(w, wave(c), {}, t);
+    EXPECT_EQ(before, t.get("blocks.0.attn.pattern").data());
+    EXPECT_EQ(l0, t.get("logits")(0));
+    Options o;
+    o.pooling = int(Pooling::Mean);  // different sequence of stages: rebuilt, index kept consistent
+    forward(w, wave(c), o, t);
+    EXPECT_EQ(t.index_of("pooled") + 1, t.index_of("ln_final.mean"));
+    EXPECT_EQ(t.get("ln_final.out").shape, (Shape{1, 6}));
+}
+
+TEST(Options, NoAffineIgnoresGammaAndBeta) {
+    Config c = preset("toy-gray4");
+    Weights w = init_weights(c, 3);
+    for (size_t i = 0; i < 8; ++i) { w.blocks[0].ln1.g(i) = 3.f; w.blocks[0].ln1.b(i) = 1.f; }
+    Options off;
+    off.affine = false;
+    Trace a = run(w, wave(c)), b = run(w, wave(c), off);
+    const Tensor& n = a.get("blocks.0.ln1.normalized");
+    for (size_t i = 0; i < n.size(); ++i) {
+        EXPECT_NEAR(a.get("blocks.0.ln1.out")(i), 3.f * n(i) + 1.f, 1e-5);
+        EXPECT_EQ(b.get("blocks.0.ln1.out")(i), b.get("blocks.0.ln1.normalized")(i));
+    }
+    // ...and the effect reaches the logits.
+    EXPECT_NE(a.get("logits")(0), b.get("logits")(0));
+}
+
+TEST(Options, UnbiasedShrinksNormalizedBySqrtNMinus1OverN) {
+    Config c = preset("toy-gray4");
+    Weights w = init_weights(c, 3);
+    Options u;
+    u.unbiased = true;
+    Trace a = run(w, wave(c)), b = run(w, wave(c), u);
+    // Same input to ln1 (D = 8). Biased: (x-m)/sqrt(s^2+eps); unbiased: (x-m)/sqrt(s^2*8/7+eps),
+    // with s the biased std the trace records.
+    const Tensor &na = a.get("blocks.0.ln1.normalized"), &nb = b.get("blocks.0.ln1.normalized");
+    const Tensor& sd = a.get("blocks.0.ln1.std");
+    const double eps = c.eps;
+    for (size_t i = 0; i < na.size(); ++i) {
+        double s2 = double(sd(i / 8)) * sd(i / 8);
+        EXPECT_NEAR(nb(i), na(i) * std::sqrt((s2 + eps) / (s2 * 8.0 / 7.0 + eps)), 1e-5);
+    }
+    EXPECT_NEAR(b.get("blocks.0.ln1.std")(0), sd(0) * std::sqrt(8.0 / 7.0), 1e-6);
+}

@@ -1,1 +1,57 @@
-int main() { return 0; }
+// vitscope-bench: median time of the traced forward pass (every stage
+// recorded) on one image. Driven by tools/bench.py, which times PyTorch on
+// the same weights in the same run and prints the ratio.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "core/forward.h"
+
+int main(int argc, char** argv) {
+    std::string model = "default";
+    int runs = 10, warmup = 2;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) { std::fprintf(stderr, "vitscope-bench: %s needs a value\n", a.c_str()); std::exit(2); }
+            return argv[++i];
+        };
+        if (a == "--model") model = next();
+        else if (a == "--runs") runs = std::max(1, std::atoi(next().c_str()));
+        else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
+        else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N]\n"); return 2; }
+    }
+    try {
+        vit::LoadedModel lm = vit::load_model(model);
+        const vit::Config& c = lm.weights.cfg;
+        vit::Tensor x({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+        std::mt19937 rng(0);
+        std::normal_distribution<float> nd;
+        for (size_t i = 0; i < x.size(); ++i) x(i) = nd(rng);
+        vit::Trace t;
+        std::vector<double> ms;
+        for (int r = 0; r < warmup + runs; ++r) {
+            auto t0 = std::chrono::steady_clock::now();
+            vit::forward(lm.weights, x, {}, t);
+            double d = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (r >= warmup) ms.push_back(d);
+        }
+        std::sort(ms.begin(), ms.end());
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f\n", ms[ms.size() / 2], ms[0],
+                    t.size(), t.bytes() / 1e6, ru.ru_maxrss / 1024.0);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "vitscope-bench: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""vitscope-cli as a script sees it: exit codes (0 ok, 1 unusable file/model,
+2 usage), messages naming the file, .npz files numpy.load opens with the
+trace's names in order, and no partial output on failure."""
+import argparse
+import glob
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+FAIL = []
+
+
+def expect(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        FAIL.append(what)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--assets", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    w = lambda n: os.path.join(a.workdir, n)
+
+    def cli(*args):
+        return subprocess.run([a.cli, *args], capture_output=True, text=True, timeout=120)
+
+    sample = sorted(glob.glob(os.path.join(a.assets, "samples", "*.png")))[0]
+    out = w("t.npz")
+    r = cli("trace", "--image", sample, "--out", out)
+    expect(r.returncode == 0, f"trace default model on {os.path.basename(sample)} exits 0 ({r.stderr.strip()})")
+    with np.load(out) as z:
+        names = list(z.files)
+        expect(names[:5] == ["input", "patches", "patch_embed", "tokens", "embed"], "npz opens, first stages in order")
+        expect(names[-2:] == ["logits", "probs"], "npz ends with logits, probs")
+        expect(z["input"].shape == (1, 28, 28) and z["input"].dtype == np.float32, "input is (1, 28, 28) float32")
+        expect(abs(float(z["probs"].sum()) - 1) < 1e-5, "probs sum to 1")
+        p = z["patches"]
+        x = z["input"][0]
+        expect(np.array_equal(p[8], x[4:8, 4:8].reshape(-1)), "patch 8 is the 4x4 block at row 1, column 1")
+
+    r = cli("trace", "--image", sample, "--out", w("a.npz"), "--no-affine", "--unbiased")
+    with np.load(out) as z0, np.load(w("a.npz")) as z1:
+        expect(not np.allclose(z0["blocks.0.ln1.out"], z1["blocks.0.ln1.out"]), "--no-affine --unbiased change ln1.out")
+        expect(np.array_equal(z0["embed"], z1["embed"]), "...and leave embed alone")
+
+    r = cli("trace", "--bogus")
+    expect(r.returncode == 2, f"unknown flag exits 2 (got {r.returncode})")
+    r = cli("trace", "--image", sample)
+    expect(r.returncode == 2 and "--out" in r.stderr, "missing --out exits 2 and says so")
+    r = cli("frobnicate")
+    expect(r.returncode == 2, "unknown subcommand exits 2")
+    r = cli("trace", "--model", "fmnist", "--out", w("x.npz"))
+    expect(r.returncode == 2 and "--image" in r.stderr, "trace without an image exits 2")
+
+    r = cli("trace", "--model", w("nope.safetensors"), "--image", sample, "--out", w("x.npz"))
+    expect(r.returncode == 1 and "nope.safetensors" in r.stderr, "missing checkpoint exits 1 naming it")
+    bad = w("corrupt.png")
+    with open(bad, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)
+    r = cli("trace", "--image", bad, "--out", w("x.npz"))
+    expect(r.returncode == 1 and "corrupt.png" in r.stderr, "corrupt image exits 1 naming it")
+    hostile = w("hostile.safetensors")
+    with open(hostile, "wb") as f:
+        f.write(struct.pack("<Q", 10**12) + b"{}")
+    r = cli("info", "--model", hostile)
+    expect(r.returncode == 1 and "hostile.safetensors" in r.stderr, "hostile header length exits 1 naming the file")
+    r = cli("trace", "--model", "fmnist", "--heads", "5", "--image", sample, "--out", w("x.npz"))
+    expect(r.returncode == 1 and "divisible" in r.stderr, "--heads that does not divide the width exits 1")
+    np.save(w("wrong.npy"), np.zeros((3, 28, 28), np.float32))
+    r = cli("trace", "--input", w("wrong.npy"), "--out", w("x.npz"))
+    expect(r.returncode == 1 and "(1, 28, 28)" in r.stderr, "input of the wrong shape exits 1 with both shapes")
+    expect(not os.path.exists(w("x.npz")), "no output left behind by failed runs")
+    r = cli("trace", "--image", sample, "--out", "/nonexistent-dir/t.npz")
+    expect(r.returncode == 1 and "/nonexistent-dir/t.npz" in r.stderr, "unwritable output exits 1 naming it")
+    leftovers = glob.glob(w("*.tmp.*"))
+    expect(not leftovers, "no temporary files left")
+
+    r = cli("info", "--model", "vit-b16")
+    expect(r.returncode == 0 and "parameters: 86567656" in r.stdout, "info vit-b16 prints 86,567,656 parameters")
+    print(f"{'FAILED: ' + '; '.join(FAIL) if FAIL else 'all CLI checks passed'}")
+    return 1 if FAIL else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# ViTScope quick start.
+#   tools/vitscope.sh run   install what is missing, build, launch the app on the
+#                           embedded default model and a bundled image
+#   tools/vitscope.sh test  install what is missing, build, run the whole test suite
+# Works on a fresh Debian bookworm machine (root, or a user with sudo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=${VITSCOPE_BUILD_DIR:-$ROOT/build}
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri libstb-dev
+  xtensor-dev xtl-dev libxsimd-dev libopenblas-dev
+  nlohmann-json3-dev libzip-dev zlib1g-dev libcli11-dev libgtest-dev
+  python3-torch python3-torchvision python3-numpy python3-pil
+  dataset-fashion-mnist xvfb xauth
+)
+
+install_missing() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "==> installing ${#missing[@]} Debian packages: ${missing[*]}"
+    local SUDO=""
+    [[ $(id -u) -ne 0 ]] && SUDO=sudo
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+}
+
+build() {
+  echo "==> building in $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD" -j"$(nproc)"
+}
+
+cmd=${1:-run}
+shift || true
+case "$cmd" in
+  run)
+    install_missing
+    build
+    sample="$ROOT/assets/samples/9_ankle_boot_test0.png"
+    if [[ -x "$BUILD/vitscope" ]]; then
+      if [[ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]]; then
+        echo "==> no display: rendering the app headless to vitscope-screenshot.png instead"
+        exec xvfb-run -a -s "-screen 0 1600x1000x24" "$BUILD/vitscope" --image "$sample" --screenshot vitscope-screenshot.png "$@"
+      fi
+      exec "$BUILD/vitscope" --image "$sample" "$@"
+    fi
+    exec "$BUILD/vitscope-cli" trace --image "$sample" --out vitscope-trace.npz "$@"
+    ;;
+  test)
+    install_missing
+    build
+    cd "$BUILD"
+    exec ctest --output-on-failure -j"$(nproc)" "$@"
+    ;;
+  *)
+    echo "usage: tools/vitscope.sh run|test [args...]" >&2
+    exit 2
+    ;;
+esac
