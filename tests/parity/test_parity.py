@@ -121,6 +121,7 @@ class Runner:
             return {k: z[k] for k in z.files}
 
 
+@torch.no_grad()
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)

@@ -102,9 +102,9 @@ def layer_norm(x, w, b, eps, affine, unbiased, rec, prefix):
     return out
 
 
-@torch.no_grad()
 def manual_forward(c, x, heads, eps, affine=True, unbiased=False, pooling="cls"):
-    """x: (C, S, S). c: canonical (timm-named) tensors. Returns the dict of stages."""
+    """x: (C, S, S). c: canonical (timm-named) tensors. Returns the dict of stages.
+    Differentiable: call under torch.no_grad() when gradients are not wanted."""
     rec = {"input": x}
     W = c["patch_embed.proj.weight"]
     D, C, P, _ = W.shape
@@ -145,7 +145,7 @@ def manual_forward(c, x, heads, eps, affine=True, unbiased=False, pooling="cls")
     if pooling == "cls":
         f = layer_norm(h, c["norm.weight"], c["norm.bias"], eps, affine, unbiased, rec, "ln_final")
         rec["pooled"] = f[0]
-        feat = f[0]
+        feat = rec["pooled"]
     else:
         rec["pooled"] = h[1:].mean(0)
         f = layer_norm(rec["pooled"][None], c["norm.weight"], c["norm.bias"], eps, affine, unbiased, rec, "ln_final")
