@@ -4,13 +4,16 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "cli_commands.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"vitscope-cli: run a Vision Transformer and record every stage"};
     app.require_subcommand(1);
-    vit::cli::Commands cmds(app);
+    std::string line = "vitscope-cli";
+    for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
+    vit::cli::Commands cmds(app, line);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

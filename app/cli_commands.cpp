@@ -7,6 +7,15 @@
 #include "../core/forward.h"
 #include "../core/image.h"
 #include "../core/io.h"
+#include "../core/ops.h"
+#include "../core/trainer.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cmath>
 
 namespace vit::cli {
 
@@ -16,9 +25,57 @@ struct Commands::State {
     bool no_affine = false, unbiased = false;
     std::string pooling;
     uint64_t seed = 0;
+    // train / eval
+    std::string data = default_fashion_mnist_dir(), resume, config = "fmnist";
+    TrainSettings ts;
+    int width = 0, depth = 0, heads_cfg = 0, mlp = 0, patch = 0, limit = 0, threads = 0;
+    bool no_augment = false;
+    std::string command_line;
 };
 
 namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted = true; }
+
+std::string hms(double s) {
+    if (!std::isfinite(s) || s < 0) return "?";
+    int t = int(s + 0.5);
+    char b[32];
+    if (t >= 3600) std::snprintf(b, sizeof b, "%dh%02dm", t / 3600, t / 60 % 60);
+    else std::snprintf(b, sizeof b, "%dm%02ds", t / 60, t % 60);
+    return b;
+}
+
+// One progress line: redrawn in place on a terminal, every 10% otherwise.
+void progress(const StepInfo& i) {
+    static int last_decile = -1;
+    bool tty = ::isatty(2);
+    double frac = double(i.step_in_epoch) / i.steps_per_epoch;
+    int decile = int(frac * 10);
+    if (!tty && decile == last_decile && i.step_in_epoch != i.steps_per_epoch) return;
+    last_decile = decile;
+    const int W = 24;
+    std::string bar(size_t(frac * W), '#');
+    bar.resize(W, '-');
+    std::fprintf(stderr, "%sepoch %d/%d [%s] %3d%%  loss %.4f  acc %5.2f%%  %6.0f img/s  lr %.2e  ETA %s%s",
+                 tty ? "\r" : "", i.epoch + 1, i.epochs, bar.c_str(), int(frac * 100), i.epoch_loss,
+                 100 * i.epoch_acc, i.images_per_s, i.lr, hms(i.eta_s).c_str(), tty ? "   " : "\n");
+    std::fflush(stderr);
+}
+
+void print_eval(const EvalResult& r, const Config& c) {
+    std::printf("test accuracy: %.2f%% (%d images)\n", 100 * r.accuracy, r.n);
+    std::printf("confusion matrix (rows: true class, columns: predicted)\n%14s", "");
+    for (int j = 0; j < c.classes; ++j) std::printf("%6d", j);
+    std::printf("\n");
+    for (int i = 0; i < c.classes; ++i) {
+        std::string name = c.class_names.empty() ? std::to_string(i) : c.class_names[i];
+        std::printf("%2d %-11.11s", i, name.c_str());
+        for (int j = 0; j < c.classes; ++j) std::printf("%6d", r.confusion[size_t(i) * c.classes + j]);
+        std::printf("\n");
+    }
+}
 
 LoadOverrides overrides(const Commands::State& s) {
     LoadOverrides ov;
@@ -41,8 +98,10 @@ void model_flags(CLI::App* c, Commands::State& s) {
 
 }  // namespace
 
-Commands::Commands(CLI::App& app) : s_(std::make_shared<State>()) {
+Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::make_shared<State>()) {
     auto& s = *s_;
+    s.command_line = command_line;
+    add_training(app);
     auto* tr = app.add_subcommand("trace", "run one image and write every recorded stage to an .npz");
     model_flags(tr, s);
     auto* img = tr->add_option("--image,-i", s.image, "image file (PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PNM)");
@@ -98,6 +157,118 @@ Commands::Commands(CLI::App& app) : s_(std::make_shared<State>()) {
             } else {
                 for (auto& n : stage_names(c)) std::printf("  %s\n", n.c_str());
             }
+            return 0;
+        };
+    });
+}
+
+void Commands::add_training(CLI::App& app) {
+    auto& s = *s_;
+    auto* tr = app.add_subcommand("train", "train a ViT on Fashion-MNIST (Debian's dataset-fashion-mnist)");
+    tr->add_option("--config", s.config, "starting config: a preset name (default fmnist: 28x28, patch 4, width 64, "
+                                         "depth 6, 4 heads, mlp 128)")->default_val("fmnist");
+    tr->add_option("--width", s.width, "override the width D");
+    tr->add_option("--depth", s.depth, "override the number of blocks");
+    tr->add_option("--heads", s.heads_cfg, "override the number of heads");
+    tr->add_option("--mlp", s.mlp, "override the MLP width");
+    tr->add_option("--patch", s.patch, "override the patch size");
+    tr->add_option("--epochs", s.ts.epochs, "epochs")->default_val(30)->check(CLI::Range(1, 100000));
+    tr->add_option("--batch", s.ts.batch, "batch size")->default_val(128)->check(CLI::Range(1, 65536));
+    tr->add_option("--lr", s.ts.lr, "peak learning rate (AdamW)")->default_val(1e-3)->check(CLI::PositiveNumber);
+    tr->add_option("--min-lr", s.ts.min_lr, "final learning rate of the cosine schedule")->default_val(1e-5);
+    tr->add_option("--wd", s.ts.weight_decay, "AdamW weight decay (matrices only)")->default_val(0.05);
+    tr->add_option("--warmup", s.ts.warmup_epochs, "linear warm-up, in epochs")->default_val(2);
+    tr->add_flag("--no-augment", s.no_augment, "no random flips and shifts");
+    tr->add_option("--limit", s.ts.limit, "train on the first N images only")->default_val(0);
+    tr->add_option("--seed", s.ts.seed, "seed for initialisation, shuffling and augmentation")->default_val(0);
+    tr->add_option("--threads", s.threads, "threads (default: all cores)");
+    tr->add_option("--data", s.data, "directory with the IDX files")->default_val(default_fashion_mnist_dir());
+    tr->add_option("--resume", s.resume, "continue from a checkpoint written by train (and its .optim file)");
+    tr->add_option("--out,-o", s.out, "where to write the model (.safetensors, timm key names)")->required();
+    tr->callback([this] {
+        selected_ = [this] {
+            auto& s = *s_;
+            if (s.threads > 0) ops::set_threads(s.threads);
+            s.ts.augment = !s.no_augment;
+            Dataset train = load_fashion_mnist(s.data, true), test = load_fashion_mnist(s.data, false);
+            Weights w;
+            int start_epoch = 0;
+            AdamW adam;
+            bool have_adam = false;
+            if (!s.resume.empty()) {
+                LoadedModel lm = load_model(s.resume);
+                w = std::move(lm.weights);
+                int e = load_optimizer_state(s.resume, w, adam);
+                if (e >= 0) { start_epoch = e; have_adam = true; }
+                else if (lm.metadata.count("epoch")) start_epoch = std::stoi(lm.metadata.at("epoch"));
+                std::fprintf(stderr, "resuming %s at epoch %d%s\n", s.resume.c_str(), start_epoch + 1,
+                             have_adam ? "" : " (no .optim file: optimizer state starts fresh)");
+            } else {
+                Config c = preset(s.config);
+                if (s.width) c.width = s.width;
+                if (s.depth) c.depth = s.depth;
+                if (s.heads_cfg) c.heads = s.heads_cfg;
+                if (s.mlp) c.mlp = s.mlp;
+                if (s.patch) c.patch = s.patch;
+                if (c.channels != 1 || c.image_size != train.rows) {
+                    // Fashion-MNIST is 28x28 gray: keep the preset's shape only if it fits.
+                    c.channels = 1; c.pre.mean = {0.2860f}; c.pre.std = {0.3530f};
+                }
+                c.classes = 10;
+                c.class_names = preset("fmnist").class_names;
+                c.name = "fmnist-vit";
+                c.validate();
+                w = init_weights(c, s.ts.seed);
+            }
+            const Config& c = w.cfg;
+            std::printf("training %s\n  %lld parameters, %d train / %d test images, batch %d, %d epochs, %d threads\n",
+                        c.describe().c_str(), (long long)param_count(c), s.ts.limit ? std::min(s.ts.limit, train.n) : train.n,
+                        test.n, s.ts.batch, s.ts.epochs, ops::threads());
+            Trainer tr(std::move(w), s.ts, train);
+            if (!s.resume.empty() && have_adam) tr.resume(std::move(adam), start_epoch);
+            else if (!s.resume.empty()) tr.set_epoch(start_epoch);
+            std::signal(SIGINT, on_sigint);
+            std::signal(SIGTERM, on_sigint);
+            auto meta = [&](const EvalResult* r) {
+                std::map<std::string, std::string> m{{"command", s.command_line}, {"dataset", "fashion-mnist"}};
+                if (r) m["test_accuracy"] = std::to_string(r->accuracy);
+                return m;
+            };
+            while (!tr.done()) {
+                bool ok = tr.run_epoch([](const StepInfo& i) { progress(i); return !g_interrupted.load(); });
+                if (!ok) {
+                    save_training_checkpoint(s.out, tr.weights(), tr.adam(), tr.epoch(), meta(nullptr));
+                    std::fprintf(stderr, "\ninterrupted: saved %s (epoch %d will restart); continue with --resume %s\n",
+                                 s.out.c_str(), tr.epoch() + 1, s.out.c_str());
+                    return 130;
+                }
+                if (::isatty(2)) std::fprintf(stderr, "\n");
+                EvalResult r = evaluate(tr.weights(), test);
+                save_training_checkpoint(s.out, tr.weights(), tr.adam(), tr.epoch(), meta(&r));
+                std::printf("epoch %d/%d: test accuracy %.2f%%, saved %s\n", tr.epoch(), s.ts.epochs, 100 * r.accuracy,
+                            s.out.c_str());
+                std::fflush(stdout);
+            }
+            EvalResult r = evaluate(tr.weights(), test);
+            print_eval(r, c);
+            return 0;
+        };
+    });
+
+    auto* ev = app.add_subcommand("eval", "test accuracy and confusion matrix on Fashion-MNIST's test set");
+    model_flags(ev, s);
+    ev->add_option("--data", s.data, "directory with the IDX files")->default_val(default_fashion_mnist_dir());
+    ev->add_option("--limit", s.limit, "evaluate the first N test images only")->default_val(0);
+    ev->callback([this] {
+        selected_ = [this] {
+            auto& s = *s_;
+            LoadedModel lm = load_model(s.model, overrides(s), s.seed);
+            Dataset test = load_fashion_mnist(s.data, false);
+            const Config& c = lm.weights.cfg;
+            if (c.classes != 10) throw std::runtime_error("model has " + std::to_string(c.classes) + " classes; Fashion-MNIST has 10");
+            EvalResult r = evaluate(lm.weights, test, s.limit);
+            std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
+            print_eval(r, c);
             return 0;
         };
     });

@@ -6,10 +6,11 @@ namespace vit::cli {
 // Registers the subcommands on `app`; run() executes the one parsed.
 class Commands {
 public:
-    explicit Commands(CLI::App& app);
+    Commands(CLI::App& app, const std::string& command_line);
     int run();
     struct State;
 private:
+    void add_training(CLI::App& app);
     std::function<int()> selected_;
     std::shared_ptr<State> s_;
 };

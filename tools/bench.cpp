@@ -14,10 +14,12 @@
 
 #include "core/checkpoint.h"
 #include "core/forward.h"
+#include "core/train.h"
+#include "core/trainer.h"
 
 int main(int argc, char** argv) {
     std::string model = "default";
-    int runs = 10, warmup = 2;
+    int runs = 10, warmup = 2, train_batch = 0;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -27,11 +29,38 @@ int main(int argc, char** argv) {
         if (a == "--model") model = next();
         else if (a == "--runs") runs = std::max(1, std::atoi(next().c_str()));
         else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
+        else if (a == "--train-batch") train_batch = std::max(1, std::atoi(next().c_str()));
         else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N]\n"); return 2; }
     }
     try {
         vit::LoadedModel lm = vit::load_model(model);
         const vit::Config& c = lm.weights.cfg;
+        if (train_batch) {
+            // Training throughput: the real Trainer (data-parallel forward, backward,
+            // AdamW) on random 28x28 images, without augmentation.
+            vit::Dataset d;
+            d.rows = d.cols = c.image_size;
+            d.n = train_batch * (runs + warmup);
+            d.images.resize(size_t(d.n) * d.rows * d.cols);
+            d.labels.resize(d.n);
+            std::mt19937 rng(1);
+            for (auto& p : d.images) p = uint8_t(rng());
+            for (auto& l : d.labels) l = uint8_t(rng() % c.classes);
+            vit::TrainSettings ts;
+            ts.batch = train_batch; ts.epochs = 1; ts.augment = false;
+            vit::Trainer tr(std::move(lm.weights), ts, d);
+            std::chrono::steady_clock::time_point t0;
+            tr.run_epoch([&](const vit::StepInfo& i) {
+                if (i.step_in_epoch == warmup) t0 = std::chrono::steady_clock::now();
+                return true;
+            });
+            double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            struct rusage ru;
+            getrusage(RUSAGE_SELF, &ru);
+            std::printf("ours_img_s=%.1f steps=%d peak_mb=%.1f\n", double(runs) * train_batch / s, runs,
+                        ru.ru_maxrss / 1024.0);
+            return 0;
+        }
         vit::Tensor x({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
         std::mt19937 rng(0);
         std::normal_distribution<float> nd;

@@ -1,0 +1,183 @@
+// Training: the IDX reader on Debian's real Fashion-MNIST and on broken files,
+// finite-difference gradient checks, and a short run that must learn.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/io.h"
+#include "core/train.h"
+#include "core/trainer.h"
+
+using namespace vit;
+
+namespace {
+std::string tmp(const std::string& n) {
+    auto d = std::filesystem::temp_directory_path() / "vitscope_train_test";
+    std::filesystem::create_directories(d);
+    return (d / n).string();
+}
+std::string be32(uint32_t v) { return {char(v >> 24), char(v >> 16), char(v >> 8), char(v)}; }
+void write(const std::string& p, const std::string& b) { std::ofstream(p, std::ios::binary) << b; }
+bool have_fmnist() { return std::filesystem::exists(default_fashion_mnist_dir() + "/t10k-labels-idx1-ubyte.gz"); }
+}  // namespace
+
+TEST(Idx, ReadsDebiansFashionMnist) {
+    if (!have_fmnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    Dataset test = load_fashion_mnist(default_fashion_mnist_dir(), false);
+    EXPECT_EQ(test.n, 10000);
+    EXPECT_EQ(test.rows, 28);
+    EXPECT_EQ(test.cols, 28);
+    EXPECT_EQ(test.labels[0], 9);  // the first test image is an ankle boot
+    EXPECT_EQ(test.labels[1], 2);  // then a pullover
+    std::vector<int> count(10);
+    for (auto l : test.labels) count.at(l)++;
+    for (int c : count) EXPECT_EQ(c, 1000);  // balanced: 1,000 per class
+}
+
+TEST(Idx, GzippedAndPlainAgree) {
+    std::string im = be32(0x803) + be32(2) + be32(2) + be32(2) + std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8);
+    std::string lb = be32(0x801) + be32(2) + std::string("\x03\x07", 2);
+    write(tmp("i.idx"), im);
+    write(tmp("l.idx"), lb);
+    gzFile g = gzopen(tmp("i.idx.gz").c_str(), "wb");
+    gzwrite(g, im.data(), unsigned(im.size()));
+    gzclose(g);
+    Dataset a = load_idx(tmp("i.idx"), tmp("l.idx")), b = load_idx(tmp("i.idx.gz"), tmp("l.idx"));
+    EXPECT_EQ(a.images, b.images);
+    EXPECT_EQ(a.labels[1], 7);
+    EXPECT_EQ(a.images[7], 8);
+}
+
+TEST(IdxBad, WrongMagicTruncatedAndMismatchedCounts) {
+    std::string lb = be32(0x801) + be32(2) + std::string("\x03\x07", 2);
+    write(tmp("l2.idx"), lb);
+    auto expect_msg = [&](const std::string& img, const std::string& needle) {
+        write(tmp("bad.idx"), img);
+        try {
+            load_idx(tmp("bad.idx"), tmp("l2.idx"));
+            ADD_FAILURE() << "accepted: " << needle;
+        } catch (const FileError& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("bad.idx"), std::string::npos) << e.what();
+        }
+    };
+    expect_msg(be32(0x802) + be32(2) + be32(2) + be32(2) + std::string(8, '\0'), "magic");
+    expect_msg(be32(0x803) + be32(2) + be32(2) + be32(2) + std::string(5, '\0'), "truncated");
+    expect_msg(be32(0x803) + be32(3) + be32(2) + be32(2) + std::string(12, '\0'), "3 images but");
+    expect_msg("", "not an IDX image file");
+    EXPECT_THROW(load_fashion_mnist("/nonexistent", true), FileError);
+}
+
+// Central differences of the loss against Batch::backward for a few entries of every parameter.
+TEST(GradCheck, EveryParameterAgainstFiniteDifferences) {
+    for (Options opt : {Options{}, Options{false, true, int(Pooling::Mean)}}) {
+        SCOPED_TRACE(opt.affine ? "defaults" : "no-affine, unbiased, mean pooling");
+        Config c = preset("toy-rgb8");
+        Weights w = init_weights(c, 7);
+        // Make every parameter matter (timm's init has zero biases and unit LayerNorms).
+        std::mt19937 rng(3);
+        std::normal_distribution<float> nd(0.f, 0.3f);
+        for (auto& [n, t] : w.named())
+            for (size_t i = 0; i < t->size(); ++i) (*t)(i) += nd(rng);
+        const int B = 3;
+        std::vector<float> x(size_t(B) * 3 * 8 * 8);
+        for (auto& v : x) v = nd(rng) * 3;
+        std::vector<int> y = {1, 4, 7};
+        Batch b;
+        std::vector<float> logits(B * 10), dl(B * 10);
+        b.forward(w, x.data(), B, opt, logits.data());
+        Batch::cross_entropy(logits.data(), y.data(), B, 10, dl.data());
+        Weights g = zeros_like(w);
+        b.backward(w, dl.data(), g);
+        auto loss = [&]() {
+            Batch bb;
+            bb.forward(w, x.data(), B, opt, logits.data());
+            return double(Batch::cross_entropy(logits.data(), y.data(), B, 10, nullptr));
+        };
+        auto P = w.named();
+        auto G = g.named();
+        int checked = 0;
+        for (size_t k = 0; k < P.size(); ++k) {
+            if (!opt.affine && P[k].first.find("norm") != std::string::npos) continue;  // unused
+            Tensor& t = *P[k].second;
+            for (size_t i : {size_t(0), t.size() / 2, t.size() - 1}) {
+                const float h = 1e-2f, orig = t(i);
+                t(i) = orig + h;
+                double lp = loss();
+                t(i) = orig - h;
+                double lm = loss();
+                t(i) = orig;
+                double fd = (lp - lm) / (2 * h), an = (*G[k].second)(i);
+                EXPECT_NEAR(an, fd, 2e-3 + 2e-2 * std::fabs(fd)) << P[k].first << "[" << i << "]";
+                ++checked;
+            }
+        }
+        EXPECT_GT(checked, 40);
+    }
+}
+
+TEST(GradCheck, InputGradientOfALogitAgainstFiniteDifferences) {
+    Config c = preset("toy-gray4");
+    Weights w = init_weights(c, 9);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.f, 0.3f);
+    for (auto& [n, t] : w.named())
+        for (size_t i = 0; i < t->size(); ++i) (*t)(i) += nd(rng);
+    Tensor x({1, 4, 4});
+    for (size_t i = 0; i < 16; ++i) x(i) = nd(rng) * 3;
+    Trace gt = gradient_trace(w, x, {}, 3);
+    const Tensor& gx = gt.get("input.grad");
+    ASSERT_EQ(gx.shape, x.shape);
+    for (size_t i = 0; i < 16; ++i) {
+        const float h = 1e-2f, orig = x(i);
+        Batch b;
+        std::vector<float> lo(10), hi(10);
+        x(i) = orig + h; b.forward(w, x.data(), 1, {}, hi.data());
+        x(i) = orig - h; b.forward(w, x.data(), 1, {}, lo.data());
+        x(i) = orig;
+        EXPECT_NEAR(gx(i), (hi[3] - lo[3]) / (2 * h), 2e-3 + 2e-2 * std::fabs(gx(i))) << i;
+    }
+    EXPECT_TRUE(gt.has("blocks.0.attn.pattern.grad"));
+    EXPECT_EQ(gt.get("blocks.0.attn.pattern.grad").shape, (Shape{2, 5, 5}));
+}
+
+TEST(Training, ShortRunOnFashionMnistSubsetLearns) {
+    if (!have_fmnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+    Dataset train = load_fashion_mnist(default_fashion_mnist_dir(), true);
+    Dataset test = load_fashion_mnist(default_fashion_mnist_dir(), false);
+    Config c = preset("fmnist");
+    c.depth = 2; c.width = 32; c.heads = 2; c.mlp = 64; c.patch = 7;
+    TrainSettings s;
+    s.epochs = 3; s.batch = 64; s.limit = 3200; s.lr = 2e-3f; s.warmup_epochs = 0.5f; s.augment = false;
+    Trainer tr(init_weights(c, 1), s, train);
+    double first = -1, last = 0;
+    while (!tr.done())
+        tr.run_epoch([&](const StepInfo& i) {
+            if (first < 0 && i.step_in_epoch == 5) first = i.epoch_loss;
+            last = i.epoch_loss;
+            return true;
+        });
+    EvalResult r = evaluate(tr.weights(), test, 1000);
+    std::printf("loss %.3f -> %.3f, test accuracy %.1f%% after %d steps\n", first, last, 100 * r.accuracy,
+                3 * 3200 / 64);
+    EXPECT_LT(last, 0.6 * first);
+    EXPECT_GT(r.accuracy, 0.5);  // chance is 0.1; typically ~0.6 here
+}
+
+TEST(Training, CheckpointAndOptimizerStateRoundTrip) {
+    Config c = preset("toy-gray4");
+    Weights w = init_weights(c, 2);
+    AdamW a;
+    a.init(w);
+    a.step = 17;
+    a.m.cls(0) = 0.5f;
+    save_training_checkpoint(tmp("ck.safetensors"), w, a, 3, {{"command", "x"}});
+    AdamW b;
+    EXPECT_EQ(load_optimizer_state(tmp("ck.safetensors"), w, b), 3);
+    EXPECT_EQ(b.step, 17);
+    EXPECT_EQ(b.m.cls(0), 0.5f);
+    EXPECT_EQ(load_optimizer_state(tmp("nothing.safetensors"), w, b), -1);
+}
