@@ -40,6 +40,7 @@ Tensor Tensor::clone() const {
 void Trace::begin() { cursor_ = 0; }
 
 float* Trace::record(const std::string& name, int layer, const Shape& shape) {
+    if (progress_) progress_->fetch_add(1, std::memory_order_relaxed);
     if (cursor_ < entries_.size() && entries_[cursor_].name == name &&
         entries_[cursor_].tensor.shape == shape) {
         entries_[cursor_].layer = layer;

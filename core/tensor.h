@@ -2,6 +2,7 @@
 // Deliberately free of xtensor: this header is included everywhere, xtensor
 // headers are slow to compile and live only in core/*.cpp.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -67,8 +68,11 @@ public:
     const Tensor& get(const std::string& name) const;  // throws if absent
     const TraceEntry& at(size_t i) const { return entries_.at(i); }
     size_t bytes() const;
+    // Counts recorded stages while a run is in progress (for progress bars).
+    void set_progress(std::atomic<int>* p) { progress_ = p; }
 
 private:
+    std::atomic<int>* progress_ = nullptr;
     std::vector<TraceEntry> entries_;
     std::unordered_map<std::string, size_t> index_;
     size_t cursor_ = 0;

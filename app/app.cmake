@@ -1,0 +1,19 @@
+# The desktop app: GLFW + OpenGL 3.3 core + Dear ImGui (Debian's libimgui.a
+# carries the GLFW and OpenGL3 backends).
+find_package(OpenGL REQUIRED)
+pkg_check_modules(GLFW3 REQUIRED IMPORTED_TARGET glfw3)
+pkg_check_modules(IMGUI REQUIRED IMPORTED_TARGET imgui)
+
+file(READ ${CMAKE_CURRENT_SOURCE_DIR}/shaders/heatmap.vert VITSCOPE_HEATMAP_VERT)
+file(READ ${CMAKE_CURRENT_SOURCE_DIR}/shaders/heatmap.frag VITSCOPE_HEATMAP_FRAG)
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/app/shaders_embedded.h.in
+               ${CMAKE_CURRENT_BINARY_DIR}/generated/shaders_embedded.h @ONLY)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+             ${CMAKE_CURRENT_SOURCE_DIR}/shaders/heatmap.vert ${CMAKE_CURRENT_SOURCE_DIR}/shaders/heatmap.frag)
+
+add_executable(vitscope app/main.cpp app/gl_util.cpp app/session.cpp app/views_stage.cpp
+               app/views_panels.cpp app/views_train.cpp)
+target_include_directories(vitscope PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
+target_compile_definitions(vitscope PRIVATE VITSCOPE_ASSETS_DIR="${CMAKE_CURRENT_SOURCE_DIR}/assets")
+target_link_libraries(vitscope PRIVATE vitscope_core PkgConfig::IMGUI PkgConfig::GLFW3 PkgConfig::STB
+                      OpenGL::GL CLI11::CLI11 ${CMAKE_DL_LIBS})
