@@ -2,14 +2,36 @@
 
 #include <chrono>
 
+#include "core/ops.h"
 #include "core/train.h"
 
 namespace vit::app {
 
-Session::Session() : model_(std::make_shared<LoadedModel>(vit::load_model("default"))), model_spec_("default") {}
+Session::Session() : model_(std::make_shared<LoadedModel>(vit::load_model("default"))), model_spec_("default") {
+    worker_ = std::thread([this] {
+        std::unique_lock<std::mutex> lk(mu_);
+        for (;;) {
+            cv_.wait(lk, [this] { return have_job_ || quit_; });
+            if (quit_) return;
+            auto job = std::move(job_);
+            have_job_ = false;
+            lk.unlock();
+            Result r = job();
+            lk.lock();
+            pending_ = std::move(r);
+            have_result_ = true;
+            cv_.notify_all();
+        }
+    });
+}
 
 Session::~Session() {
-    if (job_.valid()) job_.wait();
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        quit_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
 }
 
 bool Session::load_model(const std::string& spec, int heads) {
@@ -69,7 +91,13 @@ void Session::launch() {
     const Config& c = model->weights.cfg;
     stages_total_ = int(stage_names(c, opt).size()) * (opt == Options{} ? 1 : 2);
     bool want_grads = param_count(c) < 30'000'000;  // the full backward of ViT-B+ is not worth a frame
-    job_ = std::async(std::launch::async, [this, model, x = std::move(x), opt, want_grads]() {
+    // Small models run single-threaded: a fork/join per kernel costs more than it saves.
+    int threads = param_count(c) < 2'000'000 ? 1 : 0;
+    auto xp = std::make_shared<Tensor>(std::move(x));
+    auto job = [this, model, xp, opt, want_grads, threads]() {
+        const Tensor& x = *xp;
+        if (threads) ops::set_threads(threads);
+        else ops::set_threads(int(std::thread::hardware_concurrency()));
         Result r;
         auto t0 = std::chrono::steady_clock::now();
         try {
@@ -92,7 +120,14 @@ void Session::launch() {
         }
         r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         return r;
-    });
+    };
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        job_ = std::move(job);
+        have_job_ = true;
+        have_result_ = false;
+    }
+    cv_.notify_all();
     running_ = true;
     dirty_ = false;
 }
@@ -100,8 +135,14 @@ void Session::launch() {
 bool Session::poll(double wait_ms) {
     if (!running_ && dirty_ && input_.size()) launch();
     if (!running_) return false;
-    if (job_.wait_for(std::chrono::microseconds(int64_t(wait_ms * 1000))) != std::future_status::ready) return false;
-    Result r = job_.get();
+    Result r;
+    {
+        std::unique_lock<std::mutex> lk(mu_);
+        if (!cv_.wait_for(lk, std::chrono::microseconds(int64_t(wait_ms * 1000)), [this] { return have_result_; }))
+            return false;
+        r = std::move(pending_);
+        have_result_ = false;
+    }
     running_ = false;
     if (!r.error.empty()) {
         error_ = r.error;

@@ -3,7 +3,10 @@
 // keeps drawing the last complete trace and shows progress meanwhile.
 #pragma once
 #include <atomic>
-#include <future>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,7 +63,13 @@ private:
     Options opt_;
     bool dirty_ = true;
     bool running_ = false;
-    std::future<Result> job_;
+    // One persistent worker thread: its OpenMP pool survives between runs.
+    std::thread worker_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::function<Result()> job_;
+    bool have_job_ = false, have_result_ = false, quit_ = false;
+    Result pending_;
     std::atomic<int> stages_done_{0};
     int stages_total_ = 1;
     Result res_;

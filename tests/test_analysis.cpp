@@ -1,0 +1,103 @@
+// Attention maps and statistics against hand arithmetic on tiny traces.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/analysis.h"
+#include "core/forward.h"
+
+using namespace vit;
+
+namespace {
+// A trace holding only blocks.{l}.attn.pattern of shape (H, T, T) with given values.
+Trace patterns(const std::vector<std::vector<float>>& layers, size_t H, size_t T, const char* suffix = "") {
+    Trace t;
+    t.begin();
+    for (size_t l = 0; l < layers.size(); ++l) {
+        float* p = t.record("blocks." + std::to_string(l) + ".attn.pattern" + suffix, int(l), {H, T, T});
+        std::copy(layers[l].begin(), layers[l].end(), p);
+    }
+    t.end();
+    return t;
+}
+}  // namespace
+
+TEST(Analysis, ClsAttentionIsRowZeroWithoutTheClsColumn) {
+    // H = 2, T = 3: head 0 cls row [.2 .3 .5], head 1 cls row [.6 .1 .3]
+    Trace t = patterns({{.2f, .3f, .5f, 1, 0, 0, 0, 1, 0, .6f, .1f, .3f, 1, 0, 0, 0, 1, 0}}, 2, 3);
+    auto h0 = cls_attention(t, 0, 0), mean = cls_attention(t, 0, -1);
+    ASSERT_EQ(h0.size(), 2u);
+    EXPECT_FLOAT_EQ(h0[0], .3f);
+    EXPECT_FLOAT_EQ(h0[1], .5f);
+    EXPECT_FLOAT_EQ(mean[0], .2f);  // (.3 + .1) / 2
+    EXPECT_FLOAT_EQ(mean[1], .4f);  // (.5 + .3) / 2
+}
+
+TEST(Analysis, RolloutOfOneLayerIsHalfAttentionPlusHalfIdentity) {
+    // One head, T = 3, cls row [.2 .3 .5]: (A + I) / 2 has cls row [.6 .15 .25] (rows still sum to 1).
+    Trace t = patterns({{.2f, .3f, .5f, .1f, .8f, .1f, .3f, .3f, .4f}}, 1, 3);
+    auto r = attention_rollout(t, 0, Fusion::Mean, 0.f);
+    EXPECT_NEAR(r[0], .15, 1e-6);
+    EXPECT_NEAR(r[1], .25, 1e-6);
+}
+
+TEST(Analysis, RolloutOfTwoLayersMultiplies) {
+    // Identity attention in layer 0 leaves layer 1's result unchanged; hand product for two equal layers.
+    std::vector<float> A = {.2f, .3f, .5f, .1f, .8f, .1f, .3f, .3f, .4f}, I = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    Trace t = patterns({I, A}, 1, 3);
+    auto r = attention_rollout(t, 1, Fusion::Mean, 0.f);
+    EXPECT_NEAR(r[0], .15, 1e-6);
+    EXPECT_NEAR(r[1], .25, 1e-6);
+    // B = (A+I)/2 = [[.6 .15 .25] [.05 .9 .05] [.15 .15 .7]]; (B B) row 0 = [.3825 .2625 .355]
+    Trace t2 = patterns({A, A}, 1, 3);
+    auto r2 = attention_rollout(t2, 1, Fusion::Mean, 0.f);
+    EXPECT_NEAR(r2[0], .6 * .15 + .15 * .9 + .25 * .15, 1e-6);
+    EXPECT_NEAR(r2[1], .6 * .25 + .15 * .05 + .25 * .7, 1e-6);
+}
+
+TEST(Analysis, RolloutHeadFusionMax) {
+    // Two heads; max fusion takes the elementwise max before the (A + I) / 2 step and renormalises.
+    std::vector<float> a = {.2f, .3f, .5f, 1, 0, 0, 0, 0, 1, .6f, .1f, .3f, 1, 0, 0, 0, 0, 1};
+    Trace t = patterns({a}, 2, 3);
+    auto r = attention_rollout(t, 0, Fusion::Max, 0.f);
+    // max row 0 = [.6 .3 .5] -> /2 + I -> [.8 .15 .25] / 1.2
+    EXPECT_NEAR(r[0], .15 / 1.2, 1e-6);
+    EXPECT_NEAR(r[1], .25 / 1.2, 1e-6);
+}
+
+TEST(Analysis, GradRolloutUsesPositiveGradTimesAttention) {
+    // One layer, one head: R = I + relu(g * A); cls row excluding the cls column.
+    std::vector<float> A = {.2f, .3f, .5f, .1f, .8f, .1f, .3f, .3f, .4f};
+    std::vector<float> G = {1, -2, 4, 0, 0, 0, 0, 0, 0};
+    Trace t = patterns({A}, 1, 3), g = patterns({G}, 1, 3, ".grad");
+    auto r = grad_rollout(t, g, 0);
+    EXPECT_NEAR(r[0], 0.0, 1e-7);      // relu(-2 * .3) = 0
+    EXPECT_NEAR(r[1], 4 * .5, 1e-6);   // relu(4 * .5)
+}
+
+TEST(Analysis, StatsAndChanges) {
+    float x[5] = {1, 2, 3, 4, 10};
+    Stats s = stats(x, 5, 3);
+    EXPECT_FLOAT_EQ(s.min, 1);
+    EXPECT_FLOAT_EQ(s.max, 10);
+    EXPECT_FLOAT_EQ(s.mean, 4);
+    EXPECT_NEAR(s.std, std::sqrt(10.0), 1e-5);  // population std of 1,2,3,4,10
+    EXPECT_EQ(s.argmax, 4u);
+    EXPECT_FLOAT_EQ(s.hist[0] + s.hist[1] + s.hist[2], 5);
+    // bins of width 3 over [1, 10]: [1, 4) holds 1, 2, 3; [4, 7) holds 4; [7, 10] holds 10
+    EXPECT_FLOAT_EQ(s.hist[0], 3);
+    EXPECT_FLOAT_EQ(s.hist[1], 1);
+    EXPECT_FLOAT_EQ(s.hist[2], 1);
+}
+
+TEST(Analysis, StageInfoCoversEveryStageOfARealTrace) {
+    Config c = preset("toy-rgb8");
+    for (auto& n : stage_names(c)) {
+        SCOPED_TRACE(n);
+        StageInfo i = stage_info(n, c);
+        EXPECT_FALSE(i.what.empty());
+        EXPECT_FALSE(i.torch.empty());
+        Trace t = run(init_weights(c, 0), Tensor::zeros({3, 8, 8}));
+        EXPECT_EQ(i.axes.size(), t.get(n).dim());
+    }
+}
