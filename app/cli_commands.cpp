@@ -23,7 +23,7 @@ struct Commands::State {
     std::string model = "default", image, input, out;
     int heads = 0;
     bool no_affine = false, unbiased = false;
-    std::string pooling;
+    std::string pooling, labels;
     uint64_t seed = 0;
     // train / eval
     std::string data = default_fashion_mnist_dir(), resume, config = "fmnist";
@@ -94,6 +94,13 @@ void model_flags(CLI::App* c, Commands::State& s) {
         ->check(CLI::Range(1, 4096));
     c->add_option("--pooling", s.pooling, "override pooling: cls or mean")->check(CLI::IsMember({"cls", "mean"}));
     c->add_option("--seed", s.seed, "seed for a preset's random weights")->default_val(0);
+    c->add_option("--labels", s.labels, "class names, one per line (overrides the checkpoint's)");
+}
+
+LoadedModel load(const Commands::State& s) {
+    LoadedModel lm = load_model(s.model, overrides(s), s.seed);
+    if (!s.labels.empty()) apply_labels_file(lm.weights.cfg, s.labels);
+    return lm;
 }
 
 }  // namespace
@@ -114,7 +121,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
         selected_ = [this] {
             auto& s = *s_;
             if (s.image.empty() && s.input.empty()) throw CLI::ValidationError("trace needs --image or --input");
-            LoadedModel lm = load_model(s.model, overrides(s), s.seed);
+            LoadedModel lm = load(s);
             const Config& c = lm.weights.cfg;
             Tensor x = s.input.empty() ? preprocess(load_image(s.image), c) : read_npy(s.input);
             Options opt;
@@ -140,7 +147,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     info->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
-            LoadedModel lm = load_model(s.model, overrides(s), s.seed);
+            LoadedModel lm = load(s);
             const Config& c = lm.weights.cfg;
             std::printf("source: %s\nfamily: %s\nconfig: %s\n", lm.source.c_str(), family_name(lm.family),
                         c.describe().c_str());
@@ -262,7 +269,7 @@ void Commands::add_training(CLI::App& app) {
     ev->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
-            LoadedModel lm = load_model(s.model, overrides(s), s.seed);
+            LoadedModel lm = load(s);
             Dataset test = load_fashion_mnist(s.data, false);
             const Config& c = lm.weights.cfg;
             if (c.classes != 10) throw std::runtime_error("model has " + std::to_string(c.classes) + " classes; Fashion-MNIST has 10");

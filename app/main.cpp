@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
     bool no_affine = false, unbiased = false, bench_toggle = false;
     cli.add_option("--model,-m", model, "'default', a preset, or a .safetensors checkpoint")->default_val("default");
     cli.add_option("--image,-i", image, "image to load (default: a bundled Fashion-MNIST sample)");
+    std::string labels;
+    cli.add_option("--labels", labels, "class names, one per line");
     cli.add_option("--heads", heads, "number of heads, if the checkpoint does not say");
     cli.add_option("--stage", stage, "stage to show: a trace name (blocks.2.attn.pattern) or, with --layer, attn.pattern");
     cli.add_option("--layer", layer, "layer for --stage and the overlay");
@@ -122,6 +124,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "vitscope: %s\n", s.error().c_str());
         if (headless) return 1;
         s.load_model("default");
+    }
+    if (!labels.empty() && !s.load_labels(labels)) {
+        std::fprintf(stderr, "vitscope: %s\n", s.error().c_str());
+        if (headless) return 1;
     }
     if (image.empty()) {
         for (auto p : {std::string(VITSCOPE_ASSETS_DIR) + "/samples/9_ankle_boot_test0.png",

@@ -59,6 +59,24 @@ void Session::set_weights(std::shared_ptr<LoadedModel> m, const std::string& lab
     dirty_ = true;
 }
 
+bool Session::load_labels(const std::string& path) {
+    try {
+        auto m = std::make_shared<LoadedModel>();
+        m->weights = zeros_like(model_->weights);
+        auto src = model_->weights.named();
+        auto dst = m->weights.named();
+        for (size_t i = 0; i < src.size(); ++i) std::copy_n(src[i].second->data(), src[i].second->size(), dst[i].second->data());
+        m->family = model_->family; m->source = model_->source; m->metadata = model_->metadata;
+        apply_labels_file(m->weights.cfg, path);
+        model_ = std::move(m);
+        dirty_ = true;
+        return true;
+    } catch (const std::exception& e) {
+        error_ = e.what();
+        return false;
+    }
+}
+
 bool Session::load_image(const std::string& path) {
     try {
         Image im = vit::load_image(path);

@@ -32,6 +32,7 @@ public:
     // Each returns false and sets error() on a bad file; the old state stays.
     bool load_model(const std::string& spec, int heads = 0);
     bool load_image(const std::string& path);
+    bool load_labels(const std::string& path);
     void set_options(const Options& o);
     const Options& options() const { return opt_; }
 

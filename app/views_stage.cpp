@@ -223,6 +223,14 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
     bool grad_ok = grads && grads->has(name + ".grad");
     if (ui.show_grad && grad_ok) { t = &grads->get(name + ".grad"); }
     StageInfo info = stage_info(ui.show_grad && grad_ok ? name + ".grad" : name, c);
+    if (ImGui::ArrowButton("prev", ImGuiDir_Left)) ui.stage = std::max(0, ui.stage - 1);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("previous stage (Left / Up)");
+    ImGui::SameLine();
+    if (ImGui::ArrowButton("next", ImGuiDir_Right)) ui.stage = std::min(int(s.trace()->size()) - 1, ui.stage + 1);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("next stage (Right / Down)");
+    ImGui::SameLine();
+    ImGui::TextDisabled("%d/%zu", ui.stage + 1, s.trace()->size());
+    ImGui::SameLine();
     ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 214, 120, 255));
     ImGui::Text("%s", info.title.c_str());
     ImGui::PopStyleColor();

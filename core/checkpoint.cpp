@@ -353,6 +353,21 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
     return weights_from_tensors(std::move(st.tensors), st.metadata, spec, ov);
 }
 
+void apply_labels_file(Config& c, const std::string& path) {
+    std::string text = read_file(path, 1 << 24);
+    std::vector<std::string> names;
+    std::stringstream ss(text);
+    std::string line;
+    while (std::getline(ss, line)) {
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+        if (!line.empty()) names.push_back(line);
+    }
+    if (names.size() != size_t(c.classes))
+        throw FileError(path + ": " + std::to_string(names.size()) + " class names for a model with " +
+                        std::to_string(c.classes) + " classes");
+    c.class_names = std::move(names);
+}
+
 void save_model(const std::string& path, const Weights& w, std::map<std::string, std::string> extra) {
     extra["format"] = "pt";
     extra["vitscope.config"] = config_to_json(w.cfg);

@@ -40,6 +40,9 @@ void save_model(const std::string& path, const Weights& w, std::map<std::string,
 std::string config_to_json(const Config& c);
 Config config_from_json(const std::string& text, const std::string& what);
 
+// Class names from a text file, one per line; must match the number of classes.
+void apply_labels_file(Config& c, const std::string& path);
+
 // The embedded default model's bytes (empty if the build had none).
 std::string embedded_model_bytes();
 

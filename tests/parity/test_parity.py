@@ -219,6 +219,43 @@ def main():
     vitref.write_safetensors(path("gray_mean.safetensors"), fc, {"num_heads": Hh})
     check("timm grayscale, global_pool=avg + fc_norm", run.trace(path("gray_mean.safetensors"), x), mref)
 
+    # Preprocessing: our resize / center-crop / normalize (the trace's `input`) against
+    # torchvision.transforms on the same RGB file, for the torchvision family (bilinear,
+    # shorter side 256, crop 224, ImageNet mean/std) and timm (bicubic, 248, crop 224, 0.5).
+    from PIL import Image
+    import torchvision.transforms as T
+    from torchvision.transforms import InterpolationMode as IM
+    g = np.random.default_rng(3)
+    yy, xx = np.mgrid[0:240, 0:300]
+    rgb = np.stack([128 + 100 * np.sin(xx / 17.0), 128 + 100 * np.cos(yy / 11.0), (xx + yy) % 256], -1)
+    rgb = np.clip(rgb + g.normal(0, 12, rgb.shape), 0, 255).astype(np.uint8)
+    img_path = path("photo.png")
+    Image.fromarray(rgb).save(img_path)
+    torch.manual_seed(11)
+    tv = torchvision.models.VisionTransformer(image_size=224, patch_size=16, num_layers=1, num_heads=1,
+                                              hidden_dim=16, mlp_dim=32, num_classes=3).eval()
+    vitref.write_safetensors(path("tv224.safetensors"), tv.state_dict(), {"num_heads": 1})
+    canon = vitref.tv_to_canonical(tv.state_dict(), 1)
+    vitref.write_safetensors(path("timm224.safetensors"), canon, {"num_heads": 1})
+    pil = T.functional.to_tensor(Image.open(img_path))
+    for fam, mean, std, size, interp in [("torchvision", (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 256, IM.BILINEAR),
+                                         ("timm", (0.5,) * 3, (0.5,) * 3, 248, IM.BICUBIC)]:
+        ref = T.Compose([T.Resize(size, interpolation=interp, antialias=True), T.CenterCrop(224),
+                         T.Normalize(mean, std)])(pil)
+        out = path("pre.npz")
+        r = subprocess.run([a.cli, "trace", "--model", path(f"{'tv' if fam == 'torchvision' else 'timm'}224.safetensors"),
+                            "--image", img_path, "--out", out], capture_output=True, text=True)
+        if r.returncode:
+            raise SystemExit(r.stderr)
+        with np.load(out) as z:
+            ours = z["input"]
+        err = float(np.abs(ours - ref.numpy()).max()) * min(std)  # in units of pixel value (0..1)
+        st = "ok" if err < 2.5 / 255 else "FAIL"
+        print(f"{st:4} preprocessing, {fam} family ({interp.value}, resize {size}, crop 224) vs torchvision.transforms: "
+              f"max error {err * 255:.4f}/255 of a pixel")
+        if st == "FAIL":
+            FAIL.append(f"preprocess {fam}")
+
     print(f"{'FAILED: ' + ', '.join(FAIL) if FAIL else 'all parity checks passed'}")
     return 1 if FAIL else 0
 
