@@ -227,7 +227,7 @@ void Commands::add_training(CLI::App& app) {
                 c.validate();
                 w = init_weights(c, s.ts.seed);
             }
-            const Config& c = w.cfg;
+            const Config c = w.cfg;  // a copy: w is moved into the trainer below
             std::printf("training %s\n  %lld parameters, %d train / %d test images, batch %d, %d epochs, %d threads\n",
                         c.describe().c_str(), (long long)param_count(c), s.ts.limit ? std::min(s.ts.limit, train.n) : train.n,
                         test.n, s.ts.batch, s.ts.epochs, ops::threads());

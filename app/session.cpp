@@ -41,9 +41,7 @@ bool Session::load_model(const std::string& spec, int heads) {
         auto m = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
         model_ = std::move(m);
         model_spec_ = spec;
-        if (!image_path_.empty()) input_ = preprocess(image_, model_->weights.cfg);
-        else input_ = Tensor::zeros({size_t(config().channels), size_t(config().image_size), size_t(config().image_size)});
-        dirty_ = true;
+        refresh_input();
         error_.clear();
         return true;
     } catch (const std::exception& e) {
@@ -55,17 +53,21 @@ bool Session::load_model(const std::string& spec, int heads) {
 void Session::set_weights(std::shared_ptr<LoadedModel> m, const std::string& label) {
     model_ = std::move(m);
     model_spec_ = label;
-    if (!image_path_.empty()) input_ = preprocess(image_, model_->weights.cfg);
+    refresh_input();
+}
+
+// The image as the current model sees it (its size, channels, mean and std).
+void Session::refresh_input() {
+    const Config& c = config();
+    if (!image_path_.empty()) input_ = preprocess(image_, c);
+    else input_ = Tensor::zeros({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
     dirty_ = true;
 }
 
 bool Session::load_labels(const std::string& path) {
     try {
         auto m = std::make_shared<LoadedModel>();
-        m->weights = zeros_like(model_->weights);
-        auto src = model_->weights.named();
-        auto dst = m->weights.named();
-        for (size_t i = 0; i < src.size(); ++i) std::copy_n(src[i].second->data(), src[i].second->size(), dst[i].second->data());
+        m->weights = clone(model_->weights);
         m->family = model_->family; m->source = model_->source; m->metadata = model_->metadata;
         apply_labels_file(m->weights.cfg, path);
         model_ = std::move(m);

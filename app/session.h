@@ -57,6 +57,7 @@ public:
 
 private:
     void launch();
+    void refresh_input();
     std::shared_ptr<LoadedModel> model_;
     std::string model_spec_, image_path_, error_;
     Image image_;

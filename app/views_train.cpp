@@ -37,10 +37,7 @@ void TrainPanel::start(const Config& c, const TrainSettings& ts) {
             Trainer tr(init_weights(c, ts.seed), ts, *train_);
             auto snap = [&] {
                 auto m = std::make_shared<LoadedModel>();
-                auto src = tr.weights().named();
-                m->weights = zeros_like(tr.weights());
-                auto dst = m->weights.named();
-                for (size_t i = 0; i < src.size(); ++i) std::copy_n(src[i].second->data(), src[i].second->size(), dst[i].second->data());
+                m->weights = clone(tr.weights());
                 m->source = "training (live)";
                 std::lock_guard<std::mutex> g(mu_);
                 snapshot_ = m;

@@ -28,6 +28,14 @@ Weights zeros_like(const Weights& w) {
     return z;
 }
 
+Weights clone(const Weights& w) {
+    Weights c = zeros_like(w);
+    auto src = w.named();
+    auto dst = c.named();
+    for (size_t i = 0; i < src.size(); ++i) std::copy_n(src[i].second->data(), src[i].second->size(), dst[i].second->data());
+    return c;
+}
+
 void scale_(Weights& w, float s) {
     for (auto& [n, t] : w.named())
         for (size_t i = 0; i < t->size(); ++i) (*t)(i) *= s;

@@ -14,6 +14,8 @@ namespace vit {
 
 // Zero-filled weights of the same shapes (for gradients and Adam moments).
 Weights zeros_like(const Weights& w);
+// A deep copy (Weights is move-only: tensors are large).
+Weights clone(const Weights& w);
 void scale_(Weights& w, float s);
 
 struct TrainCache;  // per-batch activations, defined in train.cpp

@@ -83,6 +83,31 @@ def main():
     leftovers = glob.glob(w("*.tmp.*"))
     expect(not leftovers, "no temporary files left")
 
+    # train: Ctrl-C saves a checkpoint and exits 130; --resume continues from it.
+    import signal
+    import time
+    ck = w("ck.safetensors")
+    for f in (ck, ck + ".optim"):
+        if os.path.exists(f):
+            os.remove(f)
+    p = subprocess.Popen([a.cli, "train", "--limit", "1280", "--epochs", "50", "--batch", "64", "--depth", "1",
+                          "--out", ck], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    expect(p.returncode == 130, f"Ctrl-C during training exits 130 (got {p.returncode})")
+    expect(os.path.exists(ck) and os.path.exists(ck + ".optim") and "--resume" in err,
+           "...after saving the model and its optimizer state, saying how to resume")
+    r = cli("train", "--resume", ck, "--epochs", "1", "--limit", "1280", "--batch", "64", "--out", ck)
+    expect(r.returncode == 0 and "resuming" in r.stderr and "confusion matrix" in r.stdout,
+           f"--resume continues and finishes ({r.stderr.strip()[-200:]})")
+    r = cli("eval", "--model", ck, "--limit", "500")
+    rows = [l for l in r.stdout.splitlines() if l[:2].strip().isdigit() and len(l.split()) >= 11]
+    total = sum(sum(int(v) for v in l.split()[-10:]) for l in rows)
+    expect(r.returncode == 0 and len(rows) == 10 and total == 500, f"eval prints a 10x10 confusion matrix over 500 images ({total})")
+    r = cli("train", "--data", w("nowhere"), "--out", w("x.safetensors"))
+    expect(r.returncode == 1 and "nowhere" in r.stderr, "train without the dataset exits 1 naming the directory")
+
     r = cli("info", "--model", "vit-b16")
     expect(r.returncode == 0 and "parameters: 86567656" in r.stdout, "info vit-b16 prints 86,567,656 parameters")
     print(f"{'FAILED: ' + '; '.join(FAIL) if FAIL else 'all CLI checks passed'}")
