@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
         glfwPollEvents();
         for (auto& p : g_dropped) {
             std::string ext = std::filesystem::path(p).extension().string();
-            if (ext == ".safetensors") s.load_model(p, heads);
+            if (ext == ".safetensors") s.begin_load_model(p, heads);
             else s.load_image(p);
         }
         g_dropped.clear();

@@ -26,6 +26,7 @@ Session::Session() : model_(std::make_shared<LoadedModel>(vit::load_model("defau
 }
 
 Session::~Session() {
+    if (loader_.joinable()) loader_.join();
     {
         std::lock_guard<std::mutex> g(mu_);
         quit_ = true;
@@ -48,6 +49,25 @@ bool Session::load_model(const std::string& spec, int heads) {
         error_ = e.what();
         return false;
     }
+}
+
+void Session::begin_load_model(const std::string& spec, int heads) {
+    if (loading_) { error_ = "still loading the previous model"; return; }
+    if (loader_.joinable()) loader_.join();
+    loading_ = true;
+    load_done_ = false;
+    load_spec_ = spec;
+    loader_ = std::thread([this, spec, heads] {
+        try {
+            LoadOverrides ov;
+            ov.heads = heads;
+            loaded_ = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
+        } catch (const std::exception& e) {
+            load_error_ = e.what();
+            loaded_.reset();
+        }
+        load_done_ = true;
+    });
 }
 
 void Session::set_weights(std::shared_ptr<LoadedModel> m, const std::string& label) {
@@ -153,6 +173,18 @@ void Session::launch() {
 }
 
 bool Session::poll(double wait_ms) {
+    if (loading_ && load_done_) {
+        loader_.join();
+        loading_ = false;
+        if (loaded_) {
+            model_ = std::move(loaded_);
+            model_spec_ = load_spec_;
+            refresh_input();
+            error_.clear();
+        } else {
+            error_ = load_error_;
+        }
+    }
     if (!running_ && dirty_ && input_.size()) launch();
     if (!running_) return false;
     Result r;

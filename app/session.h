@@ -30,7 +30,11 @@ public:
     Session();
     ~Session();
     // Each returns false and sets error() on a bad file; the old state stays.
+    // load_model blocks; begin_load_model loads on a background thread (large
+    // checkpoints and presets take seconds) and poll() swaps the model in.
     bool load_model(const std::string& spec, int heads = 0);
+    void begin_load_model(const std::string& spec, int heads = 0);
+    bool loading() const { return loading_; }
     bool load_image(const std::string& path);
     bool load_labels(const std::string& path);
     void set_options(const Options& o);
@@ -72,6 +76,10 @@ private:
     std::function<Result()> job_;
     bool have_job_ = false, have_result_ = false, quit_ = false;
     Result pending_;
+    std::thread loader_;
+    std::atomic<bool> loading_{false}, load_done_{false};
+    std::shared_ptr<LoadedModel> loaded_;
+    std::string load_spec_, load_error_;
     std::atomic<int> stages_done_{0};
     int stages_total_ = 1;
     Result res_;

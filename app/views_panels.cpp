@@ -82,9 +82,9 @@ void DrawToolbar(Session& s, UiState& ui) {
     // Model
     ImGui::SetNextItemWidth(150);
     if (ImGui::BeginCombo("##model", s.model_spec().size() > 24 ? ("..." + s.model_spec().substr(s.model_spec().size() - 21)).c_str() : s.model_spec().c_str())) {
-        if (ImGui::Selectable("default (embedded Fashion-MNIST)")) s.load_model("default");
+        if (ImGui::Selectable("default (embedded Fashion-MNIST)")) s.begin_load_model("default");
         for (auto& p : preset_names())
-            if (ImGui::Selectable((p + " (random weights)").c_str())) s.load_model(p);
+            if (ImGui::Selectable((p + " (random weights)").c_str())) s.begin_load_model(p);
         ImGui::EndCombo();
     }
     ImGui::SameLine();
@@ -96,13 +96,13 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::InputInt("heads##h", &heads, 0);
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("0: from the file's metadata, or width/64");
     ImGui::SameLine();
-    if (ImGui::Button("Load model") || enter) { if (s.load_model(model_path, heads)) ui.stage = 0; }
+    if (ImGui::Button("Load model") || enter) s.begin_load_model(model_path, heads);
     ImGui::SameLine();
     if (ImGui::Button("...##m")) ImGui::OpenPopup("Open checkpoint");
     std::string picked;
     if (DrawFileBrowser("Open checkpoint", picked, {".safetensors"})) {
         std::snprintf(model_path, sizeof model_path, "%s", picked.c_str());
-        s.load_model(picked, heads);
+        s.begin_load_model(picked, heads);
     }
     ImGui::SameLine();
     ImGui::TextDisabled("|");
@@ -324,6 +324,10 @@ void DrawPredictions(Session& s, UiState& ui) {
 }
 
 void DrawStatusBar(Session& s, UiState& ui) {
+    if (s.loading()) {
+        ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "loading model...");
+        ImGui::SameLine();
+    }
     if (s.busy()) {
         ImGui::ProgressBar(s.progress(), ImVec2(200, 0), "running forward...");
         ImGui::SameLine();

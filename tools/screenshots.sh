@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Regenerates the README's screenshots with the app's own headless mode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+APP=${1:-build/vitscope}
+OUT=assets/screenshots
+mkdir -p "$OUT"
+shot() {
+  local name=$1; shift
+  xvfb-run -a -s "-screen 0 1600x1000x24" "$APP" --width 1600 --height 1000 "$@" --screenshot "$OUT/$name.png"
+  echo "wrote $OUT/$name.png"
+}
+IMG=assets/samples/9_ankle_boot_test0.png
+shot pattern        --image "$IMG" --stage attn.pattern --layer 5 --head 1 --patch 38 --overlay cls --layer 5
+shot layernorm      --image "$IMG" --stage blocks.2.ln2.normalized --overlay rollout --layer 5
+shot attention_maps --image assets/samples/8_bag_test18.png --tab 1 --overlay cls --layer 5
+shot changes        --image "$IMG" --stage blocks.3.mlp.post --no-affine --tab 2
+shot rollout        --image assets/samples/1_trouser_test2.png --stage input --overlay rollout --layer 5 --opacity 0.8
