@@ -195,6 +195,10 @@ void Commands::add_training(CLI::App& app) {
     tr->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
+            // Catch Ctrl-C from the start: an interrupt while the data loads must not kill
+            // the process without a word; the loop below saves and exits 130.
+            std::signal(SIGINT, on_sigint);
+            std::signal(SIGTERM, on_sigint);
             if (s.threads > 0) ops::set_threads(s.threads);
             s.ts.augment = !s.no_augment;
             Dataset train = load_fashion_mnist(s.data, true), test = load_fashion_mnist(s.data, false);
@@ -234,13 +238,12 @@ void Commands::add_training(CLI::App& app) {
             Trainer tr(std::move(w), s.ts, train);
             if (!s.resume.empty() && have_adam) tr.resume(std::move(adam), start_epoch);
             else if (!s.resume.empty()) tr.set_epoch(start_epoch);
-            std::signal(SIGINT, on_sigint);
-            std::signal(SIGTERM, on_sigint);
             auto meta = [&](const EvalResult* r) {
                 std::map<std::string, std::string> m{{"command", s.command_line}, {"dataset", "fashion-mnist"}};
                 if (r) m["test_accuracy"] = std::to_string(r->accuracy);
                 return m;
             };
+            if (g_interrupted) { std::fprintf(stderr, "interrupted before training started; nothing saved\n"); return 130; }
             while (!tr.done()) {
                 bool ok = tr.run_epoch([](const StepInfo& i) { progress(i); return !g_interrupted.load(); });
                 if (!ok) {

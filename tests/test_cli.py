@@ -92,7 +92,11 @@ def main():
             os.remove(f)
     p = subprocess.Popen([a.cli, "train", "--limit", "1280", "--epochs", "50", "--batch", "64", "--depth", "1",
                           "--out", ck], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.5)
+    deadline = time.time() + 120
+    while time.time() < deadline:  # wait for the first progress line: training has started
+        line = p.stderr.readline()
+        if not line or "epoch" in line:
+            break
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
     expect(p.returncode == 130, f"Ctrl-C during training exits 130 (got {p.returncode})")

@@ -1,8 +1,6 @@
 // vitscope-bench: median time of the traced forward pass (every stage
 // recorded) on one image. Driven by tools/bench.py, which times PyTorch on
 // the same weights in the same run and prints the ratio.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +14,19 @@
 #include "core/forward.h"
 #include "core/train.h"
 #include "core/trainer.h"
+
+// Peak resident memory of this process image. (getrusage's ru_maxrss survives
+// execve on Linux, so a child of a big Python process would report the parent's.)
+static double peak_mb() {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    double kb = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::atof(line + 6);
+    std::fclose(f);
+    return kb / 1024.0;
+}
 
 int main(int argc, char** argv) {
     std::string model = "default";
@@ -55,10 +66,7 @@ int main(int argc, char** argv) {
                 return true;
             });
             double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            struct rusage ru;
-            getrusage(RUSAGE_SELF, &ru);
-            std::printf("ours_img_s=%.1f steps=%d peak_mb=%.1f\n", double(runs) * train_batch / s, runs,
-                        ru.ru_maxrss / 1024.0);
+            std::printf("ours_img_s=%.1f steps=%d peak_mb=%.1f\n", double(runs) * train_batch / s, runs, peak_mb());
             return 0;
         }
         vit::Tensor x({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
@@ -74,10 +82,8 @@ int main(int argc, char** argv) {
             if (r >= warmup) ms.push_back(d);
         }
         std::sort(ms.begin(), ms.end());
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
         std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f\n", ms[ms.size() / 2], ms[0],
-                    t.size(), t.bytes() / 1e6, ru.ru_maxrss / 1024.0);
+                    t.size(), t.bytes() / 1e6, peak_mb());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "vitscope-bench: %s\n", e.what());
         return 1;

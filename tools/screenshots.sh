@@ -11,7 +11,7 @@ shot() {
   echo "wrote $OUT/$name.png"
 }
 IMG=assets/samples/9_ankle_boot_test0.png
-shot pattern        --image "$IMG" --stage attn.pattern --layer 5 --head 1 --patch 38 --overlay cls --layer 5
+shot pattern        --image "$IMG" --stage attn.pattern --layer 5 --head 1 --patch 38 --overlay cls
 shot layernorm      --image "$IMG" --stage blocks.2.ln2.normalized --overlay rollout --layer 5
 shot attention_maps --image assets/samples/8_bag_test18.png --tab 1 --overlay cls --layer 5
 shot changes        --image "$IMG" --stage blocks.3.mlp.post --no-affine --tab 2
