@@ -73,6 +73,15 @@ int main(int argc, char** argv) {
     cli.add_option("--keys", keys, "with --screenshot: key presses to send first, e.g. Right,Right,a");
     cli.add_option("--width", width, "window width")->default_val(1600);
     cli.add_option("--height", height, "window height")->default_val(1000);
+    int train_epochs = 0, train_limit = 0;
+    cli.add_option("--train-epochs", train_epochs, "start the Train panel at launch for N epochs (headless: wait for it)");
+    cli.add_option("--train-limit", train_limit, "with --train-epochs: train on the first N images");
+    bool export_view = false, export_npy = false, export_npz = false;
+    std::string export_dir = ".";
+    cli.add_flag("--export-view", export_view, "with --screenshot: also export the centre view as PNG (as the toolbar button does)");
+    cli.add_flag("--export-npy", export_npy, "with --screenshot: also export the current tensor as .npy");
+    cli.add_flag("--export-npz", export_npz, "with --screenshot: also export the whole trace as .npz");
+    cli.add_option("--export-dir", export_dir, "directory for exports")->default_val(".");
     cli.add_option("--shader-dir", shader_dir, "load shaders from this directory (live editing; errors shown in the window)");
     cli.add_option("--bench-frames", bench_frames, "render N frames and print frame times");
     cli.add_flag("--bench-toggle", bench_toggle, "with --bench-frames: toggle elementwise_affine every frame");
@@ -150,6 +159,7 @@ int main(int argc, char** argv) {
     if (head >= 0) { ui.head = head; ui.overlay_head = head; }
     if (tab >= 0) ui.tab = tab;
     if (opacity >= 0) ui.opacity = opacity;
+    ui.export_dir = export_dir;
     ui.patch = patch;
     bool stage_applied = stage.empty();
     std::vector<int> key_queue;
@@ -163,6 +173,7 @@ int main(int argc, char** argv) {
         }
     }
 
+    if (train_epochs > 0) train.StartHeadless(train_epochs, train_limit);
     int frames_after_result = 0, bench_done = 0;
     std::vector<double> frame_ms;
     int last_tab = -1;
@@ -284,7 +295,13 @@ int main(int argc, char** argv) {
         }
         ui.request_view_png = ui.request_npy = ui.request_npz = false;
 
-        if (s.trace() && !s.busy()) ++frames_after_result;
+        if (s.trace() && !s.busy() && !train.running()) ++frames_after_result;
+        if (!screenshot.empty() && frames_after_result == 3 && key_queue.empty()) {
+            // exports requested on the command line go through the same path as the buttons
+            ui.request_view_png = export_view;
+            ui.request_npy = export_npy;
+            ui.request_npz = export_npz;
+        }
         if (!screenshot.empty() && frames_after_result >= 4 && key_queue.empty()) {
             auto px = read_pixels(0, 0, W, H, H);
             try {
@@ -297,6 +314,7 @@ int main(int argc, char** argv) {
                 nlohmann::json j;
                 j["window"] = {W, H};
                 j["stage"] = cur ? cur->name : "";
+                j["model"] = s.model_spec();
                 j["error"] = s.error();
                 j["shader_error"] = ui.shader_error;
                 for (auto& [k, r] : ui.rects) j["rects"][k] = {r.x, r.y, r.w, r.h};

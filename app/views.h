@@ -41,7 +41,7 @@ struct UiState {
 // Textures live across frames and are uploaded only when what they show changes.
 struct Textures {
     Texture stage, bar, image, overlay, diff, ln[4];
-    std::vector<Texture> grid;
+    std::vector<Texture> grid, thumbs;
     std::map<std::string, uint64_t> keys;  // what each texture currently holds
     bool stale(const std::string& name, uint64_t key) {
         auto it = keys.find(name);

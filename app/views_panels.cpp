@@ -256,7 +256,9 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     if (ui.overlay == 1 && L > 0) ov = cls_attention(*t, ol, ui.overlay_head);
     else if (ui.overlay == 2 && L > 0) ov = attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard);
     else if (ui.overlay == 3 && L > 0 && s.result().grads) ov = grad_rollout(*t, *s.result().grads, ol);
-    float side = std::min(ImGui::GetContentRegionAvail().x - 8, ImGui::GetContentRegionAvail().y - 40);
+    const bool thumbs = L > 0;
+    const float thumb_h = thumbs ? 118.f : 0.f;
+    float side = std::min(ImGui::GetContentRegionAvail().x - 8, ImGui::GetContentRegionAvail().y - 40 - thumb_h);
     side = std::max(side, 64.f);
     ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + side, p0.y + side);
     ImGui::InvisibleButton("img", ImVec2(side, side));
@@ -301,6 +303,36 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         if (ImGui::IsMouseClicked(0)) ui.patch = ui.patch == n ? -1 : n;
     }
     ImGui::TextDisabled("%dx%d input, %dx%d patches of %d px; click a patch to follow its token", S, S, G, G, c.patch);
+    if (!thumbs) return;
+    // The three maps side by side for the same layer: click one to put it over the image.
+    const char* names[3] = {"cls attention", "rollout", "grad-weighted"};
+    int nmaps = s.result().grads ? 3 : 2;
+    float tw = std::min(96.f, (ImGui::GetContentRegionAvail().x - 8 * nmaps) / nmaps);
+    if (tx.thumbs.size() != 3) tx.thumbs.resize(3);
+    for (int k = 0; k < nmaps; ++k) {
+        std::vector<float> m = k == 0 ? cls_attention(*t, ol, ui.overlay_head)
+                             : k == 1 ? attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard)
+                                      : grad_rollout(*t, *s.result().grads, ol);
+        uint64_t key = s.version() * 131 + uint64_t(ol) * 1009 + uint64_t(ui.overlay_head + 1) * 7 + uint64_t(ui.fusion) * 3 +
+                       uint64_t(ui.discard * 1000) * 100003;
+        if (tx.stale("thumb" + std::to_string(k), key)) tx.thumbs[k].upload_float(m.data(), G, G);
+        if (k) ImGui::SameLine();
+        ImGui::BeginGroup();
+        ImVec2 q = ImGui::GetCursorScreenPos();
+        ImGui::PushID(k);
+        if (ImGui::InvisibleButton("t", ImVec2(tw, tw))) ui.overlay = k + 1;
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s up to layer %d: click to show it over the image", names[k], ol);
+        ImGui::PopID();
+        auto mm = std::minmax_element(m.begin(), m.end());
+        Colormap cm;
+        cm.vmin = *mm.first;
+        cm.vmax = std::max(*mm.second, *mm.first + 1e-9f);
+        draw_colormapped(dl, tx.thumbs[k], q, ImVec2(q.x + tw, q.y + tw), cm);
+        dl->AddRect(q, ImVec2(q.x + tw, q.y + tw), ui.overlay == k + 1 ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0,
+                    ui.overlay == k + 1 ? 2.f : 1.f);
+        ImGui::TextDisabled("%s", names[k]);
+        ImGui::EndGroup();
+    }
 }
 
 void DrawPredictions(Session& s, UiState& ui) {

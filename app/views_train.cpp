@@ -70,6 +70,17 @@ void TrainPanel::start(const Config& c, const TrainSettings& ts) {
     });
 }
 
+void TrainPanel::StartHeadless(int epochs, int limit) {
+    epochs_ = epochs;
+    limit_ = limit;
+    Config c = preset("fmnist");
+    c.width = width_; c.depth = depth_; c.heads = heads_; c.mlp = mlp_; c.patch = patch_;
+    TrainSettings ts;
+    ts.epochs = epochs; ts.batch = batch_; ts.lr = lr_; ts.limit = limit;
+    ts.warmup_epochs = 0.2f;
+    start(c, ts);
+}
+
 void TrainPanel::Poll(Session& s) {
     if (!follow_) return;
     std::shared_ptr<LoadedModel> m;
@@ -136,6 +147,10 @@ void TrainPanel::Draw(Session& s, UiState& ui, Textures& tx) {
         loss = loss_; acc = acc_; test = test_acc_; li = last_; msg = message_;
     }
     if (!msg.empty()) ImGui::TextColored(ImVec4(1, 0.8f, 0.4f, 1), "%s", msg.c_str());
+    ui.numbers["train.steps"] = double(loss.size());
+    ui.numbers["train.epochs_done"] = double(test.size());
+    if (!loss.empty()) { ui.numbers["train.first_loss"] = loss.front(); ui.numbers["train.last_loss"] = loss.back(); }
+    if (!test.empty()) ui.numbers["train.test_acc"] = test.back();
     if (!loss.empty()) {
         double frac = double(li.step) / std::max<int64_t>(1, li.total_steps);
         char buf[160];
@@ -143,6 +158,8 @@ void TrainPanel::Draw(Session& s, UiState& ui, Textures& tx) {
                       li.step_in_epoch, li.steps_per_epoch, li.images_per_s, li.eta_s, paused_ ? "  (paused)" : "");
         ImGui::ProgressBar(float(frac), ImVec2(-1, 0), buf);
         float w = ImGui::GetContentRegionAvail().x;
+        ImVec2 c0 = ImGui::GetCursorScreenPos();
+        ui.rects["train.loss"] = Rect{c0.x, c0.y, w, 140};
         ImGui::PlotLines("##loss", loss.data(), int(loss.size()), 0, ("training loss " + std::to_string(loss.back())).c_str(),
                          0.f, FLT_MAX, ImVec2(w, 140));
         ImGui::PlotLines("##acc", acc.data(), int(acc.size()), 0,

@@ -18,6 +18,9 @@ public:
     ~TrainPanel();
     void Draw(Session& s, UiState& ui, Textures& tx);
     void Poll(Session& s);  // hands a new weights snapshot to the session when following
+    // Starts training from the command line (--train-epochs/--train-limit) with the form's config.
+    void StartHeadless(int epochs, int limit);
+    bool running() const { return running_; }
 private:
     void start(const Config& c, const TrainSettings& ts);
     void stop();

@@ -137,7 +137,33 @@ def main():
     _, l2 = app.shot("--stage", "blocks.0.attn.q", "--keys", "PageDown,Left")
     expect(l2["stage"] == "blocks.1.ln1.out", f"PageDown then Left: blocks.1.ln1.out (got {l2['stage']})")
 
-    # 6. A broken shader is reported in the window, not a crash.
+    # 6. Exports through the same path as the toolbar buttons.
+    exp = os.path.join(a.workdir, "exports")
+    os.makedirs(exp, exist_ok=True)
+    img, le = app.shot("--stage", "blocks.2.attn.scores", "--export-view", "--export-npy", "--export-npz",
+                       "--export-dir", exp)
+    ref = app.trace()
+    with np.load(os.path.join(exp, "vitscope-trace.npz")) as z:
+        same = list(z.files) == list(ref) and all(np.array_equal(z[k], ref[k]) for k in ref)
+    expect(same, "exported .npz equals vitscope-cli's trace, name for name")
+    npy = np.load(os.path.join(exp, "blocks.2.attn.scores.npy"))
+    expect(np.array_equal(npy, ref["blocks.2.attn.scores"]), "exported .npy is the current stage's tensor")
+    view = np.asarray(Image.open(os.path.join(exp, "vitscope-blocks.2.attn.scores.png")).convert("RGB"))
+    cx, cy, cw, ch = [int(v) for v in le["rects"]["center"]]
+    expect(view.shape[:2] == (ch, cw) and np.abs(view.astype(float) - img[cy:cy + ch, cx:cx + cw]).max() <= 2,
+           "exported view PNG is the centre panel as on screen")
+
+    # 7. The Train panel trains in the background and the views follow the live model.
+    img, lt = app.shot("--tab", "3", "--train-epochs", "2", "--train-limit", "1024")
+    n = lt["numbers"]
+    expect(n.get("train.epochs_done") == 2 and n.get("train.steps", 0) >= 16,
+           f"Train panel ran 2 epochs ({n.get('train.steps')} steps)")
+    expect(n.get("train.last_loss", 9) < n.get("train.first_loss", 0), "its loss curve falls")
+    expect(lt["model"] == "training (live)", "the other views follow the live model")
+    x, y, w, h = [int(v) for v in lt["rects"]["train.loss"]]
+    expect(img[y:y + h, x:x + w].std() > 10, "the loss curve is drawn")
+
+    # 8. A broken shader is reported in the window, not a crash.
     bad = os.path.join(a.workdir, "badshaders")
     os.makedirs(bad, exist_ok=True)
     open(os.path.join(bad, "heatmap.vert"), "w").write("#version 330 core\nvoid main() { gl_Position = vec4(0); }\n")
@@ -145,7 +171,7 @@ def main():
     _, lb = app.shot("--shader-dir", bad)
     expect("heatmap.frag" in lb["shader_error"], "a shader compile error is captured for the window")
 
-    # 7. Bad input files fail cleanly in headless mode, naming the file.
+    # 9. Bad input files fail cleanly in headless mode, naming the file.
     corrupt = os.path.join(a.workdir, "corrupt.png")
     open(corrupt, "wb").write(b"\x89PNG\r\n\x1a\n" + b"\0" * 30)
     r = subprocess.run([a.app, "--image", corrupt, "--screenshot", os.path.join(a.workdir, "x.png")],
