@@ -147,9 +147,19 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     info->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
-            LoadedModel lm = load(s);
+            // A preset's shapes and parameter count follow from its config: no weights needed.
+            LoadedModel lm;
+            if (is_preset(s.model)) {
+                lm.weights.cfg = preset(s.model);
+                if (s.heads > 0) lm.weights.cfg.heads = s.heads;
+                lm.weights.cfg.validate();
+                lm.source = "preset:" + s.model;
+            } else {
+                lm = load(s);
+            }
             const Config& c = lm.weights.cfg;
-            std::printf("source: %s\nfamily: %s\nconfig: %s\n", lm.source.c_str(), family_name(lm.family),
+            std::printf("source: %s\nfamily: %s\nconfig: %s\n", lm.source.c_str(),
+                        is_preset(s.model) ? "preset (saved under timm's key names)" : family_name(lm.family),
                         c.describe().c_str());
             std::printf("parameters: %lld\n", (long long)param_count(c));
             std::printf("preprocess: %s, mean", c.pre.resize ? ("resize " + std::to_string(c.pre.resize) + " + center crop").c_str() : "straight resize");
@@ -157,13 +167,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             std::printf(", std");
             for (float v : c.pre.std) std::printf(" %.4g", v);
             std::printf("\nstages:\n");
-            Tensor zero = Tensor::zeros({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
-            if (c.depth <= 24 && param_count(c) < 400'000'000) {
-                Trace t = vit::run(lm.weights, zero);
-                for (auto& e : t.entries()) std::printf("  %-28s %s\n", e.name.c_str(), shape_str(e.tensor.shape).c_str());
-            } else {
-                for (auto& n : stage_names(c)) std::printf("  %s\n", n.c_str());
-            }
+            for (auto& [n, sh] : stage_shapes(c)) std::printf("  %-28s %s\n", n.c_str(), shape_str(sh).c_str());
             return 0;
         };
     });

@@ -195,4 +195,29 @@ std::vector<std::string> stage_names(const Config& c, const Options& opt) {
     return v;
 }
 
+std::vector<std::pair<std::string, Shape>> stage_shapes(const Config& c, const Options& opt) {
+    const size_t C = c.channels, S = c.image_size, N = c.patches(), T = c.tokens(), D = c.width, H = c.heads,
+                 d = c.head_dim(), M = c.mlp, K = c.classes, CPP = c.patch_dim();
+    const bool mean_pool = (opt.pooling < 0 ? c.pooling : Pooling(opt.pooling)) == Pooling::Mean;
+    std::vector<std::pair<std::string, Shape>> v;
+    for (auto& n : stage_names(c, opt)) {
+        std::string r = n;
+        if (n.rfind("blocks.", 0) == 0) r = n.substr(n.find('.', 7) + 1);
+        Shape s;
+        const size_t rows = (n.rfind("ln_final", 0) == 0 && mean_pool) ? 1 : T;
+        if (r == "input") s = {C, S, S};
+        else if (r == "patches") s = {N, CPP};
+        else if (r == "patch_embed") s = {N, D};
+        else if (r.size() > 5 && (r.compare(r.size() - 5, 5, ".mean") == 0 || r.compare(r.size() - 4, 4, ".std") == 0)) s = {rows};
+        else if (r == "attn.q" || r == "attn.k" || r == "attn.v" || r == "attn.z") s = {H, T, d};
+        else if (r == "attn.scores" || r == "attn.pattern") s = {H, T, T};
+        else if (r == "mlp.pre" || r == "mlp.post") s = {T, M};
+        else if (r == "pooled") s = {D};
+        else if (r == "logits" || r == "probs") s = {K};
+        else s = {rows, D};
+        v.emplace_back(n, s);
+    }
+    return v;
+}
+
 }  // namespace vit

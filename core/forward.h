@@ -16,5 +16,7 @@ Trace run(const Weights& w, const Tensor& input, const Options& opt = {});
 // The sequence of stage names a forward pass of `c` records (what the
 // navigator lists), without running it.
 std::vector<std::string> stage_names(const Config& c, const Options& opt = {});
+// The same stages with the shapes a forward pass records (no weights needed).
+std::vector<std::pair<std::string, Shape>> stage_shapes(const Config& c, const Options& opt = {});
 
 }  // namespace vit

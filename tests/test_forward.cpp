@@ -32,6 +32,23 @@ TEST(Trace, NamesInDesignOrderAndStageNamesAgree) {
     EXPECT_THROW(t.get("blocks.6.attn.q"), std::out_of_range);
 }
 
+TEST(Trace, StageShapesWithoutWeightsMatchARealRun) {
+    for (auto name : {"toy-rgb8", "toy-gray4", "fmnist"})
+        for (int pool : {-1, int(Pooling::Mean)}) {
+            SCOPED_TRACE(name);
+            Config c = preset(name);
+            Options o;
+            o.pooling = pool;
+            Trace t = run(init_weights(c, 1), Tensor::zeros({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)}), o);
+            auto sh = stage_shapes(c, o);
+            ASSERT_EQ(sh.size(), t.size());
+            for (size_t i = 0; i < sh.size(); ++i) {
+                EXPECT_EQ(sh[i].first, t.at(i).name);
+                EXPECT_EQ(sh[i].second, t.at(i).tensor.shape) << sh[i].first;
+            }
+        }
+}
+
 TEST(Trace, RerunReusesBuffersAndResultsAreIdentical) {
     Config c = preset("toy-rgb8");
     Weights w = init_weights(c, 3);
