@@ -43,6 +43,14 @@ struct Textures {
     Texture stage, bar, image, overlay, diff, ln[4];
     std::vector<Texture> grid, thumbs;
     std::map<std::string, uint64_t> keys;  // what each texture currently holds
+    // Values derived from the trace, recomputed only with their texture (never per frame).
+    std::vector<float> overlay_vals;
+    std::vector<std::pair<float, float>> grid_range;   // min, max per attention-grid map
+    std::vector<std::pair<float, float>> thumb_range;
+    std::vector<StageChange> changes;
+    Tensor diff_vals;
+    std::map<std::string, Stats> stats;               // by version + stage
+    std::map<std::string, Colormap> ranges;           // colour range of each heatmap texture
     bool stale(const std::string& name, uint64_t key) {
         auto it = keys.find(name);
         if (it != keys.end() && it->second == key) return false;

@@ -251,11 +251,20 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     }
     ImGui::SetNextItemWidth(190);
     ImGui::SliderFloat("opacity", &ui.opacity, 0.f, 1.f, "%.2f");
-    // the overlay values over the patch grid
-    std::vector<float> ov;
-    if (ui.overlay == 1 && L > 0) ov = cls_attention(*t, ol, ui.overlay_head);
-    else if (ui.overlay == 2 && L > 0) ov = attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard);
-    else if (ui.overlay == 3 && L > 0 && s.result().grads) ov = grad_rollout(*t, *s.result().grads, ol);
+    // the overlay values over the patch grid: recomputed only when what they depend on changes
+    // (rollout is O(T^3 L): ~0.1 s for ViT-B, not something to redo every frame)
+    uint64_t okey = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
+                    uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003;
+    bool ostale = tx.stale("overlay", okey);
+    if (ostale) {
+        std::vector<float>& ov = tx.overlay_vals;
+        ov.clear();
+        if (ui.overlay == 1 && L > 0) ov = cls_attention(*t, ol, ui.overlay_head);
+        else if (ui.overlay == 2 && L > 0) ov = attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard);
+        else if (ui.overlay == 3 && L > 0 && s.result().grads) ov = grad_rollout(*t, *s.result().grads, ol);
+        if (!ov.empty()) tx.overlay.upload_float(ov.data(), G, G);
+    }
+    const std::vector<float>& ov = tx.overlay_vals;
     const bool thumbs = L > 0;
     const float thumb_h = thumbs ? 118.f : 0.f;
     float side = std::min(ImGui::GetContentRegionAvail().x - 8, ImGui::GetContentRegionAvail().y - 40 - thumb_h);
@@ -267,9 +276,6 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     dl->AddImage(tx.image.id(), p0, p1);
     ui.rects["image"] = Rect{p0.x, p0.y, side, side};
     if (!ov.empty()) {
-        uint64_t key = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
-                       uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003;
-        if (tx.stale("overlay", key)) tx.overlay.upload_float(ov.data(), G, G);
         auto mm = std::minmax_element(ov.begin(), ov.end());
         Colormap cm;
         cm.mode = Colormap::Overlay;
@@ -308,14 +314,18 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     const char* names[3] = {"cls attention", "rollout", "grad-weighted"};
     int nmaps = s.result().grads ? 3 : 2;
     float tw = std::min(96.f, (ImGui::GetContentRegionAvail().x - 8 * nmaps) / nmaps);
-    if (tx.thumbs.size() != 3) tx.thumbs.resize(3);
+    if (tx.thumbs.size() != 3) { tx.thumbs.resize(3); tx.thumb_range.resize(3); }
     for (int k = 0; k < nmaps; ++k) {
-        std::vector<float> m = k == 0 ? cls_attention(*t, ol, ui.overlay_head)
-                             : k == 1 ? attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard)
-                                      : grad_rollout(*t, *s.result().grads, ol);
         uint64_t key = s.version() * 131 + uint64_t(ol) * 1009 + uint64_t(ui.overlay_head + 1) * 7 + uint64_t(ui.fusion) * 3 +
                        uint64_t(ui.discard * 1000) * 100003;
-        if (tx.stale("thumb" + std::to_string(k), key)) tx.thumbs[k].upload_float(m.data(), G, G);
+        if (tx.stale("thumb" + std::to_string(k), key)) {
+            std::vector<float> m = k == 0 ? cls_attention(*t, ol, ui.overlay_head)
+                                 : k == 1 ? attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard)
+                                          : grad_rollout(*t, *s.result().grads, ol);
+            tx.thumbs[k].upload_float(m.data(), G, G);
+            auto r = std::minmax_element(m.begin(), m.end());
+            tx.thumb_range[k] = {*r.first, *r.second};
+        }
         if (k) ImGui::SameLine();
         ImGui::BeginGroup();
         ImVec2 q = ImGui::GetCursorScreenPos();
@@ -323,10 +333,9 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         if (ImGui::InvisibleButton("t", ImVec2(tw, tw))) ui.overlay = k + 1;
         if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s up to layer %d: click to show it over the image", names[k], ol);
         ImGui::PopID();
-        auto mm = std::minmax_element(m.begin(), m.end());
         Colormap cm;
-        cm.vmin = *mm.first;
-        cm.vmax = std::max(*mm.second, *mm.first + 1e-9f);
+        cm.vmin = tx.thumb_range[k].first;
+        cm.vmax = std::max(tx.thumb_range[k].second, cm.vmin + 1e-9f);
         draw_colormapped(dl, tx.thumbs[k], q, ImVec2(q.x + tw, q.y + tw), cm);
         dl->AddRect(q, ImVec2(q.x + tw, q.y + tw), ui.overlay == k + 1 ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0,
                     ui.overlay == k + 1 ? 2.f : 1.f);

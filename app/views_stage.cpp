@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "views.h"
 
@@ -171,8 +172,13 @@ int token_index(const std::string& axis, int patch) {
     return -1;
 }
 
-void stats_panel(const float* d, size_t n) {
-    Stats st = stats(d, n, 40);
+void stats_panel(const float* d, size_t n, Textures& tx, const std::string& key) {
+    auto it = tx.stats.find(key);
+    if (it == tx.stats.end()) {
+        if (tx.stats.size() > 256) tx.stats.clear();  // keys carry the trace version: old ones are dead
+        it = tx.stats.emplace(key, stats(d, n, 40)).first;
+    }
+    const Stats& st = it->second;
     ImGui::Text("min  %s", fmt(st.min).c_str());
     ImGui::Text("max  %s", fmt(st.max).c_str());
     ImGui::Text("mean %s", fmt(st.mean).c_str());
@@ -202,12 +208,15 @@ void tensor_heatmap(const char* id, const std::string& name, const Tensor& t, co
     }
     HeatmapArgs a;
     a.data = d; a.rows = rows; a.cols = cols; a.row_label = rl; a.col_label = cl; a.index_prefix = prefix;
-    a.cm = colormap_for(t.data(), t.size(), d, size_t(rows) * cols, info.signed_values, ui.scale_mode);
+    // The colour range scans the whole tensor: only when the texture is re-uploaded.
+    bool up = tx.stale(id, key_of(s.version(), name + (ui.show_grad ? "g" : ""), slice * 1000 + ui.scale_mode));
+    if (up || !tx.ranges.count(id))
+        tx.ranges[id] = colormap_for(t.data(), t.size(), d, size_t(rows) * cols, info.signed_values, ui.scale_mode);
+    a.cm = tx.ranges[id];
     a.highlight_row = rows > 1 ? token_index(rl, ui.patch) : -1;
     a.highlight_col = token_index(cl, ui.patch);
     if (name.find("input") == 0 && t.dim() == 3) a.highlight_row = a.highlight_col = -1;
     a.max_w = max_w; a.max_h = max_h; a.colorbar = colorbar; a.rect_name = rect_name; a.zoomable = zoomable;
-    bool up = tx.stale(id, key_of(s.version(), name + (ui.show_grad ? "g" : ""), slice * 1000 + ui.scale_mode));
     Heatmap(id, tex, up, a, ui, tx);
 }
 
@@ -302,7 +311,7 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
         ImGui::Separator();
         ImGui::BeginChild("lnstats", ImVec2(0, 0));
         ImGui::Columns(2, nullptr, false);
-        stats_panel(t->data(), t->size());
+        stats_panel(t->data(), t->size(), tx, std::to_string(s.version()) + name + (ui.show_grad ? "g" : ""));
         ImGui::NextColumn();
         ImGui::TextWrapped("Toggle elementwise_affine (A) and unbiased std (U) in the toolbar: without affine, "
                            "out == normalized; with N-1, normalized shrinks by sqrt((D-1)/D). The Changes tab "
@@ -322,7 +331,7 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
     ImGui::SameLine();
     ImGui::BeginChild("stats", ImVec2(0, 0), true);
     ImGui::TextDisabled("statistics");
-    stats_panel(t->data(), t->size());
+    stats_panel(t->data(), t->size(), tx, std::to_string(s.version()) + name + (ui.show_grad ? "g" : ""));
     if (ui.patch >= 0) ImGui::TextColored(ImVec4(1, 0.3f, 0.8f, 1), "patch %d = token %d highlighted", ui.patch, ui.patch + 1);
     ImGui::EndChild();
 }
@@ -336,7 +345,8 @@ void DrawChanges(Session& s, UiState& ui, Textures& tx) {
                            "how far each tensor moved from the default run.");
         return;
     }
-    std::vector<StageChange> ch = trace_changes(*r.base, *r.trace);
+    if (tx.stale("changes", s.version())) tx.changes = trace_changes(*r.base, *r.trace);
+    const std::vector<StageChange>& ch = tx.changes;
     ImGui::Text("Change from the default options, per stage: ||now - default|| / ||default||");
     ImGui::BeginChild("list", ImVec2(420, 0), true);
     for (auto& c : ch) {
@@ -357,9 +367,12 @@ void DrawChanges(Session& s, UiState& ui, Textures& tx) {
     const TraceEntry* e = current_entry(s, ui);
     int bi = e ? r.base->index_of(e->name) : -1;
     if (e && bi >= 0 && r.base->at(size_t(bi)).tensor.shape == e->tensor.shape) {
-        const Tensor& b = r.base->at(size_t(bi)).tensor;
-        Tensor d(e->tensor.shape);
-        for (size_t i = 0; i < d.size(); ++i) d(i) = e->tensor(i) - b(i);
+        if (tx.stale("diffvals", key_of(s.version(), e->name, 0))) {
+            const Tensor& b = r.base->at(size_t(bi)).tensor;
+            tx.diff_vals = Tensor(e->tensor.shape);
+            for (size_t i = 0; i < tx.diff_vals.size(); ++i) tx.diff_vals(i) = e->tensor(i) - b(i);
+        }
+        const Tensor& d = tx.diff_vals;
         ImGui::Text("now - default: %s", e->name.c_str());
         StageInfo info = stage_info(e->name, s.config());
         info.signed_values = true;
@@ -379,7 +392,7 @@ void DrawAttentionGrid(Session& s, UiState& ui, Textures& tx) {
     ImGui::TextWrapped("The cls token's attention to every patch: one map per layer (rows) and head (columns), "
                        "last column the mean over heads. Click a map to show it over the image and open its pattern.");
     size_t need = size_t(L) * (H + 1);
-    if (tx.grid.size() != need) { tx.grid.clear(); tx.grid.resize(need); tx.keys.erase("grid"); }
+    if (tx.grid.size() != need) { tx.grid.clear(); tx.grid.resize(need); tx.grid_range.assign(need, {0.f, 1.f}); tx.keys.erase("grid"); }
     bool up = tx.stale("grid", s.version());
     float cell = std::clamp((ImGui::GetContentRegionAvail().x - 60) / (H + 1) - 8, 40.f, 96.f);
     ImGui::BeginChild("grid", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
@@ -388,12 +401,17 @@ void DrawAttentionGrid(Session& s, UiState& ui, Textures& tx) {
         for (int h = 0; h <= H; ++h) {
             ImGui::SameLine();
             int head = h == H ? -1 : h;
-            std::vector<float> a = cls_attention(*t, l, head);
-            Texture& tex = tx.grid[size_t(l) * (H + 1) + h];
-            if (up) tex.upload_float(a.data(), G, G);
-            auto mm = std::minmax_element(a.begin(), a.end());
+            size_t gi = size_t(l) * (H + 1) + h;
+            Texture& tex = tx.grid[gi];
+            if (up) {
+                std::vector<float> a = cls_attention(*t, l, head);
+                tex.upload_float(a.data(), G, G);
+                auto r = std::minmax_element(a.begin(), a.end());
+                tx.grid_range[gi] = {*r.first, *r.second};
+            }
             Colormap cm;
-            cm.vmin = *mm.first; cm.vmax = std::max(*mm.second, *mm.first + 1e-9f);
+            cm.vmin = tx.grid_range[gi].first;
+            cm.vmax = std::max(tx.grid_range[gi].second, cm.vmin + 1e-9f);
             ImVec2 p = ImGui::GetCursorScreenPos();
             ImGui::PushID(l * 1000 + h);
             if (ImGui::InvisibleButton("m", ImVec2(cell, cell))) {
@@ -402,7 +420,7 @@ void DrawAttentionGrid(Session& s, UiState& ui, Textures& tx) {
                 if (head >= 0) ui.head = head;
                 ui.tab = 0;
             }
-            if (ImGui::IsItemHovered()) ImGui::SetTooltip("layer %d, %s: max %.3f", l, head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str(), *mm.second);
+            if (ImGui::IsItemHovered()) ImGui::SetTooltip("layer %d, %s: max %.3f", l, head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str(), tx.grid_range[gi].second);
             ImGui::PopID();
             draw_colormapped(ImGui::GetWindowDrawList(), tex, p, ImVec2(p.x + cell, p.y + cell), cm);
             bool sel = ui.overlay == 1 && (ui.overlay_layer < 0 ? L - 1 : ui.overlay_layer) == l && ui.overlay_head == head;
