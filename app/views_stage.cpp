@@ -249,6 +249,14 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
         for (size_t i = 0; i < info.axes.size(); ++i) ax += (i ? " x " : "") + info.axes[i];
         return ax;
     }().c_str());
+    if (!info.from.empty()) {  // shapes in -> out
+        std::string in;
+        for (auto& f : info.from) {
+            int fi = s.trace()->index_of(f);
+            if (fi >= 0) in += (in.empty() ? "" : " + ") + f + " " + shape_str(s.trace()->at(size_t(fi)).tensor.shape);
+        }
+        ImGui::TextDisabled("in: %s  ->  out: %s", in.c_str(), shape_str(t->shape).c_str());
+    }
     ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
     ImGui::TextUnformatted(info.what.c_str());
     ImGui::PopTextWrapPos();

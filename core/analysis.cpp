@@ -99,6 +99,31 @@ StageInfo stage_info(const std::string& name, const Config& c) {
         set("Probabilities", "Softmax of the logits.", "logits.softmax(-1)", {"classes"}, false, false);
     else
         set(name, "", "", {});
+    // Where the inputs come from (trace names), for "in -> out" in the views.
+    const std::string blk = l >= 0 ? "blocks." + L + "." : "";
+    const std::string prev_resid = l > 0 ? "blocks." + std::to_string(l - 1) + ".resid_post" : "embed";
+    const std::string last_resid = c.depth > 0 ? "blocks." + std::to_string(c.depth - 1) + ".resid_post" : "embed";
+    const bool cls_pool = c.pooling == Pooling::Cls;
+    if (r == "patches") s.from = {"input"};
+    else if (r == "patch_embed") s.from = {"patches"};
+    else if (r == "tokens") s.from = {"patch_embed"};
+    else if (r == "embed") s.from = {"tokens"};
+    else if (r.rfind("ln1.", 0) == 0) s.from = {prev_resid};
+    else if (r.rfind("ln2.", 0) == 0) s.from = {blk + "resid_mid"};
+    else if (r.rfind("ln_final.", 0) == 0) s.from = {cls_pool ? last_resid : std::string("pooled")};
+    else if (r == "attn.q" || r == "attn.k" || r == "attn.v") s.from = {blk + "ln1.out"};
+    else if (r == "attn.scores") s.from = {blk + "attn.q", blk + "attn.k"};
+    else if (r == "attn.pattern") s.from = {blk + "attn.scores"};
+    else if (r == "attn.z") s.from = {blk + "attn.pattern", blk + "attn.v"};
+    else if (r == "attn.out") s.from = {blk + "attn.z"};
+    else if (r == "resid_mid") s.from = {prev_resid, blk + "attn.out"};
+    else if (r == "mlp.pre") s.from = {blk + "ln2.out"};
+    else if (r == "mlp.post") s.from = {blk + "mlp.pre"};
+    else if (r == "mlp.out") s.from = {blk + "mlp.post"};
+    else if (r == "resid_post") s.from = {blk + "resid_mid", blk + "mlp.out"};
+    else if (r == "pooled") s.from = {cls_pool ? std::string("ln_final.out") : last_resid};
+    else if (r == "logits") s.from = {cls_pool ? std::string("pooled") : std::string("ln_final.out")};
+    else if (r == "probs") s.from = {"logits"};
     if (name.size() > 5 && name.compare(name.size() - 5, 5, ".grad") == 0) {
         s.title = "Gradient of " + s.title;
         s.what = "d logit[class] / d (" + name.substr(0, name.size() - 5) + ").";

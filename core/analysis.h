@@ -16,6 +16,7 @@ struct StageInfo {
     std::vector<std::string> axes;  // one label per axis: "heads", "tokens (queries)", ...
     bool per_head = false;    // first axis is heads
     bool signed_values = true;  // diverging colormap by default
+    std::vector<std::string> from;  // the trace stages this one is computed from
 };
 // Splits "blocks.3.attn.q" into layer 3 and "attn.q".
 int stage_layer(const std::string& name, std::string* rest = nullptr);

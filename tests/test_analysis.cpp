@@ -99,5 +99,10 @@ TEST(Analysis, StageInfoCoversEveryStageOfARealTrace) {
         EXPECT_FALSE(i.torch.empty());
         Trace t = run(init_weights(c, 0), Tensor::zeros({3, 8, 8}));
         EXPECT_EQ(i.axes.size(), t.get(n).dim());
+        for (auto& f : i.from) {  // inputs are real stages recorded before this one
+            EXPECT_GE(t.index_of(f), 0) << f;
+            EXPECT_LT(t.index_of(f), t.index_of(n)) << f;
+        }
+        EXPECT_EQ(i.from.empty(), n == "input");
     }
 }
