@@ -121,8 +121,13 @@ Tensor parse_npy(const std::string& b, const std::string& what) {
         char c = sh[i];
         if (c >= '0' && c <= '9') { cur += c; if (cur.size() > 12) throw FileError(what + ": .npy dimension too large"); }
         else if (c == ',' || c == ')') {
-            if (!cur.empty()) { shape.push_back(std::stoull(cur)); count *= shape.back(); cur.clear(); }
-            if (count > (size_t(1) << 34)) throw FileError(what + ": .npy array too large");
+            if (!cur.empty()) {
+                size_t dim = std::stoull(cur);
+                if (dim && count > (size_t(1) << 34) / dim) throw FileError(what + ": .npy array too large");
+                shape.push_back(dim);
+                count *= dim;
+                cur.clear();
+            }
         } else if (c != ' ' && c != 'L') throw FileError(what + ": malformed .npy shape " + sh);
     }
     size_t data = off + hl;

@@ -145,6 +145,17 @@ TEST(Npy, RoundTripAndRejections) {
     EXPECT_EQ(u(3), 3.5f);
     EXPECT_THROW(parse_npy("hello", "x.npy"), FileError);
     EXPECT_THROW(parse_npy(b.substr(0, b.size() - 1), "x.npy"), FileError);  // truncated data
+    // A well-formed header whose shape product overflows 64 bits must not wrap around.
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (999999999999, 999999999999), }";
+    dict += std::string(64 - (10 + dict.size() + 1) % 64, ' ') + "\n";
+    std::string huge = std::string("\x93NUMPY\x01\x00", 8) + char(dict.size() & 0xff) + char(dict.size() >> 8) + dict +
+                       std::string(16, '\0');
+    try {
+        parse_npy(huge, "huge.npy");
+        ADD_FAILURE() << "accepted an overflowing shape";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("too large"), std::string::npos) << e.what();
+    }
     std::string i8 = b;
     i8.replace(i8.find("<f4"), 3, "<i8");
     EXPECT_THROW(parse_npy(i8, "x.npy"), FileError);
