@@ -112,6 +112,16 @@ def main():
     r = cli("train", "--data", w("nowhere"), "--out", w("x.safetensors"))
     expect(r.returncode == 1 and "nowhere" in r.stderr, "train without the dataset exits 1 naming the directory")
 
+    # --labels: class names from a file, one per line; a count that does not fit is an error naming the file.
+    good, bad = w("labels.txt"), w("labels_bad.txt")
+    open(good, "w").write("\n".join(f"thing-{i}" for i in range(10)) + "\n")
+    open(bad, "w").write("only\nthree\nnames\n")
+    r = cli("trace", "--image", sample, "--labels", good, "--out", w("l.npz"))
+    expect(r.returncode == 0 and "thing-" in r.stdout, "--labels names the predicted class")
+    r = cli("trace", "--image", sample, "--labels", bad, "--out", w("l.npz"))
+    expect(r.returncode == 1 and "labels_bad.txt" in r.stderr and "3 class names" in r.stderr,
+           "--labels with the wrong count exits 1 naming the file")
+
     r = cli("info", "--model", "vit-b16")
     expect(r.returncode == 0 and "parameters: 86567656" in r.stdout, "info vit-b16 prints 86,567,656 parameters")
     print(f"{'FAILED: ' + '; '.join(FAIL) if FAIL else 'all CLI checks passed'}")

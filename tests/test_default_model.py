@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
 
@@ -16,19 +15,6 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "parity"))
 import vitref  # noqa: E402
-
-
-def read_st(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        h = json.loads(f.read(n))
-        data = f.read()
-    meta = h.pop("__metadata__", {})
-    out = {}
-    for k, v in h.items():
-        b, e = v["data_offsets"]
-        out[k] = torch.from_numpy(np.frombuffer(data[b:e], np.float32).reshape(v["shape"]).copy())
-    return out, meta
 
 
 def main():
@@ -56,7 +42,8 @@ def main():
     print(r.stdout.strip().splitlines()[-12])
 
     # Plain PyTorch, timm key names, preprocessing from __metadata__: same accuracy on 1,000 images.
-    sd, meta = read_st(a.model)
+    arrays, meta = vitref.read_safetensors(a.model)
+    sd = {k: torch.from_numpy(v) for k, v in arrays.items()}
     cfg = json.loads(meta["vitscope.config"])
     heads = int(meta["num_heads"])
     import gzip

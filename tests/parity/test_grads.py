@@ -31,18 +31,7 @@ def rel(a, b):
 
 
 def read_st(path):
-    import json, struct
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        h = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for k, v in h.items():
-        if k == "__metadata__":
-            continue
-        b, e = v["data_offsets"]
-        out[k] = np.frombuffer(data[b:e], np.float32).reshape(v["shape"])
-    return out
+    return vitref.read_safetensors(path)[0]
 
 
 def random_canon(C, S, P, D, L, K, seed):

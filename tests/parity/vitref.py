@@ -36,6 +36,20 @@ def write_safetensors(path, tensors, metadata=None):
             f.write(b)
 
 
+def read_safetensors(path):
+    """(tensors as float32 numpy arrays, __metadata__) from an F32 safetensors file."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for k, v in header.items():
+        b, e = v["data_offsets"]
+        out[k] = np.frombuffer(data[b:e], np.float32).reshape(v["shape"]).copy()
+    return out, meta
+
+
 def tv_to_canonical(sd, depth):
     """torchvision state dict -> dict of canonical tensors (timm names)."""
     c = {"cls_token": sd["class_token"], "pos_embed": sd["encoder.pos_embedding"],
