@@ -12,10 +12,10 @@ BUILD=${VITSCOPE_BUILD_DIR:-$ROOT/build}
 PACKAGES=(
   build-essential cmake pkg-config git
   libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri libstb-dev
-  xtensor-dev xtl-dev libxsimd-dev libopenblas-dev
+  xtensor-dev libxtensor-dev xtl-dev libxsimd-dev libopenblas-dev
   nlohmann-json3-dev libzip-dev zlib1g-dev libcli11-dev libgtest-dev
   python3-torch python3-torchvision python3-numpy python3-pil
-  dataset-fashion-mnist xvfb xauth
+  dataset-fashion-mnist xvfb xauth fonts-dejavu-core
 )
 
 install_missing() {
