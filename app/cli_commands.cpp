@@ -151,7 +151,9 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             LoadedModel lm;
             if (is_preset(s.model)) {
                 lm.weights.cfg = preset(s.model);
-                if (s.heads > 0) lm.weights.cfg.heads = s.heads;
+                LoadOverrides ov = overrides(s);
+                if (ov.heads > 0) lm.weights.cfg.heads = ov.heads;
+                if (ov.pooling >= 0) lm.weights.cfg.pooling = Pooling(ov.pooling);
                 lm.weights.cfg.validate();
                 lm.source = "preset:" + s.model;
             } else {

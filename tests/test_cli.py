@@ -122,6 +122,11 @@ def main():
     expect(r.returncode == 1 and "labels_bad.txt" in r.stderr and "3 class names" in r.stderr,
            "--labels with the wrong count exits 1 naming the file")
 
+    r = cli("info", "--model", "fmnist", "--pooling", "mean")
+    lines = [l.split()[0] for l in r.stdout.splitlines() if l.startswith("  ")]
+    expect(r.returncode == 0 and lines.index("pooled") < lines.index("ln_final.mean"),
+           "info --pooling mean lists pooled before ln_final, as the trace records it")
+
     r = cli("info", "--model", "vit-b16")
     expect(r.returncode == 0 and "parameters: 86567656" in r.stdout, "info vit-b16 prints 86,567,656 parameters")
     print(f"{'FAILED: ' + '; '.join(FAIL) if FAIL else 'all CLI checks passed'}")
