@@ -7,13 +7,10 @@ namespace vit {
 
 namespace {
 
-std::string num(float v) {  // eps and scales as Python would print them: 1e-06, 1e-12, 0.125
+std::string num(float v) {  // eps as Python prints it: 1e-06, 1e-12 (%g has Python's two-digit exponent)
     char b[32];
     std::snprintf(b, sizeof b, "%g", double(v));
-    std::string s = b;
-    auto e = s.find("e-0");
-    if (e != std::string::npos && s.size() - e == 4) s.insert(e + 2, "0");  // 1e-6 -> 1e-06 (Python's repr)
-    return s;
+    return b;
 }
 std::string str(size_t v) { return std::to_string(v); }
 const char* py(bool b) { return b ? "True" : "False"; }
@@ -70,8 +67,9 @@ struct Builder {
         if (o.affine) {
             lo.what = intro + "normalized * gamma + beta: elementwise_affine is on, so the learned scale gamma and "
                               "shift beta (" + str(D) + " values each) are applied.";
-            lo.torch = o.unbiased ? "normalized * " + mod + ".weight + " + mod + ".bias"
-                                  : mod + "(x)  # nn.LayerNorm(" + str(D) + ", eps=" + eps + ")";
+            lo.torch = o.unbiased ? "normalized * " + mod + ".weight + " + mod + ".bias  # elementwise_affine=True"
+                                  : mod + "(x)  # nn.LayerNorm(" + str(D) + ", eps=" + eps +
+                                        ", elementwise_affine=True)";
         } else {
             lo.what = intro + "elementwise_affine is off: gamma and beta are ignored, so the output equals "
                               "'normalized'.";

@@ -69,10 +69,10 @@ int main(int argc, char** argv) {
             std::printf("ours_img_s=%.1f steps=%d peak_mb=%.1f\n", double(runs) * train_batch / s, runs, peak_mb());
             return 0;
         }
-        vit::Tensor x({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+        auto x = vit::Tensor3::from_shape({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
         std::mt19937 rng(0);
         std::normal_distribution<float> nd;
-        for (size_t i = 0; i < x.size(); ++i) x(i) = nd(rng);
+        for (auto& v : x) v = nd(rng);
         vit::Trace t;
         std::vector<double> ms;
         for (int r = 0; r < warmup + runs; ++r) {
