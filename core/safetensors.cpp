@@ -72,7 +72,19 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& what)
     return parse_safetensors(bytes.data(), bytes.size(), what);
 }
 
+namespace {
+// mapped: the bytes are a read-only file mapping; each tensor's pages are dropped
+// from memory once converted (they would be re-read from the file if touched
+// again), so loading ViT-B holds the converted weights, not the file as well.
+SafeTensors parse_impl(const char* base, size_t size, const std::string& what, bool mapped);
+}  // namespace
+
 SafeTensors parse_safetensors(const char* base, size_t size, const std::string& what) {
+    return parse_impl(base, size, what, false);
+}
+
+namespace {
+SafeTensors parse_impl(const char* base, size_t size, const std::string& what, bool mapped) {
     struct View {
         const char* p; size_t n;
         size_t size() const { return n; }
@@ -150,6 +162,11 @@ SafeTensors parse_safetensors(const char* base, size_t size, const std::string& 
                 }
             }
         st.tensors.emplace(name, std::move(t));
+        if (mapped && count) {
+            const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+            uintptr_t p0 = uintptr_t(src) & ~(page - 1), p1 = uintptr_t(src + (e - b));
+            ::madvise(reinterpret_cast<void*>(p0), size_t(p1 - p0), MADV_DONTNEED);
+        }
     }
     std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.b < b.b || (a.b == b.b && a.e < b.e); });
     uint64_t at = 0;
@@ -163,6 +180,7 @@ SafeTensors parse_safetensors(const char* base, size_t size, const std::string& 
                         std::to_string(at));
     return st;
 }
+}  // namespace
 
 SafeTensors read_safetensors(const std::string& path) {
     // Map the file rather than read it: a ViT-B checkpoint is 350 MB and the
@@ -180,7 +198,7 @@ SafeTensors read_safetensors(const std::string& path) {
     ::close(fd);
     if (m == MAP_FAILED) throw FileError(path + ": cannot map the file: " + std::strerror(errno));
     try {
-        SafeTensors st = parse_safetensors(static_cast<const char*>(m), n, path);
+        SafeTensors st = parse_impl(static_cast<const char*>(m), n, path, true);
         ::munmap(m, n);
         return st;
     } catch (...) {
