@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xbroadcast.hpp>
@@ -25,8 +26,16 @@
 #include <xtensor/xview.hpp>
 
 #include "ops.h"
+#include "profile.h"
 
 namespace vit {
+
+namespace profile {
+Profile*& active() {
+    thread_local Profile* p = nullptr;
+    return p;
+}
+}  // namespace profile
 
 struct Workspace {
     Array qkv;                           // (B*T, 3D): the fused q/k/v projection
@@ -92,6 +101,15 @@ private:
     Workspace& ws_;
 };
 
+// F.linear(in, W, b) through BLAS, reported to the profile as a GEMM of its shape.
+void linear(const char* what, float* out, const float* in, const Tensor2& W, const Tensor1& b, size_t R) {
+    const size_t O = W.shape(0), I = W.shape(1);
+    profile::Scope s([&] { return "gemm " + std::string(what) + " " + std::to_string(R) + "x" + std::to_string(I) +
+                                  " @ " + std::to_string(I) + "x" + std::to_string(O); },
+                     2.0 * double(R) * double(I) * double(O));
+    ops::linear(out, in, W.data(), b.data(), int(R), int(I), int(O));
+}
+
 // LayerNorm with its internals recorded: mean (R), std (R), normalized (R, D), out (R, D).
 // torch: F.layer_norm(x, (D,), weight, bias, eps) -- or, unbiased, var over D-1.
 const float* layernorm_stage(Recorder& rec, const float* x, const LayerNormW& w, size_t R, size_t D, float eps,
@@ -100,6 +118,7 @@ const float* layernorm_stage(Recorder& rec, const float* x, const LayerNormW& w,
     float* sd = rec(Stage::LnStd).data();
     float* norm = rec(Stage::LnNormalized).data();
     float* out = rec(Stage::LnOut).data();
+    profile::Scope prof([] { return std::string("layernorm"); }, 8.0 * double(R) * double(D));
     ops::layernorm(out, norm, mean, sd, x, opt.affine ? w.g.data() : nullptr, opt.affine ? w.b.data() : nullptr,
                    int(R), int(D), eps, opt.unbiased);
     return out;
@@ -108,6 +127,7 @@ const float* layernorm_stage(Recorder& rec, const float* x, const LayerNormW& w,
 // out = 0.5 x (1 + erf(x / sqrt 2)) as an xtensor expression, split across the threads.
 // torch: F.gelu(x)  (the exact form, not the tanh approximation)
 void gelu(float* out, const float* in, size_t n) {
+    profile::Scope prof([] { return std::string("gelu"); }, 0);
 #pragma omp parallel if (n > 50000)
     {
         const size_t t = size_t(omp_get_thread_num()), nt = size_t(omp_get_num_threads());
@@ -135,7 +155,10 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     const Pooling pool = opt.pooling_for(c);
 
     acts.begin();
+    std::optional<profile::Scope> table_prof;
+    table_prof.emplace([] { return std::string("stage table (names, texts)"); }, 0);
     Recorder rec(c, opt, B, keep, acts, ws);
+    table_prof.reset();
 
     // input: (C, S, S), normalized
     Array& in = rec(Stage::Input);
@@ -154,7 +177,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
     // patch_embed: (N, D) = patches @ W.T + b == Conv2d(C, D, P, stride=P)(x).flatten(2).transpose(1, 2)
     Array& pe = rec(Stage::PatchEmbed);
-    ops::linear(pe.data(), patches.data(), w.patch_w.data(), w.patch_b.data(), int(B * N), int(CPP), int(D));
+    linear("patch_embed", pe.data(), patches.data(), w.patch_w, w.patch_b, B * N);
 
     // tokens: (T, D) = torch.cat([cls_token, patch_embed])
     Array& tok = rec(Stage::Tokens);
@@ -176,16 +199,19 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // q, k, v: (H, T, d) each = ln1 @ Wqkv.T + b, rows of Wqkv [q; k; v], heads contiguous.
         // torch: qkv(x).reshape(T, 3, H, d).permute(1, 2, 0, 3)
-        ops::linear(ws.qkv.data(), h1, b.qkv_w.data(), b.qkv_b.data(), int(R), int(D), int(3 * D));
+        linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R);
         float* qkv3[3] = {rec(Stage::AttnQ).data(), rec(Stage::AttnK).data(), rec(Stage::AttnV).data()};
-        // The permute as a loop of d-float runs: the strided xtensor assignment
-        // xt::transpose(xt::reshape_view(qkv, {B, T, 3, H, d}), {2, 0, 3, 1, 4}) measured
-        // 1.15 ms against 0.04 ms for ViT-B (tests check the two agree).
-        for (size_t bt = 0; bt < R; ++bt)
-            for (size_t s3 = 0; s3 < 3; ++s3)
-                for (size_t h = 0; h < H; ++h)
-                    std::copy_n(ws.qkv.data() + bt * 3 * D + s3 * D + h * d, d,
-                                qkv3[s3] + (((bt / T) * H + h) * T + bt % T) * d);
+        {
+            profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
+            // The permute as a loop of d-float runs: the strided xtensor assignment
+            // xt::transpose(xt::reshape_view(qkv, {B, T, 3, H, d}), {2, 0, 3, 1, 4}) measured
+            // 1.15 ms against 0.04 ms for ViT-B (tests check the two agree).
+            for (size_t bt = 0; bt < R; ++bt)
+                for (size_t s3 = 0; s3 < 3; ++s3)
+                    for (size_t h = 0; h < H; ++h)
+                        std::copy_n(ws.qkv.data() + bt * 3 * D + s3 * D + h * d, d,
+                                    qkv3[s3] + (((bt / T) * H + h) * T + bt % T) * d);
+        }
         const float *q = qkv3[0], *k = qkv3[1], *v = qkv3[2];
 
         // Per image and head: scores (T, T) = q @ k.T / sqrt(d), the scale BEFORE the
@@ -198,6 +224,9 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         float* z = rec.all() ? rec(Stage::AttnZ).data() : nullptr;
         if (!rec.all()) rec(Stage::AttnZ);  // scratch: z goes straight into zcat below
         const float alpha = opt.bug_scale_after_softmax ? 1.f : scale;
+        std::optional<profile::Scope> att_prof;
+        att_prof.emplace([] { return std::string("attention: q k^T, softmax, attn v (per head)"); },
+                         4.0 * double(B * H) * double(T) * double(T) * double(d));
 #pragma omp parallel for schedule(dynamic) if (B * H > 1 && B * H * T * T * d > 20000)
         for (size_t bh = 0; bh < B * H; ++bh) {
             const size_t img = bh / H, h = bh % H, o = bh * T * d, oo = bh * T * T;
@@ -210,7 +239,9 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
             else ops::gemm(false, false, int(T), int(d), int(T), 1.f, pa + oo, int(T), v + o, int(d), 0.f,
                            zcat.data() + img * T * D + h * d, int(D));
         }
+        att_prof.reset();
         if (z) {  // heads concatenated: z.transpose(0, 1).reshape(T, D)
+            profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
             for (size_t bh = 0; bh < B * H; ++bh)
                 for (size_t t = 0; t < T; ++t)
                     std::copy_n(z + (bh * T + t) * d, d, zcat.data() + ((bh / H) * T + t) * D + (bh % H) * d);
@@ -218,26 +249,32 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // attn.out: (T, D) = proj(concat_heads(z))
         Array& ao = rec(Stage::AttnOut);
-        ops::linear(ao.data(), zcat.data(), b.proj_w.data(), b.proj_b.data(), int(R), int(D), int(D));
+        linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R);
 
         // resid_mid = x + attn_out
         Array& rm = rec(Stage::ResidMid);
         const std::array<size_t, 2> RD{R, D};
-        xt::noalias(as(rm, RD)) = as(xres, R * D, RD) + as(ao, RD);
+        {
+            profile::Scope prof([] { return std::string("residual adds"); }, 0);
+            xt::noalias(as(rm, RD)) = as(xres, R * D, RD) + as(ao, RD);
+        }
 
         const float* h2 = layernorm_stage(rec, rm.data(), b.ln2, R, D, c.eps, opt);
 
         // mlp.pre = fc1(ln2); mlp.post = F.gelu(mlp.pre); mlp.out = fc2(mlp.post)
         Array& pre = rec(Stage::MlpPre);
-        ops::linear(pre.data(), h2, b.fc1_w.data(), b.fc1_b.data(), int(R), int(D), int(M));
+        linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R);
         Array& post = rec(Stage::MlpPost);
         gelu(post.data(), pre.data(), R * M);
         Array& mo = rec(Stage::MlpOut);
-        ops::linear(mo.data(), post.data(), b.fc2_w.data(), b.fc2_b.data(), int(R), int(M), int(D));
+        linear("mlp.fc2", mo.data(), post.data(), b.fc2_w, b.fc2_b, R);
 
         // resid_post = resid_mid + mlp_out
         Array& rp = rec(Stage::ResidPost);
-        xt::noalias(as(rp, RD)) = as(rm, RD) + as(mo, RD);
+        {
+            profile::Scope prof([] { return std::string("residual adds"); }, 0);
+            xt::noalias(as(rp, RD)) = as(rm, RD) + as(mo, RD);
+        }
         xres = rp.data();
     }
 
@@ -259,7 +296,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     }
     // logits = head(pooled); probs = logits.softmax(-1)
     Array& logits = rec(Stage::Logits);
-    ops::linear(logits.data(), feat, w.head_w.data(), w.head_b.data(), int(B), int(D), int(K));
+    linear("head", logits.data(), feat, w.head_w, w.head_b, B);
     Array& probs = rec(Stage::Probs);
     ops::softmax_rows(probs.data(), logits.data(), int(B), int(K));
     rec.done();
