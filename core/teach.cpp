@@ -255,6 +255,7 @@ std::string token_name(size_t i, const Config& c) {
 
 // Lines for a sum of terms: the largest `max_terms` by magnitude (in index order), the rest summed.
 void term_lines(CellMath& m, int max_terms, bool exp_form = false) {
+    max_terms = std::max(max_terms, 0);
     const size_t n = m.terms.size();
     std::vector<size_t> order(n);
     std::iota(order.begin(), order.end(), 0);
@@ -263,7 +264,7 @@ void term_lines(CellMath& m, int max_terms, bool exp_form = false) {
         std::partial_sort(order.begin(), order.begin() + max_terms, order.end(), [&](size_t a, size_t b) {
             return std::fabs(m.terms[a].value) > std::fabs(m.terms[b].value);
         });
-        order.resize(size_t(std::max(max_terms, 0)));
+        order.resize(size_t(max_terms));
         std::sort(order.begin(), order.end());
     }
     double shown = 0;

@@ -144,6 +144,9 @@ TEST(CellMath, ScoresWriteOutEveryTermAndTheScale) {
     const CellMath few = cell_math(w, t, {}, "blocks.1.attn.scores", {2, 0, 5}, 3);
     EXPECT_EQ(few.lines.size(), 2 + 3 + 1 + 3);
     EXPECT_EQ(few.value, m.value);
+    const CellMath none = cell_math(w, t, {}, "blocks.1.attn.scores", {2, 0, 5}, 0);  // only the remainder line
+    EXPECT_EQ(none.lines.size(), 2 + 1 + 3);
+    EXPECT_EQ(cell_math(w, t, {}, "blocks.1.attn.scores", {2, 0, 5}, -4).lines.size(), none.lines.size());
     // The pattern cell's terms are the row's exp(score - max): they sum to the row's Z.
     const CellMath p = cell_math(w, t, {}, "blocks.1.attn.pattern", {2, 0, 5});
     EXPECT_EQ(p.terms.size(), size_t(w.cfg.tokens()));
