@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zip.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -72,6 +73,36 @@ std::string npy_bytes(const float* data, const Shape& tshape) {
     out.push_back(char(hl >> 8));
     out += dict;
     out.append(reinterpret_cast<const char*>(data), 4 * shape_numel(tshape));
+    return out;
+}
+
+std::string npy_text_bytes(const std::string& text) {
+    // UTF-8 -> the code points numpy's '<U' dtype stores as UTF-32LE.
+    std::vector<uint32_t> cps;
+    for (size_t i = 0; i < text.size();) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (n == 0 || i + size_t(n) > text.size()) throw FileError("text for .npy is not valid UTF-8");
+        uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+        for (int k = 1; k < n; ++k) {
+            const unsigned char cc = static_cast<unsigned char>(text[i + size_t(k)]);
+            if ((cc >> 6) != 2) throw FileError("text for .npy is not valid UTF-8");
+            cp = (cp << 6) | (cc & 0x3f);
+        }
+        cps.push_back(cp);
+        i += size_t(n);
+    }
+    const size_t len = std::max<size_t>(cps.size(), 1);
+    std::string dict = "{'descr': '<U" + std::to_string(len) + "', 'fortran_order': False, 'shape': (), }";
+    size_t total = 10 + dict.size() + 1;
+    dict += std::string((64 - total % 64) % 64, ' ') + "\n";
+    std::string out("\x93NUMPY\x01\x00", 8);
+    out.push_back(char(dict.size() & 0xff));
+    out.push_back(char(dict.size() >> 8));
+    out += dict;
+    cps.resize(len, 0);
+    for (uint32_t cp : cps)
+        for (int b = 0; b < 4; ++b) out.push_back(char((cp >> (8 * b)) & 0xff));
     return out;
 }
 
@@ -145,17 +176,20 @@ Array parse_npy(const std::string& b, const std::string& what) {
 
 Array read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
 
-void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors) {
+void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
+               const std::vector<std::pair<std::string, std::string>>& texts) {
     std::random_device rd;
     std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd() % 100000);
     int err = 0;
     zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
     if (!z) throw FileError(path + ": cannot create the .npz (libzip error " + std::to_string(err) + ")");
     std::vector<std::string> bufs;
-    bufs.reserve(tensors.size());  // sources point into these until zip_close
-    for (auto& t : tensors) {
-        const std::string& name = t.name;
-        bufs.push_back(npy_bytes(t.data, t.shape));
+    bufs.reserve(tensors.size() + texts.size());  // sources point into these until zip_close
+    for (size_t e = 0; e < tensors.size() + texts.size(); ++e) {
+        const bool is_text = e >= tensors.size();
+        const std::string& name = is_text ? texts[e - tensors.size()].first : tensors[e].name;
+        bufs.push_back(is_text ? npy_text_bytes(texts[e - tensors.size()].second)
+                               : npy_bytes(tensors[e].data, tensors[e].shape));
         zip_source_t* src = zip_source_buffer(z, bufs.back().data(), bufs.back().size(), 0);
         zip_int64_t idx = src ? zip_file_add(z, (name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
         if (idx < 0) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model.h"
@@ -39,8 +40,13 @@ std::string npy_bytes(const float* data, const Shape& shape);
 // Reads a .npy holding float32 or float64 (C order).
 Array read_npy(const std::string& path);
 Array parse_npy(const std::string& bytes, const std::string& what);
-// Writes a .npz (zip, stored) atomically; entries named "<name>.npy".
-void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors);
+// A 0-d numpy unicode array ('<U<n>') holding `text` (UTF-8), as .npy bytes:
+// str(np.load(f)) gives the text back, no pickle needed.
+std::string npy_text_bytes(const std::string& text);
+// Writes a .npz (zip, stored) atomically; entries named "<name>.npy", the tensors in
+// order, then the texts (0-d unicode arrays, e.g. "__options__").
+void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
+               const std::vector<std::pair<std::string, std::string>>& texts = {});
 
 // Whole-file read with a clear error; max_bytes guards against absurd files.
 std::string read_file(const std::string& path, size_t max_bytes = size_t(1) << 36);
