@@ -15,6 +15,7 @@
 
 #include "core/image.h"
 #include "core/io.h"
+#include "core/teach.h"
 #include "gl_util.h"
 #include "views.h"
 #include "views_train.h"
@@ -290,7 +291,7 @@ int main(int argc, char** argv) {
             std::string p = ui.export_dir + "/vitscope-trace.npz";
             std::vector<ArrayRef> items;
             for (auto& e : s.trace()->entries()) items.push_back(array_ref(e.name, e.tensor));
-            try { write_npz(p, items); ui.status = "saved " + p; }
+            try { write_npz(p, items, {{"__options__", options_json(s.options(), s.config())}}); ui.status = "saved " + p; }
             catch (const std::exception& e) { s.error() = e.what(); }
         }
         ui.request_view_png = ui.request_npy = ui.request_npz = false;
