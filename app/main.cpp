@@ -332,7 +332,7 @@ int main(int argc, char** argv) {
                 j["image"] = s.image_path();
                 j["data_dir"] = data_paths().root;
                 j["settings_error"] = settings.error();
-                j["options"] = {{"affine", s.options().affine}, {"unbiased", s.options().unbiased}, {"pooling", s.options().pooling}};
+                j["options"] = {{"affine", s.options().affine}, {"unbiased", s.options().unbiased}, {"pooling", s.options().pooling ? int(*s.options().pooling) : -1}};
                 for (auto& [k, r] : ui.rects) j["rects"][k] = {r.x, r.y, r.w, r.h};
                 for (auto& [k, v] : ui.numbers) j["numbers"][k] = v;
                 std::ofstream(layout_out) << j.dump(1);

@@ -20,7 +20,7 @@ Settings* g_current = nullptr;
 const char* kOverlays[] = {"none", "cls", "rollout", "grad"};
 const char* kFusions[] = {"mean", "max", "min"};
 const char* kScales[] = {"tensor", "slice", "symmetric"};
-const char* kPoolings[] = {"model", "cls", "mean"};  // Options::pooling + 1
+const char* kPoolings[] = {"model", "cls", "mean"};  // none, Pooling::Cls, Pooling::Mean
 
 template <size_t N>
 int index_of(const char* const (&names)[N], const std::string& s) {
@@ -165,7 +165,10 @@ bool Settings::parse(const std::string& text) {
     r.strings("recent_images", d.recent_images);
     r.boolean("options", "affine", d.options.affine);
     r.boolean("options", "unbiased", d.options.unbiased);
-    r.choice("options", "pooling", d.options.pooling, kPoolings, -1);
+    int pooling = d.options.pooling ? 1 + int(*d.options.pooling) : 0;
+    r.choice("options", "pooling", pooling, kPoolings);
+    if (pooling > 0) d.options.pooling = Pooling(pooling - 1);
+    else d.options.pooling.reset();
     r.choice("view", "overlay", d.view.overlay, kOverlays);
     r.number("view", "opacity", d.view.opacity, 0.f, 1.f, false);
     r.choice("view", "fusion", d.view.fusion, kFusions);
@@ -191,7 +194,7 @@ std::string Settings::serialize() const {
     j["recent_images"] = data_.recent_images;
     j["options"] = {{"affine", data_.options.affine},
                     {"unbiased", data_.options.unbiased},
-                    {"pooling", kPoolings[std::clamp(data_.options.pooling + 1, 0, 2)]}};
+                    {"pooling", kPoolings[data_.options.pooling ? std::clamp(1 + int(*data_.options.pooling), 1, 2) : 0]}};
     j["view"] = {{"overlay", kOverlays[std::clamp(data_.view.overlay, 0, 3)]},
                  {"opacity", std::round(double(data_.view.opacity) * 1000) / 1000},
                  {"fusion", kFusions[std::clamp(data_.view.fusion, 0, 2)]},

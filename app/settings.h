@@ -34,6 +34,8 @@ struct ViewPrefs {
 
 struct SettingsData {
     std::vector<std::string> recent_models, recent_images;  // most recent first
+    // affine, unbiased and pooling are remembered; the deliberate-bug switches
+    // (bug_*) are not: a launch never starts with a broken model.
     Options options;
     ViewPrefs view;
     bool operator==(const SettingsData& o) const {

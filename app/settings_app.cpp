@@ -49,7 +49,11 @@ void restore_launch(const Settings& st, bool model_given, std::string& model, st
 void restore_view(const Settings& st, Session& s, UiState& ui) {
     if (!st.enabled()) return;
     const SettingsData& d = st.data();
-    s.set_options(d.options);
+    Options o = s.options();
+    o.affine = d.options.affine;
+    o.unbiased = d.options.unbiased;
+    o.pooling = d.options.pooling;
+    s.set_options(o);
     ui.overlay = d.view.overlay;
     ui.opacity = d.view.opacity;
     ui.fusion = d.view.fusion;
@@ -63,7 +67,9 @@ void remember(Settings& st, const Session& s, const UiState& ui, bool final) {
     if (!m.empty()) st.add_recent_model(m);
     if (!s.image_path().empty()) st.add_recent_image(absolute(s.image_path()));
     SettingsData& d = st.data();
-    d.options = s.options();
+    d.options.affine = s.options().affine;
+    d.options.unbiased = s.options().unbiased;
+    d.options.pooling = s.options().pooling;
     d.view.overlay = ui.overlay;
     d.view.opacity = ui.opacity;
     d.view.fusion = ui.fusion;

@@ -96,7 +96,7 @@ TEST(Settings, RoundTripCreatesDirectoryAndLeavesNoTemporaries) {
         s.add_recent_image("/i/x.png");
         s.data().options.affine = false;
         s.data().options.unbiased = true;
-        s.data().options.pooling = 1;  // mean
+        s.data().options.pooling = vit::Pooling::Mean;
         s.data().view.overlay = 2;
         s.data().view.opacity = 0.3f;
         s.data().view.fusion = 1;
@@ -114,7 +114,7 @@ TEST(Settings, RoundTripCreatesDirectoryAndLeavesNoTemporaries) {
     EXPECT_EQ(r.data().recent_images, (std::vector<std::string>{"/i/x.png"}));
     EXPECT_FALSE(r.data().options.affine);
     EXPECT_TRUE(r.data().options.unbiased);
-    EXPECT_EQ(r.data().options.pooling, 1);
+    EXPECT_TRUE(r.data().options.pooling == vit::Pooling::Mean);
     EXPECT_EQ(r.data().view.overlay, 2);
     EXPECT_FLOAT_EQ(r.data().view.opacity, 0.3f);
     EXPECT_EQ(r.data().view.fusion, 1);
@@ -174,7 +174,7 @@ TEST(Settings, BadFieldsNamedAndDefaultedOthersKept) {
     EXPECT_TRUE(s.data().recent_images.empty());
     EXPECT_TRUE(s.data().options.affine);     // default
     EXPECT_TRUE(s.data().options.unbiased);   // good field kept
-    EXPECT_EQ(s.data().options.pooling, -1);  // default
+    EXPECT_FALSE(s.data().options.pooling.has_value());  // default
     EXPECT_EQ(s.data().view.overlay, 3);
     EXPECT_FLOAT_EQ(s.data().view.opacity, 0.65f);
     EXPECT_FLOAT_EQ(s.data().view.discard, 0.f);
