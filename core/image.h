@@ -28,7 +28,16 @@ Tensor convert_channels(const Tensor& chw, int channels);
 Tensor resize(const Tensor& chw, int out_h, int out_w, Interp interp);
 // Shorter side to `size`, keeping the aspect ratio (torchvision Resize(int)).
 Tensor resize_shorter(const Tensor& chw, int size, Interp interp);
+// Offsets as torchvision's CenterCrop: int(round(margin / 2)), Python's half-to-even rounding.
 Tensor center_crop(const Tensor& chw, int out_h, int out_w);
+int crop_offset(int64_t margin);
+// What preprocess() does to a width x height image for this config, so views can say it.
+struct PreprocessPlan {
+    bool squash = false;          // straight resize to a square, aspect lost
+    int resize_w = 0, resize_h = 0;
+    int crop_left = 0, crop_top = 0, crop_w = 0, crop_h = 0;
+};
+PreprocessPlan plan_preprocess(int width, int height, const Config& c);
 // The full pipeline for a model: channels, resize (+crop), normalize.
 Tensor preprocess(const Image& img, const Config& c);
 // Undo the normalization (for display): returns (C, H, W) in [0, 1].
