@@ -36,13 +36,15 @@ public:
     }
     std::optional<int> after_render(AppContext& app, int W, int H) override {
         if (settled(app) || (!app.s.has_image() && !app.s.busy() && !app.s.loading())) ++settled_frames_;
-        if (settled_frames_ == 3 && keys_.empty()) {
-            // exports requested on the command line go through the same path as the buttons
+        if (settled_frames_ < 3 || !keys_.empty()) return std::nullopt;
+        if (!exports_requested_) {
+            // exports requested on the command line go through the same path as the buttons (next frame)
             app.ui.request_view_png = a_.export_view;
             app.ui.request_npy = a_.export_npy;
             app.ui.request_npz = a_.export_npz;
+            exports_requested_ = true;
+            return std::nullopt;
         }
-        if (settled_frames_ < 4 || !keys_.empty()) return std::nullopt;
         int rc = 0;
         auto px = read_pixels(0, 0, W, H, H);
         try {
@@ -57,7 +59,7 @@ public:
 private:
     const AppArgs& a_;
     std::vector<int> keys_;
-    bool down_ = false;
+    bool down_ = false, exports_requested_ = false;
     int settled_frames_ = 0;
 };
 

@@ -58,8 +58,6 @@ Config config_from_json(const std::string& text, const std::string& what) {
     return c;
 }
 
-namespace {
-
 // The published head counts of the standard ViTs (Dosovitskiy et al. 2021, DeiT's Ti and S), by
 // (width, depth, mlp): the only shapes where heads can be known without the file saying so.
 // ViT-H/14 has 16 heads of 80 dims, which width/64 (= 20) would get wrong.
@@ -71,6 +69,8 @@ int known_heads(int width, int depth, int mlp) {
         if (k.width == width && k.depth == depth && k.mlp == mlp) return k.heads;
     return 0;
 }
+
+namespace {
 
 Shape squeeze_leading(const Shape& s) {
     Shape r = s;
