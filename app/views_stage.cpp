@@ -527,16 +527,26 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
             pt[i] = pi >= 0 ? &trace->at(size_t(pi)).tensor : nullptr;
         }
         float total = ImGui::GetContentRegionAvail().x, h = ImGui::GetContentRegionAvail().y - 210;
-        const float strip = 170, wide = std::max(80.f, (total - 2 * strip) / 2 - 12);
         int rows = 0, cols = 1;
         for (int i = 2; i < 4; ++i)
             if (pt[i] && rank(*pt[i]) == 2) { rows = int(extent(*pt[i], 0)); cols = std::max(cols, int(extent(*pt[i], 1))); }
-        const float th = ImGui::GetTextLineHeight();
-        const float bar_guess = 120, left = ImGui::CalcTextSize(std::to_string(std::max(rows - 1, 0)).c_str()).x + 8;
-        float cell = rows > 0 ? std::max(0.05f, std::min((wide - bar_guess - left) / cols, (h - 3 * th - 8) / rows)) : 1.f;
+        const float th = ImGui::GetTextLineHeight(), pad = 2 * ImGui::GetStyle().ItemSpacing.x + 8;
+        const float left = ImGui::CalcTextSize(std::to_string(std::max(rows - 1, 0)).c_str()).x + 8;
+        // Each panel's width is what it needs: row labels, its cells, its colour bar (measured from
+        // the range it will show); the two wide panels share what is left, with one cell size.
+        float need[4], fixed_w = 0;
+        for (int i = 0; i < 4; ++i) {
+            Colormap cm;
+            if (pt[i]) cm = colormap_for(pt[i]->data(), pt[i]->size(), pt[i]->data(), pt[i]->size(),
+                                         stage_info(base + parts[i], c).signed_values, ui.scale_mode);
+            need[i] = left + colorbar_width(cm) + pad + (i < 2 ? 24.f : 0.f);
+            fixed_w += need[i] + ImGui::GetStyle().ItemSpacing.x;
+        }
+        float cell = rows > 0 ? std::max(0.05f, std::min((total - fixed_w) / (2.f * cols), (h - 3 * th - 8) / rows)) : 1.f;
+        float widths[4] = {need[0], need[1], need[2] + cols * cell, need[3] + cols * cell};
         for (int i = 0; i < 4; ++i) {
             if (i) ImGui::SameLine();
-            float w = i < 2 ? strip : wide;
+            float w = widths[i];
             ImGui::BeginGroup();
             std::string pn = base + parts[i];
             bool cur = pn == name;
