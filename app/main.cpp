@@ -192,11 +192,11 @@ int main(int argc, char** argv) {
         app->win = win;
         app->ui.shader_error = init_heatmap_program(a.shader_dir);
         if (!app->ui.shader_error.empty()) std::fprintf(stderr, "vitscope: %s\n", app->ui.shader_error.c_str());
-        bool loaded = load_startup(*app, a);
-        // headless runs exit non-zero on a bad file; a screenshot still shows the window as a user would see it
-        if (!loaded && a.headless() && a.screenshot.empty()) exit_code = 1;
-        else {
-            if (!loaded && a.headless()) exit_code = 1;
+        // A bad file: the window stays open with the error panel. Headless runs exit 1 (message on
+        // stderr), after saving the screenshot when one was asked for (it shows what a user would see).
+        const bool loaded = load_startup(*app, a);
+        if (!loaded && a.headless()) exit_code = 1;
+        if (loaded || !a.headless() || !a.screenshot.empty()) {
             if (a.train_epochs > 0) app->train.StartHeadless(a.train_epochs, a.train_limit);
             std::unique_ptr<Driver> driver = make_driver(a);
             exit_code = run_loop(*app, a, driver.get(), exit_code);
