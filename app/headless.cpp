@@ -68,7 +68,10 @@ public:
     explicit BenchDriver(const AppArgs& a) : a_(a) {}
     double poll_wait_ms() const override { return a_.bench_toggle ? 1e6 : 50.0; }
     void before_poll(AppContext& app) override {
-        t0_ = std::chrono::steady_clock::now();
+        // a frame is the whole loop iteration, swap included (GL work is finished at the swap)
+        auto now = std::chrono::steady_clock::now();
+        if (timing_) ms_.push_back(std::chrono::duration<double, std::milli>(now - t0_).count());
+        t0_ = now;
         if (a_.bench_toggle && app.s.trace()) {
             Options t = app.s.options();
             t.affine = !t.affine;
@@ -77,9 +80,7 @@ public:
     }
     std::optional<int> after_render(AppContext& app, int, int) override {
         if (settled(app)) ++settled_frames_;
-        if (settled_frames_ <= 2) return std::nullopt;
-        // the swap is not timed here: the frame's work is
-        ms_.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count());
+        timing_ = settled_frames_ > 2;
         if (int(ms_.size()) < a_.bench_frames) return std::nullopt;
         std::sort(ms_.begin(), ms_.end());
         double sum = 0;
@@ -94,6 +95,7 @@ private:
     std::chrono::steady_clock::time_point t0_;
     std::vector<double> ms_;
     int settled_frames_ = 0;
+    bool timing_ = false;
 };
 
 // The state being drawn, for the crash handler (a segfault names the state it happened in).
