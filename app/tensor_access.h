@@ -13,6 +13,13 @@ inline size_t extent(const Tensor& t, size_t axis) { return axis < t.dim() ? t[a
 inline std::string shape_text(const Tensor& t) { return shape_str(t.shape); }
 inline bool same_shape(const Tensor& a, const Tensor& b) { return a.shape == b.shape; }
 inline Tensor make_tensor(std::initializer_list<size_t> shape) { return Tensor(Shape(shape)); }
+inline const float* values(const Tensor& t) { return t.data(); }  // contiguous, row-major
+// a - b, element by element (same shapes: check with same_shape first)
+inline Tensor difference(const Tensor& a, const Tensor& b) {
+    Tensor d(a.shape);
+    for (size_t i = 0; i < d.size(); ++i) d.data()[i] = a.data()[i] - b.data()[i];
+    return d;
+}
 
 // A 2-D view of what a heatmap shows: a vector is one row, a matrix itself, a rank-3 tensor one
 // slice along its first axis. `slices` is the first axis' extent (1 below rank 3).

@@ -210,7 +210,7 @@ void DrawNavigator(Session& s, UiState& ui) {
         bool sel = int(i) == ui.stage;
         if (ImGui::Selectable((rest + "##" + std::to_string(i)).c_str(), sel)) ui.stage = int(i);
         if (sel && ImGui::IsWindowAppearing()) ImGui::SetScrollHereY();
-        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_str(en.tensor.shape).c_str());
+        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_text(en.tensor).c_str());
     }
     if (last_layer >= 0 && open) ImGui::TreePop();
     ImGui::EndChild();
@@ -503,15 +503,17 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
 void DrawPredictions(Session& s, UiState& ui) {
     const Trace* t = s.trace();
     if (!t || !t->has("probs")) return;
-    const Tensor& p = t->get("probs");
+    const Tensor& pt = t->get("probs");
+    const float* pv = values(pt);
+    auto p = [pv](size_t i) { return pv[i]; };
     const Config& c = s.shown_config();
-    std::vector<int> idx(p.size());
+    std::vector<int> idx(pt.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = int(i);
     std::sort(idx.begin(), idx.end(), [&](int a, int b) { return p(size_t(a)) > p(size_t(b)); });
     ImGui::TextDisabled("Top predictions");
     for (int k = 0; k < std::min<int>(5, int(idx.size())); ++k) {
         int i = idx[size_t(k)];
-        std::string name = c.class_names.size() == p.size() ? c.class_names[size_t(i)] : "class " + std::to_string(i);
+        std::string name = c.class_names.size() == pt.size() ? c.class_names[size_t(i)] : "class " + std::to_string(i);
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.1f%%", 100 * p(size_t(i)));
         ImGui::ProgressBar(p(size_t(i)), ImVec2(120, 0), buf);

@@ -649,8 +649,7 @@ void DrawChanges(Session& s, UiState& ui, Textures& tx) {
     if (e && bi >= 0 && same_shape(r.base->at(size_t(bi)).tensor, e->tensor)) {
         if (tx.stale("diffvals", key_of(s.version(), e->name, 0))) {
             const Tensor& b = r.base->at(size_t(bi)).tensor;
-            tx.diff_vals = Tensor(e->tensor.shape);
-            for (size_t i = 0; i < tx.diff_vals.size(); ++i) tx.diff_vals(i) = e->tensor(i) - b(i);
+            tx.diff_vals = difference(e->tensor, b);
         }
         const Tensor& d = tx.diff_vals;
         ImGui::Text("now - default: %s", e->name.c_str());
