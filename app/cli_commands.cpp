@@ -263,7 +263,12 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                         is_preset(s.model) ? "preset (saved under timm's key names)" : family_name(lm.family),
                         c.describe().c_str());
             std::printf("parameters: %lld\n", (long long)param_count(c));
-            std::printf("preprocess: %s, mean", c.pre.resize ? ("resize " + std::to_string(c.pre.resize) + " + center crop").c_str() : "straight resize");
+            if (c.heads_guessed)
+                std::printf("heads: %d (a guess: width %d / 64; the file does not say, pass --heads N if wrong)\n", c.heads, c.width);
+            const int rs = c.pre.resize > 0 ? c.pre.resize : c.image_size;
+            std::printf("preprocess: %s, mean", c.pre.squash ? ("straight resize to " + std::to_string(rs) + "x" + std::to_string(rs) + " (aspect not kept)" +
+                                                                (rs != c.image_size ? " + center crop" : "")).c_str()
+                                                             : ("shorter side to " + std::to_string(rs) + " + center crop " + std::to_string(c.image_size)).c_str());
             for (float m : c.pre.mean) std::printf(" %.4g", m);
             std::printf(", std");
             for (float v : c.pre.std) std::printf(" %.4g", v);

@@ -1,5 +1,7 @@
 #include "settings_app.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <filesystem>
 
@@ -54,11 +56,11 @@ void restore_view(const Settings& st, Session& s, UiState& ui) {
     o.unbiased = d.options.unbiased;
     o.pooling = d.options.pooling;
     s.set_options(o);
-    ui.overlay = d.view.overlay;
+    ui.overlay = Overlay(std::clamp(d.view.overlay, 0, 3));  // none, cls, rollout, gradient-weighted
     ui.opacity = d.view.opacity;
     ui.fusion = d.view.fusion;
     ui.discard = d.view.discard;
-    ui.scale_mode = d.view.scale_mode;
+    ui.scale_mode = ScaleMode(std::clamp(d.view.scale_mode, 0, 2));  // per tensor, per slice, symmetric
 }
 
 void remember(Settings& st, const Session& s, const UiState& ui, bool final) {
@@ -70,11 +72,11 @@ void remember(Settings& st, const Session& s, const UiState& ui, bool final) {
     d.options.affine = s.options().affine;
     d.options.unbiased = s.options().unbiased;
     d.options.pooling = s.options().pooling;
-    d.view.overlay = ui.overlay;
+    d.view.overlay = int(ui.overlay);
     d.view.opacity = ui.opacity;
     d.view.fusion = ui.fusion;
     d.view.discard = ui.discard;
-    d.view.scale_mode = ui.scale_mode;
+    d.view.scale_mode = int(ui.scale_mode);
     st.save(final ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1000));
 }
 

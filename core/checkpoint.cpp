@@ -28,7 +28,7 @@ std::string config_to_json(const Config& c) {
     json j = {{"name", c.name}, {"image_size", c.image_size}, {"channels", c.channels}, {"patch", c.patch},
               {"width", c.width}, {"depth", c.depth}, {"heads", c.heads}, {"mlp", c.mlp},
               {"classes", c.classes}, {"eps", c.eps}, {"pooling", c.pooling == Pooling::Cls ? "cls" : "mean"},
-              {"resize", c.pre.resize}, {"interp", c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear"},
+              {"resize", c.pre.resize}, {"squash", c.pre.squash}, {"interp", c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear"},
               {"mean", c.pre.mean}, {"std", c.pre.std}, {"class_names", c.class_names}};
     return j.dump();
 }
@@ -49,6 +49,7 @@ Config config_from_json(const std::string& text, const std::string& what) {
         c.eps = j.value("eps", c.eps);
         c.pooling = j.value("pooling", std::string("cls")) == "mean" ? Pooling::Mean : Pooling::Cls;
         c.pre.resize = j.value("resize", 0);
+        c.pre.squash = j.value("squash", false);
         c.pre.interp = j.value("interp", std::string("bilinear")) == "bicubic" ? Interp::Bicubic : Interp::Bilinear;
         c.pre.mean = j.value("mean", std::vector<float>(c.channels, 0.5f));
         c.pre.std = j.value("std", std::vector<float>(c.channels, 0.5f));
@@ -57,6 +58,18 @@ Config config_from_json(const std::string& text, const std::string& what) {
         throw FileError(what + ": bad vitscope.config metadata: " + e.what());
     }
     return c;
+}
+
+// The published head counts of the standard ViTs (Dosovitskiy et al. 2021, DeiT's Ti and S), by
+// (width, depth, mlp): the only shapes where heads can be known without the file saying so.
+// ViT-H/14 has 16 heads of 80 dims, which width/64 (= 20) would get wrong.
+int known_heads(int width, int depth, int mlp) {
+    struct K { int width, depth, mlp, heads; };
+    static const K known[] = {{192, 12, 768, 3}, {384, 12, 1536, 6}, {768, 12, 3072, 12},
+                              {1024, 24, 4096, 16}, {1280, 32, 5120, 16}};
+    for (const K& k : known)
+        if (k.width == width && k.depth == depth && k.mlp == mlp) return k.heads;
+    return 0;
 }
 
 namespace {
@@ -196,9 +209,13 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
     else if (int h = meta_int("num_heads")) c.heads = h;
     else if (int h2 = meta_int("heads")) c.heads = h2;
     else if (!from_cfg) {
-        if (c.width % 64) throw FileError(what + ": width " + std::to_string(c.width) +
-                                          " is not a multiple of 64, so the number of heads cannot be guessed: pass --heads N");
-        c.heads = c.width / 64;
+        if (int kh = known_heads(c.width, c.depth, c.mlp)) c.heads = kh;  // a standard ViT's published count
+        else {
+            if (c.width % 64) throw FileError(what + ": width " + std::to_string(c.width) +
+                                              " is not a multiple of 64, so the number of heads cannot be guessed: pass --heads N");
+            c.heads = c.width / 64;
+            c.heads_guessed = true;
+        }
     }
     if (ov.eps > 0) c.eps = ov.eps;
     else if (auto it = meta.find("eps"); it != meta.end()) c.eps = std::stof(it->second);
@@ -217,6 +234,7 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
         } else {
             c.pre.mean = {0.5f, 0.5f, 0.5f}; c.pre.std = {0.5f, 0.5f, 0.5f};
             c.pre.resize = 0; c.pre.interp = Interp::Bilinear;
+            c.pre.squash = true;  // ViTImageProcessor resizes straight to 224 x 224
         }
         if (c.channels == 1) { c.pre.mean.resize(1); c.pre.std.resize(1); }
     }

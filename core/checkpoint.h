@@ -27,6 +27,10 @@ struct LoadedModel {
     std::map<std::string, std::string> metadata;
 };
 
+// The published number of heads of a standard ViT with these shapes (Ti/S/B/L/H), 0 if not one.
+// Used when a checkpoint does not say; otherwise heads = width/64 is a guess (Config::heads_guessed).
+int known_heads(int width, int depth, int mlp);
+
 // spec: "default" (the embedded Fashion-MNIST model), a preset name, or a path.
 LoadedModel load_model(const std::string& spec, const LoadOverrides& ov = {}, uint64_t seed = 0);
 // From already-read tensors (used by load_model and the tests).

@@ -17,6 +17,24 @@ namespace vit {
 
 namespace {
 constexpr int64_t kMaxSide = 16384, kMaxPixels = 100'000'000;
+
+// A PNG's size from its IHDR chunk. stb_image refuses huge PNGs inside stbi_info and then reports
+// "unknown image type"; reading the header first lets the error say "too large" with the size.
+bool png_size(const std::string& b, int64_t* w, int64_t* h) {
+    static const char sig[8] = {'\x89', 'P', 'N', 'G', '\r', '\n', '\x1a', '\n'};
+    if (b.size() < 24 || b.compare(0, 8, sig, 8) != 0 || b.compare(12, 4, "IHDR") != 0) return false;
+    auto be32 = [&](size_t o) {
+        return (int64_t(uint8_t(b[o])) << 24) | (int64_t(uint8_t(b[o + 1])) << 16) | (int64_t(uint8_t(b[o + 2])) << 8) |
+               int64_t(uint8_t(b[o + 3]));
+    };
+    *w = be32(16); *h = be32(20);
+    return true;
+}
+
+std::string too_large(const std::string& what, int64_t w, int64_t h) {
+    return what + ": image is " + std::to_string(w) + "x" + std::to_string(h) +
+           ", too large (the limit is 16384 per side and 100 megapixels)";
+}
 }
 
 Image decode_image(const std::string& bytes, const std::string& what) {
@@ -24,12 +42,14 @@ Image decode_image(const std::string& bytes, const std::string& what) {
     if (bytes.size() > size_t(INT32_MAX)) throw FileError(what + ": file is too large");
     auto* b = reinterpret_cast<const stbi_uc*>(bytes.data());
     int len = int(bytes.size());
+    int64_t pw = 0, ph = 0;
+    if (png_size(bytes, &pw, &ph) && (pw > kMaxSide || ph > kMaxSide || pw * ph > kMaxPixels))
+        throw FileError(too_large(what, pw, ph));
     int w = 0, h = 0, n = 0;
     if (!stbi_info_from_memory(b, len, &w, &h, &n))
         throw FileError(what + ": not an image stb_image can read (" + std::string(stbi_failure_reason()) + ")");
     if (w <= 0 || h <= 0 || w > kMaxSide || h > kMaxSide || int64_t(w) * h > kMaxPixels)
-        throw FileError(what + ": image is " + std::to_string(w) + "x" + std::to_string(h) +
-                        ", over the limit of 16384 per side and 100 megapixels");
+        throw FileError(too_large(what, w, h));
     Image img;
     img.file_channels = n;
     img.sixteen_bit = stbi_is_16_bit_from_memory(b, len);
@@ -144,12 +164,39 @@ Tensor3 resize_shorter(const Tensor3& chw, int size, Interp k) {
     return resize(chw, oh, ow, k);
 }
 
+// Python's int(round(x)) for x = m / 2: round half to even, as torchvision's CenterCrop computes its
+// offsets (crop_top = int(round((H - h) / 2.0))). Margins 3, 5, 7 give 2, 2, 4 (lround gives 2, 3, 4).
+int crop_offset(int64_t margin) {
+    int64_t q = margin / 2;
+    if (margin % 2 == 0) return int(q);
+    return int(q % 2 == 0 ? q : q + 1);
+}
+
 Tensor3 center_crop(const Tensor3& chw, int oh, int ow) {
     const size_t H = chw.shape(1), W = chw.shape(2);
     if (size_t(oh) > H || size_t(ow) > W) return resize(chw, oh, ow, Interp::Bilinear);
-    const size_t top = size_t(std::lround((H - oh) / 2.0)), left = size_t(std::lround((W - ow) / 2.0));
+    const size_t top = size_t(crop_offset(int64_t(H) - oh)), left = size_t(crop_offset(int64_t(W) - ow));
     // img[:, top:top+oh, left:left+ow]
     return xt::view(chw, xt::all(), xt::range(top, top + oh), xt::range(left, left + ow));
+}
+
+PreprocessPlan plan_preprocess(int width, int height, const Config& c) {
+    PreprocessPlan p;
+    const int S = c.image_size;
+    p.squash = c.pre.squash;
+    if (c.pre.squash) {
+        int r = c.pre.resize > 0 ? c.pre.resize : S;
+        p.resize_w = p.resize_h = r;
+    } else {
+        int r = c.pre.resize > 0 ? c.pre.resize : S;
+        // torchvision Resize(int): the shorter side to r, the longer int(r * long / short)
+        if (height <= width) { p.resize_h = r; p.resize_w = int(std::max<int64_t>(1, int64_t(r) * width / height)); }
+        else { p.resize_w = r; p.resize_h = int(std::max<int64_t>(1, int64_t(r) * height / width)); }
+    }
+    p.crop_w = p.crop_h = S;
+    p.crop_left = p.resize_w >= S ? crop_offset(p.resize_w - S) : 0;
+    p.crop_top = p.resize_h >= S ? crop_offset(p.resize_h - S) : 0;
+    return p;
 }
 
 namespace {
@@ -164,8 +211,9 @@ Tensor3 per_channel(const std::vector<float>& v) {
 Tensor3 preprocess(const Image& img, const Config& c) {
     Tensor3 x = convert_channels(img.pixels, c.channels);
     const int S = c.image_size;
-    if (c.pre.resize > 0) x = center_crop(resize_shorter(x, c.pre.resize, c.pre.interp), S, S);
-    else x = resize(x, S, S, c.pre.interp);
+    PreprocessPlan p = plan_preprocess(int(x.shape(2)), int(x.shape(1)), c);
+    x = resize(x, p.resize_h, p.resize_w, c.pre.interp);
+    if (p.resize_h != S || p.resize_w != S) x = center_crop(x, S, S);
     // transforms.Normalize(mean, std): (x - mean[:, None, None]) / std[:, None, None]
     return (x - per_channel(c.pre.mean)) / per_channel(c.pre.std);
 }

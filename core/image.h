@@ -28,7 +28,16 @@ Tensor3 convert_channels(const Tensor3& chw, int channels);
 Tensor3 resize(const Tensor3& chw, int out_h, int out_w, Interp interp);
 // Shorter side to `size`, keeping the aspect ratio (torchvision Resize(int)).
 Tensor3 resize_shorter(const Tensor3& chw, int size, Interp interp);
+// Offsets as torchvision's CenterCrop: int(round(margin / 2)), Python's half-to-even rounding.
 Tensor3 center_crop(const Tensor3& chw, int out_h, int out_w);
+int crop_offset(int64_t margin);
+// What preprocess() does to a width x height image for this config, so views can say it.
+struct PreprocessPlan {
+    bool squash = false;          // straight resize to a square, aspect lost
+    int resize_w = 0, resize_h = 0;
+    int crop_left = 0, crop_top = 0, crop_w = 0, crop_h = 0;
+};
+PreprocessPlan plan_preprocess(int width, int height, const Config& c);
 // The full pipeline for a model: channels, resize (+crop), normalize.
 Tensor3 preprocess(const Image& img, const Config& c);
 // Undo the normalization (for display): returns (C, H, W) in [0, 1].

@@ -15,7 +15,8 @@ enum class Interp { Bilinear, Bicubic };
 
 // How an image becomes the model's input (the model family decides).
 struct Preprocess {
-    int resize = 0;           // shorter side resized to this (0: straight resize to image_size)
+    int resize = 0;           // shorter side resized to this, then a centre crop (0: to image_size)
+    bool squash = false;      // true: straight resize to a square (aspect lost), as Hugging Face does
     Interp interp = Interp::Bilinear;
     std::vector<float> mean{0.5f, 0.5f, 0.5f};
     std::vector<float> std{0.5f, 0.5f, 0.5f};
@@ -29,6 +30,7 @@ struct Config {
     int width = 768;    // D
     int depth = 12;     // L
     int heads = 12;     // H
+    bool heads_guessed = false;  // heads = width/64 because nothing said otherwise (shown as a guess)
     int mlp = 3072;     // M
     int classes = 1000; // K
     float eps = 1e-6f;
