@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
     std::string model = "default", image, stage, overlay, screenshot, layout_out, shader_dir, keys;
     int layer = -1, head = -1, heads = 0, width = 1600, height = 1000, bench_frames = 0, tab = -1, patch = -1;
     bool no_affine = false, unbiased = false, bench_toggle = false;
-    cli.add_option("--model,-m", model, "'default', a preset, or a .safetensors checkpoint")->default_val("default");
+    cli.add_option("--model,-m", model, "'default', a preset (or a torchvision/timm name such as vit_b_16), or a .safetensors/.pth/.pt/.bin checkpoint")->default_val("default");
     cli.add_option("--image,-i", image, "image to load (default: a bundled Fashion-MNIST sample)");
     std::string labels;
     cli.add_option("--labels", labels, "class names, one per line");
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
         glfwPollEvents();
         for (auto& p : g_dropped) {
             std::string ext = std::filesystem::path(p).extension().string();
-            if (ext == ".safetensors") s.begin_load_model(p, heads);
+            if (ext == ".safetensors" || ext == ".pth" || ext == ".pt" || ext == ".bin") s.begin_load_model(p, heads);
             else s.load_image(p);
         }
         g_dropped.clear();
