@@ -108,19 +108,19 @@ public:
         zip_error_init(&ze);
         zip_source_t* src = zip_source_buffer_create(bytes, size, 0, &ze);
         if (!src) fail_zip("cannot read the archive", &ze);
-        z_ = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+        z_.reset(zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze));
         if (!z_) {
             zip_source_free(src);
             fail_zip("not a readable zip archive (truncated, or a bad zip directory)", &ze);
         }
-        zip_int64_t n = zip_get_num_entries(z_, 0);
+        zip_int64_t n = zip_get_num_entries(z_.get(), 0);
         if (n < 0) throw FileError(what_ + ": bad zip directory");
         // One pass over the directory: the folder holding data.pkl names the checkpoint.
         std::vector<std::pair<std::string, Entry>> all;
         for (zip_int64_t i = 0; i < n; ++i) {
             zip_stat_t st;
             zip_stat_init(&st);
-            if (zip_stat_index(z_, zip_uint64_t(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) ||
+            if (zip_stat_index(z_.get(), zip_uint64_t(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) ||
                 !(st.valid & ZIP_STAT_SIZE) || !(st.valid & ZIP_STAT_COMP_SIZE))
                 throw FileError(what_ + ": bad zip directory (entry " + std::to_string(i) + " unreadable)");
             std::string name = st.name;
@@ -132,7 +132,7 @@ public:
             if (st.comp_size > input_size_ || (stored && st.size != st.comp_size) ||
                 (!stored && st.size / 1100 > st.comp_size + 4))
                 throw FileError(what_ + ": zip entry '" + name + "' declares " + std::to_string(st.size) + " bytes from " +
-                                std::to_string(st.comp_size) + " stored: impossible (corrupt archive or zip bomb)");
+                                std::to_string(st.comp_size) + " compressed: impossible (corrupt archive or zip bomb)");
             all.emplace_back(name, Entry{zip_uint64_t(i), st.size});
         }
         for (auto& [name, e] : all) {
@@ -151,7 +151,6 @@ public:
         for (auto& [name, e] : all)
             if (name.compare(0, prefix_.size(), prefix_) == 0) entries_.emplace(name.substr(prefix_.size()), e);
     }
-    ~Archive() { if (z_) zip_discard(z_); }
     Archive(const Archive&) = delete;
     Archive& operator=(const Archive&) = delete;
 
@@ -168,21 +167,16 @@ public:
         if (e->size > limit)
             throw FileError(what_ + ": '" + prefix_ + rel + "' is " + std::to_string(e->size) + " bytes, over the " +
                             std::to_string(limit) + "-byte limit");
-        zip_file_t* f = zip_fopen_index(z_, e->index, 0);
-        if (!f) throw FileError(what_ + ": cannot open '" + prefix_ + rel + "': " + zip_strerror(z_));
+        std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> f(zip_fopen_index(z_.get(), e->index, 0), zip_fclose);
+        if (!f) throw FileError(what_ + ": cannot open '" + prefix_ + rel + "': " + zip_strerror(z_.get()));
         std::string buf(size_t(e->size) + 1, '\0');  // one more: a longer entry is noticed, and EOF checks the CRC
         size_t got = 0;
         while (got < buf.size()) {
-            zip_int64_t r = zip_fread(f, &buf[got], buf.size() - got);
-            if (r < 0) {
-                std::string m = zip_file_strerror(f);
-                zip_fclose(f);
-                throw FileError(what_ + ": cannot read '" + prefix_ + rel + "': " + m);
-            }
+            zip_int64_t r = zip_fread(f.get(), &buf[got], buf.size() - got);
+            if (r < 0) throw FileError(what_ + ": cannot read '" + prefix_ + rel + "': " + zip_file_strerror(f.get()));
             if (r == 0) break;
             got += size_t(r);
         }
-        zip_fclose(f);
         if (got != e->size)
             throw FileError(what_ + ": '" + prefix_ + rel + "' holds " + (got > e->size ? "more" : std::to_string(got)) +
                             " bytes, the zip directory says " + std::to_string(e->size));
@@ -198,7 +192,8 @@ private:
     }
     std::string what_;
     uint64_t input_size_;
-    zip_t* z_ = nullptr;
+    // Owned by a member, so a throw from the constructor still closes it.
+    std::unique_ptr<zip_t, void (*)(zip_t*)> z_{nullptr, zip_discard};
     std::string prefix_;
     std::unordered_map<std::string, Entry> entries_;
 };
@@ -590,7 +585,9 @@ SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
     std::string cur_key, data;
     bool have = false;
     uint64_t spent = 0, read_spent = 0;
-    for (auto& [key, t] : order) {
+    for (auto& entry : order) {
+        const std::string& key = entry.first;  // not a structured binding: lambdas capture it
+        const Val* t = entry.second;
         std::string name = all_module ? key.substr(7) : key;
         const Val* st = t->storage;
         auto bad = [&](const std::string& m) { throw FileError(what + ": tensor '" + key + "': " + m); };

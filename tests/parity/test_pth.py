@@ -177,6 +177,15 @@ def parity(cli, path):
         mref = vitref.manual_forward({k: v.float() for k, v in low.items()}, x[0], H, 1e-6)
         test_parity.check(f"{name} storages", cli.trace(path(f"small_{name}.pth"), x[0], *meta), mref)
 
+    # Protocol 4 (SHORT_BINUNICODE, MEMOIZE, STACK_GLOBAL, FRAME) and a re-zipped, deflated file.
+    torch.save(canon, path("proto4.pth"), pickle_protocol=4)
+    test_parity.check("pickle protocol 4", cli.trace(path("proto4.pth"), x[0], *meta), ref)
+    with zipfile.ZipFile(path("small_timm.pth")) as zin, \
+            zipfile.ZipFile(path("deflated.pth"), "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            zout.writestr(item.filename, zin.read(item.filename))
+    test_parity.check("re-zipped with deflate", cli.trace(path("deflated.pth"), x[0], *meta), ref)
+
     # convert: the safetensors holds the same names and exactly the same values.
     for src, dts in [("small_timm.pth", "F32"), ("views.pth", "F32"), ("small_bf16.pth", "BF16"),
                      ("pytorch_model.bin", "F32")]:
@@ -299,6 +308,45 @@ def bad_input(cli, path, workdir):
     p = path("evil_reduce_storage.pth")
     write_zip(p, pickle_bytes({"a": Evil(torch.FloatStorage, 3)}), data)
     expect_refused(cli, path, "REDUCE calling torch.FloatStorage", p, ["torch.FloatStorage", "not callable"], outs)
+
+    # Protocol 4 (STACK_GLOBAL, MEMOIZE, FRAME) is refused the same way.
+    p = path("evil_protocol4.pth")
+    b4 = io.BytesIO()
+    TorchLikePickler(b4, protocol=4).dump({"a": good["a"], "evil": Evil(os.system, f"touch {marker}")})
+    ok(b"\x93" in b4.getvalue(), "the protocol-4 payload uses STACK_GLOBAL")
+    write_zip(p, b4.getvalue(), data)
+    expect_refused(cli, path, "protocol-4 pickle calling os.system", p, ["posix.system", "refus"], outs)
+    ok(not os.path.exists(marker), "the protocol-4 payload never ran")
+
+    # Damaged archive contents: a flipped storage byte (CRC), a huge declared size (zip bomb).
+    p = path("crc.pth")
+    b = bytearray(raw)
+    i = raw.find(np.arange(12, dtype=np.float32).tobytes())
+    b[i + 5] ^= 0xFF
+    open(p, "wb").write(bytes(b))
+    expect_refused(cli, path, "storage bytes damaged (CRC mismatch)", p, ["crc"], outs)
+    p = path("bomb.pth")
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/data.pkl", pickle_bytes(good))
+        z.writestr("archive/data/0", data["0"])
+        z.writestr("archive/version", "3\n")
+    b = bytearray(open(p, "rb").read())
+    for sig, off in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):  # uncompressed size, local and central
+        j = 0
+        while (j := b.find(sig, j)) >= 0:
+            name_len = int.from_bytes(b[j + (26 if sig == b"PK\x03\x04" else 28):][:2], "little")
+            name = bytes(b[j + (30 if sig == b"PK\x03\x04" else 46):][:name_len])
+            if name == b"archive/data.pkl":
+                b[j + off:j + off + 4] = (0xFFFFFFF0).to_bytes(4, "little")
+            j += 4
+    open(p, "wb").write(bytes(b))
+    expect_refused(cli, path, "data.pkl declares 4 GB from a few bytes (zip bomb)", p, ["zip bomb"], outs)
+    # Many views of one storage must not multiply memory without bound.
+    big = FakeStorage("0", 1 << 20)
+    views = {f"v{i}": FakeTensor(big, 0, (1 << 20,), (1,)) for i in range(300)}
+    p = path("views_multiply.pth")
+    write_zip(p, pickle_bytes(views), {"0": np.zeros(1 << 20, np.float32).tobytes()})
+    expect_refused(cli, path, "300 full views of one 4 MB storage (1.2 GB out)", p, ["shared storages"], outs)
 
     # Storages: missing, numel larger than the file, views overrunning.
     p = path("missing_storage.pth")
