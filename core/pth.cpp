@@ -84,7 +84,8 @@ struct Val {
     uint64_t numel = 0;
     Val* storage = nullptr;
     uint64_t offset = 0;
-    std::vector<uint64_t> shape, stride;
+    struct View { std::vector<uint64_t> shape, stride; };
+    View* view = nullptr;                   // Tensor: its size and stride (kept apart: most values need none)
 };
 
 const char* kind_name(Val::Kind k) {
@@ -445,6 +446,8 @@ private:
                 if (a.size() < 6 || a.size() > 7) fail_at(at, "_rebuild_tensor_v2 with " + std::to_string(a.size()) + " arguments");
                 if (a[0]->kind != Val::Storage) fail_at(at, "_rebuild_tensor_v2 of a " + std::string(kind_name(a[0]->kind)) + ", not a storage");
                 Val* t = mk(Val::Tensor);
+                views_.emplace_back();
+                t->view = &views_.back();
                 t->storage = a[0];
                 t->dt = a[0]->dt;
                 if (!int_of(a[1], t->offset)) fail_at(at, "tensor storage offset is not a non-negative integer");
@@ -455,8 +458,8 @@ private:
                     uint64_t s, st;
                     if (!int_of(a[2]->items[i], s) || !int_of(a[3]->items[i], st))
                         fail_at(at, "tensor size or stride is not a non-negative integer");
-                    t->shape.push_back(s);
-                    t->stride.push_back(st);
+                    t->view->shape.push_back(s);
+                    t->view->stride.push_back(st);
                 }
                 return t;
             }
@@ -493,12 +496,13 @@ private:
         return s;
     }
 
-    static constexpr size_t kMaxValues = 2000000;  // ~400 MB at most; ViT-H's pickle has ~6,000
+    static constexpr size_t kMaxValues = 1000000;  // ~150 MB at most; ViT-H's pickle has ~6,000
     const unsigned char* p_;
     size_t n_, pos_ = 0;
     Archive& ar_;
     std::string what_;
     std::deque<Val> arena_;  // owns every value; the graph holds plain pointers (no cycles to leak)
+    std::deque<Val::View> views_;  // at most one per value
     std::vector<Val*> stack_;
     std::vector<size_t> marks_;
     std::unordered_map<uint64_t, Val*> memo_;
@@ -596,20 +600,20 @@ SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
         // Bounds: the last element addressed must lie inside the storage.
         uint64_t count = 1, last = t->offset;
         bool empty = false;
-        for (size_t i = 0; i < t->shape.size(); ++i) {
-            uint64_t s = t->shape[i];
+        for (size_t i = 0; i < t->view->shape.size(); ++i) {
+            uint64_t s = t->view->shape[i];
             if (s == 0) empty = true;
             if (s && count > UINT64_MAX / s) bad("shape overflows");
             count *= s;
         }
         if (!empty) {
-            for (size_t i = 0; i < t->shape.size(); ++i) {
-                uint64_t s = t->shape[i], str = t->stride[i];
+            for (size_t i = 0; i < t->view->shape.size(); ++i) {
+                uint64_t s = t->view->shape[i], str = t->view->stride[i];
                 if (str && s - 1 > (UINT64_MAX - last) / str) bad("shape and strides overflow");
                 last += (s - 1) * str;
             }
             if (last >= st->numel)
-                bad("shape " + shape_str(Shape(t->shape.begin(), t->shape.end())) + " with storage offset " +
+                bad("shape " + shape_str(Shape(t->view->shape.begin(), t->view->shape.end())) + " with storage offset " +
                     std::to_string(t->offset) + " reaches element " + std::to_string(last) + " of storage '" + st->s +
                     "', which holds " + std::to_string(st->numel));
         } else if (t->offset > st->numel) {
@@ -631,7 +635,7 @@ SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
             cur_key = st->s;
             have = true;
         }
-        Shape shape(t->shape.begin(), t->shape.end());
+        Shape shape(t->view->shape.begin(), t->view->shape.end());
         Tensor dst = make_tensor(shape);
         float* o = dst.data();
         const unsigned char* base = reinterpret_cast<const unsigned char*>(data.data());
@@ -640,7 +644,7 @@ SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
         const size_t nd = shape.size();
         bool contiguous = true;
         for (size_t i = nd, expect = 1; i-- > 0;) {
-            if (shape[i] != 1 && t->stride[i] != expect) contiguous = false;
+            if (shape[i] != 1 && t->view->stride[i] != expect) contiguous = false;
             expect *= shape[i];
         }
         if (!empty && (contiguous || nd == 0)) {
@@ -652,8 +656,8 @@ SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
             for (uint64_t i = 0; i < count; ++i) {
                 o[i] = load_float(t->dt, base + off * es);
                 for (size_t d = nd; d-- > 0;) {  // odometer; amortised O(1) per element
-                    if (++idx[d] < shape[d]) { off += t->stride[d]; break; }
-                    off -= (shape[d] - 1) * t->stride[d];
+                    if (++idx[d] < shape[d]) { off += t->view->stride[d]; break; }
+                    off -= (shape[d] - 1) * t->view->stride[d];
                     idx[d] = 0;
                 }
             }
