@@ -568,6 +568,12 @@ SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
     // Output budget: real checkpoints need at most 2x their size (f16 -> f32) plus tied
     // weights; views of one storage must not multiply into unbounded memory.
     const uint64_t budget = 16 * uint64_t(size) + (uint64_t(64) << 20);
+    if (ar.find("byteorder")) {  // newer torch notes the byte order; every storage here is little-endian
+        std::string bo = ar.read("byteorder", 16);
+        if (bo != "little")
+            throw FileError(what + ": " + ar.prefix() + "byteorder says '" + bo.substr(0, 8) +
+                            "'; only little-endian checkpoints are supported");
+    }
     std::string pkl = ar.read("data.pkl", std::min<uint64_t>(budget, uint64_t(64) << 20));
     Unpickler up(pkl, ar, what);
     const Val* top = up.run();
