@@ -64,7 +64,7 @@ inline float load_float(DT dt, const unsigned char* p) {  // memcpy: the data ma
 }
 
 // The one place a tensor is constructed (see HELPERS: the Tensor type is changing).
-Tensor make_tensor(const Shape& shape) { return Tensor(shape); }
+Array make_tensor(const Shape& shape) { return empty_array(shape); }
 
 // ------------------------------------------------------------------ pickle values
 
@@ -642,7 +642,7 @@ SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
             have = true;
         }
         Shape shape(t->view->shape.begin(), t->view->shape.end());
-        Tensor dst = make_tensor(shape);
+        Array dst = make_tensor(shape);
         float* o = dst.data();
         const unsigned char* base = reinterpret_cast<const unsigned char*>(data.data());
         const size_t es = di.size;
