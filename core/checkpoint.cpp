@@ -376,7 +376,8 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         std::string all;
         for (auto& p : preset_names()) all += (all.empty() ? "" : ", ") + p;
         throw FileError("model '" + spec + "' is neither 'default', a preset (" + all +
-                        ") nor an existing file (" + std::string(kCheckpointFormats) + ")");
+                        "; torchvision and timm names such as vit_b_16 or vit_base_patch16_224: see "
+                        "'vitscope-cli info --list') nor an existing file (" + std::string(kCheckpointFormats) + ")");
     }
     SafeTensors st = read_checkpoint(spec);
     for (auto& [k, dt] : st.dtypes)

@@ -177,6 +177,19 @@ def parity(cli, path):
         mref = vitref.manual_forward({k: v.float() for k, v in low.items()}, x[0], H, 1e-6)
         test_parity.check(f"{name} storages", cli.trace(path(f"small_{name}.pth"), x[0], *meta), mref)
 
+    # nn.Parameter values (torch._utils._rebuild_parameter), and the records newer torch adds
+    # (byteorder, .data/version, .data/serialization_id) next to data.pkl.
+    torch.save({k: torch.nn.Parameter(v.clone()) for k, v in canon.items()}, path("params.pth"))
+    with zipfile.ZipFile(path("params.pth")) as zf:
+        ok(b"_rebuild_parameter" in zf.read("params/data.pkl"), "the nn.Parameter file uses _rebuild_parameter")
+    test_parity.check("nn.Parameter values", cli.trace(path("params.pth"), x[0], *meta), ref)
+    with zipfile.ZipFile(path("small_timm.pth")) as zin, zipfile.ZipFile(path("newer.pth"), "w") as zout:
+        for item in zin.infolist():
+            zout.writestr(item.filename, zin.read(item.filename))
+        for name, text in [("byteorder", "little"), (".data/version", "3\n"), (".data/serialization_id", "0123456789")]:
+            zout.writestr("small_timm/" + name, text)
+    test_parity.check("with byteorder / .data records", cli.trace(path("newer.pth"), x[0], *meta), ref)
+
     # Protocol 4 (SHORT_BINUNICODE, MEMOIZE, STACK_GLOBAL, FRAME) and a re-zipped, deflated file.
     torch.save(canon, path("proto4.pth"), pickle_protocol=4)
     test_parity.check("pickle protocol 4", cli.trace(path("proto4.pth"), x[0], *meta), ref)
