@@ -15,7 +15,10 @@
 
 #include "core/image.h"
 #include "core/io.h"
+#include "core/teach.h"
 #include "gl_util.h"
+#include "paths.h"
+#include "settings_app.h"
 #include "views.h"
 #include "views_train.h"
 
@@ -85,12 +88,22 @@ int main(int argc, char** argv) {
     cli.add_option("--shader-dir", shader_dir, "load shaders from this directory (live editing; errors shown in the window)");
     cli.add_option("--bench-frames", bench_frames, "render N frames and print frame times");
     cli.add_flag("--bench-toggle", bench_toggle, "with --bench-frames: toggle elementwise_affine every frame");
+    std::string settings_flag;
+    bool no_settings = false;
+    cli.add_option("--settings", settings_flag, "remember recent files and options in this file (default: $XDG_CONFIG_HOME/vitscope/settings.json; off in headless runs)");
+    cli.add_flag("--no-settings", no_settings, "neither read nor write the settings file");
     try {
         cli.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return cli.exit(e) == 0 ? 0 : 2;
     }
     const bool headless = !screenshot.empty() || bench_frames > 0;
+    Settings settings(settings_file(settings_flag, no_settings, headless));
+    settings.load();
+    if (settings.enabled()) set_current_settings(&settings);
+    if (!settings.error().empty()) std::fprintf(stderr, "vitscope: %s\n", settings.error().c_str());
+    const std::string model_flag = cli.count("--model") ? model : "";
+    restore_launch(settings, cli.count("--model") > 0, model, image);
 
     if (!glfwInit()) {
         std::fprintf(stderr, "vitscope: cannot initialise GLFW (is there a display? for headless use, run under xvfb-run)\n");
@@ -131,25 +144,24 @@ int main(int argc, char** argv) {
     int exit_code = 0;
     if (!s.load_model(model, heads)) {
         std::fprintf(stderr, "vitscope: %s\n", s.error().c_str());
-        if (headless) return 1;
+        if (headless && model == model_flag) return 1;
+        std::string why = s.error();
         s.load_model("default");
+        s.error() = why;
     }
     if (!labels.empty() && !s.load_labels(labels)) {
         std::fprintf(stderr, "vitscope: %s\n", s.error().c_str());
         if (headless) return 1;
     }
-    if (image.empty()) {
-        for (auto p : {std::string(VITSCOPE_ASSETS_DIR) + "/samples/9_ankle_boot_test0.png",
-                       std::string("assets/samples/9_ankle_boot_test0.png")})
-            if (std::filesystem::exists(p)) { image = p; break; }
-    }
+    if (image.empty()) image = default_sample_image();
     if (!image.empty() && !s.load_image(image)) {
         std::fprintf(stderr, "vitscope: %s\n", s.error().c_str());
         if (headless) return 1;
     }
-    Options o;
-    o.affine = !no_affine;
-    o.unbiased = unbiased;
+    restore_view(settings, s, ui);
+    Options o = s.options();
+    if (no_affine) o.affine = false;
+    if (unbiased) o.unbiased = true;
     s.set_options(o);
     if (overlay == "none") ui.overlay = 0;
     if (overlay == "cls") ui.overlay = 1;
@@ -265,6 +277,7 @@ int main(int argc, char** argv) {
         DrawStatusBar(s, ui);
         ImGui::End();
         train.Poll(s);
+        remember(settings, s, ui);
 
         ImGui::Render();
         glViewport(0, 0, W, H);
@@ -290,7 +303,7 @@ int main(int argc, char** argv) {
             std::string p = ui.export_dir + "/vitscope-trace.npz";
             std::vector<ArrayRef> items;
             for (auto& e : s.trace()->entries()) items.push_back(array_ref(e.name, e.tensor));
-            try { write_npz(p, items); ui.status = "saved " + p; }
+            try { write_npz(p, items, {{"__options__", options_json(s.options(), s.config())}}); ui.status = "saved " + p; }
             catch (const std::exception& e) { s.error() = e.what(); }
         }
         ui.request_view_png = ui.request_npy = ui.request_npz = false;
@@ -317,6 +330,10 @@ int main(int argc, char** argv) {
                 j["model"] = s.model_spec();
                 j["error"] = s.error();
                 j["shader_error"] = ui.shader_error;
+                j["image"] = s.image_path();
+                j["data_dir"] = data_paths().root;
+                j["settings_error"] = settings.error();
+                j["options"] = {{"affine", s.options().affine}, {"unbiased", s.options().unbiased}, {"pooling", s.options().pooling ? int(*s.options().pooling) : -1}};
                 for (auto& [k, r] : ui.rects) j["rects"][k] = {r.x, r.y, r.w, r.h};
                 for (auto& [k, v] : ui.numbers) j["numbers"][k] = v;
                 std::ofstream(layout_out) << j.dump(1);
@@ -337,6 +354,7 @@ int main(int argc, char** argv) {
             }
         }
     }
+    remember(settings, s, ui, true);
     ImGui_ImplOpenGL3_Shutdown();
     ImGui_ImplGlfw_Shutdown();
     ImGui::DestroyContext();

@@ -7,6 +7,8 @@
 #include <filesystem>
 
 #include "core/io.h"
+#include "paths.h"
+#include "settings_app.h"
 #include "views.h"
 
 namespace fs = std::filesystem;
@@ -64,12 +66,9 @@ namespace {
 
 std::vector<std::string> sample_images() {
     std::vector<std::string> v;
-    for (auto dir : {std::string(VITSCOPE_ASSETS_DIR) + "/samples", std::string("assets/samples")}) {
-        std::error_code ec;
-        for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-            if (it->path().extension() == ".png" || it->path().extension() == ".jpg") v.push_back(it->path().string());
-        if (!v.empty()) break;
-    }
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(data_paths().samples, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+        if (it->path().extension() == ".png" || it->path().extension() == ".jpg") v.push_back(it->path().string());
     std::sort(v.begin(), v.end());
     return v;
 }
@@ -89,6 +88,7 @@ void DrawToolbar(Session& s, UiState& ui) {
         ImGui::TextDisabled("torchvision / timm names");
         for (auto& a : preset_aliases())
             if (ImGui::Selectable((std::string(a.alias) + " (random weights)").c_str())) s.begin_load_model(a.alias);
+        if (std::string r = RecentMenu(true); !r.empty()) s.begin_load_model(r, heads);
         ImGui::EndCombo();
     }
     ImGui::SameLine();
@@ -118,6 +118,7 @@ void DrawToolbar(Session& s, UiState& ui) {
     if (ImGui::BeginCombo("##img", cur.empty() ? "sample image" : cur.c_str())) {
         for (auto& p : samples)
             if (ImGui::Selectable(fs::path(p).filename().string().c_str(), p == s.image_path())) s.load_image(p);
+        if (std::string r = RecentMenu(false); !r.empty()) s.load_image(r);
         ImGui::EndCombo();
     }
     ImGui::SameLine();
@@ -384,6 +385,7 @@ void DrawStatusBar(Session& s, UiState& ui) {
         if (ImGui::SmallButton("dismiss")) s.error().clear();
         ImGui::SameLine();
     }
+    DrawSettingsError();
     if (!ui.shader_error.empty()) {
         ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "shader: %s", ui.shader_error.c_str());
         ImGui::SameLine();
