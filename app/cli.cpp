@@ -1,4 +1,4 @@
-// vitscope-cli: trace, info (and, with the trainer, train / eval).
+// vitscope-cli: trace, info, convert (and, with the trainer, train / eval).
 // Exit codes: 0 success, 1 a file or model could not be used (the message
 // names it), 2 bad command-line usage.
 #include <CLI/CLI.hpp>

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <set>
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
@@ -37,6 +38,9 @@ struct Commands::State {
     int width = 0, depth = 0, heads_cfg = 0, mlp = 0, patch = 0, limit = 0, threads = 0;
     bool no_augment = false;
     std::string command_line;
+    // convert / info --list
+    std::string conv_in, conv_out;
+    bool list = false;
     // trace / analyze: the two pitfall switches; analyze: images for the averaged attention distance
     bool bug_scale_after_softmax = false, bug_reshape_patches = false;
     int average = 0;
@@ -97,7 +101,8 @@ LoadOverrides overrides(const Commands::State& s) {
 void model_flags(CLI::App* c, Commands::State& s) {
     c->add_option("--model,-m", s.model, "'default' (embedded Fashion-MNIST model), a preset (" +
                   [] { std::string a; for (auto& p : preset_names()) a += (a.empty() ? "" : ", ") + p; return a; }() +
-                  ") or a .safetensors file (timm, Hugging Face or torchvision layout)")
+                  "; torchvision and timm names too: see 'info --list') or a checkpoint file (" + kCheckpointFormats +
+                  "; timm, Hugging Face or torchvision layout)")
         ->default_val("default");
     c->add_option("--heads", s.heads, "number of attention heads (when the file does not say; default width/64)")
         ->check(CLI::Range(1, 4096));
@@ -201,6 +206,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     auto& s = *s_;
     s.command_line = command_line;
     add_training(app);
+    add_convert(app);
     auto* tr = app.add_subcommand("trace", "run one image and write every recorded stage to an .npz");
     model_flags(tr, s);
     auto* img = tr->add_option("--image,-i", s.image, "image file (PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PNM)");
@@ -243,9 +249,22 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
 
     auto* info = app.add_subcommand("info", "print a model's config, parameter count and per-stage shapes");
     model_flags(info, s);
+    info->add_flag("--list", s.list, "list the presets and the torchvision / timm names they answer to");
     info->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
+            if (s.list) {
+                std::printf("%-24s %-12s %s\n", "name", "family", "config (published head counts)");
+                auto row = [](const std::string& n, const char* fam) {
+                    Config c = preset(n);
+                    std::printf("%-24s %-12s image %d, patch %d, width %d, depth %d, heads %d, mlp %d, %lld parameters\n",
+                                n.c_str(), fam, c.image_size, c.patch, c.width, c.depth, c.heads, c.mlp,
+                                (long long)param_count(c));
+                };
+                for (auto& n : preset_names()) row(n, "vitscope");
+                for (auto& a : preset_aliases()) row(a.alias, a.family);
+                return 0;
+            }
             // A preset's shapes and parameter count follow from its config: no weights needed.
             LoadedModel lm;
             if (is_preset(s.model)) {
@@ -274,6 +293,42 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             for (float v : c.pre.std) std::printf(" %.4g", v);
             std::printf("\nstages:\n");
             for (auto& [n, sh] : stage_shapes(c)) std::printf("  %-28s %s\n", n.c_str(), shape_str(sh).c_str());
+            return 0;
+        };
+    });
+}
+
+void Commands::add_convert(CLI::App& app) {
+    auto& s = *s_;
+    auto* cv = app.add_subcommand("convert", "convert a PyTorch checkpoint (torch.save zip: .pth, .pt, .bin) to .safetensors: "
+                                             "the same key names, stored as F32, the source dtypes noted in __metadata__");
+    cv->add_option("in", s.conv_in, "the checkpoint to read (.pth, .pt, .bin, .ckpt or .safetensors)")->required();
+    cv->add_option("out", s.conv_out, "the .safetensors file to write (atomically)")->required();
+    cv->callback([this] {
+        selected_ = [this] {
+            auto& s = *s_;
+            SafeTensors st = read_checkpoint(s.conv_in);
+            std::map<std::string, std::string> meta = st.metadata;
+            std::set<std::string> dts;
+            std::vector<std::string> dropped;
+            for (auto& [k, dt] : st.dtypes) {
+                if (st.tensors.count(k)) dts.insert(dt);
+                else dropped.push_back(k + " (" + dt + ")");
+            }
+            std::string src_dt;
+            for (auto& d : dts) src_dt += (src_dt.empty() ? "" : ",") + d;
+            std::string base = s.conv_in.substr(s.conv_in.find_last_of('/') == std::string::npos ? 0 : s.conv_in.find_last_of('/') + 1);
+            meta["format"] = "pt";
+            meta["vitscope.converted_from"] = base;
+            meta["vitscope.source_dtypes"] = src_dt;
+            std::vector<ArrayRef> items;
+            size_t bytes = 0;
+            for (auto& [k, t] : st.tensors) { items.push_back(array_ref(k, t)); bytes += 4 * t.size(); }
+            if (items.empty()) throw FileError(s.conv_in + ": no floating-point tensors to convert");
+            write_safetensors(s.conv_out, items, meta);
+            for (auto& d : dropped) std::fprintf(stderr, "note: %s not converted (only floating-point tensors are)\n", d.c_str());
+            std::printf("wrote %zu tensors (%.1f MB, F32; source %s) to %s\n", items.size(), bytes / 1e6, src_dt.c_str(),
+                        s.conv_out.c_str());
             return 0;
         };
     });

@@ -11,6 +11,7 @@ public:
     struct State;
 private:
     void add_training(CLI::App& app);
+    void add_convert(CLI::App& app);
     std::function<int()> selected_;
     std::shared_ptr<State> s_;
 };

@@ -86,12 +86,16 @@ void DrawToolbar(Session& s, UiState& ui) {
         if (ImGui::Selectable("default (embedded Fashion-MNIST)")) s.begin_load_model("default");
         for (auto& p : preset_names())
             if (ImGui::Selectable((p + " (random weights)").c_str())) s.begin_load_model(p);
+        ImGui::Separator();
+        ImGui::TextDisabled("torchvision / timm names");
+        for (auto& a : preset_aliases())
+            if (ImGui::Selectable((std::string(a.alias) + " (random weights)").c_str())) s.begin_load_model(a.alias);
         if (std::string r = RecentMenu(true); !r.empty()) s.begin_load_model(r, heads);
         ImGui::EndCombo();
     }
     ImGui::SameLine();
     ImGui::SetNextItemWidth(220);
-    bool enter = ImGui::InputTextWithHint("##mpath", "checkpoint.safetensors", model_path, sizeof model_path,
+    bool enter = ImGui::InputTextWithHint("##mpath", "checkpoint .safetensors/.pth", model_path, sizeof model_path,
                                           ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(70);
@@ -102,7 +106,7 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::SameLine();
     if (ImGui::Button("...##m")) ImGui::OpenPopup("Open checkpoint");
     std::string picked;
-    if (DrawFileBrowser("Open checkpoint", picked, {".safetensors"})) {
+    if (DrawFileBrowser("Open checkpoint", picked, {".safetensors", ".pth", ".pt", ".bin"})) {
         std::snprintf(model_path, sizeof model_path, "%s", picked.c_str());
         s.begin_load_model(picked, heads);
     }

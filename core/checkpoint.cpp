@@ -2,12 +2,16 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "io.h"
+#include "pth.h"
 
 #include <xtensor/xbuilder.hpp>
 
@@ -335,6 +339,33 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
     return lm;
 }
 
+const char* const kCheckpointFormats =
+    ".safetensors, or a PyTorch torch.save zip checkpoint .pth / .pt / .bin";
+
+SafeTensors read_checkpoint(const std::string& path) {
+    auto ends = [&](const char* e) {
+        size_t n = std::strlen(e);
+        if (path.size() < n) return false;
+        for (size_t i = 0; i < n; ++i)
+            if (std::tolower(static_cast<unsigned char>(path[path.size() - n + i])) != e[i]) return false;
+        return true;
+    };
+    if (ends(".safetensors")) return read_safetensors(path);
+    if (ends(".pth") || ends(".pt") || ends(".bin") || ends(".ckpt")) return read_pth(path);
+    // Unknown extension: the first bytes decide.
+    char head[9] = {};
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+        size_t got = std::fread(head, 1, sizeof head, f);
+        std::fclose(f);
+        if (looks_like_zip(head, got) || (got >= 2 && uint8_t(head[0]) == 0x80)) return read_pth(path);
+        if (got == 9 && head[8] == '{') return read_safetensors(path);  // u64 header length, then JSON
+    }
+    size_t dot = path.rfind('.'), slash = path.rfind('/');
+    std::string ext = dot != std::string::npos && (slash == std::string::npos || dot > slash) ? path.substr(dot) : "";
+    throw FileError(path + ": unknown checkpoint format" + (ext.empty() ? std::string(" (no extension)") : " '" + ext + "'") +
+                    "; supported: " + kCheckpointFormats);
+}
+
 LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_t seed) {
     if (spec == "default" || spec.empty()) {
         std::string bytes = embedded_model_bytes();
@@ -363,9 +394,10 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         std::string all;
         for (auto& p : preset_names()) all += (all.empty() ? "" : ", ") + p;
         throw FileError("model '" + spec + "' is neither 'default', a preset (" + all +
-                        ") nor an existing .safetensors file");
+                        "; torchvision and timm names such as vit_b_16 or vit_base_patch16_224: see "
+                        "'vitscope-cli info --list') nor an existing file (" + std::string(kCheckpointFormats) + ")");
     }
-    SafeTensors st = read_safetensors(spec);
+    SafeTensors st = read_checkpoint(spec);
     for (auto& [k, dt] : st.dtypes)
         if (!st.tensors.count(k)) throw FileError(spec + ": tensor '" + k + "' has dtype " + dt + "; only F32, F16, BF16 and F64 weights are supported");
     return weights_from_tensors(std::move(st.tensors), st.metadata, spec, ov);

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "io.h"
 #include "model.h"
 #include <optional>
 
@@ -33,6 +34,11 @@ int known_heads(int width, int depth, int mlp);
 
 // spec: "default" (the embedded Fashion-MNIST model), a preset name, or a path.
 LoadedModel load_model(const std::string& spec, const LoadOverrides& ov = {}, uint64_t seed = 0);
+// The tensors of a checkpoint file: .safetensors, or a torch.save zip
+// (.pth/.pt/.bin/.ckpt, or any file that starts like a zip). Other extensions
+// are sniffed; an unknown format is a FileError listing kCheckpointFormats.
+SafeTensors read_checkpoint(const std::string& path);
+extern const char* const kCheckpointFormats;
 // From already-read tensors (used by load_model and the tests).
 LoadedModel weights_from_tensors(std::map<std::string, Array> tensors,
                                  const std::map<std::string, std::string>& metadata,

@@ -50,15 +50,52 @@ Config make(const std::string& name, int img, int ch, int p, int d, int l, int h
 }  // namespace
 
 std::vector<std::string> preset_names() {
-    return {"toy-rgb8", "toy-gray4", "vit-ti16", "vit-s16", "vit-b16", "vit-l16", "vit-h14", "fmnist"};
+    return {"toy-rgb8", "toy-gray4", "vit-ti16", "vit-s16", "vit-b16", "vit-b32", "vit-l16", "vit-l32", "vit-h14", "fmnist"};
+}
+
+// Checked against torchvision/models/vision_transformer.py (vit_b_16 ... vit_h_14:
+// patch, num_layers, num_heads, hidden_dim, mlp_dim; image_size 224) and timm's
+// vision_transformer.py (vit_*_patch*_224: patch_size, embed_dim, depth, num_heads,
+// mlp_ratio 4).
+const std::vector<PresetAlias>& preset_aliases() {
+    static const std::vector<PresetAlias> v = {
+        {"vit_b_16", "vit-b16", "torchvision"},
+        {"vit_b_32", "vit-b32", "torchvision"},
+        {"vit_l_16", "vit-l16", "torchvision"},
+        {"vit_l_32", "vit-l32", "torchvision"},
+        {"vit_h_14", "vit-h14", "torchvision"},
+        {"vit_tiny_patch16_224", "vit-ti16", "timm"},
+        {"vit_small_patch16_224", "vit-s16", "timm"},
+        {"vit_base_patch16_224", "vit-b16", "timm"},
+        {"vit_base_patch32_224", "vit-b32", "timm"},
+        {"vit_large_patch16_224", "vit-l16", "timm"},
+        {"vit_large_patch32_224", "vit-l32", "timm"},
+        {"vit_huge_patch14_224", "vit-h14", "timm"},
+    };
+    return v;
 }
 
 bool is_preset(const std::string& n) {
     for (auto& p : preset_names()) if (p == n) return true;
+    for (auto& a : preset_aliases()) if (a.alias == n) return true;
     return false;
 }
 
 Config preset(const std::string& n) {
+    for (auto& a : preset_aliases()) {
+        if (a.alias != n) continue;
+        // The family's name brings the family's preprocessing (see DESIGN.md).
+        Config c = preset(a.preset);
+        c.name = a.alias;
+        if (std::string(a.family) == "torchvision") {
+            c.pre.mean = {0.485f, 0.456f, 0.406f}; c.pre.std = {0.229f, 0.224f, 0.225f};
+            c.pre.resize = 256; c.pre.interp = Interp::Bilinear;
+        } else {
+            c.pre.mean = {0.5f, 0.5f, 0.5f}; c.pre.std = {0.5f, 0.5f, 0.5f};
+            c.pre.resize = 248; c.pre.interp = Interp::Bicubic;
+        }
+        return c;
+    }
     // Seed 000: an 8x8 RGB image, 4x4 patches, embedding width 6.
     if (n == "toy-rgb8") return make(n, 8, 3, 4, 6, 1, 2, 24, 10);
     // Seed 001: a 4x4 grayscale image, 2x2 patches, embedding width 8.
@@ -70,7 +107,9 @@ Config preset(const std::string& n) {
     if (n == "vit-ti16") return make(n, 224, 3, 16, 192, 12, 3, 768, 1000);
     if (n == "vit-s16") return make(n, 224, 3, 16, 384, 12, 6, 1536, 1000);
     if (n == "vit-b16") return make(n, 224, 3, 16, 768, 12, 12, 3072, 1000);
+    if (n == "vit-b32") return make(n, 224, 3, 32, 768, 12, 12, 3072, 1000);
     if (n == "vit-l16") return make(n, 224, 3, 16, 1024, 24, 16, 4096, 1000);
+    if (n == "vit-l32") return make(n, 224, 3, 32, 1024, 24, 16, 4096, 1000);
     if (n == "vit-h14") return make(n, 224, 3, 14, 1280, 32, 16, 5120, 1000);
     if (n == "fmnist") {
         // The embedded default: 28x28 grayscale, 4x4 patches -> a 7x7 grid.
@@ -82,6 +121,7 @@ Config preset(const std::string& n) {
     }
     std::string all;
     for (auto& p : preset_names()) all += (all.empty() ? "" : ", ") + p;
+    for (auto& a : preset_aliases()) all += std::string(", ") + a.alias;
     throw std::invalid_argument("unknown preset '" + n + "' (presets: " + all + ")");
 }
 

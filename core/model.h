@@ -130,11 +130,21 @@ ArrayRef array_ref(std::string name, const E& e) {
 std::vector<ArrayRef> param_refs(const Weights& w);
 size_t param_numel(const Weights& w);
 
-// Named presets: toy-rgb8, toy-gray4, vit-ti16, vit-s16, vit-b16, vit-l16,
-// vit-h14, fmnist. Throws std::invalid_argument listing them on a bad name.
+// Named presets: toy-rgb8, toy-gray4, vit-ti16, vit-s16, vit-b16, vit-b32,
+// vit-l16, vit-l32, vit-h14, fmnist, and the torchvision / timm names in
+// preset_aliases(). Throws std::invalid_argument listing them on a bad name.
 Config preset(const std::string& name);
-std::vector<std::string> preset_names();
-bool is_preset(const std::string& name);
+std::vector<std::string> preset_names();  // ViTScope's own names
+bool is_preset(const std::string& name);  // own names and aliases
+
+// torchvision's and timm's names for the standard ViTs: the same shapes and
+// published head counts as `preset`, with that family's preprocessing.
+struct PresetAlias {
+    const char* alias;   // "vit_b_16", "vit_base_patch16_224"
+    const char* preset;  // "vit-b16"
+    const char* family;  // "torchvision" or "timm"
+};
+const std::vector<PresetAlias>& preset_aliases();
 
 // Parameter count from the config alone (what the weights will hold).
 int64_t param_count(const Config& c);
