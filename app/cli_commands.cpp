@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "../core/blas.h"
 #include "../core/checkpoint.h"
 #include "../core/forward.h"
 #include "../core/image.h"
@@ -164,6 +165,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                         is_preset(s.model) ? "preset (saved under timm's key names)" : family_name(lm.family),
                         c.describe().c_str());
             std::printf("parameters: %lld\n", (long long)param_count(c));
+            std::printf("blas: %s\n", vit::blas::describe().c_str());
             std::printf("preprocess: %s, mean", c.pre.resize ? ("resize " + std::to_string(c.pre.resize) + " + center crop").c_str() : "straight resize");
             for (float m : c.pre.mean) std::printf(" %.4g", m);
             std::printf(", std");

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/blas.h"
 #include "core/image.h"
 #include "core/io.h"
 #include "gl_util.h"
@@ -49,6 +50,7 @@ std::string safe_name(std::string s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    vit::blas::init();  // the BLAS kernel for this CPU, before anything else runs
     CLI::App cli{"vitscope: step through a Vision Transformer stage by stage"};
     std::string model = "default", image, stage, overlay, screenshot, layout_out, shader_dir, keys;
     int layer = -1, head = -1, heads = 0, width = 1600, height = 1000, bench_frames = 0, tab = -1, patch = -1;

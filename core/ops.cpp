@@ -1,5 +1,7 @@
 #include "ops.h"
 
+#include "blas.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -19,7 +21,10 @@ namespace vit::ops {
 // ViT-Ti-sized matrices.)
 namespace {
 struct PoolInit {
-    PoolInit() { openblas_set_num_threads(1); }
+    PoolInit() {
+        blas::init();  // also for binaries whose main() does not call it (tests, tools)
+        openblas_set_num_threads(1);
+    }
 } pool_init;
 }  // namespace
 

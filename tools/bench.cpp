@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/blas.h"
 #include "core/checkpoint.h"
 #include "core/forward.h"
 #include "core/train.h"
@@ -29,6 +30,7 @@ static double peak_mb() {
 }
 
 int main(int argc, char** argv) {
+    vit::blas::init();
     std::string model = "default";
     int runs = 10, warmup = 2, train_batch = 0;
     for (int i = 1; i < argc; ++i) {
@@ -67,6 +69,7 @@ int main(int argc, char** argv) {
             });
             double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::printf("ours_img_s=%.1f steps=%d peak_mb=%.1f\n", double(runs) * train_batch / s, runs, peak_mb());
+            std::printf("blas: %s\n", vit::blas::describe().c_str());
             return 0;
         }
         vit::Tensor x({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
         std::sort(ms.begin(), ms.end());
         std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f\n", ms[ms.size() / 2], ms[0],
                     t.size(), t.bytes() / 1e6, peak_mb());
+        std::printf("blas: %s\n", vit::blas::describe().c_str());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "vitscope-bench: %s\n", e.what());
         return 1;

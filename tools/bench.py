@@ -61,10 +61,12 @@ def main():
         tm = torch_ms(tv, torch.randn(1, C, S, S), runs, 3)
         r = subprocess.run([a.bench, "--model", path, "--runs", str(runs), "--warmup", "3"], env=env,
                            capture_output=True, text=True, check=True)
-        ours = dict(kv.split("=") for kv in r.stdout.split())
+        lines = r.stdout.splitlines()
+        ours = dict(kv.split("=") for kv in lines[0].split())
+        blas = next((l[6:] for l in lines if l.startswith("blas: ")), "?")
         om = float(ours["ours_ms"])
         print(f"bench {name} ours_ms={om:.3f} torch_ms={tm:.3f} ratio={om / tm:.3f} peak_mb={ours['peak_mb']} "
-              f"trace_mb={ours['trace_mb']} stages={ours['stages']} threads={a.threads}", flush=True)
+              f"trace_mb={ours['trace_mb']} stages={ours['stages']} threads={a.threads} blas=\"{blas}\"", flush=True)
         os.remove(path)
     torch_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"# torch process peak_mb={torch_peak:.1f}")
