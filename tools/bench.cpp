@@ -13,6 +13,7 @@
 #include "core/blas.h"
 #include "core/checkpoint.h"
 #include "core/forward.h"
+#include "core/ops.h"
 #include "core/train.h"
 #include "core/trainer.h"
 
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
         std::sort(ms.begin(), ms.end());
         std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f\n", ms[ms.size() / 2], ms[0],
                     t.size(), t.bytes() / 1e6, peak_mb());
-        std::printf("blas: %s\n", vit::blas::describe().c_str());
+        std::printf("blas: %s\nthreads: %s\n", vit::blas::describe().c_str(), vit::ops::threading().c_str());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "vitscope-bench: %s\n", e.what());
         return 1;
