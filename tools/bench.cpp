@@ -14,11 +14,48 @@
 #include "core/checkpoint.h"
 #include "core/forward.h"
 #include "core/ops.h"
+#include "core/ops_kernels.h"
 #include "core/train.h"
 #include "core/trainer.h"
 
 // Peak resident memory of this process image. (getrusage's ru_maxrss survives
 // execve on Linux, so a child of a big Python process would report the parent's.)
+// Median milliseconds of f() over `runs` calls.
+template <class F>
+static double median_ms(int runs, F&& f) {
+    std::vector<double> ms;
+    for (int r = 0; r < runs + 3; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        f();
+        double d = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (r >= 3) ms.push_back(d);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+// --ops: the elementwise kernels on ViT-B/16 shapes, one thread (T=197, D=768,
+// M=3072, H=12): what a build without -march=native must keep.
+static int bench_ops(int runs) {
+    vit::ops::set_threads(1);
+    const int T = 197, D = 768, M = 3072, H = 12;
+    std::mt19937 rng(0);
+    std::normal_distribution<float> nd;
+    std::vector<float> x(size_t(H) * T * T), y(x.size()), g(D, 1.1f), b(D, 0.1f), n2(size_t(T) * D), mean(T),
+        sd(T), z(size_t(T) * M);
+    for (auto& v : x) v = nd(rng);
+    double gelu = median_ms(runs, [&] { vit::ops::gelu(z.data(), x.data(), size_t(T) * M); });
+    double ln = median_ms(runs, [&] {
+        vit::ops::layernorm(y.data(), n2.data(), mean.data(), sd.data(), x.data(), g.data(), b.data(), T, D, 1e-6f, false);
+    });
+    double sm = median_ms(runs, [&] { vit::ops::softmax_rows(y.data(), x.data(), H * T, T); });
+    double add = median_ms(runs, [&] { vit::ops::add(y.data(), x.data(), x.data() + T * D, size_t(T) * D); });
+    std::printf("ops kernels=%s gelu_ms=%.3f layernorm_ms=%.3f softmax_ms=%.3f add_ms=%.4f  "
+                "(one thread; gelu %dx%d, layernorm %dx%d, softmax %dx%dx%d, add %dx%d)\n",
+                vit::ops::kernels::best().name, gelu, ln, sm, add, T, M, T, D, H, T, T, T, D);
+    return 0;
+}
+
 static double peak_mb() {
     std::FILE* f = std::fopen("/proc/self/status", "r");
     if (!f) return -1;
@@ -44,7 +81,8 @@ int main(int argc, char** argv) {
         else if (a == "--runs") runs = std::max(1, std::atoi(next().c_str()));
         else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
         else if (a == "--train-batch") train_batch = std::max(1, std::atoi(next().c_str()));
-        else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N]\n"); return 2; }
+        else if (a == "--ops") return bench_ops(runs * 10);
+        else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch N] [--ops]\n"); return 2; }
     }
     try {
         vit::LoadedModel lm = vit::load_model(model);
