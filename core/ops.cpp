@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <omp.h>
 
@@ -39,6 +40,7 @@ constexpr double kFirstPause = 1.0;     // s on one thread after the stalls star
 constexpr double kMaxPause = 8.0;
 std::atomic<int> g_requested{0};        // set_threads(); 0: OpenMP's default (g_default)
 int g_default = 1;                      // omp_get_max_threads() at start (OMP_NUM_THREADS or the cores)
+bool g_fallback = true;                 // VITSCOPE_THREAD_FALLBACK=0 turns it off (to measure without it)
 
 struct Governor {
     double score = 0;                   // +1 per stall, decays 0.05 per clean region
@@ -68,6 +70,7 @@ int team() {
 }
 
 void report(double wall, double work) {
+    if (!g_fallback) return;
     Governor& g = t_gov;
     if (wall - work > kStall && wall > 1.5 * work) {
         ++g.stalls;
@@ -130,6 +133,8 @@ struct PoolInit {
         blas::init();  // also for binaries whose main() does not call it (tests, tools)
         openblas_set_num_threads(1);
         g_default = std::max(1, omp_get_max_threads());
+        const char* f = std::getenv("VITSCOPE_THREAD_FALLBACK");
+        g_fallback = !(f && std::strcmp(f, "0") == 0);
     }
 } pool_init;
 }  // namespace
