@@ -214,13 +214,17 @@ void add(float* out, const float* a, const float* b, size_t n) {
 namespace kernels {
 // GCC's __builtin_cpu_supports checks that the OS saves the wide registers too.
 const Table& best() {
+    // VITSCOPE_KERNELS=avx2|sse2 picks a narrower one (to measure what a build
+    // without dispatch would run); never a wider one than the CPU has.
     static const Table& t = [] () -> const Table& {
+        const char* want = std::getenv("VITSCOPE_KERNELS");
+        const std::string w = want ? want : "";
 #if defined(__x86_64__)
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && w != "avx2" && w != "sse2")
             return avx512;
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && w != "sse2") return avx2;
 #endif
         return sse2;
     }();

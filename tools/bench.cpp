@@ -41,7 +41,7 @@ static int bench_ops(int runs) {
     const int T = 197, D = 768, M = 3072, H = 12;
     std::mt19937 rng(0);
     std::normal_distribution<float> nd;
-    std::vector<float> x(size_t(H) * T * T), y(x.size()), g(D, 1.1f), b(D, 0.1f), n2(size_t(T) * D), mean(T),
+    std::vector<float> x(std::max(size_t(H) * T * T, size_t(T) * M)), y(x.size()), g(D, 1.1f), b(D, 0.1f), n2(size_t(T) * D), mean(T),
         sd(T), z(size_t(T) * M);
     for (auto& v : x) v = nd(rng);
     double gelu = median_ms(runs, [&] { vit::ops::gelu(z.data(), x.data(), size_t(T) * M); });
