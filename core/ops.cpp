@@ -93,13 +93,14 @@ void report(double wall, double work) {
 }
 
 // Splits the work in `parts` = the threads asked for (1 when not `worth`, the
-// work being too small to split), runs body(part, parts) for each, on team()
+// work being too small to split, or when called inside a parallel region, as the
+// trainer's data-parallel loop does), runs body(part, parts) for each, on team()
 // threads, and reports stalls. The parts do not depend on how many threads run
 // them: results are bitwise the same whether a region ran on all threads or fell
 // back to one.
 template <class F>
 void parallel(bool worth, F&& body) {
-    const int parts = worth ? requested() : 1;
+    const int parts = (worth && !omp_in_parallel()) ? requested() : 1;
     const int nt = parts > 1 ? std::min(team(), parts) : 1;
     if (nt <= 1) {
         for (int p = 0; p < parts; ++p) body(p, parts);
