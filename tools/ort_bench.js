@@ -2,7 +2,7 @@
 // configuration: all graph optimisations, N intra-op threads, one inter-op
 // thread (the graph is a chain). Driven by tools/bench.py.
 //   node ort_bench.js MODEL.onnx C S RUNS WARMUP THREADS
-// Prints: ort_ms=MEDIAN min_ms=MIN peak_mb=PEAK_RSS_OF_THIS_NODE_PROCESS
+// Prints: ort_ms=MEDIAN min_ms=MIN peak_mb=PEAK_RSS_OF_THIS_NODE_PROCESS (VmHWM)
 const ort = require("onnxruntime-node");
 
 async function main() {
@@ -30,7 +30,13 @@ async function main() {
     if (r >= +warmup) ms.push(dt);
   }
   ms.sort((a, b) => a - b);
-  const peak = process.resourceUsage().maxRSS / 1024;  // KiB -> MiB
+  // VmHWM: this process image's peak (getrusage's maxRSS survives execve, so it
+  // would report the Python parent's peak).
+  let peak = -1;
+  try {
+    const m = require("fs").readFileSync("/proc/self/status", "utf8").match(/^VmHWM:\s+(\d+)\s+kB/m);
+    if (m) peak = +m[1] / 1024;
+  } catch (e) {}
   console.log(`ort_ms=${ms[ms.length >> 1].toFixed(3)} min_ms=${ms[0].toFixed(3)} peak_mb=${peak.toFixed(1)}`);
 }
 
