@@ -11,9 +11,13 @@ configure_file(${CMAKE_CURRENT_SOURCE_DIR}/app/shaders_embedded.h.in
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
              ${CMAKE_CURRENT_SOURCE_DIR}/shaders/heatmap.vert ${CMAKE_CURRENT_SOURCE_DIR}/shaders/heatmap.frag)
 
-add_executable(vitscope app/main.cpp app/gl_util.cpp app/session.cpp app/views_stage.cpp
-               app/views_panels.cpp app/views_train.cpp)
+add_executable(vitscope app/main.cpp app/app_args.cpp app/frame.cpp app/exports.cpp app/headless.cpp
+               app/gl_util.cpp app/session.cpp app/views_stage.cpp app/views_panels.cpp app/views_train.cpp
+               app/paths.cpp app/settings.cpp app/settings_app.cpp)
 target_include_directories(vitscope PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
-target_compile_definitions(vitscope PRIVATE VITSCOPE_ASSETS_DIR="${CMAKE_CURRENT_SOURCE_DIR}/assets")
+# No source path is compiled in: app/paths.cpp finds the data next to the
+# executable (<prefix>/share/vitscope when installed). In the build tree this
+# one-line file, never installed, points it at the source tree's assets/.
+file(GENERATE OUTPUT $<TARGET_FILE_DIR:vitscope>/vitscope-source-dir CONTENT "${CMAKE_CURRENT_SOURCE_DIR}\n")
 target_link_libraries(vitscope PRIVATE vitscope_core PkgConfig::IMGUI PkgConfig::GLFW3 PkgConfig::STB
                       OpenGL::GL CLI11::CLI11 ${CMAKE_DL_LIBS})

@@ -5,18 +5,24 @@
 
 #include "../core/blas.h"
 #include "../core/checkpoint.h"
+#include "../core/dataset.h"
 #include "../core/forward.h"
 #include "../core/image.h"
 #include "../core/io.h"
 #include "../core/ops.h"
+#include "../core/stages.h"
+#include "../core/teach.h"
 #include "../core/trainer.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
 
 namespace vit::cli {
 
@@ -32,6 +38,9 @@ struct Commands::State {
     int width = 0, depth = 0, heads_cfg = 0, mlp = 0, patch = 0, limit = 0, threads = 0;
     bool no_augment = false;
     std::string command_line;
+    // trace / analyze: the two pitfall switches; analyze: images for the averaged attention distance
+    bool bug_scale_after_softmax = false, bug_reshape_patches = false;
+    int average = 0;
 };
 
 namespace {
@@ -81,8 +90,8 @@ void print_eval(const EvalResult& r, const Config& c) {
 LoadOverrides overrides(const Commands::State& s) {
     LoadOverrides ov;
     ov.heads = s.heads;
-    if (s.pooling == "cls") ov.pooling = int(Pooling::Cls);
-    if (s.pooling == "mean") ov.pooling = int(Pooling::Mean);
+    if (s.pooling == "cls") ov.pooling = Pooling::Cls;
+    if (s.pooling == "mean") ov.pooling = Pooling::Mean;
     return ov;
 }
 
@@ -104,6 +113,89 @@ LoadedModel load(const Commands::State& s) {
     return lm;
 }
 
+// The options in force from the command line (trace, analyze).
+Options options_from(const Commands::State& s) {
+    Options opt;
+    opt.affine = !s.no_affine;
+    opt.unbiased = s.unbiased;
+    opt.bug_scale_after_softmax = s.bug_scale_after_softmax;
+    opt.bug_reshape_patches = s.bug_reshape_patches;
+    return opt;
+}
+
+void option_flags(CLI::App* c, Commands::State& s) {
+    c->add_flag("--no-affine", s.no_affine, "LayerNorm without elementwise_affine (gamma, beta ignored)");
+    c->add_flag("--unbiased", s.unbiased, "LayerNorm variance over N-1 instead of N");
+    c->add_flag("--bug-scale-after-softmax", s.bug_scale_after_softmax,
+                "BUG on purpose (teaching): attn = (q @ k.T).softmax(-1) / sqrt(d) instead of (q @ k.T / sqrt(d)).softmax(-1)");
+    c->add_flag("--bug-reshape-patches", s.bug_reshape_patches,
+                "BUG on purpose (teaching): patches = img.reshape(N, C*P*P) instead of unfold");
+}
+
+// The model's input from --image or --input (a normalized (C, H, W) .npy); `fallback` when neither is given.
+Tensor3 model_input(const Commands::State& s, const Config& c, bool* fallback) {
+    if (fallback) *fallback = false;
+    if (!s.input.empty()) {
+        Array a = read_npy(s.input);
+        if (a.dimension() != 3) throw FileError(s.input + ": input must be (C, H, W), the file holds " + shape_str_of(a));
+        return Tensor3(std::move(a));
+    }
+    if (!s.image.empty()) return preprocess(load_image(s.image), c);
+    if (!fallback) throw CLI::ValidationError("needs --image or --input");
+    *fallback = true;
+    return xt::zeros<float>({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+}
+
+// vitscope-cli analyze: the numbers behind the teaching views (issue 10, "For scripts").
+void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& selected) {
+    auto* an = app.add_subcommand("analyze", "write the numbers behind the teaching views (embedding filters, "
+                                             "position similarity, attention distance, logit lens) to an .npz");
+    model_flags(an, s);
+    auto* img = an->add_option("--image,-i", s.image, "image file (default: an all-zero normalized input, the mean colour)");
+    auto* inp = an->add_option("--input", s.input, "an already-normalized (C, H, W) float .npy instead of an image");
+    img->excludes(inp);
+    option_flags(an, s);
+    an->add_option("--average", s.average, "also write attn_distance_avg: the mean over the first N Fashion-MNIST "
+                                           "test images (1-channel models)")->check(CLI::Range(1, 100000));
+    an->add_option("--data", s.data, "directory with the IDX files (for --average)")->default_val(default_fashion_mnist_dir());
+    an->add_option("--out,-o", s.out, "output .npz")->required();
+    an->callback([&s, &selected] {
+        selected = [&s] {
+            LoadedModel lm = load(s);
+            const Weights& w = lm.weights;
+            const Config& c = w.cfg;
+            bool zero_input = false;
+            const Tensor3 x = model_input(s, c, &zero_input);
+            const Options opt = options_from(s);
+            const Trace t = vit::run(w, x, opt);
+            const EmbedFilters ef = embed_filters(w);
+            const Tensor2 pos = pos_similarity(w), dist = attn_distance(t, c), lens = logit_lens(w, t, opt);
+            std::vector<ArrayRef> items{array_ref("embed_filters", ef.filters), array_ref("embed_filters_var", ef.variance),
+                                        array_ref("pos_similarity", pos), array_ref("attn_distance", dist),
+                                        array_ref("logit_lens", lens)};
+            Tensor2 avg;
+            int done = 0;
+            if (s.average > 0) {
+                Dataset test = load_fashion_mnist(s.data, false);
+                avg = attn_distance_mean(w, dataset_inputs(test, s.average, c), opt, {}, &done);
+                items.push_back(array_ref("attn_distance_avg", avg));
+            }
+            write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
+            std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
+            std::printf("options: %s\n", opt.describe().c_str());
+            if (zero_input) std::printf("input: none given, an all-zero normalized input (the mean colour)\n");
+            std::printf("embed_filters %s, variance explained by the first %zu: %.1f%%\n",
+                        shape_str_of(ef.filters).c_str(), ef.variance.size(), 100.0 * xt::sum(ef.variance)());
+            std::printf("attn_distance (pixels) per layer, mean over heads:");
+            for (size_t l = 0; l < dist.shape(0); ++l) std::printf(" %.2f", xt::mean(xt::view(dist, l, xt::all()))());
+            std::printf("\n");
+            if (done) std::printf("attn_distance_avg over %d test images written\n", done);
+            std::printf("wrote %s\n", s.out.c_str());
+            return 0;
+        };
+    });
+}
+
 }  // namespace
 
 Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::make_shared<State>()) {
@@ -115,26 +207,31 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     auto* img = tr->add_option("--image,-i", s.image, "image file (PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PNM)");
     auto* inp = tr->add_option("--input", s.input, "an already-normalized (C, H, W) float .npy instead of an image");
     img->excludes(inp);
-    tr->add_flag("--no-affine", s.no_affine, "LayerNorm without elementwise_affine (gamma, beta ignored)");
-    tr->add_flag("--unbiased", s.unbiased, "LayerNorm variance over N-1 instead of N");
-    tr->add_option("--out,-o", s.out, "output .npz (numpy.load reads it)")->required();
+    option_flags(tr, s);
+    tr->add_option("--out,-o", s.out, "output .npz (numpy.load reads it; its last entry, __options__, is the "
+                                      "options in force as JSON text)")->required();
     tr->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
             if (s.image.empty() && s.input.empty()) throw CLI::ValidationError("trace needs --image or --input");
             LoadedModel lm = load(s);
             const Config& c = lm.weights.cfg;
-            Tensor x = s.input.empty() ? preprocess(load_image(s.image), c) : read_npy(s.input);
-            Options opt;
-            opt.affine = !s.no_affine;
-            opt.unbiased = s.unbiased;
+            Tensor3 x;
+            if (s.input.empty()) x = preprocess(load_image(s.image), c);
+            else {
+                Array a = read_npy(s.input);
+                if (a.dimension() != 3)
+                    throw FileError(s.input + ": input must be (C, H, W), the file holds " + shape_str_of(a));
+                x = Tensor3(std::move(a));
+            }
+            const Options opt = options_from(s);
             Trace t = vit::run(lm.weights, x, opt);
-            std::vector<std::pair<std::string, const Tensor*>> items;
-            for (auto& e : t.entries()) items.emplace_back(e.name, &e.tensor);
-            write_npz(s.out, items);
-            const Tensor& p = t.get("probs");
-            size_t best = 0;
-            for (size_t i = 1; i < p.size(); ++i) if (p(i) > p(best)) best = i;
+            std::vector<ArrayRef> items;
+            for (auto& e : t.entries()) items.push_back(array_ref(e.name, e.tensor));
+            write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
+            if (opt.has_bug()) std::printf("options: %s\n", opt.describe().c_str());
+            const Array& p = t.get("probs");
+            const size_t best = size_t(std::max_element(p.begin(), p.end()) - p.begin());
             std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
             std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, s.out.c_str());
             std::printf("prediction: class %zu%s%s (p=%.4f)\n", best, c.class_names.empty() ? "" : " ",
@@ -142,6 +239,8 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             return 0;
         };
     });
+
+    add_analyze(app, s, selected_);
 
     auto* info = app.add_subcommand("info", "print a model's config, parameter count and per-stage shapes");
     model_flags(info, s);
@@ -154,7 +253,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 lm.weights.cfg = preset(s.model);
                 LoadOverrides ov = overrides(s);
                 if (ov.heads > 0) lm.weights.cfg.heads = ov.heads;
-                if (ov.pooling >= 0) lm.weights.cfg.pooling = Pooling(ov.pooling);
+                if (ov.pooling) lm.weights.cfg.pooling = *ov.pooling;
                 lm.weights.cfg.validate();
                 lm.source = "preset:" + s.model;
             } else {
@@ -166,7 +265,12 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                         c.describe().c_str());
             std::printf("parameters: %lld\n", (long long)param_count(c));
             std::printf("blas: %s\n", vit::blas::describe().c_str());
-            std::printf("preprocess: %s, mean", c.pre.resize ? ("resize " + std::to_string(c.pre.resize) + " + center crop").c_str() : "straight resize");
+            if (c.heads_guessed)
+                std::printf("heads: %d (a guess: width %d / 64; the file does not say, pass --heads N if wrong)\n", c.heads, c.width);
+            const int rs = c.pre.resize > 0 ? c.pre.resize : c.image_size;
+            std::printf("preprocess: %s, mean", c.pre.squash ? ("straight resize to " + std::to_string(rs) + "x" + std::to_string(rs) + " (aspect not kept)" +
+                                                                (rs != c.image_size ? " + center crop" : "")).c_str()
+                                                             : ("shorter side to " + std::to_string(rs) + " + center crop " + std::to_string(c.image_size)).c_str());
             for (float m : c.pre.mean) std::printf(" %.4g", m);
             std::printf(", std");
             for (float v : c.pre.std) std::printf(" %.4g", v);

@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "core/ops.h"
 #include "core/train.h"
@@ -43,20 +44,30 @@ bool Session::load_model(const std::string& spec, int heads) {
         model_ = std::move(m);
         model_spec_ = spec;
         refresh_input();
-        error_.clear();
         return true;
     } catch (const std::exception& e) {
-        error_ = e.what();
+        add_error("Could not load the model '" + spec + "'", e.what());
         return false;
     }
 }
 
+void Session::add_error(const std::string& title, const std::string& detail) {
+    error_ = title + ": " + detail.substr(0, detail.find('\n'));
+    errors_.push_back({title, detail});
+}
+
+void Session::dismiss_error(size_t i) {
+    if (i < errors_.size()) errors_.erase(errors_.begin() + long(i));
+    if (errors_.empty()) error_.clear();
+}
+
 void Session::begin_load_model(const std::string& spec, int heads) {
-    if (loading_) { error_ = "still loading the previous model"; return; }
+    if (loading_) { add_error("Could not load the model '" + spec + "'", "still loading the previous model (" + load_spec_ + ")"); return; }
     if (loader_.joinable()) loader_.join();
     loading_ = true;
     load_done_ = false;
     load_spec_ = spec;
+    load_heads_ = heads;
     loader_ = std::thread([this, spec, heads] {
         try {
             LoadOverrides ov;
@@ -76,25 +87,67 @@ void Session::set_weights(std::shared_ptr<LoadedModel> m, const std::string& lab
     refresh_input();
 }
 
-// The image as the current model sees it (its size, channels, mean and std).
+// The image as the current model sees it (its size, channels, mean and std). With no image
+// there is no input and nothing runs: the views say so (never a run on zeros).
 void Session::refresh_input() {
-    const Config& c = config();
-    if (!image_path_.empty()) input_ = preprocess(image_, c);
-    else input_ = Tensor::zeros({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+    if (!image_path_.empty()) input_ = preprocess(image_, preprocess_config());
+    else { input_ = Tensor3(); res_ = Result{}; ++version_; }
     dirty_ = true;
+}
+
+Config Session::preprocess_config() const {
+    Config c = config();
+    if (squash_) c.pre.squash = *squash_;
+    return c;
+}
+
+void Session::set_squash(std::optional<bool> squash) {
+    if (squash == squash_) return;
+    squash_ = squash;
+    refresh_input();
+}
+
+void Session::set_grad_mode(GradMode m) {
+    if (m == grad_mode_) return;
+    grad_mode_ = m;
+    dirty_ = true;
+}
+
+bool Session::want_grads() const {
+    int64_t n = param_count(config());
+    if (grad_mode_ == GradMode::Off) return false;
+    if (grad_mode_ == GradMode::On) return n <= kMaxGradParams;
+    return n < kAutoGradParams;
+}
+
+bool Session::can_compute_grads() const {
+    return !want_grads() && param_count(config()) <= kMaxGradParams;
+}
+
+std::string Session::grads_unavailable_reason() const {
+    if (want_grads()) return "";
+    int64_t n = param_count(config());
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1fM", double(n) / 1e6);
+    if (n > kMaxGradParams)
+        return "gradients are not computed for this model: " + std::string(buf) +
+               " parameters is over the app's limit of 100M for a backward pass";
+    if (grad_mode_ == GradMode::Off) return "gradients are off for this session (--no-grads): only the forward pass ran";
+    return "gradients are not computed automatically for this model: " + std::string(buf) +
+           " parameters (automatic only up to 30M, where the backward pass costs about a frame)";
 }
 
 bool Session::load_labels(const std::string& path) {
     try {
         auto m = std::make_shared<LoadedModel>();
-        m->weights = clone(model_->weights);
+        m->weights = model_->weights;
         m->family = model_->family; m->source = model_->source; m->metadata = model_->metadata;
         apply_labels_file(m->weights.cfg, path);
         model_ = std::move(m);
         dirty_ = true;
         return true;
     } catch (const std::exception& e) {
-        error_ = e.what();
+        add_error("Could not load the class names '" + path + "'", e.what());
         return false;
     }
 }
@@ -102,15 +155,14 @@ bool Session::load_labels(const std::string& path) {
 bool Session::load_image(const std::string& path) {
     try {
         Image im = vit::load_image(path);
-        Tensor x = preprocess(im, config());
+        Tensor3 x = preprocess(im, preprocess_config());
         image_ = std::move(im);
         image_path_ = path;
         input_ = std::move(x);
         dirty_ = true;
-        error_.clear();
         return true;
     } catch (const std::exception& e) {
-        error_ = e.what();
+        add_error("Could not load the image '" + path + "'", e.what());
         return false;
     }
 }
@@ -125,20 +177,23 @@ float Session::progress() const {
 
 void Session::launch() {
     auto model = model_;
-    Tensor x = input_.clone();
+    Tensor3 x = input_;
     Options opt = opt_;
     stages_done_ = 0;
     const Config& c = model->weights.cfg;
     stages_total_ = int(stage_names(c, opt).size()) * (opt == Options{} ? 1 : 2);
-    bool want_grads = param_count(c) < 30'000'000;  // the full backward of ViT-B+ is not worth a frame
+    bool want_grads = this->want_grads();
+    std::string no_grads_why = grads_unavailable_reason();
     // Small models run single-threaded: a fork/join per kernel costs more than it saves.
     int threads = param_count(c) < 2'000'000 ? 1 : 0;
-    auto xp = std::make_shared<Tensor>(std::move(x));
-    auto job = [this, model, xp, opt, want_grads, threads]() {
-        const Tensor& x = *xp;
+    auto xp = std::make_shared<Tensor3>(std::move(x));
+    auto job = [this, model, xp, opt, want_grads, threads, no_grads_why]() {
+        const Tensor3& x = *xp;
         if (threads) ops::set_threads(threads);
         else ops::set_threads(int(std::thread::hardware_concurrency()));
         Result r;
+        r.model = model;
+        r.no_grads_why = no_grads_why;
         auto t0 = std::chrono::steady_clock::now();
         try {
             auto t = std::make_shared<Trace>();
@@ -180,9 +235,8 @@ bool Session::poll(double wait_ms) {
             model_ = std::move(loaded_);
             model_spec_ = load_spec_;
             refresh_input();
-            error_.clear();
         } else {
-            error_ = load_error_;
+            add_error("Could not load the model '" + load_spec_ + "'", load_error_);
         }
     }
     if (!running_ && dirty_ && input_.size()) launch();
@@ -197,7 +251,7 @@ bool Session::poll(double wait_ms) {
     }
     running_ = false;
     if (!r.error.empty()) {
-        error_ = r.error;
+        add_error("The forward pass failed (" + model_spec_ + ")", r.error);
         return false;
     }
     res_ = std::move(r);

@@ -2,6 +2,7 @@
 // UiState holding what the user selected (Tracy / imgui_club style).
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,15 +14,35 @@ namespace vit::app {
 
 struct Rect { float x = 0, y = 0, w = 0, h = 0; };
 
+enum class Tab { Stage = 0, AttentionMaps, Changes, Train };
+constexpr int kTabs = 4;
+enum class Overlay { None = 0, Cls, Rollout, GradRollout };
+enum class ScaleMode { PerTensor = 0, PerSlice, Symmetric };
+const char* tab_name(Tab t);
+// Options::pooling as the app thinks of it: nullopt = the model's own pooling.
+inline std::optional<Pooling> pooling_choice(const Options& o) {
+    return o.pooling;
+}
+inline void set_pooling_choice(Options& o, std::optional<Pooling> p) { o.pooling = p; }
+const char* overlay_name(Overlay o);  // as --overlay takes it: none, cls, rollout, grad
+
+// A label drawn on screen (axis ticks, colour-bar figures, patch numbers), recorded so that tests
+// can check that no two overlap and none is clipped by its panel.
+struct DrawnText {
+    std::string group;   // "stage.rows", "stage.cols", "stage.colorbar", "image.patches", ...
+    std::string text;
+    Rect box, clip;      // where it was drawn, and the region it must stay inside
+};
+
 struct UiState {
     int stage = 0;            // index into the trace
     int head = 0;             // slice of per-head tensors
     int channel = 0;          // slice of the input
     int patch = -1;           // selected patch (token = patch + 1), -1 none
-    int scale_mode = 0;       // 0 per tensor, 1 per slice, 2 symmetric around 0
+    ScaleMode scale_mode = ScaleMode::PerTensor;
     bool show_grad = false;   // show d logit / d stage instead of the stage
-    int tab = 0;              // 0 stage, 1 attention maps, 2 changes, 3 train
-    int overlay = 1;          // 0 none, 1 cls attention, 2 rollout, 3 gradient-weighted rollout
+    Tab tab = Tab::Stage;
+    Overlay overlay = Overlay::Cls;
     int overlay_layer = -1;   // -1: last
     int overlay_head = -1;    // -1: mean over heads
     float opacity = 0.65f;
@@ -29,12 +50,15 @@ struct UiState {
     float discard = 0.f;
     float zoom = 1.f, pan_x = 0.f, pan_y = 0.f;
     int pred_class = -1;      // class for gradient views (-1: predicted)
+    bool hover = true;        // false in headless screenshots: no tooltip unless --hover asks
     std::string status;       // one line shown in the status bar
     bool request_view_png = false, request_npy = false, request_npz = false;
     std::string export_dir = ".";
     // For tests and the --layout dump: where things were drawn this frame.
     std::map<std::string, Rect> rects;
     std::map<std::string, double> numbers;
+    std::map<std::string, std::string> strings;  // texts shown (explanations, reasons, preprocessing)
+    std::vector<DrawnText> texts;
     std::string shader_error;
 };
 
@@ -48,9 +72,10 @@ struct Textures {
     std::vector<std::pair<float, float>> grid_range;   // min, max per attention-grid map
     std::vector<std::pair<float, float>> thumb_range;
     std::vector<StageChange> changes;
-    Tensor diff_vals;
+    Array diff_vals;
     std::map<std::string, Stats> stats;               // by version + stage
     std::map<std::string, Colormap> ranges;           // colour range of each heatmap texture
+    Texture original;                                 // the image file as decoded, before preprocessing
     bool stale(const std::string& name, uint64_t key) {
         auto it = keys.find(name);
         if (it != keys.end() && it->second == key) return false;
@@ -68,6 +93,7 @@ void DrawPredictions(Session& s, UiState& ui);
 void DrawChanges(Session& s, UiState& ui, Textures& tx);
 void DrawAttentionGrid(Session& s, UiState& ui, Textures& tx);
 void DrawStatusBar(Session& s, UiState& ui);
+void DrawErrorPanel(Session& s, UiState& ui);  // every unread error in full, until dismissed
 void HandleKeys(Session& s, UiState& ui);
 bool DrawFileBrowser(const char* id, std::string& path, const std::vector<std::string>& exts);
 
@@ -83,7 +109,13 @@ struct HeatmapArgs {
     float max_w = 0, max_h = 0;  // 0: available region
     bool colorbar = true;
     const char* rect_name = nullptr;
+    float cell = 0;              // > 0: this cell size (side-by-side panels share their rows)
+    float strip_w = 0;           // > 0 with cols == 1: a column of this width (mean/std per token)
+    std::vector<std::string> col_names;  // e.g. class names for a logits strip
 };
+// Records a label and draws it (see DrawnText).
+void DrawLabel(ImDrawList* dl, UiState& ui, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,
+               const Rect& clip);
 void Heatmap(const char* id, Texture& tex, bool upload, const HeatmapArgs& a, UiState& ui, Textures& tx);
 
 }  // namespace vit::app

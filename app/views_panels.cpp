@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "core/io.h"
+#include "tensor_access.h"
+#include "paths.h"
+#include "settings_app.h"
 #include "views.h"
 
 namespace fs = std::filesystem;
@@ -64,12 +68,9 @@ namespace {
 
 std::vector<std::string> sample_images() {
     std::vector<std::string> v;
-    for (auto dir : {std::string(VITSCOPE_ASSETS_DIR) + "/samples", std::string("assets/samples")}) {
-        std::error_code ec;
-        for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-            if (it->path().extension() == ".png" || it->path().extension() == ".jpg") v.push_back(it->path().string());
-        if (!v.empty()) break;
-    }
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(data_paths().samples, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+        if (it->path().extension() == ".png" || it->path().extension() == ".jpg") v.push_back(it->path().string());
     std::sort(v.begin(), v.end());
     return v;
 }
@@ -85,6 +86,7 @@ void DrawToolbar(Session& s, UiState& ui) {
         if (ImGui::Selectable("default (embedded Fashion-MNIST)")) s.begin_load_model("default");
         for (auto& p : preset_names())
             if (ImGui::Selectable((p + " (random weights)").c_str())) s.begin_load_model(p);
+        if (std::string r = RecentMenu(true); !r.empty()) s.begin_load_model(r, heads);
         ImGui::EndCombo();
     }
     ImGui::SameLine();
@@ -94,7 +96,7 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::SameLine();
     ImGui::SetNextItemWidth(70);
     ImGui::InputInt("heads##h", &heads, 0);
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("0: from the file's metadata, or width/64");
+    if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("0: from the file's metadata, a standard ViT's shape, or width/64 (a guess)");
     ImGui::SameLine();
     if (ImGui::Button("Load model") || enter) s.begin_load_model(model_path, heads);
     ImGui::SameLine();
@@ -114,6 +116,7 @@ void DrawToolbar(Session& s, UiState& ui) {
     if (ImGui::BeginCombo("##img", cur.empty() ? "sample image" : cur.c_str())) {
         for (auto& p : samples)
             if (ImGui::Selectable(fs::path(p).filename().string().c_str(), p == s.image_path())) s.load_image(p);
+        if (std::string r = RecentMenu(false); !r.empty()) s.load_image(r);
         ImGui::EndCombo();
     }
     ImGui::SameLine();
@@ -134,10 +137,12 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::SameLine();
     ImGui::Checkbox("unbiased std, N-1 (U)", &o.unbiased);
     ImGui::SameLine();
-    int pool = o.pooling < 0 ? 0 : o.pooling + 1;
+    std::optional<Pooling> pc = pooling_choice(o);
+    int pool = pc ? int(*pc) + 1 : 0;
     ImGui::SetNextItemWidth(130);
     const char* pools[] = {"model's pooling", "cls token", "mean of patches"};
-    if (ImGui::Combo("pooling", &pool, pools, 3)) o.pooling = pool - 1;
+    if (ImGui::Combo("pooling", &pool, pools, 3))
+        set_pooling_choice(o, pool == 0 ? std::nullopt : std::optional<Pooling>(Pooling(pool - 1)));
     s.set_options(o);
     ImGui::SameLine();
     if (ImGui::Button("Reset options")) s.set_options(Options{});
@@ -151,7 +156,7 @@ void DrawToolbar(Session& s, UiState& ui) {
     if (ImGui::Button("Trace .npz")) ui.request_npz = true;
     ImGui::SameLine();
     ImGui::TextDisabled("(?)");
-    if (ImGui::IsItemHovered()) {
+    if (ui.hover && ImGui::IsItemHovered()) {
         ImGui::BeginTooltip();
         ImGui::Text("Keys");
         ImGui::BulletText("Up/Down or Left/Right: previous / next stage");
@@ -166,15 +171,18 @@ void DrawToolbar(Session& s, UiState& ui) {
 
 void DrawNavigator(Session& s, UiState& ui) {
     const Trace* t = s.trace();
-    if (!t) return;
-    const Config& c = s.config();
+    if (!t) {
+        ImGui::TextWrapped("%s", s.has_image() ? "Running the model..." : "No image loaded: nothing has run yet.");
+        return;
+    }
+    const Config& c = s.shown_config();
     int L = c.depth;
     ImGui::TextDisabled("Pipeline (%zu stages)", t->size());
     ImGui::SetNextItemWidth(-1);
     const TraceEntry* e = current_entry(s, ui);
     int layer = e ? e->layer : -1;
     int lsel = std::max(0, layer);
-    if (L > 0 && ImGui::SliderInt("##layer", &lsel, 0, L - 1, "layer %d")) {
+    if (L > 0 && e && ImGui::SliderInt("##layer", &lsel, 0, L - 1, "layer %d")) {
         std::string rest;
         stage_layer(e->name, &rest);
         if (layer < 0) rest = "attn.pattern";
@@ -203,45 +211,167 @@ void DrawNavigator(Session& s, UiState& ui) {
         bool sel = int(i) == ui.stage;
         if (ImGui::Selectable((rest + "##" + std::to_string(i)).c_str(), sel)) ui.stage = int(i);
         if (sel && ImGui::IsWindowAppearing()) ImGui::SetScrollHereY();
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_str(en.tensor.shape).c_str());
+        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_text(en.tensor).c_str());
     }
     if (last_layer >= 0 && open) ImGui::TreePop();
     ImGui::EndChild();
 }
 
-void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
-    const Trace* t = s.trace();
-    if (!t) return;
-    const Config& c = s.config();
-    const Tensor& in = t->get("input");
-    int S = c.image_size, G = c.grid(), N = c.patches(), L = c.depth, H = c.heads;
-    if (tx.stale("image", s.version())) {
-        Tensor img = denormalize(in, c);
-        std::vector<unsigned char> rgba(size_t(S) * S * 4);
-        size_t plane = size_t(S) * S;
-        for (size_t i = 0; i < plane; ++i)
-            for (int k = 0; k < 3; ++k) {
-                float v = img((c.channels == 3 ? k : 0) * plane + i);
-                rgba[i * 4 + k] = (unsigned char)(std::lround(std::clamp(v, 0.f, 1.f) * 255));
-            }
-        for (size_t i = 0; i < plane; ++i) rgba[i * 4 + 3] = 255;
-        tx.image.upload_rgba(rgba.data(), S, S);
+namespace {
+
+std::string fixed(float v, int prec = 3) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.*f", prec, double(v));
+    return b;
+}
+
+std::string list_of(const std::vector<float>& v, int prec = 3) {
+    std::string s = v.size() > 1 ? "(" : "";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + fixed(v[i], prec);
+    return s + (v.size() > 1 ? ")" : "");
+}
+
+// The preprocessing written out, step by step, from the plan preprocess() follows.
+std::vector<std::string> preprocessing_lines(const Image& im, const Config& c) {
+    std::vector<std::string> v;
+    const char* ch = im.channels == 1 ? "gray" : "RGB";
+    v.push_back("original " + std::to_string(im.width) + "x" + std::to_string(im.height) + " " + ch +
+                (im.file_channels == 2 || im.file_channels == 4 ? " (alpha dropped)" : "") +
+                (im.sixteen_bit ? ", 16-bit" : ""));
+    if (im.channels == 3 && c.channels == 1) v.push_back("-> gray: 0.299 R + 0.587 G + 0.114 B");
+    if (im.channels == 1 && c.channels == 3) v.push_back("-> RGB: gray copied to 3 channels");
+    PreprocessPlan p = plan_preprocess(im.width, im.height, c);
+    const char* interp = c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear";
+    std::string rs = std::to_string(p.resize_w) + "x" + std::to_string(p.resize_h);
+    if (p.squash) v.push_back("-> squash to " + rs + " (" + interp + ", aspect not kept)");
+    else if (p.resize_w != im.width || p.resize_h != im.height)
+        v.push_back("-> shorter side to " + std::to_string(std::min(p.resize_w, p.resize_h)) + ": " + rs + " (" + interp + ")");
+    else v.push_back("-> no resize (shorter side is already " + std::to_string(std::min(p.resize_w, p.resize_h)) + ")");
+    if (p.resize_w != p.crop_w || p.resize_h != p.crop_h)
+        v.push_back("-> centre crop " + std::to_string(p.crop_w) + "x" + std::to_string(p.crop_h) + " at (" +
+                    std::to_string(p.crop_left) + ", " + std::to_string(p.crop_top) + ")");
+    v.push_back("-> (x - " + list_of(c.pre.mean) + ") / " + list_of(c.pre.std));
+    return v;
+}
+
+void upload_rgb(Texture& tex, const float* chw, int C, int H, int W, bool clamp01) {
+    std::vector<unsigned char> rgba(size_t(H) * W * 4);
+    size_t plane = size_t(H) * W;
+    for (size_t i = 0; i < plane; ++i) {
+        for (int k = 0; k < 3; ++k) {
+            float v = chw[(C == 3 ? k : 0) * plane + i];
+            if (clamp01) v = std::clamp(v, 0.f, 1.f);
+            rgba[i * 4 + k] = (unsigned char)(std::lround(v * 255));
+        }
+        rgba[i * 4 + 3] = 255;
     }
+    tex.upload_rgba(rgba.data(), W, H);
+}
+
+// The original image (aspect kept) with the region the model sees outlined, and the steps beside it.
+void draw_original(Session& s, UiState& ui, Textures& tx) {
+    const Image& im = s.image();
+    if (im.width <= 0 || rank(im.pixels) != 3) return;
+    const Config c = s.preprocess_config();
+    uint64_t key = std::hash<std::string>{}(s.image_path()) ^ (uint64_t(im.width) << 32) ^ uint64_t(im.height);
+    if (tx.stale("original", key)) {
+        // a thumbnail-sized copy: a 4000-pixel photo is not uploaded whole
+        int tw = im.width, th = im.height;
+        float f = std::min(1.f, 256.f / float(std::max(tw, th)));
+        tw = std::max(1, int(tw * f)); th = std::max(1, int(th * f));
+        Tensor3 small = (tw == im.width && th == im.height) ? im.pixels : resize(im.pixels, th, tw, Interp::Bilinear);
+        upload_rgb(tx.original, small.data(), int(extent(small, 0)), th, tw, true);
+    }
+    const float box = 120;
+    float f = box / float(std::max(im.width, im.height));
+    float w = im.width * f, h = im.height * f;
+    ImVec2 p0 = ImGui::GetCursorScreenPos();
+    ImGui::BeginGroup();
+    ImGui::Dummy(ImVec2(box, box));
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    ImVec2 q0(p0.x + (box - w) / 2, p0.y + (box - h) / 2);
+    dl->AddImage(tx.original.id(), q0, ImVec2(q0.x + w, q0.y + h));
+    ui.rects["original"] = Rect{q0.x, q0.y, w, h};
+    PreprocessPlan p = plan_preprocess(im.width, im.height, c);
+    if (p.resize_w > 0 && p.resize_h > 0) {
+        float sx = w / p.resize_w, sy = h / p.resize_h;
+        ImVec2 a(q0.x + p.crop_left * sx, q0.y + p.crop_top * sy);
+        ImVec2 b(a.x + std::min(p.crop_w, p.resize_w) * sx, a.y + std::min(p.crop_h, p.resize_h) * sy);
+        dl->AddRect(a, b, IM_COL32(255, 214, 120, 255), 0, 0, 2);
+        ui.rects["original.crop"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    ImGui::EndGroup();
+    ImGui::SameLine();
+    ImGui::BeginGroup();
+    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+    std::string all;
+    for (auto& line : preprocessing_lines(im, c)) {
+        ImGui::TextDisabled("%s", line.c_str());
+        all += line + "\n";
+    }
+    ImGui::PopTextWrapPos();
+    ui.strings["preprocess"] = all;
+    bool squash = c.pre.squash;
+    if (ImGui::Checkbox("squash (aspect lost)", &squash)) s.set_squash(squash);
+    if (ui.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("off: shorter side resized, then a centre crop (torchvision's Resize + CenterCrop)\n"
+                          "on: straight resize to a square, as Hugging Face's ViTImageProcessor does");
+    ImGui::EndGroup();
+}
+
+void draw_no_grads(Session& s, UiState& ui, const char* what) {
+    std::string why = s.result().no_grads_why.empty() ? s.grads_unavailable_reason() : s.result().no_grads_why;
+    if (why.empty()) why = "the gradients are being computed";
+    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s needs gradients: %s.", what, why.c_str());
+    ImGui::PopTextWrapPos();
+    ui.strings["overlay.message"] = why;
+    if (s.can_compute_grads() && ImGui::SmallButton("compute gradients")) s.set_grad_mode(GradMode::On);
+}
+
+}  // namespace
+
+void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
+    if (s.has_image()) draw_original(s, ui, tx);
+    const Trace* t = s.trace();
+    if (!t) {
+        std::string why = s.has_image() ? "Running the model..." : "No image is loaded: load one with the toolbar or drop a file here.";
+        ImGui::TextWrapped("%s", why.c_str());
+        ui.strings["image.message"] = why;
+        return;
+    }
+    const Config& c = s.shown_config();
+    int S = c.image_size, G = c.grid(), N = c.patches(), L = c.depth, H = c.heads;
+    int in_i = t->index_of("input");
+    const Array* in = in_i >= 0 ? &t->at(size_t(in_i)).tensor : nullptr;
+    if (!in || rank(*in) != 3 || int(extent(*in, 1)) != S || int(extent(*in, 2)) != S) {
+        ImGui::TextWrapped("The trace has no %dx%d input to show.", S, S);
+        return;
+    }
+    if (tx.stale("image", s.version())) {
+        Tensor3 img = denormalize(Tensor3(*in), c);
+        upload_rgb(tx.image, img.data(), c.channels, S, S, true);
+    }
+    ImGui::TextDisabled("model input %dx%d %s, as the model sees it", S, S, c.channels == 1 ? "gray" : "RGB");
     // overlay controls
     const char* kinds[] = {"none", "cls attention", "attention rollout", "gradient-weighted rollout"};
+    int ok = int(ui.overlay);
     ImGui::SetNextItemWidth(190);
-    ImGui::Combo("overlay", &ui.overlay, kinds, s.result().grads ? 4 : 3);
+    if (ImGui::Combo("overlay", &ok, kinds, 4)) ui.overlay = Overlay(ok);
     int ol = ui.overlay_layer < 0 ? L - 1 : std::min(ui.overlay_layer, L - 1);
-    ImGui::SetNextItemWidth(190);
-    if (ImGui::SliderInt(ui.overlay == 1 ? "layer" : "up to layer", &ol, 0, L - 1)) ui.overlay_layer = ol;
-    if (ui.overlay == 1) {
+    ui.overlay_head = std::clamp(ui.overlay_head, -1, H - 1);
+    if (L > 0) {
+        ImGui::SetNextItemWidth(190);
+        if (ImGui::SliderInt(ui.overlay == Overlay::Cls ? "layer" : "up to layer", &ol, 0, L - 1)) ui.overlay_layer = ol;
+    }
+    if (ui.overlay == Overlay::Cls && L > 0) {
         ImGui::SetNextItemWidth(190);
         int hh = ui.overlay_head + 1;
         char label[32];
         if (hh == 0) std::snprintf(label, sizeof label, "mean of heads");
         else std::snprintf(label, sizeof label, "head %d", hh - 1);
         if (ImGui::SliderInt("head", &hh, 0, H, label)) ui.overlay_head = hh - 1;
-    } else if (ui.overlay == 2) {
+    } else if (ui.overlay == Overlay::Rollout) {
         const char* fu[] = {"mean", "max", "min"};
         ImGui::SetNextItemWidth(90);
         ImGui::Combo("head fusion", &ui.fusion, fu, 3);
@@ -249,19 +379,27 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         ImGui::SetNextItemWidth(90);
         ImGui::SliderFloat("discard", &ui.discard, 0.f, 0.95f, "%.2f");
     }
+    const Trace* grads = s.result().grads.get();
+    if (ui.overlay == Overlay::GradRollout && !grads) draw_no_grads(s, ui, "the gradient-weighted rollout");
     ImGui::SetNextItemWidth(190);
     ImGui::SliderFloat("opacity", &ui.opacity, 0.f, 1.f, "%.2f");
     // the overlay values over the patch grid: recomputed only when what they depend on changes
     // (rollout is O(T^3 L): ~0.1 s for ViT-B, not something to redo every frame)
-    uint64_t okey = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
+    uint64_t okey = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
                     uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003;
     bool ostale = tx.stale("overlay", okey);
     if (ostale) {
         std::vector<float>& ov = tx.overlay_vals;
         ov.clear();
-        if (ui.overlay == 1 && L > 0) ov = cls_attention(*t, ol, ui.overlay_head);
-        else if (ui.overlay == 2 && L > 0) ov = attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard);
-        else if (ui.overlay == 3 && L > 0 && s.result().grads) ov = grad_rollout(*t, *s.result().grads, ol);
+        try {
+            if (ui.overlay == Overlay::Cls && L > 0) ov = cls_attention(*t, ol, ui.overlay_head);
+            else if (ui.overlay == Overlay::Rollout && L > 0) ov = attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard);
+            else if (ui.overlay == Overlay::GradRollout && L > 0 && grads) ov = grad_rollout(*t, *grads, ol);
+        } catch (const std::exception& e) {
+            ov.clear();
+            ui.strings["overlay.error"] = e.what();
+        }
+        if (ov.size() != size_t(N)) ov.clear();
         if (!ov.empty()) tx.overlay.upload_float(ov.data(), G, G);
     }
     const std::vector<float>& ov = tx.overlay_vals;
@@ -271,7 +409,7 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     side = std::max(side, 64.f);
     ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + side, p0.y + side);
     ImGui::InvisibleButton("img", ImVec2(side, side));
-    bool hovered = ImGui::IsItemHovered();
+    bool hovered = ui.hover && ImGui::IsItemHovered();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddImage(tx.image.id(), p0, p1);
     ui.rects["image"] = Rect{p0.x, p0.y, side, side};
@@ -286,16 +424,26 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         ui.numbers["overlay.argmax"] = double(mm.second - ov.begin());
         ui.numbers["overlay.argmin"] = double(mm.first - ov.begin());
     }
-    // patch grid and indices
+    // patch grid and indices (every k-th patch when the numbers would not fit their cells)
     float cell = side / G;
     ImU32 gc = IM_COL32(255, 255, 255, 60);
     for (int i = 1; i < G; ++i) {
         dl->AddLine(ImVec2(p0.x + i * cell, p0.y), ImVec2(p0.x + i * cell, p1.y), gc);
         dl->AddLine(ImVec2(p0.x, p0.y + i * cell), ImVec2(p1.x, p0.y + i * cell), gc);
     }
-    if (cell >= 22)
-        for (int n = 0; n < N; ++n)
-            dl->AddText(ImVec2(p0.x + (n % G) * cell + 2, p0.y + (n / G) * cell + 1), IM_COL32(255, 255, 255, 150), std::to_string(n).c_str());
+    const float numw = ImGui::CalcTextSize(std::to_string(N - 1).c_str()).x + 4, numh = ImGui::GetTextLineHeight();
+    int k = std::max(1, int(std::ceil(std::max(numw, numh) / cell)));
+    if (cell * k >= numw && k <= G / 2 + 1) {
+        Rect clip{p0.x, p0.y, side, side};
+        for (int n = 0; n < N; ++n) {
+            int r = n / G, col = n % G;
+            if (r % k || col % k) continue;
+            ImVec2 at(p0.x + col * cell + 2, p0.y + r * cell + 1);
+            if (at.x + numw - 4 > p1.x || at.y + numh > p1.y) continue;
+            DrawLabel(dl, ui, "image.patches", at, IM_COL32(255, 255, 255, 150), std::to_string(n), clip);
+        }
+        ui.numbers["image.patch_label_step"] = k;
+    }
     if (ui.patch >= 0 && ui.patch < N) {
         ImVec2 a(p0.x + (ui.patch % G) * cell, p0.y + (ui.patch / G) * cell);
         dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 80, 200, 255), 0, 0, 3);
@@ -305,41 +453,50 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         int gx = std::clamp(int((m.x - p0.x) / cell), 0, G - 1), gy = std::clamp(int((m.y - p0.y) / cell), 0, G - 1);
         int n = gy * G + gx;
         ImGui::SetTooltip("patch %d (row %d, col %d) = token %d%s%s", n, gy, gx, n + 1, ov.empty() ? "" : "\noverlay value: ",
-                          ov.empty() ? "" : std::to_string(ov[n]).c_str());
+                          ov.empty() ? "" : std::to_string(ov[size_t(n)]).c_str());
         if (ImGui::IsMouseClicked(0)) ui.patch = ui.patch == n ? -1 : n;
     }
-    ImGui::TextDisabled("%dx%d input, %dx%d patches of %d px; click a patch to follow its token", S, S, G, G, c.patch);
+    ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", G, G, c.patch);
     if (!thumbs) return;
     // The three maps side by side for the same layer: click one to put it over the image.
     const char* names[3] = {"cls attention", "rollout", "grad-weighted"};
-    int nmaps = s.result().grads ? 3 : 2;
-    float tw = std::min(96.f, (ImGui::GetContentRegionAvail().x - 8 * nmaps) / nmaps);
+    float tw = std::min(96.f, (ImGui::GetContentRegionAvail().x - 16) / 3);
     if (tx.thumbs.size() != 3) { tx.thumbs.resize(3); tx.thumb_range.resize(3); }
-    for (int k = 0; k < nmaps; ++k) {
-        uint64_t key = s.version() * 131 + uint64_t(ol) * 1009 + uint64_t(ui.overlay_head + 1) * 7 + uint64_t(ui.fusion) * 3 +
+    for (int k3 = 0; k3 < 3; ++k3) {
+        bool have = k3 < 2 || grads;
+        uint64_t key = s.version() * 131 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 + uint64_t(ui.fusion) * 3 +
                        uint64_t(ui.discard * 1000) * 100003;
-        if (tx.stale("thumb" + std::to_string(k), key)) {
-            std::vector<float> m = k == 0 ? cls_attention(*t, ol, ui.overlay_head)
-                                 : k == 1 ? attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard)
-                                          : grad_rollout(*t, *s.result().grads, ol);
-            tx.thumbs[k].upload_float(m.data(), G, G);
-            auto r = std::minmax_element(m.begin(), m.end());
-            tx.thumb_range[k] = {*r.first, *r.second};
+        if (have && tx.stale("thumb" + std::to_string(k3), key)) {
+            std::vector<float> m;
+            try {
+                m = k3 == 0 ? cls_attention(*t, ol, ui.overlay_head)
+                  : k3 == 1 ? attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard)
+                            : grad_rollout(*t, *grads, ol);
+            } catch (const std::exception&) { m.clear(); }
+            if (m.size() == size_t(N)) {
+                tx.thumbs[size_t(k3)].upload_float(m.data(), G, G);
+                auto r = std::minmax_element(m.begin(), m.end());
+                tx.thumb_range[size_t(k3)] = {*r.first, *r.second};
+            }
         }
-        if (k) ImGui::SameLine();
+        if (k3) ImGui::SameLine();
         ImGui::BeginGroup();
         ImVec2 q = ImGui::GetCursorScreenPos();
-        ImGui::PushID(k);
-        if (ImGui::InvisibleButton("t", ImVec2(tw, tw))) ui.overlay = k + 1;
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s up to layer %d: click to show it over the image", names[k], ol);
+        ImGui::PushID(k3);
+        if (ImGui::InvisibleButton("t", ImVec2(tw, tw))) ui.overlay = Overlay(k3 + 1);
+        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s up to layer %d: click to show it over the image", names[k3], ol);
         ImGui::PopID();
-        Colormap cm;
-        cm.vmin = tx.thumb_range[k].first;
-        cm.vmax = std::max(tx.thumb_range[k].second, cm.vmin + 1e-9f);
-        draw_colormapped(dl, tx.thumbs[k], q, ImVec2(q.x + tw, q.y + tw), cm);
-        dl->AddRect(q, ImVec2(q.x + tw, q.y + tw), ui.overlay == k + 1 ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0,
-                    ui.overlay == k + 1 ? 2.f : 1.f);
-        ImGui::TextDisabled("%s", names[k]);
+        if (have && tx.thumbs[size_t(k3)].valid()) {
+            Colormap cm;
+            cm.vmin = tx.thumb_range[size_t(k3)].first;
+            cm.vmax = std::max(tx.thumb_range[size_t(k3)].second, cm.vmin + 1e-9f);
+            draw_colormapped(dl, tx.thumbs[size_t(k3)], q, ImVec2(q.x + tw, q.y + tw), cm);
+        } else {
+            dl->AddText(ImVec2(q.x + 6, q.y + tw / 2 - 16), ImGui::GetColorU32(ImGuiCol_TextDisabled), "no\ngradients");
+        }
+        bool sel = int(ui.overlay) == k3 + 1;
+        dl->AddRect(q, ImVec2(q.x + tw, q.y + tw), sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0, sel ? 2.f : 1.f);
+        ImGui::TextDisabled("%s", names[k3]);
         ImGui::EndGroup();
     }
 }
@@ -347,21 +504,40 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
 void DrawPredictions(Session& s, UiState& ui) {
     const Trace* t = s.trace();
     if (!t || !t->has("probs")) return;
-    const Tensor& p = t->get("probs");
-    const Config& c = s.config();
-    std::vector<int> idx(p.size());
+    const Array& pt = t->get("probs");
+    const float* pv = values(pt);
+    auto p = [pv](size_t i) { return pv[i]; };
+    const Config& c = s.shown_config();
+    std::vector<int> idx(pt.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = int(i);
-    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return p(a) > p(b); });
+    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return p(size_t(a)) > p(size_t(b)); });
     ImGui::TextDisabled("Top predictions");
     for (int k = 0; k < std::min<int>(5, int(idx.size())); ++k) {
-        int i = idx[k];
-        std::string name = c.class_names.empty() ? "class " + std::to_string(i) : c.class_names[i];
+        int i = idx[size_t(k)];
+        std::string name = c.class_names.size() == pt.size() ? c.class_names[size_t(i)] : "class " + std::to_string(i);
         char buf[64];
-        std::snprintf(buf, sizeof buf, "%.1f%%", 100 * p(i));
-        ImGui::ProgressBar(p(i), ImVec2(120, 0), buf);
+        std::snprintf(buf, sizeof buf, "%.1f%%", 100 * p(size_t(i)));
+        ImGui::ProgressBar(p(size_t(i)), ImVec2(120, 0), buf);
         ImGui::SameLine();
         ImGui::Text("%s", name.c_str());
+        if (k == 0) ui.strings["prediction"] = name;
     }
+}
+
+std::string status_line(Session& s, const UiState& ui) {
+    const Config& c = s.config();
+    std::string line = c.describe();
+    if (c.heads_guessed) line += " (heads guessed: width/64)";
+    line += " | " + s.model().source;
+    if (s.has_image()) line += " | image " + fs::path(s.image_path()).filename().string();
+    else line += " | no image";
+    if (s.trace()) {
+        char b[64];
+        std::snprintf(b, sizeof b, " %.1f ms", s.result().ms);
+        line += std::string(" | ") + (s.result().grads ? "forward+backward" : "forward only") + b;
+    }
+    if (!ui.status.empty()) line += " | " + ui.status;
+    return line;
 }
 
 void DrawStatusBar(Session& s, UiState& ui) {
@@ -373,18 +549,58 @@ void DrawStatusBar(Session& s, UiState& ui) {
         ImGui::ProgressBar(s.progress(), ImVec2(200, 0), "running forward...");
         ImGui::SameLine();
     }
-    if (!s.error().empty()) {
-        ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "%s", s.error().c_str());
-        ImGui::SameLine();
-        if (ImGui::SmallButton("dismiss")) s.error().clear();
+    if (!s.errors().empty()) {
+        ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "%zu error%s (see the error panel)", s.errors().size(),
+                           s.errors().size() == 1 ? "" : "s");
         ImGui::SameLine();
     }
+    DrawSettingsError();
     if (!ui.shader_error.empty()) {
         ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "shader: %s", ui.shader_error.c_str());
         ImGui::SameLine();
     }
-    ImGui::TextDisabled("%s | %s | forward+backward %.1f ms | %s", s.config().describe().c_str(),
-                        s.model().source.c_str(), s.result().ms, ui.status.c_str());
+    std::string line = status_line(s, ui);
+    ImGui::TextDisabled("%s", line.c_str());
+    ui.strings["status"] = line;
+}
+
+void DrawErrorPanel(Session& s, UiState& ui) {
+    if (s.errors().empty()) return;
+    ImGuiIO& io = ImGui::GetIO();
+    ImGui::SetNextWindowPos(ImVec2(io.DisplaySize.x * 0.5f, 90), ImGuiCond_Appearing, ImVec2(0.5f, 0));
+    ImGui::SetNextWindowSize(ImVec2(std::min(760.f, io.DisplaySize.x - 40), 0), ImGuiCond_Appearing);
+    ImGui::PushStyleColor(ImGuiCol_WindowBg, IM_COL32(60, 24, 24, 250));
+    ImGui::PushStyleColor(ImGuiCol_TitleBgActive, IM_COL32(150, 40, 40, 255));
+    ImGui::PushStyleColor(ImGuiCol_TitleBg, IM_COL32(150, 40, 40, 255));
+    std::string title = std::to_string(s.errors().size()) + (s.errors().size() == 1 ? " error" : " errors") + "###errors";
+    ImGui::Begin(title.c_str(), nullptr, ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings);
+    ImGui::SetWindowFocus();
+    std::string all;
+    size_t dismiss = SIZE_MAX;
+    for (size_t i = 0; i < s.errors().size(); ++i) {
+        const ErrorItem& e = s.errors()[i];
+        ImGui::PushID(int(i));
+        ImGui::TextColored(ImVec4(1, 0.7f, 0.6f, 1), "%s", e.title.c_str());
+        // read-only text: selectable with the mouse, Ctrl+A / Ctrl+C copy, scrolls when long
+        std::vector<char> buf(e.detail.begin(), e.detail.end());
+        buf.push_back('\0');
+        int lines = 1 + int(std::count(e.detail.begin(), e.detail.end(), '\n'));
+        float h = std::min(12, std::max(2, lines + 1)) * ImGui::GetTextLineHeight() + 8;
+        ImGui::InputTextMultiline("##detail", buf.data(), buf.size(), ImVec2(-1, h), ImGuiInputTextFlags_ReadOnly);
+        if (ImGui::SmallButton("Copy")) ImGui::SetClipboardText((e.title + "\n" + e.detail).c_str());
+        ImGui::SameLine();
+        if (ImGui::SmallButton("Dismiss")) dismiss = i;
+        ImGui::Separator();
+        ImGui::PopID();
+        all += e.title + "\n" + e.detail + "\n";
+    }
+    if (s.errors().size() > 1 && ImGui::Button("Dismiss all")) { s.dismiss_errors(); dismiss = SIZE_MAX; }
+    ImVec2 pos = ImGui::GetWindowPos(), sz = ImGui::GetWindowSize();
+    ui.rects["errors"] = Rect{pos.x, pos.y, sz.x, sz.y};
+    ui.strings["errors"] = all;
+    ImGui::End();
+    ImGui::PopStyleColor(3);
+    if (dismiss != SIZE_MAX) s.dismiss_error(dismiss);
 }
 
 void HandleKeys(Session& s, UiState& ui) {
@@ -405,7 +621,7 @@ void HandleKeys(Session& s, UiState& ui) {
         if (idx >= 0) ui.stage = idx;
     }
     bool shift = ImGui::GetIO().KeyShift;
-    int H = s.config().heads;
+    int H = std::max(1, s.shown_config().heads);
     if (pressed(GLFW_KEY_H)) ui.head = (ui.head + (shift ? H - 1 : 1)) % H;
     Options o = s.options();
     if (pressed(GLFW_KEY_A)) o.affine = !o.affine;
@@ -414,8 +630,8 @@ void HandleKeys(Session& s, UiState& ui) {
     if (pressed(GLFW_KEY_G)) ui.show_grad = !ui.show_grad;
     if (pressed(GLFW_KEY_0)) { ui.zoom = 1; ui.pan_x = ui.pan_y = 0; }
     if (pressed(GLFW_KEY_ESCAPE)) ui.patch = -1;
-    for (int k = 0; k < 4; ++k)
-        if (pressed(GLFW_KEY_1 + k)) ui.tab = k;
+    for (int k = 0; k < kTabs; ++k)
+        if (pressed(GLFW_KEY_1 + k)) ui.tab = Tab(k);
 }
 
 }  // namespace vit::app

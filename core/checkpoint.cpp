@@ -9,6 +9,8 @@
 
 #include "io.h"
 
+#include <xtensor/xbuilder.hpp>
+
 namespace vit {
 
 using json = nlohmann::json;
@@ -26,7 +28,7 @@ std::string config_to_json(const Config& c) {
     json j = {{"name", c.name}, {"image_size", c.image_size}, {"channels", c.channels}, {"patch", c.patch},
               {"width", c.width}, {"depth", c.depth}, {"heads", c.heads}, {"mlp", c.mlp},
               {"classes", c.classes}, {"eps", c.eps}, {"pooling", c.pooling == Pooling::Cls ? "cls" : "mean"},
-              {"resize", c.pre.resize}, {"interp", c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear"},
+              {"resize", c.pre.resize}, {"squash", c.pre.squash}, {"interp", c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear"},
               {"mean", c.pre.mean}, {"std", c.pre.std}, {"class_names", c.class_names}};
     return j.dump();
 }
@@ -47,6 +49,7 @@ Config config_from_json(const std::string& text, const std::string& what) {
         c.eps = j.value("eps", c.eps);
         c.pooling = j.value("pooling", std::string("cls")) == "mean" ? Pooling::Mean : Pooling::Cls;
         c.pre.resize = j.value("resize", 0);
+        c.pre.squash = j.value("squash", false);
         c.pre.interp = j.value("interp", std::string("bilinear")) == "bicubic" ? Interp::Bicubic : Interp::Bilinear;
         c.pre.mean = j.value("mean", std::vector<float>(c.channels, 0.5f));
         c.pre.std = j.value("std", std::vector<float>(c.channels, 0.5f));
@@ -55,6 +58,18 @@ Config config_from_json(const std::string& text, const std::string& what) {
         throw FileError(what + ": bad vitscope.config metadata: " + e.what());
     }
     return c;
+}
+
+// The published head counts of the standard ViTs (Dosovitskiy et al. 2021, DeiT's Ti and S), by
+// (width, depth, mlp): the only shapes where heads can be known without the file saying so.
+// ViT-H/14 has 16 heads of 80 dims, which width/64 (= 20) would get wrong.
+int known_heads(int width, int depth, int mlp) {
+    struct K { int width, depth, mlp, heads; };
+    static const K known[] = {{192, 12, 768, 3}, {384, 12, 1536, 6}, {768, 12, 3072, 12},
+                              {1024, 24, 4096, 16}, {1280, 32, 5120, 16}};
+    for (const K& k : known)
+        if (k.width == width && k.depth == depth && k.mlp == mlp) return k.heads;
+    return 0;
 }
 
 namespace {
@@ -66,30 +81,31 @@ Shape squeeze_leading(const Shape& s) {
 }
 
 struct Mapper {
-    std::map<std::string, Tensor>& src;
+    std::map<std::string, Array>& src;
     std::string what;
     std::set<std::string> used;
     std::vector<std::string> missing, misshaped;
 
-    // Moves src[key] into dst if its shape (leading 1s ignored) is `want`.
-    bool take(const std::string& key, const Shape& want, Tensor& dst) {
+    // Moves src[key]'s storage into dst (no copy) if its shape (leading 1s ignored) is `want`.
+    template <size_t N>
+    bool take(const std::string& key, const Shape& want, xt::xtensor<float, N>& dst) {
         auto it = src.find(key);
         if (it == src.end()) { missing.push_back(key + " " + shape_str(want)); return false; }
         used.insert(key);
-        Shape got = it->second.shape;
+        Shape got = shape_of(it->second);
         bool conv_flat = want.size() == 2 && got.size() == 4 && got[0] == want[0] &&
                          shape_numel(got) == shape_numel(want);  // OIHW -> (D, C*P*P)
         if (squeeze_leading(got) != squeeze_leading(want) && !conv_flat) {
             misshaped.push_back(key + ": file has " + shape_str(got) + ", config needs " + shape_str(want));
             return false;
         }
-        dst = std::move(it->second);
-        dst.shape = want;
+        it->second.reshape(want);  // same data: (1, 1, D) -> (D), OIHW -> (D, C*P*P)
+        dst = xt::xtensor<float, N>(std::move(it->second));
         return true;
     }
     void fail_if_any() {
         std::vector<std::string> unexpected;
-        for (auto& [k, v] : src) if (!used.count(k)) unexpected.push_back(k + " " + shape_str(v.shape));
+        for (auto& [k, v] : src) if (!used.count(k)) unexpected.push_back(k + " " + shape_str_of(v));
         if (missing.empty() && misshaped.empty() && unexpected.empty()) return;
         std::ostringstream o;
         o << what << ": checkpoint does not fit the model";
@@ -106,12 +122,12 @@ struct Mapper {
     }
 };
 
-const Tensor* find(const std::map<std::string, Tensor>& m, const std::string& k) {
+const Array* find(const std::map<std::string, Array>& m, const std::string& k) {
     auto it = m.find(k);
     return it == m.end() ? nullptr : &it->second;
 }
 
-int count_blocks(const std::map<std::string, Tensor>& m, const std::string& prefix) {
+int count_blocks(const std::map<std::string, Array>& m, const std::string& prefix) {
     std::set<int> idx;
     for (auto& [k, v] : m) {
         if (k.compare(0, prefix.size(), prefix) != 0) continue;
@@ -125,7 +141,7 @@ int count_blocks(const std::map<std::string, Tensor>& m, const std::string& pref
 
 }  // namespace
 
-LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
+LoadedModel weights_from_tensors(std::map<std::string, Array> src,
                                  const std::map<std::string, std::string>& meta, const std::string& what,
                                  const LoadOverrides& ov) {
     LoadedModel lm;
@@ -164,24 +180,24 @@ LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
     // Infer the config from the shapes.
     Config c;
     if (auto it = meta.find("vitscope.config"); it != meta.end()) c = config_from_json(it->second, what);
-    const Tensor& pw = src.at(patch_key);
-    if (pw.dim() != 4 || pw[2] != pw[3])
-        throw FileError(what + ": " + patch_key + " has shape " + shape_str(pw.shape) + ", expected (D, C, P, P)");
-    c.width = int(pw[0]); c.channels = int(pw[1]); c.patch = int(pw[2]);
-    const Tensor* pos = find(src, pos_key);
+    const Array& pw = src.at(patch_key);
+    if (pw.dimension() != 4 || pw.shape(2) != pw.shape(3))
+        throw FileError(what + ": " + patch_key + " has shape " + shape_str_of(pw) + ", expected (D, C, P, P)");
+    c.width = int(pw.shape(0)); c.channels = int(pw.shape(1)); c.patch = int(pw.shape(2));
+    const Array* pos = find(src, pos_key);
     if (!pos) throw FileError(what + ": missing " + pos_key);
-    size_t T = shape_numel(pos->shape) / std::max<size_t>(1, c.width);
+    size_t T = pos->size() / std::max<size_t>(1, c.width);
     size_t G = size_t(std::lround(std::sqrt(double(T ? T - 1 : 0))));
     if (T < 2 || G * G + 1 != T)
         throw FileError(what + ": " + pos_key + " has " + std::to_string(T) + " positions; expected a square grid plus the cls token");
     c.image_size = int(G) * c.patch;
     c.depth = count_blocks(src, blocks_prefix);
-    const Tensor* fc1 = find(src, fc1_key0);
-    c.mlp = fc1 ? int(fc1->shape[0]) : 4 * c.width;
+    const Array* fc1 = find(src, fc1_key0);
+    c.mlp = fc1 ? int(fc1->shape(0)) : 4 * c.width;
     const char* head_key = fam == Family::Timm ? "head.weight" : fam == Family::Torchvision ? "heads.head.weight" : "classifier.weight";
-    const Tensor* hw = find(src, head_key);
+    const Array* hw = find(src, head_key);
     if (!hw) throw FileError(what + ": no classification head '" + std::string(head_key) + "' (a headless backbone is not supported)");
-    c.classes = int(hw->shape[0]);
+    c.classes = int(hw->shape(0));
     // Settings shapes cannot tell: flag, then metadata, then defaults.
     auto meta_int = [&](const char* k) -> int {
         auto it = meta.find(k);
@@ -193,15 +209,19 @@ LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
     else if (int h = meta_int("num_heads")) c.heads = h;
     else if (int h2 = meta_int("heads")) c.heads = h2;
     else if (!from_cfg) {
-        if (c.width % 64) throw FileError(what + ": width " + std::to_string(c.width) +
-                                          " is not a multiple of 64, so the number of heads cannot be guessed: pass --heads N");
-        c.heads = c.width / 64;
+        if (int kh = known_heads(c.width, c.depth, c.mlp)) c.heads = kh;  // a standard ViT's published count
+        else {
+            if (c.width % 64) throw FileError(what + ": width " + std::to_string(c.width) +
+                                              " is not a multiple of 64, so the number of heads cannot be guessed: pass --heads N");
+            c.heads = c.width / 64;
+            c.heads_guessed = true;
+        }
     }
     if (ov.eps > 0) c.eps = ov.eps;
     else if (auto it = meta.find("eps"); it != meta.end()) c.eps = std::stof(it->second);
     else if (!from_cfg) c.eps = fam == Family::HuggingFace ? 1e-12f : 1e-6f;
     bool has_fc_norm = fam == Family::Timm && find(src, "fc_norm.weight") && !find(src, "norm.weight");
-    if (ov.pooling >= 0) c.pooling = Pooling(ov.pooling);
+    if (ov.pooling) c.pooling = *ov.pooling;
     else if (has_fc_norm) c.pooling = Pooling::Mean;
     if (!from_cfg) {
         c.name = std::string(family_name(fam)) + "-vit";
@@ -214,6 +234,7 @@ LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
         } else {
             c.pre.mean = {0.5f, 0.5f, 0.5f}; c.pre.std = {0.5f, 0.5f, 0.5f};
             c.pre.resize = 0; c.pre.interp = Interp::Bilinear;
+            c.pre.squash = true;  // ViTImageProcessor resizes straight to 224 x 224
         }
         if (c.channels == 1) { c.pre.mean.resize(1); c.pre.std.resize(1); }
     }
@@ -286,20 +307,17 @@ LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
             auto p = hf + "encoder.layer." + std::to_string(i) + ".";
             auto& b = w.blocks[i];
             lnw(p + "layernorm_before.", b.ln1);
-            Tensor qw[3], qb[3];
+            Tensor2 qw[3];
+            Tensor1 qb[3];
             const char* names[3] = {"query", "key", "value"};
             bool ok = true;
             for (int s = 0; s < 3; ++s) {
                 ok &= mp.take(p + "attention.attention." + names[s] + ".weight", {D, D}, qw[s]);
                 ok &= mp.take(p + "attention.attention." + names[s] + ".bias", {D}, qb[s]);
             }
-            if (ok) {  // fuse to [q; k; v] rows, as timm stores it
-                b.qkv_w = Tensor({3 * D, D});
-                b.qkv_b = Tensor({3 * D});
-                for (int s = 0; s < 3; ++s) {
-                    std::copy(qw[s].data(), qw[s].data() + D * D, b.qkv_w.data() + s * D * D);
-                    std::copy(qb[s].data(), qb[s].data() + D, b.qkv_b.data() + s * D);
-                }
+            if (ok) {  // fuse to [q; k; v] rows, as timm stores it: torch.cat([q, k, v])
+                b.qkv_w = xt::concatenate(xt::xtuple(qw[0], qw[1], qw[2]), 0);
+                b.qkv_b = xt::concatenate(xt::xtuple(qb[0], qb[1], qb[2]), 0);
             }
             mp.take(p + "attention.output.dense.weight", {D, D}, b.proj_w);
             mp.take(p + "attention.output.dense.bias", {D}, b.proj_b);
@@ -335,7 +353,7 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         Config c = preset(spec);
         if (ov.heads > 0) c.heads = ov.heads;
         if (ov.eps > 0) c.eps = ov.eps;
-        if (ov.pooling >= 0) c.pooling = Pooling(ov.pooling);
+        if (ov.pooling) c.pooling = *ov.pooling;
         LoadedModel lm;
         lm.weights = init_weights(c, seed);
         lm.source = "preset:" + spec;
@@ -373,21 +391,14 @@ void save_model(const std::string& path, const Weights& w, std::map<std::string,
     extra["vitscope.config"] = config_to_json(w.cfg);
     extra["num_heads"] = std::to_string(w.cfg.heads);
     if (!w.cfg.class_names.empty()) extra["class_names"] = json(w.cfg.class_names).dump();
-    // timm shapes: cls (1,1,D), pos (1,T,D), conv (D,C,P,P).
+    // timm shapes: cls (1,1,D), pos (1,T,D), conv (D,C,P,P): the same data, other shapes.
     const Config& c = w.cfg;
-    std::vector<Tensor> reshaped;
-    reshaped.reserve(3);
-    std::vector<std::pair<std::string, const Tensor*>> named;
-    for (auto& [name, t] : w.named()) {
-        Shape s = t->shape;
-        if (name == "cls_token") s = {1, 1, size_t(c.width)};
-        else if (name == "pos_embed") s = {1, size_t(c.tokens()), size_t(c.width)};
-        else if (name == "patch_embed.proj.weight") s = {size_t(c.width), size_t(c.channels), size_t(c.patch), size_t(c.patch)};
-        if (s != t->shape) {
-            reshaped.push_back(t->clone());
-            reshaped.back().shape = s;
-            named.emplace_back(name, &reshaped.back());
-        } else named.emplace_back(name, t);
+    std::vector<ArrayRef> named = param_refs(w);
+    for (auto& r : named) {
+        if (r.name == "cls_token") r.shape = {1, 1, size_t(c.width)};
+        else if (r.name == "pos_embed") r.shape = {1, size_t(c.tokens()), size_t(c.width)};
+        else if (r.name == "patch_embed.proj.weight")
+            r.shape = {size_t(c.width), size_t(c.channels), size_t(c.patch), size_t(c.patch)};
     }
     write_safetensors(path, named, extra);
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zip.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -58,9 +59,9 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     }
 }
 
-std::string npy_bytes(const Tensor& t) {
+std::string npy_bytes(const float* data, const Shape& tshape) {
     std::string shape = "(";
-    for (size_t i = 0; i < t.shape.size(); ++i) shape += std::to_string(t.shape[i]) + (t.shape.size() == 1 || i + 1 < t.shape.size() ? "," : "");
+    for (size_t i = 0; i < tshape.size(); ++i) shape += std::to_string(tshape[i]) + (tshape.size() == 1 || i + 1 < tshape.size() ? "," : "");
     shape += ")";
     std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
     size_t total = 10 + dict.size() + 1;
@@ -71,7 +72,37 @@ std::string npy_bytes(const Tensor& t) {
     out.push_back(char(hl & 0xff));
     out.push_back(char(hl >> 8));
     out += dict;
-    out.append(reinterpret_cast<const char*>(t.data()), 4 * t.size());
+    out.append(reinterpret_cast<const char*>(data), 4 * shape_numel(tshape));
+    return out;
+}
+
+std::string npy_text_bytes(const std::string& text) {
+    // UTF-8 -> the code points numpy's '<U' dtype stores as UTF-32LE.
+    std::vector<uint32_t> cps;
+    for (size_t i = 0; i < text.size();) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (n == 0 || i + size_t(n) > text.size()) throw FileError("text for .npy is not valid UTF-8");
+        uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+        for (int k = 1; k < n; ++k) {
+            const unsigned char cc = static_cast<unsigned char>(text[i + size_t(k)]);
+            if ((cc >> 6) != 2) throw FileError("text for .npy is not valid UTF-8");
+            cp = (cp << 6) | (cc & 0x3f);
+        }
+        cps.push_back(cp);
+        i += size_t(n);
+    }
+    const size_t len = std::max<size_t>(cps.size(), 1);
+    std::string dict = "{'descr': '<U" + std::to_string(len) + "', 'fortran_order': False, 'shape': (), }";
+    size_t total = 10 + dict.size() + 1;
+    dict += std::string((64 - total % 64) % 64, ' ') + "\n";
+    std::string out("\x93NUMPY\x01\x00", 8);
+    out.push_back(char(dict.size() & 0xff));
+    out.push_back(char(dict.size() >> 8));
+    out += dict;
+    cps.resize(len, 0);
+    for (uint32_t cp : cps)
+        for (int b = 0; b < 4; ++b) out.push_back(char((cp >> (8 * b)) & 0xff));
     return out;
 }
 
@@ -93,7 +124,7 @@ std::string dict_value(const std::string& h, const std::string& key, const std::
 }
 }  // namespace
 
-Tensor parse_npy(const std::string& b, const std::string& what) {
+Array parse_npy(const std::string& b, const std::string& what) {
     if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0) throw FileError(what + ": not a .npy file (bad magic)");
     uint8_t major = uint8_t(b[6]);
     size_t hl, off;
@@ -134,26 +165,31 @@ Tensor parse_npy(const std::string& b, const std::string& what) {
     if (b.size() - data != count * es)
         throw FileError(what + ": .npy data is " + std::to_string(b.size() - data) + " bytes, shape " + shape_str(shape) +
                         " needs " + std::to_string(count * es));
-    Tensor t(shape);
+    Array t = empty_array(shape);
+    float* out = t.data();
     for (size_t i = 0; i < count; ++i) {
-        if (es == 4) std::memcpy(&t(i), b.data() + data + 4 * i, 4);
-        else { double v; std::memcpy(&v, b.data() + data + 8 * i, 8); t(i) = float(v); }
+        if (es == 4) std::memcpy(&out[i], b.data() + data + 4 * i, 4);
+        else { double v; std::memcpy(&v, b.data() + data + 8 * i, 8); out[i] = float(v); }
     }
     return t;
 }
 
-Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
+Array read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
 
-void write_npz(const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& tensors) {
+void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
+               const std::vector<std::pair<std::string, std::string>>& texts) {
     std::random_device rd;
     std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd() % 100000);
     int err = 0;
     zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
     if (!z) throw FileError(path + ": cannot create the .npz (libzip error " + std::to_string(err) + ")");
     std::vector<std::string> bufs;
-    bufs.reserve(tensors.size());  // sources point into these until zip_close
-    for (auto& [name, t] : tensors) {
-        bufs.push_back(npy_bytes(*t));
+    bufs.reserve(tensors.size() + texts.size());  // sources point into these until zip_close
+    for (size_t e = 0; e < tensors.size() + texts.size(); ++e) {
+        const bool is_text = e >= tensors.size();
+        const std::string& name = is_text ? texts[e - tensors.size()].first : tensors[e].name;
+        bufs.push_back(is_text ? npy_text_bytes(texts[e - tensors.size()].second)
+                               : npy_bytes(tensors[e].data, tensors[e].shape));
         zip_source_t* src = zip_source_buffer(z, bufs.back().data(), bufs.back().size(), 0);
         zip_int64_t idx = src ? zip_file_add(z, (name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
         if (idx < 0) {

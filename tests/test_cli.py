@@ -4,6 +4,7 @@
 trace's names in order, and no partial output on failure."""
 import argparse
 import glob
+import json
 import os
 import struct
 import subprocess
@@ -39,7 +40,10 @@ def main():
     with np.load(out) as z:
         names = list(z.files)
         expect(names[:5] == ["input", "patches", "patch_embed", "tokens", "embed"], "npz opens, first stages in order")
-        expect(names[-2:] == ["logits", "probs"], "npz ends with logits, probs")
+        expect(names[-3:] == ["logits", "probs", "__options__"], "npz ends with logits, probs, then __options__")
+        expect(json.loads(str(z["__options__"])) == {"elementwise_affine": True, "unbiased": False, "pooling": "cls",
+                                                     "bug_scale_after_softmax": False, "bug_reshape_patches": False},
+               "__options__ is the options in force as JSON text")
         expect(z["input"].shape == (1, 28, 28) and z["input"].dtype == np.float32, "input is (1, 28, 28) float32")
         expect(abs(float(z["probs"].sum()) - 1) < 1e-5, "probs sum to 1")
         p = z["patches"]

@@ -132,7 +132,7 @@ def measure(name, a, paths, ort):
     r = subprocess.run([a.bench, "--model", paths["st"], "--runs", str(runs), "--warmup", "3"], env=env,
                        capture_output=True, text=True, check=True)
     lines = r.stdout.splitlines()
-    ours = kv_line(lines[0])
+    ours = kv_line(next(l for l in lines if l.startswith("ours_ms=")))
     ours["blas"] = next((l[6:] for l in lines if l.startswith("blas: ")), "?")
     ours["threading"] = next((l[9:] for l in lines if l.startswith("threads: ")), "?")
     res = {"ours_ms": float(ours["ours_ms"]), "torch_ms": tm["torch_ms"], "peak_mb": float(ours["peak_mb"]),

@@ -144,8 +144,11 @@ def main():
                        "--export-dir", exp)
     ref = app.trace()
     with np.load(os.path.join(exp, "vitscope-trace.npz")) as z:
-        same = list(z.files) == list(ref) and all(np.array_equal(z[k], ref[k]) for k in ref)
+        fwd = [k for k in z.files if not k.endswith(".grad")]
+        same = fwd == list(ref) and all(np.array_equal(z[k], ref[k]) for k in ref)
+        grads = [k for k in z.files if k.endswith(".grad")]
     expect(same, "exported .npz equals vitscope-cli's trace, name for name")
+    expect(len(grads) > 100 and all(k[:-5] in ref for k in grads), f"...plus the gradients as <stage>.grad ({len(grads)})")
     npy = np.load(os.path.join(exp, "blocks.2.attn.scores.npy"))
     expect(np.array_equal(npy, ref["blocks.2.attn.scores"]), "exported .npy is the current stage's tensor")
     view = np.asarray(Image.open(os.path.join(exp, "vitscope-blocks.2.attn.scores.png")).convert("RGB"))

@@ -1,0 +1,97 @@
+#include "app_args.h"
+
+#include <GLFW/glfw3.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace vit::app {
+
+namespace {
+
+int key_code(const std::string& k) {
+    static const std::map<std::string, int> m{{"Right", GLFW_KEY_RIGHT}, {"Left", GLFW_KEY_LEFT}, {"Up", GLFW_KEY_UP},
+                                              {"Down", GLFW_KEY_DOWN}, {"PageUp", GLFW_KEY_PAGE_UP},
+                                              {"PageDown", GLFW_KEY_PAGE_DOWN}, {"a", GLFW_KEY_A}, {"u", GLFW_KEY_U},
+                                              {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G}, {"Home", GLFW_KEY_HOME},
+                                              {"End", GLFW_KEY_END}, {"1", GLFW_KEY_1}, {"2", GLFW_KEY_2},
+                                              {"3", GLFW_KEY_3}, {"4", GLFW_KEY_4}, {"Escape", GLFW_KEY_ESCAPE},
+                                              {"0", GLFW_KEY_0}};
+    auto it = m.find(k);
+    return it == m.end() ? -1 : it->second;
+}
+
+}  // namespace
+
+std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
+    CLI::App cli{"vitscope: step through a Vision Transformer stage by stage"};
+    std::string overlay, hover;
+    int tab = -1;
+    cli.add_option("--settings", a.settings, "remember recent files and options in this file (default: $XDG_CONFIG_HOME/vitscope/settings.json; off in headless runs)");
+    cli.add_flag("--no-settings", a.no_settings, "neither read nor write the settings file");
+    cli.add_option("--model,-m", a.model, "'default', a preset, or a .safetensors checkpoint")->default_val("default");
+    cli.add_option("--image,-i", a.image, "image to load (default: a bundled Fashion-MNIST sample)");
+    cli.add_option("--labels", a.labels, "class names, one per line");
+    cli.add_option("--heads", a.heads, "number of heads, if the checkpoint does not say");
+    cli.add_option("--stage", a.stage, "stage to show: a trace name (blocks.2.attn.pattern) or, with --layer, attn.pattern");
+    cli.add_option("--layer", a.layer, "layer for --stage and the overlay");
+    cli.add_option("--head", a.head, "head to show (and for the overlay; default: mean of heads)");
+    cli.add_option("--patch", a.patch, "select a patch (its token is highlighted everywhere)");
+    cli.add_option("--overlay", overlay, "overlay on the image")->check(CLI::IsMember({"none", "cls", "rollout", "grad"}));
+    cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(CLI::Range(0.0, 1.0));
+    cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train")->check(CLI::Range(0, kTabs - 1));
+    cli.add_flag("--no-affine", a.no_affine, "LayerNorm without elementwise_affine");
+    cli.add_flag("--unbiased", a.unbiased, "LayerNorm with unbiased (N-1) variance");
+    cli.add_flag("--squash", a.squash, "resize the image straight to the model's square (aspect lost) instead of resize + centre crop");
+    cli.add_flag("--no-grads", a.no_grads, "forward pass only: no gradients (gradient views say so)");
+    cli.add_option("--screenshot", a.screenshot, "render headless-style, save a PNG of the window and exit");
+    cli.add_option("--layout", a.layout_out, "with --screenshot: write where views were drawn (JSON, for tests)");
+    cli.add_option("--keys", a.keys, "with --screenshot: key presses to send first, e.g. Right,Right,a");
+    cli.add_option("--hover", hover, "with --screenshot: put the mouse at X,Y (window pixels); without it no tooltip is drawn");
+    cli.add_option("--width", a.width, "window width")->default_val(1600);
+    cli.add_option("--height", a.height, "window height")->default_val(1000);
+    cli.add_option("--train-epochs", a.train_epochs, "start the Train panel at launch for N epochs (headless: wait for it)");
+    cli.add_option("--train-limit", a.train_limit, "with --train-epochs: train on the first N images");
+    cli.add_flag("--export-view", a.export_view, "with --screenshot: also export the centre view as PNG (as the toolbar button does)");
+    cli.add_flag("--export-npy", a.export_npy, "with --screenshot: also export the current tensor as .npy");
+    cli.add_flag("--export-npz", a.export_npz, "with --screenshot: also export the whole trace (and gradients) as .npz");
+    cli.add_option("--export-dir", a.export_dir, "directory for exports")->default_val(".");
+    cli.add_option("--shader-dir", a.shader_dir, "load shaders from this directory (live editing; errors shown in the window)");
+    cli.add_option("--bench-frames", a.bench_frames, "render N frames and print frame times");
+    cli.add_flag("--bench-toggle", a.bench_toggle, "with --bench-frames: toggle elementwise_affine every frame");
+    cli.add_flag("--sweep", a.sweep, "render every stage x value/gradient x tab x overlay x toggle headless, report failures, exit");
+    cli.add_option("--sweep-stages", a.sweep_stages, "with --sweep: only this many stages, spread over the trace (0: all)");
+    try {
+        cli.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return cli.exit(e) == 0 ? 0 : 2;
+    }
+    a.model_given = cli.count("--model") > 0;
+    if (tab >= 0) a.tab = Tab(tab);
+    if (!overlay.empty()) {
+        for (Overlay o : {Overlay::None, Overlay::Cls, Overlay::Rollout, Overlay::GradRollout})
+            if (overlay == overlay_name(o)) a.overlay = o;
+    }
+    if (!hover.empty()) {
+        float x = 0, y = 0;
+        if (std::sscanf(hover.c_str(), "%f,%f", &x, &y) != 2) {
+            std::fprintf(stderr, "vitscope: --hover wants X,Y (got '%s')\n", hover.c_str());
+            return 2;
+        }
+        a.hover = std::make_pair(x, y);
+    }
+    if (!a.keys.empty()) {
+        std::stringstream ks(a.keys);
+        std::string k;
+        while (std::getline(ks, k, ',')) {
+            int code = key_code(k);
+            if (code < 0) { std::fprintf(stderr, "vitscope: unknown key '%s' in --keys\n", k.c_str()); return 2; }
+            a.key_codes.push_back(code);
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace vit::app

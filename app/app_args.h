@@ -1,0 +1,39 @@
+// vitscope's command line: what to load and show at launch, and the headless modes
+// (--screenshot, --sweep, --bench-frames) used by tests and documentation.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "views.h"
+
+namespace vit::app {
+
+struct AppArgs {
+    std::string model = "default", image, labels, stage, screenshot, layout_out, shader_dir, keys;
+    int heads = 0, layer = -1, head = -1, patch = -1, width = 1600, height = 1000;
+    std::optional<Tab> tab;
+    std::optional<Overlay> overlay;
+    float opacity = -1;
+    bool no_affine = false, unbiased = false, squash = false, no_grads = false;
+    std::optional<std::pair<float, float>> hover;  // headless: put the mouse here (else no tooltip)
+    int train_epochs = 0, train_limit = 0;
+    bool export_view = false, export_npy = false, export_npz = false;
+    std::string export_dir = ".";
+    int bench_frames = 0;
+    bool bench_toggle = false;
+    // --sweep: render every stage x value/gradient x tab x overlay (and toggles) in this process
+    bool sweep = false;
+    int sweep_stages = 0;  // 0: all; else this many stages spread over the trace
+    std::vector<int> key_codes;  // --keys, as GLFW key codes
+    bool model_given = false;    // --model was on the command line (else the last one is restored)
+    std::string settings;        // --settings FILE
+    bool no_settings = false;    // --no-settings
+
+    bool headless() const { return !screenshot.empty() || bench_frames > 0 || sweep; }
+};
+
+// Parses argv. Returns nullopt to go on, or the process's exit code (0 for --help, 2 for bad usage).
+std::optional<int> parse_args(int argc, char** argv, AppArgs& a);
+
+}  // namespace vit::app

@@ -1,0 +1,227 @@
+#include "settings.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/io.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace vit::app {
+
+namespace {
+
+Settings* g_current = nullptr;
+
+const char* kOverlays[] = {"none", "cls", "rollout", "grad"};
+const char* kFusions[] = {"mean", "max", "min"};
+const char* kScales[] = {"tensor", "slice", "symmetric"};
+const char* kPoolings[] = {"model", "cls", "mean"};  // none, Pooling::Cls, Pooling::Mean
+
+template <size_t N>
+int index_of(const char* const (&names)[N], const std::string& s) {
+    for (size_t i = 0; i < N; ++i)
+        if (s == names[i]) return int(i);
+    return -1;
+}
+
+template <size_t N>
+std::string one_of(const char* const (&names)[N]) {
+    std::string r;
+    for (size_t i = 0; i < N; ++i) r += (i ? ", \"" : "\"") + std::string(names[i]) + "\"";
+    return r;
+}
+
+// Collects what was wrong; each reader leaves the default in place on a bad value.
+struct Reader {
+    const json& root;
+    std::vector<std::string> problems;
+
+    const json* find(const char* group, const char* key) {
+        const json* obj = &root;
+        if (group) {
+            auto g = root.find(group);
+            if (g == root.end()) return nullptr;
+            if (!g->is_object()) {
+                problems.push_back(std::string("\"") + group + "\" is not an object");
+                return nullptr;
+            }
+            obj = &*g;
+        }
+        auto it = obj->find(key);
+        return it == obj->end() ? nullptr : &*it;
+    }
+    std::string name(const char* group, const char* key) {
+        return group ? std::string(group) + "." + key : std::string(key);
+    }
+    void boolean(const char* group, const char* key, bool& out) {
+        const json* v = find(group, key);
+        if (!v) return;
+        if (v->is_boolean()) out = v->get<bool>();
+        else problems.push_back(name(group, key) + " is not true or false");
+    }
+    void number(const char* group, const char* key, float& out, float lo, float hi, bool hi_open) {
+        const json* v = find(group, key);
+        if (!v) return;
+        double d = v->is_number() ? v->get<double>() : -1e300;
+        if (v->is_number() && d >= lo && (hi_open ? d < hi : d <= hi)) out = float(d);
+        else problems.push_back(name(group, key) + " is not a number in [" + std::to_string(lo).substr(0, 3) + ", " +
+                                std::to_string(hi).substr(0, 3) + (hi_open ? ")" : "]"));
+    }
+    template <size_t N>
+    void choice(const char* group, const char* key, int& out, const char* const (&names)[N], int offset = 0) {
+        const json* v = find(group, key);
+        if (!v) return;
+        int i = v->is_string() ? index_of(names, v->get<std::string>()) : -1;
+        if (i >= 0) out = i + offset;
+        else problems.push_back(name(group, key) + " is not one of " + one_of(names));
+    }
+    void strings(const char* key, std::vector<std::string>& out) {
+        const json* v = find(nullptr, key);
+        if (!v) return;
+        if (!v->is_array()) { problems.push_back(std::string(key) + " is not a list"); return; }
+        std::vector<std::string> r;
+        for (size_t i = 0; i < v->size(); ++i) {
+            const json& e = (*v)[i];
+            if (!e.is_string() || e.get<std::string>().empty() || e.get<std::string>().size() > 4096 ||
+                e.get<std::string>().find('\n') != std::string::npos) {
+                problems.push_back(std::string(key) + "[" + std::to_string(i) + "] is not a file name or model name");
+                continue;
+            }
+            if (r.size() < Settings::kMaxRecent) r.push_back(e.get<std::string>());
+        }
+        out = r;
+    }
+};
+
+}  // namespace
+
+Settings* current_settings() { return g_current; }
+void set_current_settings(Settings* s) { g_current = s; }
+
+std::string Settings::default_path() {
+    const char* xdg = std::getenv("XDG_CONFIG_HOME");
+    // The XDG spec: a relative $XDG_CONFIG_HOME is invalid and is ignored.
+    if (xdg && *xdg && fs::path(xdg).is_absolute()) return (fs::path(xdg) / "vitscope" / "settings.json").string();
+    const char* home = std::getenv("HOME");
+    if (home && *home) return (fs::path(home) / ".config" / "vitscope" / "settings.json").string();
+    return "";
+}
+
+Settings::Settings(std::string path) : path_(std::move(path)) {}
+
+void Settings::add_recent(std::vector<std::string>& v, const std::string& item) {
+    if (item.empty()) return;
+    auto it = std::find(v.begin(), v.end(), item);
+    if (!v.empty() && it == v.begin()) return;
+    if (it != v.end()) v.erase(it);
+    v.insert(v.begin(), item);
+    if (v.size() > kMaxRecent) v.resize(kMaxRecent);
+}
+
+void Settings::load() {
+    if (!enabled()) return;
+    std::error_code ec;
+    if (!fs::exists(path_, ec) && !fs::is_symlink(path_, ec)) return;  // first launch: defaults
+    std::string text;
+    try {
+        if (!fs::is_regular_file(path_, ec)) throw std::runtime_error("not a regular file");
+        text = read_file(path_, kMaxFileBytes);
+    } catch (const std::exception& e) {
+        std::string why = e.what();
+        if (why.rfind(path_, 0) == 0) why = why.substr(path_.size() + (why.size() > path_.size() + 1 ? 2 : 0));
+        error_ = "settings " + path_ + ": " + why + "; using defaults, and the file is left as it is (not written this session)";
+        read_only_ = true;
+        return;
+    }
+    parse(text);
+    written_ = data_;
+}
+
+bool Settings::parse(const std::string& text) {
+    json j;
+    std::string problem;
+    try {
+        j = json::parse(text);
+        if (!j.is_object()) problem = "not a JSON object";
+    } catch (const json::parse_error& e) {
+        problem = "not valid JSON (byte " + std::to_string(e.byte) + ")";
+    }
+    if (!problem.empty()) {
+        data_ = SettingsData{};
+        extra_ = "{}";
+        error_ = "settings " + path_ + ": " + problem +
+                 "; using defaults, and the file is left as it is (not written this session): fix or delete it";
+        read_only_ = true;
+        return false;
+    }
+    SettingsData d;
+    Reader r{j, {}};
+    r.strings("recent_models", d.recent_models);
+    r.strings("recent_images", d.recent_images);
+    r.boolean("options", "affine", d.options.affine);
+    r.boolean("options", "unbiased", d.options.unbiased);
+    int pooling = d.options.pooling ? 1 + int(*d.options.pooling) : 0;
+    r.choice("options", "pooling", pooling, kPoolings);
+    if (pooling > 0) d.options.pooling = Pooling(pooling - 1);
+    else d.options.pooling.reset();
+    r.choice("view", "overlay", d.view.overlay, kOverlays);
+    r.number("view", "opacity", d.view.opacity, 0.f, 1.f, false);
+    r.choice("view", "fusion", d.view.fusion, kFusions);
+    r.number("view", "discard", d.view.discard, 0.f, 1.f, true);
+    r.choice("view", "scale", d.view.scale_mode, kScales);
+    data_ = d;
+    json extra = j;
+    for (const char* k : {"version", "recent_models", "recent_images", "options", "view"}) extra.erase(k);
+    extra_ = extra.dump();
+    if (r.problems.empty()) return true;
+    std::string all;
+    for (auto& p : r.problems) all += (all.empty() ? "" : "; ") + p;
+    error_ = "settings " + path_ + ": " + all +
+             " (defaults used for those; the file is left as it is, not written this session: fix or delete it)";
+    read_only_ = true;
+    return false;
+}
+
+std::string Settings::serialize() const {
+    json j = json::parse(extra_);
+    j["version"] = 1;
+    j["recent_models"] = data_.recent_models;
+    j["recent_images"] = data_.recent_images;
+    j["options"] = {{"affine", data_.options.affine},
+                    {"unbiased", data_.options.unbiased},
+                    {"pooling", kPoolings[data_.options.pooling ? std::clamp(1 + int(*data_.options.pooling), 1, 2) : 0]}};
+    j["view"] = {{"overlay", kOverlays[std::clamp(data_.view.overlay, 0, 3)]},
+                 {"opacity", std::round(double(data_.view.opacity) * 1000) / 1000},
+                 {"fusion", kFusions[std::clamp(data_.view.fusion, 0, 2)]},
+                 {"discard", std::round(double(data_.view.discard) * 1000) / 1000},
+                 {"scale", kScales[std::clamp(data_.view.scale_mode, 0, 2)]}};
+    return j.dump(2) + "\n";
+}
+
+bool Settings::save(std::chrono::milliseconds min_interval) {
+    if (!dirty()) return true;
+    auto now = std::chrono::steady_clock::now();
+    if (min_interval.count() > 0 && now - last_write_ < min_interval) return true;
+    try {
+        fs::path dir = fs::path(path_).parent_path();
+        std::error_code ec;
+        if (!dir.empty()) fs::create_directories(dir, ec);
+        if (ec) throw std::runtime_error(path_ + ": cannot create " + dir.string() + ": " + ec.message());
+        write_file_atomic(path_, serialize());
+        written_ = data_;
+        last_write_ = now;
+        return true;
+    } catch (const std::exception& e) {
+        // Say it once, then stop trying (a read-only home would otherwise fail every frame).
+        error_ = std::string("settings not saved: ") + e.what();
+        read_only_ = true;
+        return false;
+    }
+}
+
+}  // namespace vit::app
