@@ -7,8 +7,10 @@
 #include <string>
 
 #include "cli_commands.h"
+#include "core/blas.h"
 
 int main(int argc, char** argv) {
+    vit::blas::init();  // the BLAS kernel for this CPU, before anything else runs
     CLI::App app{"vitscope-cli: run a Vision Transformer and record every stage"};
     app.require_subcommand(1);
     std::string line = "vitscope-cli";

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "app_args.h"
+#include "core/blas.h"
 #include "exports.h"
 #include "frame.h"
 #include "headless.h"
@@ -180,6 +181,7 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
 }  // namespace
 
 int main(int argc, char** argv) {
+    vit::blas::init();  // the BLAS kernel for this CPU, before anything else runs
     AppArgs a;
     if (auto rc = parse_args(argc, argv, a)) return *rc;
     // Recent files and options: off in headless runs unless --settings names a file.

@@ -1,17 +1,128 @@
 #include "ops.h"
 
+#include "blas.h"
+#include "ops_kernels.h"
+
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <omp.h>
 
-#include <xsimd/xsimd.hpp>
 
 extern "C" void openblas_set_num_threads(int);
 
 namespace vit::ops {
+
+
+// ---------------------------------------------------------------- threads on a busy machine
+// Every parallel region ends at a barrier that waits for all of its threads. When
+// another process wants a core (a browser, a compiler, even `nice -n 19 yes`),
+// the scheduler can hold one of our threads off its core for a slice
+// (milliseconds) while the other waits -- and a forward pass has hundreds of
+// regions: ViT-Ti/16 went from ~20 ms to ~500 ms with the machine loaded, while
+// one thread took ~50 ms. So each region here measures itself: when the wall
+// time exceeds the slowest thread's own work by more than kStall (a thread
+// started or finished late), that is a stall. Two stalls close together and the
+// calling thread runs its regions on one thread for a while (OpenMP's thread
+// count of that thread goes to 1, so the caller's own regions follow), then
+// tries all threads again; the pause doubles while the stalls go on (up to 8 s)
+// and is forgotten after a clean probe. On an idle machine no region stalls and
+// nothing changes. Per calling thread (OpenMP's thread count is per thread too).
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr double kStall = 0.5e-3;       // s of waiting that no fork/join on an idle machine costs
+constexpr double kFirstPause = 1.0;     // s on one thread after the stalls start
+constexpr double kMaxPause = 8.0;
+std::atomic<int> g_requested{0};        // set_threads(); 0: OpenMP's default (g_default)
+int g_default = 1;                      // omp_get_max_threads() at start (OMP_NUM_THREADS or the cores)
+bool g_fallback = true;                 // VITSCOPE_THREAD_FALLBACK=0 turns it off (to measure without it)
+
+struct Governor {
+    double score = 0;                   // +1 per stall, decays 0.05 per clean region
+    bool single = false;                // running on one thread now
+    Clock::time_point until{}, restored{};
+    double pause = kFirstPause;
+    long stalls = 0, fallbacks = 0;
+};
+thread_local Governor t_gov;
+
+int requested() {
+    int r = g_requested.load(std::memory_order_relaxed);
+    return r > 0 ? r : g_default;
+}
+
+// Threads for a region started now by this thread.
+int team() {
+    if (omp_in_parallel()) return 1;
+    Governor& g = t_gov;
+    if (g.single && Clock::now() >= g.until) {  // probe all threads again
+        g.single = false;
+        g.score = 0;
+        g.restored = Clock::now();
+        omp_set_num_threads(requested());
+    }
+    return g.single ? 1 : omp_get_max_threads();
+}
+
+void report(double wall, double work) {
+    if (!g_fallback) return;
+    Governor& g = t_gov;
+    if (wall - work > kStall && wall > 1.5 * work) {
+        ++g.stalls;
+        g.score += 1;
+    } else {
+        g.score = std::max(0.0, g.score - 0.05);
+        if (g.score == 0 && Clock::now() - g.restored > std::chrono::duration<double>(2 * g.pause))
+            g.pause = kFirstPause;  // a quiet spell: forget the back-off
+    }
+    if (g.score >= 2 && !g.single) {
+        const auto now = Clock::now();
+        // Stalls again soon after a probe: wait longer before the next one.
+        if (g.fallbacks && now - g.restored < std::chrono::duration<double>(0.5))
+            g.pause = std::min(kMaxPause, g.pause * 2);
+        g.single = true;
+        ++g.fallbacks;
+        g.until = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g.pause));
+        omp_set_num_threads(1);
+    }
+}
+
+// Splits the work in `parts` = the threads asked for (1 when not `worth`, the
+// work being too small to split, or when called inside a parallel region, as the
+// trainer's data-parallel loop does), runs body(part, parts) for each, on team()
+// threads, and reports stalls. The parts do not depend on how many threads run
+// them: results are bitwise the same whether a region ran on all threads or fell
+// back to one.
+template <class F>
+void parallel(bool worth, F&& body) {
+    const int parts = (worth && !omp_in_parallel()) ? requested() : 1;
+    const int nt = parts > 1 ? std::min(team(), parts) : 1;
+    if (nt <= 1) {
+        for (int p = 0; p < parts; ++p) body(p, parts);
+        return;
+    }
+    constexpr int kMax = 256;
+    double work[kMax] = {};
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(std::min(nt, kMax))
+    {
+        const auto s = Clock::now();
+        const int t = omp_get_thread_num(), n = omp_get_num_threads();
+        for (int p = parts * t / n; p < parts * (t + 1) / n; ++p) body(p, parts);
+        work[t] = std::chrono::duration<double>(Clock::now() - s).count();
+    }
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    report(wall, *std::max_element(work, work + std::min(nt, kMax)));
+}
+
+// [begin, end) of thread t of n over `count` items (contiguous, as schedule(static)).
+inline int64_t split(int64_t count, int t, int n) { return count * t / n; }
+}  // namespace
 
 // One thread pool at a time: OpenMP splits rows and heads across the cores and
 // every BLAS call runs single-threaded inside it. (OpenBLAS's own threads plus
@@ -19,15 +130,31 @@ namespace vit::ops {
 // ViT-Ti-sized matrices.)
 namespace {
 struct PoolInit {
-    PoolInit() { openblas_set_num_threads(1); }
+    PoolInit() {
+        blas::init();  // also for binaries whose main() does not call it (tests, tools)
+        openblas_set_num_threads(1);
+        g_default = std::max(1, omp_get_max_threads());
+        const char* f = std::getenv("VITSCOPE_THREAD_FALLBACK");
+        g_fallback = !(f && std::strcmp(f, "0") == 0);
+    }
 } pool_init;
 }  // namespace
 
-int threads() { return omp_get_max_threads(); }
-void set_threads(int n) { omp_set_num_threads(n > 0 ? n : 1); }
+int threads() { return requested(); }
+void set_threads(int n) {
+    g_requested = n > 0 ? n : 1;
+    if (!t_gov.single) omp_set_num_threads(g_requested);
+}
 
-using batch = xsimd::batch<float>;
-constexpr size_t W = batch::size;
+std::string threading() {
+    const Governor& g = t_gov;
+    std::string s = std::to_string(requested()) + (requested() == 1 ? " thread" : " threads");
+    if (g.fallbacks)
+        s += ", " + std::to_string(g.stalls) + " stalled regions: fell back to one thread " +
+             std::to_string(g.fallbacks) + (g.fallbacks == 1 ? " time" : " times");
+    if (g.single) s += " (one thread now)";
+    return s;
+}
 
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
@@ -39,12 +166,9 @@ void linear(float* out, const float* in, const float* Wt, const float* b, int R,
     if (b) {
         for (int r = 0; r < R; ++r) std::memcpy(out + size_t(r) * O, b, sizeof(float) * O);
     }
-    const int nt = (double(R) * I * O < 2e5) ? 1 : omp_get_max_threads();
-    if (nt <= 1) { gemm(false, true, R, O, I, 1.f, in, I, Wt, I, b ? 1.f : 0.f, out, O); return; }
     // Split the larger of rows and output columns across the threads.
-#pragma omp parallel num_threads(nt)
-    {
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
+    parallel(double(R) * I * O >= 2e5, [&](int t, int n) {
+        if (n == 1) { gemm(false, true, R, O, I, 1.f, in, I, Wt, I, b ? 1.f : 0.f, out, O); return; }
         if (R >= 8 * n && R >= O / 4) {
             int r0 = int(int64_t(R) * t / n), r1 = int(int64_t(R) * (t + 1) / n);
             if (r1 > r0) gemm(false, true, r1 - r0, O, I, 1.f, in + size_t(r0) * I, I, Wt, I, b ? 1.f : 0.f,
@@ -54,76 +178,59 @@ void linear(float* out, const float* in, const float* Wt, const float* b, int R,
             if (c1 > c0) gemm(false, true, R, c1 - c0, I, 1.f, in, I, Wt + size_t(c0) * I, I, b ? 1.f : 0.f,
                               out + c0, O);
         }
-    }
+    });
 }
 
 void layernorm(float* out, float* norm, float* mean, float* std, const float* x, const float* g,
                const float* b, int R, int D, float eps, bool unbiased) {
-#pragma omp parallel for schedule(static) if (R * D > 20000)
-    for (int r = 0; r < R; ++r) {
-        const float* xr = x + size_t(r) * D;
-        // Two passes (mean, then squared deviations) in float: vectorizes, and
-        // the parity tests show ~1e-7 relative error against PyTorch.
-        float s = 0;
-        for (int i = 0; i < D; ++i) s += xr[i];
-        float m = s / float(D);
-        float ss = 0;
-        for (int i = 0; i < D; ++i) { float t = xr[i] - m; ss += t * t; }
-        double var = double(ss) / (unbiased ? std::max(D - 1, 1) : D);
-        float rstd = float(1.0 / std::sqrt(var + eps));
-        if (mean) mean[r] = m;
-        if (std) std[r] = float(std::sqrt(var));
-        float* o = out + size_t(r) * D;
-        float* nr = norm ? norm + size_t(r) * D : o;
-        for (int i = 0; i < D; ++i) nr[i] = (xr[i] - m) * rstd;
-        if (g) {
-            for (int i = 0; i < D; ++i) o[i] = nr[i] * g[i] + (b ? b[i] : 0.f);
-        } else if (nr != o) {
-            std::memcpy(o, nr, sizeof(float) * D);
-        }
-    }
+    const auto& k = kernels::best();
+    parallel(int64_t(R) * D > 20000, [&](int t, int n) {
+        k.layernorm_rows(out, norm, mean, std, x, g, b, int(split(R, t, n)), int(split(R, t + 1, n)), D, eps, unbiased);
+    });
 }
 
 void gelu(float* out, const float* x, size_t n) {
-    const batch half(0.5f), one(1.f), rs2(float(M_SQRT1_2));
-    const int64_t nb = int64_t(n / W);
-#pragma omp parallel for schedule(static) if (n > 50000)
-    for (int64_t bi = 0; bi < nb; ++bi) {
-        size_t i = size_t(bi) * W;
-        batch v = batch::load_unaligned(x + i);
-        batch r = half * v * (one + xsimd::erf(v * rs2));
-        r.store_unaligned(out + i);
-    }
-    for (size_t i = size_t(nb) * W; i < n; ++i) out[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * float(M_SQRT1_2)));
+    const auto& k = kernels::best();
+    // Split on 64-float boundaries so that every thread's range is whole vectors.
+    const int64_t blocks = int64_t((n + 63) / 64);
+    parallel(n > 50000, [&](int t, int nt) {
+        k.gelu(out, x, std::min(n, size_t(split(blocks, t, nt)) * 64), std::min(n, size_t(split(blocks, t + 1, nt)) * 64));
+    });
 }
 
 void softmax_rows(float* out, const float* x, int R, int C) {
-#pragma omp parallel for schedule(static) if (int64_t(R) * C > 20000)
-    for (int r = 0; r < R; ++r) {
-        const float* xr = x + size_t(r) * C;
-        float* o = out + size_t(r) * C;
-        float m = xr[0];
-        for (int i = 1; i < C; ++i) m = std::max(m, xr[i]);
-        const batch bm(m);
-        batch acc(0.f);
-        int i = 0;
-        for (; i + int(W) <= C; i += W) {
-            batch e = xsimd::exp(batch::load_unaligned(xr + i) - bm);
-            e.store_unaligned(o + i);
-            acc += e;
-        }
-        float s = xsimd::hadd(acc);
-        for (; i < C; ++i) { o[i] = std::exp(xr[i] - m); s += o[i]; }
-        const batch inv(1.f / s);
-        i = 0;
-        for (; i + int(W) <= C; i += W) (batch::load_unaligned(o + i) * inv).store_unaligned(o + i);
-        for (; i < C; ++i) o[i] *= 1.f / s;
-    }
+    const auto& k = kernels::best();
+    parallel(int64_t(R) * C > 20000, [&](int t, int n) {
+        k.softmax_rows(out, x, int(split(R, t, n)), int(split(R, t + 1, n)), C);
+    });
 }
 
 void add(float* out, const float* a, const float* b, size_t n) {
-#pragma omp parallel for schedule(static) if (n > 100000)
-    for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+    const auto& k = kernels::best();
+    parallel(n > 100000, [&](int t, int nt) {
+        k.add(out, a, b, size_t(split(int64_t(n), t, nt)), size_t(split(int64_t(n), t + 1, nt)));
+    });
 }
+
+namespace kernels {
+// GCC's __builtin_cpu_supports checks that the OS saves the wide registers too.
+const Table& best() {
+    // VITSCOPE_KERNELS=avx2|sse2 picks a narrower one (to measure what a build
+    // without dispatch would run); never a wider one than the CPU has.
+    static const Table& t = [] () -> const Table& {
+        const char* want = std::getenv("VITSCOPE_KERNELS");
+        const std::string w = want ? want : "";
+#if defined(__x86_64__)
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && w != "avx2" && w != "sse2")
+            return avx512;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && w != "sse2") return avx2;
+#endif
+        return sse2;
+    }();
+    return t;
+}
+}  // namespace kernels
 
 }  // namespace vit::ops

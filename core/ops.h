@@ -3,12 +3,18 @@
 // (llm.c style). Each names the PyTorch line it equals.
 #pragma once
 #include <cstddef>
+#include <string>
 
 namespace vit::ops {
 
 // Threads used by the kernels (OpenMP; BLAS itself runs single-threaded).
+// While other processes hold the cores, a calling thread's regions fall back to
+// one thread for a while (see ops.cpp); threads() is still the count asked for.
 int threads();
 void set_threads(int n);
+// "2 threads" or "2 threads, 14 stalled regions: fell back to one thread 3 times"
+// (the calling thread's record).
+std::string threading();
 
 // C(MxN) = alpha * op(A) op(B) + beta * C, op = transpose when the flag is set.
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,

@@ -10,11 +10,50 @@
 #include <string>
 #include <vector>
 
+#include "core/blas.h"
 #include "core/checkpoint.h"
 #include "core/forward.h"
+#include "core/ops.h"
+#include "core/ops_kernels.h"
 #include "core/profile.h"
 #include "core/train.h"
 #include "core/trainer.h"
+
+// Median milliseconds of f() over `runs` calls.
+template <class F>
+static double median_ms(int runs, F&& f) {
+    std::vector<double> ms;
+    for (int r = 0; r < runs + 3; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        f();
+        double d = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (r >= 3) ms.push_back(d);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+// --ops: the elementwise kernels on ViT-B/16 shapes, one thread (T=197, D=768,
+// M=3072, H=12): what a build without -march=native must keep.
+static int bench_ops(int runs) {
+    vit::ops::set_threads(1);
+    const int T = 197, D = 768, M = 3072, H = 12;
+    std::mt19937 rng(0);
+    std::normal_distribution<float> nd;
+    std::vector<float> x(std::max(size_t(H) * T * T, size_t(T) * M)), y(x.size()), g(D, 1.1f), b(D, 0.1f), n2(size_t(T) * D), mean(T),
+        sd(T), z(size_t(T) * M);
+    for (auto& v : x) v = nd(rng);
+    double gelu = median_ms(runs, [&] { vit::ops::gelu(z.data(), x.data(), size_t(T) * M); });
+    double ln = median_ms(runs, [&] {
+        vit::ops::layernorm(y.data(), n2.data(), mean.data(), sd.data(), x.data(), g.data(), b.data(), T, D, 1e-6f, false);
+    });
+    double sm = median_ms(runs, [&] { vit::ops::softmax_rows(y.data(), x.data(), H * T, T); });
+    double add = median_ms(runs, [&] { vit::ops::add(y.data(), x.data(), x.data() + T * D, size_t(T) * D); });
+    std::printf("ops kernels=%s gelu_ms=%.3f layernorm_ms=%.3f softmax_ms=%.3f add_ms=%.4f  "
+                "(one thread; gelu %dx%d, layernorm %dx%d, softmax %dx%dx%d, add %dx%d)\n",
+                vit::ops::kernels::best().name, gelu, ln, sm, add, T, M, T, D, H, T, T, T, D);
+    return 0;
+}
 
 // Peak resident memory of this process image. (getrusage's ru_maxrss survives
 // execve on Linux, so a child of a big Python process would report the parent's.)
@@ -30,6 +69,7 @@ static double peak_mb() {
 }
 
 int main(int argc, char** argv) {
+    vit::blas::init();
     std::string model = "default";
     int runs = 10, warmup = 2, train_batch = 0;
     bool prof = false;
@@ -44,7 +84,8 @@ int main(int argc, char** argv) {
         else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
         else if (a == "--train-batch") train_batch = std::max(1, std::atoi(next().c_str()));
         else if (a == "--profile") prof = true;
-        else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile]\n"); return 2; }
+        else if (a == "--ops") return bench_ops(runs * 10);
+        else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile] [--ops]\n"); return 2; }
     }
     try {
         auto l0 = std::chrono::steady_clock::now();
@@ -72,6 +113,7 @@ int main(int argc, char** argv) {
             });
             double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::printf("ours_img_s=%.1f steps=%d peak_mb=%.1f\n", double(runs) * train_batch / s, runs, peak_mb());
+            std::printf("blas: %s\n", vit::blas::describe().c_str());
             return 0;
         }
         auto x = vit::Tensor3::from_shape({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
@@ -108,6 +150,7 @@ int main(int argc, char** argv) {
         std::sort(ms.begin(), ms.end());
         std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f\n", ms[ms.size() / 2], ms[0],
                     t.size(), t.bytes() / 1e6, peak_mb());
+        std::printf("blas: %s\nthreads: %s\n", vit::blas::describe().c_str(), vit::ops::threading().c_str());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "vitscope-bench: %s\n", e.what());
         return 1;

@@ -1,23 +1,39 @@
 #!/usr/bin/python3
 """Forward-pass benchmark: ViTScope's traced forward (every stage recorded)
-against torchvision's plain forward of the same weights, in the same run, on
-the same cores. Prints one line per model:
-    bench MODEL ours_ms=... torch_ms=... ratio=... peak_mb=...
-ratio = ours / torch (below 1 means ViTScope is faster)."""
+against PyTorch (torchvision's plain forward) and ONNX Runtime (the same model
+exported with torch.onnx.export, opset 17, run by npm's onnxruntime-node) on
+the same weights, in the same run, on the same cores. One line per model:
+
+    bench MODEL ours_ms=... torch_ms=... ratio=... ort_ms=... ratio_ort=...
+          peak_mb=... torch_peak_mb=... ort_peak_mb=... load=... blas="..."
+
+ratio = ours / torch and ratio_ort = ours / ONNX Runtime (below 1: ViTScope is
+faster). peak_mb is each engine's own process (VmHWM / maxRSS): ViTScope's
+bench binary, a fresh Python process for PyTorch, the node process for ONNX
+Runtime. load is the 1-minute load average when the line was measured.
+
+--busy measures every model twice: idle, then with one core busy with
+`nice -n 19 yes >/dev/null` (started here, always stopped), and prints the
+busy/idle factor of each engine.
+
+ONNX Runtime is installed on first use with
+`npm install --ignore-scripts onnxruntime-node@1.23.0` into --ort-cache
+(default ~/.cache/vitscope/onnxruntime-node-1.23.0); without node or npm the
+benchmark says so and goes on without it (--no-ort skips it)."""
 import argparse
+import json
 import os
-import resource
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
-import torch
-import torchvision
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "parity"))
-import vitref  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+ORT_VERSION = "1.23.0"
 
 MODELS = {  # name: (image, channels, patch, layers, heads, width, mlp, classes)
     "vit-ti16": (224, 3, 16, 12, 3, 192, 768, 1000),
@@ -26,48 +42,202 @@ MODELS = {  # name: (image, channels, patch, layers, heads, width, mlp, classes)
 }
 
 
-def torch_ms(model, x, runs, warmup):
+def build_torch(name):
+    import torch
+    import torchvision
+    sys.path.insert(0, os.path.join(HERE, "..", "tests", "parity"))
+    import vitref  # noqa: E402
+    S, C, P, L, H, D, M, K = MODELS[name]
+    torch.manual_seed(0)
+    tv = torchvision.models.VisionTransformer(image_size=S, patch_size=P, num_layers=L, num_heads=H,
+                                              hidden_dim=D, mlp_dim=M, num_classes=K).eval()
+    if C == 1:  # torchvision is RGB-only: a 1-channel patch conv, as timm's in_chans=1
+        tv.conv_proj = torch.nn.Conv2d(1, D, P, P)
+    vitref.randomize(tv, 1)
+    return tv, vitref
+
+
+def vm_hwm_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1]) / 1024
+    return -1.0
+
+
+def torch_child(name, runs, warmup, threads):
+    """In a fresh process, so that its peak memory is this model's alone."""
+    import torch
+    torch.set_num_threads(threads)
+    tv, _ = build_torch(name)
+    S, C = MODELS[name][0], MODELS[name][1]
+    x = torch.randn(1, C, S, S)
     ts = []
     with torch.no_grad():
         for i in range(warmup + runs):
             t0 = time.perf_counter()
-            model(x)
+            tv(x)
             if i >= warmup:
                 ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
+    print(json.dumps({"torch_ms": statistics.median(ts), "torch_peak_mb": vm_hwm_mb()}))
+
+
+def kv_line(text):
+    return dict(kv.split("=", 1) for kv in text.split())
+
+
+class Ort:
+    """npm's onnxruntime-node, installed on first use into a cache directory."""
+
+    def __init__(self, cache, enabled):
+        self.dir, self.ok, self.why = cache, False, ""
+        if not enabled:
+            self.why = "skipped (--no-ort)"
+            return
+        node, npm = shutil.which("node"), shutil.which("npm")
+        if not node or not npm:
+            self.why = f"not measured: {'node' if not node else 'npm'} not found (install nodejs and npm)"
+            return
+        self.node = node
+        pkg = os.path.join(cache, "node_modules", "onnxruntime-node", "package.json")
+        if not os.path.exists(pkg):
+            print(f"# installing onnxruntime-node@{ORT_VERSION} into {cache} (first use)", flush=True)
+            os.makedirs(cache, exist_ok=True)
+            r = subprocess.run([npm, "install", "--prefix", cache, "--ignore-scripts", "--no-audit", "--no-fund",
+                                "--fetch-timeout=900000", f"onnxruntime-node@{ORT_VERSION}"],
+                               capture_output=True, text=True)
+            if r.returncode != 0 or not os.path.exists(pkg):
+                tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
+                self.why = "not measured: npm install failed: " + " / ".join(tail)
+                return
+        self.ok = True
+
+    def time(self, onnx, C, S, runs, warmup, threads):
+        env = dict(os.environ, NODE_PATH=os.path.join(self.dir, "node_modules"))
+        r = subprocess.run([self.node, os.path.join(HERE, "ort_bench.js"), onnx, str(C), str(S), str(runs),
+                            str(warmup), str(threads)], env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"ONNX Runtime failed on {onnx}: {r.stderr.strip()[-400:]}")
+        return kv_line(r.stdout.strip().splitlines()[-1])
+
+
+def measure(name, a, paths, ort):
+    S, C = MODELS[name][0], MODELS[name][1]
+    runs = a.runs if S > 100 else a.runs * 20
+    load = os.getloadavg()[0]
+    r = subprocess.run([sys.executable, __file__, "--torch-child", name, "--runs", str(runs), "--threads",
+                        str(a.threads)], capture_output=True, text=True, check=True)
+    tm = json.loads(r.stdout.strip().splitlines()[-1])
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    r = subprocess.run([a.bench, "--model", paths["st"], "--runs", str(runs), "--warmup", "3"], env=env,
+                       capture_output=True, text=True, check=True)
+    lines = r.stdout.splitlines()
+    ours = kv_line(next(l for l in lines if l.startswith("ours_ms=")))
+    ours["blas"] = next((l[6:] for l in lines if l.startswith("blas: ")), "?")
+    ours["threading"] = next((l[9:] for l in lines if l.startswith("threads: ")), "?")
+    res = {"ours_ms": float(ours["ours_ms"]), "torch_ms": tm["torch_ms"], "peak_mb": float(ours["peak_mb"]),
+           "torch_peak_mb": tm["torch_peak_mb"], "trace_mb": ours["trace_mb"], "stages": ours["stages"],
+           "blas": ours["blas"], "threading": ours["threading"], "load": load}
+    if ort.ok:
+        o = ort.time(paths["onnx"], C, S, runs, 3, a.threads)
+        res["ort_ms"], res["ort_peak_mb"] = float(o["ort_ms"]), float(o["peak_mb"])
+    return res
+
+
+def line(name, res, tag):
+    s = (f"bench {name}{tag} ours_ms={res['ours_ms']:.3f} torch_ms={res['torch_ms']:.3f} "
+         f"ratio={res['ours_ms'] / res['torch_ms']:.3f}")
+    if "ort_ms" in res:
+        s += f" ort_ms={res['ort_ms']:.3f} ratio_ort={res['ours_ms'] / res['ort_ms']:.3f}"
+    s += f" peak_mb={res['peak_mb']:.1f} torch_peak_mb={res['torch_peak_mb']:.1f}"
+    if "ort_ms" in res:
+        s += f" ort_peak_mb={res['ort_peak_mb']:.1f}"
+    s += (f" trace_mb={res['trace_mb']} stages={res['stages']} load={res['load']:.2f} "
+          f"blas=\"{res['blas']}\" threads=\"{res['threading']}\"")
+    return s
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bench", required=True, help="path to the vitscope-bench binary")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bench", help="path to the vitscope-bench binary")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--busy", action="store_true", help="also measure with one core busy (nice -n 19 yes)")
+    ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
+    ap.add_argument("--ort-cache", default=os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                                        os.path.expanduser("~/.cache"), "vitscope",
+                                                        f"onnxruntime-node-{ORT_VERSION}"))
+    ap.add_argument("--torch-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(a.threads))
-    tmp = tempfile.mkdtemp(prefix="vitscope-bench-")
+    if a.torch_child:
+        return torch_child(a.torch_child, a.runs, 3, a.threads)
+    if not a.bench:
+        ap.error("--bench is required")
     for name in a.models.split(","):
-        S, C, P, L, H, D, M, K = MODELS[name]
-        torch.manual_seed(0)
-        tv = torchvision.models.VisionTransformer(image_size=S, patch_size=P, num_layers=L, num_heads=H,
-                                                  hidden_dim=D, mlp_dim=M, num_classes=K).eval()
-        if C == 1:  # torchvision is RGB-only: a 1-channel patch conv, as timm's in_chans=1
-            tv.conv_proj = torch.nn.Conv2d(1, D, P, P)
-        vitref.randomize(tv, 1)
-        path = os.path.join(tmp, name + ".safetensors")
-        vitref.write_safetensors(path, tv.state_dict(), {"num_heads": H})
-        runs = a.runs if S > 100 else a.runs * 20
-        tm = torch_ms(tv, torch.randn(1, C, S, S), runs, 3)
-        r = subprocess.run([a.bench, "--model", path, "--runs", str(runs), "--warmup", "3"], env=env,
-                           capture_output=True, text=True, check=True)
-        ours = dict(kv.split("=") for kv in r.stdout.split())
-        om = float(ours["ours_ms"])
-        print(f"bench {name} ours_ms={om:.3f} torch_ms={tm:.3f} ratio={om / tm:.3f} peak_mb={ours['peak_mb']} "
-              f"trace_mb={ours['trace_mb']} stages={ours['stages']} threads={a.threads}", flush=True)
-        os.remove(path)
-    torch_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"# torch process peak_mb={torch_peak:.1f}")
+        if name not in MODELS:
+            ap.error(f"unknown model '{name}' (known: {', '.join(MODELS)})")
+
+    ort = Ort(a.ort_cache, not a.no_ort)
+    if not ort.ok:
+        print(f"# ONNX Runtime {ort.why}; going on with PyTorch alone", flush=True)
+    import torch
+    tmp = tempfile.mkdtemp(prefix="vitscope-bench-")
+    busy = None
+
+    def stop_busy():
+        nonlocal busy
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+            busy = None
+
+    # SIGTERM ends the run like Ctrl-C does, so that `finally` stops the load.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        for name in a.models.split(","):
+            S, C = MODELS[name][0], MODELS[name][1]
+            tv, vitref = build_torch(name)
+            paths = {"st": os.path.join(tmp, name + ".safetensors"), "onnx": os.path.join(tmp, name + ".onnx")}
+            vitref.write_safetensors(paths["st"], tv.state_dict(), {"num_heads": MODELS[name][4]})
+            if ort.ok:
+                # With gradients enabled: under no_grad, nn.MultiheadAttention takes its fused
+                # fast path (aten::_native_multi_head_attention), which opset 17 cannot export.
+                with warnings.catch_warnings():  # the tracer's notes on torchvision's shape asserts
+                    warnings.simplefilter("ignore")
+                    torch.onnx.export(tv, torch.randn(1, C, S, S), paths["onnx"], opset_version=17,
+                                      input_names=["input"], output_names=["logits"])
+            idle = measure(name, a, paths, ort)
+            print(line(name, idle, ""), flush=True)
+            if a.busy:
+                busy = subprocess.Popen(["nice", "-n", "19", "yes"], stdout=subprocess.DEVNULL)
+                time.sleep(0.5)
+                res = measure(name, a, paths, ort)
+                stop_busy()
+                s = line(name, res, "@busy")
+                s += f" busy_vs_idle_ours={res['ours_ms'] / idle['ours_ms']:.2f}"
+                s += f" busy_vs_idle_torch={res['torch_ms'] / idle['torch_ms']:.2f}"
+                if "ort_ms" in res:
+                    s += f" busy_vs_idle_ort={res['ort_ms'] / idle['ort_ms']:.2f}"
+                print(s, flush=True)
+            for p in paths.values():
+                if os.path.exists(p):
+                    os.remove(p)
+    finally:
+        stop_busy()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"# threads={a.threads} cpu=\"{cpu_name()}\"")
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for l in f:
+                if l.startswith("model name"):
+                    return l.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
 
 
 if __name__ == "__main__":

@@ -83,10 +83,12 @@ def main():
         env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
         r = subprocess.run([a.bench, "--model", path, "--train-batch", str(a.batch), "--runs", str(a.steps),
                             "--warmup", "5"], env=env, capture_output=True, text=True, check=True)
-        ours = dict(kv.split("=") for kv in r.stdout.split())
+        lines = r.stdout.splitlines()
+        ours = dict(kv.split("=") for kv in next(l for l in lines if l.startswith("ours_img_s=")).split())
+        blas = next((l[6:] for l in lines if l.startswith("blas: ")), "?")
         oi = float(ours["ours_img_s"])
         print(f"bench-train {name} ours_img_s={oi:.0f} torch_img_s={tt:.0f} ratio={oi / tt:.2f} batch={a.batch} "
-              f"threads={a.threads} peak_mb={ours['peak_mb']}", flush=True)
+              f"threads={a.threads} peak_mb={ours['peak_mb']} blas=\"{blas}\"", flush=True)
         os.remove(path)
 
 

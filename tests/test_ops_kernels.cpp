@@ -1,0 +1,94 @@
+// Every build of the elementwise kernels (AVX-512, AVX2, baseline; chosen at run
+// time) against plain double-precision arithmetic, on sizes with vector tails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/ops.h"
+#include "core/ops_kernels.h"
+
+using namespace vit::ops;
+
+namespace {
+std::vector<const kernels::Table*> runnable() {
+    __builtin_cpu_init();
+    std::vector<const kernels::Table*> v{&kernels::sse2};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) v.push_back(&kernels::avx2);
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        v.push_back(&kernels::avx512);
+    return v;
+}
+std::vector<float> randn(size_t n, unsigned seed, float scale = 3.f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+}
+}  // namespace
+
+TEST(OpsKernels, BestIsTheWidestThisCpuRuns) {
+    EXPECT_STREQ(kernels::best().name, runnable().back()->name);
+}
+
+TEST(OpsKernels, GeluAddSoftmaxLayerNormMatchDoubleArithmetic) {
+    const int R = 7, C = 203;  // 203 = 12*16 + 11: every width has a tail
+    auto x = randn(size_t(R) * C, 1), y = randn(size_t(R) * C, 2), g = randn(C, 3, 1.f), b = randn(C, 4, 1.f);
+    for (const kernels::Table* k : runnable()) {
+        SCOPED_TRACE(k->name);
+        std::vector<float> out(x.size()), norm(x.size()), mean(R), sd(R);
+        k->gelu(out.data(), x.data(), 5, x.size());  // an unaligned start
+        for (size_t i = 5; i < x.size(); ++i)
+            ASSERT_NEAR(out[i], 0.5 * x[i] * (1 + std::erf(x[i] / std::sqrt(2.0))), 2e-6 * (1 + std::fabs(x[i])));
+        k->add(out.data(), x.data(), y.data(), 0, x.size());
+        for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(out[i], x[i] + y[i]);
+        k->softmax_rows(out.data(), x.data(), 0, R, C);
+        for (int r = 0; r < R; ++r) {
+            double m = -1e30, s = 0;
+            for (int i = 0; i < C; ++i) m = std::max(m, double(x[r * C + i]));
+            for (int i = 0; i < C; ++i) s += std::exp(x[r * C + i] - m);
+            for (int i = 0; i < C; ++i) ASSERT_NEAR(out[r * C + i], std::exp(x[r * C + i] - m) / s, 1e-6);
+        }
+        for (bool unbiased : {false, true}) {
+            k->layernorm_rows(out.data(), norm.data(), mean.data(), sd.data(), x.data(), g.data(), b.data(), 0, R, C,
+                              1e-6f, unbiased);
+            for (int r = 0; r < R; ++r) {
+                double m = 0, v = 0;
+                for (int i = 0; i < C; ++i) m += x[r * C + i];
+                m /= C;
+                for (int i = 0; i < C; ++i) v += (x[r * C + i] - m) * (x[r * C + i] - m);
+                v /= unbiased ? C - 1 : C;
+                ASSERT_NEAR(mean[r], m, 1e-5);
+                ASSERT_NEAR(sd[r], std::sqrt(v), 1e-5);
+                for (int i = 0; i < C; ++i) {
+                    double n = (x[r * C + i] - m) / std::sqrt(v + 1e-6);
+                    ASSERT_NEAR(norm[r * C + i], n, 1e-5);
+                    ASSERT_NEAR(out[r * C + i], n * g[i] + b[i], 1e-4);
+                }
+            }
+        }
+    }
+}
+
+TEST(OpsKernels, ResultsDoNotDependOnTheThreadCount) {
+    // The busy-machine fallback runs a region on one thread: bitwise the same.
+    const int R = 197, I = 192, O = 768;
+    auto in = randn(size_t(R) * I, 5, 1.f), W = randn(size_t(O) * I, 6, 0.1f), bias = randn(O, 7, 0.1f);
+    std::vector<float> a(size_t(R) * O), b(a.size());
+    const int before = threads();
+    set_threads(2);
+    linear(a.data(), in.data(), W.data(), bias.data(), R, I, O);
+    gelu(a.data(), a.data(), a.size());
+    set_threads(2);
+    // Same parts, computed by the calling thread alone (what the fallback does).
+    #pragma omp parallel num_threads(1)
+    {
+        linear(b.data(), in.data(), W.data(), bias.data(), R, I, O);
+        gelu(b.data(), b.data(), b.size());
+    }
+    set_threads(before);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+}
