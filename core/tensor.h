@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -46,7 +47,8 @@ struct TraceEntry {
 
 // The ordered record of a forward pass: the order is the step-through
 // cursor, the name is the interface. The computation writes each stage
-// straight into the array record() returns (nothing is copied afterwards).
+// straight into the array record() returns (nothing is copied afterwards);
+// that reference stays valid while later stages are recorded.
 // Recording into an existing trace reuses its arrays when the sequence of
 // names and shapes is unchanged (a toggle re-running the same model), so
 // repeated runs neither allocate nor page-fault.
@@ -56,7 +58,7 @@ public:
     Array& record(const std::string& name, int layer, const Shape& shape);
     void end();                                                      // drop stale entries
 
-    const std::vector<TraceEntry>& entries() const { return entries_; }
+    const std::deque<TraceEntry>& entries() const { return entries_; }
     size_t size() const { return entries_.size(); }
     bool has(const std::string& name) const { return index_.count(name) != 0; }
     int index_of(const std::string& name) const;                      // -1 if absent
@@ -69,7 +71,9 @@ public:
 
 private:
     std::atomic<int>* progress_ = nullptr;
-    std::vector<TraceEntry> entries_;
+    // A deque: the computation holds the arrays record() returned while it records the
+    // next stages, and appending to a deque never moves the existing entries.
+    std::deque<TraceEntry> entries_;
     std::unordered_map<std::string, size_t> index_;
     size_t cursor_ = 0;
 };

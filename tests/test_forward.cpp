@@ -99,3 +99,17 @@ TEST(Options, UnbiasedShrinksNormalizedBySqrtNMinus1OverN) {
     }
     EXPECT_NEAR(b.get("blocks.0.ln1.std").flat(0), sd.flat(0) * std::sqrt(8.0 / 7.0), 1e-6);
 }
+
+// The forward pass holds the array record() returned while it records the next stages
+// (patches is read after patch_embed is recorded): the reference must survive appends.
+// A std::vector of entries broke this (found by the ASan build: heap-use-after-free).
+TEST(Trace, ReferencesFromRecordSurviveLaterRecords) {
+    Trace t;
+    t.begin();
+    Array& first = t.record("first", -1, {3});
+    first.fill(7.f);
+    for (int i = 0; i < 1000; ++i) t.record("stage" + std::to_string(i), -1, {2, 2});
+    t.end();
+    EXPECT_EQ(&first, &t.get("first"));
+    EXPECT_EQ(first.flat(2), 7.f);
+}
