@@ -45,12 +45,14 @@ build() {
 # only the unit tests and the fuzz harnesses; ctest there replays every
 # harness's corpus and regressions and fuzzes each for a few seconds.
 sanitize() {
-  local SAN=$BUILD/san
+  local SAN=$BUILD/san t0=$SECONDS rc=0
   echo "==> sanitizer build (clang, ASan + UBSan, libFuzzer) in $SAN"
   cmake -S "$ROOT" -B "$SAN" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DVITSCOPE_FUZZ=ON -DVITSCOPE_BUILD_APP=OFF >/dev/null
   cmake --build "$SAN" -j"$(nproc)" --target vitscope_tests fuzzers
-  (cd "$SAN" && ctest --output-on-failure -j"$(nproc)" "$@")
+  (cd "$SAN" && ctest --output-on-failure -j"$(nproc)" "$@") || rc=$?
+  echo "==> sanitizer build and tests took $((SECONDS - t0)) s"
+  return $rc
 }
 
 cmd=${1:-run}
