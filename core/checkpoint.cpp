@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "io.h"
 
@@ -35,6 +36,18 @@ std::string config_to_json(const Config& c) {
 }
 
 namespace {
+// Metadata JSON (vitscope.config, class_names) parsed with bounds: a 50 MB
+// string of '[' would otherwise build 50 M nested arrays (gigabytes).
+json parse_bounded(const std::string& text) {
+    size_t values = 0;
+    json::parser_callback_t cb = [&](int depth, json::parse_event_t, json&) {
+        if (depth > 32) throw std::length_error("nested more than 32 levels deep");
+        if (++values > 1'000'000) throw std::length_error("more than 1,000,000 values");
+        return true;
+    };
+    return json::parse(text, cb);
+}
+
 // Checked reads of config fields: every number is range-checked before it is
 // converted (nlohmann's get<int>() on 1e302 or 2^40 is undefined behaviour)
 // and before anything is sized by it; errors name the file and the field.
@@ -100,8 +113,10 @@ Config config_from_json(const std::string& text, const std::string& what) {
     Config c;
     json j;
     try {
-        j = json::parse(text);
+        j = parse_bounded(text);
     } catch (const json::exception& e) {
+        throw FileError(what + ": bad vitscope.config metadata: " + e.what());
+    } catch (const std::length_error& e) {
         throw FileError(what + ": bad vitscope.config metadata: " + e.what());
     }
     if (!j.is_object()) throw FileError(what + ": bad vitscope.config metadata: not a JSON object");
@@ -322,7 +337,7 @@ LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
         if (c.channels == 1) { c.pre.mean.resize(1); c.pre.std.resize(1); }
     }
     if (auto it = meta.find("class_names"); it != meta.end()) {
-        try { c.class_names = json::parse(it->second).get<std::vector<std::string>>(); }
+        try { c.class_names = parse_bounded(it->second).get<std::vector<std::string>>(); }
         catch (...) { throw FileError(what + ": __metadata__ class_names is not a JSON list of strings"); }
     }
     if (!c.class_names.empty() && c.class_names.size() != size_t(c.classes)) c.class_names.clear();

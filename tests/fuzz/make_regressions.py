@@ -41,6 +41,11 @@ for name, change in {"huge_channels": {"channels": 1_000_000_000},              
     cfg = dict(mc.cfg); cfg.update(change)
     put("model", f"config_{name}.safetensors",
         mc.safetensors(mc.timm(), {"vitscope.config": json.dumps(cfg), "num_heads": "2"}))
+deep = "[" * 10000 + "]" * 10000                                                         # was: memory ~ nesting
+put("model", "class_names_deep.safetensors", mc.safetensors(mc.timm(), {"num_heads": "2", "class_names": deep}))
+cfg = dict(mc.cfg); cfg["class_names"] = "@"
+put("model", "config_deep.safetensors", mc.safetensors(mc.timm(), {"num_heads": "2",
+    "vitscope.config": json.dumps(cfg).replace('"@"', deep)}))
 put("model", "eps_not_a_number.safetensors", mc.safetensors(mc.timm(), {"num_heads": "2", "eps": "abc"}))  # was: "stof"
 put("model", "num_heads_huge.safetensors", mc.safetensors(mc.timm(), {"num_heads": "99999999999999999999"}))
 put("model", "num_heads_trailing.safetensors", mc.safetensors(mc.timm(), {"num_heads": "2x"}))
