@@ -8,10 +8,12 @@
 #include "../core/image.h"
 #include "../core/io.h"
 #include "../core/ops.h"
+#include "../core/stages.h"
 #include "../core/trainer.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -80,8 +82,8 @@ void print_eval(const EvalResult& r, const Config& c) {
 LoadOverrides overrides(const Commands::State& s) {
     LoadOverrides ov;
     ov.heads = s.heads;
-    if (s.pooling == "cls") ov.pooling = int(Pooling::Cls);
-    if (s.pooling == "mean") ov.pooling = int(Pooling::Mean);
+    if (s.pooling == "cls") ov.pooling = Pooling::Cls;
+    if (s.pooling == "mean") ov.pooling = Pooling::Mean;
     return ov;
 }
 
@@ -123,17 +125,23 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             if (s.image.empty() && s.input.empty()) throw CLI::ValidationError("trace needs --image or --input");
             LoadedModel lm = load(s);
             const Config& c = lm.weights.cfg;
-            Tensor x = s.input.empty() ? preprocess(load_image(s.image), c) : read_npy(s.input);
+            Tensor3 x;
+            if (s.input.empty()) x = preprocess(load_image(s.image), c);
+            else {
+                Array a = read_npy(s.input);
+                if (a.dimension() != 3)
+                    throw FileError(s.input + ": input must be (C, H, W), the file holds " + shape_str_of(a));
+                x = Tensor3(std::move(a));
+            }
             Options opt;
             opt.affine = !s.no_affine;
             opt.unbiased = s.unbiased;
             Trace t = vit::run(lm.weights, x, opt);
-            std::vector<std::pair<std::string, const Tensor*>> items;
-            for (auto& e : t.entries()) items.emplace_back(e.name, &e.tensor);
+            std::vector<ArrayRef> items;
+            for (auto& e : t.entries()) items.push_back(array_ref(e.name, e.tensor));
             write_npz(s.out, items);
-            const Tensor& p = t.get("probs");
-            size_t best = 0;
-            for (size_t i = 1; i < p.size(); ++i) if (p(i) > p(best)) best = i;
+            const Array& p = t.get("probs");
+            const size_t best = size_t(std::max_element(p.begin(), p.end()) - p.begin());
             std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
             std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, s.out.c_str());
             std::printf("prediction: class %zu%s%s (p=%.4f)\n", best, c.class_names.empty() ? "" : " ",
@@ -153,7 +161,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 lm.weights.cfg = preset(s.model);
                 LoadOverrides ov = overrides(s);
                 if (ov.heads > 0) lm.weights.cfg.heads = ov.heads;
-                if (ov.pooling >= 0) lm.weights.cfg.pooling = Pooling(ov.pooling);
+                if (ov.pooling) lm.weights.cfg.pooling = *ov.pooling;
                 lm.weights.cfg.validate();
                 lm.source = "preset:" + s.model;
             } else {

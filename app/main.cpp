@@ -283,13 +283,13 @@ int main(int argc, char** argv) {
         }
         if (ui.request_npy && cur) {
             std::string p = ui.export_dir + "/" + safe_name(cur->name) + ".npy";
-            try { write_file_atomic(p, npy_bytes(cur->tensor)); ui.status = "saved " + p; }
+            try { write_file_atomic(p, npy_bytes(cur->tensor.data(), shape_of(cur->tensor))); ui.status = "saved " + p; }
             catch (const std::exception& e) { s.error() = e.what(); }
         }
         if (ui.request_npz && s.trace()) {
             std::string p = ui.export_dir + "/vitscope-trace.npz";
-            std::vector<std::pair<std::string, const Tensor*>> items;
-            for (auto& e : s.trace()->entries()) items.emplace_back(e.name, &e.tensor);
+            std::vector<ArrayRef> items;
+            for (auto& e : s.trace()->entries()) items.push_back(array_ref(e.name, e.tensor));
             try { write_npz(p, items); ui.status = "saved " + p; }
             catch (const std::exception& e) { s.error() = e.what(); }
         }

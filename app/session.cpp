@@ -5,6 +5,8 @@
 #include "core/ops.h"
 #include "core/train.h"
 
+#include <xtensor/xbuilder.hpp>
+
 namespace vit::app {
 
 Session::Session() : model_(std::make_shared<LoadedModel>(vit::load_model("default"))), model_spec_("default") {
@@ -80,14 +82,14 @@ void Session::set_weights(std::shared_ptr<LoadedModel> m, const std::string& lab
 void Session::refresh_input() {
     const Config& c = config();
     if (!image_path_.empty()) input_ = preprocess(image_, c);
-    else input_ = Tensor::zeros({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+    else input_ = xt::zeros<float>({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
     dirty_ = true;
 }
 
 bool Session::load_labels(const std::string& path) {
     try {
         auto m = std::make_shared<LoadedModel>();
-        m->weights = clone(model_->weights);
+        m->weights = model_->weights;
         m->family = model_->family; m->source = model_->source; m->metadata = model_->metadata;
         apply_labels_file(m->weights.cfg, path);
         model_ = std::move(m);
@@ -102,7 +104,7 @@ bool Session::load_labels(const std::string& path) {
 bool Session::load_image(const std::string& path) {
     try {
         Image im = vit::load_image(path);
-        Tensor x = preprocess(im, config());
+        Tensor3 x = preprocess(im, config());
         image_ = std::move(im);
         image_path_ = path;
         input_ = std::move(x);
@@ -125,7 +127,7 @@ float Session::progress() const {
 
 void Session::launch() {
     auto model = model_;
-    Tensor x = input_.clone();
+    Tensor3 x = input_;
     Options opt = opt_;
     stages_done_ = 0;
     const Config& c = model->weights.cfg;
@@ -133,9 +135,9 @@ void Session::launch() {
     bool want_grads = param_count(c) < 30'000'000;  // the full backward of ViT-B+ is not worth a frame
     // Small models run single-threaded: a fork/join per kernel costs more than it saves.
     int threads = param_count(c) < 2'000'000 ? 1 : 0;
-    auto xp = std::make_shared<Tensor>(std::move(x));
+    auto xp = std::make_shared<Tensor3>(std::move(x));
     auto job = [this, model, xp, opt, want_grads, threads]() {
-        const Tensor& x = *xp;
+        const Tensor3& x = *xp;
         if (threads) ops::set_threads(threads);
         else ops::set_threads(int(std::thread::hardware_concurrency()));
         Result r;

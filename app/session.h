@@ -14,6 +14,7 @@
 #include "core/checkpoint.h"
 #include "core/forward.h"
 #include "core/image.h"
+#include "core/stages.h"
 
 namespace vit::app {
 
@@ -53,7 +54,7 @@ public:
     const LoadedModel& model() const { return *model_; }
     const std::string& model_spec() const { return model_spec_; }
     const std::string& image_path() const { return image_path_; }
-    const Tensor& input() const { return input_; }
+    const Tensor3& input() const { return input_; }
     // Replace the weights (the Train panel's live model).
     void set_weights(std::shared_ptr<LoadedModel> m, const std::string& label);
     std::string& error() { return error_; }
@@ -65,7 +66,7 @@ private:
     std::shared_ptr<LoadedModel> model_;
     std::string model_spec_, image_path_, error_;
     Image image_;
-    Tensor input_;
+    Tensor3 input_;
     Options opt_;
     bool dirty_ = true;
     bool running_ = false;

@@ -48,7 +48,7 @@ struct Textures {
     std::vector<std::pair<float, float>> grid_range;   // min, max per attention-grid map
     std::vector<std::pair<float, float>> thumb_range;
     std::vector<StageChange> changes;
-    Tensor diff_vals;
+    Array diff_vals;
     std::map<std::string, Stats> stats;               // by version + stage
     std::map<std::string, Colormap> ranges;           // colour range of each heatmap texture
     bool stale(const std::string& name, uint64_t key) {

@@ -134,10 +134,11 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::SameLine();
     ImGui::Checkbox("unbiased std, N-1 (U)", &o.unbiased);
     ImGui::SameLine();
-    int pool = o.pooling < 0 ? 0 : o.pooling + 1;
+    int pool = !o.pooling ? 0 : *o.pooling == Pooling::Cls ? 1 : 2;
     ImGui::SetNextItemWidth(130);
     const char* pools[] = {"model's pooling", "cls token", "mean of patches"};
-    if (ImGui::Combo("pooling", &pool, pools, 3)) o.pooling = pool - 1;
+    if (ImGui::Combo("pooling", &pool, pools, 3))
+        o.pooling = pool == 0 ? std::nullopt : std::optional<Pooling>(pool == 1 ? Pooling::Cls : Pooling::Mean);
     s.set_options(o);
     ImGui::SameLine();
     if (ImGui::Button("Reset options")) s.set_options(Options{});
@@ -203,7 +204,7 @@ void DrawNavigator(Session& s, UiState& ui) {
         bool sel = int(i) == ui.stage;
         if (ImGui::Selectable((rest + "##" + std::to_string(i)).c_str(), sel)) ui.stage = int(i);
         if (sel && ImGui::IsWindowAppearing()) ImGui::SetScrollHereY();
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_str(en.tensor.shape).c_str());
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_str_of(en.tensor).c_str());
     }
     if (last_layer >= 0 && open) ImGui::TreePop();
     ImGui::EndChild();
@@ -213,15 +214,15 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     const Trace* t = s.trace();
     if (!t) return;
     const Config& c = s.config();
-    const Tensor& in = t->get("input");
+    const Array& in = t->get("input");
     int S = c.image_size, G = c.grid(), N = c.patches(), L = c.depth, H = c.heads;
     if (tx.stale("image", s.version())) {
-        Tensor img = denormalize(in, c);
+        Tensor3 img = denormalize(Tensor3(in), c);
         std::vector<unsigned char> rgba(size_t(S) * S * 4);
         size_t plane = size_t(S) * S;
         for (size_t i = 0; i < plane; ++i)
             for (int k = 0; k < 3; ++k) {
-                float v = img((c.channels == 3 ? k : 0) * plane + i);
+                float v = img.flat((c.channels == 3 ? k : 0) * plane + i);
                 rgba[i * 4 + k] = (unsigned char)(std::lround(std::clamp(v, 0.f, 1.f) * 255));
             }
         for (size_t i = 0; i < plane; ++i) rgba[i * 4 + 3] = 255;
@@ -347,7 +348,7 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
 void DrawPredictions(Session& s, UiState& ui) {
     const Trace* t = s.trace();
     if (!t || !t->has("probs")) return;
-    const Tensor& p = t->get("probs");
+    const Array& p = t->get("probs");
     const Config& c = s.config();
     std::vector<int> idx(p.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = int(i);

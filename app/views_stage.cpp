@@ -7,6 +7,8 @@
 
 #include "views.h"
 
+#include <xtensor/xstrided_view.hpp>
+
 namespace vit::app {
 
 namespace {
@@ -190,17 +192,21 @@ void stats_panel(const float* d, size_t n, Textures& tx, const std::string& key)
 }
 
 // Draw one tensor (any rank) as a heatmap of its current slice.
-void tensor_heatmap(const char* id, const std::string& name, const Tensor& t, const StageInfo& info, Session& s,
+void tensor_heatmap(const char* id, const std::string& name, const Array& t, const StageInfo& info, Session& s,
                     UiState& ui, Textures& tx, Texture& tex, float max_w, float max_h, bool colorbar,
                     const char* rect_name, bool zoomable) {
     int rows = 1, cols = int(t.size()), slice = 0;
     const float* d = t.data();
     std::string rl = "-", cl = info.axes.empty() ? "values" : info.axes.back(), prefix;
-    if (t.dim() == 2) { rows = int(t[0]); cols = int(t[1]); rl = info.axes[0]; cl = info.axes[1]; }
-    if (t.dim() == 3) {
-        int S = int(t[0]);
+    if (t.dimension() == 2) {
+        rows = int(t.shape(0)); cols = int(t.shape(1));
+        rl = info.axes.size() > 0 ? info.axes[0] : "rows";
+        cl = info.axes.size() > 1 ? info.axes[1] : "columns";
+    }
+    if (t.dimension() == 3) {
+        int S = int(t.shape(0));
         slice = info.per_head ? std::clamp(ui.head, 0, S - 1) : std::clamp(ui.channel, 0, S - 1);
-        rows = int(t[1]); cols = int(t[2]);
+        rows = int(t.shape(1)); cols = int(t.shape(2));
         d = t.data() + size_t(slice) * rows * cols;
         rl = info.axes.size() > 1 ? info.axes[1] : "rows";
         cl = info.axes.size() > 2 ? info.axes[2] : "columns";
@@ -215,7 +221,7 @@ void tensor_heatmap(const char* id, const std::string& name, const Tensor& t, co
     a.cm = tx.ranges[id];
     a.highlight_row = rows > 1 ? token_index(rl, ui.patch) : -1;
     a.highlight_col = token_index(cl, ui.patch);
-    if (name.find("input") == 0 && t.dim() == 3) a.highlight_row = a.highlight_col = -1;
+    if (name.find("input") == 0 && t.dimension() == 3) a.highlight_row = a.highlight_col = -1;
     a.max_w = max_w; a.max_h = max_h; a.colorbar = colorbar; a.rect_name = rect_name; a.zoomable = zoomable;
     Heatmap(id, tex, up, a, ui, tx);
 }
@@ -228,10 +234,10 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
     const Config& c = s.config();
     const Trace* grads = s.result().grads.get();
     std::string name = e->name;
-    const Tensor* t = &e->tensor;
+    const Array* t = &e->tensor;
     bool grad_ok = grads && grads->has(name + ".grad");
     if (ui.show_grad && grad_ok) { t = &grads->get(name + ".grad"); }
-    StageInfo info = stage_info(ui.show_grad && grad_ok ? name + ".grad" : name, c);
+    StageInfo info = stage_info(ui.show_grad && grad_ok ? name + ".grad" : name, c, s.options());
     if (ImGui::ArrowButton("prev", ImGuiDir_Left)) ui.stage = std::max(0, ui.stage - 1);
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("previous stage (Left / Up)");
     ImGui::SameLine();
@@ -244,7 +250,7 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
     ImGui::Text("%s", info.title.c_str());
     ImGui::PopStyleColor();
     ImGui::SameLine();
-    ImGui::TextDisabled("  %s   shape %s = %s", name.c_str(), shape_str(t->shape).c_str(), [&] {
+    ImGui::TextDisabled("  %s   shape %s = %s", name.c_str(), shape_str_of(*t).c_str(), [&] {
         std::string ax;
         for (size_t i = 0; i < info.axes.size(); ++i) ax += (i ? " x " : "") + info.axes[i];
         return ax;
@@ -253,9 +259,9 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
         std::string in;
         for (auto& f : info.from) {
             int fi = s.trace()->index_of(f);
-            if (fi >= 0) in += (in.empty() ? "" : " + ") + f + " " + shape_str(s.trace()->at(size_t(fi)).tensor.shape);
+            if (fi >= 0) in += (in.empty() ? "" : " + ") + f + " " + shape_str_of(s.trace()->at(size_t(fi)).tensor);
         }
-        ImGui::TextDisabled("in: %s  ->  out: %s", in.c_str(), shape_str(t->shape).c_str());
+        ImGui::TextDisabled("in: %s  ->  out: %s", in.c_str(), shape_str_of(*t).c_str());
     }
     ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
     ImGui::TextUnformatted(info.what.c_str());
@@ -264,8 +270,8 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
     ImGui::Text(">>> %s", info.torch.c_str());
     ImGui::PopStyleColor();
     // slice and scale controls
-    if (t->dim() == 3) {
-        int S = int((*t)[0]);
+    if (t->dimension() == 3) {
+        int S = int(t->shape(0));
         int& v = info.per_head ? ui.head : ui.channel;
         v = std::clamp(v, 0, S - 1);
         ImGui::SetNextItemWidth(160);
@@ -297,14 +303,13 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
             float w = i < 2 ? strip : wide;
             ImGui::BeginGroup();
             std::string pn = base + parts[i];
-            const Tensor& pt = s.trace()->get(pn);
-            StageInfo pi = stage_info(pn, c);
+            const Array& pt = s.trace()->get(pn);
+            StageInfo pi = stage_info(pn, c, s.options());
             bool cur = pn == name;
             ImGui::TextColored(cur ? ImVec4(1, 0.84f, 0.47f, 1) : ImVec4(0.8f, 0.8f, 0.8f, 1), "%s", parts[i] + 1);
             ImGui::BeginChild(pn.c_str(), ImVec2(w, h), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-            if (pt.dim() == 1) {  // a column per token
-                Tensor col({pt.size(), 1});
-                std::copy_n(pt.data(), pt.size(), col.data());
+            if (pt.dimension() == 1) {  // a column per token
+                Array col = xt::reshape_view(pt, std::vector<size_t>{pt.size(), 1});
                 StageInfo ci = pi;
                 ci.axes = {"tokens", pn.substr(pn.rfind('.') + 1)};
                 tensor_heatmap(("ln" + std::to_string(i)).c_str(), pn, col, ci, s, ui, tx, tx.ln[i], w, h, true,
@@ -332,7 +337,7 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
     ImGui::BeginChild("heat", ImVec2(ImGui::GetContentRegionAvail().x - stats_w, 0), false,
                       ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
     tensor_heatmap("stage", name, *t, info, s, ui, tx, tx.stage, 0, 0, true, "stage", true);
-    if (t->dim() == 1) {  // also as bars
+    if (t->dimension() == 1) {  // also as bars
         ImGui::PlotHistogram("##bars", t->data(), int(t->size()), 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-1, 120));
     }
     ImGui::EndChild();
@@ -374,15 +379,13 @@ void DrawChanges(Session& s, UiState& ui, Textures& tx) {
     ImGui::BeginChild("diffmap", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
     const TraceEntry* e = current_entry(s, ui);
     int bi = e ? r.base->index_of(e->name) : -1;
-    if (e && bi >= 0 && r.base->at(size_t(bi)).tensor.shape == e->tensor.shape) {
+    if (e && bi >= 0 && r.base->at(size_t(bi)).tensor.shape() == e->tensor.shape()) {
         if (tx.stale("diffvals", key_of(s.version(), e->name, 0))) {
-            const Tensor& b = r.base->at(size_t(bi)).tensor;
-            tx.diff_vals = Tensor(e->tensor.shape);
-            for (size_t i = 0; i < tx.diff_vals.size(); ++i) tx.diff_vals(i) = e->tensor(i) - b(i);
+            tx.diff_vals = e->tensor - r.base->at(size_t(bi)).tensor;  // now - default
         }
-        const Tensor& d = tx.diff_vals;
+        const Array& d = tx.diff_vals;
         ImGui::Text("now - default: %s", e->name.c_str());
-        StageInfo info = stage_info(e->name, s.config());
+        StageInfo info = stage_info(e->name, s.config(), s.options());
         info.signed_values = true;
         int saved = ui.scale_mode;
         ui.scale_mode = 2;

@@ -37,7 +37,7 @@ void TrainPanel::start(const Config& c, const TrainSettings& ts) {
             Trainer tr(init_weights(c, ts.seed), ts, *train_);
             auto snap = [&] {
                 auto m = std::make_shared<LoadedModel>();
-                m->weights = clone(tr.weights());
+                m->weights = tr.weights();
                 m->source = "training (live)";
                 std::lock_guard<std::mutex> g(mu_);
                 snapshot_ = m;

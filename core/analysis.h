@@ -1,26 +1,14 @@
-// What the views show, computed in the core: stage descriptions, statistics,
+// What the views show, computed in the core: statistics,
 // attention maps over the patch grid, and differences between traces.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "model.h"
+#include "stages.h"
 #include "tensor.h"
 
 namespace vit {
-
-struct StageInfo {
-    std::string title;        // "Attention pattern"
-    std::string what;         // one or two sentences
-    std::string torch;        // the PyTorch line that computes it
-    std::vector<std::string> axes;  // one label per axis: "heads", "tokens (queries)", ...
-    bool per_head = false;    // first axis is heads
-    bool signed_values = true;  // diverging colormap by default
-    std::vector<std::string> from;  // the trace stages this one is computed from
-};
-// Splits "blocks.3.attn.q" into layer 3 and "attn.q".
-int stage_layer(const std::string& name, std::string* rest = nullptr);
-StageInfo stage_info(const std::string& name, const Config& c);
 
 struct Stats {
     float min = 0, max = 0, mean = 0, std = 0;

@@ -13,6 +13,8 @@
 
 #include "io.h"
 
+#include <xtensor/xbuilder.hpp>
+
 namespace vit {
 
 using json = nlohmann::json;
@@ -156,30 +158,31 @@ Shape squeeze_leading(const Shape& s) {
 }
 
 struct Mapper {
-    std::map<std::string, Tensor>& src;
+    std::map<std::string, Array>& src;
     std::string what;
     std::set<std::string> used;
     std::vector<std::string> missing, misshaped;
 
-    // Moves src[key] into dst if its shape (leading 1s ignored) is `want`.
-    bool take(const std::string& key, const Shape& want, Tensor& dst) {
+    // Moves src[key]'s storage into dst (no copy) if its shape (leading 1s ignored) is `want`.
+    template <size_t N>
+    bool take(const std::string& key, const Shape& want, xt::xtensor<float, N>& dst) {
         auto it = src.find(key);
         if (it == src.end()) { missing.push_back(key + " " + shape_str(want)); return false; }
         used.insert(key);
-        Shape got = it->second.shape;
+        Shape got = shape_of(it->second);
         bool conv_flat = want.size() == 2 && got.size() == 4 && got[0] == want[0] &&
                          shape_numel(got) == shape_numel(want);  // OIHW -> (D, C*P*P)
         if (squeeze_leading(got) != squeeze_leading(want) && !conv_flat) {
             misshaped.push_back(key + ": file has " + shape_str(got) + ", config needs " + shape_str(want));
             return false;
         }
-        dst = std::move(it->second);
-        dst.shape = want;
+        it->second.reshape(want);  // same data: (1, 1, D) -> (D), OIHW -> (D, C*P*P)
+        dst = xt::xtensor<float, N>(std::move(it->second));
         return true;
     }
     void fail_if_any() {
         std::vector<std::string> unexpected;
-        for (auto& [k, v] : src) if (!used.count(k)) unexpected.push_back(k + " " + shape_str(v.shape));
+        for (auto& [k, v] : src) if (!used.count(k)) unexpected.push_back(k + " " + shape_str_of(v));
         if (missing.empty() && misshaped.empty() && unexpected.empty()) return;
         std::ostringstream o;
         o << what << ": checkpoint does not fit the model";
@@ -196,12 +199,12 @@ struct Mapper {
     }
 };
 
-const Tensor* find(const std::map<std::string, Tensor>& m, const std::string& k) {
+const Array* find(const std::map<std::string, Array>& m, const std::string& k) {
     auto it = m.find(k);
     return it == m.end() ? nullptr : &it->second;
 }
 
-int count_blocks(const std::map<std::string, Tensor>& m, const std::string& prefix) {
+int count_blocks(const std::map<std::string, Array>& m, const std::string& prefix) {
     std::set<int> idx;
     for (auto& [k, v] : m) {
         if (k.compare(0, prefix.size(), prefix) != 0) continue;
@@ -215,7 +218,7 @@ int count_blocks(const std::map<std::string, Tensor>& m, const std::string& pref
 
 }  // namespace
 
-LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
+LoadedModel weights_from_tensors(std::map<std::string, Array> src,
                                  const std::map<std::string, std::string>& meta, const std::string& what,
                                  const LoadOverrides& ov) {
     LoadedModel lm;
@@ -254,23 +257,23 @@ LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
     // Infer the config from the shapes.
     Config c;
     if (auto it = meta.find("vitscope.config"); it != meta.end()) c = config_from_json(it->second, what);
-    const Tensor& pw = src.at(patch_key);
-    if (pw.dim() != 4 || pw[2] != pw[3])
-        throw FileError(what + ": " + patch_key + " has shape " + shape_str(pw.shape) + ", expected (D, C, P, P)");
+    const Array& pw = src.at(patch_key);
+    if (pw.dimension() != 4 || pw.shape(2) != pw.shape(3))
+        throw FileError(what + ": " + patch_key + " has shape " + shape_str_of(pw) + ", expected (D, C, P, P)");
     // Shapes become config fields: checked before narrowing (a 0-d or huge
     // dimension must be an error naming the tensor, not a crash).
-    auto dim_of = [&](const Tensor& t, const std::string& key, size_t axis) -> int {
-        if (t.dim() <= axis)
-            throw FileError(what + ": " + key + " has shape " + shape_str(t.shape) + ", expected at least " +
+    auto dim_of = [&](const Array& t, const std::string& key, size_t axis) -> int {
+        if (t.dimension() <= axis)
+            throw FileError(what + ": " + key + " has shape " + shape_str_of(t) + ", expected at least " +
                             std::to_string(axis + 1) + " dimension(s)");
-        if (t.shape[axis] > size_t(INT32_MAX))
-            throw FileError(what + ": " + key + " has shape " + shape_str(t.shape) + ": dimension too large");
-        return int(t.shape[axis]);
+        if (t.shape(axis) > size_t(INT32_MAX))
+            throw FileError(what + ": " + key + " has shape " + shape_str_of(t) + ": dimension too large");
+        return int(t.shape(axis));
     };
     c.width = dim_of(pw, patch_key, 0); c.channels = dim_of(pw, patch_key, 1); c.patch = dim_of(pw, patch_key, 2);
-    const Tensor* pos = find(src, pos_key);
+    const Array* pos = find(src, pos_key);
     if (!pos) throw FileError(what + ": missing " + pos_key);
-    size_t T = shape_numel(pos->shape) / std::max<size_t>(1, c.width);
+    size_t T = pos->size() / std::max<size_t>(1, c.width);
     size_t G = size_t(std::lround(std::sqrt(double(T ? T - 1 : 0))));
     if (T < 2 || G * G + 1 != T)
         throw FileError(what + ": " + pos_key + " has " + std::to_string(T) + " positions; expected a square grid plus the cls token");
@@ -280,10 +283,10 @@ LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
                         "-pixel image limit");
     c.image_size = int(G) * c.patch;
     c.depth = count_blocks(src, blocks_prefix);
-    const Tensor* fc1 = find(src, fc1_key0);
+    const Array* fc1 = find(src, fc1_key0);
     c.mlp = fc1 ? dim_of(*fc1, fc1_key0, 0) : int(std::min<int64_t>(INT32_MAX, 4 * int64_t(c.width)));
     const char* head_key = fam == Family::Timm ? "head.weight" : fam == Family::Torchvision ? "heads.head.weight" : "classifier.weight";
-    const Tensor* hw = find(src, head_key);
+    const Array* hw = find(src, head_key);
     if (!hw) throw FileError(what + ": no classification head '" + std::string(head_key) + "' (a headless backbone is not supported)");
     c.classes = dim_of(*hw, head_key, 0);
     // Settings shapes cannot tell: flag, then metadata, then defaults.
@@ -320,7 +323,7 @@ LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
     }
     else if (!from_cfg) c.eps = fam == Family::HuggingFace ? 1e-12f : 1e-6f;
     bool has_fc_norm = fam == Family::Timm && find(src, "fc_norm.weight") && !find(src, "norm.weight");
-    if (ov.pooling >= 0) c.pooling = Pooling(ov.pooling);
+    if (ov.pooling) c.pooling = *ov.pooling;
     else if (has_fc_norm) c.pooling = Pooling::Mean;
     if (!from_cfg) {
         c.name = std::string(family_name(fam)) + "-vit";
@@ -413,20 +416,17 @@ LoadedModel weights_from_tensors(std::map<std::string, Tensor> src,
             auto p = hf + "encoder.layer." + std::to_string(i) + ".";
             auto& b = w.blocks[i];
             lnw(p + "layernorm_before.", b.ln1);
-            Tensor qw[3], qb[3];
+            Tensor2 qw[3];
+            Tensor1 qb[3];
             const char* names[3] = {"query", "key", "value"};
             bool ok = true;
             for (int s = 0; s < 3; ++s) {
                 ok &= mp.take(p + "attention.attention." + names[s] + ".weight", {D, D}, qw[s]);
                 ok &= mp.take(p + "attention.attention." + names[s] + ".bias", {D}, qb[s]);
             }
-            if (ok) {  // fuse to [q; k; v] rows, as timm stores it
-                b.qkv_w = Tensor({3 * D, D});
-                b.qkv_b = Tensor({3 * D});
-                for (int s = 0; s < 3; ++s) {
-                    std::copy(qw[s].data(), qw[s].data() + D * D, b.qkv_w.data() + s * D * D);
-                    std::copy(qb[s].data(), qb[s].data() + D, b.qkv_b.data() + s * D);
-                }
+            if (ok) {  // fuse to [q; k; v] rows, as timm stores it: torch.cat([q, k, v])
+                b.qkv_w = xt::concatenate(xt::xtuple(qw[0], qw[1], qw[2]), 0);
+                b.qkv_b = xt::concatenate(xt::xtuple(qb[0], qb[1], qb[2]), 0);
             }
             mp.take(p + "attention.output.dense.weight", {D, D}, b.proj_w);
             mp.take(p + "attention.output.dense.bias", {D}, b.proj_b);
@@ -462,7 +462,7 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         Config c = preset(spec);
         if (ov.heads > 0) c.heads = ov.heads;
         if (ov.eps > 0) c.eps = ov.eps;
-        if (ov.pooling >= 0) c.pooling = Pooling(ov.pooling);
+        if (ov.pooling) c.pooling = *ov.pooling;
         LoadedModel lm;
         lm.weights = init_weights(c, seed);
         lm.source = "preset:" + spec;
@@ -504,21 +504,14 @@ void save_model(const std::string& path, const Weights& w, std::map<std::string,
     extra["vitscope.config"] = config_to_json(w.cfg);
     extra["num_heads"] = std::to_string(w.cfg.heads);
     if (!w.cfg.class_names.empty()) extra["class_names"] = json(w.cfg.class_names).dump();
-    // timm shapes: cls (1,1,D), pos (1,T,D), conv (D,C,P,P).
+    // timm shapes: cls (1,1,D), pos (1,T,D), conv (D,C,P,P): the same data, other shapes.
     const Config& c = w.cfg;
-    std::vector<Tensor> reshaped;
-    reshaped.reserve(3);
-    std::vector<std::pair<std::string, const Tensor*>> named;
-    for (auto& [name, t] : w.named()) {
-        Shape s = t->shape;
-        if (name == "cls_token") s = {1, 1, size_t(c.width)};
-        else if (name == "pos_embed") s = {1, size_t(c.tokens()), size_t(c.width)};
-        else if (name == "patch_embed.proj.weight") s = {size_t(c.width), size_t(c.channels), size_t(c.patch), size_t(c.patch)};
-        if (s != t->shape) {
-            reshaped.push_back(t->clone());
-            reshaped.back().shape = s;
-            named.emplace_back(name, &reshaped.back());
-        } else named.emplace_back(name, t);
+    std::vector<ArrayRef> named = param_refs(w);
+    for (auto& r : named) {
+        if (r.name == "cls_token") r.shape = {1, 1, size_t(c.width)};
+        else if (r.name == "pos_embed") r.shape = {1, size_t(c.tokens()), size_t(c.width)};
+        else if (r.name == "patch_embed.proj.weight")
+            r.shape = {size_t(c.width), size_t(c.channels), size_t(c.patch), size_t(c.patch)};
     }
     write_safetensors(path, named, extra);
 }

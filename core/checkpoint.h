@@ -5,6 +5,7 @@
 #include <string>
 
 #include "model.h"
+#include <optional>
 
 namespace vit {
 
@@ -16,7 +17,7 @@ const char* family_name(Family f);
 struct LoadOverrides {
     int heads = 0;           // 0: metadata, else width/64
     float eps = 0.f;         // 0: metadata, else the family's (timm/tv 1e-6, HF 1e-12)
-    int pooling = -1;        // -1: metadata/layout
+    std::optional<Pooling> pooling;  // empty: metadata/layout
 };
 
 struct LoadedModel {
@@ -29,7 +30,7 @@ struct LoadedModel {
 // spec: "default" (the embedded Fashion-MNIST model), a preset name, or a path.
 LoadedModel load_model(const std::string& spec, const LoadOverrides& ov = {}, uint64_t seed = 0);
 // From already-read tensors (used by load_model and the tests).
-LoadedModel weights_from_tensors(std::map<std::string, Tensor> tensors,
+LoadedModel weights_from_tensors(std::map<std::string, Array> tensors,
                                  const std::map<std::string, std::string>& metadata,
                                  const std::string& what, const LoadOverrides& ov);
 

@@ -58,9 +58,9 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     }
 }
 
-std::string npy_bytes(const Tensor& t) {
+std::string npy_bytes(const float* data, const Shape& tshape) {
     std::string shape = "(";
-    for (size_t i = 0; i < t.shape.size(); ++i) shape += std::to_string(t.shape[i]) + (t.shape.size() == 1 || i + 1 < t.shape.size() ? "," : "");
+    for (size_t i = 0; i < tshape.size(); ++i) shape += std::to_string(tshape[i]) + (tshape.size() == 1 || i + 1 < tshape.size() ? "," : "");
     shape += ")";
     std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
     size_t total = 10 + dict.size() + 1;
@@ -71,7 +71,7 @@ std::string npy_bytes(const Tensor& t) {
     out.push_back(char(hl & 0xff));
     out.push_back(char(hl >> 8));
     out += dict;
-    out.append(reinterpret_cast<const char*>(t.data()), 4 * t.size());
+    out.append(reinterpret_cast<const char*>(data), 4 * shape_numel(tshape));
     return out;
 }
 
@@ -93,7 +93,7 @@ std::string dict_value(const std::string& h, const std::string& key, const std::
 }
 }  // namespace
 
-Tensor parse_npy(const std::string& b, const std::string& what) {
+Array parse_npy(const std::string& b, const std::string& what) {
     if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0) throw FileError(what + ": not a .npy file (bad magic)");
     uint8_t major = uint8_t(b[6]);
     size_t hl, off;
@@ -134,17 +134,18 @@ Tensor parse_npy(const std::string& b, const std::string& what) {
     if (b.size() - data != count * es)
         throw FileError(what + ": .npy data is " + std::to_string(b.size() - data) + " bytes, shape " + shape_str(shape) +
                         " needs " + std::to_string(count * es));
-    Tensor t(shape);
+    Array t = empty_array(shape);
+    float* out = t.data();
     for (size_t i = 0; i < count; ++i) {
-        if (es == 4) std::memcpy(&t(i), b.data() + data + 4 * i, 4);
-        else { double v; std::memcpy(&v, b.data() + data + 8 * i, 8); t(i) = float(v); }
+        if (es == 4) std::memcpy(&out[i], b.data() + data + 4 * i, 4);
+        else { double v; std::memcpy(&v, b.data() + data + 8 * i, 8); out[i] = float(v); }
     }
     return t;
 }
 
-Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
+Array read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
 
-void write_npz(const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& tensors) {
+void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors) {
     std::random_device rd;
     std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd() % 100000);
     int err = 0;
@@ -152,8 +153,9 @@ void write_npz(const std::string& path, const std::vector<std::pair<std::string,
     if (!z) throw FileError(path + ": cannot create the .npz (libzip error " + std::to_string(err) + ")");
     std::vector<std::string> bufs;
     bufs.reserve(tensors.size());  // sources point into these until zip_close
-    for (auto& [name, t] : tensors) {
-        bufs.push_back(npy_bytes(*t));
+    for (auto& t : tensors) {
+        const std::string& name = t.name;
+        bufs.push_back(npy_bytes(t.data, t.shape));
         zip_source_t* src = zip_source_buffer(z, bufs.back().data(), bufs.back().size(), 0);
         zip_int64_t idx = src ? zip_file_add(z, (name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
         if (idx < 0) {

@@ -33,6 +33,10 @@
 
 #include "io.h"
 
+#include <xtensor/xbroadcast.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xview.hpp>
+
 namespace vit {
 
 namespace {
@@ -164,7 +168,7 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
     auto fill = [&](int w, int h, int n, auto* px, float scale) {
         int keep = (n == 1 || n == 2) ? 1 : 3;  // drop alpha
         img.width = w; img.height = h; img.channels = keep;
-        img.pixels = Tensor({size_t(keep), size_t(h), size_t(w)});
+        img.pixels = Tensor3::from_shape({size_t(keep), size_t(h), size_t(w)});
         float* dst = img.pixels.data();
         auto plane = size_t(w) * h;
         for (size_t i = 0; i < plane; ++i)
@@ -220,17 +224,15 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
 
 Image load_image(const std::string& path) { return decode_image(read_file(path, size_t(1) << 30), path); }
 
-Tensor convert_channels(const Tensor& chw, int channels) {
-    size_t C = chw[0], plane = chw[1] * chw[2];
-    if (int(C) == channels) return chw.clone();
-    Tensor out({size_t(channels), chw[1], chw[2]});
-    if (channels == 1) {
-        for (size_t i = 0; i < plane; ++i)
-            out(i) = 0.299f * chw(i) + 0.587f * chw(plane + i) + 0.114f * chw(2 * plane + i);
-    } else {
-        for (int c = 0; c < channels; ++c) std::copy(chw.data(), chw.data() + plane, out.data() + c * plane);
+Tensor3 convert_channels(const Tensor3& chw, int channels) {
+    const size_t C = chw.shape(0), H = chw.shape(1), W = chw.shape(2);
+    if (int(C) == channels) return chw;
+    if (channels == 1) {  // PIL's convert("L"): L = 0.299 R + 0.587 G + 0.114 B
+        Tensor3 out = Tensor3::from_shape({1, H, W});
+        xt::view(out, 0) = 0.299f * xt::view(chw, 0) + 0.587f * xt::view(chw, 1) + 0.114f * xt::view(chw, 2);
+        return out;
     }
-    return out;
+    return xt::broadcast(chw, {size_t(channels), H, W});  // gray -> RGB: the plane repeated
 }
 
 namespace {
@@ -272,11 +274,11 @@ Taps taps(int in, int out, Interp k) {
 
 }  // namespace
 
-Tensor resize(const Tensor& chw, int oh, int ow, Interp k) {
-    size_t C = chw[0], H = chw[1], W = chw[2];
-    if (size_t(oh) == H && size_t(ow) == W) return chw.clone();
+Tensor3 resize(const Tensor3& chw, int oh, int ow, Interp k) {
+    const size_t C = chw.shape(0), H = chw.shape(1), W = chw.shape(2);
+    if (size_t(oh) == H && size_t(ow) == W) return chw;
     Taps tx = taps(int(W), ow, k), ty = taps(int(H), oh, k);
-    Tensor tmp({C, H, size_t(ow)}), out({C, size_t(oh), size_t(ow)});
+    Tensor3 tmp = Tensor3::from_shape({C, H, size_t(ow)}), out = Tensor3::from_shape({C, size_t(oh), size_t(ow)});
     for (size_t c = 0; c < C; ++c)
         for (size_t y = 0; y < H; ++y) {
             const float* row = chw.data() + (c * H + y) * W;
@@ -293,51 +295,49 @@ Tensor resize(const Tensor& chw, int oh, int ow, Interp k) {
             for (int x = 0; x < ow; ++x) {
                 double s = 0;
                 for (int j = 0; j < ty.count[y]; ++j)
-                    s += ty.w[size_t(y) * ty.max + j] * tmp((c * H + ty.start[y] + j) * ow + x);
+                    s += ty.w[size_t(y) * ty.max + j] * tmp.data()[(c * H + ty.start[y] + j) * ow + x];
                 o[x] = float(s);
             }
         }
     return out;
 }
 
-Tensor resize_shorter(const Tensor& chw, int size, Interp k) {
-    size_t H = chw[1], W = chw[2];
+Tensor3 resize_shorter(const Tensor3& chw, int size, Interp k) {
+    const size_t H = chw.shape(1), W = chw.shape(2);
     int oh, ow;
     if (H <= W) { oh = size; ow = int(std::max<int64_t>(1, int64_t(size) * int64_t(W) / int64_t(H))); }
     else { ow = size; oh = int(std::max<int64_t>(1, int64_t(size) * int64_t(H) / int64_t(W))); }
     return resize(chw, oh, ow, k);
 }
 
-Tensor center_crop(const Tensor& chw, int oh, int ow) {
-    size_t C = chw[0], H = chw[1], W = chw[2];
+Tensor3 center_crop(const Tensor3& chw, int oh, int ow) {
+    const size_t H = chw.shape(1), W = chw.shape(2);
     if (size_t(oh) > H || size_t(ow) > W) return resize(chw, oh, ow, Interp::Bilinear);
-    size_t top = size_t(std::lround((H - oh) / 2.0)), left = size_t(std::lround((W - ow) / 2.0));
-    Tensor out({C, size_t(oh), size_t(ow)});
-    for (size_t c = 0; c < C; ++c)
-        for (int y = 0; y < oh; ++y)
-            std::copy(chw.data() + (c * H + top + y) * W + left, chw.data() + (c * H + top + y) * W + left + ow,
-                      out.data() + (c * oh + y) * ow);
-    return out;
+    const size_t top = size_t(std::lround((H - oh) / 2.0)), left = size_t(std::lround((W - ow) / 2.0));
+    // img[:, top:top+oh, left:left+ow]
+    return xt::view(chw, xt::all(), xt::range(top, top + oh), xt::range(left, left + ow));
 }
 
-Tensor preprocess(const Image& img, const Config& c) {
-    Tensor x = convert_channels(img.pixels, c.channels);
-    int S = c.image_size;
+namespace {
+// mean and std as (C, 1, 1) for broadcasting over an image
+Tensor3 per_channel(const std::vector<float>& v) {
+    Tensor3 t = Tensor3::from_shape({v.size(), 1, 1});
+    std::copy(v.begin(), v.end(), t.begin());
+    return t;
+}
+}  // namespace
+
+Tensor3 preprocess(const Image& img, const Config& c) {
+    Tensor3 x = convert_channels(img.pixels, c.channels);
+    const int S = c.image_size;
     if (c.pre.resize > 0) x = center_crop(resize_shorter(x, c.pre.resize, c.pre.interp), S, S);
     else x = resize(x, S, S, c.pre.interp);
-    size_t plane = size_t(S) * S;
-    for (int ch = 0; ch < c.channels; ++ch)
-        for (size_t i = 0; i < plane; ++i) x(ch * plane + i) = (x(ch * plane + i) - c.pre.mean[ch]) / c.pre.std[ch];
-    return x;
+    // transforms.Normalize(mean, std): (x - mean[:, None, None]) / std[:, None, None]
+    return (x - per_channel(c.pre.mean)) / per_channel(c.pre.std);
 }
 
-Tensor denormalize(const Tensor& input, const Config& c) {
-    Tensor x = input.clone();
-    size_t plane = input[1] * input[2];
-    for (size_t ch = 0; ch < input[0]; ++ch)
-        for (size_t i = 0; i < plane; ++i)
-            x(ch * plane + i) = std::clamp(x(ch * plane + i) * c.pre.std[ch] + c.pre.mean[ch], 0.f, 1.f);
-    return x;
+Tensor3 denormalize(const Tensor3& input, const Config& c) {
+    return xt::clip(input * per_channel(c.pre.std) + per_channel(c.pre.mean), 0.f, 1.f);
 }
 
 namespace {

@@ -10,7 +10,7 @@ namespace vit {
 // Decoded image as float (C, H, W) in [0, 1], C in {1, 3} (alpha dropped,
 // as PIL's convert("RGB") does). 16-bit files keep their precision.
 struct Image {
-    Tensor pixels;  // (C, H, W)
+    Tensor3 pixels;  // (C, H, W)
     int width = 0, height = 0, channels = 0;
     int file_channels = 0;
     bool sixteen_bit = false;
@@ -25,17 +25,17 @@ Image load_image(const std::string& path);
 Image decode_image(const std::string& bytes, const std::string& what, int64_t max_pixels = 0);
 
 // Gray <-> RGB (ITU-R 601 luma, as PIL's convert("L")).
-Tensor convert_channels(const Tensor& chw, int channels);
+Tensor3 convert_channels(const Tensor3& chw, int channels);
 // Resampling with antialiasing when shrinking (PIL / torchvision antialias=True
 // semantics): triangle filter for bilinear, cubic a=-0.5 for bicubic.
-Tensor resize(const Tensor& chw, int out_h, int out_w, Interp interp);
+Tensor3 resize(const Tensor3& chw, int out_h, int out_w, Interp interp);
 // Shorter side to `size`, keeping the aspect ratio (torchvision Resize(int)).
-Tensor resize_shorter(const Tensor& chw, int size, Interp interp);
-Tensor center_crop(const Tensor& chw, int out_h, int out_w);
+Tensor3 resize_shorter(const Tensor3& chw, int size, Interp interp);
+Tensor3 center_crop(const Tensor3& chw, int out_h, int out_w);
 // The full pipeline for a model: channels, resize (+crop), normalize.
-Tensor preprocess(const Image& img, const Config& c);
+Tensor3 preprocess(const Image& img, const Config& c);
 // Undo the normalization (for display): returns (C, H, W) in [0, 1].
-Tensor denormalize(const Tensor& input, const Config& c);
+Tensor3 denormalize(const Tensor3& input, const Config& c);
 
 // Writes 8-bit RGB(A) or gray pixels (row-major, interleaved) as PNG, atomically.
 void write_png(const std::string& path, const unsigned char* px, int w, int h, int comp);

@@ -1,11 +1,12 @@
 // File formats: .safetensors (read F32/F16/BF16/F64, write F32), .npy/.npz,
-// and atomic file writes. No xtensor here.
+// and atomic file writes.
 #pragma once
 #include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "model.h"
 #include "tensor.h"
 
 namespace vit {
@@ -16,7 +17,7 @@ struct FileError : std::runtime_error {
 };
 
 struct SafeTensors {
-    std::map<std::string, Tensor> tensors;            // converted to float32
+    std::map<std::string, Array> tensors;             // converted to float32
     std::map<std::string, std::string> dtypes;        // as stored ("F16", ...)
     std::map<std::string, std::string> metadata;      // __metadata__
 };
@@ -30,17 +31,16 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& what)
 SafeTensors parse_safetensors(const char* bytes, size_t size, const std::string& what);
 
 // Writes F32 tensors (sorted by name) atomically.
-void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+void write_safetensors(const std::string& path, const std::vector<ArrayRef>& tensors,
                        const std::map<std::string, std::string>& metadata);
 
 // .npy of a float32 tensor, as bytes.
-std::string npy_bytes(const Tensor& t);
+std::string npy_bytes(const float* data, const Shape& shape);
 // Reads a .npy holding float32 or float64 (C order).
-Tensor read_npy(const std::string& path);
-Tensor parse_npy(const std::string& bytes, const std::string& what);
+Array read_npy(const std::string& path);
+Array parse_npy(const std::string& bytes, const std::string& what);
 // Writes a .npz (zip, stored) atomically; entries named "<name>.npy".
-void write_npz(const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& tensors);
+void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors);
 
 // Whole-file read with a clear error; max_bytes guards against absurd files.
 std::string read_file(const std::string& path, size_t max_bytes = size_t(1) << 36);

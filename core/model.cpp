@@ -5,6 +5,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <xtensor/xbuilder.hpp>
 
 namespace vit {
 
@@ -111,73 +112,80 @@ int64_t param_count(const Config& c) {
     return embed + c.depth * block + 2 * D + D * K + K;
 }
 
-std::vector<std::pair<std::string, const Tensor*>> Weights::named() const {
-    auto v = const_cast<Weights*>(this)->named();
-    std::vector<std::pair<std::string, const Tensor*>> out;
-    for (auto& [n, t] : v) out.emplace_back(n, t);
-    return out;
-}
-
-std::vector<std::pair<std::string, Tensor*>> Weights::named() {
-    std::vector<std::pair<std::string, Tensor*>> v{
-        {"cls_token", &cls}, {"pos_embed", &pos},
-        {"patch_embed.proj.weight", &patch_w}, {"patch_embed.proj.bias", &patch_b}};
-    for (size_t i = 0; i < blocks.size(); ++i) {
-        auto p = "blocks." + std::to_string(i) + ".";
-        auto& b = blocks[i];
-        v.insert(v.end(), {{p + "norm1.weight", &b.ln1.g}, {p + "norm1.bias", &b.ln1.b},
-                           {p + "attn.qkv.weight", &b.qkv_w}, {p + "attn.qkv.bias", &b.qkv_b},
-                           {p + "attn.proj.weight", &b.proj_w}, {p + "attn.proj.bias", &b.proj_b},
-                           {p + "norm2.weight", &b.ln2.g}, {p + "norm2.bias", &b.ln2.b},
-                           {p + "mlp.fc1.weight", &b.fc1_w}, {p + "mlp.fc1.bias", &b.fc1_b},
-                           {p + "mlp.fc2.weight", &b.fc2_w}, {p + "mlp.fc2.bias", &b.fc2_b}});
-    }
-    v.insert(v.end(), {{"norm.weight", &ln_f.g}, {"norm.bias", &ln_f.b},
-                       {"head.weight", &head_w}, {"head.bias", &head_b}});
+std::vector<ArrayRef> param_refs(const Weights& w) {
+    std::vector<ArrayRef> v;
+    for_each_param([&](const std::string& name, const auto& t) { v.push_back(array_ref(name, t)); }, w);
     return v;
 }
 
+size_t param_numel(const Weights& w) {
+    size_t n = 0;
+    for_each_param([&](const std::string&, const auto& t) { n += t.size(); }, w);
+    return n;
+}
+
+Weights zeros_like(const Weights& w) {
+    Weights z = w;
+    for_each_param([](const std::string&, auto& t) { t.fill(0.f); }, z);
+    return z;
+}
+
+std::string Options::describe() const {
+    std::string s = std::string("elementwise_affine=") + (affine ? "True" : "False") +
+                    ", unbiased=" + (unbiased ? "True" : "False") + ", pooling=" +
+                    (pooling ? (*pooling == Pooling::Cls ? "cls" : "mean") : "model's");
+    if (bug_scale_after_softmax) s += ", BUG: scale after softmax";
+    if (bug_reshape_patches) s += ", BUG: patches by plain reshape";
+    return s;
+}
+
 namespace {
-void trunc_normal(Tensor& t, float std, std::mt19937_64& rng) {
+// nn.init.trunc_normal_(t, std=std, a=-2*std, b=2*std), as timm truncates.
+template <class T>
+void trunc_normal(T& t, float std, std::mt19937_64& rng) {
     std::normal_distribution<float> nd(0.f, std);
-    for (size_t i = 0; i < t.size(); ++i) {
+    for (auto& v : t) {
         float x;
-        do { x = nd(rng); } while (std::fabs(x) > 2.f * std);  // timm truncates at +-2 std
-        t(i) = x;
+        do { x = nd(rng); } while (std::fabs(x) > 2.f * std);
+        v = x;
     }
 }
-void fill(Tensor& t, float v) { for (size_t i = 0; i < t.size(); ++i) t(i) = v; }
 }  // namespace
 
 Weights init_weights(const Config& c, uint64_t seed) {
     c.validate();
-    size_t D = c.width, M = c.mlp, K = c.classes, T = c.tokens();
+    const size_t D = c.width, M = c.mlp, K = c.classes, T = c.tokens(), CPP = c.patch_dim();
     std::mt19937_64 rng(seed);
     Weights w;
     w.cfg = c;
-    w.patch_w = Tensor({D, size_t(c.patch_dim())});
-    // Conv2d default (kaiming_uniform a=sqrt(5)) == U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
-    float bound = 1.f / std::sqrt(float(c.patch_dim()));
+    // nn.Conv2d's default init (kaiming_uniform a=sqrt(5)) == U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+    const float bound = 1.f / std::sqrt(float(CPP));
     std::uniform_real_distribution<float> ud(-bound, bound);
-    for (size_t i = 0; i < w.patch_w.size(); ++i) w.patch_w(i) = ud(rng);
-    w.patch_b = Tensor({D});
-    for (size_t i = 0; i < D; ++i) w.patch_b(i) = ud(rng);
-    w.cls = Tensor({D});
+    w.patch_w = Tensor2::from_shape({D, CPP});
+    for (auto& v : w.patch_w) v = ud(rng);
+    w.patch_b = Tensor1::from_shape({D});
+    for (auto& v : w.patch_b) v = ud(rng);
+    w.cls = Tensor1::from_shape({D});
     trunc_normal(w.cls, 1e-6f, rng);
-    w.pos = Tensor({T, D});
+    w.pos = Tensor2::from_shape({T, D});
     trunc_normal(w.pos, 0.02f, rng);
-    auto ln = [&](LayerNormW& l) { l.g = Tensor({D}); fill(l.g, 1.f); l.b = Tensor::zeros({D}); };
+    auto ln = [&](LayerNormW& l) { l.g = xt::ones<float>({D}); l.b = xt::zeros<float>({D}); };
+    auto linear = [&](Tensor2& W, Tensor1& b, size_t out, size_t in) {
+        W = Tensor2::from_shape({out, in});
+        trunc_normal(W, 0.02f, rng);
+        b = xt::zeros<float>({out});
+    };
     w.blocks.resize(c.depth);
     for (auto& b : w.blocks) {
-        ln(b.ln1); ln(b.ln2);
-        b.qkv_w = Tensor({3 * D, D}); trunc_normal(b.qkv_w, 0.02f, rng); b.qkv_b = Tensor::zeros({3 * D});
-        b.proj_w = Tensor({D, D}); trunc_normal(b.proj_w, 0.02f, rng); b.proj_b = Tensor::zeros({D});
-        b.fc1_w = Tensor({M, D}); trunc_normal(b.fc1_w, 0.02f, rng); b.fc1_b = Tensor::zeros({M});
-        b.fc2_w = Tensor({D, M}); trunc_normal(b.fc2_w, 0.02f, rng); b.fc2_b = Tensor::zeros({D});
+        ln(b.ln1);
+        ln(b.ln2);
+        linear(b.qkv_w, b.qkv_b, 3 * D, D);
+        linear(b.proj_w, b.proj_b, D, D);
+        linear(b.fc1_w, b.fc1_b, M, D);
+        linear(b.fc2_w, b.fc2_b, D, M);
     }
     ln(w.ln_f);
-    w.head_w = Tensor({K, D}); trunc_normal(w.head_w, 0.02f, rng);
-    w.head_b = Tensor::zeros({K});
+    linear(w.head_w, w.head_b, K, D);
     return w;
 }
 

@@ -1,7 +1,8 @@
-// ViT configuration, teaching options and weights. No xtensor here.
+// ViT configuration, teaching options and weights (xtensor containers).
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,36 +57,83 @@ struct Config {
 struct Options {
     bool affine = true;      // LayerNorm elementwise_affine: off ignores gamma and beta
     bool unbiased = false;   // LayerNorm variance over N-1 instead of N
-    int pooling = -1;        // -1: the model's own, else a Pooling value
+    std::optional<Pooling> pooling;  // empty: the model's own
+    // Two classic bugs, off by default, to see their effect downstream:
+    bool bug_scale_after_softmax = false;  // softmax(q k^T) / sqrt(d) instead of softmax(q k^T / sqrt(d))
+    bool bug_reshape_patches = false;      // img.reshape(N, C*P*P) instead of unfold
+    Pooling pooling_for(const Config& c) const { return pooling ? *pooling : c.pooling; }
+    bool has_bug() const { return bug_scale_after_softmax || bug_reshape_patches; }
     bool operator==(const Options& o) const {
-        return affine == o.affine && unbiased == o.unbiased && pooling == o.pooling;
+        return affine == o.affine && unbiased == o.unbiased && pooling == o.pooling &&
+               bug_scale_after_softmax == o.bug_scale_after_softmax && bug_reshape_patches == o.bug_reshape_patches;
     }
     bool operator!=(const Options& o) const { return !(*this == o); }
+    std::string describe() const;  // "elementwise_affine=True, unbiased=False, pooling=model's (cls)"
 };
 
-struct LayerNormW { Tensor g, b; };  // (D), (D)
+struct LayerNormW { Tensor1 g, b; };  // (D), (D)
 
 struct BlockW {
     LayerNormW ln1, ln2;
-    Tensor qkv_w, qkv_b;    // (3D, D), (3D): rows [q; k; v], heads contiguous
-    Tensor proj_w, proj_b;  // (D, D), (D)
-    Tensor fc1_w, fc1_b;    // (M, D), (M)
-    Tensor fc2_w, fc2_b;    // (D, M), (D)
+    Tensor2 qkv_w; Tensor1 qkv_b;    // (3D, D), (3D): rows [q; k; v], heads contiguous
+    Tensor2 proj_w; Tensor1 proj_b;  // (D, D), (D)
+    Tensor2 fc1_w; Tensor1 fc1_b;    // (M, D), (M)
+    Tensor2 fc2_w; Tensor1 fc2_b;    // (D, M), (D)
 };
 
 struct Weights {
     Config cfg;
-    Tensor patch_w, patch_b;  // (D, C*P*P) == Conv2d OIHW flattened, (D)
-    Tensor cls;               // (D)
-    Tensor pos;               // (T, D)
+    Tensor2 patch_w; Tensor1 patch_b;  // (D, C*P*P) == Conv2d OIHW flattened, (D)
+    Tensor1 cls;                       // (D)
+    Tensor2 pos;                       // (T, D)
     std::vector<BlockW> blocks;
     LayerNormW ln_f;
-    Tensor head_w, head_b;    // (K, D), (K)
-
-    // Every parameter with its timm name, in a fixed order.
-    std::vector<std::pair<std::string, Tensor*>> named();
-    std::vector<std::pair<std::string, const Tensor*>> named() const;
+    Tensor2 head_w; Tensor1 head_b;    // (K, D), (K)
 };
+
+// Calls f(name, p, q, ...) for every parameter in a fixed order (timm's names), with
+// the same parameter of each of the given Weights (weights, gradients, Adam moments...).
+// p, q, ... are the xtensor containers themselves (Tensor1 or Tensor2).
+template <class F, class W0, class... W>
+void for_each_param(F&& f, W0& w0, W&... ws) {
+    f("cls_token", w0.cls, ws.cls...);
+    f("pos_embed", w0.pos, ws.pos...);
+    f("patch_embed.proj.weight", w0.patch_w, ws.patch_w...);
+    f("patch_embed.proj.bias", w0.patch_b, ws.patch_b...);
+    for (size_t i = 0; i < w0.blocks.size(); ++i) {
+        const std::string p = "blocks." + std::to_string(i) + ".";
+        f(p + "norm1.weight", w0.blocks[i].ln1.g, ws.blocks[i].ln1.g...);
+        f(p + "norm1.bias", w0.blocks[i].ln1.b, ws.blocks[i].ln1.b...);
+        f(p + "attn.qkv.weight", w0.blocks[i].qkv_w, ws.blocks[i].qkv_w...);
+        f(p + "attn.qkv.bias", w0.blocks[i].qkv_b, ws.blocks[i].qkv_b...);
+        f(p + "attn.proj.weight", w0.blocks[i].proj_w, ws.blocks[i].proj_w...);
+        f(p + "attn.proj.bias", w0.blocks[i].proj_b, ws.blocks[i].proj_b...);
+        f(p + "norm2.weight", w0.blocks[i].ln2.g, ws.blocks[i].ln2.g...);
+        f(p + "norm2.bias", w0.blocks[i].ln2.b, ws.blocks[i].ln2.b...);
+        f(p + "mlp.fc1.weight", w0.blocks[i].fc1_w, ws.blocks[i].fc1_w...);
+        f(p + "mlp.fc1.bias", w0.blocks[i].fc1_b, ws.blocks[i].fc1_b...);
+        f(p + "mlp.fc2.weight", w0.blocks[i].fc2_w, ws.blocks[i].fc2_w...);
+        f(p + "mlp.fc2.bias", w0.blocks[i].fc2_b, ws.blocks[i].fc2_b...);
+    }
+    f("norm.weight", w0.ln_f.g, ws.ln_f.g...);
+    f("norm.bias", w0.ln_f.b, ws.ln_f.b...);
+    f("head.weight", w0.head_w, ws.head_w...);
+    f("head.bias", w0.head_b, ws.head_b...);
+}
+
+// A tensor seen without its rank: name, data and shape (for files and loops).
+struct ArrayRef {
+    std::string name;
+    const float* data = nullptr;
+    Shape shape;
+};
+template <class E>
+ArrayRef array_ref(std::string name, const E& e) {
+    return ArrayRef{std::move(name), e.data(), shape_of(e)};
+}
+// Every parameter with its timm name, in for_each_param's order.
+std::vector<ArrayRef> param_refs(const Weights& w);
+size_t param_numel(const Weights& w);
 
 // Named presets: toy-rgb8, toy-gray4, vit-ti16, vit-s16, vit-b16, vit-l16,
 // vit-h14, fmnist. Throws std::invalid_argument listing them on a bad name.
@@ -99,5 +147,7 @@ int64_t param_count(const Config& c);
 // Allocate and initialise as timm does: trunc_normal(std=0.02) linears and
 // position embedding, zero biases, LayerNorm ones/zeros, cls 1e-6 normal.
 Weights init_weights(const Config& c, uint64_t seed);
+// Zero-filled weights of the same shapes (for gradients and Adam moments).
+Weights zeros_like(const Weights& w);
 
 }  // namespace vit

@@ -81,7 +81,19 @@ SafeTensors parse_safetensors(const std::string& bytes, const std::string& what)
     return parse_safetensors(bytes.data(), bytes.size(), what);
 }
 
+namespace {
+// mapped: the bytes are a read-only file mapping; each tensor's pages are dropped
+// from memory once converted (they would be re-read from the file if touched
+// again), so loading ViT-B holds the converted weights, not the file as well.
+SafeTensors parse_impl(const char* base, size_t size, const std::string& what, bool mapped);
+}  // namespace
+
 SafeTensors parse_safetensors(const char* base, size_t size, const std::string& what) {
+    return parse_impl(base, size, what, false);
+}
+
+namespace {
+SafeTensors parse_impl(const char* base, size_t size, const std::string& what, bool mapped) {
     struct View {
         const char* p; size_t n;
         size_t size() const { return n; }
@@ -146,19 +158,26 @@ SafeTensors parse_safetensors(const char* base, size_t size, const std::string& 
         spans.push_back({b, e, name});
         st.dtypes[name] = dt;
         if (dt != "F32" && dt != "F16" && dt != "BF16" && dt != "F64") continue;  // kept, not converted
-        Tensor t(shape);
+        Array t = empty_array(shape);
+        float* out = t.data();
         const char* src = bytes.data() + data0 + b;
-        for (uint64_t i = 0; i < count; ++i) {  // memcpy: the data may be unaligned
-            if (dt == "F32") std::memcpy(&t(i), src + 4 * i, 4);
-            else if (dt == "F64") { double v; std::memcpy(&v, src + 8 * i, 8); t(i) = float(v); }
-            else {
-                uint16_t v;
-                std::memcpy(&v, src + 2 * i, 2);
-                if (dt == "F16") t(i) = half_to_float(v);
-                else { uint32_t bits = uint32_t(v) << 16; std::memcpy(&t(i), &bits, 4); }
+        if (dt == "F32") std::memcpy(out, src, 4 * count);  // memcpy: the data may be unaligned
+        else
+            for (uint64_t i = 0; i < count; ++i) {
+                if (dt == "F64") { double v; std::memcpy(&v, src + 8 * i, 8); out[i] = float(v); }
+                else {
+                    uint16_t v;
+                    std::memcpy(&v, src + 2 * i, 2);
+                    if (dt == "F16") out[i] = half_to_float(v);
+                    else { uint32_t bits = uint32_t(v) << 16; std::memcpy(&out[i], &bits, 4); }
+                }
             }
-        }
         st.tensors.emplace(name, std::move(t));
+        if (mapped && count) {
+            const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+            uintptr_t p0 = uintptr_t(src) & ~(page - 1), p1 = uintptr_t(src + (e - b));
+            ::madvise(reinterpret_cast<void*>(p0), size_t(p1 - p0), MADV_DONTNEED);
+        }
     }
     std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.b < b.b || (a.b == b.b && a.e < b.e); });
     uint64_t at = 0;
@@ -172,6 +191,7 @@ SafeTensors parse_safetensors(const char* base, size_t size, const std::string& 
                         std::to_string(at));
     return st;
 }
+}  // namespace
 
 SafeTensors read_safetensors(const std::string& path) {
     // Map the file rather than read it: a ViT-B checkpoint is 350 MB and the
@@ -189,7 +209,7 @@ SafeTensors read_safetensors(const std::string& path) {
     ::close(fd);
     if (m == MAP_FAILED) throw FileError(path + ": cannot map the file: " + std::strerror(errno));
     try {
-        SafeTensors st = parse_safetensors(static_cast<const char*>(m), n, path);
+        SafeTensors st = parse_impl(static_cast<const char*>(m), n, path, true);
         ::munmap(m, n);
         return st;
     } catch (...) {
@@ -198,18 +218,18 @@ SafeTensors read_safetensors(const std::string& path) {
     }
 }
 
-void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+void write_safetensors(const std::string& path, const std::vector<ArrayRef>& tensors,
                        const std::map<std::string, std::string>& metadata) {
     json h = json::object();
     if (!metadata.empty()) h["__metadata__"] = metadata;
     auto sorted = tensors;
-    std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.name < b.name; });
     uint64_t off = 0;
-    for (auto& [name, t] : sorted) {
-        if (h.contains(name)) throw std::invalid_argument("duplicate tensor name " + name);
-        h[name] = {{"dtype", "F32"}, {"shape", t->shape}, {"data_offsets", {off, off + 4 * t->size()}}};
-        off += 4 * t->size();
+    for (auto& t : sorted) {
+        if (h.contains(t.name)) throw std::invalid_argument("duplicate tensor name " + t.name);
+        const uint64_t n = shape_numel(t.shape);
+        h[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {off, off + 4 * n}}};
+        off += 4 * n;
     }
     std::string head = h.dump();
     while ((head.size() + 8) % 8) head.push_back(' ');
@@ -218,7 +238,7 @@ void write_safetensors(const std::string& path,
     uint64_t n = head.size();
     for (int i = 0; i < 8; ++i) out.push_back(char((n >> (8 * i)) & 0xff));
     out += head;
-    for (auto& [name, t] : sorted) out.append(reinterpret_cast<const char*>(t->data()), 4 * t->size());
+    for (auto& t : sorted) out.append(reinterpret_cast<const char*>(t.data), 4 * shape_numel(t.shape));
     write_file_atomic(path, out);
 }
 

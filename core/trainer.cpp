@@ -43,14 +43,16 @@ void Trainer::resume(AdamW adam, int epoch) {
     epoch_ = epoch;
 }
 
-void Trainer::fill_batch(const std::vector<int>& idx, size_t from, int B, std::vector<float>& x, std::vector<int>& y) {
+void Trainer::fill_batch(const std::vector<int>& idx, size_t from, int B, Tensor4& x, std::vector<int>& y) {
     const Config& c = w_.cfg;
-    const int S = c.image_size, C = c.channels, rows = d_.rows, cols = d_.cols;
-    const size_t per = size_t(C) * S * S;
-    x.resize(per * B);
+    const size_t S = c.image_size, C = c.channels, rows = d_.rows, cols = d_.cols, per = C * S * S;
+    x.resize({size_t(B), C, S, S});
     y.resize(B);
     std::uniform_int_distribution<int> sh(-s_.shift, s_.shift), coin(0, 1);
-    std::vector<uint8_t> img(size_t(rows) * cols);
+    Dataset one;  // one augmented image at a time, through the same preprocessing as evaluation
+    one.rows = int(rows); one.cols = int(cols); one.n = 1;
+    one.images.resize(rows * cols);
+    one.labels = {0};
     for (int b = 0; b < B; ++b) {
         int i = idx[from + b];
         y[b] = d_.labels[i];
@@ -58,23 +60,14 @@ void Trainer::fill_batch(const std::vector<int>& idx, size_t from, int B, std::v
         int dx = 0, dy = 0;
         bool flip = false;
         if (s_.augment) { dx = sh(rng_); dy = sh(rng_); flip = coin(rng_); }
-        for (int r = 0; r < rows; ++r)
-            for (int q = 0; q < cols; ++q) {
-                int sr = r - dy, sq = (flip ? cols - 1 - q : q) - dx;
-                img[size_t(r) * cols + q] = (sr >= 0 && sr < rows && sq >= 0 && sq < cols) ? src[size_t(sr) * cols + sq] : 0;
+        for (int r = 0; r < int(rows); ++r)
+            for (int q = 0; q < int(cols); ++q) {
+                int sr = r - dy, sq = (flip ? int(cols) - 1 - q : q) - dx;
+                one.images[size_t(r) * cols + q] =
+                    (sr >= 0 && sr < int(rows) && sq >= 0 && sq < int(cols)) ? src[size_t(sr) * cols + sq] : 0;
             }
-        if (rows == S && cols == S) {
-            for (int ch = 0; ch < C; ++ch)
-                for (size_t j = 0; j < size_t(S) * S; ++j)
-                    x[per * b + ch * size_t(S) * S + j] = (img[j] / 255.f - c.pre.mean[ch]) / c.pre.std[ch];
-        } else {
-            Dataset one;
-            one.rows = rows; one.cols = cols; one.n = 1;
-            one.images = img;
-            one.labels = {0};
-            Tensor t = dataset_input(one, 0, c);
-            std::copy_n(t.data(), per, x.data() + per * b);
-        }
+        Tensor3 t = dataset_input(one, 0, c);
+        std::copy(t.begin(), t.end(), x.begin() + per * b);
     }
 }
 
@@ -85,47 +78,42 @@ bool Trainer::run_epoch(const std::function<bool(const StepInfo&)>& on_step) {
     std::vector<int> idx(n_);
     std::iota(idx.begin(), idx.end(), 0);
     std::shuffle(idx.begin(), idx.end(), rng_);
-    std::vector<float> x, logits, dl;
+    Tensor4 x;
     std::vector<int> y;
     StepInfo info;
     info.epoch = epoch_; info.epochs = s_.epochs; info.steps_per_epoch = steps; info.total_steps = total;
     double loss_sum = 0;
     int correct_sum = 0, seen = 0;
     auto t0 = std::chrono::steady_clock::now();
+    const size_t per = size_t(c.channels) * c.image_size * c.image_size;
     for (int st = 0; st < steps; ++st) {
         int B = std::min(s_.batch, n_ - st * s_.batch);
         fill_batch(idx, size_t(st) * s_.batch, B, x, y);
-        logits.resize(size_t(B) * c.classes);
-        dl.resize(size_t(B) * c.classes);
         // Data parallel: each thread runs forward and backward on its slice of
         // the batch with single-threaded kernels (nested regions run serially),
         // then the per-thread gradients are summed. One join per step.
         const int nt = std::min<int>(int(batches_.size()), std::max(1, B / 8));
         std::vector<float> loss_part(nt, 0.f);
         std::vector<int> correct_part(nt, 0);
-        const size_t per = size_t(c.channels) * c.image_size * c.image_size;
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
         for (int t = 0; t < nt; ++t) {
-            int b0 = B * t / nt, b1 = B * (t + 1) / nt, n = b1 - b0;
-            float* lg = logits.data() + size_t(b0) * c.classes;
-            float* d = dl.data() + size_t(b0) * c.classes;
-            batches_[t]->forward(w_, x.data() + per * b0, n, {}, lg);
-            loss_part[t] = Batch::cross_entropy(lg, y.data() + b0, n, c.classes, d, &correct_part[t]) * n / B;
-            for (size_t i = 0; i < size_t(n) * c.classes; ++i) d[i] *= float(n) / float(B);  // mean over all of B
-            for (auto& [name, gt] : grads_[t].named()) std::fill_n(gt->data(), gt->size(), 0.f);
-            batches_[t]->backward(w_, d, grads_[t]);
+            const int b0 = B * t / nt, b1 = B * (t + 1) / nt, n = b1 - b0;
+            Tensor4 xs = Tensor4::from_shape({size_t(n), size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+            std::copy_n(x.data() + per * b0, per * n, xs.data());
+            const Array& logits = batches_[t]->forward(w_, xs, {});
+            Tensor2 dl;
+            loss_part[t] = Batch::cross_entropy(logits, y.data() + b0, dl, &correct_part[t]) * n / B;
+            dl *= float(n) / float(B);  // the mean over all of B, not over this slice
+            for_each_param([](const std::string&, auto& gt) { gt.fill(0.f); }, grads_[t]);
+            batches_[t]->backward(w_, dl, grads_[t]);
         }
         float loss = 0;
         int correct = 0;
         for (int t = 0; t < nt; ++t) { loss += loss_part[t]; correct += correct_part[t]; }
         if (!std::isfinite(loss)) throw std::runtime_error("training diverged (loss is " + std::to_string(loss) + "): lower --lr");
         Weights& g = grads_[0];
-        for (int t = 1; t < nt; ++t) {
-            auto dst = g.named();
-            auto src = grads_[t].named();
-            for (size_t i = 0; i < dst.size(); ++i)
-                for (size_t j = 0; j < dst[i].second->size(); ++j) (*dst[i].second)(j) += (*src[i].second)(j);
-        }
+        for (int t = 1; t < nt; ++t)
+            for_each_param([](const std::string&, auto& dst, const auto& src) { dst += src; }, g, grads_[t]);
         int64_t gstep = int64_t(epoch_) * steps + st;
         float lr = lr_schedule(gstep, warm, total, s_.lr, s_.min_lr);
         adam_.update(w_, g, lr);
@@ -152,12 +140,13 @@ void save_training_checkpoint(const std::string& path, const Weights& w, const A
     auto m = meta;
     m["epoch"] = std::to_string(epochs_done);
     save_model(path, w, m);
-    std::vector<std::pair<std::string, const Tensor*>> st;
-    auto mm = adam.m.named(), vv = adam.v.named();
-    for (size_t i = 0; i < mm.size(); ++i) {
-        st.emplace_back("m." + mm[i].first, mm[i].second);
-        st.emplace_back("v." + vv[i].first, vv[i].second);
-    }
+    std::vector<ArrayRef> st;
+    for_each_param(
+        [&](const std::string& name, const auto& mm, const auto& vv) {
+            st.push_back(array_ref("m." + name, mm));
+            st.push_back(array_ref("v." + name, vv));
+        },
+        adam.m, adam.v);
     write_safetensors(path + ".optim", st, {{"step", std::to_string(adam.step)}, {"epoch", std::to_string(epochs_done)}});
 }
 
@@ -169,17 +158,20 @@ int load_optimizer_state(const std::string& model_path, const Weights& w, AdamW&
 
 int optimizer_state_from(const SafeTensors& st, const std::string& p, const Weights& w, AdamW& adam) {
     // Checked before anything is allocated: every moment present, F32-convertible, of the parameter's shape.
-    auto mm0 = w.named();
-    for (auto& [name, t] : mm0)
-        for (const char* pre : {"m.", "v."}) {
-            auto it = st.tensors.find(pre + name);
-            if (it == st.tensors.end() || it->second.size() != t->size())
-                throw FileError(p + ": optimizer state for '" + name + "' is missing or does not fit the model");
-            for (size_t j = 0; j < it->second.size(); ++j)
-                if (!std::isfinite(it->second(j)) || (pre[0] == 'v' && it->second(j) < 0))
-                    throw FileError(p + ": optimizer state '" + pre + name + "' holds " +
-                                    (pre[0] == 'v' ? "negative or " : "") + "non-finite values");
-        }
+    for_each_param(
+        [&](const std::string& name, const auto& t) {
+            for (const char* pre : {"m.", "v."}) {
+                auto it = st.tensors.find(pre + name);
+                if (it == st.tensors.end() || it->second.size() != t.size())
+                    throw FileError(p + ": optimizer state for '" + name + "' is missing or does not fit the model");
+                const float* x = it->second.data();
+                for (size_t j = 0; j < it->second.size(); ++j)
+                    if (!std::isfinite(x[j]) || (pre[0] == 'v' && x[j] < 0))
+                        throw FileError(p + ": optimizer state '" + pre + name + "' holds " +
+                                        (pre[0] == 'v' ? "negative or " : "") + "non-finite values");
+            }
+        },
+        w);
     // step and epoch: whole decimal numbers in range (std::stoi accepted "12abc" and threw "stoi" on 1e99).
     auto number = [&](const char* key, long long hi) -> long long {
         auto it = st.metadata.find(key);
@@ -195,13 +187,12 @@ int optimizer_state_from(const SafeTensors& st, const std::string& p, const Weig
     int64_t step = number("step", int64_t(1) << 40);
     int epoch = int(number("epoch", 1000000));
     adam.init(w);
-    auto mm = adam.m.named(), vv = adam.v.named();
-    for (size_t i = 0; i < mm.size(); ++i) {
-        for (auto [pre, dst] : {std::pair<std::string, Tensor*>{"m.", mm[i].second}, {"v.", vv[i].second}}) {
-            auto it = st.tensors.find(pre + mm[i].first);
-            std::copy_n(it->second.data(), dst->size(), dst->data());
-        }
-    }
+    for_each_param(
+        [&](const std::string& name, auto& mm, auto& vv) {
+            for (auto [pre, dst] : {std::pair<std::string, float*>{"m.", mm.data()}, {"v.", vv.data()}})
+                std::copy_n(st.tensors.find(pre + name)->second.data(), mm.size(), dst);  // checked above
+        },
+        adam.m, adam.v);
     adam.step = step;
     return epoch;
 }

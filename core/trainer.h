@@ -47,7 +47,7 @@ public:
     const TrainSettings& settings() const { return s_; }
 
 private:
-    void fill_batch(const std::vector<int>& idx, size_t from, int B, std::vector<float>& x, std::vector<int>& y);
+    void fill_batch(const std::vector<int>& idx, size_t from, int B, Tensor4& x, std::vector<int>& y);
     Weights w_;
     TrainSettings s_;
     const Dataset& d_;

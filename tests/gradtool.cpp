@@ -9,6 +9,8 @@
 #include "core/io.h"
 #include "core/train.h"
 
+#include <xtensor/xview.hpp>
+
 using namespace vit;
 
 int main(int argc, char** argv) {
@@ -19,44 +21,36 @@ int main(int argc, char** argv) {
             std::string f = argv[i];
             if (f == "--no-affine") opt.affine = false;
             else if (f == "--unbiased") opt.unbiased = true;
-            else if (f == "--mean") opt.pooling = int(Pooling::Mean);
+            else if (f == "--mean") opt.pooling = Pooling::Mean;
         }
         LoadedModel lm = load_model(argv[1]);
         Weights& w = lm.weights;
-        Tensor x = read_npy(argv[2]), yl = read_npy(argv[3]);
+        Array xa = read_npy(argv[2]), yl = read_npy(argv[3]);
+        if (xa.dimension() != 4) throw std::runtime_error("X must be (B, C, H, W)");
+        Tensor4 x(std::move(xa));
         std::string out = argv[4];
-        int B = int(x[0]), K = w.cfg.classes;
+        const size_t B = x.shape(0);
         std::vector<int> labels(B);
-        for (int i = 0; i < B; ++i) labels[i] = int(yl(i));
+        for (size_t i = 0; i < B; ++i) labels[i] = int(yl.flat(i));
         Batch batch;
-        std::vector<float> logits(size_t(B) * K), dl(size_t(B) * K);
-        batch.forward(w, x.data(), B, opt, logits.data());
-        float loss = Batch::cross_entropy(logits.data(), labels.data(), B, K, dl.data());
+        Tensor2 dl;
+        float loss = Batch::cross_entropy(batch.forward(w, x, opt), labels.data(), dl);
         Weights g = zeros_like(w);
-        batch.backward(w, dl.data(), g);
+        batch.backward(w, dl, g);
         std::ofstream(out + "/loss.txt") << loss << "\n";
-        {
-            auto named = g.named();
-            std::vector<std::pair<std::string, const Tensor*>> v(named.begin(), named.end());
-            write_safetensors(out + "/grads.safetensors", v, {});
-        }
+        write_safetensors(out + "/grads.safetensors", param_refs(g), {});
         AdamW adam;
         adam.lr = 1e-2f; adam.weight_decay = 0.1f; adam.decay_all = true;
         adam.init(w);
         adam.update(w, g, adam.lr);
         adam.update(w, g, adam.lr);  // a second step exercises the bias corrections
-        {
-            auto named = w.named();
-            std::vector<std::pair<std::string, const Tensor*>> v(named.begin(), named.end());
-            write_safetensors(out + "/adamw2.safetensors", v, {});
-        }
+        write_safetensors(out + "/adamw2.safetensors", param_refs(w), {});
         // Gradient of logit[labels[0]] w.r.t. every stage, for the first image (original weights).
         LoadedModel fresh = load_model(argv[1]);
-        Tensor x0({x[1], x[2], x[3]});
-        std::copy_n(x.data(), x0.size(), x0.data());
+        Tensor3 x0 = xt::view(x, 0);
         Trace t = gradient_trace(fresh.weights, x0, opt, labels[0]);
-        std::vector<std::pair<std::string, const Tensor*>> items;
-        for (auto& e : t.entries()) items.emplace_back(e.name, &e.tensor);
+        std::vector<ArrayRef> items;
+        for (auto& e : t.entries()) items.push_back(array_ref(e.name, e.tensor));
         write_npz(out + "/gradtrace.npz", items);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "gradtool: %s\n", e.what());

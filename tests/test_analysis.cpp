@@ -6,6 +6,8 @@
 #include "core/analysis.h"
 #include "core/forward.h"
 
+#include <xtensor/xbuilder.hpp>
+
 using namespace vit;
 
 namespace {
@@ -14,8 +16,8 @@ Trace patterns(const std::vector<std::vector<float>>& layers, size_t H, size_t T
     Trace t;
     t.begin();
     for (size_t l = 0; l < layers.size(); ++l) {
-        float* p = t.record("blocks." + std::to_string(l) + ".attn.pattern" + suffix, int(l), {H, T, T});
-        std::copy(layers[l].begin(), layers[l].end(), p);
+        Array& p = t.record("blocks." + std::to_string(l) + ".attn.pattern" + suffix, int(l), {H, T, T});
+        std::copy(layers[l].begin(), layers[l].end(), p.begin());
     }
     t.end();
     return t;
@@ -97,8 +99,8 @@ TEST(Analysis, StageInfoCoversEveryStageOfARealTrace) {
         StageInfo i = stage_info(n, c);
         EXPECT_FALSE(i.what.empty());
         EXPECT_FALSE(i.torch.empty());
-        Trace t = run(init_weights(c, 0), Tensor::zeros({3, 8, 8}));
-        EXPECT_EQ(i.axes.size(), t.get(n).dim());
+        Trace t = run(init_weights(c, 0), Tensor3(xt::zeros<float>({3, 8, 8})));
+        EXPECT_EQ(i.axes.size(), t.get(n).dimension());
         for (auto& f : i.from) {  // inputs are real stages recorded before this one
             EXPECT_GE(t.index_of(f), 0) << f;
             EXPECT_LT(t.index_of(f), t.index_of(n)) << f;

@@ -30,9 +30,9 @@ TEST(Image, PngRgbaDropsAlphaAndScalesToUnit) {
     Image im = load_image(p);
     EXPECT_EQ(im.channels, 3);
     EXPECT_EQ(im.file_channels, 4);
-    EXPECT_EQ(im.pixels.shape, (Shape{3, 1, 2}));
-    EXPECT_FLOAT_EQ(im.pixels(0), 1.f);            // R of pixel 0
-    EXPECT_FLOAT_EQ(im.pixels(2 + 1), 128 / 255.f); // G of pixel 1
+    EXPECT_EQ(shape_of(im.pixels), (Shape{3, 1, 2}));
+    EXPECT_FLOAT_EQ(im.pixels.flat(0), 1.f);            // R of pixel 0
+    EXPECT_FLOAT_EQ(im.pixels.flat(2 + 1), 128 / 255.f); // G of pixel 1
 }
 
 TEST(Image, GrayBmpAndJpegAndTga) {
@@ -46,7 +46,7 @@ TEST(Image, GrayBmpAndJpegAndTga) {
         SCOPED_TRACE(p);
         Image im = load_image(p);
         EXPECT_EQ(im.width, 4);
-        EXPECT_NEAR(im.pixels(5), 80 / 255.f, p == j ? 0.05 : 1e-6);
+        EXPECT_NEAR(im.pixels.flat(5), 80 / 255.f, p == j ? 0.05 : 1e-6);
     }
     // TGA (like GIF, PSD, HDR, PIC, PNM) is refused: only PNG, JPEG and BMP are decoded.
     try {
@@ -68,7 +68,7 @@ TEST(Image, SixteenBitPngKeepsPrecision) {
         0x1B, 0x65, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82};
     Image im = decode_image(std::string(reinterpret_cast<const char*>(png), sizeof(png)), "16bit.png");
     EXPECT_TRUE(im.sixteen_bit);
-    EXPECT_NEAR(im.pixels(0), 0x1234 / 65535.f, 1e-7);
+    EXPECT_NEAR(im.pixels.flat(0), 0x1234 / 65535.f, 1e-7);
 }
 
 TEST(ImageBad, EmptyCorruptTruncatedAndNotAnImage) {
@@ -112,38 +112,38 @@ TEST(ImageBad, HugeDimensionsRejectedBeforeDecoding) {
 }
 
 TEST(Preprocess, GrayToRgbAndLuma) {
-    Tensor g({1, 1, 2});
-    g(0) = 0.25f; g(1) = 1.f;
-    Tensor rgb = convert_channels(g, 3);
-    EXPECT_EQ(rgb.shape, (Shape{3, 1, 2}));
-    EXPECT_EQ(rgb(2), 0.25f);
-    Tensor c({3, 1, 1});
-    c(0) = 1; c(1) = 0; c(2) = 0;
-    EXPECT_NEAR(convert_channels(c, 1)(0), 0.299f, 1e-6);
+    Tensor3 g = Tensor3::from_shape({1, 1, 2});
+    g.flat(0) = 0.25f; g.flat(1) = 1.f;
+    auto rgb = convert_channels(g, 3);
+    EXPECT_EQ(shape_of(rgb), (Shape{3, 1, 2}));
+    EXPECT_EQ(rgb.flat(2), 0.25f);
+    Tensor3 c = Tensor3::from_shape({3, 1, 1});
+    c.flat(0) = 1; c.flat(1) = 0; c.flat(2) = 0;
+    EXPECT_NEAR(convert_channels(c, 1).flat(0), 0.299f, 1e-6);
 }
 
 TEST(Preprocess, BilinearUpscaleMatchesHandArithmetic) {
     // 1x2 -> 1x4, half-pixel centres: outputs at x = 0.25, 0.75 (clamped edges) -> [a, .75a+.25b, .25a+.75b, b]
-    Tensor x({1, 1, 2});
-    x(0) = 0.f; x(1) = 1.f;
-    Tensor y = resize(x, 1, 4, Interp::Bilinear);
-    EXPECT_NEAR(y(0), 0.f, 1e-6);
-    EXPECT_NEAR(y(1), 0.25f, 1e-6);
-    EXPECT_NEAR(y(2), 0.75f, 1e-6);
-    EXPECT_NEAR(y(3), 1.f, 1e-6);
+    Tensor3 x = Tensor3::from_shape({1, 1, 2});
+    x.flat(0) = 0.f; x.flat(1) = 1.f;
+    auto y = resize(x, 1, 4, Interp::Bilinear);
+    EXPECT_NEAR(y.flat(0), 0.f, 1e-6);
+    EXPECT_NEAR(y.flat(1), 0.25f, 1e-6);
+    EXPECT_NEAR(y.flat(2), 0.75f, 1e-6);
+    EXPECT_NEAR(y.flat(3), 1.f, 1e-6);
 }
 
 TEST(Preprocess, DownscaleAveragesAndPreservesConstant) {
-    Tensor x({1, 4, 4});
-    for (int i = 0; i < 16; ++i) x(i) = 0.3f;
+    Tensor3 x = Tensor3::from_shape({1, 4, 4});
+    for (int i = 0; i < 16; ++i) x.flat(i) = 0.3f;
     for (auto k : {Interp::Bilinear, Interp::Bicubic}) {
-        Tensor y = resize(x, 2, 2, k);
-        for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y(i), 0.3f, 1e-6);
+        auto y = resize(x, 2, 2, k);
+        for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y.flat(i), 0.3f, 1e-6);
     }
     // 2x antialiased bilinear over [0,1,0,1,...] columns gives 0.5 everywhere in the interior
-    for (int i = 0; i < 16; ++i) x(i) = float(i % 2);
-    Tensor y = resize(x, 4, 2, Interp::Bilinear);
-    EXPECT_NEAR(y(0 * 2 + 1), 0.5f, 0.13f);
+    for (int i = 0; i < 16; ++i) x.flat(i) = float(i % 2);
+    auto y = resize(x, 4, 2, Interp::Bilinear);
+    EXPECT_NEAR(y.flat(0 * 2 + 1), 0.5f, 0.13f);
 }
 
 TEST(Preprocess, ShorterSideThenCenterCropAndNormalize) {
@@ -151,11 +151,11 @@ TEST(Preprocess, ShorterSideThenCenterCropAndNormalize) {
     c.image_size = 4; c.patch = 2; c.pre.resize = 6;
     c.pre.mean = {0.5f, 0.5f, 0.5f}; c.pre.std = {0.25f, 0.25f, 0.25f};
     Image im;
-    im.pixels = Tensor({3, 10, 20});
-    for (size_t i = 0; i < im.pixels.size(); ++i) im.pixels(i) = 0.75f;
-    Tensor x = preprocess(im, c);
-    EXPECT_EQ(x.shape, (Shape{3, 4, 4}));
-    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x(i), 1.0f, 1e-5);  // (0.75 - 0.5) / 0.25
-    Tensor back = denormalize(x, c);
-    EXPECT_NEAR(back(0), 0.75f, 1e-6);
+    im.pixels = Tensor3::from_shape({3, 10, 20});
+    for (size_t i = 0; i < im.pixels.size(); ++i) im.pixels.flat(i) = 0.75f;
+    auto x = preprocess(im, c);
+    EXPECT_EQ(shape_of(x), (Shape{3, 4, 4}));
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x.flat(i), 1.0f, 1e-5);  // (0.75 - 0.5) / 0.25
+    auto back = denormalize(x, c);
+    EXPECT_NEAR(back.flat(0), 0.75f, 1e-6);
 }

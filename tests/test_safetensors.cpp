@@ -34,18 +34,19 @@ const std::string kEight(8, '\0');
 }  // namespace
 
 TEST(SafeTensors, RoundTripWithMetadata) {
-    Tensor a({2, 3}), b({4});
-    for (size_t i = 0; i < 6; ++i) a(i) = float(i) - 2.5f;
-    for (size_t i = 0; i < 4; ++i) b(i) = float(i) * 1e-3f;
+    Tensor2 a = Tensor2::from_shape({2, 3});
+    Tensor1 b = Tensor1::from_shape({4});
+    for (size_t i = 0; i < 6; ++i) a.flat(i) = float(i) - 2.5f;
+    for (size_t i = 0; i < 4; ++i) b.flat(i) = float(i) * 1e-3f;
     auto dir = std::filesystem::temp_directory_path() / "vitscope_st_test";
     std::filesystem::create_directories(dir);
     auto p = (dir / "rt.safetensors").string();
-    write_safetensors(p, {{"b", &b}, {"a", &a}}, {{"k", "v"}});
+    write_safetensors(p, {array_ref("b", b), array_ref("a", a)}, {{"k", "v"}});
     SafeTensors st = read_safetensors(p);
     ASSERT_EQ(st.tensors.size(), 2u);
     EXPECT_EQ(st.metadata.at("k"), "v");
-    EXPECT_EQ(st.tensors.at("a").shape, (Shape{2, 3}));
-    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(st.tensors.at("a")(i), a(i));
+    EXPECT_EQ(shape_of(st.tensors.at("a")), (Shape{2, 3}));
+    for (size_t i = 0; i < 6; ++i) EXPECT_EQ(st.tensors.at("a").flat(i), a.flat(i));
     // No temporary files left behind by the atomic write.
     int n = 0;
     for (auto& e : std::filesystem::directory_iterator(dir)) n += e.path().string().find(".tmp.") != std::string::npos;
@@ -136,13 +137,13 @@ TEST(SafeTensorsHostile, MissingFileNamesIt) {
 }
 
 TEST(Npy, RoundTripAndRejections) {
-    Tensor t({2, 2});
-    for (size_t i = 0; i < 4; ++i) t(i) = float(i) + 0.5f;
-    std::string b = npy_bytes(t);
+    Tensor2 t = Tensor2::from_shape({2, 2});
+    for (size_t i = 0; i < 4; ++i) t.flat(i) = float(i) + 0.5f;
+    std::string b = npy_bytes(t.data(), shape_of(t));
     EXPECT_EQ(b.size() % 64, 16u);  // header padded to 64, then 16 data bytes
-    Tensor u = parse_npy(b, "x.npy");
-    EXPECT_EQ(u.shape, t.shape);
-    EXPECT_EQ(u(3), 3.5f);
+    Array u = parse_npy(b, "x.npy");
+    EXPECT_EQ(shape_of(u), shape_of(t));
+    EXPECT_EQ(u.flat(3), 3.5f);
     EXPECT_THROW(parse_npy("hello", "x.npy"), FileError);
     EXPECT_THROW(parse_npy(b.substr(0, b.size() - 1), "x.npy"), FileError);  // truncated data
     // A well-formed header whose shape product wraps to 0 in 64 bits (2^32 * 2^32), with no data:

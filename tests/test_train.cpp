@@ -11,6 +11,8 @@
 #include "core/train.h"
 #include "core/trainer.h"
 
+#include <random>
+
 using namespace vit;
 
 namespace {
@@ -72,49 +74,56 @@ TEST(IdxBad, WrongMagicTruncatedAndMismatchedCounts) {
 }
 
 // Central differences of the loss against Batch::backward for a few entries of every parameter.
+namespace {
+// Every parameter moved off timm's init (zero biases, unit LayerNorms), so that each matters.
+void perturb(Weights& w, std::mt19937& rng, std::normal_distribution<float>& nd) {
+    for_each_param([&](const std::string&, auto& t) { for (auto& v : t) v += nd(rng); }, w);
+}
+}  // namespace
+
 TEST(GradCheck, EveryParameterAgainstFiniteDifferences) {
-    for (Options opt : {Options{}, Options{false, true, int(Pooling::Mean)}}) {
+    Options other;
+    other.affine = false;
+    other.unbiased = true;
+    other.pooling = Pooling::Mean;
+    for (Options opt : {Options{}, other}) {
         SCOPED_TRACE(opt.affine ? "defaults" : "no-affine, unbiased, mean pooling");
         Config c = preset("toy-rgb8");
         Weights w = init_weights(c, 7);
-        // Make every parameter matter (timm's init has zero biases and unit LayerNorms).
         std::mt19937 rng(3);
         std::normal_distribution<float> nd(0.f, 0.3f);
-        for (auto& [n, t] : w.named())
-            for (size_t i = 0; i < t->size(); ++i) (*t)(i) += nd(rng);
-        const int B = 3;
-        std::vector<float> x(size_t(B) * 3 * 8 * 8);
+        perturb(w, rng, nd);
+        const size_t B = 3;
+        Tensor4 x = Tensor4::from_shape({B, 3, 8, 8});
         for (auto& v : x) v = nd(rng) * 3;
         std::vector<int> y = {1, 4, 7};
         Batch b;
-        std::vector<float> logits(B * 10), dl(B * 10);
-        b.forward(w, x.data(), B, opt, logits.data());
-        Batch::cross_entropy(logits.data(), y.data(), B, 10, dl.data());
+        Tensor2 dl;
+        Batch::cross_entropy(b.forward(w, x, opt), y.data(), dl);
         Weights g = zeros_like(w);
-        b.backward(w, dl.data(), g);
+        b.backward(w, dl, g);
         auto loss = [&]() {
             Batch bb;
-            bb.forward(w, x.data(), B, opt, logits.data());
-            return double(Batch::cross_entropy(logits.data(), y.data(), B, 10, nullptr));
+            Tensor2 unused;
+            return double(Batch::cross_entropy(bb.forward(w, x, opt), y.data(), unused));
         };
-        auto P = w.named();
-        auto G = g.named();
         int checked = 0;
-        for (size_t k = 0; k < P.size(); ++k) {
-            if (!opt.affine && P[k].first.find("norm") != std::string::npos) continue;  // unused
-            Tensor& t = *P[k].second;
-            for (size_t i : {size_t(0), t.size() / 2, t.size() - 1}) {
-                const float h = 1e-2f, orig = t(i);
-                t(i) = orig + h;
-                double lp = loss();
-                t(i) = orig - h;
-                double lm = loss();
-                t(i) = orig;
-                double fd = (lp - lm) / (2 * h), an = (*G[k].second)(i);
-                EXPECT_NEAR(an, fd, 2e-3 + 2e-2 * std::fabs(fd)) << P[k].first << "[" << i << "]";
-                ++checked;
-            }
-        }
+        for_each_param(
+            [&](const std::string& name, auto& t, const auto& gt) {
+                if (!opt.affine && name.find("norm") != std::string::npos) return;  // unused
+                for (size_t i : {size_t(0), t.size() / 2, t.size() - 1}) {
+                    const float h = 1e-2f, orig = t.flat(i);
+                    t.flat(i) = orig + h;
+                    double lp = loss();
+                    t.flat(i) = orig - h;
+                    double lm = loss();
+                    t.flat(i) = orig;
+                    double fd = (lp - lm) / (2 * h), an = gt.flat(i);
+                    EXPECT_NEAR(an, fd, 2e-3 + 2e-2 * std::fabs(fd)) << name << "[" << i << "]";
+                    ++checked;
+                }
+            },
+            w, g);
         EXPECT_GT(checked, 40);
     }
 }
@@ -124,24 +133,29 @@ TEST(GradCheck, InputGradientOfALogitAgainstFiniteDifferences) {
     Weights w = init_weights(c, 9);
     std::mt19937 rng(5);
     std::normal_distribution<float> nd(0.f, 0.3f);
-    for (auto& [n, t] : w.named())
-        for (size_t i = 0; i < t->size(); ++i) (*t)(i) += nd(rng);
-    Tensor x({1, 4, 4});
-    for (size_t i = 0; i < 16; ++i) x(i) = nd(rng) * 3;
+    perturb(w, rng, nd);
+    Tensor3 x = Tensor3::from_shape({1, 4, 4});
+    for (auto& v : x) v = nd(rng) * 3;
     Trace gt = gradient_trace(w, x, {}, 3);
-    const Tensor& gx = gt.get("input.grad");
-    ASSERT_EQ(gx.shape, x.shape);
-    for (size_t i = 0; i < 16; ++i) {
-        const float h = 1e-2f, orig = x(i);
+    const Array& gx = gt.get("input.grad");
+    ASSERT_EQ(shape_of(gx), shape_of(x));
+    auto logit3 = [&]() {
         Batch b;
-        std::vector<float> lo(10), hi(10);
-        x(i) = orig + h; b.forward(w, x.data(), 1, {}, hi.data());
-        x(i) = orig - h; b.forward(w, x.data(), 1, {}, lo.data());
-        x(i) = orig;
-        EXPECT_NEAR(gx(i), (hi[3] - lo[3]) / (2 * h), 2e-3 + 2e-2 * std::fabs(gx(i))) << i;
+        Tensor4 x4 = Tensor4::from_shape({1, 1, 4, 4});
+        std::copy(x.begin(), x.end(), x4.begin());
+        return double(b.forward(w, x4, {}).flat(3));
+    };
+    for (size_t i = 0; i < 16; ++i) {
+        const float h = 1e-2f, orig = x.flat(i);
+        x.flat(i) = orig + h;
+        double hi = logit3();
+        x.flat(i) = orig - h;
+        double lo = logit3();
+        x.flat(i) = orig;
+        EXPECT_NEAR(gx.flat(i), (hi - lo) / (2 * h), 2e-3 + 2e-2 * std::fabs(gx.flat(i))) << i;
     }
     EXPECT_TRUE(gt.has("blocks.0.attn.pattern.grad"));
-    EXPECT_EQ(gt.get("blocks.0.attn.pattern.grad").shape, (Shape{2, 5, 5}));
+    EXPECT_EQ(shape_of(gt.get("blocks.0.attn.pattern.grad")), (Shape{2, 5, 5}));
 }
 
 TEST(Training, ShortRunOnFashionMnistSubsetLearns) {

@@ -12,6 +12,7 @@
 
 #include "core/checkpoint.h"
 #include "core/forward.h"
+#include "core/profile.h"
 #include "core/train.h"
 #include "core/trainer.h"
 
@@ -31,6 +32,7 @@ static double peak_mb() {
 int main(int argc, char** argv) {
     std::string model = "default";
     int runs = 10, warmup = 2, train_batch = 0;
+    bool prof = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -41,10 +43,13 @@ int main(int argc, char** argv) {
         else if (a == "--runs") runs = std::max(1, std::atoi(next().c_str()));
         else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
         else if (a == "--train-batch") train_batch = std::max(1, std::atoi(next().c_str()));
-        else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N]\n"); return 2; }
+        else if (a == "--profile") prof = true;
+        else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile]\n"); return 2; }
     }
     try {
+        auto l0 = std::chrono::steady_clock::now();
         vit::LoadedModel lm = vit::load_model(model);
+        const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - l0).count();
         const vit::Config& c = lm.weights.cfg;
         if (train_batch) {
             // Training throughput: the real Trainer (data-parallel forward, backward,
@@ -69,10 +74,10 @@ int main(int argc, char** argv) {
             std::printf("ours_img_s=%.1f steps=%d peak_mb=%.1f\n", double(runs) * train_batch / s, runs, peak_mb());
             return 0;
         }
-        vit::Tensor x({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+        auto x = vit::Tensor3::from_shape({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
         std::mt19937 rng(0);
         std::normal_distribution<float> nd;
-        for (size_t i = 0; i < x.size(); ++i) x(i) = nd(rng);
+        for (auto& v : x) v = nd(rng);
         vit::Trace t;
         std::vector<double> ms;
         for (int r = 0; r < warmup + runs; ++r) {
@@ -80,6 +85,25 @@ int main(int argc, char** argv) {
             vit::forward(lm.weights, x, {}, t);
             double d = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             if (r >= warmup) ms.push_back(d);
+        }
+        if (prof) {
+            // One more run per profiled pass, each part timed (the timing adds a little overhead).
+            vit::profile::Profile p;
+            vit::profile::active() = &p;
+            for (int r = 0; r < runs; ++r) vit::forward(lm.weights, x, {}, t);
+            vit::profile::active() = nullptr;
+            double total = 0;
+            for (auto& [k, v] : p.parts()) total += v.ms;
+            std::printf("profile (%s, median forward %.2f ms; per forward, %d runs):\n", model.c_str(),
+                        [&] { auto m = ms; std::sort(m.begin(), m.end()); return m[m.size() / 2]; }(), runs);
+            std::printf("  %-52s %9s %7s %9s\n", "part", "ms", "share", "GFLOP/s");
+            std::vector<std::pair<std::string, vit::profile::Part>> rows(p.parts().begin(), p.parts().end());
+            std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.ms > b.second.ms; });
+            for (auto& [k, v] : rows)
+                std::printf("  %-52s %9.3f %6.1f%% %9s\n", k.c_str(), v.ms / runs, 100 * v.ms / total,
+                            v.flops > 0 ? std::to_string(int(v.flops / (v.ms * 1e6))).c_str() : "-");
+            std::printf("  %-52s %9.3f %6.1f%% %9s\n", "weight conversion (load, once)", load_ms, 0.0, "-");
+            std::printf("  %-52s %9.3f\n", "sum of parts", total / runs);
         }
         std::sort(ms.begin(), ms.end());
         std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f\n", ms[ms.size() / 2], ms[0],

@@ -13,11 +13,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         // big images under ASan would cut the fuzzer's speed tenfold.
         vit::Image im = vit::decode_image(b, fuzz::kWhat, 1 << 18);
         vit::Config gray = vit::preset("fmnist");
-        vit::Tensor x = vit::preprocess(im, gray);
+        auto x = vit::preprocess(im, gray);
         vit::Config rgb = vit::preset("toy-rgb8");
         rgb.pre.resize = 10;
         rgb.pre.interp = vit::Interp::Bicubic;
-        vit::Tensor y = vit::preprocess(im, rgb);
+        auto y = vit::preprocess(im, rgb);
         (void)vit::denormalize(y, rgb);
         (void)x;
     });
