@@ -161,7 +161,7 @@ SafeTensors parse_impl(const char* base, size_t size, const std::string& what, b
         Array t = empty_array(shape);
         float* out = t.data();
         const char* src = bytes.data() + data0 + b;
-        if (dt == "F32") std::memcpy(out, src, 4 * count);  // memcpy: the data may be unaligned
+        if (dt == "F32") { if (count) std::memcpy(out, src, 4 * count); }  // memcpy: the data may be unaligned; an empty array's data() is null
         else
             for (uint64_t i = 0; i < count; ++i) {
                 if (dt == "F64") { double v; std::memcpy(&v, src + 8 * i, 8); out[i] = float(v); }
