@@ -136,12 +136,14 @@ SafeTensors parse_impl(const char* base, size_t size, const std::string& what, b
         size_t es = dtype_size(dt);
         if (!es) bad("unknown dtype '" + dt + "'");
         Shape shape;
-        uint64_t count = 1;
+        uint64_t count = 1, nonzero = 1;
         if (info["shape"].size() > 16) bad("shape has " + std::to_string(info["shape"].size()) + " dimensions (at most 16)");
         for (auto& d : info["shape"]) {
             if (!d.is_number_unsigned()) bad("shape has a non-integer or negative dimension");
             uint64_t v = d.get<uint64_t>();
-            if (v && count > UINT64_MAX / v) bad("shape overflows");
+            // Non-zero dimensions bounded even when another is 0 (count 0): the strides multiply them.
+            if (v && (count > UINT64_MAX / v || nonzero > (uint64_t(1) << 62) / v)) bad("shape overflows");
+            if (v) nonzero *= v;
             count *= v;
             shape.push_back(size_t(v));
         }
