@@ -17,7 +17,13 @@
 #define STBI_NO_LINEAR
 #define STBI_NO_HDR
 #define STBI_MAX_DIMENSIONS 16384
+// stb copies 0 bytes from/to a null buffer (a PNG whose first IDAT chunk is
+// empty: memcpy(NULL, p, 0), UB found by the fuzzer): its memcpy skips n == 0.
+#include <cstring>
+static inline void* vit_stbi_memcpy(void* d, const void* s, size_t n) { return n ? std::memcpy(d, s, n) : d; }
+#define memcpy vit_stbi_memcpy
 #include <stb_image.h>
+#undef memcpy
 #pragma GCC diagnostic pop
 #include <stb_image_write.h>
 
@@ -55,6 +61,11 @@ const char* kFormats = "ViTScope reads PNG, JPEG and BMP images";
 void check_size(const std::string& what, int64_t w, int64_t h, int64_t max_pixels) {
     if (w <= 0 || h <= 0) throw FileError(what + ": image has no pixels (" + std::to_string(w) + " x " + std::to_string(h) + ")");
     if (w > kMaxSide || h > kMaxSide || w * h > max_pixels) too_large(what, w, h, max_pixels);
+}
+
+std::string stb_reason() {
+    const char* r = stbi_failure_reason();
+    return r && *r ? std::string(" (") + r + ")" : std::string();
 }
 
 enum class Format { Png, Jpeg, Bmp, Other };
@@ -201,7 +212,7 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
             int64_t aw = std::abs(int64_t(bw)), ah = std::abs(int64_t(bh));
             if (aw > kMaxSide || ah > kMaxSide) too_large(what, aw, ah, max_pixels);
         }
-        throw FileError(what + ": corrupt or truncated image (" + std::string(stbi_failure_reason()) + ")");
+        throw FileError(what + ": corrupt or truncated image" + stb_reason());
     }
     // stb reports a top-down BMP's height negative (and would abs() INT_MIN itself).
     check_size(what, w, fmt == Format::Bmp ? std::abs(int64_t(h)) : int64_t(h), max_pixels);
@@ -210,12 +221,12 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
     int ww, hh, nn;
     if (img.sixteen_bit) {
         stbi_us* px = stbi_load_16_from_memory(b, len, &ww, &hh, &nn, 0);
-        if (!px) throw FileError(what + ": corrupt or truncated image (" + std::string(stbi_failure_reason()) + ")");
+        if (!px) throw FileError(what + ": corrupt or truncated image" + stb_reason());
         try { fill(ww, hh, nn, px, 65535.f); } catch (...) { stbi_image_free(px); throw; }
         stbi_image_free(px);
     } else {
         stbi_uc* px = stbi_load_from_memory(b, len, &ww, &hh, &nn, 0);
-        if (!px) throw FileError(what + ": corrupt or truncated image (" + std::string(stbi_failure_reason()) + ")");
+        if (!px) throw FileError(what + ": corrupt or truncated image" + stb_reason());
         try { fill(ww, hh, nn, px, 255.f); } catch (...) { stbi_image_free(px); throw; }
         stbi_image_free(px);
     }

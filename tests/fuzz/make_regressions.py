@@ -167,5 +167,6 @@ o = optim_tensors(); o["m.head.weight"] = np.zeros((3,), np.float32)
 put("optim", "wrong_size.optim", mc.safetensors(o, {"step": "5", "epoch": "1"}))
 # Found by the harnesses (kept as they found them, not regenerated here):
 #   safetensors/empty_tensor_null_data.safetensors  memcpy(null, ., 0) for a (0, 4) tensor
+#   image/png_empty_first_idat.png                 stb: memcpy(NULL, p, 0) for an empty first IDAT chunk
 #   npy/zero_dim_then_huge_dims.npy                 shape (0, 999999, 99, 999999999999): xtensor stride overflow
 print("regressions written to", OUT)
