@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "io.h"
 #include "pth.h"
@@ -37,29 +41,118 @@ std::string config_to_json(const Config& c) {
     return j.dump();
 }
 
+namespace {
+// Metadata JSON (vitscope.config, class_names) parsed with bounds: a 50 MB
+// string of '[' would otherwise build 50 M nested arrays (gigabytes).
+json parse_bounded(const std::string& text) {
+    size_t values = 0;
+    json::parser_callback_t cb = [&](int depth, json::parse_event_t, json&) {
+        if (depth > 32) throw std::length_error("nested more than 32 levels deep");
+        if (++values > 1'000'000) throw std::length_error("more than 1,000,000 values");
+        return true;
+    };
+    return json::parse(text, cb);
+}
+
+// Checked reads of config fields: every number is range-checked before it is
+// converted (nlohmann's get<int>() on 1e302 or 2^40 is undefined behaviour)
+// and before anything is sized by it; errors name the file and the field.
+struct ConfigReader {
+    const json& j;
+    const std::string& what;
+    [[noreturn]] void bad(const std::string& key, const std::string& m) const {
+        throw FileError(what + ": vitscope.config field '" + key + "' " + m);
+    }
+    int integer(const std::string& key, int64_t lo, int64_t hi, const int* fallback = nullptr) const {
+        auto it = j.find(key);
+        if (it == j.end()) {
+            if (fallback) return *fallback;
+            bad(key, "is missing");
+        }
+        if (!it->is_number_integer()) bad(key, "is not an integer");
+        int64_t v = 0;
+        bool in;
+        if (it->is_number_unsigned()) {
+            uint64_t u = it->get<uint64_t>();
+            in = u <= uint64_t(hi);
+            if (in) v = int64_t(u);
+        } else {
+            v = it->get<int64_t>();
+            in = v <= hi;
+        }
+        if (!in || v < lo) bad(key, "is " + it->dump() + ", outside " + std::to_string(lo) + ".." + std::to_string(hi));
+        return int(v);
+    }
+    static bool finite_float(const json& v) {
+        if (!v.is_number()) return false;
+        double d = v.get<double>();
+        return std::isfinite(d) && std::fabs(d) <= 3.0e38;
+    }
+    float number(const std::string& key, float fallback) const {
+        auto it = j.find(key);
+        if (it == j.end()) return fallback;
+        if (!finite_float(*it)) bad(key, "is not a finite number");
+        return float(it->get<double>());
+    }
+    std::string text(const std::string& key, const std::string& fallback) const {
+        auto it = j.find(key);
+        if (it == j.end()) return fallback;
+        if (!it->is_string()) bad(key, "is not a string");
+        return it->get<std::string>();
+    }
+    std::vector<float> floats(const std::string& key, size_t n) const {
+        auto it = j.find(key);
+        if (it == j.end()) return std::vector<float>(n, 0.5f);
+        if (!it->is_array() || it->size() != n)
+            bad(key, "must be a list of " + std::to_string(n) + " numbers (one per channel)");
+        std::vector<float> v;
+        for (auto& x : *it) {
+            if (!finite_float(x)) bad(key, "holds a value that is not a finite number");
+            v.push_back(float(x.get<double>()));
+        }
+        return v;
+    }
+};
+}  // namespace
+
 Config config_from_json(const std::string& text, const std::string& what) {
     Config c;
+    json j;
     try {
-        json j = json::parse(text);
-        c.name = j.value("name", c.name);
-        c.image_size = j.at("image_size").get<int>();
-        c.channels = j.at("channels").get<int>();
-        c.patch = j.at("patch").get<int>();
-        c.width = j.at("width").get<int>();
-        c.depth = j.at("depth").get<int>();
-        c.heads = j.at("heads").get<int>();
-        c.mlp = j.at("mlp").get<int>();
-        c.classes = j.at("classes").get<int>();
-        c.eps = j.value("eps", c.eps);
-        c.pooling = j.value("pooling", std::string("cls")) == "mean" ? Pooling::Mean : Pooling::Cls;
-        c.pre.resize = j.value("resize", 0);
-        c.pre.squash = j.value("squash", false);
-        c.pre.interp = j.value("interp", std::string("bilinear")) == "bicubic" ? Interp::Bicubic : Interp::Bilinear;
-        c.pre.mean = j.value("mean", std::vector<float>(c.channels, 0.5f));
-        c.pre.std = j.value("std", std::vector<float>(c.channels, 0.5f));
-        c.class_names = j.value("class_names", std::vector<std::string>{});
+        j = parse_bounded(text);
     } catch (const json::exception& e) {
         throw FileError(what + ": bad vitscope.config metadata: " + e.what());
+    } catch (const std::length_error& e) {
+        throw FileError(what + ": bad vitscope.config metadata: " + e.what());
+    }
+    if (!j.is_object()) throw FileError(what + ": bad vitscope.config metadata: not a JSON object");
+    ConfigReader r{j, what};
+    c.name = r.text("name", c.name);
+    c.image_size = r.integer("image_size", 1, kMaxImageSize);
+    c.channels = r.integer("channels", 1, 3);
+    c.patch = r.integer("patch", 1, kMaxImageSize);
+    c.width = r.integer("width", 1, kMaxWidth);
+    c.depth = r.integer("depth", 0, kMaxLayers);
+    c.heads = r.integer("heads", 1, kMaxWidth);
+    c.mlp = r.integer("mlp", 1, kMaxMlp);
+    c.classes = r.integer("classes", 1, kMaxClasses);
+    c.eps = r.number("eps", c.eps);
+    c.pooling = r.text("pooling", "cls") == "mean" ? Pooling::Mean : Pooling::Cls;
+    const int zero = 0;
+    c.pre.resize = r.integer("resize", 0, kMaxResize, &zero);
+    c.pre.interp = r.text("interp", "bilinear") == "bicubic" ? Interp::Bicubic : Interp::Bilinear;
+    if (auto it = j.find("squash"); it != j.end()) {
+        if (!it->is_boolean()) r.bad("squash", "is not true or false");
+        c.pre.squash = it->get<bool>();
+    }
+    c.pre.mean = r.floats("mean", size_t(c.channels));
+    c.pre.std = r.floats("std", size_t(c.channels));
+    if (auto it = j.find("class_names"); it != j.end()) {
+        if (!it->is_array() || it->size() > size_t(kMaxClasses)) r.bad("class_names", "is not a list of class names");
+        for (auto& n : *it) {
+            if (!n.is_string()) r.bad("class_names", "holds a value that is not a string");
+            c.class_names.push_back(n.get<std::string>());
+        }
     }
     return c;
 }
@@ -187,26 +280,47 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
     const Array& pw = src.at(patch_key);
     if (pw.dimension() != 4 || pw.shape(2) != pw.shape(3))
         throw FileError(what + ": " + patch_key + " has shape " + shape_str_of(pw) + ", expected (D, C, P, P)");
-    c.width = int(pw.shape(0)); c.channels = int(pw.shape(1)); c.patch = int(pw.shape(2));
+    // Shapes become config fields: checked before narrowing (a 0-d or huge
+    // dimension must be an error naming the tensor, not a crash).
+    auto dim_of = [&](const Array& t, const std::string& key, size_t axis) -> int {
+        if (t.dimension() <= axis)
+            throw FileError(what + ": " + key + " has shape " + shape_str_of(t) + ", expected at least " +
+                            std::to_string(axis + 1) + " dimension(s)");
+        if (t.shape(axis) > size_t(INT32_MAX))
+            throw FileError(what + ": " + key + " has shape " + shape_str_of(t) + ": dimension too large");
+        return int(t.shape(axis));
+    };
+    c.width = dim_of(pw, patch_key, 0); c.channels = dim_of(pw, patch_key, 1); c.patch = dim_of(pw, patch_key, 2);
     const Array* pos = find(src, pos_key);
     if (!pos) throw FileError(what + ": missing " + pos_key);
     size_t T = pos->size() / std::max<size_t>(1, c.width);
     size_t G = size_t(std::lround(std::sqrt(double(T ? T - 1 : 0))));
     if (T < 2 || G * G + 1 != T)
         throw FileError(what + ": " + pos_key + " has " + std::to_string(T) + " positions; expected a square grid plus the cls token");
+    if (int64_t(G) * c.patch > kMaxImageSize)
+        throw FileError(what + ": " + pos_key + " has a " + std::to_string(G) + "x" + std::to_string(G) + " grid of " +
+                        std::to_string(c.patch) + "-pixel patches, over the " + std::to_string(kMaxImageSize) +
+                        "-pixel image limit");
     c.image_size = int(G) * c.patch;
     c.depth = count_blocks(src, blocks_prefix);
     const Array* fc1 = find(src, fc1_key0);
-    c.mlp = fc1 ? int(fc1->shape(0)) : 4 * c.width;
+    c.mlp = fc1 ? dim_of(*fc1, fc1_key0, 0) : int(std::min<int64_t>(INT32_MAX, 4 * int64_t(c.width)));
     const char* head_key = fam == Family::Timm ? "head.weight" : fam == Family::Torchvision ? "heads.head.weight" : "classifier.weight";
     const Array* hw = find(src, head_key);
     if (!hw) throw FileError(what + ": no classification head '" + std::string(head_key) + "' (a headless backbone is not supported)");
-    c.classes = int(hw->shape(0));
+    c.classes = dim_of(*hw, head_key, 0);
     // Settings shapes cannot tell: flag, then metadata, then defaults.
     auto meta_int = [&](const char* k) -> int {
         auto it = meta.find(k);
         if (it == meta.end()) return 0;
-        try { return std::stoi(it->second); } catch (...) { throw FileError(what + ": __metadata__ " + k + " is not an integer"); }
+        const std::string& v = it->second;
+        char* end = nullptr;
+        errno = 0;
+        long x = v.empty() ? 0 : std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || errno || x < 1 || x > kMaxWidth)
+            throw FileError(what + ": __metadata__ " + k + " is '" + v.substr(0, 40) + "', not an integer in 1.." +
+                            std::to_string(kMaxWidth));
+        return int(x);
     };
     bool from_cfg = meta.count("vitscope.config") != 0;
     if (ov.heads > 0) c.heads = ov.heads;
@@ -222,7 +336,15 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
         }
     }
     if (ov.eps > 0) c.eps = ov.eps;
-    else if (auto it = meta.find("eps"); it != meta.end()) c.eps = std::stof(it->second);
+    else if (auto it = meta.find("eps"); it != meta.end()) {
+        const std::string& v = it->second;
+        char* end = nullptr;
+        errno = 0;
+        double x = v.empty() ? 0 : std::strtod(v.c_str(), &end);
+        if (v.empty() || *end || errno || !(x > 0) || x > 1)
+            throw FileError(what + ": __metadata__ eps is '" + v.substr(0, 40) + "', not a number in (0, 1]");
+        c.eps = float(x);
+    }
     else if (!from_cfg) c.eps = fam == Family::HuggingFace ? 1e-12f : 1e-6f;
     bool has_fc_norm = fam == Family::Timm && find(src, "fc_norm.weight") && !find(src, "norm.weight");
     if (ov.pooling) c.pooling = *ov.pooling;
@@ -243,12 +365,15 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
         if (c.channels == 1) { c.pre.mean.resize(1); c.pre.std.resize(1); }
     }
     if (auto it = meta.find("class_names"); it != meta.end()) {
-        try { c.class_names = json::parse(it->second).get<std::vector<std::string>>(); }
+        try { c.class_names = parse_bounded(it->second).get<std::vector<std::string>>(); }
         catch (...) { throw FileError(what + ": __metadata__ class_names is not a JSON list of strings"); }
     }
     if (!c.class_names.empty() && c.class_names.size() != size_t(c.classes)) c.class_names.clear();
     try { c.validate(); } catch (const std::invalid_argument& e) { throw FileError(what + ": " + e.what()); }
 
+
+    size_t held = 0;  // the file's numbers, counted before the mapping moves them out
+    for (auto& [k, v] : src) held += v.size();
     // Map the tensors.
     const size_t D = c.width, M = c.mlp, K = c.classes, C = c.channels, P = c.patch;
     Mapper mp{src, what, {}, {}, {}};
@@ -336,6 +461,12 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
         mp.take("classifier.bias", {K}, w.head_b);
     }
     mp.fail_if_any();
+    // The config must not ask for more parameters than the file holds. Checked after
+    // the mapping (which only moves the file's own tensors, so allocates nothing the
+    // file does not hold), so that a file missing tensors is told which ones.
+    if (double(param_count(c)) > double(held))
+        throw FileError(what + ": the config (" + c.describe() + ") needs " + std::to_string(param_count(c)) +
+                        " parameters but the file holds " + std::to_string(held));
     return lm;
 }
 
@@ -397,14 +528,18 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
                         "; torchvision and timm names such as vit_b_16 or vit_base_patch16_224: see "
                         "'vitscope-cli info --list') nor an existing file (" + std::string(kCheckpointFormats) + ")");
     }
-    SafeTensors st = read_checkpoint(spec);
-    for (auto& [k, dt] : st.dtypes)
-        if (!st.tensors.count(k)) throw FileError(spec + ": tensor '" + k + "' has dtype " + dt + "; only F32, F16, BF16 and F64 weights are supported");
-    return weights_from_tensors(std::move(st.tensors), st.metadata, spec, ov);
+    return model_from_safetensors(read_checkpoint(spec), spec, ov);
 }
 
-void apply_labels_file(Config& c, const std::string& path) {
-    std::string text = read_file(path, 1 << 24);
+LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, const LoadOverrides& ov) {
+    for (auto& [k, dt] : st.dtypes)
+        if (!st.tensors.count(k)) throw FileError(what + ": tensor '" + k + "' has dtype " + dt + "; only F32, F16, BF16 and F64 weights are supported");
+    return weights_from_tensors(std::move(st.tensors), st.metadata, what, ov);
+}
+
+void apply_labels_file(Config& c, const std::string& path) { apply_labels(c, read_file(path, 1 << 24), path); }
+
+void apply_labels(Config& c, const std::string& text, const std::string& path) {
     std::vector<std::string> names;
     std::stringstream ss(text);
     std::string line;

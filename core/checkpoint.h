@@ -44,6 +44,10 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> tensors,
                                  const std::map<std::string, std::string>& metadata,
                                  const std::string& what, const LoadOverrides& ov);
 
+// From a parsed file: refuses tensors in dtypes it cannot convert, then as above.
+struct SafeTensors;
+LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, const LoadOverrides& ov);
+
 // Saves under timm's key names, with the config in __metadata__["vitscope.config"]
 // plus `extra` metadata. Atomic.
 void save_model(const std::string& path, const Weights& w, std::map<std::string, std::string> extra = {});
@@ -53,6 +57,8 @@ Config config_from_json(const std::string& text, const std::string& what);
 
 // Class names from a text file, one per line; must match the number of classes.
 void apply_labels_file(Config& c, const std::string& path);
+// The same from the file's text; `path` names it in errors.
+void apply_labels(Config& c, const std::string& text, const std::string& path);
 
 // The embedded default model's bytes (empty if the build had none).
 std::string embedded_model_bytes();

@@ -14,6 +14,9 @@ struct Dataset {
     int n = 0, rows = 0, cols = 0;
 };
 Dataset load_idx(const std::string& images_path, const std::string& labels_path);
+// The same from the files' bytes (gzipped or not); the paths name them in errors.
+Dataset parse_idx(const std::string& images, const std::string& labels, const std::string& images_path,
+                  const std::string& labels_path);
 // dir/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
 Dataset load_fashion_mnist(const std::string& dir, bool train);
 std::string default_fashion_mnist_dir();

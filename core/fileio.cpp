@@ -147,14 +147,18 @@ Array parse_npy(const std::string& b, const std::string& what) {
     if (sh.size() < 2 || sh.front() != '(' || sh.back() != ')') throw FileError(what + ": malformed .npy shape " + sh);
     Shape shape;
     std::string cur;
-    size_t count = 1;
+    size_t count = 1, nonzero = 1;
     for (size_t i = 1; i < sh.size(); ++i) {
         char c = sh[i];
         if (c >= '0' && c <= '9') { cur += c; if (cur.size() > 12) throw FileError(what + ": .npy dimension too large"); }
         else if (c == ',' || c == ')') {
             if (!cur.empty()) {
                 size_t dim = std::stoull(cur);
-                if (dim && count > (size_t(1) << 34) / dim) throw FileError(what + ": .npy array too large");
+                // The product of the non-zero dimensions is bounded too: with a 0 in the
+                // shape the count stays 0, but the strides still multiply the rest (UB in xtensor).
+                if (dim && (count > (size_t(1) << 34) / dim || nonzero > (size_t(1) << 34) / dim))
+                    throw FileError(what + ": .npy array too large");
+                if (dim) nonzero *= dim;
                 shape.push_back(dim);
                 count *= dim;
                 cur.clear();

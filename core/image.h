@@ -16,10 +16,13 @@ struct Image {
     bool sixteen_bit = false;
 };
 
-// Throws FileError naming the file: missing, empty, not an image, corrupt or
-// truncated, or over the size limit (default 16384 x 16384, 100 megapixels).
+// PNG (8/16-bit), JPEG (libjpeg-turbo) and BMP; every other format is refused.
+// Throws FileError naming the file: missing, empty, not an image, an
+// unsupported format, corrupt or truncated, or too large (checked on the header
+// before decoding: 16384 per side and 25 megapixels; `max_pixels` > 0 lowers
+// the latter, as the fuzz harness does).
 Image load_image(const std::string& path);
-Image decode_image(const std::string& bytes, const std::string& what);
+Image decode_image(const std::string& bytes, const std::string& what, int64_t max_pixels = 0);
 
 // Gray <-> RGB (ITU-R 601 luma, as PIL's convert("L")).
 Tensor3 convert_channels(const Tensor3& chw, int channels);

@@ -1,6 +1,7 @@
 #include "model.h"
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -17,13 +18,32 @@ void Config::validate() const {
                                 " is not a multiple of patch " + std::to_string(patch));
     if (width <= 0 || depth < 0 || heads <= 0 || mlp <= 0 || classes <= 0)
         bad("width, heads, mlp and classes must be positive, depth non-negative");
+    if (width > kMaxWidth || depth > kMaxLayers || heads > width || mlp > kMaxMlp || classes > kMaxClasses)
+        bad("width " + std::to_string(width) + ", depth " + std::to_string(depth) + ", heads " + std::to_string(heads) +
+            ", mlp " + std::to_string(mlp) + " or classes " + std::to_string(classes) + " over the limits (width " +
+            std::to_string(kMaxWidth) + ", depth " + std::to_string(kMaxLayers) + ", heads <= width, mlp " +
+            std::to_string(kMaxMlp) + ", classes " + std::to_string(kMaxClasses) + ")");
+    if (pre.resize < 0 || pre.resize > kMaxResize) bad("resize must be in 0.." + std::to_string(kMaxResize));
+    // Parameters and the floats one traced forward pass records (per block:
+    // ~14 (T, D) stages, scores + pattern (H, T, T), fc1/GELU (T, M)).
+    const double T = tokens(), D = width, H = heads, M = mlp;
+    const double params = double(param_count(*this));
+    const double trace = depth * (14 * T * D + 2 * H * T * T + 2 * T * M) + 4 * T * D;
+    if (params > kMaxParams || trace > kMaxTraceFloats) {
+        char m[200];
+        std::snprintf(m, sizeof m, "%.3g parameters and a %.3g GB trace are over the limits (%.3g parameters, %.3g GB)",
+                      params, trace * 4 / 1e9, kMaxParams, kMaxTraceFloats * 4 / 1e9);
+        bad(m);
+    }
     if (width % heads) bad("width " + std::to_string(width) + " is not divisible by heads " +
                            std::to_string(heads));
-    if (!(eps > 0)) bad("eps must be positive");
+    if (!(eps > 0) || !std::isfinite(eps)) bad("eps must be positive and finite");
     if (pre.mean.size() != size_t(channels) || pre.std.size() != size_t(channels))
         bad("preprocessing mean/std must have one value per channel");
     for (float s : pre.std)
-        if (!(s > 0)) bad("preprocessing std must be positive");
+        if (!(s > 0) || !std::isfinite(s)) bad("preprocessing std must be positive and finite");
+    for (float m : pre.mean)
+        if (!std::isfinite(m)) bad("preprocessing mean must be finite");
     if (!class_names.empty() && class_names.size() != size_t(classes))
         bad(std::to_string(class_names.size()) + " class names for " + std::to_string(classes) +
             " classes");

@@ -22,6 +22,13 @@ struct Preprocess {
     std::vector<float> std{0.5f, 0.5f, 0.5f};
 };
 
+// Upper limits every config is checked against, so that no file can make the
+// app allocate absurd memory: ViT-H/14 (632 M parameters, a ~1.2 GB trace at
+// 224 px) and a bit; ViT-L/16 at 384 px (a ~2.3 GB trace) still fits.
+constexpr int kMaxImageSize = 4096, kMaxWidth = 8192, kMaxLayers = 128, kMaxMlp = 32768,
+              kMaxClasses = 100000, kMaxResize = 8192;
+constexpr double kMaxParams = 1e9, kMaxTraceFloats = 1 << 30;
+
 struct Config {
     std::string name = "custom";
     int image_size = 224;

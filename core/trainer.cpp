@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <numeric>
 
@@ -18,6 +20,10 @@ Trainer::Trainer(Weights w, TrainSettings s, const Dataset& d) : w_(std::move(w)
     if (c.classes < 10) throw std::invalid_argument("the model has " + std::to_string(c.classes) +
                                                     " classes; Fashion-MNIST needs 10");
     if (d_.n == 0) throw std::invalid_argument("the training set is empty");
+    for (int i = 0; i < d_.n; ++i)  // a label past the head would index past the logits
+        if (d_.labels[i] >= c.classes)
+            throw std::invalid_argument("training label " + std::to_string(d_.labels[i]) + " (image " + std::to_string(i) +
+                                        ") is not one of the model's " + std::to_string(c.classes) + " classes");
     n_ = s_.limit > 0 ? std::min(s_.limit, d_.n) : d_.n;
     if (s_.batch <= 0 || s_.epochs <= 0) throw std::invalid_argument("batch and epochs must be positive");
     adam_.lr = s_.lr;
@@ -147,24 +153,48 @@ void save_training_checkpoint(const std::string& path, const Weights& w, const A
 int load_optimizer_state(const std::string& model_path, const Weights& w, AdamW& adam) {
     std::string p = model_path + ".optim";
     if (::access(p.c_str(), R_OK) != 0) return -1;
-    SafeTensors st = read_safetensors(p);
+    return optimizer_state_from(read_safetensors(p), p, w, adam);
+}
+
+int optimizer_state_from(const SafeTensors& st, const std::string& p, const Weights& w, AdamW& adam) {
+    // Checked before anything is allocated: every moment present, F32-convertible, of the parameter's shape.
+    for_each_param(
+        [&](const std::string& name, const auto& t) {
+            for (const char* pre : {"m.", "v."}) {
+                auto it = st.tensors.find(pre + name);
+                if (it == st.tensors.end() || it->second.size() != t.size())
+                    throw FileError(p + ": optimizer state for '" + name + "' is missing or does not fit the model");
+                const float* x = it->second.data();
+                for (size_t j = 0; j < it->second.size(); ++j)
+                    if (!std::isfinite(x[j]) || (pre[0] == 'v' && x[j] < 0))
+                        throw FileError(p + ": optimizer state '" + pre + name + "' holds " +
+                                        (pre[0] == 'v' ? "negative or " : "") + "non-finite values");
+            }
+        },
+        w);
+    // step and epoch: whole decimal numbers in range (std::stoi accepted "12abc" and threw "stoi" on 1e99).
+    auto number = [&](const char* key, long long hi) -> long long {
+        auto it = st.metadata.find(key);
+        if (it == st.metadata.end()) throw FileError(p + ": missing " + key + " metadata");
+        const std::string& v = it->second;
+        char* end = nullptr;
+        errno = 0;
+        long long x = v.empty() ? -1 : std::strtoll(v.c_str(), &end, 10);
+        if (v.empty() || *end || errno || x < 0 || x > hi)
+            throw FileError(p + ": " + key + " metadata is '" + v.substr(0, 40) + "', not an integer in 0.." + std::to_string(hi));
+        return x;
+    };
+    int64_t step = number("step", int64_t(1) << 40);
+    int epoch = int(number("epoch", 1000000));
     adam.init(w);
     for_each_param(
         [&](const std::string& name, auto& mm, auto& vv) {
-            for (auto [pre, dst] : {std::pair<std::string, float*>{"m.", mm.data()}, {"v.", vv.data()}}) {
-                auto it = st.tensors.find(pre + name);
-                if (it == st.tensors.end() || it->second.size() != mm.size())
-                    throw FileError(p + ": optimizer state for '" + name + "' is missing or does not fit the model");
-                std::copy_n(it->second.data(), mm.size(), dst);
-            }
+            for (auto [pre, dst] : {std::pair<std::string, float*>{"m.", mm.data()}, {"v.", vv.data()}})
+                std::copy_n(st.tensors.find(pre + name)->second.data(), mm.size(), dst);  // checked above
         },
         adam.m, adam.v);
-    try {
-        adam.step = std::stoll(st.metadata.at("step"));
-        return std::stoi(st.metadata.at("epoch"));
-    } catch (...) {
-        throw FileError(p + ": missing step/epoch metadata");
-    }
+    adam.step = step;
+    return epoch;
 }
 
 }  // namespace vit

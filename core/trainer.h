@@ -65,5 +65,8 @@ void save_training_checkpoint(const std::string& path, const Weights& w, const A
                               const std::map<std::string, std::string>& meta);
 // Returns the epoch to continue from; fills adam when the .optim file exists.
 int load_optimizer_state(const std::string& model_path, const Weights& w, AdamW& adam);
+// The same from an already-parsed .optim file; `what` names it in errors.
+struct SafeTensors;
+int optimizer_state_from(const SafeTensors& st, const std::string& what, const Weights& w, AdamW& adam);
 
 }  // namespace vit

@@ -2,7 +2,9 @@
 # ViTScope quick start.
 #   tools/vitscope.sh run   install what is missing, build, launch the app on the
 #                           embedded default model and a bundled image
-#   tools/vitscope.sh test  install what is missing, build, run the whole test suite
+#   tools/vitscope.sh test  install what is missing, build, run the whole test suite,
+#                           then the unit tests and fuzz harnesses built with ASan +
+#                           UBSan by clang in $BUILD/san (VITSCOPE_SANITIZE=0 skips it)
 # Works on a fresh Debian bookworm machine (root, or a user with sudo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +16,7 @@ PACKAGES=(
   libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri libstb-dev
   xtensor-dev libxtensor-dev xtl-dev libxsimd-dev libopenblas-dev
   nlohmann-json3-dev libzip-dev zlib1g-dev libcli11-dev libgtest-dev
+  libjpeg62-turbo-dev clang libclang-rt-14-dev libomp-dev
   python3-torch python3-torchvision python3-numpy python3-pil
   dataset-fashion-mnist xvfb xauth fonts-dejavu-core
 )
@@ -38,6 +41,20 @@ build() {
   cmake --build "$BUILD" -j"$(nproc)"
 }
 
+# The sanitizer build: its own directory (clang, every target instrumented),
+# only the unit tests and the fuzz harnesses; ctest there replays every
+# harness's corpus and regressions and fuzzes each for a few seconds.
+sanitize() {
+  local SAN=$BUILD/san t0=$SECONDS rc=0
+  echo "==> sanitizer build (clang, ASan + UBSan, libFuzzer) in $SAN"
+  cmake -S "$ROOT" -B "$SAN" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ -DVITSCOPE_FUZZ=ON -DVITSCOPE_BUILD_APP=OFF >/dev/null
+  cmake --build "$SAN" -j"$(nproc)" --target vitscope_tests fuzzers
+  (cd "$SAN" && ctest --output-on-failure -j"$(nproc)" "$@") || rc=$?
+  echo "==> sanitizer build and tests took $((SECONDS - t0)) s"
+  return $rc
+}
+
 cmd=${1:-run}
 shift || true
 case "$cmd" in
@@ -57,8 +74,12 @@ case "$cmd" in
   test)
     install_missing
     build
-    cd "$BUILD"
-    exec ctest --output-on-failure -j"$(nproc)" "$@"
+    status=0
+    (cd "$BUILD" && ctest --output-on-failure -j"$(nproc)" "$@") || status=$?
+    if [[ ${VITSCOPE_SANITIZE:-1} != 0 ]]; then
+      sanitize "$@" || status=$?
+    fi
+    exit $status
     ;;
   *)
     echo "usage: tools/vitscope.sh run|test [args...]" >&2

@@ -1,0 +1,191 @@
+#!/usr/bin/python3
+"""Writes the fuzz harnesses' seed corpora: small valid files of every kind
+ViTScope reads (numpy and PIL only). Usage: make_corpus.py [OUTDIR]
+(default: tests/fuzz/corpus next to this script). Deterministic."""
+import gzip, io, json, os, struct, sys
+
+import numpy as np
+from PIL import Image
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+rng = np.random.default_rng(0)
+
+
+def put(harness, name, data):
+    d = os.path.join(OUT, harness)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def safetensors(tensors, metadata=None, dtype="F32"):
+    """tensors: {name: ndarray}; written sorted, F32 unless `dtype` is F16/BF16/F64."""
+    head, blobs, off = {}, [], 0
+    if metadata:
+        head["__metadata__"] = metadata
+    for name in sorted(tensors):
+        a = np.asarray(tensors[name], dtype=np.float32)
+        if dtype == "F16":
+            raw = a.astype("<f2").tobytes()
+        elif dtype == "F64":
+            raw = a.astype("<f8").tobytes()
+        elif dtype == "BF16":
+            raw = (a.astype("<f4").view("<u4") >> 16).astype("<u2").tobytes()
+        else:
+            raw = a.astype("<f4").tobytes()
+        head[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(head, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32) * 0.1
+
+
+# ---- a toy ViT (D=8, 2 heads, depth 1, mlp 16, 4 classes, 8x8 RGB, patch 4)
+D, M, K, C, P, G = 8, 16, 4, 3, 4, 2
+T = G * G + 1
+
+
+def timm(depth=1, classes=K, fc_norm=False):
+    t = {"cls_token": r(1, 1, D), "pos_embed": r(1, T, D), "patch_embed.proj.weight": r(D, C, P, P),
+         "patch_embed.proj.bias": r(D), "head.weight": r(classes, D), "head.bias": r(classes)}
+    ln = "fc_norm." if fc_norm else "norm."
+    t[ln + "weight"], t[ln + "bias"] = r(D), r(D)
+    for i in range(depth):
+        p = f"blocks.{i}."
+        t.update({p + "norm1.weight": r(D), p + "norm1.bias": r(D), p + "attn.qkv.weight": r(3 * D, D),
+                  p + "attn.qkv.bias": r(3 * D), p + "attn.proj.weight": r(D, D), p + "attn.proj.bias": r(D),
+                  p + "norm2.weight": r(D), p + "norm2.bias": r(D), p + "mlp.fc1.weight": r(M, D),
+                  p + "mlp.fc1.bias": r(M), p + "mlp.fc2.weight": r(D, M), p + "mlp.fc2.bias": r(D)})
+    return t
+
+
+def huggingface(prefix="vit."):
+    t = {prefix + "embeddings.cls_token": r(1, 1, D), prefix + "embeddings.position_embeddings": r(1, T, D),
+         prefix + "embeddings.patch_embeddings.projection.weight": r(D, C, P, P),
+         prefix + "embeddings.patch_embeddings.projection.bias": r(D),
+         prefix + "layernorm.weight": r(D), prefix + "layernorm.bias": r(D),
+         "classifier.weight": r(K, D), "classifier.bias": r(K)}
+    p = prefix + "encoder.layer.0."
+    for s in ("query", "key", "value"):
+        t[p + f"attention.attention.{s}.weight"], t[p + f"attention.attention.{s}.bias"] = r(D, D), r(D)
+    t.update({p + "attention.output.dense.weight": r(D, D), p + "attention.output.dense.bias": r(D),
+              p + "layernorm_before.weight": r(D), p + "layernorm_before.bias": r(D),
+              p + "layernorm_after.weight": r(D), p + "layernorm_after.bias": r(D),
+              p + "intermediate.dense.weight": r(M, D), p + "intermediate.dense.bias": r(M),
+              p + "output.dense.weight": r(D, M), p + "output.dense.bias": r(D)})
+    return t
+
+
+def torchvision(disk=False):
+    t = {"class_token": r(1, 1, D), "encoder.pos_embedding": r(1, T, D), "conv_proj.weight": r(D, C, P, P),
+         "conv_proj.bias": r(D), "encoder.ln.weight": r(D), "encoder.ln.bias": r(D),
+         "heads.head.weight": r(K, D), "heads.head.bias": r(K)}
+    p = "encoder.layers.encoder_layer_0."
+    f1, f2 = ("mlp.linear_1.", "mlp.linear_2.") if disk else ("mlp.0.", "mlp.3.")
+    t.update({p + "ln_1.weight": r(D), p + "ln_1.bias": r(D), p + "self_attention.in_proj_weight": r(3 * D, D),
+              p + "self_attention.in_proj_bias": r(3 * D), p + "self_attention.out_proj.weight": r(D, D),
+              p + "self_attention.out_proj.bias": r(D), p + "ln_2.weight": r(D), p + "ln_2.bias": r(D),
+              p + f1 + "weight": r(M, D), p + f1 + "bias": r(M), p + f2 + "weight": r(D, M), p + f2 + "bias": r(D)})
+    return t
+
+
+cfg = {"name": "toy", "image_size": 8, "channels": 3, "patch": 4, "width": D, "depth": 1, "heads": 2, "mlp": M,
+       "classes": K, "eps": 1e-6, "pooling": "cls", "resize": 0, "interp": "bilinear", "mean": [0.5] * 3,
+       "std": [0.5] * 3, "class_names": ["a", "b", "c", "d"]}
+models = {
+    "timm_heads_meta": safetensors(timm(), {"num_heads": "2", "eps": "1e-6"}),
+    "timm_config": safetensors(timm(), {"format": "pt", "vitscope.config": json.dumps(cfg), "num_heads": "2",
+                                        "class_names": json.dumps(cfg["class_names"])}),
+    "timm_fc_norm_f16": safetensors(timm(fc_norm=True), {"heads": "2"}, "F16"),
+    "timm_depth2_bf16": safetensors(timm(depth=2), {"num_heads": "4"}, "BF16"),
+    "hf_f64": safetensors(huggingface(), {"num_heads": "2"}, "F64"),
+    "hf_noprefix": safetensors(huggingface(""), {"num_heads": "2", "eps": "1e-12"}),
+    "tv": safetensors(torchvision(), {"num_heads": "2"}),
+    "tv_disk": safetensors(torchvision(True), {"num_heads": "2"}),
+}
+for name, b in models.items():
+    put("model", name + ".safetensors", b)
+    put("safetensors", name + ".safetensors", b)
+put("safetensors", "empty_header.safetensors", safetensors({}))
+put("safetensors", "scalar_and_empty.safetensors", safetensors({"s": np.float32(3.0), "e": np.zeros((0, 4))}))
+head = {"a": {"dtype": "I64", "shape": [2], "data_offsets": [0, 16]},
+        "b": {"dtype": "U8", "shape": [3], "data_offsets": [16, 19]}, "__metadata__": {"k": "v"}}
+h = json.dumps(head).encode()
+put("safetensors", "ints.safetensors", struct.pack("<Q", len(h)) + h + bytes(range(19)))
+
+# ---- .optim for the fuzz harness's toy-rgb8 model made 1-channel as `train` makes it (D=6, T=5, C*P*P=16, M=24, K=10): internal shapes
+d, t_, cpp, m, k = 6, 5, 16, 24, 10
+shapes = {"cls_token": (d,), "pos_embed": (t_, d), "patch_embed.proj.weight": (d, cpp), "patch_embed.proj.bias": (d,),
+          "blocks.0.norm1.weight": (d,), "blocks.0.norm1.bias": (d,), "blocks.0.attn.qkv.weight": (3 * d, d),
+          "blocks.0.attn.qkv.bias": (3 * d,), "blocks.0.attn.proj.weight": (d, d), "blocks.0.attn.proj.bias": (d,),
+          "blocks.0.norm2.weight": (d,), "blocks.0.norm2.bias": (d,), "blocks.0.mlp.fc1.weight": (m, d),
+          "blocks.0.mlp.fc1.bias": (m,), "blocks.0.mlp.fc2.weight": (d, m), "blocks.0.mlp.fc2.bias": (d,),
+          "norm.weight": (d,), "norm.bias": (d,), "head.weight": (k, d), "head.bias": (k,)}
+optim = {}
+for n, s in shapes.items():
+    optim["m." + n] = r(*s)
+    optim["v." + n] = np.abs(r(*s))
+put("optim", "toy.optim", safetensors(optim, {"step": "120", "epoch": "3"}))
+put("optim", "toy_f16.optim", safetensors(optim, {"step": "0", "epoch": "0"}, "F16"))
+
+# ---- .npy
+for name, a in {"f4_chw": r(3, 8, 8), "f8_2d": r(4, 5).astype(np.float64), "f4_0d": np.float32(1.5),
+                "f4_empty": np.zeros((0, 3), np.float32), "f4_1d": r(7)}.items():
+    buf = io.BytesIO()
+    np.save(buf, a)
+    put("npy", name + ".npy", buf.getvalue())
+buf = io.BytesIO()
+np.lib.format.write_array(buf, r(2, 3), version=(2, 0))
+put("npy", "v2.npy", buf.getvalue())
+
+# ---- images
+def img_bytes(im, fmt, **kw):
+    b = io.BytesIO()
+    im.save(b, fmt, **kw)
+    return b.getvalue()
+
+rgb = Image.fromarray((rng.random((12, 10, 3)) * 255).astype(np.uint8), "RGB")
+gray = rgb.convert("L")
+put("image", "rgb.png", img_bytes(rgb, "PNG"))
+put("image", "gray.png", img_bytes(gray, "PNG"))
+put("image", "rgba.png", img_bytes(rgb.convert("RGBA"), "PNG"))
+put("image", "la.png", img_bytes(rgb.convert("LA"), "PNG"))
+put("image", "palette.png", img_bytes(rgb.convert("P"), "PNG"))
+put("image", "gray16.png", img_bytes(Image.fromarray((rng.random((6, 5)) * 65535).astype(np.uint16)), "PNG"))
+put("image", "rgb.jpg", img_bytes(rgb, "JPEG", quality=90))
+put("image", "gray.jpg", img_bytes(gray, "JPEG", quality=90))
+put("image", "progressive.jpg", img_bytes(rgb, "JPEG", quality=80, progressive=True))
+put("image", "subsampled.jpg", img_bytes(Image.fromarray((rng.random((17, 23, 3)) * 255).astype(np.uint8)), "JPEG", subsampling=2))
+put("image", "rgb.bmp", img_bytes(rgb, "BMP"))
+put("image", "gray.bmp", img_bytes(gray, "BMP"))
+put("image", "palette.bmp", img_bytes(rgb.convert("P"), "BMP"))
+topdown = bytearray(img_bytes(rgb, "BMP"))
+topdown[22:26] = struct.pack("<i", -12)  # negative height: rows stored top-down
+put("image", "topdown.bmp", bytes(topdown))
+
+# ---- IDX: 2 bytes saying where the image file ends, then images, then labels
+def idx_pair(n, rows, cols, gz_images=False, gz_labels=False):
+    im = struct.pack(">IIII", 0x803, n, rows, cols) + bytes(rng.integers(0, 256, n * rows * cols, dtype=np.uint8))
+    lb = struct.pack(">II", 0x801, n) + bytes(rng.integers(0, 10, n, dtype=np.uint8))
+    if gz_images:
+        im = gzip.compress(im, mtime=0)
+    if gz_labels:
+        lb = gzip.compress(lb, mtime=0)
+    return struct.pack("<H", len(im)) + im + lb
+
+put("idx", "plain", idx_pair(3, 4, 4))
+put("idx", "gz_images", idx_pair(2, 28, 28, gz_images=True))
+put("idx", "gz_both", idx_pair(4, 5, 3, True, True))
+put("idx", "empty", idx_pair(0, 2, 2))
+
+# ---- labels
+put("labels", "ten.txt", "\n".join(["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+                                     "Sneaker", "Bag", "Ankle boot"]).encode() + b"\n")
+put("labels", "crlf.txt", b"\r\n".join(b"class %d " % i for i in range(10)) + b"\r\n")
+put("labels", "utf8.txt", "\n".join(f"Klasse {i} \u00e4\u00f6\u00fc \u732b" for i in range(10)).encode())
+print("corpus written to", OUT)
