@@ -58,6 +58,7 @@ void draw_frame(AppContext& app, int W, int H) {
                     case Tab::Train: app.train.Draw(s, ui, app.tx); break;
                     case Tab::LogitLens: DrawLogitLens(s, ui, app.tx); break;
                     case Tab::Positions: DrawPositions(s, ui, app.tx); break;
+                    case Tab::Filters: DrawFilters(s, ui, app.tx); break;
                 }
                 ImGui::EndTabItem();
             }

@@ -215,6 +215,9 @@ private:
         if (s.trace() && ui.tab == Tab::Positions && !ui.rects.count("pos.grid") &&
             (!ui.strings.count("pos.message") || ui.strings["pos.message"].empty()))
             fail(app, "the positions tab drew no maps and gave no reason");
+        if (s.trace() && ui.tab == Tab::Filters && !ui.rects.count("filters.0") &&
+            (!ui.strings.count("filters.message") || ui.strings["filters.message"].empty()))
+            fail(app, "the filters tab drew no filter and gave no reason");
         // the math of one cell: the panel's result is the trace's value, or it says why there is none
         if (s.trace() && ui.tab == Tab::Stage && ui.cell_r >= 0 && ui.cell_c >= 0) {
             const TraceEntry* e = current_entry(s, ui);

@@ -14,8 +14,8 @@ namespace vit::app {
 
 struct Rect { float x = 0, y = 0, w = 0, h = 0; };
 
-enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions };
-constexpr int kTabs = 6;
+enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters };
+constexpr int kTabs = 7;
 // Query: the attention row of any token (ui.query: 0 = cls, 1..N = patches), vit::attention_from.
 enum class Overlay { None = 0, Cls, Rollout, GradRollout, Query };
 constexpr int kOverlayCount = 5;
@@ -87,6 +87,10 @@ struct Textures {
     Texture pos_grid, pos_large, pos_embed;           // position-embedding similarity (vit::pos_similarity)
     Array pos_sim;                                    // (N, N)
     std::string pos_error;
+    std::vector<Texture> filters;                     // principal components of patch_embed (vit::embed_filters)
+    std::vector<float> filter_var;
+    std::vector<std::vector<float>> filter_vals;      // each (C, P, P) as the core gave it
+    std::string filters_error;
     bool stale(const std::string& name, uint64_t key) {
         auto it = keys.find(name);
         if (it != keys.end() && it->second == key) return false;
@@ -109,6 +113,8 @@ void DrawCellMath(Session& s, UiState& ui, Textures& tx, const Rect& area);
 void DrawLogitLens(Session& s, UiState& ui, Textures& tx);
 // views_teach.cpp: position-embedding similarity, one small map per patch in the patch layout.
 void DrawPositions(Session& s, UiState& ui, Textures& tx);
+// views_teach.cpp: the principal components of the patch-embedding filters, as P x P pictures.
+void DrawFilters(Session& s, UiState& ui, Textures& tx);
 // "random weights" for presets (their predictions mean nothing), "" otherwise.
 std::string weights_note(const Session& s);
 void DrawStatusBar(Session& s, UiState& ui);

@@ -191,7 +191,7 @@ void DrawToolbar(Session& s, UiState& ui) {
         ImGui::BulletText("  (or click a patch on the image, or a row of attn.pattern / attn.scores)");
         ImGui::BulletText("Click a cell of attn.scores/pattern/z, LayerNorm normalized/out, mlp.post, logits:");
         ImGui::BulletText("  the math of that cell, with its numbers (Esc closes it)");
-        ImGui::BulletText("1-6: Stage / Attention maps / Changes / Train / Logit lens / Positions tabs");
+        ImGui::BulletText("1-7: Stage / Attention maps / Changes / Train / Logit lens / Positions / Filters tabs");
         ImGui::EndTooltip();
     }
 }
@@ -529,8 +529,8 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         }
     }
     if (ui.overlay == Overlay::Query)
-        ImGui::TextDisabled("%dx%d patches of %d px; query = %s; click a patch to query from it", G, G, c.patch,
-                            ui.query == 0 ? "cls" : ("patch " + std::to_string(ui.query - 1)).c_str());
+        ImGui::TextDisabled("query: %s (click a patch to query from it)",
+                            ui.query == 0 ? "the cls token" : ("patch " + std::to_string(ui.query - 1)).c_str());
     else
         ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", G, G, c.patch);
     if (!thumbs) return;

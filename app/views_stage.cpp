@@ -23,6 +23,7 @@ const char* tab_name(Tab t) {
         case Tab::Train: return "Train";
         case Tab::LogitLens: return "Logit lens";
         case Tab::Positions: return "Positions";
+        case Tab::Filters: return "Filters";
     }
     return "?";
 }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 
 #include "core/teach.h"
 #include "tensor_access.h"
@@ -304,6 +305,87 @@ void DrawPositions(Session& s, UiState& ui, Textures& tx) {
     }
     ui.strings["pos.values"] = vals;
     ui.numbers["pos.patch"] = p;
+}
+
+void DrawFilters(Session& s, UiState& ui, Textures& tx) {
+    if (!s.trace() || !s.result().model) {
+        std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so no model has run yet.";
+        ImGui::TextDisabled("%s", why.c_str());
+        ui.strings["filters.message"] = why;
+        return;
+    }
+    const Weights& w = s.result().model->weights;
+    const Config& c = w.cfg;
+    const int C = c.channels, P = c.patch;
+    const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(s.result().model.get()));
+    if (tx.stale("filters", key)) {
+        tx.filters_error.clear();
+        tx.filter_var.clear();
+        tx.filter_vals.clear();
+        try {
+            EmbedFilters f = embed_filters(w);  // the core's PCA
+            const size_t k = f.filters.shape()[0], n = size_t(C) * P * P;
+            if (f.filters.size() != k * n) throw std::runtime_error("embed_filters gave an unexpected shape");
+            tx.filters.clear();
+            tx.filters.resize(k);
+            for (size_t i = 0; i < k; ++i) {
+                const float* v = f.filters.data() + i * n;
+                tx.filter_vals.emplace_back(v, v + n);
+                tx.filter_var.push_back(f.variance.data()[i]);
+                // 0 is mid-gray; +-max|v| of this filter are white / black (per channel for RGB)
+                float m = 1e-12f;
+                for (size_t j = 0; j < n; ++j) m = std::max(m, std::fabs(v[j]));
+                std::vector<unsigned char> rgba(size_t(P) * P * 4, 255);
+                for (int y = 0; y < P; ++y)
+                    for (int x = 0; x < P; ++x)
+                        for (int ch = 0; ch < 3; ++ch) {
+                            float val = v[size_t(C == 3 ? ch : 0) * P * P + size_t(y) * P + x];
+                            rgba[(size_t(y) * P + x) * 4 + ch] = (unsigned char)std::lround(255.f * (0.5f + 0.5f * val / m));
+                        }
+                tx.filters[i].upload_rgba(rgba.data(), P, P);
+            }
+        } catch (const std::exception& e) {
+            tx.filters_error = e.what();
+        }
+    }
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextWrapped("Patch-embedding filters: the principal components of the %d rows of patch_embed's weight "
+                       "(each a %dx%d %s filter), largest first, with the share of the variance each explains "
+                       "(ViT paper Fig. 7 left). Mid-gray is 0; each filter is scaled to its own largest |value|.",
+                       c.width, P, P, C == 3 ? "RGB" : C == 1 ? "gray" : "channel-0");
+    if (std::string note = weights_note(s); !note.empty())
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: these filters are noise, nothing was learned", note.c_str());
+    ImGui::PopTextWrapPos();
+    if (tx.filters.empty() || !tx.filters_error.empty()) {
+        std::string why = "no embedding filters for this model: " + (tx.filters_error.empty() ? std::string("none") : tx.filters_error);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
+        ui.strings["filters.message"] = why;
+        return;
+    }
+    const int k = int(tx.filters.size());
+    const float gap = ImGui::GetStyle().ItemSpacing.x;
+    const int per_row = 7;
+    float tile = std::clamp((ImGui::GetContentRegionAvail().x - gap * per_row) / per_row, 24.f, 110.f);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    std::string vars;
+    ImGui::BeginChild("filtergrid", ImVec2(0, 0), false);
+    for (int i = 0; i < k; ++i) {
+        if (i % per_row) ImGui::SameLine();
+        ImGui::BeginGroup();
+        ImVec2 q = ImGui::GetCursorScreenPos();
+        ImGui::Dummy(ImVec2(tile, tile));
+        dl->AddImage(tx.filters[size_t(i)].id(), q, ImVec2(q.x + tile, q.y + tile));
+        ui.rects["filters." + std::to_string(i)] = Rect{q.x, q.y, tile, tile};
+        ImGui::TextDisabled("%d: %.1f%%", i, 100.0 * tx.filter_var[size_t(i)]);
+        ImGui::EndGroup();
+        char b[32];
+        std::snprintf(b, sizeof b, "%s%.9g", i ? "," : "", double(tx.filter_var[size_t(i)]));
+        vars += b;
+    }
+    ImGui::EndChild();
+    ui.strings["filters.variance"] = vars;
+    ui.numbers["filters.k"] = k;
+    ui.numbers["filters.channels"] = C;
 }
 
 }  // namespace vit::app

@@ -247,6 +247,37 @@ def check_positions(app):
     expect(d > 5, f"...another patch draws another large map (mean |diff| {d:.1f})")
 
 
+def check_filters(app):
+    """Embedding filters (--tab 6): the principal components of patch_embed as P x P pictures with their
+    explained variance, as `vitscope-cli analyze` writes them (embed_filters, embed_filters_var)."""
+    import subprocess
+    for model, rgb in (("default", False), ("toy-rgb8", True)):
+        out = os.path.join(app.dir, f"f-{model}.npz")
+        subprocess.run([app.cli, "analyze", "--model", model, "--image", app.sample, "--out", out], check=True, capture_output=True)
+        with np.load(out) as z:
+            filt, var = z["embed_filters"], z["embed_filters_var"]
+        img, lay = app.shot("--tab", "6", "--model", model)
+        st, n = lay["strings"], lay["numbers"]
+        got = np.array([float(v) for v in st.get("filters.variance", "").split(",") if v])
+        expect(lay["tab"] == "Filters" and got.shape == var.shape and np.abs(got - var).max() <= 1e-6,
+               f"--tab 6 --model {model}: {len(var)} filters with the CLI's explained variance")
+        # tile 0: each texel is 0.5 + 0.5 v / max|v| of that filter, gray or RGB
+        f0 = filt[0]
+        C, P = f0.shape[0], f0.shape[1]
+        want = np.clip(np.round(255 * (0.5 + 0.5 * f0 / np.abs(f0).max())), 0, 255)
+        x, y, w, h = lay["rects"]["filters.0"]
+        worst = 0
+        for (py, px) in [(0, 0), (P // 2, P // 3), (P - 1, P - 1), np.unravel_index(np.abs(f0).max(0).argmax(), (P, P))]:
+            pix = img[int(y + (py + 0.5) * h / P), int(x + (px + 0.5) * w / P)]
+            ref = want[:, py, px] if C == 3 else np.repeat(want[0, py, px], 3)
+            worst = max(worst, float(np.abs(pix - ref).max()))
+        expect(worst <= 2, f"...tile 0 shows the first component's texels (worst channel error {worst:.0f}/255)")
+        t0 = crop(img, lay["rects"]["filters.0"])
+        chroma = float(np.abs(t0[..., 0] - t0[..., 1]).max())
+        expect((chroma > 10) == rgb, f"...{'in colour' if rgb else 'in gray'} (max |R-G| {chroma:.0f})")
+        expect(rgb == ("random weights" in lay["strings"].get("predictions.note", "")), "...'random weights' said for the preset only")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--app", required=True)
@@ -257,7 +288,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
     app = App(a.app, a.cli, a.workdir, a.sample)
-    for check in [check_query, check_cell_math, check_bugs, check_logit_lens, check_positions]:
+    for check in [check_query, check_cell_math, check_bugs, check_logit_lens, check_positions, check_filters]:
         if a.only and a.only not in check.__name__:
             continue
         try:
