@@ -91,14 +91,8 @@ void DrawCellMath(Session& s, UiState& ui, Textures& tx, const Rect& area) {
         ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s[%s]", m.stage.c_str(), cm->index_text.c_str());
         ImGui::TextDisabled("%s", m.formula.c_str());
         ImGui::Separator();
-        std::string all;
-        for (const std::string& line : m.lines) {
-            ImGui::TextUnformatted(line.c_str());
-            all += line + "\n";
-        }
-        ImGui::Separator();
         char buf[160];
-        std::snprintf(buf, sizeof buf, "= %.9g   (recomputed in double from the numbers above)", m.value);
+        std::snprintf(buf, sizeof buf, "= %.9g   (recomputed in double from the numbers below)", m.value);
         ImGui::TextUnformatted(buf);
         std::snprintf(buf, sizeof buf, "the trace holds %.9g", double(m.recorded));
         ImGui::TextUnformatted(buf);
@@ -107,6 +101,12 @@ void DrawCellMath(Session& s, UiState& ui, Textures& tx, const Rect& area) {
         std::snprintf(buf, sizeof buf, "|difference| %.3g %s 1e-6 x %.3g (float rounding)", diff, diff <= tol ? "<=" : ">",
                       std::max(std::fabs(double(m.recorded)), m.scale));
         ImGui::TextColored(diff <= tol ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.4f, 0.4f, 1), "%s", buf);
+        ImGui::Separator();
+        std::string all;
+        for (const std::string& line : m.lines) {
+            ImGui::TextUnformatted(line.c_str());
+            all += line + "\n";
+        }
         ui.strings["cellmath.stage"] = m.stage;
         ui.strings["cellmath.index"] = cm->index_text;
         ui.strings["cellmath.formula"] = m.formula;
