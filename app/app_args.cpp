@@ -17,8 +17,8 @@ int key_code(const std::string& k) {
                                               {"PageDown", GLFW_KEY_PAGE_DOWN}, {"a", GLFW_KEY_A}, {"u", GLFW_KEY_U},
                                               {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G}, {"Home", GLFW_KEY_HOME},
                                               {"End", GLFW_KEY_END}, {"1", GLFW_KEY_1}, {"2", GLFW_KEY_2},
-                                              {"3", GLFW_KEY_3}, {"4", GLFW_KEY_4}, {"Escape", GLFW_KEY_ESCAPE},
-                                              {"0", GLFW_KEY_0}};
+                                              {"3", GLFW_KEY_3}, {"4", GLFW_KEY_4}, {"5", GLFW_KEY_5}, {"6", GLFW_KEY_6}, {"7", GLFW_KEY_7}, {"Escape", GLFW_KEY_ESCAPE},
+                                              {"0", GLFW_KEY_0}, {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R}};
     auto it = m.find(k);
     return it == m.end() ? -1 : it->second;
 }
@@ -27,7 +27,7 @@ int key_code(const std::string& k) {
 
 std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     CLI::App cli{"vitscope: step through a Vision Transformer stage by stage"};
-    std::string overlay, hover;
+    std::string overlay, hover, cell;
     int tab = -1;
     cli.add_option("--settings", a.settings, "remember recent files and options in this file (default: $XDG_CONFIG_HOME/vitscope/settings.json; off in headless runs)");
     cli.add_flag("--no-settings", a.no_settings, "neither read nor write the settings file");
@@ -39,11 +39,16 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--layer", a.layer, "layer for --stage and the overlay");
     cli.add_option("--head", a.head, "head to show (and for the overlay; default: mean of heads)");
     cli.add_option("--patch", a.patch, "select a patch (its token is highlighted everywhere)");
-    cli.add_option("--overlay", overlay, "overlay on the image")->check(CLI::IsMember({"none", "cls", "rollout", "grad"}));
+    cli.add_option("--overlay", overlay, "overlay on the image")->check(CLI::IsMember({"none", "cls", "rollout", "grad", "query"}));
+    cli.add_option("--query", a.query, "query token for the 'query' overlay (0 = cls, n + 1 = patch n); implies --overlay query")
+        ->check(CLI::NonNegativeNumber);
+    cli.add_option("--cell", cell, "show the math of cell I,J (row, column) of the current stage's shown slice (head: --head)");
     cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(CLI::Range(0.0, 1.0));
-    cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train")->check(CLI::Range(0, kTabs - 1));
+    cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train, 4 logit lens, 5 positions, 6 filters")->check(CLI::Range(0, kTabs - 1));
     cli.add_flag("--no-affine", a.no_affine, "LayerNorm without elementwise_affine");
     cli.add_flag("--unbiased", a.unbiased, "LayerNorm with unbiased (N-1) variance");
+    cli.add_flag("--bug-scale-after-softmax", a.bug_scale_after_softmax, "a classic bug on purpose: divide by sqrt(d) after the softmax");
+    cli.add_flag("--bug-reshape-patches", a.bug_reshape_patches, "a classic bug on purpose: patchify with a plain reshape instead of unfold");
     cli.add_flag("--squash", a.squash, "resize the image straight to the model's square (aspect lost) instead of resize + centre crop");
     cli.add_flag("--no-grads", a.no_grads, "forward pass only: no gradients (gradient views say so)");
     cli.add_option("--screenshot", a.screenshot, "render headless-style, save a PNG of the window and exit");
@@ -71,7 +76,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     a.model_given = cli.count("--model") > 0;
     if (tab >= 0) a.tab = Tab(tab);
     if (!overlay.empty()) {
-        for (Overlay o : {Overlay::None, Overlay::Cls, Overlay::Rollout, Overlay::GradRollout})
+        for (Overlay o : {Overlay::None, Overlay::Cls, Overlay::Rollout, Overlay::GradRollout, Overlay::Query})
             if (overlay == overlay_name(o)) a.overlay = o;
     }
     if (!hover.empty()) {
@@ -81,6 +86,15 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
             return 2;
         }
         a.hover = std::make_pair(x, y);
+    }
+    if (!cell.empty()) {
+        int i = -1, j = -1;
+        char extra = 0;
+        if (std::sscanf(cell.c_str(), "%d,%d%c", &i, &j, &extra) != 2 || i < 0 || j < 0) {
+            std::fprintf(stderr, "vitscope: --cell wants I,J, two non-negative integers (got '%s')\n", cell.c_str());
+            return 2;
+        }
+        a.cell = std::make_pair(i, j);
     }
     if (!a.keys.empty()) {
         std::stringstream ks(a.keys);

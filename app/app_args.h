@@ -11,11 +11,12 @@ namespace vit::app {
 
 struct AppArgs {
     std::string model = "default", image, labels, stage, screenshot, layout_out, shader_dir, keys;
-    int heads = 0, layer = -1, head = -1, patch = -1, width = 1600, height = 1000;
+    int heads = 0, layer = -1, head = -1, patch = -1, query = -1, width = 1600, height = 1000;
     std::optional<Tab> tab;
     std::optional<Overlay> overlay;
     float opacity = -1;
-    bool no_affine = false, unbiased = false, squash = false, no_grads = false;
+    bool no_affine = false, unbiased = false, bug_scale_after_softmax = false, bug_reshape_patches = false, squash = false, no_grads = false;
+    std::optional<std::pair<int, int>> cell;       // --cell I,J: the cell whose math is shown
     std::optional<std::pair<float, float>> hover;  // headless: put the mouse here (else no tooltip)
     int train_epochs = 0, train_limit = 0;
     bool export_view = false, export_npy = false, export_npz = false;

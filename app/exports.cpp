@@ -39,14 +39,21 @@ std::vector<std::string> run_exports(AppContext& app, int W, int H) {
         if (!cur) nothing("the view");
         else {
             Rect r = ui.rects["center"];
-            std::string p = ui.export_dir + "/vitscope-" + safe_name(cur->name) + ".png";
+            std::string p = ui.export_dir + "/vitscope-" + (ui.tab == Tab::LogitLens ? std::string("logit_lens") : safe_name(cur->name)) + ".png";
             attempt("the view", p, [&] {
                 auto px = read_pixels(int(r.x), int(r.y), int(r.w), int(r.h), H);
                 write_png(p, px.data(), int(r.w), int(r.h), 3);
             });
         }
     }
-    if (ui.request_npy) {
+    if (ui.request_npy && ui.tab == Tab::LogitLens) {  // on the logit lens tab: its (L, K) numbers
+        if (app.tx.lens_vals.size() == 0) nothing("the logit lens");
+        else {
+            std::string p = ui.export_dir + "/logit_lens.npy";
+            const Array& lv = app.tx.lens_vals;
+            attempt("the logit lens", p, [&] { write_file_atomic(p, npy_bytes(lv.data(), shape_of(lv))); });
+        }
+    } else if (ui.request_npy) {
         if (!cur) nothing("the tensor");
         else {
             std::string p = ui.export_dir + "/" + safe_name(cur->name) + ".npy";

@@ -56,6 +56,9 @@ void draw_frame(AppContext& app, int W, int H) {
                     case Tab::AttentionMaps: DrawAttentionGrid(s, ui, app.tx); break;
                     case Tab::Changes: DrawChanges(s, ui, app.tx); break;
                     case Tab::Train: app.train.Draw(s, ui, app.tx); break;
+                    case Tab::LogitLens: DrawLogitLens(s, ui, app.tx); break;
+                    case Tab::Positions: DrawPositions(s, ui, app.tx); break;
+                    case Tab::Filters: DrawFilters(s, ui, app.tx); break;
                 }
                 ImGui::EndTabItem();
             }
@@ -64,6 +67,7 @@ void draw_frame(AppContext& app, int W, int H) {
         ImGui::EndTabBar();
     }
     ImGui::End();
+    DrawCellMath(s, ui, app.tx, Rect{left, top, float(W) - left - right, float(H) - top - bottom});
     place(0, float(H) - bottom, float(W), bottom);
     ImGui::Begin("status", nullptr, fixed);
     DrawStatusBar(s, ui);

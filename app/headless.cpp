@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "core/image.h"
+#include "core/teach.h"
+#include "tensor_access.h"
 #include "paths.h"
 #include "settings.h"
 
@@ -199,6 +201,38 @@ private:
                     fail(app, "heatmap cells are not square: " + std::to_string(cw) + " x " + std::to_string(ch));
             }
         }
+        if (s.trace() && ui.overlay == Overlay::Query && s.shown_config().depth > 0) {
+            const int N = s.shown_config().patches();
+            bool in_range = ui.query >= 0 && ui.query <= N;
+            if (in_range && std::count(ui.strings["overlay.values"].begin(), ui.strings["overlay.values"].end(), ',') != N - 1)
+                fail(app, "query overlay for token " + std::to_string(ui.query) + " shows no row of " + std::to_string(N) + " values");
+            if (!in_range && ui.strings["overlay.message"].empty())
+                fail(app, "query token " + std::to_string(ui.query) + " is out of range and the image panel does not say so");
+        }
+        if (s.trace() && ui.tab == Tab::LogitLens && !ui.rects.count("lens") &&
+            (!ui.strings.count("lens.message") || ui.strings["lens.message"].empty()))
+            fail(app, "the logit lens tab drew no chart and gave no reason");
+        if (s.trace() && ui.tab == Tab::Positions && !ui.rects.count("pos.grid") &&
+            (!ui.strings.count("pos.message") || ui.strings["pos.message"].empty()))
+            fail(app, "the positions tab drew no maps and gave no reason");
+        if (s.trace() && ui.tab == Tab::Filters && !ui.rects.count("filters.0") &&
+            (!ui.strings.count("filters.message") || ui.strings["filters.message"].empty()))
+            fail(app, "the filters tab drew no filter and gave no reason");
+        // the math of one cell: the panel's result is the trace's value, or it says why there is none
+        if (s.trace() && ui.tab == Tab::Stage && ui.cell_r >= 0 && ui.cell_c >= 0) {
+            const TraceEntry* e = current_entry(s, ui);
+            bool has_math = ui.numbers.count("cellmath.ok") != 0;
+            bool said = ui.strings.count("cellmath.message") && !ui.strings["cellmath.message"].empty();
+            if (!has_math && !said) fail(app, "a cell is selected and the math panel shows nothing and does not say why");
+            if (has_math && ui.numbers["cellmath.ok"] != 1)
+                fail(app, "math panel's result " + std::to_string(ui.numbers["cellmath.value"]) + " is not the trace's " +
+                              std::to_string(ui.numbers["cellmath.recorded"]));
+            if (e && !ui.show_grad && cell_math_supported(e->name) && !has_math) {
+                Slice2D sl = slice2d(e->tensor, ui.head);
+                if (ui.cell_r < sl.rows && ui.cell_c < sl.cols)
+                    fail(app, "no math for an in-range cell of " + e->name + ": " + ui.strings["cellmath.message"]);
+            }
+        }
         if (!s.trace() || ui.strings["status"].find(s.result().grads ? "forward+backward" : "forward only") == std::string::npos)
             fail(app, "status bar does not say what was computed: " + ui.strings["status"]);
         // labels: none clipped, none overlapping another of its panel
@@ -267,19 +301,78 @@ private:
                     };
                     states_.push_back(std::move(st));
                 }
-        struct Toggle { const char* name; bool affine, unbiased; std::optional<Pooling> pool; bool squash; };
+        // attention from any token: cls, the first, a middle and the last patch, and one past the end
+        for (int q : {0, 1, N / 2 + 1, N, N + 5})
+            for (int layer : {0, std::max(0, L - 1)}) {
+                int head = q % 2 ? std::max(0, H - 1) : -1;
+                State st;
+                st.desc = "overlay query token " + std::to_string(q) + " layer " + std::to_string(layer) + " head " + std::to_string(head);
+                st.apply = [q, layer, head](AppContext& a) {
+                    a.ui.tab = Tab::Stage;
+                    a.ui.overlay = Overlay::Query; a.ui.query = q;
+                    a.ui.overlay_layer = layer; a.ui.overlay_head = head; a.ui.opacity = 1.f;
+                };
+                states_.push_back(std::move(st));
+            }
+        // the math of one cell: every stage kind it explains, at the first and last layer; first, last,
+        // middle and one out-of-range cell
+        for (int i = 0; i < T; ++i) {
+            const TraceEntry& e = tr.at(size_t(i));
+            if (!cell_math_supported(e.name) || (e.layer > 0 && e.layer < L - 1)) continue;
+            Slice2D sl = slice2d(e.tensor, 0);
+            const int rows = sl.rows, cols = sl.cols;
+            for (auto rc : {std::make_pair(0, 0), std::make_pair(rows - 1, cols - 1), std::make_pair(rows / 2, cols / 2),
+                            std::make_pair(rows + 2, 0)}) {
+                int head = (i + rc.first) % std::max(1, H);
+                State st;
+                st.desc = "cell math " + e.name + " [" + std::to_string(rc.first) + "," + std::to_string(rc.second) +
+                          "] head " + std::to_string(head);
+                st.apply = [i, rc, head](AppContext& a) {
+                    a.ui.tab = Tab::Stage; a.ui.show_grad = false; a.ui.stage = i; a.ui.head = head;
+                    a.ui.cell_r = rc.first; a.ui.cell_c = rc.second; a.ui.zoom = 1;
+                };
+                states_.push_back(std::move(st));
+            }
+        }
+        states_.push_back({"cell math on an unsupported stage", [](AppContext& a) {
+                               a.ui.tab = Tab::Stage; a.ui.stage = 0; a.ui.cell_r = 0; a.ui.cell_c = 0;
+                           }});
+        states_.push_back({"cell math on a gradient view", [L](AppContext& a) {
+                               a.ui.tab = Tab::Stage; a.ui.show_grad = true; a.ui.cell_r = 1; a.ui.cell_c = 1;
+                               if (const Trace* t = a.s.trace()) {
+                                   int k = t->index_of("blocks." + std::to_string(std::max(0, L - 1)) + ".attn.pattern");
+                                   if (k >= 0) a.ui.stage = k;
+                               }
+                           }});
+        states_.push_back({"cell math closed", [](AppContext& a) { a.ui.cell_r = a.ui.cell_c = -1; a.ui.show_grad = false; }});
+        for (auto pool : {Pooling::Mean, Pooling::Cls}) {
+            states_.push_back({std::string("logit lens, ") + (pool == Pooling::Mean ? "mean" : "cls") + " pooling",
+                               [pool](AppContext& a) {
+                                   Options o; o.pooling = pool; a.s.set_options(o); a.ui.tab = Tab::LogitLens;
+                               }});
+            states_.push_back({"logit lens, second frame", [](AppContext& a) { a.ui.tab = Tab::LogitLens; }});
+        }
+        for (int p : {N - 1, N / 2, -1})
+            states_.push_back({"positions, patch " + std::to_string(p), [p](AppContext& a) { a.ui.tab = Tab::Positions; a.ui.patch = p; }});
+        states_.push_back({"logit lens, options reset", [](AppContext& a) { a.s.set_options(Options{}); }});
+        states_.push_back({"overlay query reset", [](AppContext& a) { a.ui.query = 0; a.ui.overlay = Overlay::Cls; }});
+        struct Toggle { const char* name; bool affine, unbiased; std::optional<Pooling> pool; bool squash; bool bug_scale = false, bug_reshape = false; };
         const Toggle toggles[] = {{"affine off", false, false, std::nullopt, false},
                                   {"unbiased", true, true, std::nullopt, false},
                                   {"mean pooling", true, false, Pooling::Mean, false},
                                   {"cls pooling", true, false, Pooling::Cls, false},
                                   {"squash", true, false, std::nullopt, true},
-                                  {"affine off + unbiased + mean pooling", false, true, Pooling::Mean, false}};
+                                  {"affine off + unbiased + mean pooling", false, true, Pooling::Mean, false},
+                                  {"BUG scale after softmax", true, false, std::nullopt, false, true, false},
+                                  {"BUG reshape patches", true, false, std::nullopt, false, false, true},
+                                  {"both BUGs + mean pooling", true, false, Pooling::Mean, false, true, true}};
         for (const Toggle& tg : toggles) {
             State st;
             st.desc = std::string("toggle ") + tg.name;
             st.apply = [tg](AppContext& a) {
                 Options o;
                 o.affine = tg.affine; o.unbiased = tg.unbiased;
+                o.bug_scale_after_softmax = tg.bug_scale; o.bug_reshape_patches = tg.bug_reshape;
                 set_pooling_choice(o, tg.pool);
                 a.s.set_options(o);
                 a.s.set_squash(tg.squash ? std::optional<bool>(true) : std::nullopt);
@@ -338,11 +431,14 @@ void write_layout(const std::string& path, AppContext& app, int W, int H) {
     if (const Settings* st = current_settings()) j["settings_error"] = st->error();
     else j["settings_error"] = "";
     j["options"] = {{"affine", s.options().affine}, {"unbiased", s.options().unbiased},
-                    {"pooling", s.options().pooling ? int(*s.options().pooling) : -1}};
+                    {"pooling", s.options().pooling ? int(*s.options().pooling) : -1},
+                    {"bug_scale_after_softmax", s.options().bug_scale_after_softmax},
+                    {"bug_reshape_patches", s.options().bug_reshape_patches}};
     j["grads"] = s.result().grads != nullptr;
     j["heads_guessed"] = s.config().heads_guessed;
     j["tab"] = tab_name(ui.tab);
     j["overlay"] = overlay_name(ui.overlay);
+    j["query"] = ui.query;
     j["rects"] = nlohmann::json::object();
     for (auto& [k, r] : ui.rects) j["rects"][k] = rect_json(r);
     j["numbers"] = nlohmann::json::object();

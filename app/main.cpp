@@ -92,14 +92,21 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     Options o = s.options();
     if (a.no_affine) o.affine = false;
     if (a.unbiased) o.unbiased = true;
+    if (a.bug_scale_after_softmax) o.bug_scale_after_softmax = true;
+    if (a.bug_reshape_patches) o.bug_reshape_patches = true;
     s.set_options(o);
     if (a.overlay) ui.overlay = *a.overlay;
+    if (a.query >= 0) {
+        ui.query = a.query;  // out of range for the model: the image panel says so in place
+        if (!a.overlay) ui.overlay = Overlay::Query;
+    }
     if (a.layer >= 0) ui.overlay_layer = a.layer;
     if (a.head >= 0) { ui.head = a.head; ui.overlay_head = a.head; }
     if (a.tab) ui.tab = *a.tab;
     if (a.opacity >= 0) ui.opacity = a.opacity;
     ui.export_dir = a.export_dir;
     ui.patch = a.patch;
+    if (a.cell) { ui.cell_r = a.cell->first; ui.cell_c = a.cell->second; }
     ui.hover = !a.headless() || a.hover.has_value();
     return ok;
 }

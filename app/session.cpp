@@ -193,6 +193,7 @@ void Session::launch() {
         else ops::set_threads(int(std::thread::hardware_concurrency()));
         Result r;
         r.model = model;
+        r.options = opt;
         r.no_grads_why = no_grads_why;
         auto t0 = std::chrono::steady_clock::now();
         try {

@@ -25,6 +25,7 @@ struct Result {
     std::shared_ptr<const Trace> grads;       // d logit[pred] / d stage (null when not computed)
     std::string no_grads_why;                 // why grads is null ("" when computed)
     std::shared_ptr<const LoadedModel> model; // the model that produced this result
+    Options options;                          // the options that produced trace
     double ms = 0;
     std::string error;
 };

@@ -17,7 +17,7 @@ namespace {
 
 Settings* g_current = nullptr;
 
-const char* kOverlays[] = {"none", "cls", "rollout", "grad"};
+const char* kOverlays[] = {"none", "cls", "rollout", "grad", "query"};
 const char* kFusions[] = {"mean", "max", "min"};
 const char* kScales[] = {"tensor", "slice", "symmetric"};
 const char* kPoolings[] = {"model", "cls", "mean"};  // none, Pooling::Cls, Pooling::Mean
@@ -195,7 +195,7 @@ std::string Settings::serialize() const {
     j["options"] = {{"affine", data_.options.affine},
                     {"unbiased", data_.options.unbiased},
                     {"pooling", kPoolings[data_.options.pooling ? std::clamp(1 + int(*data_.options.pooling), 1, 2) : 0]}};
-    j["view"] = {{"overlay", kOverlays[std::clamp(data_.view.overlay, 0, 3)]},
+    j["view"] = {{"overlay", kOverlays[std::clamp(data_.view.overlay, 0, 4)]},
                  {"opacity", std::round(double(data_.view.opacity) * 1000) / 1000},
                  {"fusion", kFusions[std::clamp(data_.view.fusion, 0, 2)]},
                  {"discard", std::round(double(data_.view.discard) * 1000) / 1000},

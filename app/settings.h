@@ -21,7 +21,7 @@
 namespace vit::app {
 
 struct ViewPrefs {
-    int overlay = 1;       // 0 none, 1 cls attention, 2 rollout, 3 gradient-weighted rollout
+    int overlay = 1;       // 0 none, 1 cls attention, 2 rollout, 3 gradient-weighted rollout, 4 query token
     float opacity = 0.65f;
     int fusion = 0;        // rollout head fusion: mean, max, min
     float discard = 0.f;   // rollout discard ratio, [0, 1)

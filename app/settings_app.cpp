@@ -56,7 +56,7 @@ void restore_view(const Settings& st, Session& s, UiState& ui) {
     o.unbiased = d.options.unbiased;
     o.pooling = d.options.pooling;
     s.set_options(o);
-    ui.overlay = Overlay(std::clamp(d.view.overlay, 0, 3));  // none, cls, rollout, gradient-weighted
+    ui.overlay = Overlay(std::clamp(d.view.overlay, 0, 4));  // none, cls, rollout, gradient-weighted, query
     ui.opacity = d.view.opacity;
     ui.fusion = d.view.fusion;
     ui.discard = d.view.discard;

@@ -14,9 +14,11 @@ namespace vit::app {
 
 struct Rect { float x = 0, y = 0, w = 0, h = 0; };
 
-enum class Tab { Stage = 0, AttentionMaps, Changes, Train };
-constexpr int kTabs = 4;
-enum class Overlay { None = 0, Cls, Rollout, GradRollout };
+enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters };
+constexpr int kTabs = 7;
+// Query: the attention row of any token (ui.query: 0 = cls, 1..N = patches), vit::attention_from.
+enum class Overlay { None = 0, Cls, Rollout, GradRollout, Query };
+constexpr int kOverlayCount = 5;
 enum class ScaleMode { PerTensor = 0, PerSlice, Symmetric };
 const char* tab_name(Tab t);
 // Options::pooling as the app thinks of it: nullopt = the model's own pooling.
@@ -24,7 +26,7 @@ inline std::optional<Pooling> pooling_choice(const Options& o) {
     return o.pooling;
 }
 inline void set_pooling_choice(Options& o, std::optional<Pooling> p) { o.pooling = p; }
-const char* overlay_name(Overlay o);  // as --overlay takes it: none, cls, rollout, grad
+const char* overlay_name(Overlay o);  // as --overlay takes it: none, cls, rollout, grad, query
 
 // A label drawn on screen (axis ticks, colour-bar figures, patch numbers), recorded so that tests
 // can check that no two overlap and none is clipped by its panel.
@@ -39,6 +41,8 @@ struct UiState {
     int head = 0;             // slice of per-head tensors
     int channel = 0;          // slice of the input
     int patch = -1;           // selected patch (token = patch + 1), -1 none
+    int cell_r = -1, cell_c = -1;  // the cell whose math is shown (row, column of the shown slice), -1 none
+    int query = 0;            // query token of the Query overlay: 0 = cls, 1..N = patch token (patch + 1)
     ScaleMode scale_mode = ScaleMode::PerTensor;
     bool show_grad = false;   // show d logit / d stage instead of the stage
     Tab tab = Tab::Stage;
@@ -76,6 +80,17 @@ struct Textures {
     std::map<std::string, Stats> stats;               // by version + stage
     std::map<std::string, Colormap> ranges;           // colour range of each heatmap texture
     Texture original;                                 // the image file as decoded, before preprocessing
+    std::shared_ptr<void> cellmath;                   // views_teach.cpp's cached vit::CellMath (or error)
+    Texture lens;                                     // the logit lens (L, K), vit::logit_lens
+    Array lens_vals;                                  // its numbers (exported as logit_lens.npy on its tab)
+    std::string lens_error;
+    Texture pos_grid, pos_large, pos_embed;           // position-embedding similarity (vit::pos_similarity)
+    Array pos_sim;                                    // (N, N)
+    std::string pos_error;
+    std::vector<Texture> filters;                     // principal components of patch_embed (vit::embed_filters)
+    std::vector<float> filter_var;
+    std::vector<std::vector<float>> filter_vals;      // each (C, P, P) as the core gave it
+    std::string filters_error;
     bool stale(const std::string& name, uint64_t key) {
         auto it = keys.find(name);
         if (it != keys.end() && it->second == key) return false;
@@ -92,6 +107,16 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx);
 void DrawPredictions(Session& s, UiState& ui);
 void DrawChanges(Session& s, UiState& ui, Textures& tx);
 void DrawAttentionGrid(Session& s, UiState& ui, Textures& tx);
+// views_teach.cpp: the math of one cell (vit::cell_math) of the current stage, in a panel.
+void DrawCellMath(Session& s, UiState& ui, Textures& tx, const Rect& area);
+// views_teach.cpp: the logit lens tab, layer x class probabilities (vit::logit_lens).
+void DrawLogitLens(Session& s, UiState& ui, Textures& tx);
+// views_teach.cpp: position-embedding similarity, one small map per patch in the patch layout.
+void DrawPositions(Session& s, UiState& ui, Textures& tx);
+// views_teach.cpp: the principal components of the patch-embedding filters, as P x P pictures.
+void DrawFilters(Session& s, UiState& ui, Textures& tx);
+// "random weights" for presets (their predictions mean nothing), "" otherwise.
+std::string weights_note(const Session& s);
 void DrawStatusBar(Session& s, UiState& ui);
 void DrawErrorPanel(Session& s, UiState& ui);  // every unread error in full, until dismissed
 void HandleKeys(Session& s, UiState& ui);
@@ -112,6 +137,9 @@ struct HeatmapArgs {
     float cell = 0;              // > 0: this cell size (side-by-side panels share their rows)
     float strip_w = 0;           // > 0 with cols == 1: a column of this width (mean/std per token)
     std::vector<std::string> col_names;  // e.g. class names for a logits strip
+    int* clicked_row = nullptr;  // set to the row of a cell clicked this frame (else left alone)
+    int* clicked_col = nullptr;  // and its column
+    int mark_row = -1, mark_col = -1;  // a cell framed in cyan (the one whose math is shown)
 };
 // Records a label and draws it (see DrawnText).
 void DrawLabel(ImDrawList* dl, UiState& ui, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,

@@ -12,6 +12,7 @@
 #include "paths.h"
 #include "settings_app.h"
 #include "views.h"
+#include "core/teach.h"
 
 namespace fs = std::filesystem;
 
@@ -147,6 +148,27 @@ void DrawToolbar(Session& s, UiState& ui) {
     const char* pools[] = {"model's pooling", "cls token", "mean of patches"};
     if (ImGui::Combo("pooling", &pool, pools, 3))
         set_pooling_choice(o, pool == 0 ? std::nullopt : std::optional<Pooling>(Pooling(pool - 1)));
+    // Two classic bugs (Options::bug_*), off by default; red when on, and the status bar says BUG.
+    auto bug_box = [&](const char* label, bool& v, const char* tip) {
+        ImGui::SameLine();
+        const bool on = v;
+        if (on) {
+            ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 90, 90, 255));
+            ImGui::PushStyleColor(ImGuiCol_FrameBg, IM_COL32(120, 20, 20, 255));
+            ImGui::PushStyleColor(ImGuiCol_CheckMark, IM_COL32(255, 90, 90, 255));
+        }
+        ImGui::Checkbox(label, &v);
+        if (on) ImGui::PopStyleColor(3);
+        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        ui.rects[std::string("toolbar.") + label] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    };
+    bug_box("BUG: scale after softmax (B)", o.bug_scale_after_softmax,
+            "a classic bug, on purpose: softmax(q k^T) / sqrt(d) instead of softmax(q k^T / sqrt(d));\n"
+            "the rows of the pattern no longer sum to 1. The Changes tab shows what it does downstream.");
+    bug_box("BUG: reshape patches (R)", o.bug_reshape_patches,
+            "a classic bug, on purpose: img.reshape(N, C*P*P) instead of cutting P x P tiles (unfold);\n"
+            "each 'patch' is then a run of pixel rows. The Changes tab shows what it does downstream.");
     s.set_options(o);
     ImGui::SameLine();
     if (ImGui::Button("Reset options")) s.set_options(Options{});
@@ -167,8 +189,13 @@ void DrawToolbar(Session& s, UiState& ui) {
         ImGui::BulletText("PageUp/PageDown: same stage, previous / next layer");
         ImGui::BulletText("H / Shift+H: next / previous head");
         ImGui::BulletText("A: toggle elementwise_affine   U: toggle unbiased std");
-        ImGui::BulletText("G: gradient view   0: reset zoom   Esc: clear the selected patch");
-        ImGui::BulletText("1-4: Stage / Attention maps / Changes / Train tabs");
+        ImGui::BulletText("B / R: the BUG switches (scale after softmax / reshape patches), red when on");
+        ImGui::BulletText("G: gradient view   0: reset zoom   Esc: clear the selected patch and cell");
+        ImGui::BulletText("Q: attention from a token (overlay); Q / Shift+Q again: next / previous query token");
+        ImGui::BulletText("  (or click a patch on the image, or a row of attn.pattern / attn.scores)");
+        ImGui::BulletText("Click a cell of attn.scores/pattern/z, LayerNorm normalized/out, mlp.post, logits:");
+        ImGui::BulletText("  the math of that cell, with its numbers (Esc closes it)");
+        ImGui::BulletText("1-7: Stage / Attention maps / Changes / Train / Logit lens / Positions / Filters tabs");
         ImGui::EndTooltip();
     }
 }
@@ -358,23 +385,35 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     }
     ImGui::TextDisabled("model input %dx%d %s, as the model sees it", S, S, c.channels == 1 ? "gray" : "RGB");
     // overlay controls
-    const char* kinds[] = {"none", "cls attention", "attention rollout", "gradient-weighted rollout"};
+    const char* kinds[] = {"none", "cls attention", "attention rollout", "gradient-weighted rollout", "attention from a token"};
     int ok = int(ui.overlay);
     ImGui::SetNextItemWidth(190);
-    if (ImGui::Combo("overlay", &ok, kinds, 4)) ui.overlay = Overlay(ok);
+    if (ImGui::Combo("overlay", &ok, kinds, kOverlayCount)) ui.overlay = Overlay(ok);
+    const bool one_layer = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
     int ol = ui.overlay_layer < 0 ? L - 1 : std::min(ui.overlay_layer, L - 1);
     ui.overlay_head = std::clamp(ui.overlay_head, -1, H - 1);
     if (L > 0) {
         ImGui::SetNextItemWidth(190);
-        if (ImGui::SliderInt(ui.overlay == Overlay::Cls ? "layer" : "up to layer", &ol, 0, L - 1)) ui.overlay_layer = ol;
+        if (ImGui::SliderInt(one_layer ? "layer" : "up to layer", &ol, 0, L - 1)) ui.overlay_layer = ol;
     }
-    if (ui.overlay == Overlay::Cls && L > 0) {
+    if (one_layer && L > 0) {
         ImGui::SetNextItemWidth(190);
         int hh = ui.overlay_head + 1;
         char label[32];
         if (hh == 0) std::snprintf(label, sizeof label, "mean of heads");
         else std::snprintf(label, sizeof label, "head %d", hh - 1);
         if (ImGui::SliderInt("head", &hh, 0, H, label)) ui.overlay_head = hh - 1;
+        if (ui.overlay == Overlay::Query) {
+            // the query token: 0 = cls, n + 1 = patch n (click a patch below, or a row of attn.pattern)
+            int q = ui.query;
+            char ql[48];
+            if (q == 0) std::snprintf(ql, sizeof ql, "cls token");
+            else std::snprintf(ql, sizeof ql, "patch %d (token %d)", q - 1, q);
+            ImGui::SetNextItemWidth(190);
+            if (ImGui::SliderInt("query", &q, 0, N, ql)) ui.query = q;
+            ImGui::SameLine();
+            if (ImGui::SmallButton("cls")) ui.query = 0;
+        }
     } else if (ui.overlay == Overlay::Rollout) {
         const char* fu[] = {"mean", "max", "min"};
         ImGui::SetNextItemWidth(90);
@@ -390,7 +429,7 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     // the overlay values over the patch grid: recomputed only when what they depend on changes
     // (rollout is O(T^3 L): ~0.1 s for ViT-B, not something to redo every frame)
     uint64_t okey = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
-                    uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003;
+                    uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003 + uint64_t(ui.query + 1) * 10000019;
     bool ostale = tx.stale("overlay", okey);
     if (ostale) {
         std::vector<float>& ov = tx.overlay_vals;
@@ -399,6 +438,10 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
             if (ui.overlay == Overlay::Cls && L > 0) ov = cls_attention(*t, ol, ui.overlay_head);
             else if (ui.overlay == Overlay::Rollout && L > 0) ov = attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard);
             else if (ui.overlay == Overlay::GradRollout && L > 0 && grads) ov = grad_rollout(*t, *grads, ol);
+            else if (ui.overlay == Overlay::Query && L > 0 && ui.query >= 0 && ui.query <= N) {
+                Tensor1 row = attention_from(*t, ol, ui.overlay_head, ui.query);  // the core's numbers, not recomputed
+                ov.assign(row.data(), row.data() + row.size());
+            }
         } catch (const std::exception& e) {
             ov.clear();
             ui.strings["overlay.error"] = e.what();
@@ -407,6 +450,26 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         if (!ov.empty()) tx.overlay.upload_float(ov.data(), G, G);
     }
     const std::vector<float>& ov = tx.overlay_vals;
+    ui.numbers.erase("overlay.query");
+    if (ui.overlay == Overlay::Query) {
+        std::string why;
+        if (L == 0) why = "the model has no attention layers";
+        else if (ui.query < 0 || ui.query > N)
+            why = "query token " + std::to_string(ui.query) + " is out of range: 0 (cls) to " + std::to_string(N) + " (the last patch)";
+        if (!why.empty()) {
+            ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
+            ui.strings["overlay.message"] = why;
+        } else {
+            ui.numbers["overlay.query"] = ui.query;
+            std::string vals;
+            char b[32];
+            for (size_t i = 0; i < ov.size(); ++i) {
+                std::snprintf(b, sizeof b, "%s%.9g", i ? "," : "", double(ov[i]));
+                vals += b;
+            }
+            ui.strings["overlay.values"] = vals;
+        }
+    }
     const bool thumbs = L > 0;
     const float thumb_h = thumbs ? 118.f : 0.f;
     float side = std::min(ImGui::GetContentRegionAvail().x - 8, ImGui::GetContentRegionAvail().y - 40 - thumb_h);
@@ -452,15 +515,28 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         ImVec2 a(p0.x + (ui.patch % G) * cell, p0.y + (ui.patch / G) * cell);
         dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 80, 200, 255), 0, 0, 3);
     }
+    if (ui.overlay == Overlay::Query && ui.query >= 1 && ui.query <= N) {  // the query patch: a cyan frame
+        int qp = ui.query - 1;
+        ImVec2 a(p0.x + (qp % G) * cell, p0.y + (qp / G) * cell);
+        dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(0, 230, 255, 255), 0, 0, 3);
+        ui.rects["image.query"] = Rect{a.x, a.y, cell, cell};
+    }
     if (hovered) {
         ImVec2 m = ImGui::GetIO().MousePos;
         int gx = std::clamp(int((m.x - p0.x) / cell), 0, G - 1), gy = std::clamp(int((m.y - p0.y) / cell), 0, G - 1);
         int n = gy * G + gx;
         ImGui::SetTooltip("patch %d (row %d, col %d) = token %d%s%s", n, gy, gx, n + 1, ov.empty() ? "" : "\noverlay value: ",
                           ov.empty() ? "" : std::to_string(ov[size_t(n)]).c_str());
-        if (ImGui::IsMouseClicked(0)) ui.patch = ui.patch == n ? -1 : n;
+        if (ImGui::IsMouseClicked(0)) {
+            if (ui.overlay == Overlay::Query) ui.query = n + 1;  // that patch becomes the query
+            else ui.patch = ui.patch == n ? -1 : n;
+        }
     }
-    ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", G, G, c.patch);
+    if (ui.overlay == Overlay::Query)
+        ImGui::TextDisabled("query: %s (click a patch to query from it)",
+                            ui.query == 0 ? "the cls token" : ("patch " + std::to_string(ui.query - 1)).c_str());
+    else
+        ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", G, G, c.patch);
     if (!thumbs) return;
     // The three maps side by side for the same layer: click one to put it over the image.
     const char* names[3] = {"cls attention", "rollout", "grad-weighted"};
@@ -515,7 +591,12 @@ void DrawPredictions(Session& s, UiState& ui) {
     std::vector<int> idx(pt.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = int(i);
     std::sort(idx.begin(), idx.end(), [&](int a, int b) { return p(size_t(a)) > p(size_t(b)); });
-    ImGui::TextDisabled("Top predictions");
+    if (std::string note = weights_note(s); !note.empty()) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "Top predictions (%s: meaningless)", note.c_str());
+        ui.strings["predictions.note"] = note;
+    } else {
+        ImGui::TextDisabled("Top predictions");
+    }
     for (int k = 0; k < std::min<int>(5, int(idx.size())); ++k) {
         int i = idx[size_t(k)];
         std::string name = c.class_names.size() == pt.size() ? c.class_names[size_t(i)] : "class " + std::to_string(i);
@@ -564,7 +645,17 @@ void DrawStatusBar(Session& s, UiState& ui) {
         ImGui::SameLine();
     }
     std::string line = status_line(s, ui);
-    ImGui::TextDisabled("%s", line.c_str());
+    if (s.options().has_bug()) {
+        std::string bug = "BUG on:";
+        if (s.options().bug_scale_after_softmax) bug += " scale after softmax";
+        if (s.options().bug_reshape_patches) bug += std::string(s.options().bug_scale_after_softmax ? "," : "") + " reshape patches";
+        ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", bug.c_str());
+        ImGui::SameLine();
+        ImGui::TextDisabled("%s", line.c_str());
+        line = bug + " | " + line;
+    } else {
+        ImGui::TextDisabled("%s", line.c_str());
+    }
     ui.strings["status"] = line;
 }
 
@@ -630,10 +721,17 @@ void HandleKeys(Session& s, UiState& ui) {
     Options o = s.options();
     if (pressed(GLFW_KEY_A)) o.affine = !o.affine;
     if (pressed(GLFW_KEY_U)) o.unbiased = !o.unbiased;
+    if (pressed(GLFW_KEY_B)) o.bug_scale_after_softmax = !o.bug_scale_after_softmax;
+    if (pressed(GLFW_KEY_R)) o.bug_reshape_patches = !o.bug_reshape_patches;
     s.set_options(o);
     if (pressed(GLFW_KEY_G)) ui.show_grad = !ui.show_grad;
     if (pressed(GLFW_KEY_0)) { ui.zoom = 1; ui.pan_x = ui.pan_y = 0; }
-    if (pressed(GLFW_KEY_ESCAPE)) ui.patch = -1;
+    if (pressed(GLFW_KEY_ESCAPE)) { ui.patch = -1; ui.cell_r = ui.cell_c = -1; }
+    if (pressed(GLFW_KEY_Q)) {  // attention from a token: Q shows it, then steps the query token (Shift: back)
+        int T = s.shown_config().patches() + 1;
+        if (ui.overlay != Overlay::Query) ui.overlay = Overlay::Query;
+        else ui.query = ((ui.query + (shift ? -1 : 1)) % T + T) % T;
+    }
     for (int k = 0; k < kTabs; ++k)
         if (pressed(GLFW_KEY_1 + k)) ui.tab = Tab(k);
 }

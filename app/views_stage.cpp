@@ -11,6 +11,7 @@
 
 #include "tensor_access.h"
 #include "views.h"
+#include "core/teach.h"
 
 namespace vit::app {
 
@@ -20,6 +21,9 @@ const char* tab_name(Tab t) {
         case Tab::AttentionMaps: return "Attention maps";
         case Tab::Changes: return "Changes";
         case Tab::Train: return "Train";
+        case Tab::LogitLens: return "Logit lens";
+        case Tab::Positions: return "Positions";
+        case Tab::Filters: return "Filters";
     }
     return "?";
 }
@@ -30,6 +34,7 @@ const char* overlay_name(Overlay o) {
         case Overlay::Cls: return "cls";
         case Overlay::Rollout: return "rollout";
         case Overlay::GradRollout: return "grad";
+        case Overlay::Query: return "query";
     }
     return "?";
 }
@@ -146,6 +151,7 @@ void Heatmap(const char* id, Texture& tex, bool upload, const HeatmapArgs& a, Ui
     ImVec2 origin = ImGui::GetCursorScreenPos();
     ImGui::InvisibleButton("canvas", canvas);
     bool hovered = ui.hover && ImGui::IsItemHovered();
+    bool clicked = ui.hover && ImGui::IsItemClicked(ImGuiMouseButton_Left);
     ImDrawList* dl = ImGui::GetWindowDrawList();
     ImVec2 img0(origin.x + left, origin.y + top);
     ImVec2 clip1(origin.x + canvas.x, origin.y + canvas.y);
@@ -175,6 +181,11 @@ void Heatmap(const char* id, Texture& tex, bool upload, const HeatmapArgs& a, Ui
         dl->AddRect(ImVec2(p0.x, p0.y + a.highlight_row * ch), ImVec2(p1.x, p0.y + (a.highlight_row + 1) * ch), hl, 0, 0, 2);
     if (a.highlight_col >= 0 && a.highlight_col < a.cols)
         dl->AddRect(ImVec2(p0.x + a.highlight_col * cw, p0.y), ImVec2(p0.x + (a.highlight_col + 1) * cw, p1.y), hl, 0, 0, 2);
+    if (a.mark_row >= 0 && a.mark_row < a.rows && a.mark_col >= 0 && a.mark_col < a.cols) {
+        ImVec2 m0(p0.x + a.mark_col * cw, p0.y + a.mark_row * ch), m1(m0.x + cw, m0.y + ch);
+        dl->AddRect(ImVec2(m0.x - 1, m0.y - 1), ImVec2(m1.x + 1, m1.y + 1), IM_COL32(0, 230, 255, 255), 0, 0, 2);
+        if (a.rect_name) ui.rects[std::string(a.rect_name) + ".cell"] = Rect{m0.x, m0.y, cw, ch};
+    }
     dl->PopClipRect();
     // Tick labels, thinned so that none overlaps its neighbour or leaves the canvas.
     ImU32 tc = ImGui::GetColorU32(ImGuiCol_TextDisabled);
@@ -211,6 +222,14 @@ void Heatmap(const char* id, Texture& tex, bool upload, const HeatmapArgs& a, Ui
         ui.numbers[std::string(a.rect_name) + ".cols"] = a.cols;
         ui.numbers[std::string(a.rect_name) + ".cell_w"] = cw;
         ui.numbers[std::string(a.rect_name) + ".cell_h"] = ch;
+    }
+    if ((a.clicked_row || a.clicked_col) && clicked) {
+        ImVec2 m = ImGui::GetIO().MousePos;
+        int r = int(std::floor((m.y - p0.y) / ch)), c = int(std::floor((m.x - p0.x) / cw));
+        if (r >= 0 && r < a.rows && c >= 0 && c < a.cols && m.y >= img0.y && m.x >= img0.x) {
+            if (a.clicked_row) *a.clicked_row = r;
+            if (a.clicked_col) *a.clicked_col = c;
+        }
     }
     if (hovered) {
         ImVec2 m = ImGui::GetIO().MousePos;
@@ -556,6 +575,11 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
             HeatmapArgs a;
             a.max_w = w; a.max_h = h; a.colorbar = true; a.zoomable = false; a.cell = cell;
             a.rect_name = cur ? "stage" : rect_names[i];
+            int crow = -1, ccol = -1;
+            if (i >= 2 && cell_math_supported(pn)) {  // normalized, out: click a cell for its math
+                a.clicked_row = &crow; a.clicked_col = &ccol;
+                if (cur) { a.mark_row = ui.cell_r; a.mark_col = ui.cell_c; }
+            }
             if (!pt[i]) {
                 ImGui::TextDisabled("(%s is not in this trace)", pn.c_str());
             } else if (rank(*pt[i]) == 1) {  // a column per token
@@ -569,6 +593,11 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
                 tensor_heatmap(("ln" + std::to_string(i)).c_str(), pn, *pt[i], stage_info(pn, c, s.options()), s, ui, tx, tx.ln[i], a, false);
             }
             if (cur && ui.rects.count("stage")) ui.rects[rect_names[i]] = ui.rects["stage"];
+            if (crow >= 0 && ccol >= 0) {
+                ui.cell_r = crow; ui.cell_c = ccol;
+                int idx = trace->index_of(pn);
+                if (idx >= 0) ui.stage = idx;
+            }
             ImGui::EndChild();
             ImGui::EndGroup();
         }
@@ -593,7 +622,25 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
     a.colorbar = true; a.rect_name = "stage"; a.zoomable = true;
     if (rank(*t) == 1) a.max_h = 120;
     if (classes_axis) a.col_names = class_labels(c, t->size());
+    // A row of an attention pattern (or scores) is one query token: clicking it shows that token's
+    // attention over the image (the Query overlay, vit::attention_from) for this layer and head.
+    const bool query_rows = e->layer >= 0 && (rest == "attn.pattern" || rest == "attn.scores") && rank(*t) == 3;
+    int clicked_row = -1, clicked_col = -1;
+    if (query_rows) a.clicked_row = &clicked_row;
+    const bool math_cells = !showing_grad && cell_math_supported(name);  // click a cell: its math (views_teach.cpp)
+    if (math_cells) {
+        a.clicked_row = &clicked_row; a.clicked_col = &clicked_col;
+        a.mark_row = rank(*t) == 1 ? 0 : ui.cell_r; a.mark_col = ui.cell_c;
+    }
+    if (query_rows) ImGui::TextDisabled("click a row: that query token's attention over the image (overlay \"query\")");
     tensor_heatmap("stage", name, *t, info, s, ui, tx, tx.stage, a, showing_grad);
+    if (math_cells && clicked_row >= 0 && clicked_col >= 0) { ui.cell_r = clicked_row; ui.cell_c = clicked_col; }
+    if (query_rows && clicked_row >= 0) {
+        ui.query = clicked_row;
+        ui.overlay = Overlay::Query;
+        ui.overlay_layer = e->layer;
+        ui.overlay_head = ui.head;
+    }
     if (classes_axis) {
         ImGui::Separator();
         class_bars(t->data(), t->size(), c, ui);

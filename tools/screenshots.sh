@@ -16,3 +16,9 @@ shot layernorm      --image "$IMG" --stage blocks.2.ln2.normalized --overlay rol
 shot attention_maps --image assets/samples/8_bag_test18.png --tab 1 --overlay cls --layer 5
 shot changes        --image "$IMG" --stage blocks.3.mlp.post --no-affine --tab 2
 shot rollout        --image assets/samples/1_trouser_test2.png --stage input --overlay rollout --layer 5 --opacity 0.8
+shot query          --image "$IMG" --stage input --query 28 --layer 3 --head 1 --opacity 0.85
+shot cell_math      --image "$IMG" --stage blocks.1.attn.pattern --head 2 --cell 0,3
+shot bug_scale      --image "$IMG" --stage blocks.1.attn.pattern --head 1 --bug-scale-after-softmax --tab 2
+shot logit_lens     --image "$IMG" --tab 4
+shot positions      --image "$IMG" --tab 5 --patch 10
+shot filters        --image "$IMG" --tab 6
