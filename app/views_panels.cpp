@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "core/blas.h"
 #include "core/io.h"
 #include "tensor_access.h"
 #include "paths.h"
@@ -621,6 +622,9 @@ std::string status_line(Session& s, const UiState& ui) {
         std::snprintf(b, sizeof b, " %.1f ms", s.result().ms);
         line += std::string(" | ") + (s.result().grads ? "forward+backward" : "forward only") + b;
     }
+    // the BLAS library and kernel the matrix products run on (a warning when it is not the best for this CPU)
+    const blas::Info bi = blas::info();
+    line += " | " + bi.library + " " + bi.kernel + (bi.best ? "" : " (not the best kernel for this CPU: see vitscope-cli info)");
     if (!ui.status.empty()) line += " | " + ui.status;
     return line;
 }
