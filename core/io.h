@@ -1,6 +1,7 @@
 // File formats: .safetensors (read F32/F16/BF16/F64, write F32), .npy/.npz,
 // and atomic file writes.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,9 @@ struct SafeTensors {
     std::map<std::string, std::string> dtypes;        // as stored ("F16", ...)
     std::map<std::string, std::string> metadata;      // __metadata__
 };
+
+// IEEE 754 half (F16 / torch.float16) bits to float, exactly.
+float half_to_float(uint16_t h);
 
 // Reads and validates: size >= 8, header <= 100 MB and inside the file, UTF-8
 // JSON object without duplicate keys, known dtypes, shape x dtype == byte span

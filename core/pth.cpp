@@ -38,22 +38,6 @@ const DTInfo& info(DT d) {
 }
 bool is_float(DT d) { return d == DT::F32 || d == DT::F16 || d == DT::BF16 || d == DT::F64; }
 
-float half_to_float(uint16_t h) {
-    uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (mant == 0) bits = sign;
-        else {  // subnormal: renormalise
-            int e = -1;
-            do { ++e; mant <<= 1; } while (!(mant & 0x400));
-            bits = sign | uint32_t(127 - 15 - e) << 23 | (mant & 0x3ff) << 13;
-        }
-    } else if (exp == 31) bits = sign | 0x7f800000u | mant << 13;
-    else bits = sign | (exp + 112) << 23 | mant << 13;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
 inline float load_float(DT dt, const unsigned char* p) {  // memcpy: the data may be unaligned
     switch (dt) {
         case DT::F32: { float v; std::memcpy(&v, p, 4); return v; }

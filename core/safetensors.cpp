@@ -13,18 +13,7 @@
 
 namespace vit {
 
-namespace {
-
-using json = nlohmann::json;
-
-size_t dtype_size(const std::string& dt) {
-    if (dt == "F32" || dt == "I32" || dt == "U32") return 4;
-    if (dt == "F16" || dt == "BF16" || dt == "I16" || dt == "U16") return 2;
-    if (dt == "F64" || dt == "I64" || dt == "U64") return 8;
-    if (dt == "I8" || dt == "U8" || dt == "BOOL" || dt == "F8_E4M3" || dt == "F8_E5M2") return 1;
-    return 0;
-}
-
+// IEEE half to float, exactly (subnormals renormalised); shared by the .safetensors and .pth readers.
 float half_to_float(uint16_t h) {
     uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
     if (exp == 0) {
@@ -40,6 +29,19 @@ float half_to_float(uint16_t h) {
     std::memcpy(&f, &bits, 4);
     return f;
 }
+
+namespace {
+
+using json = nlohmann::json;
+
+size_t dtype_size(const std::string& dt) {
+    if (dt == "F32" || dt == "I32" || dt == "U32") return 4;
+    if (dt == "F16" || dt == "BF16" || dt == "I16" || dt == "U16") return 2;
+    if (dt == "F64" || dt == "I64" || dt == "U64") return 8;
+    if (dt == "I8" || dt == "U8" || dt == "BOOL" || dt == "F8_E4M3" || dt == "F8_E5M2") return 1;
+    return 0;
+}
+
 
 // Parses the header JSON, rejecting duplicate keys at any level. Linear in the
 // header: one hash set of keys per open object (a header with 80,000 keys took
