@@ -39,7 +39,8 @@ for h in "${harnesses[@]}"; do
   # -fork=1: a finding is saved and the run goes on to the end of its time.
   "$SAN/tests/fuzz/fuzz_$h" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
     -max_total_time=$((minutes * 60)) -timeout=10 -rss_limit_mb=2560 -max_len=65536 -print_final_stats=1 \
-    -artifact_prefix="$findings/" "${dict[@]}" "$corpus" "$src/corpus/$h" "$src/regressions/$h" >"$log" 2>&1 || true
+    -artifact_prefix="$findings/" "${dict[@]}" "$corpus" "$src/corpus/$h" \
+    $([[ -d $src/regressions/$h ]] && echo "$src/regressions/$h") >"$log" 2>&1 || true
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || true)
   [[ -n $execs ]] || execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo '?')
