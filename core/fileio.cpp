@@ -1,5 +1,6 @@
 // Whole-file reads, atomic writes, .npy and .npz.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
@@ -14,6 +15,29 @@
 #include "io.h"
 
 namespace vit {
+
+SafeTensors parse_mapped(const std::string& path, const std::function<SafeTensors(const char*, size_t)>& parse) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw FileError(path + ": " + std::strerror(errno));
+    struct stat sb;
+    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        ::close(fd);
+        throw FileError(path + ": not a regular file");
+    }
+    const size_t n = size_t(sb.st_size);
+    if (n == 0) { ::close(fd); return parse(nullptr, 0); }
+    void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) throw FileError(path + ": cannot map the file: " + std::strerror(errno));
+    try {
+        SafeTensors st = parse(static_cast<const char*>(m), n);
+        ::munmap(m, n);
+        return st;
+    } catch (...) {
+        ::munmap(m, n);
+        throw;
+    }
+}
 
 std::string read_file(const std::string& path, size_t max_bytes) {
     struct stat sb;

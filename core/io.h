@@ -2,6 +2,7 @@
 // and atomic file writes.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,10 @@ struct SafeTensors {
     std::map<std::string, std::string> dtypes;        // as stored ("F16", ...)
     std::map<std::string, std::string> metadata;      // __metadata__
 };
+
+// Maps a regular file read-only and returns parse(bytes, size) (an empty file gives
+// (nullptr, 0)); unmaps afterwards, also when parse throws. Errors name the file.
+SafeTensors parse_mapped(const std::string& path, const std::function<SafeTensors(const char*, size_t)>& parse);
 
 // IEEE 754 half (F16 / torch.float16) bits to float, exactly.
 float half_to_float(uint16_t h);

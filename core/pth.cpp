@@ -658,26 +658,7 @@ SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
 }
 
 SafeTensors read_pth(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) throw FileError(path + ": " + std::strerror(errno));
-    struct stat sb;
-    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        ::close(fd);
-        throw FileError(path + ": not a regular file");
-    }
-    size_t n = size_t(sb.st_size);
-    if (n == 0) { ::close(fd); return parse_pth(nullptr, 0, path); }
-    void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (m == MAP_FAILED) throw FileError(path + ": cannot map the file: " + std::strerror(errno));
-    try {
-        SafeTensors st = parse_pth(static_cast<const char*>(m), n, path);
-        ::munmap(m, n);
-        return st;
-    } catch (...) {
-        ::munmap(m, n);
-        throw;
-    }
+    return parse_mapped(path, [&](const char* b, size_t n) { return parse_pth(b, n, path); });
 }
 
 }  // namespace vit

@@ -199,27 +199,8 @@ SafeTensors parse_impl(const char* base, size_t size, const std::string& what, b
 
 SafeTensors read_safetensors(const std::string& path) {
     // Map the file rather than read it: a ViT-B checkpoint is 350 MB and the
-    // converted tensors are all we keep.
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) throw FileError(path + ": " + std::strerror(errno));
-    struct stat sb;
-    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        ::close(fd);
-        throw FileError(path + ": not a regular file");
-    }
-    size_t n = size_t(sb.st_size);
-    if (n == 0) { ::close(fd); return parse_safetensors(nullptr, 0, path); }
-    void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (m == MAP_FAILED) throw FileError(path + ": cannot map the file: " + std::strerror(errno));
-    try {
-        SafeTensors st = parse_impl(static_cast<const char*>(m), n, path, true);
-        ::munmap(m, n);
-        return st;
-    } catch (...) {
-        ::munmap(m, n);
-        throw;
-    }
+    // converted tensors are all we keep (parse_impl drops each one's pages).
+    return parse_mapped(path, [&](const char* b, size_t n) { return parse_impl(b, n, path, n != 0); });
 }
 
 void write_safetensors(const std::string& path, const std::vector<ArrayRef>& tensors,
