@@ -283,6 +283,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                         is_preset(s.model) ? "preset (saved under timm's key names)" : family_name(lm.family),
                         c.describe().c_str());
             std::printf("parameters: %lld\n", (long long)param_count(c));
+            std::printf("gemm: %s\n", vit::ops::gemm_engine().c_str());
             std::printf("blas: %s\n", vit::blas::describe().c_str());
             if (c.heads_guessed)
                 std::printf("heads: %d (a guess: width %d / 64; the file does not say, pass --heads N if wrong)\n", c.heads, c.width);

@@ -41,6 +41,10 @@ struct Workspace {
     Array qkv;                           // (B*T, 3D): the fused q/k/v projection
     std::vector<Tensor2> zcat;           // per block (B*T, D): heads concatenated
     std::map<int, Array> scratch;        // stages not kept, one array per kind
+    // The stage table of the last run and what it depends on (the names and shapes
+    // the recorder checks; building it, texts included, costs ~0.1 ms per run).
+    std::vector<int> table_key;
+    std::vector<StageInfo> table;
 };
 void WorkspaceDeleter::operator()(Workspace* w) const { delete w; }
 WorkspacePtr make_workspace() { return WorkspacePtr(new Workspace); }
@@ -63,7 +67,7 @@ auto as(const float* p, size_t n, const std::array<size_t, N>& shape) {
 class Recorder {
 public:
     Recorder(const Config& c, const Options& o, size_t B, Keep keep, Trace& t, Workspace& ws)
-        : table_(stage_table(c, o)), B_(B), keep_(keep), t_(t), ws_(ws) {}
+        : table_(table_for(c, o, ws)), B_(B), keep_(keep), t_(t), ws_(ws) {}
 
     Array& operator()(Stage kind) {
         if (i_ >= table_.size() || table_[i_].kind != kind)
@@ -94,7 +98,17 @@ public:
     }
 
 private:
-    std::vector<StageInfo> table_;
+    static const std::vector<StageInfo>& table_for(const Config& c, const Options& o, Workspace& ws) {
+        std::vector<int> key{c.image_size, c.channels, c.patch, c.width, c.depth, c.heads, c.mlp, c.classes,
+                             int(o.pooling_for(c)), o.affine, o.unbiased, o.bug_scale_after_softmax,
+                             o.bug_reshape_patches};
+        if (key != ws.table_key || ws.table.empty()) {
+            ws.table = stage_table(c, o);
+            ws.table_key = std::move(key);
+        }
+        return ws.table;
+    }
+    const std::vector<StageInfo>& table_;
     size_t i_ = 0, B_;
     Keep keep_;
     Trace& t_;
@@ -102,12 +116,13 @@ private:
 };
 
 // F.linear(in, W, b) through BLAS, reported to the profile as a GEMM of its shape.
-void linear(const char* what, float* out, const float* in, const Tensor2& W, const Tensor1& b, size_t R) {
+void linear(const char* what, float* out, const float* in, const Tensor2& W, const Tensor1& b, size_t R,
+            const gemm::Packs* packs) {
     const size_t O = W.shape(0), I = W.shape(1);
     profile::Scope s([&] { return "gemm " + std::string(what) + " " + std::to_string(R) + "x" + std::to_string(I) +
                                   " @ " + std::to_string(I) + "x" + std::to_string(O); },
                      2.0 * double(R) * double(I) * double(O));
-    ops::linear(out, in, W.data(), b.data(), int(R), int(I), int(O));
+    ops::linear(out, in, W.data(), b.data(), int(R), int(I), int(O), packs);
 }
 
 // LayerNorm with its internals recorded: mean (R), std (R), normalized (R, D), out (R, D).
@@ -153,6 +168,9 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     if (keep == Keep::All && B != 1) throw std::invalid_argument("a traced run records one image");
     const size_t R = B * T;  // rows of the residual stream: (b, t), b-major
     const Pooling pool = opt.pooling_for(c);
+    // A traced run packs the weight matrices once for the GEMM kernel and reuses
+    // them; training changes them every step, so it hands them over as they are.
+    const gemm::Packs* packs = keep == Keep::All ? &w.packs : nullptr;
 
     acts.begin();
     std::optional<profile::Scope> table_prof;
@@ -177,7 +195,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
     // patch_embed: (N, D) = patches @ W.T + b == Conv2d(C, D, P, stride=P)(x).flatten(2).transpose(1, 2)
     Array& pe = rec(Stage::PatchEmbed);
-    linear("patch_embed", pe.data(), patches.data(), w.patch_w, w.patch_b, B * N);
+    linear("patch_embed", pe.data(), patches.data(), w.patch_w, w.patch_b, B * N, packs);
 
     // tokens: (T, D) = torch.cat([cls_token, patch_embed])
     Array& tok = rec(Stage::Tokens);
@@ -199,7 +217,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // q, k, v: (H, T, d) each = ln1 @ Wqkv.T + b, rows of Wqkv [q; k; v], heads contiguous.
         // torch: qkv(x).reshape(T, 3, H, d).permute(1, 2, 0, 3)
-        linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R);
+        linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs);
         float* qkv3[3] = {rec(Stage::AttnQ).data(), rec(Stage::AttnK).data(), rec(Stage::AttnV).data()};
         {
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
@@ -249,7 +267,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // attn.out: (T, D) = proj(concat_heads(z))
         Array& ao = rec(Stage::AttnOut);
-        linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R);
+        linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R, packs);
 
         // resid_mid = x + attn_out
         Array& rm = rec(Stage::ResidMid);
@@ -263,11 +281,11 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // mlp.pre = fc1(ln2); mlp.post = F.gelu(mlp.pre); mlp.out = fc2(mlp.post)
         Array& pre = rec(Stage::MlpPre);
-        linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R);
+        linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs);
         Array& post = rec(Stage::MlpPost);
         gelu(post.data(), pre.data(), R * M);
         Array& mo = rec(Stage::MlpOut);
-        linear("mlp.fc2", mo.data(), post.data(), b.fc2_w, b.fc2_b, R);
+        linear("mlp.fc2", mo.data(), post.data(), b.fc2_w, b.fc2_b, R, packs);
 
         // resid_post = resid_mid + mlp_out
         Array& rp = rec(Stage::ResidPost);
@@ -296,7 +314,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     }
     // logits = head(pooled); probs = logits.softmax(-1)
     Array& logits = rec(Stage::Logits);
-    linear("head", logits.data(), feat, w.head_w, w.head_b, B);
+    linear("head", logits.data(), feat, w.head_w, w.head_b, B, packs);
     Array& probs = rec(Stage::Probs);
     ops::softmax_rows(probs.data(), logits.data(), int(B), int(K));
     rec.done();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm.h"
 #include "tensor.h"
 
 namespace vit {
@@ -91,6 +92,10 @@ struct Weights {
     std::vector<BlockW> blocks;
     LayerNormW ln_f;
     Tensor2 head_w; Tensor1 head_b;    // (K, D), (K)
+    // The matrices packed for the GEMM kernel by traced forward passes (gemm.h):
+    // a copy starts empty; whoever changes weights in place calls packs.clear()
+    // (AdamW does; a change is also detected by sampling).
+    gemm::Packs packs;
 };
 
 // Calls f(name, p, q, ...) for every parameter in a fixed order (timm's names), with

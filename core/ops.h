@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <string>
 
+namespace vit::gemm { class Packs; }
+
 namespace vit::ops {
 
 // Threads used by the kernels (OpenMP; BLAS itself runs single-threaded).
@@ -16,12 +18,21 @@ void set_threads(int n);
 // (the calling thread's record).
 std::string threading();
 
+// The matrix-product engine: oneDNN (core/gemm.h), or OpenBLAS when
+// VITSCOPE_GEMM=openblas is set (to compare the two in one binary).
+bool use_openblas();
+// "oneDNN 2.6.3, AVX-512 kernels (...), weights packed once" or the OpenBLAS line.
+std::string gemm_engine();
+
 // C(MxN) = alpha * op(A) op(B) + beta * C, op = transpose when the flag is set.
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc);
 
 // out(R,O) = in(R,I) @ W(O,I).T + b(O)            F.linear(in, W, b)
-void linear(float* out, const float* in, const float* W, const float* b, int R, int I, int O);
+// With packs (the Weights' own, see gemm.h), W is packed once for the kernel and
+// reused; without, each call hands W to the GEMM as it is.
+void linear(float* out, const float* in, const float* W, const float* b, int R, int I, int O,
+            const gemm::Packs* packs = nullptr);
 
 // LayerNorm over the last axis of x(R,D). mean(R), std(R) = sqrt(var) (without eps,
 // as torch.std prints it), norm(R,D) = (x-mean)/sqrt(var+eps), out = norm*g + b.

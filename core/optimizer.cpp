@@ -28,6 +28,7 @@ void AdamW::update(Weights& w, const Weights& g, float lr_now) {
             p -= stepsize * mm / (xt::sqrt(vv) * rbc2 + eps);
         },
         w, g, m, v);
+    w.packs.clear();  // the packed copies of the old matrices are stale
 }
 
 float lr_schedule(int64_t step, int64_t warmup, int64_t total, float lr, float min_lr) {

@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
             });
             double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             std::printf("ours_img_s=%.1f steps=%d peak_mb=%.1f\n", double(runs) * train_batch / s, runs, peak_mb());
-            std::printf("blas: %s\n", vit::blas::describe().c_str());
+            std::printf("gemm: %s\nblas: %s\n", vit::ops::gemm_engine().c_str(), vit::blas::describe().c_str());
             return 0;
         }
         auto x = vit::Tensor3::from_shape({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
         std::sort(ms.begin(), ms.end());
         std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f\n", ms[ms.size() / 2], ms[0],
                     t.size(), t.bytes() / 1e6, peak_mb());
-        std::printf("blas: %s\nthreads: %s\n", vit::blas::describe().c_str(), vit::ops::threading().c_str());
+        std::printf("gemm: %s\nblas: %s\nthreads: %s\n", vit::ops::gemm_engine().c_str(), vit::blas::describe().c_str(),
+                    vit::ops::threading().c_str());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "vitscope-bench: %s\n", e.what());
         return 1;

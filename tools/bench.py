@@ -5,7 +5,7 @@ exported with torch.onnx.export, opset 17, run by npm's onnxruntime-node) on
 the same weights, in the same run, on the same cores. One line per model:
 
     bench MODEL ours_ms=... torch_ms=... ratio=... ort_ms=... ratio_ort=...
-          peak_mb=... torch_peak_mb=... ort_peak_mb=... load=... blas="..."
+          peak_mb=... torch_peak_mb=... ort_peak_mb=... load=... gemm="..." blas="..."
 
 ratio = ours / torch and ratio_ort = ours / ONNX Runtime (below 1: ViTScope is
 faster). peak_mb is each engine's own process (VmHWM / maxRSS): ViTScope's
@@ -134,10 +134,11 @@ def measure(name, a, paths, ort):
     lines = r.stdout.splitlines()
     ours = kv_line(next(l for l in lines if l.startswith("ours_ms=")))
     ours["blas"] = next((l[6:] for l in lines if l.startswith("blas: ")), "?")
+    ours["gemm"] = next((l[6:] for l in lines if l.startswith("gemm: ")), "?")
     ours["threading"] = next((l[9:] for l in lines if l.startswith("threads: ")), "?")
     res = {"ours_ms": float(ours["ours_ms"]), "torch_ms": tm["torch_ms"], "peak_mb": float(ours["peak_mb"]),
            "torch_peak_mb": tm["torch_peak_mb"], "trace_mb": ours["trace_mb"], "stages": ours["stages"],
-           "blas": ours["blas"], "threading": ours["threading"], "load": load}
+           "blas": ours["blas"], "gemm": ours["gemm"], "threading": ours["threading"], "load": load}
     if ort.ok:
         o = ort.time(paths["onnx"], C, S, runs, 3, a.threads)
         res["ort_ms"], res["ort_peak_mb"] = float(o["ort_ms"]), float(o["peak_mb"])
@@ -153,7 +154,7 @@ def line(name, res, tag):
     if "ort_ms" in res:
         s += f" ort_peak_mb={res['ort_peak_mb']:.1f}"
     s += (f" trace_mb={res['trace_mb']} stages={res['stages']} load={res['load']:.2f} "
-          f"blas=\"{res['blas']}\" threads=\"{res['threading']}\"")
+          f"gemm=\"{res['gemm']}\" blas=\"{res['blas']}\" threads=\"{res['threading']}\"")
     return s
 
 

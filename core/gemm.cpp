@@ -1,0 +1,196 @@
+#include "gemm.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+namespace vit::gemm {
+
+namespace {
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+dnnl::engine& engine() {
+    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+    return e;
+}
+dnnl::stream& stream() {  // one per calling thread: a stream is not shared across threads
+    thread_local dnnl::stream s(engine());
+    return s;
+}
+// The primitives' scratch memory is ours (user mode), per calling thread, so that
+// slices run on different threads, and different models, never share it.
+void* scratch(size_t bytes) {
+    thread_local std::vector<char> buf;
+    if (buf.size() < bytes) buf.resize(bytes);
+    return buf.data();
+}
+
+// Values sampled from a matrix: changed weights change them (an optimizer step
+// moves every element; loading new weights into the same buffer too).
+constexpr int kSamples = 16;
+struct Fingerprint {
+    float w[kSamples] = {}, b[2] = {};
+    bool operator==(const Fingerprint& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
+};
+Fingerprint fingerprint(const float* W, const float* b, size_t n, int O) {
+    Fingerprint f;
+    for (int k = 0; k < kSamples; ++k) f.w[k] = W[(n - 1) * size_t(k) / (kSamples - 1)];
+    if (b) f.b[0] = b[0], f.b[1] = b[O - 1];
+    return f;
+}
+}  // namespace
+
+struct Slice {
+    int c0 = 0, c1 = 0;             // output columns [c0, c1)
+    dnnl::matmul prim;
+    dnnl::memory::desc src, bias, dst;
+    dnnl::memory weights;           // W[c0:c1].T in the kernel's blocked layout
+    size_t scratch = 0;
+};
+
+struct Packed {
+    int R = 0, I = 0, O = 0;
+    const float* b = nullptr;
+    Fingerprint fp;
+    std::vector<Slice> slices;
+    size_t bytes = 0;
+};
+
+struct PackSet {
+    std::mutex m;
+    std::map<std::tuple<const float*, const float*, int, int>, std::shared_ptr<const Packed>> packs;
+};
+
+Packs::Packs() : set_(std::make_shared<PackSet>()) {}
+Packs::~Packs() = default;
+Packs::Packs(const Packs&) : set_(std::make_shared<PackSet>()) {}
+Packs::Packs(Packs&& o) noexcept : set_(std::move(o.set_)) { o.set_ = std::make_shared<PackSet>(); }
+Packs& Packs::operator=(const Packs& o) {
+    if (this != &o) set_ = std::make_shared<PackSet>();
+    return *this;
+}
+Packs& Packs::operator=(Packs&& o) noexcept {
+    if (this != &o) {
+        set_ = std::move(o.set_);
+        o.set_ = std::make_shared<PackSet>();
+    }
+    return *this;
+}
+void Packs::clear() {
+    std::lock_guard<std::mutex> l(set_->m);
+    set_->packs.clear();
+}
+size_t Packs::bytes() const {
+    std::lock_guard<std::mutex> l(set_->m);
+    size_t n = 0;
+    for (const auto& [k, p] : set_->packs) n += p->bytes;
+    return n;
+}
+
+namespace {
+std::shared_ptr<const Packed> make_packed(const float* W, const float* b, int R, int I, int O, int parts) {
+    auto p = std::make_shared<Packed>();
+    p->R = R, p->I = I, p->O = O, p->b = b;
+    p->fp = fingerprint(W, b, size_t(O) * size_t(I), O);
+    parts = std::max(1, std::min(parts, O / 16));
+    for (int t = 0; t < parts; ++t) {
+        Slice s;
+        // Column slices on 16-float boundaries (the kernel's block width).
+        s.c0 = int(int64_t(O / 16) * t / parts) * 16;
+        s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
+        const int64_t n = s.c1 - s.c0;
+        s.src = dnnl::memory::desc(dims{R, I}, dt::f32, dims{I, 1});
+        s.dst = dnnl::memory::desc(dims{R, n}, dt::f32, dims{O, 1});
+        if (b) s.bias = dnnl::memory::desc(dims{1, n}, dt::f32, tag::ab);
+        const dnnl::memory::desc w_any(dims{I, n}, dt::f32, tag::any);
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s.src, w_any, s.bias, s.dst), attr, engine());
+        s.prim = dnnl::matmul(pd);
+        s.scratch = pd.scratchpad_desc().get_size();
+        // W(O, I) row-major: element (k, j) of the slice's (I, n) weight is W[(c0 + j) * I + k].
+        const dnnl::memory::desc w_user(dims{I, n}, dt::f32, dims{1, I});
+        dnnl::memory user(w_user, engine(), const_cast<float*>(W) + size_t(s.c0) * size_t(I));
+        s.weights = dnnl::memory(pd.weights_desc(), engine());
+        dnnl::reorder(user, s.weights).execute(stream(), user, s.weights);
+        stream().wait();
+        p->bytes += pd.weights_desc().get_size();
+        p->slices.push_back(std::move(s));
+    }
+    return p;
+}
+}  // namespace
+
+std::shared_ptr<const Packed> packed(const Packs& packs, const float* W, const float* b, int R, int I, int O,
+                                     int parts) {
+    PackSet& set = packs.set();
+    const auto key = std::make_tuple(W, b, R, parts);
+    std::lock_guard<std::mutex> l(set.m);
+    auto it = set.packs.find(key);
+    if (it != set.packs.end()) {
+        const Packed& p = *it->second;
+        if (p.I == I && p.O == O && p.fp == fingerprint(W, b, size_t(O) * size_t(I), O)) return it->second;
+    }
+    try {
+        auto p = make_packed(W, b, R, I, O, parts);
+        set.packs[key] = p;
+        return p;
+    } catch (const dnnl::error& e) {
+        throw std::runtime_error(std::string("oneDNN could not pack a ") + std::to_string(O) + "x" +
+                                 std::to_string(I) + " weight for " + std::to_string(R) + " rows: " + e.what());
+    }
+}
+
+int parts(const Packed& p) { return int(p.slices.size()); }
+
+void run(const Packed& p, int part, float* out, const float* in) {
+    const Slice& s = p.slices.at(size_t(part));
+    dnnl::engine& e = engine();
+    dnnl::memory src(s.src, e, const_cast<float*>(in));
+    dnnl::memory dst(s.dst, e, out + s.c0);
+    dnnl::memory scr(dnnl::memory::desc(dims{int64_t(s.scratch)}, dt::u8, tag::a), e, scratch(s.scratch));
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, s.weights}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scr}};
+    if (p.b) args.emplace(DNNL_ARG_BIAS, dnnl::memory(s.bias, e, const_cast<float*>(p.b) + s.c0));
+    s.prim.execute(stream(), args);
+}
+
+void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+           float beta, float* C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    const dnnl_status_t st =
+        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (st != dnnl_success)
+        throw std::runtime_error("oneDNN sgemm failed on " + std::to_string(M) + "x" + std::to_string(K) + " @ " +
+                                 std::to_string(K) + "x" + std::to_string(N) + " (status " +
+                                 std::to_string(int(st)) + ")");
+}
+
+std::string describe() {
+    const dnnl_version_t* v = dnnl_version();
+    std::string isa;
+    switch (dnnl_get_effective_cpu_isa()) {
+        case dnnl_cpu_isa_sse41: isa = "SSE4.1"; break;
+        case dnnl_cpu_isa_avx: isa = "AVX"; break;
+        case dnnl_cpu_isa_avx2: isa = "AVX2"; break;
+        case dnnl_cpu_isa_avx512_mic: case dnnl_cpu_isa_avx512_mic_4ops: isa = "AVX-512 (Xeon Phi)"; break;
+        case dnnl_cpu_isa_avx512_core: isa = "AVX-512"; break;
+        case dnnl_cpu_isa_avx512_core_vnni: isa = "AVX-512 VNNI"; break;
+        case dnnl_cpu_isa_avx512_core_bf16: isa = "AVX-512 BF16"; break;
+        case dnnl_cpu_isa_avx512_core_amx: isa = "AVX-512 AMX"; break;
+        case dnnl_cpu_isa_avx2_vnni: isa = "AVX2 VNNI"; break;
+        default: isa = "baseline x86-64"; break;
+    }
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+           ", " + isa + " kernels (chosen by oneDNN for this CPU; ONEDNN_MAX_CPU_ISA caps it)";
+}
+
+}  // namespace vit::gemm

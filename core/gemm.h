@@ -1,0 +1,65 @@
+// Matrix products through oneDNN, which picks its kernel from the CPU's
+// instruction set itself (AVX-512, AVX2, ...): nothing to set, and no
+// OPENBLAS_CORETYPE can slow it down. OpenBLAS stays for LAPACK (core/teach.cpp).
+//
+// Two entry points:
+//  - sgemm: a plain row-major GEMM (attention per head, training, anything whose
+//    operands change every call). oneDNN packs the operands inside each call.
+//  - packed/run (through ops::linear): F.linear with the weight matrix packed ONCE into the blocked
+//    layout oneDNN's matmul kernel reads (a oneDNN matmul primitive per column
+//    slice), then reused by every forward pass. The packs live in the Weights
+//    they were made from (Weights::packs): copying Weights starts an empty set,
+//    and a weight changed in place is detected (see gemm.cpp) and repacked.
+//
+// Measured on the ViT-B/16 shapes, 2 threads, AMD EPYC Zen 5 (2026-11-23,
+// compilers paused): packed matmul 419-427 GFLOP/s on qkv/proj/fc1/fc2
+// (the machine's peak is ~2 x 211), dnnl_sgemm 375-402 and 306 on fc2,
+// OpenBLAS SkylakeX/Cooperlake 291-341.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace vit::gemm {
+
+// C(M,N) = alpha * op(A) op(B) + beta * C, row-major; op = transpose when the flag is set.
+void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+           float beta, float* C, int ldc);
+
+struct PackSet;  // the packed matrices of one Weights (gemm.cpp)
+
+// A member of Weights. Copies start empty (a copy's matrices live elsewhere);
+// moves keep the packs (the matrices move with their buffers).
+class Packs {
+public:
+    Packs();
+    ~Packs();
+    Packs(const Packs&);
+    Packs(Packs&&) noexcept;
+    Packs& operator=(const Packs&);
+    Packs& operator=(Packs&&) noexcept;
+    // Forget every pack (call after changing weights in place; AdamW does).
+    void clear();
+    size_t bytes() const;  // memory the packed copies take
+    PackSet& set() const { return *set_; }
+
+private:
+    std::shared_ptr<PackSet> set_;
+};
+
+// One weight matrix W(O,I) (+ bias b(O), may be null) packed for F.linear with R
+// input rows, as `parts` column slices that threads compute independently
+// (ops::linear runs them; its busy-machine fallback runs them all on one thread,
+// with bitwise the same result). Packed on first use; a weight changed in place
+// since is detected (a sample of its values is compared on every lookup) and repacked.
+struct Packed;
+std::shared_ptr<const Packed> packed(const Packs& packs, const float* W, const float* b, int R, int I, int O,
+                                     int parts);
+int parts(const Packed& p);
+// Slice `part` of out(R,O) = in(R,I) @ W.T + b.
+void run(const Packed& p, int part, float* out, const float* in);
+
+// "oneDNN 2.6.3, avx512_core" (the instruction set oneDNN runs on this CPU).
+std::string describe();
+
+}  // namespace vit::gemm

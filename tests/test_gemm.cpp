@@ -1,0 +1,160 @@
+// The matrix products (core/gemm.h): oneDNN's sgemm and the packed F.linear
+// against a double-precision loop, on ViT shapes and awkward ones, with one to
+// three threads; and the packs' promise that a traced run never uses a stale
+// packed copy of weights changed since (AdamW in place, an edit without notice,
+// a copy).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/forward.h"
+#include "core/gemm.h"
+#include "core/ops.h"
+#include "core/optimizer.h"
+
+using namespace vit;
+
+namespace {
+std::vector<float> randn(size_t n, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd;
+    std::vector<float> v(n);
+    for (auto& x : v) x = nd(rng);
+    return v;
+}
+
+// The worst error of F.linear's output against a double-precision loop, relative
+// to the sum of the magnitudes of the terms (what float rounding scales with).
+double linear_error(const std::vector<float>& out, const std::vector<float>& in, const std::vector<float>& W,
+                    const float* b, int R, int I, int O) {
+    double worst = 0;
+    for (int r = 0; r < R; ++r)
+        for (int o = 0; o < O; ++o) {
+            double acc = b ? double(b[o]) : 0.0, mag = b ? std::abs(double(b[o])) : 0.0;
+            for (int i = 0; i < I; ++i) {
+                const double t = double(in[size_t(r) * I + i]) * double(W[size_t(o) * I + i]);
+                acc += t, mag += std::abs(t);
+            }
+            worst = std::max(worst, std::abs(double(out[size_t(r) * O + o]) - acc) / std::max(1e-30, mag));
+        }
+    return worst;
+}
+
+struct Threads {  // restores the thread count a test changed
+    int saved = ops::threads();
+    ~Threads() { ops::set_threads(saved); }
+};
+
+Tensor3 image(const Config& c, unsigned seed) {
+    Tensor3 x = Tensor3::from_shape({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+    auto v = randn(x.size(), seed);
+    std::copy(v.begin(), v.end(), x.begin());
+    return x;
+}
+
+// A model whose linears are above the packing threshold (R*I*O >= 1e6).
+Config packed_config() {
+    Config c = preset("toy-rgb8");
+    c.image_size = 32, c.patch = 4, c.width = 128, c.heads = 4, c.mlp = 512, c.depth = 2, c.classes = 10;
+    return c;
+}
+}  // namespace
+
+TEST(Gemm, PackedLinearEqualsDoubleLoop) {
+    Threads keep;
+    struct Shape { int R, I, O; };
+    // ViT-B's qkv; the default model's; a head of one row; sizes that are no
+    // multiple of the kernel's 16-column blocks; more slices than blocks.
+    for (Shape s : {Shape{197, 768, 2304}, Shape{50, 64, 192}, Shape{1, 768, 1000}, Shape{65, 129, 383},
+                    Shape{197, 192, 577}, Shape{3, 40, 33}})
+        for (int threads : {1, 2, 3})
+            for (bool bias : {true, false}) {
+                ops::set_threads(threads);
+                const auto in = randn(size_t(s.R) * s.I, 1), W = randn(size_t(s.O) * s.I, 2), b = randn(size_t(s.O), 3);
+                gemm::Packs packs;
+                std::vector<float> out(size_t(s.R) * s.O, NAN);
+                ops::linear(out.data(), in.data(), W.data(), bias ? b.data() : nullptr, s.R, s.I, s.O, &packs);
+                const double err = linear_error(out, in, W, bias ? b.data() : nullptr, s.R, s.I, s.O);
+                EXPECT_LT(err, 1e-6) << s.R << "x" << s.I << " @ " << s.I << "x" << s.O << ", " << threads
+                                     << " threads, bias " << bias;
+                // Again from the cache: the same numbers.
+                std::vector<float> again(out.size(), NAN);
+                ops::linear(again.data(), in.data(), W.data(), bias ? b.data() : nullptr, s.R, s.I, s.O, &packs);
+                EXPECT_EQ(out, again);
+                if (double(s.R) * s.I * s.O >= 1e6) EXPECT_GE(packs.bytes(), size_t(s.O) * s.I * sizeof(float));
+            }
+}
+
+TEST(Gemm, SgemmEveryTransposeEqualsDoubleLoop) {
+    const int M = 37, N = 29, K = 51;
+    const auto A = randn(size_t(M) * K, 4), B = randn(size_t(K) * N, 5), C0 = randn(size_t(M) * N, 6);
+    for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+            std::vector<float> C = C0;
+            // A is (M,K) or stored transposed (K,M); B is (K,N) or (N,K).
+            gemm::sgemm(ta, tb, M, N, K, 0.5f, A.data(), ta ? M : K, B.data(), tb ? K : N, 2.f, C.data(), N);
+            double worst = 0;
+            for (int m = 0; m < M; ++m)
+                for (int n = 0; n < N; ++n) {
+                    double acc = 0;
+                    for (int k = 0; k < K; ++k)
+                        acc += double(ta ? A[size_t(k) * M + m] : A[size_t(m) * K + k]) *
+                               double(tb ? B[size_t(n) * K + k] : B[size_t(k) * N + n]);
+                    const double want = 0.5 * acc + 2.0 * C0[size_t(m) * N + n];
+                    worst = std::max(worst, std::abs(C[size_t(m) * N + n] - want) / std::max(1.0, std::abs(want)));
+                }
+            EXPECT_LT(worst, 1e-5) << "ta " << ta << " tb " << tb;
+        }
+}
+
+// A traced run after the weights changed must equal a run of a fresh copy of
+// them (whose packs start empty): never the old packed matrices.
+TEST(Gemm, TracedRunNeverUsesStalePacks) {
+    Threads keep;
+    ops::set_threads(2);
+    const Config c = packed_config();
+    Weights w = init_weights(c, 7);
+    const Tensor3 x = image(c, 8);
+    auto logits = [&](const Weights& ww) { return Array(run(ww, x).get("logits")); };
+
+    const Array before = logits(w);
+    EXPECT_GT(w.packs.bytes(), 0u) << "the traced run packed nothing: the test would not test the packs";
+
+    // 1. AdamW in place (it clears the packs).
+    Weights g = zeros_like(w);
+    for_each_param([](const std::string&, auto& p) { p.fill(0.01f); }, g);
+    AdamW adam;
+    adam.init(w);
+    adam.update(w, g, 1e-2f);
+    const Array after_step = logits(w);
+    EXPECT_EQ(after_step, logits(Weights(w)));
+    EXPECT_NE(after_step, before);
+
+    // 2. An edit nobody announced: every element of one matrix scaled (as loading
+    // new weights into the same buffers would); caught by the sampled values.
+    w.blocks[1].fc1_w *= 1.5f;
+    const Array after_edit = logits(w);
+    EXPECT_EQ(after_edit, logits(Weights(w)));
+    EXPECT_NE(after_edit, after_step);
+
+    // 3. A copy has its own packs: changing the copy leaves the original's run alone.
+    Weights copy = w;
+    copy.blocks[0].qkv_w *= -1.f;
+    EXPECT_NE(logits(copy), after_edit);
+    EXPECT_EQ(logits(w), after_edit);
+
+    // 4. Moved weights keep working (the matrices move with their buffers).
+    Weights moved = std::move(copy);
+    EXPECT_EQ(logits(moved), logits(Weights(moved)));
+
+    w.packs.clear();
+    EXPECT_EQ(w.packs.bytes(), 0u);
+}
+
+TEST(Gemm, DescribeNamesTheEngine) {
+    const std::string d = gemm::describe();
+    EXPECT_NE(d.find("oneDNN "), std::string::npos) << d;
+    EXPECT_NE(d.find("kernels"), std::string::npos) << d;
+}
