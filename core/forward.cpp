@@ -245,18 +245,27 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         std::optional<profile::Scope> att_prof;
         att_prof.emplace([] { return std::string("attention: q k^T, softmax, attn v (per head)"); },
                          4.0 * double(B * H) * double(T) * double(T) * double(d));
-#pragma omp parallel for schedule(dynamic) if (B * H > 1 && B * H * T * T * d > 20000)
-        for (size_t bh = 0; bh < B * H; ++bh) {
+        // Tasks of (image, head, block of query rows): when the heads do not divide
+        // evenly among the threads (ViT-Ti: 3 heads on 2), each head's rows are split
+        // so that every thread gets the same work (rows are independent: softmax is per row).
+        const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
+        ops::for_range(int(B * H * split), B * H * T * T * d > 20000, [&](int task) {
+            const size_t bh = size_t(task) / split, part = size_t(task) % split;
             const size_t img = bh / H, h = bh % H, o = bh * T * d, oo = bh * T * T;
-            ops::gemm(false, true, int(T), int(T), int(d), alpha, q + o, int(d), k + o, int(d), 0.f, sc + oo, int(T));
-            ops::softmax_rows(pa + oo, sc + oo, int(T), int(T));
+            const size_t r0 = T * part / split, r1 = T * (part + 1) / split, n = r1 - r0;
+            if (!n) return;
+            float* srow = sc + oo + r0 * T;
+            float* prow = pa + oo + r0 * T;
+            ops::gemm(false, true, int(n), int(T), int(d), alpha, q + o + r0 * d, int(d), k + o, int(d), 0.f, srow, int(T));
+            ops::softmax_rows(prow, srow, int(n), int(T));
             if (opt.bug_scale_after_softmax)  // BUG (teaching switch): attn = scores.softmax(-1) / sqrt(d)
-                as(pa + oo, T * T, std::array<size_t, 1>{T * T}) *= scale;
+                as(prow, n * T, std::array<size_t, 1>{n * T}) *= scale;
             // z = attn @ v: written as (H, T, d) when recording, else straight into the concat layout
-            if (z) ops::gemm(false, false, int(T), int(d), int(T), 1.f, pa + oo, int(T), v + o, int(d), 0.f, z + o, int(d));
-            else ops::gemm(false, false, int(T), int(d), int(T), 1.f, pa + oo, int(T), v + o, int(d), 0.f,
-                           zcat.data() + img * T * D + h * d, int(D));
-        }
+            if (z) ops::gemm(false, false, int(n), int(d), int(T), 1.f, prow, int(T), v + o, int(d), 0.f,
+                             z + o + r0 * d, int(d));
+            else ops::gemm(false, false, int(n), int(d), int(T), 1.f, prow, int(T), v + o, int(d), 0.f,
+                           zcat.data() + (img * T + r0) * D + h * d, int(D));
+        });
         att_prof.reset();
         if (z) {  // heads concatenated: z.transpose(0, 1).reshape(T, D)
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);

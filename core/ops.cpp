@@ -169,6 +169,12 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, in
                 K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void for_range(int n, bool worth, const std::function<void(int)>& body) {
+    parallel(worth && n > 1, [&](int t, int parts) {
+        for (int i = int(split(n, t, parts)); i < int(split(n, t + 1, parts)); ++i) body(i);
+    });
+}
+
 bool use_openblas() {
     static const bool v = [] {
         const char* e = std::getenv("VITSCOPE_GEMM");

@@ -3,6 +3,7 @@
 // (llm.c style). Each names the PyTorch line it equals.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <string>
 
 namespace vit::gemm { class Packs; }
@@ -17,6 +18,11 @@ void set_threads(int n);
 // "2 threads" or "2 threads, 14 stalled regions: fell back to one thread 3 times"
 // (the calling thread's record).
 std::string threading();
+
+// Runs body(i) for i in [0, n), the range split evenly across the threads asked
+// for (one thread when not `worth` or already inside a parallel region); on a busy
+// machine the busy-core fallback runs every part on one thread.
+void for_range(int n, bool worth, const std::function<void(int)>& body);
 
 // The matrix-product engine: oneDNN (core/gemm.h), or OpenBLAS when
 // VITSCOPE_GEMM=openblas is set (to compare the two in one binary).

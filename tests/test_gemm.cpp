@@ -158,3 +158,30 @@ TEST(Gemm, DescribeNamesTheEngine) {
     EXPECT_NE(d.find("oneDNN "), std::string::npos) << d;
     EXPECT_NE(d.find("kernels"), std::string::npos) << d;
 }
+
+// Two threads split the work differently (packed column slices; a head's query
+// rows in halves when 3 heads meet 2 threads): every recorded stage must agree
+// with the one-thread run.
+TEST(Gemm, TwoThreadsRecordWhatOneThreadDoes) {
+    Threads keep;
+    Config c = packed_config();
+    c.width = 96;  // 3 heads of 32 or 4 of 24
+    for (int heads : {3, 4}) {
+        c.heads = heads;
+        const Weights w = init_weights(c, 11);
+        const Tensor3 x = image(c, 12);
+        ops::set_threads(1);
+        const Trace one = run(w, x);
+        ops::set_threads(2);
+        const Trace two = run(w, x);
+        ASSERT_EQ(one.size(), two.size());
+        for (size_t i = 0; i < one.size(); ++i) {
+            const Array &a = one.at(i).tensor, &b = two.at(i).tensor;
+            ASSERT_EQ(a.shape(), b.shape()) << one.at(i).name;
+            double worst = 0, scale = 1e-6;
+            for (size_t j = 0; j < a.size(); ++j) scale = std::max(scale, double(std::abs(a.flat(j))));
+            for (size_t j = 0; j < a.size(); ++j) worst = std::max(worst, double(std::abs(a.flat(j) - b.flat(j))));
+            EXPECT_LT(worst / scale, 1e-5) << one.at(i).name << " with " << heads << " heads";
+        }
+    }
+}
