@@ -86,9 +86,10 @@ def main():
         lines = r.stdout.splitlines()
         ours = dict(kv.split("=") for kv in next(l for l in lines if l.startswith("ours_img_s=")).split())
         blas = next((l[6:] for l in lines if l.startswith("blas: ")), "?")
+        gemm = next((l[6:] for l in lines if l.startswith("gemm: ")), "?")
         oi = float(ours["ours_img_s"])
         print(f"bench-train {name} ours_img_s={oi:.0f} torch_img_s={tt:.0f} ratio={oi / tt:.2f} batch={a.batch} "
-              f"threads={a.threads} peak_mb={ours['peak_mb']} blas=\"{blas}\"", flush=True)
+              f"threads={a.threads} peak_mb={ours['peak_mb']} gemm=\"{gemm}\" blas=\"{blas}\"", flush=True)
         os.remove(path)
 
 
