@@ -2,6 +2,12 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+// Written against oneDNN 2.x (Debian bookworm's 2.6.3), whose operation
+// descriptors (dnnl::matmul::desc) oneDNN 3.0 removed.
+#if DNNL_VERSION_MAJOR != 2
+#error "ViTScope's core/gemm.cpp needs oneDNN 2.x (Debian bookworm's libdnnl-dev 2.6); this is another major version"
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <unordered_map>
