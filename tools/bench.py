@@ -123,7 +123,10 @@ class Ort:
 
 def measure(name, a, paths, ort):
     S, C = MODELS[name][0], MODELS[name][1]
-    runs = a.runs if S > 100 else a.runs * 20
+    # Every engine gets at least ~1 s of runs on ViT-B-sized work: --runs for ViT-B,
+    # 5x for ViT-Ti (a 10-run median of a 13 ms pass moved by +-5% between runs), 20x
+    # for the default model.
+    runs = a.runs * (20 if S <= 100 else 5 if MODELS[name][5] < 512 else 1)
     load = os.getloadavg()[0]
     r = subprocess.run([sys.executable, __file__, "--torch-child", name, "--runs", str(runs), "--threads",
                         str(a.threads)], capture_output=True, text=True, check=True)
