@@ -24,6 +24,8 @@ const char* tab_name(Tab t) {
         case Tab::LogitLens: return "Logit lens";
         case Tab::Positions: return "Positions";
         case Tab::Filters: return "Filters";
+        case Tab::Distance: return "Distance";
+        case Tab::Patches: return "Patches";
     }
     return "?";
 }

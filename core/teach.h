@@ -51,7 +51,9 @@ Tensor2 attn_distance(const Trace& t, const Config& c);
 // std::invalid_argument for an empty list or when nothing was run.
 Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs, const Options& opt,
                            const std::function<bool(int, int)>& progress = {}, int* done_out = nullptr);
-// The first n images (n <= 0: all) of a dataset as the model's inputs (1-channel models).
+// The first n images (n <= 0: all) of a dataset as the model's inputs, each through the model's
+// preprocessing (preprocess(): a gray image becomes 3 channels for an RGB model, resized and
+// cropped to its image size). Throws std::invalid_argument for a model of another channel count.
 std::vector<Tensor3> dataset_inputs(const Dataset& d, int n, const Config& c);
 
 // The attention row of query token `query` (0 = cls, 1..N = patches) over the N patches,
