@@ -346,6 +346,15 @@ void DrawDistance(Session& s, UiState& ui, Textures& tx) {
     bool best_avg = false;
     float best_d = 9.f;
     ImVec2 mp = ImGui::GetIO().MousePos;
+    if (draw_avg)  // the average's rings first: this image's dots stay visible on top of them
+        for (int l = 0; l < L; ++l)
+            for (int h = 0; h < H; ++h) {
+                const float x = xpix(l, h), ya = ypix(avg(l, h));
+                dl->AddCircle(ImVec2(x, ya), r + 2.f, kAvg, 16, 2.f);
+                ui.rects["dist.avgdot." + std::to_string(l) + "." + std::to_string(h)] = Rect{x - r - 2, ya - r - 2, 2 * r + 4, 2 * r + 4};
+                float da = std::hypot(mp.x - x, mp.y - ya);
+                if (da < best_d) { best_d = da; best_l = l; best_h = h; best_avg = true; }
+            }
     for (int l = 0; l < L; ++l)
         for (int h = 0; h < H; ++h) {
             const float x = xpix(l, h);
@@ -354,14 +363,7 @@ void DrawDistance(Session& s, UiState& ui, Textures& tx) {
             ui.rects["dist.dot." + std::to_string(l) + "." + std::to_string(h)] = Rect{x - r, y - r, 2 * r, 2 * r};
             if (l == sel_layer && h == sel_head) dl->AddCircle(ImVec2(x, y), r + 3.5f, IM_COL32(255, 255, 255, 255), 16, 2);
             float d = std::hypot(mp.x - x, mp.y - y);
-            if (d < best_d) { best_d = d; best_l = l; best_h = h; best_avg = false; }
-            if (draw_avg) {
-                const float ya = ypix(avg(l, h));
-                dl->AddCircle(ImVec2(x, ya), r + 2.f, kAvg, 16, 2.f);
-                ui.rects["dist.avgdot." + std::to_string(l) + "." + std::to_string(h)] = Rect{x - r - 2, ya - r - 2, 2 * r + 4, 2 * r + 4};
-                float da = std::hypot(mp.x - x, mp.y - ya);
-                if (da < best_d) { best_d = da; best_l = l; best_h = h; best_avg = true; }
-            }
+            if (d <= best_d) { best_d = d; best_l = l; best_h = h; best_avg = false; }
         }
     if (hovered && best_l >= 0) {
         const double val = best_avg ? double(avg(best_l, best_h)) : double(v.data()[size_t(best_l) * H + best_h]);
@@ -618,7 +620,11 @@ void DrawPatchPictures(Session& s, UiState& ui, Textures& tx) {
             if (!same_tile) cdl->AddRect(p, ImVec2(p.x + rh, p.y + rh), IM_COL32(255, 70, 70, 255), 0, 0, 2);
             if (n == sel) cdl->AddRect(ImVec2(p.x - 1, p.y - 1), ImVec2(p.x + rh + 1, p.y + rh + 1), IM_COL32(0, 230, 255, 255), 0, 0, 2);
             std::string lbl = std::to_string(n);
-            DrawLabel(cdl, ui, "patches.seq", ImVec2(p.x + rh + 6, p.y + (rh - th) / 2), ImGui::GetColorU32(ImGuiCol_Text), lbl, cclip);
+            const ImVec2 lp(p.x + rh + 6, p.y + (rh - th) / 2);
+            if (lp.y >= cclip.y && lp.y + th <= cclip.y + cclip.h)  // a row cut by the scroll edge: drawn, not recorded
+                DrawLabel(cdl, ui, "patches.seq", lp, ImGui::GetColorU32(ImGuiCol_Text), lbl, cclip);
+            else
+                cdl->AddText(lp, ImGui::GetColorU32(ImGuiCol_Text), lbl.c_str());
             ImVec2 s0(p.x + stripx, p.y), s1(p.x + stripx + sw, p.y + rh);
             cdl->AddImage(tx.patch_rows.id(), s0, s1, ImVec2(0, float(n) / N), ImVec2(1, float(n + 1) / N));
             // channel boundaries (RGB), and each pixel row of the tile when there is room to see them
