@@ -281,7 +281,7 @@ void DrawDistance(Session& s, UiState& ui, Textures& tx) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     ImVec2 avail = ImGui::GetContentRegionAvail();
     const float line = ImGui::GetTextLineHeightWithSpacing();
-    const float legend_h = 2.5f * line;
+    const float legend_h = 3.6f * line;
     const float left = 64, bottom = 2.2f * line, top = line * 1.2f, right = 16;
     const float ph = std::max(120.f, std::min(avail.y - legend_h - 8, 560.f));
     const float pw = std::max(200.f, avail.x - 8);
@@ -322,6 +322,18 @@ void DrawDistance(Session& s, UiState& ui, Textures& tx) {
         DrawLabel(dl, ui, "dist.y", ImVec2(axes.x - 6 - sz.x, axes.y - th / 2), tc, b, clip);
         std::snprintf(b, sizeof b, "mean attention distance (pixels); top = the image diagonal, %.1f px", diag);
         DrawLabel(dl, ui, "dist.title", ImVec2(axes.x, o.y), tc, b, clip);
+    }
+    // the reference: a head that spreads its attention evenly over the patches
+    float uniform = -1;
+    try {
+        uniform = uniform_attn_distance(c);
+    } catch (const std::exception&) {
+    }
+    if (uniform >= 0) {
+        const float py = ypix(uniform);
+        for (float xx = axes.x; xx < axes.x + axes.w; xx += 10)
+            dl->AddLine(ImVec2(xx, py), ImVec2(std::min(xx + 5, axes.x + axes.w), py), IM_COL32(200, 200, 120, 255), 1.5f);
+        ui.numbers["dist.uniform"] = uniform;
     }
     // x: layers
     for (int l = 0; l < L; ++l) {
@@ -405,6 +417,19 @@ void DrawDistance(Session& s, UiState& ui, Textures& tx) {
         ui.strings["dist.avg.label"] = avg_label;
         ui.strings["dist.avg.values"] = csv_of(avg.data(), avg.size());
         ui.numbers["dist.avg.images"] = avg_images;
+    }
+    if (uniform >= 0) {
+        lp = ImGui::GetCursorScreenPos();
+        for (float xx = 0; xx < 16; xx += 10)
+            dl->AddLine(ImVec2(lp.x + 2 + xx, lp.y + th / 2), ImVec2(lp.x + 2 + std::min(xx + 5, 16.f), lp.y + th / 2),
+                        IM_COL32(200, 200, 120, 255), 1.5f);
+        ImGui::Dummy(ImVec2(18, th));
+        ImGui::SameLine();
+        char b[160];
+        std::snprintf(b, sizeof b, "a head spreading its attention evenly over all %d patches: %.1f px (the mean distance "
+                      "between two patch centres)", c.patches(), uniform);
+        ImGui::TextUnformatted(b);
+        ui.strings["dist.uniform.label"] = b;
     }
     if (std::string note = weights_note(s); !note.empty())
         ImGui::TextColored(kWarn, "%s: these distances come from untrained attention", note.c_str());

@@ -167,6 +167,11 @@ Tensor2 attn_distance(const Trace& t, const Config& c) {
     return out;
 }
 
+float uniform_attn_distance(const Config& c) {
+    if (c.patch <= 0 || c.grid() <= 0) throw std::invalid_argument("model '" + c.name + "' has no patch grid");
+    return xt::mean(patch_distances(size_t(c.grid()), size_t(c.patch)))();
+}
+
 Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs, const Options& opt,
                            const std::function<bool(int, int)>& progress, int* done_out) {
     if (inputs.empty()) throw std::invalid_argument("attn_distance_mean: no inputs");

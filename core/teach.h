@@ -45,6 +45,11 @@ Tensor2 pos_similarity(const Weights& w);
 //        (pattern[:, 1:, 1:] * dist).sum(-1).mean(-1)
 Tensor2 attn_distance(const Trace& t, const Config& c);
 
+// The mean attention distance a head would have if it spread its weight evenly over all N patches
+// (none on cls): the mean distance between two patch centres, a reference for attn_distance.
+// numpy: dist.mean()   (the same dist as attn_distance's)
+float uniform_attn_distance(const Config& c);
+
 // The mean of attn_distance over several inputs (C, S, S), each run through forward()
 // under `opt`. `progress(done, total)` is called after each image; returning false stops
 // early (the mean is then over the images done; `done_out` says how many). Throws

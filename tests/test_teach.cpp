@@ -242,6 +242,22 @@ TEST(AttnDistance, MeanOverImagesIsTheMeanOfEach) {
     EXPECT_THROW(attn_distance_mean(w, {}, {}), std::invalid_argument);
 }
 
+TEST(AttnDistance, UniformAttentionIsTheMeanPatchDistance) {
+    // G = 2, P = 4: distances 0, 4, 4, 4 sqrt 2 from each patch -> (8 + 4 sqrt 2) / 4 = 2 + sqrt 2.
+    Config c;
+    c.image_size = 8; c.patch = 4; c.channels = 1;
+    EXPECT_NEAR(uniform_attn_distance(c), 2 + std::sqrt(2.0), 1e-6);
+    // and it is what attn_distance gives for a pattern spread evenly over the patches
+    c.width = 4; c.depth = 1; c.heads = 1; c.mlp = 4; c.classes = 2; c.image_size = 12;  // G = 3
+    Trace t;
+    t.begin();
+    t.record("blocks.0.attn.pattern", 0, {1, 10, 10}).fill(1.f / 9.f);
+    t.record("blocks.0.resid_post", 0, {10, 4}).fill(0.f);
+    t.end();
+    // the cls column also holds 1/9 here, and is dropped: 9 patch keys of 1/9 each remain
+    EXPECT_NEAR(attn_distance(t, c)(0, 0), uniform_attn_distance(c), 1e-5);
+}
+
 TEST(AttnDistance, DatasetInputsGoThroughTheModelsPreprocessing) {
     // Two 4x4 gray images: a 1-channel 4x4 model gets (x/255 - mean)/std; a 3-channel 8x8 model
     // gets the plane repeated to RGB and resized to 8x8, as preprocess() does for a gray image file.

@@ -78,6 +78,13 @@ def check_distance(app):
     expect(xs == [str(i) for i in range(L)], f"...x ticks are the layers 0..{L - 1} ({xs})")
     titles = [t["text"] for t in lay["texts"] if t["group"] in ("dist.title", "dist.xlabel")]
     expect(any("pixels" in t for t in titles) and any("layer" in t for t in titles), f"...axes named with units ({titles})")
+    Np = app.trace()["patches"].shape[0]
+    Gp = int(round(Np ** 0.5))
+    Pp = S // Gp
+    r_, c_ = np.divmod(np.arange(Np), Gp)
+    uni = float((Pp * np.hypot(r_[:, None] - r_, c_[:, None] - c_)).mean())
+    expect(abs(n.get("dist.uniform", -1) - uni) <= 1e-4 * uni and f"{uni:.1f} px" in st.get("dist.uniform.label", ""),
+           f"...the dashed reference: evenly spread attention = numpy's mean patch-centre distance {uni:.2f} px")
     cnt, prob = labels_ok(lay["texts"], "dist")
     expect(prob is None, f"...its {cnt} labels inside the plot, none overlapping ({prob})")
     # the average: done, over 5 images, the CLI's numbers, drawn as rings
@@ -134,6 +141,13 @@ def check_distance(app):
     expect(l5["strings"].get("dist.avg.state") == "done" and g5.size == a3["attn_distance_avg"].size and
            np.abs(g5 - a3["attn_distance_avg"].ravel()).max() <= 1e-4,
            "toy-rgb8 (RGB): --distance-images 3 equals analyze --average 3 (gray repeated to RGB, resized)")
+    # a 224 RGB model: the 28x28 test images resized to 224 as its preprocessing says
+    a4 = analyze(app, "--model", "vit-ti16", "--image", app.sample, "--average", "2")
+    _, l6 = app.shot("--tab", "7", "--model", "vit-ti16", "--distance-images", "2")
+    g6 = values(l6, "dist.avg.values")
+    expect(l6["strings"].get("dist.avg.state") == "done" and g6.size == a4["attn_distance_avg"].size and
+           np.abs(g6 - a4["attn_distance_avg"].ravel()).max() <= 1e-3 and l6["numbers"].get("dist.ymax", 0) > 316,
+           "vit-ti16 (224 RGB): --distance-images 2 equals analyze --average 2, on a 0 .. 316.8 px axis")
 
 
 def check_patches(app):
