@@ -145,6 +145,8 @@ void DrawPatchPictures(Session& s, UiState& ui, Textures& tx);
 void DistanceTick(Session& s, UiState& ui, Textures& tx);
 // True while the Distance tab's average runs (headless drivers wait for it).
 bool distance_average_running(const Textures& tx);
+// Why the average over test images cannot run for the trace on screen ("" when it can).
+std::string distance_average_unavailable(const Session& s);
 // Cancels and joins the average's thread (before the session goes away).
 void stop_distance_average(Textures& tx);
 // "random weights" for presets (their predictions mean nothing), "" otherwise.

@@ -159,6 +159,8 @@ double nice_step(double range, int target) {
 
 }  // namespace
 
+std::string distance_average_unavailable(const Session& s) { return average_unavailable(s, default_fashion_mnist_dir()); }
+
 void DistanceTick(Session& s, UiState& ui, Textures& tx) {
     DistanceAverage* av = tx.dist_avg.get();
     // a run for another model, options or preprocessing than the trace on screen is cancelled
