@@ -17,7 +17,7 @@ int key_code(const std::string& k) {
                                               {"PageDown", GLFW_KEY_PAGE_DOWN}, {"a", GLFW_KEY_A}, {"u", GLFW_KEY_U},
                                               {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G}, {"Home", GLFW_KEY_HOME},
                                               {"End", GLFW_KEY_END}, {"1", GLFW_KEY_1}, {"2", GLFW_KEY_2},
-                                              {"3", GLFW_KEY_3}, {"4", GLFW_KEY_4}, {"5", GLFW_KEY_5}, {"6", GLFW_KEY_6}, {"7", GLFW_KEY_7}, {"Escape", GLFW_KEY_ESCAPE},
+                                              {"3", GLFW_KEY_3}, {"4", GLFW_KEY_4}, {"5", GLFW_KEY_5}, {"6", GLFW_KEY_6}, {"7", GLFW_KEY_7}, {"8", GLFW_KEY_8}, {"9", GLFW_KEY_9}, {"Escape", GLFW_KEY_ESCAPE},
                                               {"0", GLFW_KEY_0}, {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R}};
     auto it = m.find(k);
     return it == m.end() ? -1 : it->second;
@@ -44,7 +44,9 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         ->check(CLI::NonNegativeNumber);
     cli.add_option("--cell", cell, "show the math of cell I,J (row, column) of the current stage's shown slice (head: --head)");
     cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(CLI::Range(0.0, 1.0));
-    cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train, 4 logit lens, 5 positions, 6 filters")->check(CLI::Range(0, kTabs - 1));
+    cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train, 4 logit lens, 5 positions, 6 filters, 7 distance, 8 patches (keys 1-9)")->check(CLI::Range(0, kTabs - 1));
+    cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
+                   "set N and run it at launch (headless: before the screenshot)")->check(CLI::Range(1, 10000));
     cli.add_flag("--no-affine", a.no_affine, "LayerNorm without elementwise_affine");
     cli.add_flag("--unbiased", a.unbiased, "LayerNorm with unbiased (N-1) variance");
     cli.add_flag("--bug-scale-after-softmax", a.bug_scale_after_softmax, "a classic bug on purpose: divide by sqrt(d) after the softmax");

@@ -161,7 +161,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
     img->excludes(inp);
     option_flags(an, s);
     an->add_option("--average", s.average, "also write attn_distance_avg: the mean over the first N Fashion-MNIST "
-                                           "test images (1-channel models)")->check(CLI::Range(1, 100000));
+                                           "test images (through the model's preprocessing: gray repeated to RGB and resized for an RGB model)")->check(CLI::Range(1, 100000));
     an->add_option("--data", s.data, "directory with the IDX files (for --average)")->default_val(default_fashion_mnist_dir());
     an->add_option("--out,-o", s.out, "output .npz")->required();
     an->callback([&s, &selected] {

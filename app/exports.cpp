@@ -2,6 +2,8 @@
 
 #include "core/teach.h"
 
+#include <cstdio>
+
 #include "core/image.h"
 #include "core/io.h"
 
@@ -12,6 +14,38 @@ std::string safe_name(std::string s) {
     for (auto& ch : s)
         if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') ch = '_';
     return s;
+}
+
+// The teaching tabs export the numbers they drew (tx.tab_numbers) instead of the current stage.
+bool teaching_tab(Tab t) {
+    return t == Tab::LogitLens || t == Tab::Positions || t == Tab::Filters || t == Tab::Distance || t == Tab::Patches;
+}
+const char* tab_file(Tab t) {
+    switch (t) {
+        case Tab::LogitLens: return "logit_lens";
+        case Tab::Positions: return "positions";
+        case Tab::Filters: return "filters";
+        case Tab::Distance: return "distance";
+        case Tab::Patches: return "patches";
+        default: return "view";
+    }
+}
+
+// An array as CSV: a '#' line with its name and shape (numpy.loadtxt skips it), then one line per
+// index of the first axis with the rest flattened (a 1-D array is one line), %.9g (float round-trips).
+std::string csv_bytes(const std::string& name, const Array& a) {
+    const Shape sh = shape_of(a);
+    std::string out = "# " + name + " " + shape_str(sh) + (sh.size() > 2 ? ": rows are the first axis, the rest flattened (C order)" : "") + "\n";
+    const size_t rows = sh.size() <= 1 ? 1 : sh[0], cols = rows ? a.size() / std::max<size_t>(rows, 1) : 0;
+    char b[32];
+    for (size_t r = 0; r < rows; ++r) {
+        for (size_t c = 0; c < cols; ++c) {
+            std::snprintf(b, sizeof b, "%s%.9g", c ? "," : "", double(a.data()[r * cols + c]));
+            out += b;
+        }
+        out += "\n";
+    }
+    return out;
 }
 }  // namespace
 
@@ -39,19 +73,25 @@ std::vector<std::string> run_exports(AppContext& app, int W, int H) {
         if (!cur) nothing("the view");
         else {
             Rect r = ui.rects["center"];
-            std::string p = ui.export_dir + "/vitscope-" + (ui.tab == Tab::LogitLens ? std::string("logit_lens") : safe_name(cur->name)) + ".png";
+            std::string p = ui.export_dir + "/vitscope-" + (teaching_tab(ui.tab) ? std::string(tab_file(ui.tab)) : safe_name(cur->name)) + ".png";
             attempt("the view", p, [&] {
                 auto px = read_pixels(int(r.x), int(r.y), int(r.w), int(r.h), H);
                 write_png(p, px.data(), int(r.w), int(r.h), 3);
             });
         }
     }
-    if (ui.request_npy && ui.tab == Tab::LogitLens) {  // on the logit lens tab: its (L, K) numbers
-        if (app.tx.lens_vals.size() == 0) nothing("the logit lens");
-        else {
-            std::string p = ui.export_dir + "/logit_lens.npy";
-            const Array& lv = app.tx.lens_vals;
-            attempt("the logit lens", p, [&] { write_file_atomic(p, npy_bytes(lv.data(), shape_of(lv))); });
+    if (ui.request_npy && teaching_tab(ui.tab)) {  // a teaching tab: the numbers it drew, as .npy and .csv
+        const std::string what = std::string("the ") + tab_name(ui.tab) + " numbers";
+        if (app.tx.tab_numbers.empty()) {
+            std::string why = !s.has_image() ? "no image is loaded, so nothing has run"
+                                             : std::string("the ") + tab_name(ui.tab) + " tab shows no numbers (it says why in place)";
+            s.add_error("Could not export " + what, why);
+            failed.push_back(why);
+        }
+        for (const auto& [name, arr] : app.tx.tab_numbers) {
+            std::string p = ui.export_dir + "/" + safe_name(name);
+            attempt(what.c_str(), p + ".npy", [&] { write_file_atomic(p + ".npy", npy_bytes(arr.data(), shape_of(arr))); });
+            attempt(what.c_str(), p + ".csv", [&] { write_file_atomic(p + ".csv", csv_bytes(name, arr)); });
         }
     } else if (ui.request_npy) {
         if (!cur) nothing("the tensor");

@@ -18,7 +18,9 @@ void draw_frame(AppContext& app, int W, int H) {
     ui.rects.clear();
     ui.texts.clear();
     ui.strings.clear();
+    app.tx.tab_numbers.clear();  // each teaching view puts the numbers it drew here (exports)
     HandleKeys(s, ui);
+    DistanceTick(s, ui, app.tx);
     const float top = 70, left = 260, right = 380, bottom = 28;
     const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoTitleBar |
@@ -49,7 +51,10 @@ void draw_frame(AppContext& app, int W, int H) {
         for (int i = 0; i < kTabs; ++i) {
             Tab tb = Tab(i);
             bool select = ui.tab == tb && app.last_tab != ui.tab;
-            if (ImGui::BeginTabItem(tab_name(tb), nullptr, select ? ImGuiTabItemFlags_SetSelected : 0)) {
+            const bool open = ImGui::BeginTabItem(tab_name(tb), nullptr, select ? ImGuiTabItemFlags_SetSelected : 0);
+            if (ui.hover && ImGui::IsItemHovered())
+                ImGui::SetTooltip("key %s, --tab %d", tab_key(tb).c_str(), i);
+            if (open) {
                 if (app.last_tab == ui.tab || select) ui.tab = tb;
                 switch (tb) {
                     case Tab::Stage: DrawStageView(s, ui, app.tx); break;
@@ -59,6 +64,8 @@ void draw_frame(AppContext& app, int W, int H) {
                     case Tab::LogitLens: DrawLogitLens(s, ui, app.tx); break;
                     case Tab::Positions: DrawPositions(s, ui, app.tx); break;
                     case Tab::Filters: DrawFilters(s, ui, app.tx); break;
+                    case Tab::Distance: DrawDistance(s, ui, app.tx); break;
+                    case Tab::Patches: DrawPatchPictures(s, ui, app.tx); break;
                 }
                 ImGui::EndTabItem();
             }

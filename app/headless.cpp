@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -22,7 +23,10 @@ namespace vit::app {
 namespace {
 
 // Frames with a settled result: a trace on screen, no run or load in flight, no training.
-bool settled(const AppContext& app) { return app.s.trace() && !app.s.busy() && !app.s.loading() && !app.train.running(); }
+bool settled(const AppContext& app) {
+    return app.s.trace() && !app.s.busy() && !app.s.loading() && !app.train.running() &&
+           !app.ui.distance_autostart && !distance_average_running(app.tx);
+}
 
 nlohmann::json rect_json(const Rect& r) { return {r.x, r.y, r.w, r.h}; }
 
@@ -114,6 +118,8 @@ void on_crash(int sig) {
     std::raise(sig);
 }
 
+const char* const kCancelledState = "distance, the cancelled average is said so";
+
 bool overlaps(const Rect& a, const Rect& b) {
     const float e = 0.5f;  // touching is fine
     return a.x + e < b.x + b.w && b.x + e < a.x + a.w && a.y + e < b.y + b.h && b.y + e < a.y + a.h;
@@ -149,7 +155,8 @@ public:
             }
             return std::nullopt;
         }
-        if (app.s.busy() || app.s.loading()) return std::nullopt;  // wait for the state's result
+        if (app.s.busy() || app.s.loading() || app.ui.distance_autostart || distance_average_running(app.tx))
+            return std::nullopt;  // wait for the state's result (and the Distance tab's average)
         // a tab chosen this frame shows from the next one: check what is drawn on the state's last frame
         if (frame_in_state_ == 1) check(app);
         else check_errors(app);
@@ -218,6 +225,43 @@ private:
         if (s.trace() && ui.tab == Tab::Filters && !ui.rects.count("filters.0") &&
             (!ui.strings.count("filters.message") || ui.strings["filters.message"].empty()))
             fail(app, "the filters tab drew no filter and gave no reason");
+        if (s.trace() && ui.tab == Tab::Distance && !ui.rects.count("dist.plot") &&
+            (!ui.strings.count("dist.message") || ui.strings["dist.message"].empty()))
+            fail(app, "the distance tab drew no plot and gave no reason");
+        if (s.trace() && ui.tab == Tab::Distance && ui.rects.count("dist.plot")) {
+            const int L = int(ui.numbers["dist.layers"]), H = int(ui.numbers["dist.heads"]);
+            const std::string& st = ui.strings["dist.avg.state"];
+            if (st == "done" && !ui.rects.count("dist.avgdot." + std::to_string(L - 1) + "." + std::to_string(H - 1)))
+                fail(app, "the distance average is done but not drawn");
+            if ((st == "stale" || st == "cancelled" || st == "error") && ui.strings["dist.avg.message"].empty())
+                fail(app, "the distance average is " + st + " and the tab does not say so");
+            if (st != "done" && ui.rects.count("dist.avgdot.0.0")) fail(app, "an average that is " + st + " is drawn");
+            // every dot where its number says, on the axis 0 .. diagonal
+            std::vector<double> vals;
+            std::stringstream ss(ui.strings["dist.values"]);
+            for (std::string tok; std::getline(ss, tok, ',');) vals.push_back(std::stod(tok));
+            const Rect ax = ui.rects["dist.plot"];
+            if (int(vals.size()) != L * H) fail(app, "the distance tab lists " + std::to_string(vals.size()) + " values for " + std::to_string(L * H) + " dots");
+            else
+                for (int k = 0; k < L * H; ++k) {
+                    const Rect d = ui.rects["dist.dot." + std::to_string(k / H) + "." + std::to_string(k % H)];
+                    const double want = ax.y + ax.h * (1 - vals[size_t(k)] / ui.numbers["dist.ymax"]);
+                    if (std::abs(d.y + d.h / 2 - want) > 0.5) { fail(app, "a distance dot is not at its value"); break; }
+                }
+        }
+        if (next_ < states_.size() && states_[next_].desc == kCancelledState &&
+            (ui.strings["dist.avg.state"] != "cancelled" || ui.strings["dist.avg.message"].find("cancelled") == std::string::npos))
+            fail(app, "an average cancelled by an option change is not said cancelled (" + ui.strings["dist.avg.state"] + ")");
+        if (s.trace() && ui.tab == Tab::Patches && !ui.rects.count("patches.grid") &&
+            (!ui.strings.count("patches.message") || ui.strings["patches.message"].empty()))
+            fail(app, "the patches tab drew no tiles and gave no reason");
+        if (s.trace() && ui.tab == Tab::Patches && ui.rects.count("patches.grid")) {
+            const int N = s.shown_config().patches();
+            const bool bug = s.result().options.bug_reshape_patches;
+            if (!bug && ui.numbers["patches.rows_equal_tiles"] != N)
+                fail(app, "without the reshape bug, only " + std::to_string(int(ui.numbers["patches.rows_equal_tiles"])) +
+                              " of " + std::to_string(N) + " patches rows are their tiles");
+        }
         // the math of one cell: the panel's result is the trace's value, or it says why there is none
         if (s.trace() && ui.tab == Tab::Stage && ui.cell_r >= 0 && ui.cell_c >= 0) {
             const TraceEntry* e = current_entry(s, ui);
@@ -355,6 +399,42 @@ private:
         for (int p : {N - 1, N / 2, -1})
             states_.push_back({"positions, patch " + std::to_string(p), [p](AppContext& a) { a.ui.tab = Tab::Positions; a.ui.patch = p; }});
         states_.push_back({"logit lens, options reset", [](AppContext& a) { a.s.set_options(Options{}); }});
+        // the Distance tab: a small average (the driver waits for it), then an options change that
+        // makes it stale (said, not drawn), then the patches as pictures with and without the bug
+        // (a state is applied again on every frame it waits: start the average once)
+        const bool can_average = distance_average_unavailable(app.s).empty();
+        auto started = std::make_shared<bool>(false);
+        if (can_average) {
+        states_.push_back({"distance, average over 2 test images", [started](AppContext& a) {
+                               a.ui.tab = Tab::Distance;
+                               if (*started) return;
+                               *started = true;
+                               a.ui.distance_images = 2; a.ui.distance_autostart = true;
+                           }});
+        states_.push_back({"distance, average drawn", [](AppContext& a) { a.ui.tab = Tab::Distance; }});
+        states_.push_back({"distance, options changed (average stale)", [](AppContext& a) {
+                               Options o; o.affine = false; a.s.set_options(o); a.ui.tab = Tab::Distance;
+                           }});
+        states_.push_back({"distance, options reset", [](AppContext& a) { a.s.set_options(Options{}); }});
+        // an option changed while an average runs cancels it: said, nothing drawn
+        auto step = std::make_shared<int>(0);
+        states_.push_back({"distance, an option change cancels a running average", [step](AppContext& a) {
+                               a.ui.tab = Tab::Distance;
+                               if (*step == 0) { a.ui.distance_images = 10000; a.ui.distance_autostart = true; *step = 1; }
+                               else if (*step == 1 && distance_average_running(a.tx)) {
+                                   Options o; o.unbiased = true; a.s.set_options(o); *step = 2;
+                               }
+                           }});
+        states_.push_back({kCancelledState, [](AppContext& a) { a.ui.tab = Tab::Distance; }});
+        states_.push_back({"distance, options reset again", [](AppContext& a) { a.s.set_options(Options{}); }});
+        }
+        for (int p : {-1, 0, N - 1})
+            states_.push_back({"patches, patch " + std::to_string(p), [p](AppContext& a) { a.ui.tab = Tab::Patches; a.ui.patch = p; }});
+        states_.push_back({"patches, BUG reshape", [N](AppContext& a) {
+                               Options o; o.bug_reshape_patches = true; a.s.set_options(o);
+                               a.ui.tab = Tab::Patches; a.ui.patch = N / 2;
+                           }});
+        states_.push_back({"patches, options reset", [](AppContext& a) { a.s.set_options(Options{}); }});
         states_.push_back({"overlay query reset", [](AppContext& a) { a.ui.query = 0; a.ui.overlay = Overlay::Cls; }});
         struct Toggle { const char* name; bool affine, unbiased; std::optional<Pooling> pool; bool squash; bool bug_scale = false, bug_reshape = false; };
         const Toggle toggles[] = {{"affine off", false, false, std::nullopt, false},

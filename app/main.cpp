@@ -104,6 +104,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.head >= 0) { ui.head = a.head; ui.overlay_head = a.head; }
     if (a.tab) ui.tab = *a.tab;
     if (a.opacity >= 0) ui.opacity = a.opacity;
+    if (a.distance_images > 0) { ui.distance_images = a.distance_images; ui.distance_autostart = true; }
     ui.export_dir = a.export_dir;
     ui.patch = a.patch;
     if (a.cell) { ui.cell_r = a.cell->first; ui.cell_c = a.cell->second; }

@@ -2,6 +2,7 @@
 // UiState holding what the user selected (Tracy / imgui_club style).
 #pragma once
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,8 +15,10 @@ namespace vit::app {
 
 struct Rect { float x = 0, y = 0, w = 0, h = 0; };
 
-enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters };
-constexpr int kTabs = 7;
+enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters, Distance, Patches };
+constexpr int kTabs = 9;
+// The key that selects a tab ("1" .. "9"), for tooltips and help.
+inline std::string tab_key(Tab t) { return std::to_string(int(t) + 1); }
 // Query: the attention row of any token (ui.query: 0 = cls, 1..N = patches), vit::attention_from.
 enum class Overlay { None = 0, Cls, Rollout, GradRollout, Query };
 constexpr int kOverlayCount = 5;
@@ -57,6 +60,8 @@ struct UiState {
     bool hover = true;        // false in headless screenshots: no tooltip unless --hover asks
     std::string status;       // one line shown in the status bar
     bool request_view_png = false, request_npy = false, request_npz = false;
+    int distance_images = 100;      // the Distance tab's "Average over N test images"
+    bool distance_autostart = false; // --distance-images N: start that average once a trace is in
     std::string export_dir = ".";
     // For tests and the --layout dump: where things were drawn this frame.
     std::map<std::string, Rect> rects;
@@ -65,6 +70,8 @@ struct UiState {
     std::vector<DrawnText> texts;
     std::string shader_error;
 };
+
+struct DistanceAverage;  // views_distance.cpp
 
 // Textures live across frames and are uploaded only when what they show changes.
 struct Textures {
@@ -91,6 +98,18 @@ struct Textures {
     std::vector<float> filter_var;
     std::vector<std::vector<float>> filter_vals;      // each (C, P, P) as the core gave it
     std::string filters_error;
+    // The Distance tab (views_distance.cpp): vit::attn_distance of the trace shown, and the
+    // average over test images (a background job; see DistanceAverage there).
+    Array dist_vals;                                  // (L, H)
+    std::string dist_error;
+    std::shared_ptr<DistanceAverage> dist_avg;
+    // The Patches tab: the preprocessed image and the tiles read back from the patches rows.
+    Texture patch_image, patch_rows_img, patch_rows;
+    Array patch_input;                                // the trace's input (C, S, S), denormalized to 0..1
+    std::string patch_error;
+    // Numbers behind the teaching tab shown (name -> array): what "Numbers .npy/.csv" exports.
+    std::vector<std::pair<std::string, Array>> tab_numbers;
+    Tab tab_numbers_tab = Tab::Stage;
     bool stale(const std::string& name, uint64_t key) {
         auto it = keys.find(name);
         if (it != keys.end() && it->second == key) return false;
@@ -115,6 +134,21 @@ void DrawLogitLens(Session& s, UiState& ui, Textures& tx);
 void DrawPositions(Session& s, UiState& ui, Textures& tx);
 // views_teach.cpp: the principal components of the patch-embedding filters, as P x P pictures.
 void DrawFilters(Session& s, UiState& ui, Textures& tx);
+// views_distance.cpp: mean attention distance (vit::attn_distance) as a layer x pixels dot plot, one
+// dot per head, with the average over N test images computed in the background.
+void DrawDistance(Session& s, UiState& ui, Textures& tx);
+// views_distance.cpp: the patches stage as pictures: the image cut into P x P tiles, then each
+// row of the patches matrix beside the tile it holds.
+void DrawPatchPictures(Session& s, UiState& ui, Textures& tx);
+// Every frame, whatever the tab: starts the --distance-images average once a trace is in, and
+// cancels a running average that no longer belongs to the trace on screen.
+void DistanceTick(Session& s, UiState& ui, Textures& tx);
+// True while the Distance tab's average runs (headless drivers wait for it).
+bool distance_average_running(const Textures& tx);
+// Why the average over test images cannot run for the trace on screen ("" when it can).
+std::string distance_average_unavailable(const Session& s);
+// Cancels and joins the average's thread (before the session goes away).
+void stop_distance_average(Textures& tx);
 // "random weights" for presets (their predictions mean nothing), "" otherwise.
 std::string weights_note(const Session& s);
 void DrawStatusBar(Session& s, UiState& ui);

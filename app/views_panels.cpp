@@ -178,7 +178,11 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::SameLine();
     if (ImGui::Button("Export view PNG")) ui.request_view_png = true;
     ImGui::SameLine();
-    if (ImGui::Button("Tensor .npy")) ui.request_npy = true;
+    {  // on a teaching tab: the numbers it draws, as .npy and .csv
+        const bool teach = ui.tab == Tab::LogitLens || ui.tab == Tab::Positions || ui.tab == Tab::Filters ||
+                           ui.tab == Tab::Distance || ui.tab == Tab::Patches;
+        if (ImGui::Button(teach ? "Numbers .npy+.csv" : "Tensor .npy")) ui.request_npy = true;
+    }
     ImGui::SameLine();
     if (ImGui::Button("Trace .npz")) ui.request_npz = true;
     ImGui::SameLine();
@@ -193,6 +197,7 @@ void DrawToolbar(Session& s, UiState& ui) {
         ImGui::BulletText("B / R: the BUG switches (scale after softmax / reshape patches), red when on");
         ImGui::BulletText("G: gradient view   0: reset zoom   Esc: clear the selected patch and cell");
         ImGui::BulletText("Q: attention from a token (overlay); Q / Shift+Q again: next / previous query token");
+        ImGui::BulletText("1-9: tabs (Stage, Attention maps, Changes, Train, Logit lens, Positions, Filters, Distance, Patches)");
         ImGui::BulletText("  (or click a patch on the image, or a row of attn.pattern / attn.scores)");
         ImGui::BulletText("Click a cell of attn.scores/pattern/z, LayerNorm normalized/out, mlp.post, logits:");
         ImGui::BulletText("  the math of that cell, with its numbers (Esc closes it)");

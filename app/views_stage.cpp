@@ -24,6 +24,8 @@ const char* tab_name(Tab t) {
         case Tab::LogitLens: return "Logit lens";
         case Tab::Positions: return "Positions";
         case Tab::Filters: return "Filters";
+        case Tab::Distance: return "Distance";
+        case Tab::Patches: return "Patches";
     }
     return "?";
 }
@@ -471,6 +473,12 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
     ImGui::SameLine();
     ImGui::TextDisabled("%d/%zu", ui.stage + 1, trace->size());
     ImGui::SameLine();
+    if (name == "patches" || name == "input") {  // the same numbers as pictures (views_distance.cpp)
+        if (ImGui::SmallButton("As pictures")) ui.tab = Tab::Patches;
+        if (ui.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("the image cut into its tiles, and each row of patches beside its tile (key 9, --tab 8)");
+        ImGui::SameLine();
+    }
     ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 214, 120, 255));
     ImGui::Text("%s", info.title.c_str());
     ImGui::PopStyleColor();

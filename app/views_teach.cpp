@@ -198,6 +198,7 @@ void DrawLogitLens(Session& s, UiState& ui, Textures& tx) {
     }
     ui.strings["lens.values"] = vals;
     ui.strings["lens.top"] = top;
+    tx.tab_numbers.push_back({"logit_lens", v});  // what "Numbers .npy/.csv" exports on this tab
 }
 
 void DrawPositions(Session& s, UiState& ui, Textures& tx) {
@@ -305,6 +306,7 @@ void DrawPositions(Session& s, UiState& ui, Textures& tx) {
     }
     ui.strings["pos.values"] = vals;
     ui.numbers["pos.patch"] = p;
+    tx.tab_numbers.push_back({"pos_similarity", tx.pos_sim});  // what "Numbers .npy/.csv" exports on this tab
 }
 
 void DrawFilters(Session& s, UiState& ui, Textures& tx) {
@@ -384,6 +386,15 @@ void DrawFilters(Session& s, UiState& ui, Textures& tx) {
     }
     ImGui::EndChild();
     ui.strings["filters.variance"] = vars;
+    {  // what "Numbers .npy/.csv" exports on this tab: as `vitscope-cli analyze` names them
+        Array f = Array::from_shape({size_t(k), size_t(C), size_t(P), size_t(P)}), var = Array::from_shape({size_t(k)});
+        for (int i = 0; i < k; ++i) {
+            std::copy(tx.filter_vals[size_t(i)].begin(), tx.filter_vals[size_t(i)].end(), f.data() + size_t(i) * C * P * P);
+            var.data()[i] = tx.filter_var[size_t(i)];
+        }
+        tx.tab_numbers.push_back({"embed_filters", std::move(f)});
+        tx.tab_numbers.push_back({"embed_filters_var", std::move(var)});
+    }
     ui.numbers["filters.k"] = k;
     ui.numbers["filters.channels"] = C;
 }

@@ -167,6 +167,11 @@ Tensor2 attn_distance(const Trace& t, const Config& c) {
     return out;
 }
 
+float uniform_attn_distance(const Config& c) {
+    if (c.patch <= 0 || c.grid() <= 0) throw std::invalid_argument("model '" + c.name + "' has no patch grid");
+    return xt::mean(patch_distances(size_t(c.grid()), size_t(c.patch)))();
+}
+
 Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs, const Options& opt,
                            const std::function<bool(int, int)>& progress, int* done_out) {
     if (inputs.empty()) throw std::invalid_argument("attn_distance_mean: no inputs");
@@ -188,9 +193,12 @@ Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs,
 }
 
 std::vector<Tensor3> dataset_inputs(const Dataset& d, int n, const Config& c) {
-    if (c.channels != 1)
+    // Each image through the model's own preprocessing (dataset_input -> preprocess): for a
+    // 3-channel model the gray plane is repeated (PIL's convert("RGB")), then resized and
+    // cropped as the model's config says, as a gray PNG of the same image would be.
+    if (c.channels != 1 && c.channels != 3)
         throw std::invalid_argument("model '" + c.name + "' takes " + std::to_string(c.channels) +
-                                    " channels; the dataset's images are grayscale");
+                                    " channels; grayscale images convert to 1 or 3");
     const int m = n <= 0 ? d.n : std::min(n, d.n);
     std::vector<Tensor3> v;
     v.reserve(size_t(m));

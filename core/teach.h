@@ -45,13 +45,20 @@ Tensor2 pos_similarity(const Weights& w);
 //        (pattern[:, 1:, 1:] * dist).sum(-1).mean(-1)
 Tensor2 attn_distance(const Trace& t, const Config& c);
 
+// The mean attention distance a head would have if it spread its weight evenly over all N patches
+// (none on cls): the mean distance between two patch centres, a reference for attn_distance.
+// numpy: dist.mean()   (the same dist as attn_distance's)
+float uniform_attn_distance(const Config& c);
+
 // The mean of attn_distance over several inputs (C, S, S), each run through forward()
 // under `opt`. `progress(done, total)` is called after each image; returning false stops
 // early (the mean is then over the images done; `done_out` says how many). Throws
 // std::invalid_argument for an empty list or when nothing was run.
 Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs, const Options& opt,
                            const std::function<bool(int, int)>& progress = {}, int* done_out = nullptr);
-// The first n images (n <= 0: all) of a dataset as the model's inputs (1-channel models).
+// The first n images (n <= 0: all) of a dataset as the model's inputs, each through the model's
+// preprocessing (preprocess(): a gray image becomes 3 channels for an RGB model, resized and
+// cropped to its image size). Throws std::invalid_argument for a model of another channel count.
 std::vector<Tensor3> dataset_inputs(const Dataset& d, int n, const Config& c);
 
 // The attention row of query token `query` (0 = cls, 1..N = patches) over the N patches,

@@ -15,6 +15,8 @@
 #include <xtensor/xview.hpp>
 
 #include "core/analysis.h"
+#include "core/dataset.h"
+#include "core/image.h"
 #include "core/forward.h"
 #include "core/teach.h"
 
@@ -238,6 +240,49 @@ TEST(AttnDistance, MeanOverImagesIsTheMeanOfEach) {
     EXPECT_EQ(done, 1);
     EXPECT_LT(xt::amax(xt::abs(first - attn_distance(run(w, xs[0]), w.cfg)))(), 1e-6);
     EXPECT_THROW(attn_distance_mean(w, {}, {}), std::invalid_argument);
+}
+
+TEST(AttnDistance, UniformAttentionIsTheMeanPatchDistance) {
+    // G = 2, P = 4: distances 0, 4, 4, 4 sqrt 2 from each patch -> (8 + 4 sqrt 2) / 4 = 2 + sqrt 2.
+    Config c;
+    c.image_size = 8; c.patch = 4; c.channels = 1;
+    EXPECT_NEAR(uniform_attn_distance(c), 2 + std::sqrt(2.0), 1e-6);
+    // and it is what attn_distance gives for a pattern spread evenly over the patches
+    c.width = 4; c.depth = 1; c.heads = 1; c.mlp = 4; c.classes = 2; c.image_size = 12;  // G = 3
+    Trace t;
+    t.begin();
+    t.record("blocks.0.attn.pattern", 0, {1, 10, 10}).fill(1.f / 9.f);
+    t.record("blocks.0.resid_post", 0, {10, 4}).fill(0.f);
+    t.end();
+    // the cls column also holds 1/9 here, and is dropped: 9 patch keys of 1/9 each remain
+    EXPECT_NEAR(attn_distance(t, c)(0, 0), uniform_attn_distance(c), 1e-5);
+}
+
+TEST(AttnDistance, DatasetInputsGoThroughTheModelsPreprocessing) {
+    // Two 4x4 gray images: a 1-channel 4x4 model gets (x/255 - mean)/std; a 3-channel 8x8 model
+    // gets the plane repeated to RGB and resized to 8x8, as preprocess() does for a gray image file.
+    Dataset d;
+    d.n = 2; d.rows = 4; d.cols = 4;
+    for (int i = 0; i < 32; ++i) d.images.push_back(uint8_t(i * 7));
+    d.labels = {0, 1};
+    Config g;
+    g.image_size = 4; g.patch = 2; g.channels = 1; g.pre.mean = {0.25f}; g.pre.std = {0.5f};
+    const std::vector<Tensor3> a = dataset_inputs(d, 0, g);
+    ASSERT_EQ(a.size(), 2u);
+    EXPECT_NEAR(a[1](0, 2, 3), ((16 + 2 * 4 + 3) * 7 / 255.0 - 0.25) / 0.5, 1e-6);
+    Config c;
+    c.image_size = 8; c.patch = 4; c.channels = 3;
+    const std::vector<Tensor3> b = dataset_inputs(d, 1, c);
+    ASSERT_EQ(b.size(), 1u);
+    ASSERT_EQ(shape_of(b[0]), (Shape{3, 8, 8}));
+    Image im;
+    im.pixels = Tensor3::from_shape({1, 4, 4});
+    for (int i = 0; i < 16; ++i) im.pixels.data()[i] = float(i * 7) / 255.f;
+    im.width = im.height = 4; im.channels = 1;
+    EXPECT_LT(xt::amax(xt::abs(b[0] - preprocess(im, c)))(), 1e-7);
+    EXPECT_EQ(xt::amax(xt::abs(xt::view(b[0], 0) - xt::view(b[0], 2)))(), 0.f);  // gray: the channels are equal
+    c.channels = 2;
+    EXPECT_THROW(dataset_inputs(d, 1, c), std::invalid_argument);
 }
 
 TEST(EmbedFilters, RankOneFiltersGiveTheirDirectionWithAllTheVariance) {

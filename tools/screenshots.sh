@@ -22,3 +22,7 @@ shot bug_scale      --image "$IMG" --stage blocks.1.attn.pattern --head 1 --bug-
 shot logit_lens     --image "$IMG" --tab 4
 shot positions      --image "$IMG" --tab 5 --patch 10
 shot filters        --image "$IMG" --tab 6
+shot distance       --image "$IMG" --tab 7 --distance-images 100 --layer 5 --head 0 --stage blocks.5.attn.pattern
+shot patches        --image "$IMG" --tab 8 --patch 38
+shot patches_rgb    --image "$IMG" --model vit-ti16 --tab 8 --patch 100
+shot patches_bug    --image "$IMG" --tab 8 --bug-reshape-patches --patch 17
