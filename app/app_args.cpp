@@ -18,7 +18,8 @@ int key_code(const std::string& k) {
                                               {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G}, {"Home", GLFW_KEY_HOME},
                                               {"End", GLFW_KEY_END}, {"1", GLFW_KEY_1}, {"2", GLFW_KEY_2},
                                               {"3", GLFW_KEY_3}, {"4", GLFW_KEY_4}, {"5", GLFW_KEY_5}, {"6", GLFW_KEY_6}, {"7", GLFW_KEY_7}, {"Escape", GLFW_KEY_ESCAPE},
-                                              {"0", GLFW_KEY_0}, {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R}};
+                                              {"0", GLFW_KEY_0}, {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R},
+                                              {"8", GLFW_KEY_8}, {"m", GLFW_KEY_M}, {"t", GLFW_KEY_T}, {"n", GLFW_KEY_N}, {"p", GLFW_KEY_P}};
     auto it = m.find(k);
     return it == m.end() ? -1 : it->second;
 }
@@ -44,7 +45,8 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         ->check(CLI::NonNegativeNumber);
     cli.add_option("--cell", cell, "show the math of cell I,J (row, column) of the current stage's shown slice (head: --head)");
     cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(CLI::Range(0.0, 1.0));
-    cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train, 4 logit lens, 5 positions, 6 filters")->check(CLI::Range(0, kTabs - 1));
+    cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train, 4 logit lens, 5 positions, 6 filters, 7 map of the model")->check(CLI::Range(0, kTabs - 1));
+    cli.add_option("--tour", a.tour, "start the guided tour at step N (0 = the first)")->check(CLI::NonNegativeNumber);
     cli.add_flag("--no-affine", a.no_affine, "LayerNorm without elementwise_affine");
     cli.add_flag("--unbiased", a.unbiased, "LayerNorm with unbiased (N-1) variance");
     cli.add_flag("--bug-scale-after-softmax", a.bug_scale_after_softmax, "a classic bug on purpose: divide by sqrt(d) after the softmax");

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "views_map.h"
+
 namespace vit::app {
 
 std::string window_title(const Session& s) {
@@ -19,6 +21,7 @@ void draw_frame(AppContext& app, int W, int H) {
     ui.texts.clear();
     ui.strings.clear();
     HandleKeys(s, ui);
+    HandleMapKeys(s, ui);
     const float top = 70, left = 260, right = 380, bottom = 28;
     const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoTitleBar |
@@ -59,6 +62,7 @@ void draw_frame(AppContext& app, int W, int H) {
                     case Tab::LogitLens: DrawLogitLens(s, ui, app.tx); break;
                     case Tab::Positions: DrawPositions(s, ui, app.tx); break;
                     case Tab::Filters: DrawFilters(s, ui, app.tx); break;
+                    case Tab::Map: DrawModelMap(s, ui); break;
                 }
                 ImGui::EndTabItem();
             }
@@ -68,6 +72,7 @@ void draw_frame(AppContext& app, int W, int H) {
     }
     ImGui::End();
     DrawCellMath(s, ui, app.tx, Rect{left, top, float(W) - left - right, float(H) - top - bottom});
+    DrawTour(s, ui, Rect{left, top, float(W) - left - right, float(H) - top - bottom});
     place(0, float(H) - bottom, float(W), bottom);
     ImGui::Begin("status", nullptr, fixed);
     DrawStatusBar(s, ui);

@@ -103,6 +103,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.layer >= 0) ui.overlay_layer = a.layer;
     if (a.head >= 0) { ui.head = a.head; ui.overlay_head = a.head; }
     if (a.tab) ui.tab = *a.tab;
+    ui.tour_step = a.tour;  // applied to the stage once the trace is in (views_map.cpp)
     if (a.opacity >= 0) ui.opacity = a.opacity;
     ui.export_dir = a.export_dir;
     ui.patch = a.patch;

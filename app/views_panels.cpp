@@ -622,11 +622,27 @@ std::string status_line(Session& s, const UiState& ui) {
         std::snprintf(b, sizeof b, " %.1f ms", s.result().ms);
         line += std::string(" | ") + (s.result().grads ? "forward+backward" : "forward only") + b;
     }
-    // the BLAS library and kernel the matrix products run on (a warning when it is not the best for this CPU)
-    const blas::Info bi = blas::info();
-    line += " | " + bi.library + " " + bi.kernel + (bi.best ? "" : " (not the best kernel for this CPU: see vitscope-cli info)");
     if (!ui.status.empty()) line += " | " + ui.status;
     return line;
+}
+
+// The BLAS library and kernel the matrix products run on (a warning when it is not the best for this CPU).
+static std::string blas_text() {
+    const blas::Info bi = blas::info();
+    return bi.library + " " + bi.kernel + (bi.best ? "" : " (not the best kernel for this CPU: see vitscope-cli info)");
+}
+
+// Text cut to fit `w` pixels, with "..." when cut.
+static std::string fit_text(const std::string& t, float w, bool& cut) {
+    cut = false;
+    if (ImGui::CalcTextSize(t.c_str()).x <= w) return t;
+    cut = true;
+    size_t lo = 0, hi = t.size();
+    while (lo < hi) {  // the longest prefix that fits with the ellipsis
+        size_t mid = (lo + hi + 1) / 2;
+        if (ImGui::CalcTextSize((t.substr(0, mid) + "...").c_str()).x <= w) lo = mid; else hi = mid - 1;
+    }
+    return t.substr(0, lo) + "...";
 }
 
 void DrawStatusBar(Session& s, UiState& ui) {
@@ -655,12 +671,42 @@ void DrawStatusBar(Session& s, UiState& ui) {
         if (s.options().bug_reshape_patches) bug += std::string(s.options().bug_scale_after_softmax ? "," : "") + " reshape patches";
         ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", bug.c_str());
         ImGui::SameLine();
-        ImGui::TextDisabled("%s", line.c_str());
         line = bug + " | " + line;
-    } else {
-        ImGui::TextDisabled("%s", line.c_str());
     }
-    ui.strings["status"] = line;
+    // The BLAS kernel has its own field at the right edge ("BLAS: SkylakeX", the full text in a tooltip);
+    // the line before it is cut with "..." when it does not fit (the whole line in a tooltip).
+    const blas::Info bi = blas::info();
+    const std::string full_blas = blas_text();
+    const std::string field = "BLAS: " + bi.kernel + (bi.best ? "" : " (not best)");
+    const float spacing = ImGui::GetStyle().ItemSpacing.x;
+    const float field_w = ImGui::CalcTextSize(field.c_str()).x;
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    const float x_line = ImGui::GetCursorScreenPos().x;
+    const float room = std::max(0.f, right - field_w - 2 * spacing - 9 - x_line);
+    std::string shown_line = line.substr(s.options().has_bug() ? line.find(" | ") + 3 : 0);
+    bool cut = false;
+    const std::string fitted = fit_text(shown_line, room, cut);
+    ImGui::TextDisabled("%s", fitted.c_str());
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        ui.rects["status.line"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    if (cut && ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", line.c_str());
+    ImGui::SameLine(right - field_w - ImGui::GetWindowPos().x);
+    ImGui::GetWindowDrawList()->AddLine(ImVec2(right - field_w - spacing - 4, ImGui::GetCursorScreenPos().y + 2),
+                                        ImVec2(right - field_w - spacing - 4, ImGui::GetCursorScreenPos().y + ImGui::GetTextLineHeight() - 2),
+                                        ImGui::GetColorU32(ImGuiCol_Separator));
+    if (bi.best) ImGui::TextDisabled("%s", field.c_str());
+    else ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", field.c_str());
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        ui.rects["status.blas"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", blas::describe().c_str());
+    ui.strings["status.blas"] = field;
+    ui.strings["status.blas_full"] = full_blas;
+    ui.numbers["status.cut"] = cut;
+    ui.strings["status"] = line + " | " + full_blas;  // everything the bar says, in full
 }
 
 void DrawErrorPanel(Session& s, UiState& ui) {

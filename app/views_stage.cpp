@@ -24,6 +24,7 @@ const char* tab_name(Tab t) {
         case Tab::LogitLens: return "Logit lens";
         case Tab::Positions: return "Positions";
         case Tab::Filters: return "Filters";
+        case Tab::Map: return "Map";
     }
     return "?";
 }
