@@ -47,6 +47,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(CLI::Range(0.0, 1.0));
     cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train, 4 logit lens, 5 positions, 6 filters, 7 map of the model")->check(CLI::Range(0, kTabs - 1));
     cli.add_option("--tour", a.tour, "start the guided tour at step N (0 = the first)")->check(CLI::NonNegativeNumber);
+    cli.add_option("--pooling", a.pooling, "pool the cls token or the mean of the patch tokens (default: the model's)")->check(CLI::IsMember({"cls", "mean"}));
     cli.add_flag("--no-affine", a.no_affine, "LayerNorm without elementwise_affine");
     cli.add_flag("--unbiased", a.unbiased, "LayerNorm with unbiased (N-1) variance");
     cli.add_flag("--bug-scale-after-softmax", a.bug_scale_after_softmax, "a classic bug on purpose: divide by sqrt(d) after the softmax");

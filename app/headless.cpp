@@ -14,6 +14,7 @@
 #include "core/image.h"
 #include "core/teach.h"
 #include "tensor_access.h"
+#include "views_map.h"
 #include "paths.h"
 #include "settings.h"
 
@@ -233,6 +234,7 @@ private:
                     fail(app, "no math for an in-range cell of " + e->name + ": " + ui.strings["cellmath.message"]);
             }
         }
+        check_map(app);
         if (!s.trace() || ui.strings["status"].find(s.result().grads ? "forward+backward" : "forward only") == std::string::npos)
             fail(app, "status bar does not say what was computed: " + ui.strings["status"]);
         // labels: none clipped, none overlapping another of its panel
@@ -251,6 +253,39 @@ private:
                 }
             }
         }
+    }
+
+    // The map and the tour (views_map.cpp): every box's shape is its stage's tensor's in the trace, the
+    // current stage's box is highlighted, the tour's stage is the one shown and its text the table's.
+    void check_map(AppContext& app) {
+        UiState& ui = app.ui;
+        Session& s = app.s;
+        const Trace* t = s.trace();
+        if (!t) return;
+        if (ui.tab == Tab::Map) {
+            if (!ui.rects.count("map")) fail(app, "the map tab drew no map");
+            if (ui.numbers["map.current"] < 0) fail(app, "the map highlights no box for the current stage");
+            ModelMap m = build_model_map(s, int(ui.numbers["map.layer"]));
+            for (const MapBox& b : m.boxes) {
+                int i = t->index_of(b.out_stage);
+                std::string want = i >= 0 ? shape_text(t->at(size_t(i)).tensor) : "(not in the trace)";
+                if (ui.strings["map.shape." + b.out_stage] != want)
+                    fail(app, "map arrow after " + b.id + " says " + ui.strings["map.shape." + b.out_stage] + ", the trace's " +
+                                  b.out_stage + " is " + want);
+                if (!ui.rects.count("map.box." + b.id)) fail(app, "map box " + b.id + " not drawn");
+            }
+        }
+        if (ui.tour_step >= 0 && ui.tour_applied == ui.tour_step) {
+            const TraceEntry* e = current_entry(s, ui);
+            if (!e || (ui.strings["tour.stage"] != e->name && ui.strings["tour.off"] != e->name))
+                fail(app, "the tour is at " + ui.strings["tour.stage"] + " but the app shows " + (e ? e->name : "nothing"));
+            else if (ui.strings["tour.what"] != stage_info(e->name, s.shown_config(), s.result().options).what)
+                fail(app, "the tour's text for " + e->name + " is not the stage table's explanation");
+        }
+        const float W = ImGui::GetIO().DisplaySize.x;
+        if (!ui.rects.count("status.blas")) fail(app, "the status bar has no BLAS field");
+        else if (ui.rects["status.blas"].x + ui.rects["status.blas"].w > W + 0.5f || ui.rects["status.line"].x + ui.rects["status.line"].w > ui.rects["status.blas"].x)
+            fail(app, "the status bar's BLAS field is clipped or overlapped");
     }
 
     void build(AppContext& app) {
@@ -355,6 +390,13 @@ private:
         for (int p : {N - 1, N / 2, -1})
             states_.push_back({"positions, patch " + std::to_string(p), [p](AppContext& a) { a.ui.tab = Tab::Positions; a.ui.patch = p; }});
         states_.push_back({"logit lens, options reset", [](AppContext& a) { a.s.set_options(Options{}); }});
+        // the map of the model and the guided tour: first, block and last stages; tour steps and out of range
+        for (int i : {0, T / 2, T - 1})
+            states_.push_back({"map, stage#" + std::to_string(i), [i](AppContext& a) { a.ui.tab = Tab::Map; a.ui.stage = i; }});
+        for (int k : {0, 5, 12, 1000})
+            states_.push_back({"tour step " + std::to_string(k), [k](AppContext& a) { a.ui.tab = Tab::Stage; a.ui.tour_step = k; }});
+        states_.push_back({"tour step 3 on the map tab", [](AppContext& a) { a.ui.tab = Tab::Map; a.ui.tour_step = 3; }});
+        states_.push_back({"tour left", [](AppContext& a) { a.ui.tour_step = -1; a.ui.tab = Tab::Stage; }});
         states_.push_back({"overlay query reset", [](AppContext& a) { a.ui.query = 0; a.ui.overlay = Overlay::Cls; }});
         struct Toggle { const char* name; bool affine, unbiased; std::optional<Pooling> pool; bool squash; bool bug_scale = false, bug_reshape = false; };
         const Toggle toggles[] = {{"affine off", false, false, std::nullopt, false},
@@ -379,6 +421,9 @@ private:
                 a.ui.tab = Tab::Changes;
             };
             states_.push_back(std::move(st));
+            states_.push_back({std::string("[") + tg.name + "] map and tour step 7",
+                               [](AppContext& a) { a.ui.tab = Tab::Map; a.ui.tour_step = 7; }});
+            states_.push_back({std::string("[") + tg.name + "] tour left", [](AppContext& a) { a.ui.tour_step = -1; }});
             // every 3rd stage of the selection under each toggle (all of them once above)
             for (size_t k = 0; k < sel.size(); k += sel.size() > 24 ? 3 : 1) {
                 int i = sel[k];

@@ -223,9 +223,8 @@ void DrawModelMap(Session& s, UiState& ui) {
     const int cur = current_box(m, e);
     const int L = m.depth;
     ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("The model as it ran: %s. Click a box to go to its first stage; the encoder block is drawn "
-                        "once (layer %d) and runs %d time%s. Shapes on the arrows are %s.",
-                        c.describe().c_str(), m.layer, L, L == 1 ? "" : "s", m.from_trace ? "the trace's" : "the config's (no trace)");
+    ImGui::TextDisabled("The model as it ran, shapes on the arrows (%s). Click a box to go to its stage.",
+                        m.from_trace ? "the trace's" : "the config's: no trace");
     if (!m.missing.empty()) {
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", m.missing.c_str());
         ui.strings["map.message"] = m.missing;
@@ -248,15 +247,18 @@ void DrawModelMap(Session& s, UiState& ui) {
     const float loop_w = has_block ? 56.f : 10.f;      // room on the right for the "x L" loop
     float col_w = std::max({need, 2 * shape_need + 24, 120.f});
     col_w = std::min(col_w, std::max(120.f, avail.x * 0.55f - skip_w - loop_w));
-    const float gap = th + 4;                          // an arrow, its shape label beside it
     const float pads = has_block ? 2 * (th + 8) : 0;   // the block frame's header and bottom
+    // an arrow (its shape label beside it) and a box per step, as tall as the view allows
+    const float gap = std::clamp((avail.y - 8 - pads) / float(std::max<size_t>(n, 1)) * 0.45f, th + 1, th + 6);
     float box_h = (avail.y - 8 - pads - float(n) * gap) / float(std::max<size_t>(n, 1));
-    box_h = std::clamp(box_h, th + 4, 40.f);
+    box_h = std::clamp(box_h, th + 2, 40.f);
     const float x0 = origin.x + skip_w, cx = x0 + col_w / 2;
     const float total_h = float(n) * (box_h + gap) + pads;
-    const Rect clip{origin.x, origin.y, skip_w + col_w + loop_w, total_h + 4};
-    ImGui::Dummy(ImVec2(clip.w, clip.h));
-    ui.rects["map"] = clip;
+    ImGui::Dummy(ImVec2(skip_w + col_w + loop_w, total_h + 4));
+    ui.rects["map"] = Rect{origin.x, origin.y, skip_w + col_w + loop_w, total_h + 4};
+    // labels must stay inside the column and the window (the sweep checks both)
+    const ImVec2 wc = dl->GetClipRectMax();
+    const Rect clip{origin.x, origin.y, std::min(skip_w + col_w + loop_w, wc.x - origin.x), std::min(total_h + 4, wc.y - origin.y)};
     float y = origin.y;
     float block_top = 0, block_bottom = 0, ln1_entry = 0, resid_in_y = 0;
     std::string order;
@@ -343,7 +345,7 @@ void DrawModelMap(Session& s, UiState& ui) {
     if (cur >= 0) ui.strings["map.current"] = m.boxes[size_t(cur)].id;
 
     // beside the map: where you are, the stages of the current box, the layer, the options, the tour
-    ImGui::SetCursorScreenPos(ImVec2(origin.x + clip.w + 16, origin.y));
+    ImGui::SetCursorScreenPos(ImVec2(origin.x + skip_w + col_w + loop_w + 16, origin.y));
     ImGui::BeginChild("mapside", ImVec2(0, std::max(60.f, avail.y)), false);
     const Trace* t = s.trace();
     if (e && cur >= 0) {
@@ -369,7 +371,7 @@ void DrawModelMap(Session& s, UiState& ui) {
         ImGui::Separator();
         int l = m.layer;
         ImGui::SetNextItemWidth(std::min(260.f, ImGui::GetContentRegionAvail().x));
-        if (ImGui::SliderInt("block layer (PageUp/PageDown)", &l, 0, L - 1)) {
+        if (ImGui::SliderInt("##block", &l, 0, L - 1, "block layer %d (PageUp/PageDown)")) {
             ui.map_layer = l;
             if (e && e->layer >= 0 && t) {
                 std::string rest;
@@ -381,7 +383,8 @@ void DrawModelMap(Session& s, UiState& ui) {
     }
     ImGui::Separator();
     ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("options: %s", o.describe().c_str());
+    ImGui::TextDisabled("model: %s", c.describe().c_str());
+    ImGui::TextDisabled("options in force: %s", o.describe().c_str());
     if (o.bug_reshape_patches) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "BUG on: patches are a plain reshape, not P x P tiles (R)");
     if (o.bug_scale_after_softmax) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "BUG on: attention scaled after the softmax (B)");
     ImGui::PopTextWrapPos();
@@ -437,6 +440,12 @@ void DrawTour(Session& s, UiState& ui, const Rect& area) {
                            "(PageDown shows the same stage one block later).", c.depth, c.depth - 1);
     ImGui::TextUnformatted(info.what.c_str());
     ImGui::PopTextWrapPos();
+    if (const TraceEntry* e = current_entry(s, ui); e && e->name != name && ui.tour_applied == ui.tour_step) {
+        // the user stepped off the tour's path (arrows, PageDown, a click): said, not hidden
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "You are at %s, off the tour's path: Back / Next continue from step %d.",
+                           e->name.c_str(), ui.tour_step + 1);
+        ui.strings["tour.off"] = e->name;
+    }
     if (!s.trace()) {
         std::string why = missing_reason(s);
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
