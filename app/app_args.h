@@ -20,6 +20,7 @@ struct AppArgs {
     bool no_affine = false, unbiased = false, bug_scale_after_softmax = false, bug_reshape_patches = false, squash = false, no_grads = false;
     std::optional<std::pair<int, int>> cell;       // --cell I,J: the cell whose math is shown
     std::optional<std::pair<float, float>> hover;  // headless: put the mouse here (else no tooltip)
+    bool click = false;                            // headless, with --hover: one left click there
     int train_epochs = 0, train_limit = 0;
     bool export_view = false, export_npy = false, export_npz = false;
     std::string export_dir = ".";

@@ -37,11 +37,17 @@ public:
             ImGui_ImplGlfw_KeyCallback(app.win, k, 0, down_ ? GLFW_RELEASE : GLFW_PRESS, 0);
             if (down_) keys_.erase(keys_.begin());
             down_ = !down_;
+        } else if (a_.click && clicks_ == 0 && keys_.empty() && app.s.trace() && settled_frames_ >= 2) {
+            // --click: a press through the GLFW backend's callback; the release follows on the next frame
+            ImGui_ImplGlfw_MouseButtonCallback(app.win, GLFW_MOUSE_BUTTON_LEFT, GLFW_PRESS, 0);
+            clicks_ = 1;
+        } else if (clicks_ > 0) {
+            ++clicks_;
         }
     }
     std::optional<int> after_render(AppContext& app, int W, int H) override {
         if (settled(app) || (!app.s.has_image() && !app.s.busy() && !app.s.loading())) ++settled_frames_;
-        if (settled_frames_ < 3 || !keys_.empty()) return std::nullopt;
+        if (settled_frames_ < 3 || !keys_.empty() || (a_.click && clicks_ < 4)) return std::nullopt;
         if (!exports_requested_) {
             // exports requested on the command line go through the same path as the buttons (next frame)
             app.ui.request_view_png = a_.export_view;
@@ -65,7 +71,7 @@ private:
     const AppArgs& a_;
     std::vector<int> keys_;
     bool down_ = false, exports_requested_ = false;
-    int settled_frames_ = 0;
+    int settled_frames_ = 0, clicks_ = 0;  // --click: frames since the press
 };
 
 class BenchDriver : public Driver {
