@@ -55,7 +55,7 @@ void draw_frame(AppContext& app, int W, int H) {
             if (ImGui::BeginTabItem(tab_name(tb), nullptr, select ? ImGuiTabItemFlags_SetSelected : 0)) {
                 if (app.last_tab == ui.tab || select) ui.tab = tb;
                 switch (tb) {
-                    case Tab::Stage: DrawStageView(s, ui, app.tx); break;
+                    case Tab::Stage: DrawMapStrip(s, ui); DrawStageView(s, ui, app.tx); break;
                     case Tab::AttentionMaps: DrawAttentionGrid(s, ui, app.tx); break;
                     case Tab::Changes: DrawChanges(s, ui, app.tx); break;
                     case Tab::Train: app.train.Draw(s, ui, app.tx); break;

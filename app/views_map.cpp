@@ -133,7 +133,7 @@ std::string missing_reason(const Session& s) {
 }
 
 // A horizontal strip of the boxes (names only), the current one highlighted; clicking goes there.
-void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width) {
+void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width, const std::string& group) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float pad = 5, gap = 9;
     float total = 0;
@@ -154,8 +154,8 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
         ImU32 fill = is_cur ? kCurFill : b.bug ? kBugFill : b.row == 1 ? IM_COL32(48, 62, 48, 255) : kBoxFill;
         dl->AddRectFilled(p0, p1, fill, 3);
         dl->AddRect(p0, p1, b.bug ? kBugBorder : kBoxBorder, 3, 0, b.bug ? 2.f : 1.f);
-        label(dl, ui, "tour.strip", ImVec2(x + pad, o.y + 6), is_cur ? kDark : kText, b.label, size, clip);
-        ui.rects["tour.strip." + b.id] = Rect{p0.x, p0.y, w, h};
+        label(dl, ui, group, ImVec2(x + pad, o.y + 6), is_cur ? kDark : kText, b.label, size, clip);
+        ui.rects[group + "." + b.id] = Rect{p0.x, p0.y, w, h};
         ImGui::SetCursorScreenPos(p0);
         ImGui::PushID(int(i) + 5000);
         if (ImGui::InvisibleButton("sb", ImVec2(w, h))) go_to_box(s, ui, b);
@@ -169,6 +169,12 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
             arrow_head(dl, ImVec2(x + gap - 1, o.y + 2 + h / 2), ImVec2(1, 0), kArrow, 4);
         }
         x += gap;
+    }
+    // which block the green boxes are, when there is room
+    if (L > 0) {
+        const std::string bl = "block " + std::to_string(m.layer) + " of " + std::to_string(L);
+        const float bw = text_w(bl, size);
+        if (x + 4 + bw <= o.x + width) label(dl, ui, group, ImVec2(x + 4, o.y + 6), IM_COL32(150, 230, 150, 255), bl, size, clip);
     }
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + h + 6));
 }
@@ -398,6 +404,16 @@ void DrawModelMap(Session& s, UiState& ui) {
     ImGui::EndChild();
 }
 
+void DrawMapStrip(Session& s, UiState& ui) {
+    if (ui.tour_step >= 0) return;  // the tour panel has its own
+    ModelMap m = build_model_map(s, map_layer(s, ui));
+    const int cur = current_box(m, current_entry(s, ui));
+    ImGui::PushID("mapstrip");
+    draw_strip(s, ui, m, cur, ImGui::GetContentRegionAvail().x, "strip");
+    ImGui::PopID();
+    ui.numbers["strip.current"] = cur;
+}
+
 void DrawTour(Session& s, UiState& ui, const Rect& area) {
     if (ui.tour_step < 0) return;
     const std::vector<std::string> steps = tour_stages(s);
@@ -422,7 +438,7 @@ void DrawTour(Session& s, UiState& ui, const Rect& area) {
     for (size_t i = 0; i < m.boxes.size() && cur < 0; ++i)
         for (auto& st : m.boxes[i].stages)
             if (st == name) cur = int(i);
-    draw_strip(s, ui, m, cur, ImGui::GetContentRegionAvail().x);
+    draw_strip(s, ui, m, cur, ImGui::GetContentRegionAvail().x, "tour.strip");
     std::string shape;
     if (const Trace* t = s.trace()) {
         int i = t->index_of(name);

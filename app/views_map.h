@@ -39,6 +39,7 @@ ModelMap build_model_map(const Session& s, int layer);
 std::vector<std::string> tour_stages(const Session& s);
 
 void DrawModelMap(Session& s, UiState& ui);           // the Map tab
+void DrawMapStrip(Session& s, UiState& ui);           // one row of the map's boxes above the stage view
 void DrawTour(Session& s, UiState& ui, const Rect& area);  // the tour panel, while ui.tour_step >= 0
 void HandleMapKeys(Session& s, UiState& ui);           // M: map tab, T: tour on/off, N / P: next / back
 

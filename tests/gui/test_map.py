@@ -143,6 +143,14 @@ def check_click(app):
     _, after = app.shot("--tour", "1", "--hover", f"{x + w / 2},{y + h / 2}", "--click")
     expect(after["stage"] == "blocks.0.attn.q" and after["numbers"].get("tour.step") == steps.index("blocks.0.attn.q"),
            f"click on MHA in the tour's strip: goes to blocks.0.attn.q and the tour follows (step {after['numbers'].get('tour.step')})")
+    # the strip above the stage view: highlights the current box, a click goes there (same layer)
+    img, lay = app.shot("--stage", "blocks.3.attn.pattern")
+    r = lay["rects"]
+    expect(share(img, r["strip.attn"], AMBER) > 0.3 and share(img, r["strip.mlp"], AMBER) < 0.02,
+           f"the strip above the stage view highlights MHA for blocks.3.attn.pattern ({share(img, r['strip.attn'], AMBER):.2f})")
+    x, y, w, h = r["strip.mlp"]
+    _, after = app.shot("--stage", "blocks.3.attn.pattern", "--hover", f"{x + w / 2},{y + h / 2}", "--click")
+    expect(after["stage"] == "blocks.3.mlp.pre", f"...a click on its MLP goes to blocks.3.mlp.pre ({after['stage']})")
     rc, err, _, _ = app.run("--click")
     expect(rc == 2 and "--hover" in err, "--click without --hover is a usage error")
 
