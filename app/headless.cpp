@@ -288,6 +288,8 @@ private:
             else if (ui.strings["tour.what"] != stage_info(e->name, s.shown_config(), s.result().options).what)
                 fail(app, "the tour's text for " + e->name + " is not the stage table's explanation");
         }
+        for (const char* g : {"strip.dropped", "tour.strip.dropped"})
+            if (ui.numbers[g] > 0) fail(app, std::string(g) + ": the map strip left out " + std::to_string(int(ui.numbers[g])) + " boxes");
         const float W = ImGui::GetIO().DisplaySize.x;
         if (!ui.rects.count("status.blas")) fail(app, "the status bar has no BLAS field");
         else if (ui.rects["status.blas"].x + ui.rects["status.blas"].w > W + 0.5f || ui.rects["status.line"].x + ui.rects["status.line"].w > ui.rects["status.blas"].x)

@@ -136,19 +136,24 @@ std::string missing_reason(const Session& s) {
 void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width, const std::string& group) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float pad = 5, gap = 9;
-    float total = 0;
-    for (auto& b : m.boxes) total += text_w(b.label, 15) + 2 * pad + gap;
-    const float size = std::clamp(15.f * (width - 2) / std::max(total, 1.f), 9.f, 15.f);
+    float text = 0;  // the labels' width at 15 px; padding and arrows do not scale with the font
+    for (auto& b : m.boxes) text += text_w(b.label, 15);
+    const float fixed = float(m.boxes.size()) * (2 * pad + gap);
+    const float size = std::clamp(15.f * (width - 2 - fixed) / std::max(text, 1.f), 8.f, 15.f);
     const float h = size + 8;
     ImVec2 o = ImGui::GetCursorScreenPos();
     ImGui::Dummy(ImVec2(width, h + 4));
+    ui.numbers[group + ".dropped"] = 0;
     const Rect clip{o.x, o.y, width, h + 4};
     float x = o.x;
     const int L = m.depth;
     for (size_t i = 0; i < m.boxes.size(); ++i) {
         const MapBox& b = m.boxes[i];
         const float w = text_w(b.label, size) + 2 * pad;
-        if (x + w > o.x + width + 0.5f) break;  // never drawn outside the panel
+        if (x + w > o.x + width + 0.5f) {  // never drawn outside the panel: the rest is said to be missing
+            ui.numbers[group + ".dropped"] = double(m.boxes.size() - i);
+            break;
+        }
         ImVec2 p0(x, o.y + 2), p1(x + w, o.y + 2 + h);
         const bool is_cur = int(i) == cur;
         ImU32 fill = is_cur ? kCurFill : b.bug ? kBugFill : b.row == 1 ? IM_COL32(48, 62, 48, 255) : kBoxFill;
@@ -423,15 +428,18 @@ void DrawTour(Session& s, UiState& ui, const Rect& area) {
     const std::string& name = steps[size_t(ui.tour_step)];
     const Config& c = s.shown_config();
     const StageInfo info = stage_info(name, c, shown_options(s));
-    const float w = area.w - 12, h = std::min(40 + 7.5f * ImGui::GetTextLineHeightWithSpacing(), area.h * 0.42f);
-    const Rect r{area.x + 6, area.y + area.h - h - 6, w, h};
-    ImGui::SetNextWindowPos(ImVec2(r.x, r.y));
-    ImGui::SetNextWindowSize(ImVec2(r.w, r.h));
+    // as tall as its text, anchored to the bottom of the centre views, at most 45% of them
+    const float w = area.w - 12;
+    ImGui::SetNextWindowPos(ImVec2(area.x + 6, area.y + area.h - 6), ImGuiCond_Always, ImVec2(0, 1));
+    ImGui::SetNextWindowSizeConstraints(ImVec2(w, 0), ImVec2(w, area.h * 0.45f));
     ImGui::SetNextWindowBgAlpha(0.97f);
     bool open = true;
-    ImGui::Begin("Guided tour", &open, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+    ImGui::Begin("Guided tour", &open, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse |
                  ImGuiWindowFlags_NoSavedSettings);
-    ui.rects["tour"] = r;
+    {
+        ImVec2 p = ImGui::GetWindowPos(), z = ImGui::GetWindowSize();
+        ui.rects["tour"] = Rect{p.x, p.y, z.x, z.y};
+    }
     const int layer = std::max(0, stage_layer(name));
     ModelMap m = build_model_map(s, layer);
     int cur = -1;

@@ -196,7 +196,8 @@ void DrawToolbar(Session& s, UiState& ui) {
         ImGui::BulletText("  (or click a patch on the image, or a row of attn.pattern / attn.scores)");
         ImGui::BulletText("Click a cell of attn.scores/pattern/z, LayerNorm normalized/out, mlp.post, logits:");
         ImGui::BulletText("  the math of that cell, with its numbers (Esc closes it)");
-        ImGui::BulletText("1-7: Stage / Attention maps / Changes / Train / Logit lens / Positions / Filters tabs");
+        ImGui::BulletText("1-8: Stage / Attention maps / Changes / Train / Logit lens / Positions / Filters / Map tabs");
+        ImGui::BulletText("M: the map of the model   T: guided tour on/off, N / P: next / back step, Esc leaves");
         ImGui::EndTooltip();
     }
 }

@@ -22,3 +22,6 @@ shot bug_scale      --image "$IMG" --stage blocks.1.attn.pattern --head 1 --bug-
 shot logit_lens     --image "$IMG" --tab 4
 shot positions      --image "$IMG" --tab 5 --patch 10
 shot filters        --image "$IMG" --tab 6
+shot map            --image "$IMG" --tab 7 --stage blocks.2.attn.pattern
+shot map_vit_b16    --image "$IMG" --model vit-b16 --tab 7 --stage blocks.11.mlp.post --bug-reshape-patches
+shot tour           --image "$IMG" --tour 12 --head 1
