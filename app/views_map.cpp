@@ -152,6 +152,8 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
         const float w = text_w(b.label, size) + 2 * pad;
         if (x + w > o.x + width + 0.5f) {  // never drawn outside the panel: the rest is said to be missing
             ui.numbers[group + ".dropped"] = double(m.boxes.size() - i);
+            const std::string more = "+" + std::to_string(m.boxes.size() - i);
+            if (x + text_w(more, size) <= o.x + width) label(dl, ui, group, ImVec2(x, o.y + 6), kSub, more, size, clip);
             break;
         }
         ImVec2 p0(x, o.y + 2), p1(x + w, o.y + 2 + h);
