@@ -18,7 +18,8 @@ int key_code(const std::string& k) {
                                               {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G}, {"Home", GLFW_KEY_HOME},
                                               {"End", GLFW_KEY_END}, {"1", GLFW_KEY_1}, {"2", GLFW_KEY_2},
                                               {"3", GLFW_KEY_3}, {"4", GLFW_KEY_4}, {"5", GLFW_KEY_5}, {"6", GLFW_KEY_6}, {"7", GLFW_KEY_7}, {"8", GLFW_KEY_8}, {"9", GLFW_KEY_9}, {"Escape", GLFW_KEY_ESCAPE},
-                                              {"0", GLFW_KEY_0}, {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R}};
+                                              {"0", GLFW_KEY_0}, {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R},
+                                              {"m", GLFW_KEY_M}, {"t", GLFW_KEY_T}, {"n", GLFW_KEY_N}, {"p", GLFW_KEY_P}};
     auto it = m.find(k);
     return it == m.end() ? -1 : it->second;
 }
@@ -44,9 +45,11 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         ->check(CLI::NonNegativeNumber);
     cli.add_option("--cell", cell, "show the math of cell I,J (row, column) of the current stage's shown slice (head: --head)");
     cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(CLI::Range(0.0, 1.0));
-    cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train, 4 logit lens, 5 positions, 6 filters, 7 distance, 8 patches (keys 1-9)")->check(CLI::Range(0, kTabs - 1));
+    cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train, 4 logit lens, 5 positions, 6 filters, 7 distance, 8 patches (keys 1-9), 9 map of the model (key M)")->check(CLI::Range(0, kTabs - 1));
     cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
                    "set N and run it at launch (headless: before the screenshot)")->check(CLI::Range(1, 10000));
+    cli.add_option("--tour", a.tour, "start the guided tour at step N (0 = the first)")->check(CLI::NonNegativeNumber);
+    cli.add_option("--pooling", a.pooling, "pool the cls token or the mean of the patch tokens (default: the model's)")->check(CLI::IsMember({"cls", "mean"}));
     cli.add_flag("--no-affine", a.no_affine, "LayerNorm without elementwise_affine");
     cli.add_flag("--unbiased", a.unbiased, "LayerNorm with unbiased (N-1) variance");
     cli.add_flag("--bug-scale-after-softmax", a.bug_scale_after_softmax, "a classic bug on purpose: divide by sqrt(d) after the softmax");
@@ -57,6 +60,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--layout", a.layout_out, "with --screenshot: write where views were drawn (JSON, for tests)");
     cli.add_option("--keys", a.keys, "with --screenshot: key presses to send first, e.g. Right,Right,a");
     cli.add_option("--hover", hover, "with --screenshot: put the mouse at X,Y (window pixels); without it no tooltip is drawn");
+    cli.add_flag("--click", a.click, "with --screenshot and --hover: click the left mouse button there once (after --keys)");
     cli.add_option("--width", a.width, "window width")->default_val(1600);
     cli.add_option("--height", a.height, "window height")->default_val(1000);
     cli.add_option("--train-epochs", a.train_epochs, "start the Train panel at launch for N epochs (headless: wait for it)");
@@ -88,6 +92,10 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
             return 2;
         }
         a.hover = std::make_pair(x, y);
+    }
+    if (a.click && !a.hover) {
+        std::fprintf(stderr, "vitscope: --click needs --hover X,Y (where to click)\n");
+        return 2;
     }
     if (!cell.empty()) {
         int i = -1, j = -1;

@@ -11,6 +11,8 @@ namespace vit::app {
 
 struct AppArgs {
     std::string model = "default", image, labels, stage, screenshot, layout_out, shader_dir, keys;
+    int tour = -1;  // --tour N: the guided tour at step N (views_map.cpp)
+    std::string pooling;  // --pooling cls|mean: Options::pooling
     int heads = 0, layer = -1, head = -1, patch = -1, query = -1, width = 1600, height = 1000;
     std::optional<Tab> tab;
     std::optional<Overlay> overlay;
@@ -18,6 +20,7 @@ struct AppArgs {
     bool no_affine = false, unbiased = false, bug_scale_after_softmax = false, bug_reshape_patches = false, squash = false, no_grads = false;
     std::optional<std::pair<int, int>> cell;       // --cell I,J: the cell whose math is shown
     std::optional<std::pair<float, float>> hover;  // headless: put the mouse here (else no tooltip)
+    bool click = false;                            // headless, with --hover: one left click there
     int train_epochs = 0, train_limit = 0;
     int distance_images = 0;  // --distance-images N: run the Distance tab's average over N test images at launch
     bool export_view = false, export_npy = false, export_npz = false;

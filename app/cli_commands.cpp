@@ -42,6 +42,7 @@ struct Commands::State {
     // convert / info --list
     std::string conv_in, conv_out;
     bool list = false;
+    bool explain = false;  // info --explain
     // trace / analyze: the two pitfall switches; analyze: images for the averaged attention distance
     bool bug_scale_after_softmax = false, bug_reshape_patches = false;
     int average = 0;
@@ -251,6 +252,8 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     auto* info = app.add_subcommand("info", "print a model's config, parameter count and per-stage shapes");
     model_flags(info, s);
     info->add_flag("--list", s.list, "list the presets and the torchvision / timm names they answer to");
+    info->add_flag("--explain", s.explain, "also print each stage's title and explanation (tab-separated), for these options");
+    option_flags(info, s);
     info->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
@@ -296,6 +299,11 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             for (float v : c.pre.std) std::printf(" %.4g", v);
             std::printf("\nstages:\n");
             for (auto& [n, sh] : stage_shapes(c)) std::printf("  %-28s %s\n", n.c_str(), shape_str(sh).c_str());
+            if (s.explain) {  // the stage table's texts, as the app's views and tour show them
+                std::printf("explanations (%s):\n", options_from(s).describe().c_str());
+                for (const StageInfo& st : stage_table(c, options_from(s)))
+                    std::printf("  %s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str());
+            }
             return 0;
         };
     });

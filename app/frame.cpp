@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "views_map.h"
+
 namespace vit::app {
 
 std::string window_title(const Session& s) {
@@ -21,6 +23,7 @@ void draw_frame(AppContext& app, int W, int H) {
     app.tx.tab_numbers.clear();  // each teaching view puts the numbers it drew here (exports)
     HandleKeys(s, ui);
     DistanceTick(s, ui, app.tx);
+    HandleMapKeys(s, ui);
     const float top = 70, left = 260, right = 380, bottom = 28;
     const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoTitleBar |
@@ -57,7 +60,7 @@ void draw_frame(AppContext& app, int W, int H) {
             if (open) {
                 if (app.last_tab == ui.tab || select) ui.tab = tb;
                 switch (tb) {
-                    case Tab::Stage: DrawStageView(s, ui, app.tx); break;
+                    case Tab::Stage: DrawMapStrip(s, ui); DrawStageView(s, ui, app.tx); break;
                     case Tab::AttentionMaps: DrawAttentionGrid(s, ui, app.tx); break;
                     case Tab::Changes: DrawChanges(s, ui, app.tx); break;
                     case Tab::Train: app.train.Draw(s, ui, app.tx); break;
@@ -66,6 +69,7 @@ void draw_frame(AppContext& app, int W, int H) {
                     case Tab::Filters: DrawFilters(s, ui, app.tx); break;
                     case Tab::Distance: DrawDistance(s, ui, app.tx); break;
                     case Tab::Patches: DrawPatchPictures(s, ui, app.tx); break;
+                    case Tab::Map: DrawModelMap(s, ui); break;
                 }
                 ImGui::EndTabItem();
             }
@@ -75,6 +79,7 @@ void draw_frame(AppContext& app, int W, int H) {
     }
     ImGui::End();
     DrawCellMath(s, ui, app.tx, Rect{left, top, float(W) - left - right, float(H) - top - bottom});
+    DrawTour(s, ui, Rect{left, top, float(W) - left - right, float(H) - top - bottom});
     place(0, float(H) - bottom, float(W), bottom);
     ImGui::Begin("status", nullptr, fixed);
     DrawStatusBar(s, ui);

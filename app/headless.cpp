@@ -15,6 +15,7 @@
 #include "core/image.h"
 #include "core/teach.h"
 #include "tensor_access.h"
+#include "views_map.h"
 #include "paths.h"
 #include "settings.h"
 
@@ -40,11 +41,17 @@ public:
             ImGui_ImplGlfw_KeyCallback(app.win, k, 0, down_ ? GLFW_RELEASE : GLFW_PRESS, 0);
             if (down_) keys_.erase(keys_.begin());
             down_ = !down_;
+        } else if (a_.click && clicks_ == 0 && keys_.empty() && app.s.trace() && settled_frames_ >= 2) {
+            // --click: a press through the GLFW backend's callback; the release follows on the next frame
+            ImGui_ImplGlfw_MouseButtonCallback(app.win, GLFW_MOUSE_BUTTON_LEFT, GLFW_PRESS, 0);
+            clicks_ = 1;
+        } else if (clicks_ > 0) {
+            ++clicks_;
         }
     }
     std::optional<int> after_render(AppContext& app, int W, int H) override {
         if (settled(app) || (!app.s.has_image() && !app.s.busy() && !app.s.loading())) ++settled_frames_;
-        if (settled_frames_ < 3 || !keys_.empty()) return std::nullopt;
+        if (settled_frames_ < 3 || !keys_.empty() || (a_.click && clicks_ < 4)) return std::nullopt;
         if (!exports_requested_) {
             // exports requested on the command line go through the same path as the buttons (next frame)
             app.ui.request_view_png = a_.export_view;
@@ -68,7 +75,7 @@ private:
     const AppArgs& a_;
     std::vector<int> keys_;
     bool down_ = false, exports_requested_ = false;
-    int settled_frames_ = 0;
+    int settled_frames_ = 0, clicks_ = 0;  // --click: frames since the press
 };
 
 class BenchDriver : public Driver {
@@ -277,6 +284,7 @@ private:
                     fail(app, "no math for an in-range cell of " + e->name + ": " + ui.strings["cellmath.message"]);
             }
         }
+        check_map(app);
         if (!s.trace() || ui.strings["status"].find(s.result().grads ? "forward+backward" : "forward only") == std::string::npos)
             fail(app, "status bar does not say what was computed: " + ui.strings["status"]);
         // labels: none clipped, none overlapping another of its panel
@@ -295,6 +303,41 @@ private:
                 }
             }
         }
+    }
+
+    // The map and the tour (views_map.cpp): every box's shape is its stage's tensor's in the trace, the
+    // current stage's box is highlighted, the tour's stage is the one shown and its text the table's.
+    void check_map(AppContext& app) {
+        UiState& ui = app.ui;
+        Session& s = app.s;
+        const Trace* t = s.trace();
+        if (!t) return;
+        if (ui.tab == Tab::Map) {
+            if (!ui.rects.count("map")) fail(app, "the map tab drew no map");
+            if (ui.numbers["map.current"] < 0) fail(app, "the map highlights no box for the current stage");
+            ModelMap m = build_model_map(s, int(ui.numbers["map.layer"]));
+            for (const MapBox& b : m.boxes) {
+                int i = t->index_of(b.out_stage);
+                std::string want = i >= 0 ? shape_text(t->at(size_t(i)).tensor) : "(not in the trace)";
+                if (ui.strings["map.shape." + b.out_stage] != want)
+                    fail(app, "map arrow after " + b.id + " says " + ui.strings["map.shape." + b.out_stage] + ", the trace's " +
+                                  b.out_stage + " is " + want);
+                if (!ui.rects.count("map.box." + b.id)) fail(app, "map box " + b.id + " not drawn");
+            }
+        }
+        if (ui.tour_step >= 0 && ui.tour_applied == ui.tour_step) {
+            const TraceEntry* e = current_entry(s, ui);
+            if (!e || (ui.strings["tour.stage"] != e->name && ui.strings["tour.off"] != e->name))
+                fail(app, "the tour is at " + ui.strings["tour.stage"] + " but the app shows " + (e ? e->name : "nothing"));
+            else if (ui.strings["tour.what"] != stage_info(e->name, s.shown_config(), s.result().options).what)
+                fail(app, "the tour's text for " + e->name + " is not the stage table's explanation");
+        }
+        for (const char* g : {"strip.dropped", "tour.strip.dropped"})
+            if (ui.numbers[g] > 0) fail(app, std::string(g) + ": the map strip left out " + std::to_string(int(ui.numbers[g])) + " boxes");
+        const float W = ImGui::GetIO().DisplaySize.x;
+        if (!ui.rects.count("status.gemm")) fail(app, "the status bar has no GEMM field");
+        else if (ui.rects["status.gemm"].x + ui.rects["status.gemm"].w > W + 0.5f || ui.rects["status.line"].x + ui.rects["status.line"].w > ui.rects["status.gemm"].x)
+            fail(app, "the status bar's GEMM field is clipped or overlapped");
     }
 
     void build(AppContext& app) {
@@ -435,6 +478,13 @@ private:
                                a.ui.tab = Tab::Patches; a.ui.patch = N / 2;
                            }});
         states_.push_back({"patches, options reset", [](AppContext& a) { a.s.set_options(Options{}); }});
+        // the map of the model and the guided tour: first, block and last stages; tour steps and out of range
+        for (int i : {0, T / 2, T - 1})
+            states_.push_back({"map, stage#" + std::to_string(i), [i](AppContext& a) { a.ui.tab = Tab::Map; a.ui.stage = i; }});
+        for (int k : {0, 5, 12, 1000})
+            states_.push_back({"tour step " + std::to_string(k), [k](AppContext& a) { a.ui.tab = Tab::Stage; a.ui.tour_step = k; }});
+        states_.push_back({"tour step 3 on the map tab", [](AppContext& a) { a.ui.tab = Tab::Map; a.ui.tour_step = 3; }});
+        states_.push_back({"tour left", [](AppContext& a) { a.ui.tour_step = -1; a.ui.tab = Tab::Stage; }});
         states_.push_back({"overlay query reset", [](AppContext& a) { a.ui.query = 0; a.ui.overlay = Overlay::Cls; }});
         struct Toggle { const char* name; bool affine, unbiased; std::optional<Pooling> pool; bool squash; bool bug_scale = false, bug_reshape = false; };
         const Toggle toggles[] = {{"affine off", false, false, std::nullopt, false},
@@ -459,6 +509,9 @@ private:
                 a.ui.tab = Tab::Changes;
             };
             states_.push_back(std::move(st));
+            states_.push_back({std::string("[") + tg.name + "] map and tour step 7",
+                               [](AppContext& a) { a.ui.tab = Tab::Map; a.ui.tour_step = 7; }});
+            states_.push_back({std::string("[") + tg.name + "] tour left", [](AppContext& a) { a.ui.tour_step = -1; }});
             // every 3rd stage of the selection under each toggle (all of them once above)
             for (size_t k = 0; k < sel.size(); k += sel.size() > 24 ? 3 : 1) {
                 int i = sel[k];

@@ -94,6 +94,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.unbiased) o.unbiased = true;
     if (a.bug_scale_after_softmax) o.bug_scale_after_softmax = true;
     if (a.bug_reshape_patches) o.bug_reshape_patches = true;
+    if (!a.pooling.empty()) o.pooling = a.pooling == "mean" ? Pooling::Mean : Pooling::Cls;
     s.set_options(o);
     if (a.overlay) ui.overlay = *a.overlay;
     if (a.query >= 0) {
@@ -103,6 +104,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.layer >= 0) ui.overlay_layer = a.layer;
     if (a.head >= 0) { ui.head = a.head; ui.overlay_head = a.head; }
     if (a.tab) ui.tab = *a.tab;
+    ui.tour_step = a.tour;  // applied to the stage once the trace is in (views_map.cpp)
     if (a.opacity >= 0) ui.opacity = a.opacity;
     if (a.distance_images > 0) { ui.distance_images = a.distance_images; ui.distance_autostart = true; }
     ui.export_dir = a.export_dir;

@@ -15,10 +15,10 @@ namespace vit::app {
 
 struct Rect { float x = 0, y = 0, w = 0, h = 0; };
 
-enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters, Distance, Patches };
-constexpr int kTabs = 9;
-// The key that selects a tab ("1" .. "9"), for tooltips and help.
-inline std::string tab_key(Tab t) { return std::to_string(int(t) + 1); }
+enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters, Distance, Patches, Map };
+constexpr int kTabs = 10;
+// The key that selects a tab ("1" .. "9", M for the map), for tooltips and help.
+inline std::string tab_key(Tab t) { return t == Tab::Map ? std::string("M") : std::to_string(int(t) + 1); }
 // Query: the attention row of any token (ui.query: 0 = cls, 1..N = patches), vit::attention_from.
 enum class Overlay { None = 0, Cls, Rollout, GradRollout, Query };
 constexpr int kOverlayCount = 5;
@@ -46,6 +46,7 @@ struct UiState {
     int patch = -1;           // selected patch (token = patch + 1), -1 none
     int cell_r = -1, cell_c = -1;  // the cell whose math is shown (row, column of the shown slice), -1 none
     int query = 0;            // query token of the Query overlay: 0 = cls, 1..N = patch token (patch + 1)
+    int map_layer = 0, tour_step = -1, tour_applied = -1;  // views_map.cpp: block layer on the map; tour step (-1: off)
     ScaleMode scale_mode = ScaleMode::PerTensor;
     bool show_grad = false;   // show d logit / d stage instead of the stage
     Tab tab = Tab::Stage;

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "core/blas.h"
+#include "core/ops.h"
 #include "core/io.h"
 #include "tensor_access.h"
 #include "paths.h"
@@ -197,11 +198,11 @@ void DrawToolbar(Session& s, UiState& ui) {
         ImGui::BulletText("B / R: the BUG switches (scale after softmax / reshape patches), red when on");
         ImGui::BulletText("G: gradient view   0: reset zoom   Esc: clear the selected patch and cell");
         ImGui::BulletText("Q: attention from a token (overlay); Q / Shift+Q again: next / previous query token");
-        ImGui::BulletText("1-9: tabs (Stage, Attention maps, Changes, Train, Logit lens, Positions, Filters, Distance, Patches)");
         ImGui::BulletText("  (or click a patch on the image, or a row of attn.pattern / attn.scores)");
         ImGui::BulletText("Click a cell of attn.scores/pattern/z, LayerNorm normalized/out, mlp.post, logits:");
         ImGui::BulletText("  the math of that cell, with its numbers (Esc closes it)");
-        ImGui::BulletText("1-7: Stage / Attention maps / Changes / Train / Logit lens / Positions / Filters tabs");
+        ImGui::BulletText("1-9: tabs (Stage, Attention maps, Changes, Train, Logit lens, Positions, Filters, Distance, Patches)");
+        ImGui::BulletText("M: the map of the model   T: guided tour on/off, N / P: next / back step, Esc leaves");
         ImGui::EndTooltip();
     }
 }
@@ -627,11 +628,28 @@ std::string status_line(Session& s, const UiState& ui) {
         std::snprintf(b, sizeof b, " %.1f ms", s.result().ms);
         line += std::string(" | ") + (s.result().grads ? "forward+backward" : "forward only") + b;
     }
-    // the BLAS library and kernel the matrix products run on (a warning when it is not the best for this CPU)
-    const blas::Info bi = blas::info();
-    line += " | " + bi.library + " " + bi.kernel + (bi.best ? "" : " (not the best kernel for this CPU: see vitscope-cli info)");
     if (!ui.status.empty()) line += " | " + ui.status;
     return line;
+}
+
+// What the matrix products run on, in full (as vitscope-cli info's gemm: and blas: lines say it).
+static std::string gemm_text() {
+    std::string t = "matrix products: " + ops::gemm_engine();
+    if (!ops::gemm_engine_best()) t += " (not the best kernel for this CPU: see vitscope-cli info)";
+    return t + "; LAPACK: " + blas::describe();
+}
+
+// Text cut to fit `w` pixels, with "..." when cut.
+static std::string fit_text(const std::string& t, float w, bool& cut) {
+    cut = false;
+    if (ImGui::CalcTextSize(t.c_str()).x <= w) return t;
+    cut = true;
+    size_t lo = 0, hi = t.size();
+    while (lo < hi) {  // the longest prefix that fits with the ellipsis
+        size_t mid = (lo + hi + 1) / 2;
+        if (ImGui::CalcTextSize((t.substr(0, mid) + "...").c_str()).x <= w) lo = mid; else hi = mid - 1;
+    }
+    return t.substr(0, lo) + "...";
 }
 
 void DrawStatusBar(Session& s, UiState& ui) {
@@ -660,12 +678,43 @@ void DrawStatusBar(Session& s, UiState& ui) {
         if (s.options().bug_reshape_patches) bug += std::string(s.options().bug_scale_after_softmax ? "," : "") + " reshape patches";
         ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", bug.c_str());
         ImGui::SameLine();
-        ImGui::TextDisabled("%s", line.c_str());
         line = bug + " | " + line;
-    } else {
-        ImGui::TextDisabled("%s", line.c_str());
     }
-    ui.strings["status"] = line;
+    // The matrix-product engine has its own field at the right edge ("GEMM: oneDNN 2.6.3 AVX-512",
+    // the full text in a tooltip); the line before it is cut with "..." when it does not fit (the
+    // whole line in a tooltip).
+    const bool best = ops::gemm_engine_best();
+    const std::string full_gemm = gemm_text();
+    const std::string field = "GEMM: " + ops::gemm_engine_short() + (best ? "" : " (not best)");
+    const float spacing = ImGui::GetStyle().ItemSpacing.x;
+    const float field_w = ImGui::CalcTextSize(field.c_str()).x;
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    const float x_line = ImGui::GetCursorScreenPos().x;
+    const float room = std::max(0.f, right - field_w - 2 * spacing - 9 - x_line);
+    std::string shown_line = line.substr(s.options().has_bug() ? line.find(" | ") + 3 : 0);
+    bool cut = false;
+    const std::string fitted = fit_text(shown_line, room, cut);
+    ImGui::TextDisabled("%s", fitted.c_str());
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        ui.rects["status.line"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    if (cut && ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", line.c_str());
+    ImGui::SameLine(right - field_w - ImGui::GetWindowPos().x);
+    ImGui::GetWindowDrawList()->AddLine(ImVec2(right - field_w - spacing - 4, ImGui::GetCursorScreenPos().y + 2),
+                                        ImVec2(right - field_w - spacing - 4, ImGui::GetCursorScreenPos().y + ImGui::GetTextLineHeight() - 2),
+                                        ImGui::GetColorU32(ImGuiCol_Separator));
+    if (best) ImGui::TextDisabled("%s", field.c_str());
+    else ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", field.c_str());
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        ui.rects["status.gemm"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full_gemm.c_str());
+    ui.strings["status.gemm"] = field;
+    ui.strings["status.gemm_full"] = full_gemm;
+    ui.numbers["status.cut"] = cut;
+    ui.strings["status"] = line + " | " + full_gemm;  // everything the bar says, in full
 }
 
 void DrawErrorPanel(Session& s, UiState& ui) {
@@ -741,7 +790,7 @@ void HandleKeys(Session& s, UiState& ui) {
         if (ui.overlay != Overlay::Query) ui.overlay = Overlay::Query;
         else ui.query = ((ui.query + (shift ? -1 : 1)) % T + T) % T;
     }
-    for (int k = 0; k < kTabs; ++k)
+    for (int k = 0; k < std::min(kTabs, 9); ++k)  // keys 1-9 (the map, the tenth tab, is M)
         if (pressed(GLFW_KEY_1 + k)) ui.tab = Tab(k);
 }
 

@@ -26,6 +26,7 @@ const char* tab_name(Tab t) {
         case Tab::Filters: return "Filters";
         case Tab::Distance: return "Distance";
         case Tab::Patches: return "Patches";
+        case Tab::Map: return "Map";
     }
     return "?";
 }

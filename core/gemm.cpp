@@ -215,23 +215,28 @@ void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, i
                                  std::to_string(int(st)) + ")");
 }
 
-std::string describe() {
+std::string version() {
     const dnnl_version_t* v = dnnl_version();
-    std::string isa;
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+std::string isa() {
     switch (dnnl_get_effective_cpu_isa()) {
-        case dnnl_cpu_isa_sse41: isa = "SSE4.1"; break;
-        case dnnl_cpu_isa_avx: isa = "AVX"; break;
-        case dnnl_cpu_isa_avx2: isa = "AVX2"; break;
-        case dnnl_cpu_isa_avx512_mic: case dnnl_cpu_isa_avx512_mic_4ops: isa = "AVX-512 (Xeon Phi)"; break;
-        case dnnl_cpu_isa_avx512_core: isa = "AVX-512"; break;
-        case dnnl_cpu_isa_avx512_core_vnni: isa = "AVX-512 VNNI"; break;
-        case dnnl_cpu_isa_avx512_core_bf16: isa = "AVX-512 BF16"; break;
-        case dnnl_cpu_isa_avx512_core_amx: isa = "AVX-512 AMX"; break;
-        case dnnl_cpu_isa_avx2_vnni: isa = "AVX2 VNNI"; break;
-        default: isa = "baseline x86-64"; break;
+        case dnnl_cpu_isa_sse41: return "SSE4.1";
+        case dnnl_cpu_isa_avx: return "AVX";
+        case dnnl_cpu_isa_avx2: return "AVX2";
+        case dnnl_cpu_isa_avx512_mic: case dnnl_cpu_isa_avx512_mic_4ops: return "AVX-512 (Xeon Phi)";
+        case dnnl_cpu_isa_avx512_core: return "AVX-512";
+        case dnnl_cpu_isa_avx512_core_vnni: return "AVX-512 VNNI";
+        case dnnl_cpu_isa_avx512_core_bf16: return "AVX-512 BF16";
+        case dnnl_cpu_isa_avx512_core_amx: return "AVX-512 AMX";
+        case dnnl_cpu_isa_avx2_vnni: return "AVX2 VNNI";
+        default: return "baseline x86-64";
     }
-    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-           ", " + isa + " kernels (chosen by oneDNN for this CPU; ONEDNN_MAX_CPU_ISA caps it)";
+}
+
+std::string describe() {
+    return version() + ", " + isa() + " kernels (chosen by oneDNN for this CPU; ONEDNN_MAX_CPU_ISA caps it)";
 }
 
 }  // namespace vit::gemm

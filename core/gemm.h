@@ -59,7 +59,10 @@ int parts(const Packed& p);
 // Slice `part` of out(R,O) = in(R,I) @ W.T + b.
 void run(const Packed& p, int part, float* out, const float* in);
 
-// "oneDNN 2.6.3, avx512_core" (the instruction set oneDNN runs on this CPU).
+// "oneDNN 2.6.3, AVX-512 kernels (chosen by oneDNN for this CPU; ...)".
 std::string describe();
+// "oneDNN 2.6.3" and the instruction set its kernels use on this CPU: "AVX-512 BF16", "AVX2", ...
+std::string version();
+std::string isa();
 
 }  // namespace vit::gemm

@@ -188,6 +188,13 @@ std::string gemm_engine() {
     return gemm::describe() + ", weights packed once";
 }
 
+std::string gemm_engine_short() {
+    if (use_openblas()) return "OpenBLAS " + blas::info().kernel;
+    return gemm::version() + " " + gemm::isa();
+}
+
+bool gemm_engine_best() { return !use_openblas() || blas::info().best; }
+
 void linear(float* out, const float* in, const float* Wt, const float* b, int R, int I, int O,
             const gemm::Packs* packs) {
     const double size = double(R) * I * O;

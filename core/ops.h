@@ -29,6 +29,10 @@ void for_range(int n, bool worth, const std::function<void(int)>& body);
 bool use_openblas();
 // "oneDNN 2.6.3, AVX-512 kernels (...), weights packed once" or the OpenBLAS line.
 std::string gemm_engine();
+// The same in a few words, for a status bar: "oneDNN 2.6.3 AVX-512 BF16" or "OpenBLAS SkylakeX".
+std::string gemm_engine_short();
+// False only when the products run on OpenBLAS with a kernel below the CPU's instruction set.
+bool gemm_engine_best();
 
 // C(MxN) = alpha * op(A) op(B) + beta * C, op = transpose when the flag is set.
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,

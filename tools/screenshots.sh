@@ -26,3 +26,6 @@ shot distance       --image "$IMG" --tab 7 --distance-images 100 --layer 5 --hea
 shot patches        --image "$IMG" --tab 8 --patch 38
 shot patches_rgb    --image "$IMG" --model vit-ti16 --tab 8 --patch 100
 shot patches_bug    --image "$IMG" --tab 8 --bug-reshape-patches --patch 17
+shot map            --image "$IMG" --tab 9 --stage blocks.2.attn.pattern
+shot map_vit_b16    --image "$IMG" --model vit-b16 --tab 9 --stage blocks.11.mlp.post --bug-reshape-patches
+shot tour           --image "$IMG" --tour 12 --head 1

@@ -1,0 +1,548 @@
+// Issue 10 item 7: the map of the loaded model (the Map tab) and the guided tour (a panel over the
+// centre views). Both are generated from stage_table(config, options) for the model and options that
+// produced the trace on screen, and the shapes on the arrows are the trace's tensors' shapes (the
+// table's, said so, when there is no trace). Nothing here names a shape or a layer count.
+#include "views_map.h"
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "tensor_access.h"
+
+namespace vit::app {
+
+namespace {
+
+const ImU32 kBoxFill = IM_COL32(40, 52, 70, 255), kBoxBorder = IM_COL32(110, 130, 160, 255);
+const ImU32 kCurFill = IM_COL32(235, 175, 50, 255);  // the current stage's box (tests look for this colour)
+const ImU32 kBugFill = IM_COL32(150, 30, 30, 255), kBugBorder = IM_COL32(255, 80, 80, 255);
+const ImU32 kText = IM_COL32(232, 232, 232, 255), kSub = IM_COL32(165, 175, 190, 255), kDark = IM_COL32(20, 20, 20, 255);
+const ImU32 kArrow = IM_COL32(170, 180, 195, 255), kShape = IM_COL32(140, 215, 255, 255);
+
+// The options and config that produced what is on screen: the trace's, else the session's.
+const Options& shown_options(const Session& s) { return s.trace() ? s.result().options : s.options(); }
+
+std::string shape_of_stage(const Session& s, const StageInfo& st) {
+    if (const Trace* t = s.trace()) {
+        int i = t->index_of(st.name);
+        if (i >= 0) return shape_text(t->at(size_t(i)).tensor);
+    }
+    return shape_str(st.shape);
+}
+
+// Which box a stage belongs to, its label and its row.
+void box_of(const StageInfo& st, std::string& id, std::string& label, int& row) {
+    row = st.layer >= 0 ? 1 : 0;
+    switch (st.kind) {
+        case Stage::Input: id = "input"; label = "image"; return;
+        case Stage::Patches: id = "patches"; label = "patches"; return;
+        case Stage::PatchEmbed: id = "patch_embed"; label = "embed"; return;
+        case Stage::Tokens: id = "tokens"; label = "+cls"; return;
+        case Stage::Embed: id = "embed"; label = "+pos"; return;
+        case Stage::LnMean: case Stage::LnStd: case Stage::LnNormalized: case Stage::LnOut:
+            id = st.ln == LnSite::Ln1 ? "ln1" : st.ln == LnSite::Ln2 ? "ln2" : "ln_final";
+            label = "LN";
+            if (st.ln == LnSite::Final) row = 2;
+            return;
+        case Stage::AttnQ: case Stage::AttnK: case Stage::AttnV: case Stage::AttnScores: case Stage::AttnPattern:
+        case Stage::AttnZ: case Stage::AttnOut: id = "attn"; label = "MHA"; return;
+        case Stage::ResidMid: id = "resid_mid"; label = "+"; return;
+        case Stage::MlpPre: case Stage::MlpPost: case Stage::MlpOut: id = "mlp"; label = "MLP"; return;
+        case Stage::ResidPost: id = "resid_post"; label = "+"; return;
+        case Stage::Pooled: id = "pooled"; label = "pool"; row = 2; return;
+        case Stage::Logits: id = "logits"; label = "head"; row = 2; return;
+        case Stage::Probs: id = "probs"; label = "softmax"; row = 2; return;
+    }
+    id = st.name; label = st.name;
+}
+
+// The box's second words, from the config and the options in force.
+void describe_box(MapBox& b, const Config& c, const Options& o) {
+    const std::string id = b.id;
+    if (id == "input") b.sub = std::string(c.channels == 1 ? "gray " : c.channels == 3 ? "RGB " : "") +
+                                std::to_string(c.image_size) + "x" + std::to_string(c.image_size);
+    else if (id == "patches") {
+        b.bug = o.bug_reshape_patches;
+        b.sub = b.bug ? "BUG: plain reshape" : std::to_string(c.patch) + "x" + std::to_string(c.patch) + " tiles";
+    } else if (id == "patch_embed") b.sub = "linear to " + std::to_string(c.width);
+    else if (id == "embed") b.sub = "learned";
+    else if (id == "ln1" || id == "ln2" || id == "ln_final") {
+        b.sub = o.affine ? "affine" : "no affine";
+        if (o.unbiased) b.sub += ", N-1";
+    } else if (id == "attn") {
+        b.bug = o.bug_scale_after_softmax;
+        b.sub = b.bug ? "BUG: scale after softmax" : std::to_string(c.heads) + " heads of " + std::to_string(c.head_dim());
+    } else if (id == "resid_mid" || id == "resid_post") b.sub = "residual";
+    else if (id == "mlp") b.sub = "GELU, " + std::to_string(c.mlp) + " hidden";
+    else if (id == "pooled") b.sub = o.pooling_for(c) == Pooling::Mean ? "mean of patches" : "cls token";
+    else if (id == "logits") b.sub = std::to_string(c.classes) + " classes";
+}
+
+float text_w(const std::string& s, float size) {
+    return ImGui::GetFont()->CalcTextSizeA(size, FLT_MAX, 0, s.c_str()).x;
+}
+
+// A label drawn and recorded (views.h DrawnText), at a given font size.
+void label(ImDrawList* dl, UiState& ui, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,
+           float size, const Rect& clip) {
+    ImVec2 sz = ImGui::GetFont()->CalcTextSizeA(size, FLT_MAX, 0, text.c_str());
+    dl->AddText(ImGui::GetFont(), size, pos, col, text.c_str());
+    ui.texts.push_back({group, text, Rect{pos.x, pos.y, sz.x, sz.y}, clip});
+}
+
+void arrow_head(ImDrawList* dl, ImVec2 tip, ImVec2 dir, ImU32 col, float s = 6) {
+    ImVec2 n(-dir.y, dir.x);
+    dl->AddTriangleFilled(tip, ImVec2(tip.x - dir.x * s + n.x * s * 0.6f, tip.y - dir.y * s + n.y * s * 0.6f),
+                          ImVec2(tip.x - dir.x * s - n.x * s * 0.6f, tip.y - dir.y * s - n.y * s * 0.6f), col);
+}
+
+int current_box(const ModelMap& m, const TraceEntry* e) {
+    if (!e) return -1;
+    for (size_t i = 0; i < m.boxes.size(); ++i)
+        for (auto& n : m.boxes[i].stages)
+            if (n == e->name) return int(i);
+    return -1;
+}
+
+// Goes to a box's first stage (in the layer the map shows).
+void go_to_box(const Session& s, UiState& ui, const MapBox& b) {
+    const Trace* t = s.trace();
+    if (!t || b.stages.empty()) return;
+    int i = t->index_of(b.stages.front());
+    if (i >= 0) { ui.stage = i; ui.tab = ui.tab == Tab::Map ? Tab::Map : ui.tab; }
+}
+
+// The layer the map shows: the current stage's when it is in a block, else the last one chosen.
+int map_layer(const Session& s, UiState& ui) {
+    const int L = s.shown_config().depth;
+    if (const TraceEntry* e = current_entry(s, ui); e && e->layer >= 0) ui.map_layer = e->layer;
+    ui.map_layer = std::clamp(ui.map_layer, 0, std::max(0, L - 1));
+    return ui.map_layer;
+}
+
+std::string missing_reason(const Session& s) {
+    if (s.trace()) return "";
+    if (!s.has_image()) return "No image is loaded, so the model has not run: the shapes are the config's (stage table); "
+                               "there is no current stage to highlight.";
+    if (s.busy() || s.loading()) return "The model is running: the shapes are the config's (stage table) until it is done.";
+    return "No trace yet: the shapes are the config's (stage table).";
+}
+
+// A horizontal strip of the boxes (names only), the current one highlighted; clicking goes there.
+void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width, const std::string& group) {
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float pad = 5, gap = 9;
+    float text = 0;  // the labels' width at 15 px; padding and arrows do not scale with the font
+    for (auto& b : m.boxes) text += text_w(b.label, 15);
+    const float fixed = float(m.boxes.size()) * (2 * pad + gap);
+    const float size = std::clamp(15.f * (width - 2 - fixed) / std::max(text, 1.f), 8.f, 15.f);
+    const float h = size + 8;
+    ImVec2 o = ImGui::GetCursorScreenPos();
+    ImGui::Dummy(ImVec2(width, h + 4));
+    ui.numbers[group + ".dropped"] = 0;
+    const Rect clip{o.x, o.y, width, h + 4};
+    float x = o.x;
+    const int L = m.depth;
+    for (size_t i = 0; i < m.boxes.size(); ++i) {
+        const MapBox& b = m.boxes[i];
+        const float w = text_w(b.label, size) + 2 * pad;
+        if (x + w > o.x + width + 0.5f) {  // never drawn outside the panel: the rest is said to be missing
+            ui.numbers[group + ".dropped"] = double(m.boxes.size() - i);
+            const std::string more = "+" + std::to_string(m.boxes.size() - i);
+            if (x + text_w(more, size) <= o.x + width) label(dl, ui, group, ImVec2(x, o.y + 6), kSub, more, size, clip);
+            break;
+        }
+        ImVec2 p0(x, o.y + 2), p1(x + w, o.y + 2 + h);
+        const bool is_cur = int(i) == cur;
+        ImU32 fill = is_cur ? kCurFill : b.bug ? kBugFill : b.row == 1 ? IM_COL32(48, 62, 48, 255) : kBoxFill;
+        dl->AddRectFilled(p0, p1, fill, 3);
+        dl->AddRect(p0, p1, b.bug ? kBugBorder : kBoxBorder, 3, 0, b.bug ? 2.f : 1.f);
+        label(dl, ui, group, ImVec2(x + pad, o.y + 6), is_cur ? kDark : kText, b.label, size, clip);
+        ui.rects[group + "." + b.id] = Rect{p0.x, p0.y, w, h};
+        ImGui::SetCursorScreenPos(p0);
+        ImGui::PushID(int(i) + 5000);
+        if (ImGui::InvisibleButton("sb", ImVec2(w, h))) go_to_box(s, ui, b);
+        if (ui.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s%s: %s", b.label.c_str(), b.layer >= 0 ? (" (block " + std::to_string(b.layer) + " of " + std::to_string(L) + ")").c_str() : "",
+                              b.stages.front().c_str());
+        ImGui::PopID();
+        x += w;
+        if (i + 1 < m.boxes.size()) {
+            dl->AddLine(ImVec2(x + 1, o.y + 2 + h / 2), ImVec2(x + gap - 2, o.y + 2 + h / 2), kArrow, 1.5f);
+            arrow_head(dl, ImVec2(x + gap - 1, o.y + 2 + h / 2), ImVec2(1, 0), kArrow, 4);
+        }
+        x += gap;
+    }
+    // which block the green boxes are, when there is room
+    if (L > 0) {
+        const std::string bl = "block " + std::to_string(m.layer) + " of " + std::to_string(L);
+        const float bw = text_w(bl, size);
+        if (x + 4 + bw <= o.x + width) label(dl, ui, group, ImVec2(x + 4, o.y + 6), IM_COL32(150, 230, 150, 255), bl, size, clip);
+    }
+    ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + h + 6));
+}
+
+}  // namespace
+
+ModelMap build_model_map(const Session& s, int layer) {
+    ModelMap m;
+    const Config& c = s.shown_config();
+    const Options& o = shown_options(s);
+    m.depth = c.depth;
+    m.layer = std::clamp(layer, 0, std::max(0, c.depth - 1));
+    m.from_trace = s.trace() != nullptr;
+    m.missing = missing_reason(s);
+    for (const StageInfo& st : stage_table(c, o)) {
+        if (st.layer >= 0 && st.layer != m.layer) continue;
+        std::string id, lab;
+        int row = 0;
+        box_of(st, id, lab, row);
+        if (m.boxes.empty() || m.boxes.back().id != id) {
+            MapBox b;
+            b.id = id; b.label = lab; b.row = row; b.layer = st.layer;
+            describe_box(b, c, o);
+            m.boxes.push_back(std::move(b));
+        }
+        MapBox& b = m.boxes.back();
+        b.stages.push_back(st.name);
+        b.out_stage = st.name;
+        b.out_shape = shape_of_stage(s, st);
+    }
+    return m;
+}
+
+std::vector<std::string> tour_stages(const Session& s) {
+    std::vector<std::string> v;
+    if (const Trace* t = s.trace()) {
+        for (size_t i = 0; i < t->size(); ++i)
+            if (t->at(i).layer <= 0) v.push_back(t->at(i).name);
+        return v;
+    }
+    for (const StageInfo& st : stage_table(s.shown_config(), shown_options(s)))
+        if (st.layer <= 0) v.push_back(st.name);
+    return v;
+}
+
+void DrawModelMap(Session& s, UiState& ui) {
+    const Config& c = s.shown_config();
+    const Options& o = shown_options(s);
+    const int layer = map_layer(s, ui);
+    ModelMap m = build_model_map(s, layer);
+    const TraceEntry* e = current_entry(s, ui);
+    const int cur = current_box(m, e);
+    const int L = m.depth;
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextDisabled("The model as it ran, shapes on the arrows (%s). Click a box to go to its stage.",
+                        m.from_trace ? "the trace's" : "the config's: no trace");
+    if (!m.missing.empty()) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", m.missing.c_str());
+        ui.strings["map.message"] = m.missing;
+    }
+    ImGui::PopTextWrapPos();
+
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const ImVec2 origin = ImGui::GetCursorScreenPos();
+    const float th = ImGui::GetTextLineHeight();
+    const size_t n = m.boxes.size();
+    // the column: as wide as its widest box text (label + subtitle) and shape label, at most half the view
+    float need = 0, shape_need = 0;
+    for (auto& b : m.boxes) {
+        need = std::max(need, text_w(b.label, 15) + 10 + text_w(b.sub, 13) + 20);
+        shape_need = std::max(shape_need, text_w(b.out_shape, 15));
+    }
+    const bool has_block = L > 0;
+    const float skip_w = has_block ? 22.f : 6.f;       // room on the left for the residual lines
+    const float loop_w = has_block ? 56.f : 10.f;      // room on the right for the "x L" loop
+    float col_w = std::max({need, 2 * shape_need + 24, 120.f});
+    col_w = std::min(col_w, std::max(120.f, avail.x * 0.55f - skip_w - loop_w));
+    const float pads = has_block ? 2 * (th + 8) : 0;   // the block frame's header and bottom
+    // an arrow (its shape label beside it) and a box per step, as tall as the view allows
+    const float gap = std::clamp((avail.y - 8 - pads) / float(std::max<size_t>(n, 1)) * 0.45f, th + 1, th + 6);
+    float box_h = (avail.y - 8 - pads - float(n) * gap) / float(std::max<size_t>(n, 1));
+    box_h = std::clamp(box_h, th + 2, 40.f);
+    const float x0 = origin.x + skip_w, cx = x0 + col_w / 2;
+    const float total_h = float(n) * (box_h + gap) + pads;
+    ImGui::Dummy(ImVec2(skip_w + col_w + loop_w, total_h + 4));
+    ui.rects["map"] = Rect{origin.x, origin.y, skip_w + col_w + loop_w, total_h + 4};
+    // labels must stay inside the column and the window (the sweep checks both)
+    const ImVec2 wc = dl->GetClipRectMax();
+    const Rect clip{origin.x, origin.y, std::min(skip_w + col_w + loop_w, wc.x - origin.x), std::min(total_h + 4, wc.y - origin.y)};
+    float y = origin.y;
+    float block_top = 0, block_bottom = 0, ln1_entry = 0, resid_in_y = 0;
+    std::string order;
+    for (size_t i = 0; i < n; ++i) {
+        const MapBox& b = m.boxes[i];
+        const bool first_in_block = b.row == 1 && (i == 0 || m.boxes[i - 1].row != 1);
+        const bool last_in_block = b.row == 1 && (i + 1 == n || m.boxes[i + 1].row != 1);
+        if (first_in_block) {
+            block_top = y;
+            label(dl, ui, "map.block", ImVec2(cx + 8, y + 3), kSub,
+                  "block " + std::to_string(m.layer) + " of 0.." + std::to_string(L - 1), 13, clip);
+            y += th + 8;
+            ln1_entry = y - 4;  // below the header: where the block's input (and the loop back) enters
+        }
+        ImVec2 p0(x0, y), p1(x0 + col_w, y + box_h);
+        const bool is_cur = int(i) == cur;
+        dl->AddRectFilled(p0, p1, is_cur ? kCurFill : b.bug ? kBugFill : kBoxFill, 4);
+        dl->AddRect(p0, p1, b.bug ? kBugBorder : is_cur ? IM_COL32(255, 230, 150, 255) : kBoxBorder, 4, 0,
+                    b.bug || is_cur ? 2.5f : 1.f);
+        const float lw = text_w(b.label, 15);
+        label(dl, ui, "map.boxes", ImVec2(x0 + 8, y + box_h / 2 - th / 2), is_cur ? kDark : kText, b.label, 15, clip);
+        if (!b.sub.empty() && 8 + lw + 10 + text_w(b.sub, 13) + 6 <= col_w)
+            label(dl, ui, "map.boxes", ImVec2(x0 + 8 + lw + 10, y + box_h / 2 - 13.f / 2 - 1),
+                  is_cur ? IM_COL32(60, 40, 0, 255) : b.bug ? IM_COL32(255, 200, 200, 255) : kSub, b.sub, 13, clip);
+        ui.rects["map.box." + b.id] = Rect{p0.x, p0.y, col_w, box_h};
+        ui.strings["map.box." + b.id + ".stages"] = [&] {
+            std::string v;
+            for (auto& st : b.stages) v += (v.empty() ? "" : ",") + st;
+            return v;
+        }();
+        order += (order.empty() ? "" : ",") + b.id;
+        ImGui::SetCursorScreenPos(p0);
+        ImGui::PushID(int(i));
+        if (ImGui::InvisibleButton("box", ImVec2(col_w, box_h))) go_to_box(s, ui, b);
+        if (ui.hover && ImGui::IsItemHovered()) {
+            ImGui::BeginTooltip();
+            ImGui::Text("%s%s: click to go to %s", b.label.c_str(), b.sub.empty() ? "" : (" (" + b.sub + ")").c_str(), b.stages.front().c_str());
+            for (auto& st : b.stages) ImGui::TextDisabled("%s", st.c_str());
+            ImGui::EndTooltip();
+        }
+        ImGui::PopID();
+        if (b.id == "resid_mid" || b.id == "resid_post") {
+            // the skip connection: from the block's (or the residual's) input, around the sub-layer, into this "+"
+            const float sx = x0 - skip_w / 2 - 2, yin = b.id == "resid_mid" ? ln1_entry : resid_in_y, ym = y + box_h / 2;
+            dl->AddLine(ImVec2(cx, yin), ImVec2(sx, yin), IM_COL32(120, 200, 120, 255), 1.5f);
+            dl->AddLine(ImVec2(sx, yin), ImVec2(sx, ym), IM_COL32(120, 200, 120, 255), 1.5f);
+            dl->AddLine(ImVec2(sx, ym), ImVec2(x0 - 1, ym), IM_COL32(120, 200, 120, 255), 1.5f);
+            arrow_head(dl, ImVec2(x0, ym), ImVec2(1, 0), IM_COL32(120, 200, 120, 255), 5);
+        }
+        y += box_h;
+        // the arrow leaving the box, with the shape of what it carries
+        const float a0 = y, a1 = y + gap;
+        if (b.id == "resid_mid") resid_in_y = (a0 + a1) / 2;
+        float end = a1 - 1;
+        if (last_in_block) end = a1 + th + 8 - 1;  // through the frame's bottom
+        dl->AddLine(ImVec2(cx, a0 + 1), ImVec2(cx, end - 2), kArrow, 1.5f);
+        if (i + 1 < n || true) arrow_head(dl, ImVec2(cx, end), ImVec2(0, 1), kArrow, 6);
+        const ImVec2 lp(cx + 8, (a0 + a1) / 2 - th / 2);
+        label(dl, ui, "map.shapes", lp, kShape, b.out_shape, 15, clip);
+        ui.strings["map.shape." + b.out_stage] = b.out_shape;
+        ui.rects["map.shape." + b.out_stage] = Rect{lp.x, lp.y, text_w(b.out_shape, 15), th};
+        y = a1;
+        if (last_in_block) {
+            y += th + 8;
+            block_bottom = a1 + 2;
+            // the frame of the block, and the loop back: this block runs L times
+            const float fx0 = x0 - skip_w + 1, fx1 = x0 + col_w + loop_w - 2;
+            dl->AddRect(ImVec2(fx0, block_top), ImVec2(fx1, block_bottom), IM_COL32(120, 200, 120, 200), 6, 0, 1.5f);
+            const float lx = x0 + col_w + 14, ly0 = p1.y - box_h / 2;
+            dl->AddLine(ImVec2(x0 + col_w + 1, ly0), ImVec2(lx, ly0), IM_COL32(120, 200, 120, 255), 1.5f);
+            dl->AddLine(ImVec2(lx, ly0), ImVec2(lx, ln1_entry), IM_COL32(120, 200, 120, 255), 1.5f);
+            dl->AddLine(ImVec2(lx, ln1_entry), ImVec2(cx + 2, ln1_entry), IM_COL32(120, 200, 120, 255), 1.5f);
+            arrow_head(dl, ImVec2(cx + 1, ln1_entry), ImVec2(-1, 0), IM_COL32(120, 200, 120, 255), 5);
+            const std::string xl = "x " + std::to_string(L);
+            label(dl, ui, "map.block", ImVec2(lx + 4, (ly0 + ln1_entry) / 2 - th / 2), IM_COL32(150, 230, 150, 255), xl, 15, clip);
+            ui.strings["map.repeat"] = xl;
+        }
+    }
+    ui.strings["map.order"] = order;
+    ui.numbers["map.layer"] = m.layer;
+    ui.numbers["map.depth"] = L;
+    ui.numbers["map.from_trace"] = m.from_trace;
+    ui.numbers["map.current"] = cur;
+    if (cur >= 0) ui.strings["map.current"] = m.boxes[size_t(cur)].id;
+
+    // beside the map: where you are, the stages of the current box, the layer, the options, the tour
+    ImGui::SetCursorScreenPos(ImVec2(origin.x + skip_w + col_w + loop_w + 16, origin.y));
+    ImGui::BeginChild("mapside", ImVec2(0, std::max(60.f, avail.y)), false);
+    const Trace* t = s.trace();
+    if (e && cur >= 0) {
+        const StageInfo info = stage_info(e->name, c, o);
+        ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s", info.title.c_str());
+        ImGui::TextDisabled("%s  %s", e->name.c_str(), shape_text(e->tensor).c_str());
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextUnformatted(info.what.c_str());
+        ImGui::PopTextWrapPos();
+        ImGui::Separator();
+        const MapBox& b = m.boxes[size_t(cur)];
+        ImGui::TextDisabled("stages of %s%s (click one):", b.label.c_str(),
+                            b.layer >= 0 ? (" in block " + std::to_string(b.layer)).c_str() : "");
+        for (auto& st : b.stages) {
+            int i = t ? t->index_of(st) : -1;
+            std::string txt = st + "  " + (i >= 0 ? shape_text(t->at(size_t(i)).tensor) : std::string());
+            if (ImGui::Selectable(txt.c_str(), i == ui.stage) && i >= 0) ui.stage = i;
+        }
+    } else if (t) {
+        ImGui::TextDisabled("The current stage is not on the map.");
+    }
+    if (L > 0) {
+        ImGui::Separator();
+        int l = m.layer;
+        ImGui::SetNextItemWidth(std::min(260.f, ImGui::GetContentRegionAvail().x));
+        if (ImGui::SliderInt("##block", &l, 0, L - 1, "block layer %d (PageUp/PageDown)")) {
+            ui.map_layer = l;
+            if (e && e->layer >= 0 && t) {
+                std::string rest;
+                stage_layer(e->name, &rest);
+                int i = t->index_of("blocks." + std::to_string(l) + "." + rest);
+                if (i >= 0) ui.stage = i;
+            }
+        }
+    }
+    ImGui::Separator();
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextDisabled("model: %s", c.describe().c_str());
+    ImGui::TextDisabled("options in force: %s", o.describe().c_str());
+    if (o.bug_reshape_patches) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "BUG on: patches are a plain reshape, not P x P tiles (R)");
+    if (o.bug_scale_after_softmax) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "BUG on: attention scaled after the softmax (B)");
+    ImGui::PopTextWrapPos();
+    ui.strings["map.options"] = o.describe();
+    ImGui::Spacing();
+    if (ImGui::Button(ui.tour_step >= 0 ? "Leave the tour (T)" : "Start the guided tour (T)")) {
+        ui.tour_step = ui.tour_step >= 0 ? -1 : 0;
+        ui.tour_applied = -1;
+        if (ui.tour_step >= 0) ui.tab = Tab::Stage;
+    }
+    ImGui::EndChild();
+}
+
+void DrawMapStrip(Session& s, UiState& ui) {
+    if (ui.tour_step >= 0) return;  // the tour panel has its own
+    ModelMap m = build_model_map(s, map_layer(s, ui));
+    const int cur = current_box(m, current_entry(s, ui));
+    ImGui::PushID("mapstrip");
+    draw_strip(s, ui, m, cur, ImGui::GetContentRegionAvail().x, "strip");
+    ImGui::PopID();
+    ui.numbers["strip.current"] = cur;
+}
+
+void DrawTour(Session& s, UiState& ui, const Rect& area) {
+    if (ui.tour_step < 0) return;
+    const std::vector<std::string> steps = tour_stages(s);
+    const int n = int(steps.size());
+    if (n == 0) return;
+    ui.tour_step = std::clamp(ui.tour_step, 0, n - 1);
+    const std::string& name = steps[size_t(ui.tour_step)];
+    const Config& c = s.shown_config();
+    const StageInfo info = stage_info(name, c, shown_options(s));
+    // as tall as its text, anchored to the bottom of the centre views, at most 45% of them
+    const float w = area.w - 12;
+    ImGui::SetNextWindowPos(ImVec2(area.x + 6, area.y + area.h - 6), ImGuiCond_Always, ImVec2(0, 1));
+    ImGui::SetNextWindowSizeConstraints(ImVec2(w, 0), ImVec2(w, area.h * 0.45f));
+    ImGui::SetNextWindowBgAlpha(0.97f);
+    bool open = true;
+    ImGui::Begin("Guided tour", &open, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse |
+                 ImGuiWindowFlags_NoSavedSettings);
+    {
+        ImVec2 p = ImGui::GetWindowPos(), z = ImGui::GetWindowSize();
+        ui.rects["tour"] = Rect{p.x, p.y, z.x, z.y};
+    }
+    const int layer = std::max(0, stage_layer(name));
+    ModelMap m = build_model_map(s, layer);
+    int cur = -1;
+    for (size_t i = 0; i < m.boxes.size() && cur < 0; ++i)
+        for (auto& st : m.boxes[i].stages)
+            if (st == name) cur = int(i);
+    draw_strip(s, ui, m, cur, ImGui::GetContentRegionAvail().x, "tour.strip");
+    std::string shape;
+    if (const Trace* t = s.trace()) {
+        int i = t->index_of(name);
+        if (i >= 0) shape = shape_text(t->at(size_t(i)).tensor);
+    }
+    if (shape.empty()) shape = shape_str(info.shape) + " (from the config: no trace)";
+    ImGui::TextDisabled("step %d of %d", ui.tour_step + 1, n);
+    ImGui::SameLine();
+    ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s", info.title.c_str());
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s  %s", name.c_str(), shape.c_str());
+    ImGui::PushTextWrapPos(0);
+    if (info.layer == 0 && c.depth > 1)
+        ImGui::TextColored(ImVec4(0.6f, 0.9f, 0.6f, 1), "Block 0 of %d: blocks 1..%d repeat these stages with their own weights "
+                           "(PageDown shows the same stage one block later).", c.depth, c.depth - 1);
+    ImGui::TextUnformatted(info.what.c_str());
+    ImGui::PopTextWrapPos();
+    if (const TraceEntry* e = current_entry(s, ui); e && e->name != name && ui.tour_applied == ui.tour_step) {
+        // the user stepped off the tour's path (arrows, PageDown, a click): said, not hidden
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "You are at %s, off the tour's path: Back / Next continue from step %d.",
+                           e->name.c_str(), ui.tour_step + 1);
+        ui.strings["tour.off"] = e->name;
+    }
+    if (!s.trace()) {
+        std::string why = missing_reason(s);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
+        ui.strings["tour.message"] = why;
+    }
+    ImGui::Spacing();
+    ImGui::BeginDisabled(ui.tour_step == 0);
+    if (ImGui::Button("< Back (P)")) ui.tour_step = std::max(0, ui.tour_step - 1);
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    ImGui::BeginDisabled(ui.tour_step + 1 >= n);
+    if (ImGui::Button("Next (N) >")) ui.tour_step = std::min(n - 1, ui.tour_step + 1);
+    ImGui::EndDisabled();
+    ImGui::SameLine();
+    if (ImGui::Button("Leave the tour (T)")) open = false;
+    ImGui::SameLine();
+    ImGui::TextDisabled("the map of the whole model: M");
+    ui.strings["tour.stage"] = name;
+    ui.strings["tour.title"] = info.title;
+    ui.strings["tour.what"] = info.what;
+    ui.numbers["tour.step"] = ui.tour_step;
+    ui.numbers["tour.steps"] = n;
+    ImGui::End();
+    if (!open) { ui.tour_step = -1; ui.tour_applied = -1; }
+}
+
+void HandleMapKeys(Session& s, UiState& ui) {
+    // the tour drives the stage selection: a new step moves it; moving to a stage of the tour moves the tour
+    auto sync = [&] {
+        if (ui.tour_step < 0) return;
+        const Trace* t = s.trace();
+        if (!t) return;
+        const std::vector<std::string> steps = tour_stages(s);
+        if (steps.empty()) return;
+        ui.tour_step = std::clamp(ui.tour_step, 0, int(steps.size()) - 1);
+        if (ui.tour_applied != ui.tour_step) {
+            int i = t->index_of(steps[size_t(ui.tour_step)]);
+            if (i >= 0) ui.stage = i;
+            ui.tour_applied = ui.tour_step;
+            return;
+        }
+        if (const TraceEntry* e = current_entry(s, ui)) {
+            auto it = std::find(steps.begin(), steps.end(), e->name);
+            if (it != steps.end()) ui.tour_step = ui.tour_applied = int(it - steps.begin());
+        }
+    };
+    if (!ImGui::GetIO().WantTextInput) {
+        auto pressed = [](int key) { return ImGui::IsKeyPressed(key); };
+        if (pressed(GLFW_KEY_M)) ui.tab = Tab::Map;
+        if (pressed(GLFW_KEY_T)) {
+            if (ui.tour_step >= 0) {
+                ui.tour_step = -1;
+            } else {
+                // start where the user is when that is a stage of the tour, else at the beginning
+                ui.tour_step = 0;
+                const std::vector<std::string> steps = tour_stages(s);
+                if (const TraceEntry* e = current_entry(s, ui)) {
+                    auto it = std::find(steps.begin(), steps.end(), e->name);
+                    if (it != steps.end()) ui.tour_step = int(it - steps.begin());
+                }
+                if (ui.tab == Tab::Map) ui.tab = Tab::Stage;
+            }
+            ui.tour_applied = -1;
+        }
+        if (ui.tour_step >= 0) {
+            if (pressed(GLFW_KEY_N)) ++ui.tour_step;
+            if (pressed(GLFW_KEY_P)) ui.tour_step = std::max(0, ui.tour_step - 1);
+            if (pressed(GLFW_KEY_ESCAPE)) { ui.tour_step = -1; ui.tour_applied = -1; }
+        }
+    }
+    sync();
+}
+
+}  // namespace vit::app
