@@ -265,7 +265,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         // evenly among the threads (ViT-Ti: 3 heads on 2), each head's rows are split
         // so that every thread gets the same work (rows are independent: softmax is per row).
         const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
-        ops::for_range(int(B * H * split), B * H * T * T * d > 20000, [&](int task) {
+        ops::for_range(int(B * H * split), B * H * T * T * d > 1000000, [&](int task) {
             const size_t bh = size_t(task) / split, part = size_t(task) % split;
             const size_t img = bh / H, h = bh % H, o = bh * T * d, oo = bh * T * T;
             const size_t r0 = T * part / split, r1 = T * (part + 1) / split, n = r1 - r0;

@@ -27,25 +27,37 @@ namespace vit::ops {
 // the scheduler can hold one of our threads off its core for a slice
 // (milliseconds) while the other waits -- and a forward pass has hundreds of
 // regions: ViT-Ti/16 went from ~20 ms to ~500 ms with the machine loaded, while
-// one thread took ~50 ms. So each region here measures itself: when the wall
-// time exceeds the slowest thread's own work by more than kStall (a thread
-// started or finished late), that is a stall. Two stalls close together and the
-// calling thread runs its regions on one thread for a while (OpenMP's thread
-// count of that thread goes to 1, so the caller's own regions follow), then
-// tries all threads again; the pause doubles while the stalls go on (up to 8 s)
-// and is forgotten after a clean probe. On an idle machine no region stalls and
-// nothing changes. Per calling thread (OpenMP's thread count is per thread too).
+// one thread took ~50 ms. So each region measures itself: the fastest thread's
+// time per part tells what the region would have cost on one thread (parts x
+// that), the wall time what it cost on all of them; their difference is what
+// running in parallel gained (negative when a thread started or finished late by
+// more than the work itself). When the gain summed over the last quarter second
+// (an exponentially decaying sum) turns negative, the calling thread runs its
+// regions on one thread for a while (OpenMP's thread count of that thread goes to
+// 1, so the caller's own regions follow), then tries all threads again; the pause
+// doubles while parallel keeps losing (up to 8 s) and is forgotten after a quiet
+// spell. Occasional stalls (a `nice -n 19` process taking a slice now and then)
+// cost less than one thread would, so they are put up with: an earlier rule that
+// fell back after two stalls close together made ViT-Ti 1.38x slower with
+// `nice -n 19 yes` running, while with `nice -n 0 yes` falling back is what wins
+// (ViT-B 274 ms against 424 without). On an idle machine parallel always gains
+// and nothing changes. Per calling thread (OpenMP's thread count is per thread too).
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double kStall = 0.5e-3;       // s of waiting that no fork/join on an idle machine costs
 constexpr double kFirstPause = 1.0;     // s on one thread after the stalls start
 constexpr double kMaxPause = 8.0;
+constexpr double kWindow = 0.25;        // s: the decay time of the gain sum
+constexpr double kEvidence = 2e-3;      // s: the sum must be this far below zero (not one early stall)
+constexpr double kWarmup = 0.2;         // s after a thread's first region: first calls JIT-compile
+                                        // oneDNN's kernels and fault pages in; they say nothing of the load
 std::atomic<int> g_requested{0};        // set_threads(); 0: OpenMP's default (g_default)
 int g_default = 1;                      // omp_get_max_threads() at start (OMP_NUM_THREADS or the cores)
 bool g_fallback = true;                 // VITSCOPE_THREAD_FALLBACK=0 turns it off (to measure without it)
 
 struct Governor {
-    double score = 0;                   // +1 per stall, decays 0.05 per clean region
+    double gain = 0;                    // s gained by running regions in parallel, decaying over kWindow
+    Clock::time_point last{}, first{};  // the last report; the first (warm-up: no judging for kWarmup)
     bool single = false;                // running on one thread now
     Clock::time_point until{}, restored{};
     double pause = kFirstPause;
@@ -64,27 +76,27 @@ int team() {
     Governor& g = t_gov;
     if (g.single && Clock::now() >= g.until) {  // probe all threads again
         g.single = false;
-        g.score = 0;
+        g.gain = 0;
         g.restored = Clock::now();
         omp_set_num_threads(requested());
     }
     return g.single ? 1 : omp_get_max_threads();
 }
 
-void report(double wall, double work) {
+// wall: the region's time on its threads; single: what it would have taken on one.
+void report(double wall, double single, bool stall) {
     if (!g_fallback) return;
     Governor& g = t_gov;
-    if (wall - work > kStall && wall > 1.5 * work) {
-        ++g.stalls;
-        g.score += 1;
-    } else {
-        g.score = std::max(0.0, g.score - 0.05);
-        if (g.score == 0 && Clock::now() - g.restored > std::chrono::duration<double>(2 * g.pause))
-            g.pause = kFirstPause;  // a quiet spell: forget the back-off
-    }
-    if (g.score >= 2 && !g.single) {
-        const auto now = Clock::now();
-        // Stalls again soon after a probe: wait longer before the next one.
+    const auto now = Clock::now();
+    const double dt = g.last == Clock::time_point{} ? 0.0 : std::chrono::duration<double>(now - g.last).count();
+    g.last = now;
+    if (g.first == Clock::time_point{}) g.first = now;
+    g.gain = g.gain * std::exp(-dt / kWindow) + (single - wall);
+    if (stall) ++g.stalls;
+    else if (g.gain > 0 && now - g.restored > std::chrono::duration<double>(2 * g.pause))
+        g.pause = kFirstPause;  // a quiet spell: forget the back-off
+    if (!g.single && g.gain < -kEvidence && now - g.first > std::chrono::duration<double>(kWarmup)) {
+        // Parallel loses again soon after a probe: wait longer before the next one.
         if (g.fallbacks && now - g.restored < std::chrono::duration<double>(0.5))
             g.pause = std::min(kMaxPause, g.pause * 2);
         g.single = true;
@@ -108,7 +120,8 @@ void parallel_parts(int parts, F&& body) {
         return;
     }
     constexpr int kMax = 256;
-    double work[kMax] = {};
+    double work[kMax] = {}, per_part[kMax] = {};
+    int ran = 0;
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(std::min(nt, kMax))
     {
@@ -116,9 +129,16 @@ void parallel_parts(int parts, F&& body) {
         const int t = omp_get_thread_num(), n = omp_get_num_threads();
         for (int p = parts * t / n; p < parts * (t + 1) / n; ++p) body(p, parts);
         work[t] = std::chrono::duration<double>(Clock::now() - s).count();
+        const int mine = parts * (t + 1) / n - parts * t / n;
+        per_part[t] = mine > 0 ? work[t] / mine : 1e30;
+        if (t == 0) ran = n;
     }
     const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-    report(wall, *std::max_element(work, work + std::min(nt, kMax)));
+    ran = std::max(1, std::min(ran, kMax));
+    const double slowest = *std::max_element(work, work + ran);
+    // a thread started or finished late: more than kStall of waiting on top of the work
+    const bool stall = wall - slowest > kStall && wall > 1.5 * slowest;
+    report(wall, parts * std::min(wall, *std::min_element(per_part, per_part + ran)), stall);
 }
 
 template <class F>
@@ -156,7 +176,7 @@ std::string threading() {
     const Governor& g = t_gov;
     std::string s = std::to_string(requested()) + (requested() == 1 ? " thread" : " threads");
     if (g.fallbacks)
-        s += ", " + std::to_string(g.stalls) + " stalled regions: fell back to one thread " +
+        s += ", " + std::to_string(g.stalls) + " stalled regions; one thread was faster " +
              std::to_string(g.fallbacks) + (g.fallbacks == 1 ? " time" : " times");
     if (g.single) s += " (one thread now)";
     return s;
@@ -198,7 +218,10 @@ bool gemm_engine_best() { return !use_openblas() || blas::info().best; }
 void linear(float* out, const float* in, const float* Wt, const float* b, int R, int I, int O,
             const gemm::Packs* packs) {
     const double size = double(R) * I * O;
-    const bool worth = size >= 2e5;
+    // Two threads pay from ~2e6 multiply-adds: below, the fork/join and two half-size oneDNN calls cost
+    // more than they save (default model, 2000 runs: 0.37-0.41 ms a forward with its 0.6e6 qkv split,
+    // 0.33 on one thread).
+    const bool worth = size >= 2e6;
     // Packing pays from about 1e6 multiply-adds on: below it (the Fashion-MNIST
     // model's 50x64 @ 64x192) a matmul primitive's call costs more than it saves
     // (default model, 1000 runs, quiet: 0.375 ms a forward with every linear

@@ -15,7 +15,7 @@ namespace vit::ops {
 // one thread for a while (see ops.cpp); threads() is still the count asked for.
 int threads();
 void set_threads(int n);
-// "2 threads" or "2 threads, 14 stalled regions: fell back to one thread 3 times"
+// "2 threads" or "2 threads, 14 stalled regions; one thread was faster 3 times"
 // (the calling thread's record).
 std::string threading();
 

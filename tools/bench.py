@@ -5,7 +5,11 @@ exported with torch.onnx.export, opset 17, run by npm's onnxruntime-node) on
 the same weights, in the same run, on the same cores. One line per model:
 
     bench MODEL ours_ms=... torch_ms=... ratio=... ort_ms=... ratio_ort=...
-          peak_mb=... torch_peak_mb=... ort_peak_mb=... load=... gemm="..." blas="..."
+          rounds_ours=a/b/c rounds_ort=a/b/c peak_mb=... torch_peak_mb=...
+          ort_peak_mb=... load=... gemm="..." blas="..."
+
+ViTScope and ONNX Runtime take turns --rounds times (default 3); each figure
+is the median of an engine's round medians (rounds_* lists them).
 
 ratio = ours / torch and ratio_ort = ours / ONNX Runtime (below 1: ViTScope is
 faster). peak_mb is each engine's own process (VmHWM / maxRSS): ViTScope's
@@ -132,19 +136,33 @@ def measure(name, a, paths, ort):
                         str(a.threads)], capture_output=True, text=True, check=True)
     tm = json.loads(r.stdout.strip().splitlines()[-1])
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-    r = subprocess.run([a.bench, "--model", paths["st"], "--runs", str(runs), "--warmup", "3"], env=env,
-                       capture_output=True, text=True, check=True)
-    lines = r.stdout.splitlines()
-    ours = kv_line(next(l for l in lines if l.startswith("ours_ms=")))
-    ours["blas"] = next((l[6:] for l in lines if l.startswith("blas: ")), "?")
-    ours["gemm"] = next((l[6:] for l in lines if l.startswith("gemm: ")), "?")
-    ours["threading"] = next((l[9:] for l in lines if l.startswith("threads: ")), "?")
-    res = {"ours_ms": float(ours["ours_ms"]), "torch_ms": tm["torch_ms"], "peak_mb": float(ours["peak_mb"]),
+    # ViTScope and ONNX Runtime take turns, --rounds times: this virtual machine's speed
+    # drifts by 10-30% over tens of seconds, and one engine measured entirely in a slow
+    # spell would decide the ratio. Each engine's figure is the median of its rounds' medians.
+    ours_rounds, ort_rounds, ort_peak = [], [], 0.0
+    for _ in range(a.rounds):
+        r = subprocess.run([a.bench, "--model", paths["st"], "--runs", str(runs), "--warmup", "3"], env=env,
+                           capture_output=True, text=True, check=True)
+        lines = r.stdout.splitlines()
+        ours = kv_line(next(l for l in lines if l.startswith("ours_ms=")))
+        ours["blas"] = next((l[6:] for l in lines if l.startswith("blas: ")), "?")
+        ours["gemm"] = next((l[6:] for l in lines if l.startswith("gemm: ")), "?")
+        ours["threading"] = next((l[9:] for l in lines if l.startswith("threads: ")), "?")
+        ours_rounds.append(ours)
+        if ort.ok:
+            o = ort.time(paths["onnx"], C, S, runs, 3, a.threads)
+            ort_rounds.append(float(o["ort_ms"]))
+            ort_peak = max(ort_peak, float(o["peak_mb"]))
+    times = sorted(float(o["ours_ms"]) for o in ours_rounds)
+    ours = ours_rounds[-1]
+    res = {"ours_ms": times[len(times) // 2], "ours_rounds": [float(o["ours_ms"]) for o in ours_rounds],
+           "torch_ms": tm["torch_ms"], "peak_mb": max(float(o["peak_mb"]) for o in ours_rounds),
            "torch_peak_mb": tm["torch_peak_mb"], "trace_mb": ours["trace_mb"], "stages": ours["stages"],
-           "blas": ours["blas"], "gemm": ours["gemm"], "threading": ours["threading"], "load": load}
-    if ort.ok:
-        o = ort.time(paths["onnx"], C, S, runs, 3, a.threads)
-        res["ort_ms"], res["ort_peak_mb"] = float(o["ort_ms"]), float(o["peak_mb"])
+           "blas": ours["blas"], "gemm": ours["gemm"],
+           "threading": "; ".join(dict.fromkeys(o["threading"] for o in ours_rounds)), "load": load}
+    if ort_rounds:
+        res["ort_ms"], res["ort_peak_mb"] = sorted(ort_rounds)[len(ort_rounds) // 2], ort_peak
+        res["ort_rounds"] = ort_rounds
     return res
 
 
@@ -153,6 +171,9 @@ def line(name, res, tag):
          f"ratio={res['ours_ms'] / res['torch_ms']:.3f}")
     if "ort_ms" in res:
         s += f" ort_ms={res['ort_ms']:.3f} ratio_ort={res['ours_ms'] / res['ort_ms']:.3f}"
+    s += " rounds_ours=" + "/".join(f"{t:.3f}" for t in res["ours_rounds"])
+    if "ort_rounds" in res:
+        s += " rounds_ort=" + "/".join(f"{t:.3f}" for t in res["ort_rounds"])
     s += f" peak_mb={res['peak_mb']:.1f} torch_peak_mb={res['torch_peak_mb']:.1f}"
     if "ort_ms" in res:
         s += f" ort_peak_mb={res['ort_peak_mb']:.1f}"
@@ -167,6 +188,8 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="ViTScope and ONNX Runtime take turns this many times (median of the rounds)")
     ap.add_argument("--busy", action="store_true", help="also measure with one core busy (nice -n 19 yes)")
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
     ap.add_argument("--ort-cache", default=os.path.join(os.environ.get("XDG_CACHE_HOME") or
