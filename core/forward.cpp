@@ -173,8 +173,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
                            Workspace& ws) {
     const Config& c = w.cfg;
     const size_t B = x.shape(0), C = c.channels, S = c.image_size, P = c.patch, G = c.grid(), N = c.patches(),
-                 T = c.tokens(), D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, K = c.classes,
-                 CPP = c.patch_dim();
+                 T = c.tokens(), D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, K = c.classes;
     if (x.shape(1) != C || x.shape(2) != S || x.shape(3) != S)
         throw std::invalid_argument("input has shape " + shape_str_of(x) + " but model '" + c.name + "' takes " +
                                     shape_str({B, C, S, S}));
