@@ -4,7 +4,6 @@ attention distance, one dot per head, and its average over N test images) and th
 (the patches stage as pictures). The real app under Xvfb, checked by its pixels, by the --layout
 it reports and by the files it exports; the expected numbers come from `vitscope-cli analyze` and
 `vitscope-cli trace`, read with numpy."""
-import argparse
 import math
 import os
 import subprocess
@@ -14,7 +13,7 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_truth import App, crop, expect, labels_ok, FAIL  # noqa: E402
+from test_truth import App, run_checks, crop, expect, labels_ok, FAIL  # noqa: E402
 
 DOT = np.array([80, 170, 255])   # this image's dots
 AVG = np.array([255, 150, 40])   # the average's rings
@@ -278,26 +277,7 @@ def check_teaching_exports(app):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--app", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--sample", required=True)
-    ap.add_argument("--only", default="", help="run only the checks whose name contains this")
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    app = App(a.app, a.cli, a.workdir, a.sample)
-    for check in [check_distance, check_patches, check_teaching_exports]:
-        if a.only and a.only not in check.__name__:
-            continue
-        try:
-            check(app)
-        except SystemExit as e:
-            expect(False, f"{check.__name__}: {e}")
-        except Exception as e:
-            expect(False, f"{check.__name__} raised {type(e).__name__}: {e}")
-    print("FAILED: " + "; ".join(FAIL) if FAIL else "all distance/patches/export checks passed")
-    return 1 if FAIL else 0
+    return run_checks([check_distance, check_patches, check_teaching_exports], "all distance/patches/export checks passed")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,6 @@ GEMM field. The real app under Xvfb, checked by its pixels and by the --layout i
 architecture is written here from the ViT paper (image -> patches -> embed -> +cls -> +pos ->
 [LN -> MHA -> + -> LN -> MLP -> +] x L -> LN -> pool -> head -> softmax), the expected shapes come from
 `vitscope-cli trace` read with numpy, and the tour's texts from `vitscope-cli info --explain`."""
-import argparse
 import os
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_truth import App, crop, expect, FAIL  # noqa: E402
+from test_truth import App, run_checks, crop, expect, FAIL  # noqa: E402
 
 AMBER = np.array([235, 175, 50])   # the current stage's box
 RED = np.array([150, 30, 30])      # a box a BUG switch changes
@@ -257,26 +256,7 @@ def check_status(app):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--app", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--sample", required=True)
-    ap.add_argument("--only", default="", help="run only the checks whose name contains this")
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    app = App(a.app, a.cli, a.workdir, a.sample)
-    for check in [check_map, check_highlight, check_click, check_bugs, check_tour, check_status]:
-        if a.only and a.only not in check.__name__:
-            continue
-        try:
-            check(app)
-        except SystemExit as e:
-            expect(False, f"{check.__name__}: {e}")
-        except Exception as e:
-            expect(False, f"{check.__name__} raised {type(e).__name__}: {e}")
-    print("FAILED: " + "; ".join(FAIL) if FAIL else "all map and tour checks passed")
-    return 1 if FAIL else 0
+    return run_checks([check_map, check_highlight, check_click, check_bugs, check_tour, check_status], "all map and tour checks passed")
 
 
 if __name__ == "__main__":

@@ -2,14 +2,13 @@
 """Issue 10, the app half: the teaching views draw the core's numbers (core/teach.h).
 The real app under Xvfb, checked by its pixels and by the --layout it reports; the expected
 numbers come from `vitscope-cli trace` read with numpy."""
-import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_truth import App, crop, expect, FAIL  # noqa: E402
+from test_truth import App, run_checks, crop, expect, FAIL  # noqa: E402
 from test_gui import viridis  # noqa: E402
 
 
@@ -279,26 +278,7 @@ def check_filters(app):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--app", required=True)
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--sample", required=True)
-    ap.add_argument("--only", default="", help="run only the checks whose name contains this")
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
-    app = App(a.app, a.cli, a.workdir, a.sample)
-    for check in [check_query, check_cell_math, check_bugs, check_logit_lens, check_positions, check_filters]:
-        if a.only and a.only not in check.__name__:
-            continue
-        try:
-            check(app)
-        except SystemExit as e:
-            expect(False, f"{check.__name__}: {e}")
-        except Exception as e:
-            expect(False, f"{check.__name__} raised {type(e).__name__}: {e}")
-    print("FAILED: " + "; ".join(FAIL) if FAIL else "all teaching-view checks passed")
-    return 1 if FAIL else 0
+    return run_checks([check_query, check_cell_math, check_bugs, check_logit_lens, check_positions, check_filters], "all teaching-view checks passed")
 
 
 if __name__ == "__main__":

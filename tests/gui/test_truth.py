@@ -91,6 +91,31 @@ def png_bytes(w, h, rgb):
             chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
+def run_checks(checks, passed_message):
+    """The driver the GUI test scripts share: --app --cli --workdir --sample [--only NAME], each
+    check run with the app, an exception counted as a failure; exit status 1 on any failure."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--app", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--sample", required=True)
+    ap.add_argument("--only", default="", help="run only the checks whose name contains this")
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    app = App(a.app, a.cli, a.workdir, a.sample)
+    for check in checks:
+        if a.only and a.only not in check.__name__:
+            continue
+        try:
+            check(app)
+        except SystemExit as e:
+            expect(False, f"{check.__name__}: {e}")
+        except Exception as e:
+            expect(False, f"{check.__name__} raised {type(e).__name__}: {e}")
+    print("FAILED: " + "; ".join(FAIL) if FAIL else passed_message)
+    return 1 if FAIL else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--app", required=True)
