@@ -11,7 +11,6 @@
 // both against the xtensor expressions they replace.
 #include "forward.h"
 
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -153,18 +152,18 @@ void residual_add(float* out, const float* a, const float* b, size_t R, size_t D
     });
 }
 
-// out = 0.5 x (1 + erf(x / sqrt 2)) as an xtensor expression, split across the threads.
+// out = 0.5 x (1 + erf(x / sqrt 2)) as an xtensor expression, split across the threads
+// (through ops::for_range, so that the busy-core fallback applies here too).
 // torch: F.gelu(x)  (the exact form, not the tanh approximation)
 void gelu(float* out, const float* in, size_t n) {
     profile::Scope prof([] { return std::string("gelu"); }, 0);
-#pragma omp parallel if (n > 50000)
-    {
-        const size_t t = size_t(omp_get_thread_num()), nt = size_t(omp_get_num_threads());
-        const size_t b = n * t / nt, e = n * (t + 1) / nt;
+    const size_t parts = size_t(std::max(1, ops::threads()));
+    ops::for_range(int(parts), n > 50000, [&](int t) {
+        const size_t b = n * size_t(t) / parts, e = n * size_t(t + 1) / parts;
         auto x = as(in + b, e - b, std::array<size_t, 1>{e - b});
         auto y = as(out + b, e - b, std::array<size_t, 1>{e - b});
         xt::noalias(y) = 0.5f * x * (1.f + xt::erf(x * float(M_SQRT1_2)));
-    }
+    });
 }
 
 }  // namespace
