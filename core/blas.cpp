@@ -164,11 +164,16 @@ std::string warning() {
     if (i.best) return "";
     std::string w = "warning: BLAS kernel " + i.kernel + " (" + tier_name(kernel_tier(i.kernel)) +
                     ") is not the best for this CPU (" + i.cpu_isa + ")";
+    // What the kernel slows down: LAPACK (the teaching PCA) always; the matrix products
+    // only when they were put on OpenBLAS (VITSCOPE_GEMM=openblas); otherwise oneDNN runs them.
+    const char* e = std::getenv("VITSCOPE_GEMM");
+    const bool products = e && std::strcmp(e, "openblas") == 0;
+    const std::string what = products ? "matrix products and LAPACK" : "LAPACK (the matrix products run on oneDNN)";
     if (i.user_set)
         w += ": OPENBLAS_CORETYPE=" + i.user_value + " is set; unset it, or set OPENBLAS_CORETYPE=" + i.best_kernel +
-             ", for faster matrix products";
+             ", for faster " + what;
     else
-        w += ": this OpenBLAS cannot switch to " + i.best_kernel + "; matrix products run slower";
+        w += ": this OpenBLAS cannot switch to " + i.best_kernel + "; " + what + " run slower";
     return w;
 }
 
