@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cli_commands.h"
-#include "core/blas.h"
+#include "core/kernels/blas.h"
 
 int main(int argc, char** argv) {
     vit::blas::init();  // the BLAS kernel for this CPU, before anything else runs

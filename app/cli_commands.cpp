@@ -3,16 +3,16 @@
 #include <cstdio>
 #include <iostream>
 
-#include "../core/blas.h"
-#include "../core/checkpoint.h"
-#include "../core/dataset.h"
-#include "../core/forward.h"
-#include "../core/image.h"
-#include "../core/io.h"
-#include "../core/ops.h"
-#include "../core/stages.h"
-#include "../core/teach.h"
-#include "../core/trainer.h"
+#include "core/kernels/blas.h"
+#include "core/io/checkpoint.h"
+#include "core/io/dataset.h"
+#include "core/model/forward.h"
+#include "core/io/image.h"
+#include "core/io/io.h"
+#include "core/kernels/ops.h"
+#include "core/model/stages.h"
+#include "core/teach/teach.h"
+#include "core/train/trainer.h"
 
 #include <unistd.h>
 

@@ -1,11 +1,11 @@
 #include "exports.h"
 
-#include "core/teach.h"
+#include "core/teach/teach.h"
 
 #include <cstdio>
 
-#include "core/image.h"
-#include "core/io.h"
+#include "core/io/image.h"
+#include "core/io/io.h"
 
 namespace vit::app {
 

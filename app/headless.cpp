@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "core/image.h"
-#include "core/teach.h"
+#include "core/io/image.h"
+#include "core/teach/teach.h"
 #include "tensor_access.h"
 #include "views_map.h"
 #include "paths.h"

@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "app_args.h"
-#include "core/blas.h"
+#include "core/kernels/blas.h"
 #include "exports.h"
 #include "frame.h"
 #include "headless.h"

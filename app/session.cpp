@@ -3,8 +3,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "core/ops.h"
-#include "core/train.h"
+#include "core/kernels/ops.h"
+#include "core/train/train.h"
 
 namespace vit::app {
 

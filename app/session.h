@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint.h"
-#include "core/forward.h"
-#include "core/image.h"
-#include "core/stages.h"
+#include "core/io/checkpoint.h"
+#include "core/model/forward.h"
+#include "core/io/image.h"
+#include "core/model/stages.h"
 
 namespace vit::app {
 

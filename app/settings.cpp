@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "core/io.h"
+#include "core/io/io.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

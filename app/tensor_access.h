@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <string>
 
-#include "core/tensor.h"
+#include "core/model/tensor.h"
 
 namespace vit::app {
 

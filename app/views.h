@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/analysis.h"
+#include "core/teach/analysis.h"
 #include "gl_util.h"
 #include "session.h"
 

@@ -16,9 +16,9 @@
 #include <thread>
 #include <unistd.h>
 
-#include "core/dataset.h"
-#include "core/image.h"
-#include "core/teach.h"
+#include "core/io/dataset.h"
+#include "core/io/image.h"
+#include "core/teach/teach.h"
 #include "views.h"
 
 namespace vit::app {

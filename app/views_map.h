@@ -1,6 +1,6 @@
 // Issue 10 item 7: a map of the loaded model and a guided tour of its stages (views_map.cpp).
 //
-// Both are generated from the one stage table (core/stages.h) for the config and options that
+// Both are generated from the one stage table (core/model/stages.h) for the config and options that
 // produced the trace on screen, with the trace's own shapes: nothing about the architecture is
 // written here, so the map of a mean-pooled model, a no-affine LayerNorm or a BUG switch is the
 // map of what ran.

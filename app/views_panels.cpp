@@ -7,14 +7,14 @@
 #include <filesystem>
 #include <functional>
 
-#include "core/blas.h"
-#include "core/ops.h"
-#include "core/io.h"
+#include "core/kernels/blas.h"
+#include "core/kernels/ops.h"
+#include "core/io/io.h"
 #include "tensor_access.h"
 #include "paths.h"
 #include "settings_app.h"
 #include "views.h"
-#include "core/teach.h"
+#include "core/teach/teach.h"
 
 namespace fs = std::filesystem;
 

@@ -11,7 +11,7 @@
 
 #include "tensor_access.h"
 #include "views.h"
-#include "core/teach.h"
+#include "core/teach/teach.h"
 
 namespace vit::app {
 

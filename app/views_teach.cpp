@@ -1,4 +1,4 @@
-// The teaching views of issue 10 that draw the core's numbers (core/teach.h); nothing here
+// The teaching views of issue 10 that draw the core's numbers (core/teach/teach.h); nothing here
 // recomputes them. DrawCellMath: the math of one cell of the current stage (vit::cell_math).
 #include <imgui.h>
 
@@ -9,7 +9,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "core/teach.h"
+#include "core/teach/teach.h"
 #include "tensor_access.h"
 #include "views.h"
 

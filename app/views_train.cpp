@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "core/checkpoint.h"
+#include "core/io/checkpoint.h"
 
 namespace vit::app {
 

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/trainer.h"
+#include "core/train/trainer.h"
 #include "views.h"
 
 namespace vit::app {

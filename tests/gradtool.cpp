@@ -5,9 +5,9 @@
 #include <fstream>
 #include <string>
 
-#include "core/checkpoint.h"
-#include "core/io.h"
-#include "core/train.h"
+#include "core/io/checkpoint.h"
+#include "core/io/io.h"
+#include "core/train/train.h"
 
 #include <xtensor/xview.hpp>
 

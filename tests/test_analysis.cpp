@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "core/analysis.h"
-#include "core/forward.h"
+#include "core/teach/analysis.h"
+#include "core/model/forward.h"
 
 #include <xtensor/xbuilder.hpp>
 

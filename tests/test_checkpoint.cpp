@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
-#include "core/checkpoint.h"
-#include "core/forward.h"
-#include "core/io.h"
+#include "core/io/checkpoint.h"
+#include "core/model/forward.h"
+#include "core/io/io.h"
 
 #include <xtensor/xbuilder.hpp>
 

@@ -13,9 +13,9 @@
 #include <xtensor/xstrided_view.hpp>
 #include <xtensor/xview.hpp>
 
-#include "core/ops.h"
-#include "core/stages.h"
-#include "core/train.h"
+#include "core/kernels/ops.h"
+#include "core/model/stages.h"
+#include "core/train/train.h"
 
 using namespace vit;
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "core/forward.h"
+#include "core/model/forward.h"
 
 using namespace vit;
 

@@ -1,4 +1,4 @@
-// The matrix products (core/gemm.h): oneDNN's sgemm and the packed F.linear
+// The matrix products (core/kernels/gemm.h): oneDNN's sgemm and the packed F.linear
 // against a double-precision loop, on ViT shapes and awkward ones, with one to
 // three threads; and the packs' promise that a traced run never uses a stale
 // packed copy of weights changed since (AdamW in place, an edit without notice,
@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
-#include "core/forward.h"
-#include "core/gemm.h"
-#include "core/ops.h"
-#include "core/optimizer.h"
+#include "core/model/forward.h"
+#include "core/kernels/gemm.h"
+#include "core/kernels/ops.h"
+#include "core/train/optimizer.h"
 
 using namespace vit;
 

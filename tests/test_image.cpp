@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/image.h"
-#include "core/io.h"
-#include "core/model.h"
+#include "core/io/image.h"
+#include "core/io/io.h"
+#include "core/model/model.h"
 
 using namespace vit;
 

@@ -6,8 +6,8 @@
 #include <random>
 #include <vector>
 
-#include "core/ops.h"
-#include "core/ops_kernels.h"
+#include "core/kernels/ops.h"
+#include "core/kernels/ops_kernels.h"
 
 using namespace vit::ops;
 

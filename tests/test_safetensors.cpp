@@ -5,7 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/io.h"
+#include "core/io/io.h"
 
 using namespace vit;
 

@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "core/forward.h"
-#include "core/model.h"
-#include "core/ops.h"
+#include "core/model/forward.h"
+#include "core/model/model.h"
+#include "core/kernels/ops.h"
 
 #include <xtensor/xbuilder.hpp>
 

@@ -1,4 +1,4 @@
-// The teaching computations (core/teach.h): the math of one cell against the trace's
+// The teaching computations (core/teach/teach.h): the math of one cell against the trace's
 // values on random cells of every supported stage under every option, the logit lens
 // against `probs`, and hand-computed cases for the attention distance, the PCA of the
 // embedding filters and the position similarity. (Parity with numpy/PyTorch on random
@@ -14,11 +14,11 @@
 #include <xtensor/xsort.hpp>
 #include <xtensor/xview.hpp>
 
-#include "core/analysis.h"
-#include "core/dataset.h"
-#include "core/image.h"
-#include "core/forward.h"
-#include "core/teach.h"
+#include "core/teach/analysis.h"
+#include "core/io/dataset.h"
+#include "core/io/image.h"
+#include "core/model/forward.h"
+#include "core/teach/teach.h"
 
 using namespace vit;
 

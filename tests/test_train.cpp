@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/io.h"
-#include "core/train.h"
-#include "core/trainer.h"
+#include "core/io/io.h"
+#include "core/train/train.h"
+#include "core/train/trainer.h"
 
 #include <random>
 

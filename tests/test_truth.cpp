@@ -2,8 +2,8 @@
 // plan the app writes out, and the published head counts used instead of guessing.
 #include <gtest/gtest.h>
 
-#include "core/checkpoint.h"
-#include "core/image.h"
+#include "core/io/checkpoint.h"
+#include "core/io/image.h"
 
 using namespace vit;
 

@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "core/blas.h"
-#include "core/checkpoint.h"
-#include "core/forward.h"
-#include "core/ops.h"
-#include "core/ops_kernels.h"
-#include "core/profile.h"
-#include "core/train.h"
-#include "core/trainer.h"
+#include "core/kernels/blas.h"
+#include "core/io/checkpoint.h"
+#include "core/model/forward.h"
+#include "core/kernels/ops.h"
+#include "core/kernels/ops_kernels.h"
+#include "core/kernels/profile.h"
+#include "core/train/train.h"
+#include "core/train/trainer.h"
 
 // Median milliseconds of f() over `runs` calls.
 template <class F>

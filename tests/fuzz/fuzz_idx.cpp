@@ -1,7 +1,7 @@
 // IDX image + label files (gzipped or not), as `train` and `eval` read them.
 // The input is split in two at a point chosen by its first two bytes.
-#include "core/io.h"
-#include "core/dataset.h"
+#include "core/io/io.h"
+#include "core/io/dataset.h"
 #include "fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -2,8 +2,8 @@
 // everything else refused) and preprocessing for two kinds of model: a
 // 1-channel straight resize (bilinear) and a 3-channel shorter-side resize +
 // center crop (bicubic). Small model sizes keep the fuzzer fast.
-#include "core/image.h"
-#include "core/io.h"
+#include "core/io/image.h"
+#include "core/io/io.h"
 #include "fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 // The --labels file: class names, one per line, as many as the model's classes.
-#include "core/checkpoint.h"
+#include "core/io/checkpoint.h"
 #include "fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,8 +1,8 @@
 // A whole model from .safetensors bytes: family detection (timm, Hugging Face,
 // torchvision), config inference from shapes, __metadata__ (vitscope.config,
 // num_heads, eps, class_names), Config::validate and the tensor mapping.
-#include "core/checkpoint.h"
-#include "core/io.h"
+#include "core/io/checkpoint.h"
+#include "core/io/io.h"
 #include "fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 // The .npy reader (`trace --input`).
-#include "core/io.h"
+#include "core/io/io.h"
 #include "fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

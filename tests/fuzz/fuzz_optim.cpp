@@ -1,10 +1,10 @@
 // `train --resume`: the .optim file beside a checkpoint (AdamW moments, step,
 // epoch) for a small model: toy-rgb8 made 1-channel, as `train --config
 // toy-rgb8` makes it for Fashion-MNIST.
-#include "core/io.h"
-#include "core/model.h"
-#include "core/train.h"
-#include "core/trainer.h"
+#include "core/io/io.h"
+#include "core/model/model.h"
+#include "core/train/train.h"
+#include "core/train/trainer.h"
 #include "fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

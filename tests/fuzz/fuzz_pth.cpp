@@ -1,8 +1,8 @@
 // The PyTorch checkpoint reader: the zip (libzip, sizes and CRCs), the restricted
 // unpickler (opcodes, globals, the value arena) and the tensor views over storages,
 // then family detection and config inference on what it produced.
-#include "core/checkpoint.h"
-#include "core/pth.h"
+#include "core/io/checkpoint.h"
+#include "core/io/pth.h"
 #include "fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 10, the app half: the teaching views draw the core's numbers (core/teach.h).
+"""Issue 10, the app half: the teaching views draw the core's numbers (core/teach/teach.h).
 The real app under Xvfb, checked by its pixels and by the --layout it reports; the expected
 numbers come from `vitscope-cli trace` read with numpy."""
 import os

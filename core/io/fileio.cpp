@@ -1,0 +1,244 @@
+// Whole-file reads, atomic writes, .npy and .npz.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "core/io/io.h"
+
+namespace vit {
+
+SafeTensors parse_mapped(const std::string& path, const std::function<SafeTensors(const char*, size_t)>& parse) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw FileError(path + ": " + std::strerror(errno));
+    struct stat sb;
+    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        ::close(fd);
+        throw FileError(path + ": not a regular file");
+    }
+    const size_t n = size_t(sb.st_size);
+    if (n == 0) { ::close(fd); return parse(nullptr, 0); }
+    void* m = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (m == MAP_FAILED) throw FileError(path + ": cannot map the file: " + std::strerror(errno));
+    try {
+        SafeTensors st = parse(static_cast<const char*>(m), n);
+        ::munmap(m, n);
+        return st;
+    } catch (...) {
+        ::munmap(m, n);
+        throw;
+    }
+}
+
+std::string read_file(const std::string& path, size_t max_bytes) {
+    struct stat sb;
+    if (::stat(path.c_str(), &sb) != 0) throw FileError(path + ": " + std::strerror(errno));
+    if (S_ISDIR(sb.st_mode)) throw FileError(path + ": is a directory, not a file");
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw FileError(path + ": cannot open: " + std::strerror(errno));
+    f.seekg(0, std::ios::end);
+    std::streamoff len = f.tellg();
+    if (len < 0) throw FileError(path + ": cannot determine the file size");
+    if (size_t(len) > max_bytes) throw FileError(path + ": file is too large (" + std::to_string(len) + " bytes)");
+    std::string s(size_t(len), '\0');
+    f.seekg(0);
+    if (len && !f.read(&s[0], len)) throw FileError(path + ": read failed");
+    return s;
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+    std::random_device rd;
+    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd() % 100000);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) throw FileError(path + ": cannot write: " + std::strerror(errno));
+    size_t done = 0;
+    while (done < bytes.size()) {
+        ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno;
+            ::close(fd); ::unlink(tmp.c_str());
+            throw FileError(path + ": write failed: " + std::strerror(e));
+        }
+        done += size_t(w);
+    }
+    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        throw FileError(path + ": write failed: " + std::strerror(e));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        throw FileError(path + ": cannot move the finished file into place: " + std::strerror(e));
+    }
+}
+
+std::string npy_bytes(const float* data, const Shape& tshape) {
+    std::string shape = "(";
+    for (size_t i = 0; i < tshape.size(); ++i) shape += std::to_string(tshape[i]) + (tshape.size() == 1 || i + 1 < tshape.size() ? "," : "");
+    shape += ")";
+    std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+    size_t total = 10 + dict.size() + 1;
+    size_t pad = (64 - total % 64) % 64;
+    dict += std::string(pad, ' ') + "\n";
+    std::string out("\x93NUMPY\x01\x00", 8);
+    uint16_t hl = uint16_t(dict.size());
+    out.push_back(char(hl & 0xff));
+    out.push_back(char(hl >> 8));
+    out += dict;
+    out.append(reinterpret_cast<const char*>(data), 4 * shape_numel(tshape));
+    return out;
+}
+
+std::string npy_text_bytes(const std::string& text) {
+    // UTF-8 -> the code points numpy's '<U' dtype stores as UTF-32LE.
+    std::vector<uint32_t> cps;
+    for (size_t i = 0; i < text.size();) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        if (n == 0 || i + size_t(n) > text.size()) throw FileError("text for .npy is not valid UTF-8");
+        uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+        for (int k = 1; k < n; ++k) {
+            const unsigned char cc = static_cast<unsigned char>(text[i + size_t(k)]);
+            if ((cc >> 6) != 2) throw FileError("text for .npy is not valid UTF-8");
+            cp = (cp << 6) | (cc & 0x3f);
+        }
+        cps.push_back(cp);
+        i += size_t(n);
+    }
+    const size_t len = std::max<size_t>(cps.size(), 1);
+    std::string dict = "{'descr': '<U" + std::to_string(len) + "', 'fortran_order': False, 'shape': (), }";
+    size_t total = 10 + dict.size() + 1;
+    dict += std::string((64 - total % 64) % 64, ' ') + "\n";
+    std::string out("\x93NUMPY\x01\x00", 8);
+    out.push_back(char(dict.size() & 0xff));
+    out.push_back(char(dict.size() >> 8));
+    out += dict;
+    cps.resize(len, 0);
+    for (uint32_t cp : cps)
+        for (int b = 0; b < 4; ++b) out.push_back(char((cp >> (8 * b)) & 0xff));
+    return out;
+}
+
+namespace {
+// Finds the value text after 'key': in a numpy header dict.
+std::string dict_value(const std::string& h, const std::string& key, const std::string& what) {
+    auto p = h.find("'" + key + "'");
+    if (p == std::string::npos) throw FileError(what + ": .npy header has no '" + key + "'");
+    p = h.find(':', p);
+    if (p == std::string::npos) throw FileError(what + ": malformed .npy header");
+    ++p;
+    while (p < h.size() && h[p] == ' ') ++p;
+    size_t e = p;
+    if (p < h.size() && h[p] == '(') e = h.find(')', p) + 1;
+    else if (p < h.size() && h[p] == '\'') e = h.find('\'', p + 1) + 1;
+    else while (e < h.size() && h[e] != ',' && h[e] != '}') ++e;
+    if (e == std::string::npos || e == 0 || e > h.size()) throw FileError(what + ": malformed .npy header");
+    return h.substr(p, e - p);
+}
+}  // namespace
+
+Array parse_npy(const std::string& b, const std::string& what) {
+    if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0) throw FileError(what + ": not a .npy file (bad magic)");
+    uint8_t major = uint8_t(b[6]);
+    size_t hl, off;
+    if (major == 1) { hl = uint8_t(b[8]) | size_t(uint8_t(b[9])) << 8; off = 10; }
+    else if (major == 2 || major == 3) {
+        if (b.size() < 12) throw FileError(what + ": truncated .npy header");
+        hl = uint8_t(b[8]) | size_t(uint8_t(b[9])) << 8 | size_t(uint8_t(b[10])) << 16 | size_t(uint8_t(b[11])) << 24;
+        off = 12;
+    } else throw FileError(what + ": unsupported .npy version " + std::to_string(major));
+    if (off + hl > b.size()) throw FileError(what + ": truncated .npy header");
+    std::string h = b.substr(off, hl);
+    std::string descr = dict_value(h, "descr", what);
+    std::string fo = dict_value(h, "fortran_order", what);
+    std::string sh = dict_value(h, "shape", what);
+    size_t es;
+    if (descr == "'<f4'") es = 4;
+    else if (descr == "'<f8'") es = 8;
+    else throw FileError(what + ": .npy dtype " + descr + " is not float32 or float64");
+    if (fo != "False") throw FileError(what + ": Fortran-order .npy is not supported (save with np.ascontiguousarray)");
+    if (sh.size() < 2 || sh.front() != '(' || sh.back() != ')') throw FileError(what + ": malformed .npy shape " + sh);
+    Shape shape;
+    std::string cur;
+    size_t count = 1, nonzero = 1;
+    for (size_t i = 1; i < sh.size(); ++i) {
+        char c = sh[i];
+        if (c >= '0' && c <= '9') { cur += c; if (cur.size() > 12) throw FileError(what + ": .npy dimension too large"); }
+        else if (c == ',' || c == ')') {
+            if (!cur.empty()) {
+                size_t dim = std::stoull(cur);
+                // The product of the non-zero dimensions is bounded too: with a 0 in the
+                // shape the count stays 0, but the strides still multiply the rest (UB in xtensor).
+                if (dim && (count > (size_t(1) << 34) / dim || nonzero > (size_t(1) << 34) / dim))
+                    throw FileError(what + ": .npy array too large");
+                if (dim) nonzero *= dim;
+                shape.push_back(dim);
+                count *= dim;
+                cur.clear();
+            }
+        } else if (c != ' ' && c != 'L') throw FileError(what + ": malformed .npy shape " + sh);
+    }
+    size_t data = off + hl;
+    if (b.size() - data != count * es)
+        throw FileError(what + ": .npy data is " + std::to_string(b.size() - data) + " bytes, shape " + shape_str(shape) +
+                        " needs " + std::to_string(count * es));
+    Array t = empty_array(shape);
+    float* out = t.data();
+    for (size_t i = 0; i < count; ++i) {
+        if (es == 4) std::memcpy(&out[i], b.data() + data + 4 * i, 4);
+        else { double v; std::memcpy(&v, b.data() + data + 8 * i, 8); out[i] = float(v); }
+    }
+    return t;
+}
+
+Array read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
+
+void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
+               const std::vector<std::pair<std::string, std::string>>& texts) {
+    std::random_device rd;
+    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd() % 100000);
+    int err = 0;
+    zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    if (!z) throw FileError(path + ": cannot create the .npz (libzip error " + std::to_string(err) + ")");
+    std::vector<std::string> bufs;
+    bufs.reserve(tensors.size() + texts.size());  // sources point into these until zip_close
+    for (size_t e = 0; e < tensors.size() + texts.size(); ++e) {
+        const bool is_text = e >= tensors.size();
+        const std::string& name = is_text ? texts[e - tensors.size()].first : tensors[e].name;
+        bufs.push_back(is_text ? npy_text_bytes(texts[e - tensors.size()].second)
+                               : npy_bytes(tensors[e].data, tensors[e].shape));
+        zip_source_t* src = zip_source_buffer(z, bufs.back().data(), bufs.back().size(), 0);
+        zip_int64_t idx = src ? zip_file_add(z, (name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
+        if (idx < 0) {
+            if (src) zip_source_free(src);
+            std::string m = zip_strerror(z);
+            zip_discard(z);
+            std::remove(tmp.c_str());
+            throw FileError(path + ": cannot add " + name + ": " + m);
+        }
+        zip_set_file_compression(z, zip_uint64_t(idx), ZIP_CM_STORE, 0);
+    }
+    if (zip_close(z) != 0) {
+        std::string m = zip_strerror(z);
+        zip_discard(z);
+        std::remove(tmp.c_str());
+        throw FileError(path + ": cannot write the .npz: " + m);
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw FileError(path + ": cannot move the finished .npz into place: " + std::strerror(errno));
+    }
+}
+
+}  // namespace vit

@@ -1,0 +1,65 @@
+// File formats: .safetensors (read F32/F16/BF16/F64, write F32), .npy/.npz,
+// and atomic file writes.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/model/model.h"
+#include "core/model/tensor.h"
+
+namespace vit {
+
+// Every error about a user's file carries the file's name (and the tensor's).
+struct FileError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+struct SafeTensors {
+    std::map<std::string, Array> tensors;             // converted to float32
+    std::map<std::string, std::string> dtypes;        // as stored ("F16", ...)
+    std::map<std::string, std::string> metadata;      // __metadata__
+};
+
+// Maps a regular file read-only and returns parse(bytes, size) (an empty file gives
+// (nullptr, 0)); unmaps afterwards, also when parse throws. Errors name the file.
+SafeTensors parse_mapped(const std::string& path, const std::function<SafeTensors(const char*, size_t)>& parse);
+
+// IEEE 754 half (F16 / torch.float16) bits to float, exactly.
+float half_to_float(uint16_t h);
+
+// Reads and validates: size >= 8, header <= 100 MB and inside the file, UTF-8
+// JSON object without duplicate keys, known dtypes, shape x dtype == byte span
+// (overflow-checked), offsets contiguous from 0 with no gap or overlap, and the
+// buffer ending exactly at the end of the file.
+SafeTensors read_safetensors(const std::string& path);
+SafeTensors parse_safetensors(const std::string& bytes, const std::string& what);
+SafeTensors parse_safetensors(const char* bytes, size_t size, const std::string& what);
+
+// Writes F32 tensors (sorted by name) atomically.
+void write_safetensors(const std::string& path, const std::vector<ArrayRef>& tensors,
+                       const std::map<std::string, std::string>& metadata);
+
+// .npy of a float32 tensor, as bytes.
+std::string npy_bytes(const float* data, const Shape& shape);
+// Reads a .npy holding float32 or float64 (C order).
+Array read_npy(const std::string& path);
+Array parse_npy(const std::string& bytes, const std::string& what);
+// A 0-d numpy unicode array ('<U<n>') holding `text` (UTF-8), as .npy bytes:
+// str(np.load(f)) gives the text back, no pickle needed.
+std::string npy_text_bytes(const std::string& text);
+// Writes a .npz (zip, stored) atomically; entries named "<name>.npy", the tensors in
+// order, then the texts (0-d unicode arrays, e.g. "__options__").
+void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
+               const std::vector<std::pair<std::string, std::string>>& texts = {});
+
+// Whole-file read with a clear error; max_bytes guards against absurd files.
+std::string read_file(const std::string& path, size_t max_bytes = size_t(1) << 36);
+// Writes via a temporary file in the same directory, fsync, then rename.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+}  // namespace vit

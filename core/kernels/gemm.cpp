@@ -1,0 +1,258 @@
+#include "core/kernels/gemm.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
+
+// Written against oneDNN 2.x (Debian bookworm's 2.6.3), whose operation
+// descriptors (dnnl::matmul::desc) oneDNN 3.0 removed.
+#if DNNL_VERSION_MAJOR != 2
+#error "ViTScope's core/gemm.cpp needs oneDNN 2.x (Debian bookworm's libdnnl-dev 2.6); this is another major version"
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+namespace vit::gemm {
+
+namespace {
+// oneDNN runs a call on OpenMP's thread count when called outside a parallel
+// region. ViTScope splits the work across the threads itself (ops.cpp), so every
+// call here is one thread's share: outside a region the count is 1 for the call.
+// (Letting oneDNN fork for the default model's tiny products made a forward pass
+// 0.54 ms instead of 0.33.)
+struct OneThread {
+    int saved = omp_in_parallel() ? 0 : omp_get_max_threads();
+    OneThread() { if (saved > 1) omp_set_num_threads(1); }
+    ~OneThread() { if (saved > 1) omp_set_num_threads(saved); }
+    OneThread(const OneThread&) = delete;
+    OneThread& operator=(const OneThread&) = delete;
+};
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+dnnl::engine& engine() {
+    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+    return e;
+}
+dnnl::stream& stream() {  // one per calling thread: a stream is not shared across threads
+    thread_local dnnl::stream s(engine());
+    return s;
+}
+// The primitives' scratch memory is ours (user mode), per calling thread, so that
+// slices run on different threads, and different models, never share it.
+void* scratch(size_t bytes) {
+    thread_local std::vector<char> buf;
+    if (buf.size() < bytes) buf.resize(bytes);
+    return buf.data();
+}
+
+// Values sampled from a matrix: changed weights change them (an optimizer step
+// moves every element; loading new weights into the same buffer too).
+constexpr int kSamples = 16;
+struct Fingerprint {
+    float w[kSamples] = {}, b[2] = {};
+    bool operator==(const Fingerprint& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
+};
+Fingerprint fingerprint(const float* W, const float* b, size_t n, int O) {
+    Fingerprint f;
+    for (int k = 0; k < kSamples; ++k) f.w[k] = W[(n - 1) * size_t(k) / (kSamples - 1)];
+    if (b) f.b[0] = b[0], f.b[1] = b[O - 1];
+    return f;
+}
+}  // namespace
+
+struct Slice {
+    uint64_t id = 0;                // names the slice in each thread's memory-object cache
+    int c0 = 0, c1 = 0;             // output columns [c0, c1)
+    dnnl::matmul prim;
+    dnnl::memory::desc src, bias, dst;
+    dnnl::memory weights;           // W[c0:c1].T in the kernel's blocked layout
+    size_t scratch = 0;
+};
+
+struct Packed {
+    int R = 0, I = 0, O = 0;
+    const float* b = nullptr;
+    Fingerprint fp;
+    std::vector<Slice> slices;
+    size_t bytes = 0;
+};
+
+struct PackSet {
+    std::mutex m;
+    std::map<std::tuple<const float*, const float*, int, int>, std::shared_ptr<const Packed>> packs;
+};
+
+Packs::Packs() : set_(std::make_shared<PackSet>()) {}
+Packs::~Packs() = default;
+Packs::Packs(const Packs&) : set_(std::make_shared<PackSet>()) {}
+Packs::Packs(Packs&& o) noexcept : set_(std::move(o.set_)) { o.set_ = std::make_shared<PackSet>(); }
+Packs& Packs::operator=(const Packs& o) {
+    if (this != &o) set_ = std::make_shared<PackSet>();
+    return *this;
+}
+Packs& Packs::operator=(Packs&& o) noexcept {
+    if (this != &o) {
+        set_ = std::move(o.set_);
+        o.set_ = std::make_shared<PackSet>();
+    }
+    return *this;
+}
+void Packs::clear() {
+    std::lock_guard<std::mutex> l(set_->m);
+    set_->packs.clear();
+}
+size_t Packs::bytes() const {
+    std::lock_guard<std::mutex> l(set_->m);
+    size_t n = 0;
+    for (const auto& [k, p] : set_->packs) n += p->bytes;
+    return n;
+}
+
+namespace {
+std::shared_ptr<const Packed> make_packed(const float* W, const float* b, int R, int I, int O, int parts) {
+    auto p = std::make_shared<Packed>();
+    p->R = R, p->I = I, p->O = O, p->b = b;
+    p->fp = fingerprint(W, b, size_t(O) * size_t(I), O);
+    parts = std::max(1, std::min(parts, O / 16));
+    for (int t = 0; t < parts; ++t) {
+        Slice s;
+        static std::atomic<uint64_t> next_id{1};
+        s.id = next_id++;
+        // Column slices on 16-float boundaries (the kernel's block width).
+        s.c0 = int(int64_t(O / 16) * t / parts) * 16;
+        s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
+        const int64_t n = s.c1 - s.c0;
+        s.src = dnnl::memory::desc(dims{R, I}, dt::f32, dims{I, 1});
+        s.dst = dnnl::memory::desc(dims{R, n}, dt::f32, dims{O, 1});
+        if (b) s.bias = dnnl::memory::desc(dims{1, n}, dt::f32, tag::ab);
+        const dnnl::memory::desc w_any(dims{I, n}, dt::f32, tag::any);
+        dnnl::primitive_attr attr;
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s.src, w_any, s.bias, s.dst), attr, engine());
+        s.prim = dnnl::matmul(pd);
+        s.scratch = pd.scratchpad_desc().get_size();
+        // W(O, I) row-major: element (k, j) of the slice's (I, n) weight is W[(c0 + j) * I + k].
+        const dnnl::memory::desc w_user(dims{I, n}, dt::f32, dims{1, I});
+        dnnl::memory user(w_user, engine(), const_cast<float*>(W) + size_t(s.c0) * size_t(I));
+        s.weights = dnnl::memory(pd.weights_desc(), engine());
+        dnnl::reorder(user, s.weights).execute(stream(), user, s.weights);
+        stream().wait();
+        p->bytes += pd.weights_desc().get_size();
+        p->slices.push_back(std::move(s));
+    }
+    return p;
+}
+}  // namespace
+
+std::shared_ptr<const Packed> packed(const Packs& packs, const float* W, const float* b, int R, int I, int O,
+                                     int parts) {
+    PackSet& set = packs.set();
+    const auto key = std::make_tuple(W, b, R, parts);
+    std::lock_guard<std::mutex> l(set.m);
+    auto it = set.packs.find(key);
+    if (it != set.packs.end()) {
+        const Packed& p = *it->second;
+        if (p.I == I && p.O == O && p.fp == fingerprint(W, b, size_t(O) * size_t(I), O)) return it->second;
+    }
+    try {
+        auto p = make_packed(W, b, R, I, O, parts);
+        set.packs[key] = p;
+        return p;
+    } catch (const dnnl::error& e) {
+        throw std::runtime_error(std::string("oneDNN could not pack a ") + std::to_string(O) + "x" +
+                                 std::to_string(I) + " weight for " + std::to_string(R) + " rows: " + e.what());
+    }
+}
+
+int parts(const Packed& p) { return int(p.slices.size()); }
+
+namespace {
+// Each thread's memory objects for the slices it ran: creating the four objects
+// a call needs cost ~20 us (ViT-Ti's qkv half-slice: 136 us a call with new
+// objects, 116 with these), while setting their pointers is free.
+struct Mems {
+    dnnl::memory src, dst, bias, scratch;
+};
+Mems& mems_for(const Slice& s) {
+    thread_local std::unordered_map<uint64_t, Mems> cache;
+    auto it = cache.find(s.id);
+    if (it != cache.end()) return it->second;
+    if (cache.size() > 4096) cache.clear();  // slices of models long gone
+    dnnl::engine& e = engine();
+    Mems m;
+    m.src = dnnl::memory(s.src, e, DNNL_MEMORY_NONE);
+    m.dst = dnnl::memory(s.dst, e, DNNL_MEMORY_NONE);
+    if (s.bias) m.bias = dnnl::memory(s.bias, e, DNNL_MEMORY_NONE);
+    m.scratch = dnnl::memory(dnnl::memory::desc(dims{int64_t(s.scratch)}, dt::u8, tag::a), e, DNNL_MEMORY_NONE);
+    return cache.emplace(s.id, std::move(m)).first->second;
+}
+}  // namespace
+
+void run(const Packed& p, int part, float* out, const float* in) {
+    const Slice& s = p.slices.at(size_t(part));
+    Mems& m = mems_for(s);
+    m.src.set_data_handle(const_cast<float*>(in));
+    m.dst.set_data_handle(out + s.c0);
+    m.scratch.set_data_handle(scratch(s.scratch));
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m.src.get()}, {DNNL_ARG_WEIGHTS, s.weights.get()},
+                               {DNNL_ARG_DST, m.dst.get()}, {DNNL_ARG_SCRATCHPAD, m.scratch.get()}, {0, nullptr}};
+    int n = 4;
+    if (p.b) {
+        m.bias.set_data_handle(const_cast<float*>(p.b) + s.c0);
+        args[n++] = {DNNL_ARG_BIAS, m.bias.get()};
+    }
+    OneThread one;
+    const dnnl_status_t st = dnnl_primitive_execute(s.prim.get(), stream().get(), n, args);
+    if (st != dnnl_success)
+        throw std::runtime_error("oneDNN matmul failed on " + std::to_string(p.R) + "x" + std::to_string(p.I) +
+                                 " @ " + std::to_string(p.I) + "x" + std::to_string(p.O) + " (status " +
+                                 std::to_string(int(st)) + ")");
+}
+
+void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+           float beta, float* C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    OneThread one;
+    const dnnl_status_t st =
+        dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (st != dnnl_success)
+        throw std::runtime_error("oneDNN sgemm failed on " + std::to_string(M) + "x" + std::to_string(K) + " @ " +
+                                 std::to_string(K) + "x" + std::to_string(N) + " (status " +
+                                 std::to_string(int(st)) + ")");
+}
+
+std::string version() {
+    const dnnl_version_t* v = dnnl_version();
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+std::string isa() {
+    switch (dnnl_get_effective_cpu_isa()) {
+        case dnnl_cpu_isa_sse41: return "SSE4.1";
+        case dnnl_cpu_isa_avx: return "AVX";
+        case dnnl_cpu_isa_avx2: return "AVX2";
+        case dnnl_cpu_isa_avx512_mic: case dnnl_cpu_isa_avx512_mic_4ops: return "AVX-512 (Xeon Phi)";
+        case dnnl_cpu_isa_avx512_core: return "AVX-512";
+        case dnnl_cpu_isa_avx512_core_vnni: return "AVX-512 VNNI";
+        case dnnl_cpu_isa_avx512_core_bf16: return "AVX-512 BF16";
+        case dnnl_cpu_isa_avx512_core_amx: return "AVX-512 AMX";
+        case dnnl_cpu_isa_avx2_vnni: return "AVX2 VNNI";
+        default: return "baseline x86-64";
+    }
+}
+
+std::string describe() {
+    return version() + ", " + isa() + " kernels (chosen by oneDNN for this CPU; ONEDNN_MAX_CPU_ISA caps it)";
+}
+
+}  // namespace vit::gemm

@@ -1,0 +1,306 @@
+#include "core/kernels/ops.h"
+
+#include "core/kernels/blas.h"
+#include "core/kernels/gemm.h"
+#include "core/kernels/ops_kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <utility>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <omp.h>
+
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace vit::ops {
+
+
+// ---------------------------------------------------------------- threads on a busy machine
+// Every parallel region ends at a barrier that waits for all of its threads. When
+// another process wants a core (a browser, a compiler, even `nice -n 19 yes`),
+// the scheduler can hold one of our threads off its core for a slice
+// (milliseconds) while the other waits -- and a forward pass has hundreds of
+// regions: ViT-Ti/16 went from ~20 ms to ~500 ms with the machine loaded, while
+// one thread took ~50 ms. So each region measures itself: the fastest thread's
+// time per part tells what the region would have cost on one thread (parts x
+// that), the wall time what it cost on all of them; their difference is what
+// running in parallel gained (negative when a thread started or finished late by
+// more than the work itself). When the gain summed over the last quarter second
+// (an exponentially decaying sum) turns negative, the calling thread runs its
+// regions on one thread for a while (OpenMP's thread count of that thread goes to
+// 1, so the caller's own regions follow), then tries all threads again; the pause
+// doubles while parallel keeps losing (up to 8 s) and is forgotten after a quiet
+// spell. Occasional stalls (a `nice -n 19` process taking a slice now and then)
+// cost less than one thread would, so they are put up with: an earlier rule that
+// fell back after two stalls close together made ViT-Ti 1.38x slower with
+// `nice -n 19 yes` running, while with `nice -n 0 yes` falling back is what wins
+// (ViT-B 274 ms against 424 without). On an idle machine parallel always gains
+// and nothing changes. Per calling thread (OpenMP's thread count is per thread too).
+namespace {
+using Clock = std::chrono::steady_clock;
+constexpr double kStall = 0.5e-3;       // s of waiting that no fork/join on an idle machine costs
+constexpr double kFirstPause = 1.0;     // s on one thread after the stalls start
+constexpr double kMaxPause = 8.0;
+constexpr double kWindow = 0.25;        // s: the decay time of the gain sum
+constexpr double kEvidence = 2e-3;      // s: the sum must be this far below zero (not one early stall)
+constexpr double kWarmup = 0.2;         // s after a thread's first region: first calls JIT-compile
+                                        // oneDNN's kernels and fault pages in; they say nothing of the load
+std::atomic<int> g_requested{0};        // set_threads(); 0: OpenMP's default (g_default)
+int g_default = 1;                      // omp_get_max_threads() at start (OMP_NUM_THREADS or the cores)
+bool g_fallback = true;                 // VITSCOPE_THREAD_FALLBACK=0 turns it off (to measure without it)
+
+struct Governor {
+    double gain = 0;                    // s gained by running regions in parallel, decaying over kWindow
+    Clock::time_point last{}, first{};  // the last report; the first (warm-up: no judging for kWarmup)
+    bool single = false;                // running on one thread now
+    Clock::time_point until{}, restored{};
+    double pause = kFirstPause;
+    long stalls = 0, fallbacks = 0;
+};
+thread_local Governor t_gov;
+
+int requested() {
+    int r = g_requested.load(std::memory_order_relaxed);
+    return r > 0 ? r : g_default;
+}
+
+// Threads for a region started now by this thread.
+int team() {
+    if (omp_in_parallel()) return 1;
+    Governor& g = t_gov;
+    if (g.single && Clock::now() >= g.until) {  // probe all threads again
+        g.single = false;
+        g.gain = 0;
+        g.restored = Clock::now();
+        omp_set_num_threads(requested());
+    }
+    return g.single ? 1 : omp_get_max_threads();
+}
+
+// wall: the region's time on its threads; single: what it would have taken on one.
+void report(double wall, double single, bool stall) {
+    if (!g_fallback) return;
+    Governor& g = t_gov;
+    const auto now = Clock::now();
+    const double dt = g.last == Clock::time_point{} ? 0.0 : std::chrono::duration<double>(now - g.last).count();
+    g.last = now;
+    if (g.first == Clock::time_point{}) g.first = now;
+    g.gain = g.gain * std::exp(-dt / kWindow) + (single - wall);
+    if (stall) ++g.stalls;
+    else if (g.gain > 0 && now - g.restored > std::chrono::duration<double>(2 * g.pause))
+        g.pause = kFirstPause;  // a quiet spell: forget the back-off
+    if (!g.single && g.gain < -kEvidence && now - g.first > std::chrono::duration<double>(kWarmup)) {
+        // Parallel loses again soon after a probe: wait longer before the next one.
+        if (g.fallbacks && now - g.restored < std::chrono::duration<double>(0.5))
+            g.pause = std::min(kMaxPause, g.pause * 2);
+        g.single = true;
+        ++g.fallbacks;
+        g.until = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g.pause));
+        omp_set_num_threads(1);
+    }
+}
+
+// Splits the work in `parts` = the threads asked for (1 when not `worth`, the
+// work being too small to split, or when called inside a parallel region, as the
+// trainer's data-parallel loop does), runs body(part, parts) for each, on team()
+// threads, and reports stalls. The parts do not depend on how many threads run
+// them: results are bitwise the same whether a region ran on all threads or fell
+// back to one.
+template <class F>
+void parallel_parts(int parts, F&& body) {
+    const int nt = parts > 1 ? std::min(team(), parts) : 1;
+    if (nt <= 1) {
+        for (int p = 0; p < parts; ++p) body(p, parts);
+        return;
+    }
+    constexpr int kMax = 256;
+    double work[kMax] = {}, per_part[kMax] = {};
+    int ran = 0;
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(std::min(nt, kMax))
+    {
+        const auto s = Clock::now();
+        const int t = omp_get_thread_num(), n = omp_get_num_threads();
+        for (int p = parts * t / n; p < parts * (t + 1) / n; ++p) body(p, parts);
+        work[t] = std::chrono::duration<double>(Clock::now() - s).count();
+        const int mine = parts * (t + 1) / n - parts * t / n;
+        per_part[t] = mine > 0 ? work[t] / mine : 1e30;
+        if (t == 0) ran = n;
+    }
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    ran = std::max(1, std::min(ran, kMax));
+    const double slowest = *std::max_element(work, work + ran);
+    // a thread started or finished late: more than kStall of waiting on top of the work
+    const bool stall = wall - slowest > kStall && wall > 1.5 * slowest;
+    report(wall, parts * std::min(wall, *std::min_element(per_part, per_part + ran)), stall);
+}
+
+template <class F>
+void parallel(bool worth, F&& body) {
+    parallel_parts((worth && !omp_in_parallel()) ? requested() : 1, std::forward<F>(body));
+}
+
+// [begin, end) of thread t of n over `count` items (contiguous, as schedule(static)).
+inline int64_t split(int64_t count, int t, int n) { return count * t / n; }
+}  // namespace
+
+// One thread pool at a time: OpenMP splits rows and heads across the cores and
+// every BLAS call runs single-threaded inside it. (OpenBLAS's own threads plus
+// OpenMP's would oversubscribe; OpenBLAS's hand-offs alone cost ~20% on
+// ViT-Ti-sized matrices.)
+namespace {
+struct PoolInit {
+    PoolInit() {
+        blas::init();  // also for binaries whose main() does not call it (tests, tools)
+        openblas_set_num_threads(1);
+        g_default = std::max(1, omp_get_max_threads());
+        const char* f = std::getenv("VITSCOPE_THREAD_FALLBACK");
+        g_fallback = !(f && std::strcmp(f, "0") == 0);
+    }
+} pool_init;
+}  // namespace
+
+int threads() { return requested(); }
+void set_threads(int n) {
+    g_requested = n > 0 ? n : 1;
+    if (!t_gov.single) omp_set_num_threads(g_requested);
+}
+
+std::string threading() {
+    const Governor& g = t_gov;
+    std::string s = std::to_string(requested()) + (requested() == 1 ? " thread" : " threads");
+    if (g.fallbacks)
+        s += ", " + std::to_string(g.stalls) + " stalled regions; one thread was faster " +
+             std::to_string(g.fallbacks) + (g.fallbacks == 1 ? " time" : " times");
+    if (g.single) s += " (one thread now)";
+    return s;
+}
+
+void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc) {
+    if (!use_openblas()) return gemm::sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void for_range(int n, bool worth, const std::function<void(int)>& body) {
+    parallel(worth && n > 1, [&](int t, int parts) {
+        for (int i = int(split(n, t, parts)); i < int(split(n, t + 1, parts)); ++i) body(i);
+    });
+}
+
+bool use_openblas() {
+    static const bool v = [] {
+        const char* e = std::getenv("VITSCOPE_GEMM");
+        return e && std::strcmp(e, "openblas") == 0;
+    }();
+    return v;
+}
+
+std::string gemm_engine() {
+    if (use_openblas()) return blas::describe() + " (VITSCOPE_GEMM=openblas)";
+    return gemm::describe() + ", weights packed once";
+}
+
+std::string gemm_engine_short() {
+    if (use_openblas()) return "OpenBLAS " + blas::info().kernel;
+    return gemm::version() + " " + gemm::isa();
+}
+
+bool gemm_engine_best() { return !use_openblas() || blas::info().best; }
+
+void linear(float* out, const float* in, const float* Wt, const float* b, int R, int I, int O,
+            const gemm::Packs* packs) {
+    const double size = double(R) * I * O;
+    // Two threads pay from ~2e6 multiply-adds: below, the fork/join and two half-size oneDNN calls cost
+    // more than they save (default model, 2000 runs: 0.37-0.41 ms a forward with its 0.6e6 qkv split,
+    // 0.33 on one thread).
+    const bool worth = size >= 2e6;
+    // Packing pays from about 1e6 multiply-adds on: below it (the Fashion-MNIST
+    // model's 50x64 @ 64x192) a matmul primitive's call costs more than it saves
+    // (default model, 1000 runs, quiet: 0.375 ms a forward with every linear
+    // packed, 0.340 with these through sgemm).
+    if (packs && !use_openblas() && size >= 1e6) {
+        // Column slices of the packed weight, one per thread asked for (fixed: the
+        // result does not depend on how many threads end up running them).
+        const auto p = gemm::packed(*packs, Wt, b, R, I, O, (worth && !omp_in_parallel()) ? requested() : 1);
+        parallel_parts(gemm::parts(*p), [&](int t, int) { gemm::run(*p, t, out, in); });
+        return;
+    }
+    if (b) {
+        for (int r = 0; r < R; ++r) std::memcpy(out + size_t(r) * O, b, sizeof(float) * O);
+    }
+    // Split the larger of rows and output columns across the threads.
+    parallel(worth, [&](int t, int n) {
+        if (n == 1) { gemm(false, true, R, O, I, 1.f, in, I, Wt, I, b ? 1.f : 0.f, out, O); return; }
+        if (R >= 8 * n && R >= O / 4) {
+            int r0 = int(int64_t(R) * t / n), r1 = int(int64_t(R) * (t + 1) / n);
+            if (r1 > r0) gemm(false, true, r1 - r0, O, I, 1.f, in + size_t(r0) * I, I, Wt, I, b ? 1.f : 0.f,
+                              out + size_t(r0) * O, O);
+        } else {
+            int c0 = int(int64_t(O) * t / n), c1 = int(int64_t(O) * (t + 1) / n);
+            if (c1 > c0) gemm(false, true, R, c1 - c0, I, 1.f, in, I, Wt + size_t(c0) * I, I, b ? 1.f : 0.f,
+                              out + c0, O);
+        }
+    });
+}
+
+void layernorm(float* out, float* norm, float* mean, float* std, const float* x, const float* g,
+               const float* b, int R, int D, float eps, bool unbiased) {
+    const auto& k = kernels::best();
+    parallel(int64_t(R) * D > 20000, [&](int t, int n) {
+        k.layernorm_rows(out, norm, mean, std, x, g, b, int(split(R, t, n)), int(split(R, t + 1, n)), D, eps, unbiased);
+    });
+}
+
+void gelu(float* out, const float* x, size_t n) {
+    const auto& k = kernels::best();
+    // Split on 64-float boundaries so that every thread's range is whole vectors.
+    const int64_t blocks = int64_t((n + 63) / 64);
+    parallel(n > 50000, [&](int t, int nt) {
+        k.gelu(out, x, std::min(n, size_t(split(blocks, t, nt)) * 64), std::min(n, size_t(split(blocks, t + 1, nt)) * 64));
+    });
+}
+
+void softmax_rows(float* out, const float* x, int R, int C) {
+    const auto& k = kernels::best();
+    parallel(int64_t(R) * C > 20000, [&](int t, int n) {
+        k.softmax_rows(out, x, int(split(R, t, n)), int(split(R, t + 1, n)), C);
+    });
+}
+
+void add(float* out, const float* a, const float* b, size_t n) {
+    const auto& k = kernels::best();
+    parallel(n > 100000, [&](int t, int nt) {
+        k.add(out, a, b, size_t(split(int64_t(n), t, nt)), size_t(split(int64_t(n), t + 1, nt)));
+    });
+}
+
+namespace kernels {
+// GCC's __builtin_cpu_supports checks that the OS saves the wide registers too.
+const Table& best() {
+    // VITSCOPE_KERNELS=avx2|sse2 picks a narrower one (to measure what a build
+    // without dispatch would run); never a wider one than the CPU has.
+    static const Table& t = [] () -> const Table& {
+        const char* want = std::getenv("VITSCOPE_KERNELS");
+        const std::string w = want ? want : "";
+#if defined(__x86_64__)
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && w != "avx2" && w != "sse2")
+            return avx512;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && w != "sse2") return avx2;
+#endif
+        return sse2;
+    }();
+    return t;
+}
+}  // namespace kernels
+
+}  // namespace vit::ops

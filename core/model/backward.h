@@ -1,0 +1,30 @@
+// The backward pass for every stage, after a batched forward pass (forward.h)
+// that kept what it needs. Training as a whole (optimizer, data, evaluation) is
+// core/train/train.h.
+#pragma once
+#include <memory>
+
+#include "core/model/forward.h"
+#include "core/model/model.h"
+
+namespace vit {
+
+class Batch {
+public:
+    Batch();
+    ~Batch();
+    // Forward on x (B, C, S, S); returns the logits (B, K). Keeps what backward needs.
+    // record: a batch of one that records every stage into `record` (for gradient traces).
+    const Array& forward(const Weights& w, const Tensor4& x, const Options& opt, Trace* record = nullptr);
+    // Softmax cross-entropy, mean over the batch. Returns the loss and fills dlogits (B, K).
+    static float cross_entropy(const Array& logits, const int* labels, Tensor2& dlogits, int* correct = nullptr);
+    // Backward from dlogits (B, K), accumulating into grads. Must follow forward().
+    // If `record` is set (B == 1 only), every stage's gradient is recorded as "<stage>.grad".
+    void backward(const Weights& w, const Tensor2& dlogits, Weights& grads, Trace* record = nullptr);
+
+private:
+    struct State;
+    std::unique_ptr<State> s_;
+};
+
+}  // namespace vit

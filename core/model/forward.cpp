@@ -1,0 +1,362 @@
+// The ViT forward pass, batched, recording every stage through the stage table.
+// Each stage is computed straight into its array (the trace's own, when
+// tracing), reads like its PyTorch line, and names that line in a comment.
+// GEMMs go to BLAS on the containers' storage (ops::gemm / ops::linear);
+// elementwise stages are xtensor expressions (vectorized with xsimd). Two
+// stages stay loops over the storage because the expression is measurably
+// slower on the hot path (ViT-B shapes, one thread, xsimd on, 2026-11-23):
+// LayerNorm (ops::layernorm, 0.19 ms vs 5.4 ms with xt::mean/xt::variance
+// reducers) and the row softmax (ops::softmax_rows, 0.03 vs 0.39 ms per
+// 197x197 head with xt::amax/xt::sum). tests/test_xtensor_reference.cpp checks
+// both against the xtensor expressions they replace.
+#include "core/model/forward.h"
+
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xbroadcast.hpp>
+#include <xtensor/xmanipulation.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xnoalias.hpp>
+#include <xtensor/xstrided_view.hpp>
+#include <xtensor/xview.hpp>
+
+#include "core/kernels/ops.h"
+#include "core/kernels/profile.h"
+
+namespace vit {
+
+namespace profile {
+Profile*& active() {
+    thread_local Profile* p = nullptr;
+    return p;
+}
+}  // namespace profile
+
+struct Workspace {
+    Array qkv;                           // (B*T, 3D): the fused q/k/v projection
+    std::vector<Tensor2> zcat;           // per block (B*T, D): heads concatenated
+    std::map<int, Array> scratch;        // stages not kept, one array per kind
+    // The stage table of the last run and what it depends on (the names and shapes
+    // the recorder checks; building it, texts included, costs ~0.1 ms per run).
+    std::vector<int> table_key;
+    std::vector<StageInfo> table;
+};
+void WorkspaceDeleter::operator()(Workspace* w) const { delete w; }
+WorkspacePtr make_workspace() { return WorkspacePtr(new Workspace); }
+const Tensor2& workspace_zcat(const Workspace& ws, int l) { return ws.zcat.at(size_t(l)); }
+
+namespace {
+
+// A view of an array's storage with the shape the computation wants (no copy).
+template <size_t N>
+auto as(Array& a, const std::array<size_t, N>& shape) {
+    return xt::adapt(a.data(), a.size(), xt::no_ownership(), shape);
+}
+template <size_t N>
+auto as(const float* p, size_t n, const std::array<size_t, N>& shape) {
+    return xt::adapt(const_cast<float*>(p), n, xt::no_ownership(), shape);
+}
+
+// Hands out each stage's array in the table's order: the trace's entry (Keep::All)
+// or, for training, a kept array (B, ...) or a reused scratch array.
+class Recorder {
+public:
+    Recorder(const Config& c, const Options& o, size_t B, Keep keep, Trace& t, Workspace& ws)
+        : table_(table_for(c, o, ws)), B_(B), keep_(keep), t_(t), ws_(ws) {}
+
+    Array& operator()(Stage kind) {
+        if (i_ >= table_.size() || table_[i_].kind != kind)
+            throw std::logic_error("forward pass and stage table disagree at stage " + std::to_string(i_));
+        const StageInfo& s = table_[i_++];
+        if (keep_ == Keep::All) return t_.record(s.name, s.layer, s.shape);
+        Shape shape = s.shape;
+        shape.insert(shape.begin(), B_);
+        if (kept(kind)) return t_.record(s.name, s.layer, shape);
+        Array& a = ws_.scratch[int(kind)];
+        if (a.size() != shape_numel(shape) || a.dimension() != shape.size()) a = empty_array(shape);
+        return a;
+    }
+    // What the backward pass reads (backward.cpp); everything else is scratch when training.
+    static bool kept(Stage k) {
+        switch (k) {
+            case Stage::Patches: case Stage::LnStd: case Stage::LnNormalized: case Stage::LnOut:
+            case Stage::AttnQ: case Stage::AttnK: case Stage::AttnV: case Stage::AttnPattern:
+            case Stage::MlpPre: case Stage::MlpPost: case Stage::Pooled: case Stage::Logits:
+                return true;
+            default:
+                return false;
+        }
+    }
+    bool all() const { return keep_ == Keep::All; }
+    void done() const {
+        if (i_ != table_.size()) throw std::logic_error("forward pass recorded fewer stages than the table lists");
+    }
+
+private:
+    static const std::vector<StageInfo>& table_for(const Config& c, const Options& o, Workspace& ws) {
+        std::vector<int> key{c.image_size, c.channels, c.patch, c.width, c.depth, c.heads, c.mlp, c.classes,
+                             int(o.pooling_for(c)), o.affine, o.unbiased, o.bug_scale_after_softmax,
+                             o.bug_reshape_patches};
+        if (key != ws.table_key || ws.table.empty()) {
+            ws.table = stage_table(c, o);
+            ws.table_key = std::move(key);
+        }
+        return ws.table;
+    }
+    const std::vector<StageInfo>& table_;
+    size_t i_ = 0, B_;
+    Keep keep_;
+    Trace& t_;
+    Workspace& ws_;
+};
+
+// F.linear(in, W, b) through BLAS, reported to the profile as a GEMM of its shape.
+void linear(const char* what, float* out, const float* in, const Tensor2& W, const Tensor1& b, size_t R,
+            const gemm::Packs* packs) {
+    const size_t O = W.shape(0), I = W.shape(1);
+    profile::Scope s([&] { return "gemm " + std::string(what) + " " + std::to_string(R) + "x" + std::to_string(I) +
+                                  " @ " + std::to_string(I) + "x" + std::to_string(O); },
+                     2.0 * double(R) * double(I) * double(O));
+    ops::linear(out, in, W.data(), b.data(), int(R), int(I), int(O), packs);
+}
+
+// LayerNorm with its internals recorded: mean (R), std (R), normalized (R, D), out (R, D).
+// torch: F.layer_norm(x, (D,), weight, bias, eps) -- or, unbiased, var over D-1.
+const float* layernorm_stage(Recorder& rec, const float* x, const LayerNormW& w, size_t R, size_t D, float eps,
+                             const Options& opt) {
+    float* mean = rec(Stage::LnMean).data();
+    float* sd = rec(Stage::LnStd).data();
+    float* norm = rec(Stage::LnNormalized).data();
+    float* out = rec(Stage::LnOut).data();
+    profile::Scope prof([] { return std::string("layernorm"); }, 8.0 * double(R) * double(D));
+    ops::layernorm(out, norm, mean, sd, x, opt.affine ? w.g.data() : nullptr, opt.affine ? w.b.data() : nullptr,
+                   int(R), int(D), eps, opt.unbiased);
+    return out;
+}
+
+// out = a + b over (R, D), the xtensor expression run on blocks of rows across the threads.
+// torch: x + sublayer(x)
+void residual_add(float* out, const float* a, const float* b, size_t R, size_t D) {
+    profile::Scope prof([] { return std::string("residual adds"); }, 0);
+    const int blocks = int(std::min<size_t>(R, 8));
+    ops::for_range(blocks, R * D > 50000, [&](int i) {
+        const size_t r0 = R * size_t(i) / size_t(blocks), r1 = R * size_t(i + 1) / size_t(blocks);
+        const std::array<size_t, 2> shape{r1 - r0, D};
+        xt::noalias(as(out + r0 * D, (r1 - r0) * D, shape)) =
+            as(a + r0 * D, (r1 - r0) * D, shape) + as(b + r0 * D, (r1 - r0) * D, shape);
+    });
+}
+
+// out = 0.5 x (1 + erf(x / sqrt 2)) as an xtensor expression, split across the threads
+// (through ops::for_range, so that the busy-core fallback applies here too).
+// torch: F.gelu(x)  (the exact form, not the tanh approximation)
+void gelu(float* out, const float* in, size_t n) {
+    profile::Scope prof([] { return std::string("gelu"); }, 0);
+    const size_t parts = size_t(std::max(1, ops::threads()));
+    ops::for_range(int(parts), n > 50000, [&](int t) {
+        const size_t b = n * size_t(t) / parts, e = n * size_t(t + 1) / parts;
+        auto x = as(in + b, e - b, std::array<size_t, 1>{e - b});
+        auto y = as(out + b, e - b, std::array<size_t, 1>{e - b});
+        xt::noalias(y) = 0.5f * x * (1.f + xt::erf(x * float(M_SQRT1_2)));
+    });
+}
+
+}  // namespace
+
+const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& opt, Trace& acts, Keep keep,
+                           Workspace& ws) {
+    const Config& c = w.cfg;
+    const size_t B = x.shape(0), C = c.channels, S = c.image_size, P = c.patch, G = c.grid(), N = c.patches(),
+                 T = c.tokens(), D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, K = c.classes;
+    if (x.shape(1) != C || x.shape(2) != S || x.shape(3) != S)
+        throw std::invalid_argument("input has shape " + shape_str_of(x) + " but model '" + c.name + "' takes " +
+                                    shape_str({B, C, S, S}));
+    if (w.blocks.size() != size_t(c.depth)) throw std::invalid_argument("weights do not match config depth");
+    if (keep == Keep::All && B != 1) throw std::invalid_argument("a traced run records one image");
+    const size_t R = B * T;  // rows of the residual stream: (b, t), b-major
+    const Pooling pool = opt.pooling_for(c);
+    // A traced run packs the weight matrices once for the GEMM kernel and reuses
+    // them; training changes them every step, so it hands them over as they are.
+    const gemm::Packs* packs = keep == Keep::All ? &w.packs : nullptr;
+
+    acts.begin();
+    std::optional<profile::Scope> table_prof;
+    table_prof.emplace([] { return std::string("stage table (names, texts)"); }, 0);
+    Recorder rec(c, opt, B, keep, acts, ws);
+    table_prof.reset();
+
+    // input: (C, S, S), normalized
+    Array& in = rec(Stage::Input);
+    xt::noalias(as(in, std::array<size_t, 4>{B, C, S, S})) = x;
+
+    // patches: (N, C*P*P). torch: x.unfold(1,P,P).unfold(2,P,P) is (C, G, G, P, P);
+    // permuted to (G, G, C, P, P), each patch is channel-major, as the Conv2d weight.
+    Array& patches = rec(Stage::Patches);
+    if (opt.bug_reshape_patches) {
+        // BUG (on purpose, a teaching switch): x.reshape(N, C*P*P) keeps image rows, not patches.
+        xt::noalias(as(patches, std::array<size_t, 4>{B, C, S, S})) = x;
+    } else {
+        auto grid = xt::reshape_view(x, std::array<size_t, 6>{B, C, G, P, G, P});
+        xt::noalias(as(patches, std::array<size_t, 6>{B, G, G, C, P, P})) = xt::transpose(grid, {0, 2, 4, 1, 3, 5});
+    }
+
+    // patch_embed: (N, D) = patches @ W.T + b == Conv2d(C, D, P, stride=P)(x).flatten(2).transpose(1, 2)
+    Array& pe = rec(Stage::PatchEmbed);
+    linear("patch_embed", pe.data(), patches.data(), w.patch_w, w.patch_b, B * N, packs);
+
+    // tokens: (T, D) = torch.cat([cls_token, patch_embed])
+    Array& tok = rec(Stage::Tokens);
+    auto tok3 = as(tok, std::array<size_t, 3>{B, T, D});
+    xt::view(tok3, xt::all(), 0, xt::all()) = xt::broadcast(w.cls, {B, D});
+    xt::view(tok3, xt::all(), xt::range(1, T), xt::all()) = as(pe, std::array<size_t, 3>{B, N, D});
+
+    // embed: (T, D) = tokens + pos_embed
+    Array& emb = rec(Stage::Embed);
+    xt::noalias(as(emb, std::array<size_t, 3>{B, T, D})) = tok3 + w.pos;
+
+    const float scale = 1.f / std::sqrt(float(d));
+    ws.qkv.resize({R, 3 * D});
+    ws.zcat.resize(size_t(c.depth));
+    const float* xres = emb.data();  // the residual stream (R, D)
+    for (size_t l = 0; l < size_t(c.depth); ++l) {
+        const BlockW& b = w.blocks[l];
+        const float* h1 = layernorm_stage(rec, xres, b.ln1, R, D, c.eps, opt);
+
+        // q, k, v: (H, T, d) each = ln1 @ Wqkv.T + b, rows of Wqkv [q; k; v], heads contiguous.
+        // torch: qkv(x).reshape(T, 3, H, d).permute(1, 2, 0, 3)
+        linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs);
+        float* qkv3[3] = {rec(Stage::AttnQ).data(), rec(Stage::AttnK).data(), rec(Stage::AttnV).data()};
+        {
+            profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
+            // The permute as a loop of d-float runs: the strided xtensor assignment
+            // xt::transpose(xt::reshape_view(qkv, {B, T, 3, H, d}), {2, 0, 3, 1, 4}) measured
+            // 1.15 ms against 0.04 ms for ViT-B (tests check the two agree).
+            ops::for_range(int(R), R * D > 50000, [&](int i) {
+                const size_t bt = size_t(i);
+                for (size_t s3 = 0; s3 < 3; ++s3)
+                    for (size_t h = 0; h < H; ++h)
+                        std::copy_n(ws.qkv.data() + bt * 3 * D + s3 * D + h * d, d,
+                                    qkv3[s3] + (((bt / T) * H + h) * T + bt % T) * d);
+            });
+        }
+        const float *q = qkv3[0], *k = qkv3[1], *v = qkv3[2];
+
+        // Per image and head: scores (T, T) = q @ k.T / sqrt(d), the scale BEFORE the
+        // softmax; pattern = scores.softmax(-1) (rows: queries, columns: keys); z = pattern @ v.
+        float* sc = rec(Stage::AttnScores).data();
+        float* pa = rec(Stage::AttnPattern).data();
+        if (!rec.all()) sc = pa;  // training keeps only the pattern: softmax in place
+        Tensor2& zcat = ws.zcat[l];
+        zcat.resize({R, D});
+        float* z = rec.all() ? rec(Stage::AttnZ).data() : nullptr;
+        if (!rec.all()) rec(Stage::AttnZ);  // scratch: z goes straight into zcat below
+        const float alpha = opt.bug_scale_after_softmax ? 1.f : scale;
+        std::optional<profile::Scope> att_prof;
+        att_prof.emplace([] { return std::string("attention: q k^T, softmax, attn v (per head)"); },
+                         4.0 * double(B * H) * double(T) * double(T) * double(d));
+        // Tasks of (image, head, block of query rows): when the heads do not divide
+        // evenly among the threads (ViT-Ti: 3 heads on 2), each head's rows are split
+        // so that every thread gets the same work (rows are independent: softmax is per row).
+        const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
+        ops::for_range(int(B * H * split), B * H * T * T * d > 1000000, [&](int task) {
+            const size_t bh = size_t(task) / split, part = size_t(task) % split;
+            const size_t img = bh / H, h = bh % H, o = bh * T * d, oo = bh * T * T;
+            const size_t r0 = T * part / split, r1 = T * (part + 1) / split, n = r1 - r0;
+            if (!n) return;
+            float* srow = sc + oo + r0 * T;
+            float* prow = pa + oo + r0 * T;
+            ops::gemm(false, true, int(n), int(T), int(d), alpha, q + o + r0 * d, int(d), k + o, int(d), 0.f, srow, int(T));
+            ops::softmax_rows(prow, srow, int(n), int(T));
+            if (opt.bug_scale_after_softmax)  // BUG (teaching switch): attn = scores.softmax(-1) / sqrt(d)
+                as(prow, n * T, std::array<size_t, 1>{n * T}) *= scale;
+            // z = attn @ v: written as (H, T, d) when recording, else straight into the concat layout
+            if (z) ops::gemm(false, false, int(n), int(d), int(T), 1.f, prow, int(T), v + o, int(d), 0.f,
+                             z + o + r0 * d, int(d));
+            else ops::gemm(false, false, int(n), int(d), int(T), 1.f, prow, int(T), v + o, int(d), 0.f,
+                           zcat.data() + (img * T + r0) * D + h * d, int(D));
+        });
+        att_prof.reset();
+        if (z) {  // heads concatenated: z.transpose(0, 1).reshape(T, D)
+            profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
+            ops::for_range(int(R), R * D > 50000, [&](int i) {  // one row (b, t) of the concat
+                const size_t img = size_t(i) / T, t = size_t(i) % T;
+                for (size_t h = 0; h < H; ++h)
+                    std::copy_n(z + ((img * H + h) * T + t) * d, d, zcat.data() + size_t(i) * D + h * d);
+            });
+        }
+
+        // attn.out: (T, D) = proj(concat_heads(z))
+        Array& ao = rec(Stage::AttnOut);
+        linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R, packs);
+
+        // resid_mid = x + attn_out
+        Array& rm = rec(Stage::ResidMid);
+        residual_add(rm.data(), xres, ao.data(), R, D);
+
+        const float* h2 = layernorm_stage(rec, rm.data(), b.ln2, R, D, c.eps, opt);
+
+        // mlp.pre = fc1(ln2); mlp.post = F.gelu(mlp.pre); mlp.out = fc2(mlp.post)
+        Array& pre = rec(Stage::MlpPre);
+        linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs);
+        Array& post = rec(Stage::MlpPost);
+        gelu(post.data(), pre.data(), R * M);
+        Array& mo = rec(Stage::MlpOut);
+        linear("mlp.fc2", mo.data(), post.data(), b.fc2_w, b.fc2_b, R, packs);
+
+        // resid_post = resid_mid + mlp_out
+        Array& rp = rec(Stage::ResidPost);
+        residual_add(rp.data(), rm.data(), mo.data(), R, D);
+        xres = rp.data();
+    }
+
+    const float* feat;  // (B, D): what the head reads
+    if (pool == Pooling::Cls) {
+        // LayerNorm on every token (as the model does), then the cls token's row: x[:, 0]
+        const float* lf = layernorm_stage(rec, xres, w.ln_f, R, D, c.eps, opt);
+        Array& pooled = rec(Stage::Pooled);
+        xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) =
+            xt::view(as(lf, R * D, std::array<size_t, 3>{B, T, D}), xt::all(), 0, xt::all());
+        feat = pooled.data();
+    } else {
+        // timm's global_pool='avg': x[:, 1:].mean(1), then LayerNorm (fc_norm)
+        Array& pooled = rec(Stage::Pooled);
+        xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) =
+            xt::mean(xt::view(as(xres, R * D, std::array<size_t, 3>{B, T, D}), xt::all(), xt::range(1, T), xt::all()),
+                     {1});
+        feat = layernorm_stage(rec, pooled.data(), w.ln_f, B, D, c.eps, opt);
+    }
+    // logits = head(pooled); probs = logits.softmax(-1)
+    Array& logits = rec(Stage::Logits);
+    linear("head", logits.data(), feat, w.head_w, w.head_b, B, packs);
+    Array& probs = rec(Stage::Probs);
+    ops::softmax_rows(probs.data(), logits.data(), int(B), int(K));
+    rec.done();
+    acts.end();
+    return logits;
+}
+
+void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& trace) {
+    const Config& c = w.cfg;
+    const size_t C = c.channels, S = c.image_size;
+    if (input.shape(0) != C || input.shape(1) != S || input.shape(2) != S)
+        throw std::invalid_argument("input has shape " + shape_str_of(input) + " but model '" + c.name + "' takes " +
+                                    shape_str({C, S, S}));
+    // A batch of one: the same storage seen as (1, C, S, S).
+    Tensor4 x = Tensor4::from_shape({1, C, S, S});
+    std::copy(input.begin(), input.end(), x.begin());
+    thread_local WorkspacePtr ws = make_workspace();
+    forward_batch(w, x, opt, trace, Keep::All, *ws);
+}
+
+Trace run(const Weights& w, const Tensor3& input, const Options& opt) {
+    Trace t;
+    forward(w, input, opt, t);
+    return t;
+}
+
+}  // namespace vit

@@ -1,0 +1,142 @@
+#include "core/teach/analysis.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace vit {
+
+Stats stats(const float* x, size_t n, int bins) {
+    Stats s;
+    if (!n) return s;
+    s.min = s.max = x[0];
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (x[i] < s.min) { s.min = x[i]; s.argmin = i; }
+        if (x[i] > s.max) { s.max = x[i]; s.argmax = i; }
+        sum += x[i];
+    }
+    s.mean = float(sum / n);
+    for (size_t i = 0; i < n; ++i) sq += (x[i] - s.mean) * double(x[i] - s.mean);
+    s.std = float(std::sqrt(sq / n));
+    s.hist.assign(std::max(bins, 1), 0.f);
+    float w = (s.max - s.min) / bins;
+    for (size_t i = 0; i < n; ++i) {
+        int b = w > 0 ? int((x[i] - s.min) / w) : 0;
+        s.hist[std::clamp(b, 0, bins - 1)] += 1;
+    }
+    return s;
+}
+
+namespace {
+const Array& pattern(const Trace& t, int l) { return t.get("blocks." + std::to_string(l) + ".attn.pattern"); }
+}  // namespace
+
+std::vector<float> cls_attention(const Trace& t, int layer, int head) {
+    const Array& p = pattern(t, layer);
+    const size_t H = p.shape(0), T = p.shape(1);
+    std::vector<float> out(T - 1, 0.f);
+    for (size_t h = 0; h < H; ++h) {
+        if (head >= 0 && size_t(head) != h) continue;
+        for (size_t j = 1; j < T; ++j) out[j - 1] += p(h, 0, j);  // row 0 = the cls query
+    }
+    if (head < 0) for (auto& v : out) v /= float(H);
+    return out;
+}
+
+namespace {
+using Mat = std::vector<double>;
+Mat matmul(const Mat& a, const Mat& b, size_t T) {
+    Mat c(T * T, 0.0);
+    for (size_t i = 0; i < T; ++i)
+        for (size_t k = 0; k < T; ++k) {
+            double v = a[i * T + k];
+            if (v == 0) continue;
+            for (size_t j = 0; j < T; ++j) c[i * T + j] += v * b[k * T + j];
+        }
+    return c;
+}
+}  // namespace
+
+std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float discard) {
+    const size_t T = pattern(t, 0).shape(1);
+    Mat R(T * T, 0.0);
+    for (size_t i = 0; i < T; ++i) R[i * T + i] = 1;
+    for (int l = 0; l <= upto; ++l) {
+        const Array& p = pattern(t, l);
+        const size_t H = p.shape(0);
+        const float* pd = p.data();
+        Mat A(T * T);
+        for (size_t i = 0; i < T * T; ++i) {
+            double v = f == Fusion::Mean ? 0 : pd[i];
+            for (size_t h = 0; h < H; ++h) {
+                double x = pd[h * T * T + i];
+                if (f == Fusion::Mean) v += x / H;
+                else if (f == Fusion::Max) v = std::max(v, x);
+                else v = std::min(v, x);
+            }
+            A[i] = v;
+        }
+        if (discard > 0) {  // drop the smallest weights of each row, never the diagonal
+            for (size_t i = 0; i < T; ++i) {
+                std::vector<double> row(A.begin() + i * T, A.begin() + (i + 1) * T);
+                std::vector<double> sorted = row;
+                size_t k = size_t(discard * T);
+                if (k == 0) continue;
+                std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end());
+                double thr = sorted[k - 1];
+                size_t dropped = 0;
+                for (size_t j = 0; j < T && dropped < k; ++j)
+                    if (j != i && row[j] <= thr) { A[i * T + j] = 0; ++dropped; }
+            }
+        }
+        for (size_t i = 0; i < T; ++i) {
+            double s = 0;
+            for (size_t j = 0; j < T; ++j) { A[i * T + j] = 0.5 * A[i * T + j] + (i == j ? 0.5 : 0); s += A[i * T + j]; }
+            for (size_t j = 0; j < T; ++j) A[i * T + j] /= s;
+        }
+        R = matmul(A, R, T);
+    }
+    std::vector<float> out(T - 1);
+    for (size_t j = 1; j < T; ++j) out[j - 1] = float(R[j]);  // row 0: the cls token
+    return out;
+}
+
+std::vector<float> grad_rollout(const Trace& t, const Trace& g, int upto) {
+    const size_t T = pattern(t, 0).shape(1);
+    Mat R(T * T, 0.0);
+    for (size_t i = 0; i < T; ++i) R[i * T + i] = 1;
+    for (int l = 0; l <= upto; ++l) {
+        const Array& p = pattern(t, l);
+        const Array& gp = g.get("blocks." + std::to_string(l) + ".attn.pattern.grad");
+        const size_t H = p.shape(0);
+        Mat A(T * T, 0.0);
+        for (size_t h = 0; h < H; ++h)
+            for (size_t i = 0; i < T * T; ++i)
+                A[i] += std::max(0.0, double(gp.data()[h * T * T + i]) * p.data()[h * T * T + i]) / H;
+        Mat AR = matmul(A, R, T);
+        for (size_t i = 0; i < T * T; ++i) R[i] += AR[i];
+    }
+    std::vector<float> out(T - 1);
+    for (size_t j = 1; j < T; ++j) out[j - 1] = float(R[j]);
+    return out;
+}
+
+std::vector<StageChange> trace_changes(const Trace& base, const Trace& now) {
+    std::vector<StageChange> out;
+    for (auto& e : now.entries()) {
+        int i = base.index_of(e.name);
+        if (i < 0) continue;
+        const Array& a = base.at(size_t(i)).tensor;
+        if (a.shape() != e.tensor.shape()) continue;
+        double dn = 0, bn = 0;
+        for (size_t k = 0; k < a.size(); ++k) {
+            double df = double(e.tensor.data()[k]) - a.data()[k];
+            dn += df * df;
+            bn += double(a.data()[k]) * a.data()[k];
+        }
+        out.push_back({e.name, std::sqrt(dn), std::sqrt(bn)});
+    }
+    return out;
+}
+
+}  // namespace vit

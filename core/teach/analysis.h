@@ -1,0 +1,36 @@
+// What the views show, computed in the core: statistics,
+// attention maps over the patch grid, and differences between traces.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/model/model.h"
+#include "core/model/stages.h"
+#include "core/model/tensor.h"
+
+namespace vit {
+
+struct Stats {
+    float min = 0, max = 0, mean = 0, std = 0;
+    size_t argmin = 0, argmax = 0;
+    std::vector<float> hist;  // counts per bin over [min, max]
+};
+Stats stats(const float* x, size_t n, int bins = 40);
+
+enum class Fusion { Mean, Max, Min };
+
+// The cls token's attention to every patch (N), at `layer`, for `head` (-1: mean over heads).
+std::vector<float> cls_attention(const Trace& t, int layer, int head);
+// Attention rollout (Abnar & Zuidema 2020) through blocks 0..upto: per layer fuse
+// heads, drop the lowest `discard` fraction of each row's weights (keeping the
+// diagonal), A <- (A + I) / 2 renormalised, R <- A R. Returns the cls row over patches (N).
+std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float discard);
+// Gradient-weighted rollout (Chefer et al. 2021): A_bar = mean_h relu(dL/dA * A),
+// R <- R + A_bar R from R = I, through blocks 0..upto. `grads` is gradient_trace().
+std::vector<float> grad_rollout(const Trace& t, const Trace& grads, int upto);
+
+// Per-stage L2 norm of (b - a) and of a, for stages present in both with equal shapes.
+struct StageChange { std::string name; double diff_norm, base_norm; };
+std::vector<StageChange> trace_changes(const Trace& base, const Trace& now);
+
+}  // namespace vit

@@ -1,0 +1,504 @@
+// The paper's pictures as numbers (see teach.h). Each computation is written as
+// xtensor expressions on the containers and views, and names the numpy/PyTorch
+// line it equals. Two exceptions, both for bit-exactness with the forward pass:
+// the logit lens runs the forward's own LayerNorm, Linear and softmax kernels
+// (ops::layernorm, ops::linear, ops::softmax_rows), so its last row equals
+// `probs` exactly; and the eigen solver is LAPACK's (OpenBLAS ships it).
+#include "core/teach/teach.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <stdexcept>
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xbroadcast.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xnoalias.hpp>
+#include <xtensor/xreducer.hpp>
+#include <xtensor/xsort.hpp>
+#include <xtensor/xview.hpp>
+
+#include "core/io/dataset.h"
+#include "core/model/forward.h"
+#include "core/kernels/ops.h"
+#include "core/model/stages.h"
+
+// LAPACK (Fortran calling convention, as OpenBLAS exports it): the eigenvalues and
+// eigenvectors of a symmetric matrix by divide and conquer. The two trailing size_t
+// are gfortran's hidden lengths of the character arguments.
+extern "C" void dsyevd_(const char* jobz, const char* uplo, const int* n, double* a, const int* lda, double* w,
+                        double* work, const int* lwork, int* iwork, const int* liwork, int* info, size_t, size_t);
+
+namespace vit {
+
+namespace {
+
+using Tensor2d = xt::xtensor<double, 2>;
+
+std::string num(double v) {
+    char b[40];
+    std::snprintf(b, sizeof b, "%.7g", v);
+    return b;
+}
+std::string idx_str(const std::vector<size_t>& ix) {
+    std::string s = "[";
+    for (size_t i = 0; i < ix.size(); ++i) s += (i ? ", " : "") + std::to_string(ix[i]);
+    return s + "]";
+}
+
+const Array& pattern_of(const Trace& t, int l) {
+    const Array* p = t.find("blocks." + std::to_string(l) + ".attn.pattern");
+    if (!p) throw std::invalid_argument("the trace has no blocks." + std::to_string(l) + ".attn.pattern");
+    if (p->dimension() != 3 || p->shape(1) != p->shape(2))
+        throw std::invalid_argument("blocks." + std::to_string(l) + ".attn.pattern has shape " + shape_str_of(*p) +
+                                    ", not (heads, tokens, tokens)");
+    return *p;
+}
+
+// The number of blocks the trace recorded (blocks.l.resid_post for l = 0, 1, ...).
+int trace_depth(const Trace& t) {
+    int L = 0;
+    while (t.has("blocks." + std::to_string(L) + ".resid_post")) ++L;
+    return L;
+}
+
+// Patch-centre distances in input pixels: (N, N), P * |(row, col)_q - (row, col)_k|.
+// numpy: r, c = np.divmod(np.arange(N), G); P * np.hypot(r[:, None] - r, c[:, None] - c)
+Tensor2 patch_distances(size_t G, size_t P) {
+    const size_t N = G * G;
+    xt::xtensor<float, 1> idx = xt::arange<float>(float(N));
+    xt::xtensor<float, 1> r = xt::floor(idx / float(G)), c = idx - r * float(G);
+    auto dr = xt::view(r, xt::all(), xt::newaxis()) - xt::view(r, xt::newaxis(), xt::all());
+    auto dc = xt::view(c, xt::all(), xt::newaxis()) - xt::view(c, xt::newaxis(), xt::all());
+    return float(P) * xt::sqrt(dr * dr + dc * dc);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- weights alone
+
+EmbedFilters embed_filters(const Weights& w, int kmax) {
+    const Config& c = w.cfg;
+    const size_t D = w.patch_w.shape(0), CPP = w.patch_w.shape(1), C = c.channels, P = c.patch;
+    if (CPP != C * P * P)
+        throw std::invalid_argument("patch_embed weight has shape " + shape_str_of(w.patch_w) + ", expected (" +
+                                    std::to_string(c.width) + ", " + std::to_string(C * P * P) + ")");
+    if (D < 2) throw std::invalid_argument("patch_embed weight has fewer than 2 filters: no principal components");
+    const size_t k = std::min(CPP, size_t(std::max(kmax, 1)));
+
+    // numpy: Wc = W - W.mean(0); cov = Wc.T @ Wc / (D - 1)    (in double)
+    Tensor2d Wc = xt::cast<double>(w.patch_w);
+    Wc -= xt::view(xt::mean(Wc, {0}), xt::newaxis(), xt::all());
+    Tensor2d cov = Tensor2d::from_shape({CPP, CPP});
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(CPP), int(CPP), int(D), 1.0 / double(D - 1), Wc.data(),
+                int(CPP), Wc.data(), int(CPP), 0.0, cov.data(), int(CPP));
+
+    // numpy: lam, V = np.linalg.eigh(cov)   (ascending; column j of V is eigenvector j)
+    // The matrix is symmetric, so its row-major storage is its column-major storage too;
+    // LAPACK returns eigenvector j in the j-th column, i.e. contiguous at a[j * n].
+    const int n = int(CPP);
+    xt::xtensor<double, 1> lam = xt::zeros<double>({CPP});
+    int info = 0, lwork = -1, liwork = -1, iwq = 0;
+    double wq = 0;
+    dsyevd_("V", "U", &n, cov.data(), &n, lam.data(), &wq, &lwork, &iwq, &liwork, &info, 1, 1);
+    if (info != 0) throw std::runtime_error("LAPACK dsyevd workspace query failed (info " + std::to_string(info) + ")");
+    lwork = int(wq);
+    liwork = iwq;
+    std::vector<double> work(size_t(std::max(lwork, 1)));
+    std::vector<int> iwork(size_t(std::max(liwork, 1)));
+    dsyevd_("V", "U", &n, cov.data(), &n, lam.data(), work.data(), &lwork, iwork.data(), &liwork, &info, 1, 1);
+    if (info != 0) throw std::runtime_error("LAPACK dsyevd did not converge (info " + std::to_string(info) + ")");
+
+    // variance ratio: lam[::-1][:k] / lam.sum()   (tiny negative eigenvalues from rounding count as 0)
+    const double total = xt::sum(xt::maximum(lam, 0.0))();
+    EmbedFilters out;
+    out.filters = Tensor4::from_shape({k, C, P, P});
+    out.variance = Tensor1::from_shape({k});
+    auto comps = xt::adapt(out.filters.data(), k * CPP, xt::no_ownership(), std::array<size_t, 2>{k, CPP});
+    for (size_t j = 0; j < k; ++j) {
+        const size_t col = CPP - 1 - j;  // largest first
+        auto v = xt::adapt(cov.data() + col * CPP, CPP, xt::no_ownership(), std::array<size_t, 1>{CPP});
+        // Sign: the entry of largest magnitude is positive (first one on a tie).
+        const size_t big = size_t(xt::argmax(xt::abs(v))());
+        const double sgn = v(big) < 0 ? -1.0 : 1.0;
+        const double norm = std::sqrt(xt::sum(v * v)());  // LAPACK's are unit norm already
+        xt::view(comps, j, xt::all()) = xt::cast<float>(v * (sgn / norm));
+        out.variance(j) = total > 0 ? float(std::max(lam(col), 0.0) / total) : 0.f;
+    }
+    return out;
+}
+
+Tensor2 pos_similarity(const Weights& w) {
+    const size_t T = w.pos.shape(0), D = w.pos.shape(1);
+    if (T < 2) throw std::invalid_argument("pos_embed has shape " + shape_str_of(w.pos) + ": no patch positions");
+    const size_t N = T - 1;
+    // pos[1:] (N, D); dot products G = pos[1:] @ pos[1:].T, norms |pos_i|
+    const float* p = w.pos.data() + D;
+    Tensor2 gram = Tensor2::from_shape({N, N});
+    ops::gemm(false, true, int(N), int(N), int(D), 1.f, p, int(D), p, int(D), 0.f, gram.data(), int(N));
+    auto patches = xt::adapt(p, N * D, xt::no_ownership(), std::array<size_t, 2>{N, D});
+    Tensor1 norm = xt::sqrt(xt::sum(patches * patches, {1}));
+    // torch: F.cosine_similarity(a, b) = a.b / max(|a| |b|, 1e-8)
+    return gram / xt::maximum(xt::view(norm, xt::all(), xt::newaxis()) * xt::view(norm, xt::newaxis(), xt::all()),
+                              1e-8f);
+}
+
+// ---------------------------------------------------------------- one traced image
+
+Tensor2 attn_distance(const Trace& t, const Config& c) {
+    const size_t G = c.grid(), P = c.patch, N = G * G, T = N + 1;
+    const int L = trace_depth(t);
+    if (L == 0) throw std::invalid_argument("the trace has no blocks (no blocks.0.resid_post)");
+    const Tensor2 dist = patch_distances(G, P);
+    const size_t H = pattern_of(t, 0).shape(0);
+    Tensor2 out = xt::zeros<float>({size_t(L), H});
+    for (int l = 0; l < L; ++l) {
+        const Array& pat = pattern_of(t, l);
+        if (pat.shape(0) != H || pat.shape(1) != T)
+            throw std::invalid_argument("blocks." + std::to_string(l) + ".attn.pattern has shape " +
+                                        shape_str_of(pat) + ", the model has " + std::to_string(T) + " tokens");
+        // numpy: (pattern[:, 1:, 1:] * dist).sum(-1).mean(-1)
+        auto pp = xt::view(pat, xt::all(), xt::range(1, T), xt::range(1, T));
+        xt::view(out, l, xt::all()) = xt::mean(xt::sum(pp * dist, {2}), {1});
+    }
+    return out;
+}
+
+float uniform_attn_distance(const Config& c) {
+    if (c.patch <= 0 || c.grid() <= 0) throw std::invalid_argument("model '" + c.name + "' has no patch grid");
+    return xt::mean(patch_distances(size_t(c.grid()), size_t(c.patch)))();
+}
+
+Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs, const Options& opt,
+                           const std::function<bool(int, int)>& progress, int* done_out) {
+    if (inputs.empty()) throw std::invalid_argument("attn_distance_mean: no inputs");
+    Tensor2 acc;
+    Trace t;  // reused: every run records the same names and shapes, so no reallocation
+    int done = 0;
+    const int total = int(inputs.size());
+    for (const Tensor3& x : inputs) {
+        forward(w, x, opt, t);
+        Tensor2 d = attn_distance(t, w.cfg);
+        if (done == 0) acc = d;
+        else acc += d;
+        ++done;
+        if (progress && !progress(done, total)) break;
+    }
+    if (done_out) *done_out = done;
+    if (done == 0) throw std::invalid_argument("attn_distance_mean: nothing was run");
+    return acc / float(done);
+}
+
+std::vector<Tensor3> dataset_inputs(const Dataset& d, int n, const Config& c) {
+    // Each image through the model's own preprocessing (dataset_input -> preprocess): for a
+    // 3-channel model the gray plane is repeated (PIL's convert("RGB")), then resized and
+    // cropped as the model's config says, as a gray PNG of the same image would be.
+    if (c.channels != 1 && c.channels != 3)
+        throw std::invalid_argument("model '" + c.name + "' takes " + std::to_string(c.channels) +
+                                    " channels; grayscale images convert to 1 or 3");
+    const int m = n <= 0 ? d.n : std::min(n, d.n);
+    std::vector<Tensor3> v;
+    v.reserve(size_t(m));
+    for (int i = 0; i < m; ++i) v.push_back(dataset_input(d, i, c));
+    return v;
+}
+
+Tensor1 attention_from(const Trace& t, int layer, int head, int query) {
+    const int L = trace_depth(t);
+    if (layer < 0 || layer >= L)
+        throw std::invalid_argument("layer " + std::to_string(layer) + " out of range (the model has " +
+                                    std::to_string(L) + " blocks)");
+    const Array& p = pattern_of(t, layer);
+    const size_t H = p.shape(0), T = p.shape(1);
+    if (head < -1 || head >= int(H))
+        throw std::invalid_argument("head " + std::to_string(head) + " out of range (-1 for the mean, 0.." +
+                                    std::to_string(H - 1) + ")");
+    if (query < 0 || query >= int(T))
+        throw std::invalid_argument("query token " + std::to_string(query) + " out of range (0 = cls, 1.." +
+                                    std::to_string(T - 1) + " = patches)");
+    // torch: pattern[head, query, 1:]  or  pattern[:, query, 1:].mean(0)
+    if (head >= 0) return xt::view(p, head, query, xt::range(1, T));
+    return xt::mean(xt::view(p, xt::all(), query, xt::range(1, T)), {0});
+}
+
+Tensor2 logit_lens(const Weights& w, const Trace& t, const Options& opt) {
+    const Config& c = w.cfg;
+    const size_t D = c.width, K = c.classes, T = c.tokens();
+    const int L = trace_depth(t);
+    const Pooling pool = opt.pooling_for(c);
+    Tensor2 out = Tensor2::from_shape({size_t(L), K});
+    Tensor2 x = Tensor2::from_shape({1, D}), normed = Tensor2::from_shape({1, D}), logits = Tensor2::from_shape({1, K});
+    for (int l = 0; l < L; ++l) {
+        const Array& r = t.get("blocks." + std::to_string(l) + ".resid_post");
+        if (r.size() != T * D)
+            throw std::invalid_argument("blocks." + std::to_string(l) + ".resid_post has shape " + shape_str_of(r) +
+                                        ", the model's is " + shape_str({T, D}));
+        auto r3 = xt::adapt(r.data(), T * D, xt::no_ownership(), std::array<size_t, 3>{1, T, D});
+        if (pool == Pooling::Cls)  // x_l = resid_post[0]
+            xt::noalias(x) = xt::view(r3, xt::all(), 0, xt::all());
+        else  // x_l = resid_post[1:].mean(0), the same reduction the forward's pooling runs
+            xt::noalias(x) = xt::mean(xt::view(r3, xt::all(), xt::range(1, T), xt::all()), {1});
+        // torch: F.layer_norm(x_l, (D,), norm.weight, norm.bias, eps) (the options' variant), then
+        // head(.).softmax(-1) -- through the forward's own kernels, so the last row is `probs` exactly.
+        ops::layernorm(normed.data(), nullptr, nullptr, nullptr, x.data(), opt.affine ? w.ln_f.g.data() : nullptr,
+                       opt.affine ? w.ln_f.b.data() : nullptr, 1, int(D), c.eps, opt.unbiased);
+        ops::linear(logits.data(), normed.data(), w.head_w.data(), w.head_b.data(), 1, int(D), int(K));
+        ops::softmax_rows(out.data() + size_t(l) * K, logits.data(), 1, int(K));
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------- the math of one cell
+
+namespace {
+
+std::string token_name(size_t i, const Config& c) {
+    if (i == 0) return "cls";
+    const size_t n = i - 1, G = c.grid();
+    return "patch " + std::to_string(n) + " (row " + std::to_string(n / G) + ", col " + std::to_string(n % G) + ")";
+}
+
+// Lines for a sum of terms: the largest `max_terms` by magnitude (in index order), the rest summed.
+void term_lines(CellMath& m, int max_terms, bool exp_form = false) {
+    max_terms = std::max(max_terms, 0);
+    const size_t n = m.terms.size();
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    const bool all = int(n) <= max_terms;
+    if (!all) {
+        std::partial_sort(order.begin(), order.begin() + max_terms, order.end(), [&](size_t a, size_t b) {
+            return std::fabs(m.terms[a].value) > std::fabs(m.terms[b].value);
+        });
+        order.resize(size_t(max_terms));
+        std::sort(order.begin(), order.end());
+    }
+    double shown = 0;
+    for (size_t i : order) {
+        const MathTerm& t = m.terms[i];
+        m.lines.push_back("  " + t.label + " = " + (exp_form ? "exp(" + num(t.a) + ")" : num(t.a) + " * " + num(t.b)) +
+                          " = " + num(t.value));
+        shown += t.value;
+    }
+    if (!all) {
+        double total = 0;
+        for (auto& t : m.terms) total += t.value;
+        m.lines.push_back("  + " + std::to_string(n - order.size()) + " smaller terms = " + num(total - shown) +
+                          " (the " + std::to_string(order.size()) + " largest of " + std::to_string(n) +
+                          " terms shown)");
+    }
+}
+
+double sum_abs(const std::vector<MathTerm>& v) {
+    double s = 0;
+    for (auto& t : v) s += std::fabs(t.value);
+    return s;
+}
+double sum_of(const std::vector<MathTerm>& v) {
+    double s = 0;
+    for (auto& t : v) s += t.value;
+    return s;
+}
+
+const Array& need(const Trace& t, const std::string& name, const std::string& for_stage) {
+    const Array* a = t.find(name);
+    if (!a) throw std::invalid_argument(for_stage + ": the trace has no " + name);
+    return *a;
+}
+
+}  // namespace
+
+bool cell_math_supported(const std::string& stage) {
+    std::string rest;
+    const int l = stage_layer(stage, &rest);
+    if (l >= 0)
+        return rest == "attn.scores" || rest == "attn.pattern" || rest == "attn.z" || rest == "ln1.out" ||
+               rest == "ln1.normalized" || rest == "ln2.out" || rest == "ln2.normalized" || rest == "mlp.post";
+    return stage == "ln_final.out" || stage == "ln_final.normalized" || stage == "logits";
+}
+
+CellMath cell_math(const Weights& w, const Trace& t, const Options& opt, const std::string& stage,
+                   const std::vector<size_t>& index, int max_terms) {
+    const Config& c = w.cfg;
+    if (!cell_math_supported(stage))
+        throw std::invalid_argument("no math panel for stage '" + stage +
+                                    "' (supported: attn.scores, attn.pattern, attn.z, LayerNorm .out/.normalized, "
+                                    "mlp.post, logits)");
+    const Array& a = need(t, stage, stage);
+    if (index.size() != a.dimension())
+        throw std::invalid_argument(stage + " has shape " + shape_str_of(a) + ": the index " + idx_str(index) +
+                                    " needs " + std::to_string(a.dimension()) + " numbers");
+    for (size_t i = 0; i < index.size(); ++i)
+        if (index[i] >= a.shape(i))
+            throw std::invalid_argument(stage + " has shape " + shape_str_of(a) + ": index " + idx_str(index) +
+                                        " is out of range on axis " + std::to_string(i));
+    CellMath m;
+    m.stage = stage;
+    m.index = index;
+    m.recorded = a.element(index.begin(), index.end());
+    std::string rest;
+    const int l = stage_layer(stage, &rest);
+    const std::string p = l >= 0 ? "blocks." + std::to_string(l) + "." : "";
+    const size_t d = size_t(c.head_dim());
+    const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
+
+    if (rest == "attn.scores") {
+        const size_t h = index[0], i = index[1], j = index[2];
+        const Array &q = need(t, p + "attn.q", stage), &k = need(t, p + "attn.k", stage);
+        m.formula = opt.bug_scale_after_softmax
+                        ? "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t]   (BUG on: no / sqrt(d) here)"
+                        : "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t] / sqrt(d)";
+        m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
+                          token_name(i, c) + "), key token " + std::to_string(j) + " (" + token_name(j, c) + ")");
+        m.lines.push_back("q . k over the d = " + std::to_string(d) + " head dims:");
+        for (size_t u = 0; u < d; ++u) {
+            const double qa = q(h, i, u), kb = k(h, j, u);
+            m.terms.push_back({"q[" + std::to_string(u) + "]*k[" + std::to_string(u) + "]", qa, kb, qa * kb});
+        }
+        term_lines(m, max_terms);
+        const double dot = sum_of(m.terms);
+        m.lines.push_back("sum = " + num(dot));
+        if (opt.bug_scale_after_softmax) {
+            m.value = dot;
+            m.scale = sum_abs(m.terms);
+            m.lines.push_back("BUG (scale after softmax) on: the score is not divided by sqrt(" + std::to_string(d) +
+                              ") = " + num(std::sqrt(double(d))) + "; the pattern is, after the softmax");
+        } else {
+            m.value = dot * inv_sqrt_d;
+            m.scale = sum_abs(m.terms) * inv_sqrt_d;
+            m.lines.push_back("/ sqrt(" + std::to_string(d) + ") = " + num(dot) + " / " + num(std::sqrt(double(d))));
+        }
+    } else if (rest == "attn.pattern") {
+        const size_t h = index[0], i = index[1], j = index[2];
+        const Array& s = need(t, p + "attn.scores", stage);
+        const size_t T = s.shape(2);
+        m.formula = std::string("pattern[h, i, j] = exp(scores[h, i, j] - max_k scores[h, i, k]) / "
+                                "sum_k exp(scores[h, i, k] - max)") +
+                    (opt.bug_scale_after_softmax ? " / sqrt(d)   (BUG on: scaled after the softmax)" : "");
+        m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
+                          token_name(i, c) + "), key token " + std::to_string(j) + " (" + token_name(j, c) + ")");
+        double mx = s(h, i, 0);
+        for (size_t u = 1; u < T; ++u) mx = std::max(mx, double(s(h, i, u)));
+        for (size_t u = 0; u < T; ++u) {
+            const double e = std::exp(double(s(h, i, u)) - mx);
+            m.terms.push_back({"exp(score[" + std::to_string(u) + "] - max)", double(s(h, i, u)) - mx, 1.0, e});
+        }
+        m.lines.push_back("max over the row's " + std::to_string(T) + " scores = " + num(mx));
+        m.lines.push_back("exp(score - max) for every key:");
+        term_lines(m, max_terms, true);
+        const double Z = sum_of(m.terms), e = m.terms[j].value;
+        m.lines.push_back("row sum Z = " + num(Z));
+        m.lines.push_back("exp(" + num(double(s(h, i, j))) + " - " + num(mx) + ") / Z = " + num(e) + " / " + num(Z) +
+                          " = " + num(e / Z));
+        m.value = e / Z;
+        if (opt.bug_scale_after_softmax) {
+            m.value *= inv_sqrt_d;
+            m.lines.push_back("BUG (scale after softmax) on: / sqrt(" + std::to_string(d) + ") = * " +
+                              num(inv_sqrt_d) + " (the row now sums to " + num(inv_sqrt_d) + ", not 1)");
+        }
+        m.scale = 1e-30;  // products and a quotient of positives: the rounding is relative to the value
+    } else if (rest == "attn.z") {
+        const size_t h = index[0], i = index[1], u = index[2];
+        const Array &pa = need(t, p + "attn.pattern", stage), &v = need(t, p + "attn.v", stage);
+        const size_t T = pa.shape(2);
+        m.formula = "z[h, i, u] = sum_j pattern[h, i, j] * v[h, j, u]";
+        m.lines.push_back("head " + std::to_string(h) + ", token " + std::to_string(i) + " (" + token_name(i, c) +
+                          "), head dim " + std::to_string(u) + ": the attention-weighted sum over " +
+                          std::to_string(T) + " keys");
+        for (size_t j = 0; j < T; ++j) {
+            const double pj = pa(h, i, j), vj = v(h, j, u);
+            m.terms.push_back({"pattern[" + std::to_string(j) + "]*v[" + std::to_string(j) + "]", pj, vj, pj * vj});
+        }
+        term_lines(m, max_terms);
+        m.value = sum_of(m.terms);
+        m.scale = sum_abs(m.terms);
+        m.lines.push_back("sum = " + num(m.value));
+    } else if (rest == "ln1.out" || rest == "ln1.normalized" || rest == "ln2.out" || rest == "ln2.normalized" ||
+               stage == "ln_final.out" || stage == "ln_final.normalized") {
+        const bool is_out = rest.size() > 4 && rest.compare(rest.size() - 4, 4, ".out") == 0;
+        const std::string pre = p + rest.substr(0, rest.find('.'));  // "blocks.3.ln1", "ln_final"
+        // What this LayerNorm normalizes: the stage table's `from`.
+        const StageInfo si = stage_info(pre + ".mean", c, opt);
+        if (si.from.empty()) throw std::invalid_argument(stage + ": unknown LayerNorm");
+        const Array& src = need(t, si.from[0], stage);
+        const size_t r = index[0], col = index[1], D = size_t(c.width);
+        const Array &mu_a = need(t, pre + ".mean", stage), &sd_a = need(t, pre + ".std", stage);
+        const size_t srow = src.size() / D;  // (T, D), or (D) for the mean-pooled vector
+        if (src.size() % D || r >= srow) throw std::invalid_argument(stage + ": input " + si.from[0] + " has shape " + shape_str_of(src));
+        const double x = src.data()[r * D + col], mu = mu_a(r), sd = sd_a(r), var = sd * sd;
+        const double n = (x - mu) / std::sqrt(var + double(c.eps));
+        m.formula = is_out ? (opt.affine ? "out = (x - mu) / sqrt(var + eps) * gamma + beta"
+                                         : "out = (x - mu) / sqrt(var + eps)   (elementwise_affine=False)")
+                           : "normalized = (x - mu) / sqrt(var + eps)";
+        m.lines.push_back("token row " + std::to_string(r) + (srow > 1 ? " (" + token_name(r, c) + ")" : "") +
+                          ", dim " + std::to_string(col) + " of " + si.from[0] + ": x = " + num(x));
+        m.lines.push_back("mu = mean of the row's " + std::to_string(D) + " values = " + num(mu));
+        m.lines.push_back(std::string("sigma = std over ") + (opt.unbiased ? "D-1 = " + std::to_string(D - 1) +
+                                                                               " (unbiased=True)"
+                                                                         : "D = " + std::to_string(D) +
+                                                                               " (unbiased=False)") +
+                          " = " + num(sd) + ", var = sigma^2 = " + num(var));
+        m.lines.push_back("(x - mu) / sqrt(var + eps) = (" + num(x) + " - " + num(mu) + ") / sqrt(" + num(var) +
+                          " + " + num(double(c.eps)) + ") = " + num(n));
+        m.value = n;
+        m.scale = std::fabs(n);
+        if (is_out) {
+            if (opt.affine) {
+                const LayerNormW& lw = stage == "ln_final.out" ? w.ln_f : rest == "ln1.out" ? w.blocks.at(size_t(l)).ln1
+                                                                                            : w.blocks.at(size_t(l)).ln2;
+                const double g = lw.g(col), b = lw.b(col);
+                m.value = n * g + b;
+                m.scale = std::fabs(n * g) + std::fabs(b);
+                m.lines.push_back("* gamma + beta = " + num(n) + " * " + num(g) + " + " + num(b) + " = " +
+                                  num(m.value) + "   (elementwise_affine=True)");
+            } else {
+                m.lines.push_back("elementwise_affine=False: gamma and beta are ignored, out = normalized");
+            }
+        }
+    } else if (rest == "mlp.post") {
+        const Array& pre = need(t, p + "mlp.pre", stage);
+        const double x = pre(index[0], index[1]);
+        const double e = std::erf(x * M_SQRT1_2);
+        m.formula = "post = GELU(pre) = 0.5 * pre * (1 + erf(pre / sqrt(2)))   (exact GELU)";
+        m.lines.push_back("token " + std::to_string(index[0]) + " (" + token_name(index[0], c) + "), hidden unit " +
+                          std::to_string(index[1]) + ": pre = " + num(x));
+        m.lines.push_back("erf(pre / sqrt(2)) = erf(" + num(x * M_SQRT1_2) + ") = " + num(e));
+        m.value = 0.5 * x * (1 + e);
+        m.scale = 0.5 * std::fabs(x);
+        m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(e) + ") = " + num(m.value));
+    } else {  // logits
+        const size_t k = index[0], D = size_t(c.width);
+        const bool cls = opt.pooling_for(c) == Pooling::Cls;
+        const std::string fname = cls ? "pooled" : "ln_final.out";
+        const Array& f = need(t, fname, stage);
+        if (f.size() != D) throw std::invalid_argument(stage + ": " + fname + " has shape " + shape_str_of(f));
+        m.formula = "logits[k] = sum_u " + fname + "[u] * head.weight[k, u] + head.bias[k]";
+        m.lines.push_back("class " + std::to_string(k) +
+                          (size_t(k) < c.class_names.size() ? " (" + c.class_names[k] + ")" : "") + ": " + fname +
+                          " . head row " + std::to_string(k) + " over " + std::to_string(D) + " dims:");
+        for (size_t u = 0; u < D; ++u) {
+            const double fu = f.data()[u], wu = w.head_w(k, u);
+            m.terms.push_back({"f[" + std::to_string(u) + "]*W[" + std::to_string(k) + "," + std::to_string(u) + "]",
+                               fu, wu, fu * wu});
+        }
+        term_lines(m, max_terms);
+        const double dot = sum_of(m.terms), b = w.head_b(k);
+        m.value = dot + b;
+        m.scale = sum_abs(m.terms) + std::fabs(b);
+        m.lines.push_back("sum = " + num(dot) + ", + bias " + num(b) + " = " + num(m.value));
+    }
+    m.lines.push_back("= " + num(m.value) + "   (the trace holds " + num(m.recorded) + ")");
+    return m;
+}
+
+std::string options_json(const Options& opt, const Config& c) {
+    auto b = [](bool v) { return v ? "true" : "false"; };
+    return std::string("{\"elementwise_affine\": ") + b(opt.affine) + ", \"unbiased\": " + b(opt.unbiased) +
+           ", \"pooling\": \"" + (opt.pooling_for(c) == Pooling::Cls ? "cls" : "mean") +
+           "\", \"bug_scale_after_softmax\": " + b(opt.bug_scale_after_softmax) +
+           ", \"bug_reshape_patches\": " + b(opt.bug_reshape_patches) + "}";
+}
+
+}  // namespace vit
