@@ -3,7 +3,7 @@
 #   bin/vitscope, bin/vitscope-cli
 #   share/vitscope/{samples/,classes/,shaders/,fmnist_vit.safetensors}   (app/paths.cpp finds it from bin/)
 #   share/applications/vitscope.desktop, share/icons/hicolor/256x256/apps/vitscope.png
-#   share/doc/vitscope/{README.md,copyright,assets/screenshots/}
+#   share/doc/vitscope/{README.md,LICENSE,copyright,docs/,assets/screenshots/}
 #
 # The layout is fixed (bin/ next to share/): the app finds its data as
 # <exe>/../share/vitscope, so an installed tree can be moved anywhere.
@@ -34,6 +34,7 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/assets/fmnist_vit.safetensors)
 endif()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/packaging/copyright DESTINATION share/doc/vitscope)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/screenshots DESTINATION share/doc/vitscope/assets)  # the README's pictures
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs DESTINATION share/doc/vitscope)  # the pages the README links
 
 set(VITSCOPE_MAINTAINER "ViTScope maintainers <vitscope@invalid>" CACHE STRING "Maintainer field of the .deb")
 set(CPACK_GENERATOR DEB)
