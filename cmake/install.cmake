@@ -32,7 +32,8 @@ install(FILES ${PROJECT_SOURCE_DIR}/shaders/heatmap.vert ${PROJECT_SOURCE_DIR}/s
 if(EXISTS ${PROJECT_SOURCE_DIR}/assets/fmnist_vit.safetensors)
   install(FILES ${PROJECT_SOURCE_DIR}/assets/fmnist_vit.safetensors DESTINATION ${VITSCOPE_DATA})
 endif()
-install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/packaging/copyright DESTINATION share/doc/vitscope)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/packaging/copyright
+        DESTINATION share/doc/vitscope)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/screenshots DESTINATION share/doc/vitscope/assets)  # the README's pictures
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs DESTINATION share/doc/vitscope)  # the pages the README links
 

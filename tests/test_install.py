@@ -79,11 +79,21 @@ try:
         "share/vitscope/shaders/heatmap.vert", "share/vitscope/shaders/heatmap.frag",
         "share/applications/vitscope.desktop",
         "share/icons/hicolor/256x256/apps/vitscope.png",
-        "share/doc/vitscope/README.md", "share/doc/vitscope/copyright",
+        "share/doc/vitscope/README.md", "share/doc/vitscope/copyright", "share/doc/vitscope/LICENSE",
+        "share/doc/vitscope/docs/testing.md",
     ]
     missing = [p for p in expected if not os.path.isfile(os.path.join(prefix, p))]
     check(not missing, "installed files present (missing: %s)" % missing)
     check(len(os.listdir(os.path.join(data, "samples"))) == 10, "ten sample images installed")
+    # The licence: MIT, the same words in LICENSE and in the copyright file's stanza for ViTScope's own files.
+    with open(os.path.join(prefix, "share/doc/vitscope/LICENSE")) as f:
+        lic = f.read()
+    with open(os.path.join(prefix, "share/doc/vitscope/copyright")) as f:
+        cpr = f.read()
+    own = cpr.split("\n\n")[1] if "\n\n" in cpr else ""
+    check(lic.startswith("MIT License") and "The ViTScope authors" in lic and "UNDECIDED" not in cpr
+          and own.startswith("Files: *") and "License: Expat" in own,
+          "LICENSE is MIT and the copyright file licenses ViTScope's own files as Expat (MIT)")
     installed = [os.path.join(d, f) for d, _, fs in os.walk(prefix) for f in fs]
     check(not any(os.path.basename(p) == "vitscope-source-dir" for p in installed),
           "the build tree's vitscope-source-dir marker is not installed")
