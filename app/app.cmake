@@ -13,7 +13,7 @@ set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
 
 add_executable(vitscope app/main.cpp app/app_args.cpp app/frame.cpp app/exports.cpp app/headless.cpp
                app/gl_util.cpp app/session.cpp app/views_stage.cpp app/views_panels.cpp app/views_teach.cpp app/views_distance.cpp app/views_map.cpp app/views_train.cpp
-               app/paths.cpp app/settings.cpp app/settings_app.cpp)
+               app/paths.cpp app/settings.cpp app/settings_app.cpp app/heads_prompt.cpp)
 target_include_directories(vitscope PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
 # No source path is compiled in: app/paths.cpp finds the data next to the
 # executable (<prefix>/share/vitscope when installed). In the build tree this

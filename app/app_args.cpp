@@ -118,4 +118,32 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     return std::nullopt;
 }
 
+std::string model_range_error(const AppArgs& a, const Config& c, int tour_steps) {
+    auto range = [](int n) { return n > 1 ? "0.." + std::to_string(n - 1) : std::string("0"); };
+    const std::string model = "the model (" + c.name + ")";
+    if (a.layer < -1 || a.layer >= c.depth)
+        return "--layer " + std::to_string(a.layer) + " is out of range: " + model + " has " + std::to_string(c.depth) +
+               " blocks (layers " + range(c.depth) + ")";
+    if (a.head < -1 || a.head >= c.heads)
+        return "--head " + std::to_string(a.head) + " is out of range: " + model + " has " + std::to_string(c.heads) +
+               " heads (" + range(c.heads) + "; leave it out for the mean of the heads)";
+    if (a.patch < -1 || a.patch >= c.patches())
+        return "--patch " + std::to_string(a.patch) + " is out of range: " + model + " has " + std::to_string(c.patches()) +
+               " patches (" + range(c.patches()) + ")";
+    if (a.query >= c.tokens())
+        return "--query " + std::to_string(a.query) + " is out of range: " + model + " has " + std::to_string(c.tokens()) +
+               " tokens (0 = cls, 1.." + std::to_string(c.tokens() - 1) + " = patches 0.." + std::to_string(c.patches() - 1) + ")";
+    if (a.tour >= tour_steps)
+        return "--tour " + std::to_string(a.tour) + " is out of range: the guided tour has " + std::to_string(tour_steps) +
+               " steps (" + range(tour_steps) + ")";
+    return "";
+}
+
+std::string cell_range_error(const AppArgs& a, const std::string& what, int rows, int cols) {
+    if (!a.cell || (a.cell->first < rows && a.cell->second < cols)) return "";
+    return "--cell " + std::to_string(a.cell->first) + "," + std::to_string(a.cell->second) + " is out of range: " + what +
+           " shows " + std::to_string(rows) + " x " + std::to_string(cols) + " cells (rows 0.." + std::to_string(rows - 1) +
+           ", columns 0.." + std::to_string(cols - 1) + ")";
+}
+
 }  // namespace vit::app

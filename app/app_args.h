@@ -41,4 +41,10 @@ struct AppArgs {
 // Parses argv. Returns nullopt to go on, or the process's exit code (0 for --help, 2 for bad usage).
 std::optional<int> parse_args(int argc, char** argv, AppArgs& a);
 
+// The flags that index into the model (--layer, --head, --patch, --query, --tour), checked against
+// the model loaded: "" when all fit, else the message (bad usage: exit 2, as a bad --stage is refused).
+std::string model_range_error(const AppArgs& a, const Config& c, int tour_steps);
+// --cell I,J against the slice of `stage` on screen (rows x cols; `what` names it: "blocks.0.attn.scores, head 1").
+std::string cell_range_error(const AppArgs& a, const std::string& what, int rows, int cols);
+
 }  // namespace vit::app

@@ -106,8 +106,9 @@ void model_flags(CLI::App* c, Commands::State& s) {
                   "; torchvision and timm names too: see 'info --list') or a checkpoint file (" + kCheckpointFormats +
                   "; timm, Hugging Face or torchvision layout)")
         ->default_val("default");
-    c->add_option("--heads", s.heads, "number of attention heads (when the file does not say; default width/64)")
-        ->check(CLI::Range(1, 4096));
+    c->add_option("--heads", s.heads, "number of attention heads, when neither the file, a config.json beside it "
+                                      "nor the published ViT shapes say (it must divide the width)")
+        ->check(CLI::Range(1, kMaxWidth));
     c->add_option("--pooling", s.pooling, "override pooling: cls or mean")->check(CLI::IsMember({"cls", "mean"}));
     c->add_option("--seed", s.seed, "seed for a preset's random weights")->default_val(0);
     c->add_option("--labels", s.labels, "class names, one per line (overrides the checkpoint's)");
@@ -115,8 +116,20 @@ void model_flags(CLI::App* c, Commands::State& s) {
 
 LoadedModel load(const Commands::State& s) {
     LoadedModel lm = load_model(s.model, overrides(s), s.seed);
-    if (!s.labels.empty()) apply_labels_file(lm.weights.cfg, s.labels);
+    if (!s.labels.empty()) { apply_labels_file(lm.weights.cfg, s.labels); lm.labels_from = s.labels; }
     return lm;
+}
+
+// The k most probable classes in the order the window lists them (vit::top_k: ties by index).
+void print_top(const Array& probs, const Config& c, size_t k) {
+    const float* p = probs.data();
+    const std::vector<int> top = top_k(p, probs.size(), k);
+    std::printf("top-%zu:\n", top.size());
+    for (size_t r = 0; r < top.size(); ++r) {
+        const size_t i = size_t(top[r]);
+        std::printf("  %zu. class %zu%s%s (p=%.4f)\n", r + 1, i, i < c.class_names.size() ? " " : "",
+                    i < c.class_names.size() ? c.class_names[i].c_str() : "", p[i]);
+    }
 }
 
 // The options in force from the command line (trace, analyze).
@@ -238,11 +251,12 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
             if (opt.has_bug()) std::printf("options: %s\n", opt.describe().c_str());
             const Array& p = t.get("probs");
-            const size_t best = size_t(std::max_element(p.begin(), p.end()) - p.begin());
+            const size_t best = size_t(top_k(p.data(), p.size(), 1).at(0));
             std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
             std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, s.out.c_str());
             std::printf("prediction: class %zu%s%s (p=%.4f)\n", best, c.class_names.empty() ? "" : " ",
                         c.class_names.empty() ? "" : c.class_names[best].c_str(), p(best));
+            print_top(p, c, 5);
             return 0;
         };
     });
@@ -274,8 +288,20 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             if (is_preset(s.model)) {
                 lm.weights.cfg = preset(s.model);
                 LoadOverrides ov = overrides(s);
+                lm.heads_from = ov.heads > 0 ? "--heads" : "the preset";
+                if (ov.heads > 0 && lm.weights.cfg.width % ov.heads)
+                    throw UsageError("--heads " + std::to_string(ov.heads) + " does not divide the width " +
+                                     std::to_string(lm.weights.cfg.width) + " of preset " + s.model + " (" +
+                                     head_choices_text(lm.weights.cfg.width) + ")");
                 if (ov.heads > 0) lm.weights.cfg.heads = ov.heads;
                 if (ov.pooling) lm.weights.cfg.pooling = *ov.pooling;
+                Config& pc = lm.weights.cfg;
+                if (!pc.class_names.empty()) lm.labels_from = "the preset";
+                else if (pc.classes == 1000 && !imagenet1k_class_names().empty()) {
+                    pc.class_names = imagenet1k_class_names();
+                    lm.labels_from = "ImageNet-1k (the default for 1000 classes)";
+                }
+                if (!s.labels.empty()) { apply_labels_file(pc, s.labels); lm.labels_from = s.labels; }
                 lm.weights.cfg.validate();
                 lm.source = "preset:" + s.model;
             } else {
@@ -288,8 +314,9 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             std::printf("parameters: %lld\n", (long long)param_count(c));
             std::printf("gemm: %s\n", vit::ops::gemm_engine().c_str());
             std::printf("blas: %s\n", vit::blas::describe().c_str());
-            if (c.heads_guessed)
-                std::printf("heads: %d (a guess: width %d / 64; the file does not say, pass --heads N if wrong)\n", c.heads, c.width);
+            std::printf("heads: %d (from %s)\n", c.heads, lm.heads_from.empty() ? "?" : lm.heads_from.c_str());
+            if (c.class_names.empty()) std::printf("class names: none (classes are numbered; --labels FILE names them)\n");
+            else std::printf("class names: %s, ... (from %s)\n", c.class_names[0].c_str(), lm.labels_from.c_str());
             const int rs = c.pre.resize > 0 ? c.pre.resize : c.image_size;
             std::printf("preprocess: %s, mean", c.pre.squash ? ("straight resize to " + std::to_string(rs) + "x" + std::to_string(rs) + " (aspect not kept)" +
                                                                 (rs != c.image_size ? " + center crop" : "")).c_str()
@@ -465,6 +492,9 @@ int Commands::run() {
         if (!selected_) return 2;
         return selected_();
     } catch (const CLI::ValidationError& e) {
+        std::cerr << "vitscope-cli: " << e.what() << "\n";
+        return 2;
+    } catch (const UsageError& e) {
         std::cerr << "vitscope-cli: " << e.what() << "\n";
         return 2;
     } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "heads_prompt.h"
 #include "views_map.h"
 
 namespace vit::app {
@@ -85,6 +86,7 @@ void draw_frame(AppContext& app, int W, int H) {
     DrawStatusBar(s, ui);
     ImGui::End();
     DrawErrorPanel(s, ui);
+    DrawHeadsPrompt(s, ui);  // a checkpoint without a head count: ask, never guess
     app.train.Poll(s);
     std::string title = window_title(s);
     if (title != app.title && app.win) {

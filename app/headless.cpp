@@ -52,6 +52,7 @@ public:
     std::optional<int> after_render(AppContext& app, int W, int H) override {
         if (settled(app) || (!app.s.has_image() && !app.s.busy() && !app.s.loading())) ++settled_frames_;
         if (settled_frames_ < 3 || !keys_.empty() || (a_.click && clicks_ < 4)) return std::nullopt;
+        if (app.s.loading() || app.s.busy()) return std::nullopt;  // a click or key started a load or run: its result
         if (!exports_requested_) {
             // exports requested on the command line go through the same path as the buttons (next frame)
             app.ui.request_view_png = a_.export_view;
@@ -568,7 +569,11 @@ void write_layout(const std::string& path, AppContext& app, int W, int H) {
                     {"bug_scale_after_softmax", s.options().bug_scale_after_softmax},
                     {"bug_reshape_patches", s.options().bug_reshape_patches}};
     j["grads"] = s.result().grads != nullptr;
-    j["heads_guessed"] = s.config().heads_guessed;
+    j["heads"] = s.config().heads;
+    j["heads_from"] = s.model().heads_from;
+    j["labels_from"] = s.model().labels_from;
+    if (const auto& rq = s.heads_request()) j["heads_request"] = {{"spec", rq->spec}, {"width", rq->width}, {"choices", rq->choices}};
+    else j["heads_request"] = nullptr;
     j["tab"] = tab_name(ui.tab);
     j["overlay"] = overlay_name(ui.overlay);
     j["query"] = ui.query;

@@ -19,6 +19,8 @@
 #include "headless.h"
 #include "paths.h"
 #include "settings_app.h"
+#include "tensor_access.h"
+#include "views_map.h"
 
 using namespace vit;
 using namespace vit::app;
@@ -82,7 +84,14 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
         std::fprintf(stderr, "vitscope: %s: %s\n", e.title.c_str(), e.detail.c_str());
     };
     if (a.no_grads) s.set_grad_mode(GradMode::Off);
-    if (a.model != "default" && !s.load_model(a.model, a.heads)) report();
+    if (a.model != "default" && !s.load_model(a.model, a.heads)) {
+        if (s.heads_request()) {  // not an error panel entry: the window asks for the count
+            ok = false;
+            std::fprintf(stderr, "vitscope: %s\n", s.heads_request()->why.c_str());
+        } else {
+            report();
+        }
+    }
     if (!a.labels.empty() && !s.load_labels(a.labels)) report();
     std::string image = a.image.empty() ? default_sample_image() : a.image;
     if (a.squash) s.set_squash(true);
@@ -130,9 +139,22 @@ bool apply_stage(AppContext& app, const AppArgs& a) {
     return true;
 }
 
+// --cell, checked against the slice on screen once the stage is applied. False (and the message on
+// stderr) when it is outside: bad usage, exit 2.
+bool check_cell(AppContext& app, const AppArgs& a) {
+    const TraceEntry* e = current_entry(app.s, app.ui);
+    if (!a.cell || !e) return true;
+    const Slice2D sl = slice2d(e->tensor, app.ui.head);
+    const std::string what = e->name + (sl.slices > 1 ? ", head " + std::to_string(sl.slice) : std::string());
+    const std::string why = cell_range_error(a, what, sl.rows, sl.cols);
+    if (why.empty()) return true;
+    std::fprintf(stderr, "vitscope: %s\n", why.c_str());
+    return false;
+}
+
 int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, Settings& settings) {
     Session& s = app.s;
-    bool stage_applied = a.stage.empty();
+    bool stage_applied = a.stage.empty(), cell_checked = false;
     while (!glfwWindowShouldClose(app.win)) {
         glfwPollEvents();
         for (auto& p : g_dropped) {
@@ -147,6 +169,10 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
         if (s.trace() && !stage_applied) {
             stage_applied = true;
             if (!apply_stage(app, a) && a.headless()) return 1;
+        }
+        if (s.trace() && stage_applied && !cell_checked) {
+            cell_checked = true;
+            if (!check_cell(app, a)) return 2;
         }
         if (driver) driver->before_frame(app);
 
@@ -212,7 +238,13 @@ int main(int argc, char** argv) {
         // stderr), after saving the screenshot when one was asked for (it shows what a user would see).
         const bool loaded = load_startup(*app, a, settings);
         if (!loaded && a.headless()) exit_code = 1;
-        if (loaded || !a.headless() || !a.screenshot.empty()) {
+        // --layer, --head, --patch, --query, --tour against the model asked for (when it loaded)
+        const bool model_in = !app->s.heads_request() && (a.model == "default" || app->s.model_spec() == a.model);
+        const std::string range = model_in ? model_range_error(a, app->s.config(), int(tour_stages(app->s).size())) : "";
+        if (!range.empty()) {
+            std::fprintf(stderr, "vitscope: %s\n", range.c_str());
+            exit_code = 2;
+        } else if (loaded || !a.headless() || !a.screenshot.empty()) {
             if (a.train_epochs > 0) app->train.StartHeadless(a.train_epochs, a.train_limit);
             std::unique_ptr<Driver> driver = make_driver(a);
             exit_code = run_loop(*app, a, driver.get(), exit_code, settings);

@@ -43,12 +43,25 @@ bool Session::load_model(const std::string& spec, int heads) {
         auto m = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
         model_ = std::move(m);
         model_spec_ = spec;
+        heads_request_.reset();
         refresh_input();
         return true;
+    } catch (const HeadsNeeded& e) {
+        heads_request_ = HeadsRequest{spec, e.width, e.choices, e.what()};
+        error_ = "Could not load the model '" + spec + "': the number of heads is needed";
+        return false;
     } catch (const std::exception& e) {
         add_error("Could not load the model '" + spec + "'", e.what());
         return false;
     }
+}
+
+void Session::answer_heads(int n) {
+    if (!heads_request_) return;
+    const std::string spec = heads_request_->spec;
+    heads_request_.reset();
+    error_.clear();
+    begin_load_model(spec, n);
 }
 
 void Session::add_error(const std::string& title, const std::string& detail) {
@@ -68,11 +81,15 @@ void Session::begin_load_model(const std::string& spec, int heads) {
     load_done_ = false;
     load_spec_ = spec;
     load_heads_ = heads;
+    load_heads_request_.reset();
     loader_ = std::thread([this, spec, heads] {
         try {
             LoadOverrides ov;
             ov.heads = heads;
             loaded_ = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
+        } catch (const HeadsNeeded& e) {
+            load_heads_request_ = HeadsRequest{spec, e.width, e.choices, e.what()};
+            loaded_.reset();
         } catch (const std::exception& e) {
             load_error_ = e.what();
             loaded_.reset();
@@ -235,7 +252,12 @@ bool Session::poll(double wait_ms) {
         if (loaded_) {
             model_ = std::move(loaded_);
             model_spec_ = load_spec_;
+            heads_request_.reset();
             refresh_input();
+        } else if (load_heads_request_) {
+            heads_request_ = std::move(load_heads_request_);
+            load_heads_request_.reset();
+            error_ = "Could not load the model '" + load_spec_ + "': the number of heads is needed";
         } else {
             add_error("Could not load the model '" + load_spec_ + "'", load_error_);
         }

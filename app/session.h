@@ -36,6 +36,15 @@ struct ErrorItem {
     std::string detail;  // the loader's whole message (every missing or mis-shaped tensor)
 };
 
+// A checkpoint that does not say how many attention heads it has: the window asks (heads_prompt.cpp)
+// instead of guessing, then loads it again with the answer.
+struct HeadsRequest {
+    std::string spec;          // the checkpoint
+    int width = 0;             // its width: the head count must divide it
+    std::vector<int> choices;  // the divisors of the width
+    std::string why;           // the loader's message (names the file, says --heads N is needed)
+};
+
 // Whether the backward pass runs with each forward pass.
 enum class GradMode { Auto, Off, On };  // Auto: for models up to kAutoGradParams parameters
 constexpr int64_t kAutoGradParams = 30'000'000;   // ViT-S and smaller: backward costs about a frame
@@ -52,6 +61,11 @@ public:
     bool load_model(const std::string& spec, int heads = 0);
     void begin_load_model(const std::string& spec, int heads = 0);
     bool loading() const { return loading_; }
+    // Set when a load stopped because the head count is unknown (not an error-panel entry: the
+    // window asks). answer_heads loads the same file with n heads; cancel_heads keeps what is loaded.
+    const std::optional<HeadsRequest>& heads_request() const { return heads_request_; }
+    void answer_heads(int n);
+    void cancel_heads() { heads_request_.reset(); }
     bool load_image(const std::string& path);
     bool load_labels(const std::string& path);
     void set_options(const Options& o);
@@ -121,6 +135,7 @@ private:
     std::shared_ptr<LoadedModel> loaded_;
     std::string load_spec_, load_error_;
     int load_heads_ = 0;
+    std::optional<HeadsRequest> heads_request_, load_heads_request_;
     std::atomic<int> stages_done_{0};
     int stages_total_ = 1;
     Result res_;

@@ -82,7 +82,7 @@ std::vector<std::string> sample_images() {
 
 void DrawToolbar(Session& s, UiState& ui) {
     static char model_path[1024] = "", image_path[1024] = "";
-    static int heads = 0;
+    const int heads = 0;  // from the file, its config.json or the published shapes; else the window asks
     // Model
     ImGui::SetNextItemWidth(150);
     if (ImGui::BeginCombo("##model", s.model_spec().size() > 24 ? ("..." + s.model_spec().substr(s.model_spec().size() - 21)).c_str() : s.model_spec().c_str())) {
@@ -101,9 +101,9 @@ void DrawToolbar(Session& s, UiState& ui) {
     bool enter = ImGui::InputTextWithHint("##mpath", "checkpoint .safetensors/.pth", model_path, sizeof model_path,
                                           ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(70);
-    ImGui::InputInt("heads##h", &heads, 0);
-    if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("0: from the file's metadata, a standard ViT's shape, or width/64 (a guess)");
+    ImGui::Text("heads %d", s.config().heads);  // in force; a file that does not say is asked about (heads_prompt.cpp)
+    if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("from %s", s.model().heads_from.c_str());
+    ui.strings["toolbar.heads"] = std::to_string(s.config().heads);
     ImGui::SameLine();
     if (ImGui::Button("Load model") || enter) s.begin_load_model(model_path, heads);
     ImGui::SameLine();
@@ -595,9 +595,7 @@ void DrawPredictions(Session& s, UiState& ui) {
     const float* pv = values(pt);
     auto p = [pv](size_t i) { return pv[i]; };
     const Config& c = s.shown_config();
-    std::vector<int> idx(pt.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = int(i);
-    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return p(size_t(a)) > p(size_t(b)); });
+    const std::vector<int> idx = top_k(pv, pt.size(), 5);  // the CLI's order too: ties by class index
     if (std::string note = weights_note(s); !note.empty()) {
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "Top predictions (%s: meaningless)", note.c_str());
         ui.strings["predictions.note"] = note;
@@ -613,13 +611,13 @@ void DrawPredictions(Session& s, UiState& ui) {
         ImGui::SameLine();
         ImGui::Text("%s", name.c_str());
         if (k == 0) ui.strings["prediction"] = name;
+        ui.strings["prediction." + std::to_string(k)] = std::to_string(i) + " " + name;
     }
 }
 
 std::string status_line(Session& s, const UiState& ui) {
     const Config& c = s.config();
     std::string line = c.describe();
-    if (c.heads_guessed) line += " (heads guessed: width/64)";
     line += " | " + s.model().source;
     if (s.has_image()) line += " | image " + fs::path(s.image_path()).filename().string();
     else line += " | no image";

@@ -495,10 +495,6 @@ void DrawStageView(Session& s, UiState& ui, Textures& tx) {
         }
         if (!in.empty()) ImGui::TextDisabled("in: %s  ->  out: %s", in.c_str(), shape_text(*t).c_str());
     }
-    if (c.heads_guessed) ui.strings["heads.guess"] = "heads = " + std::to_string(c.heads) + " is a guess (width / 64)";
-    if (c.heads_guessed && info.per_head)
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "heads = %d is a guess (width %d / 64): the file does not say. "
-                           "Set the heads box in the toolbar if it is wrong.", c.heads, c.width);
     ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
     ImGui::TextUnformatted(info.what.c_str());
     ImGui::PopTextWrapPos();

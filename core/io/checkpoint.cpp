@@ -169,6 +169,101 @@ int known_heads(int width, int depth, int mlp) {
     return 0;
 }
 
+std::vector<int> head_choices(int width) {
+    std::vector<int> v;
+    for (int n = 1; n <= width; ++n)
+        if (width % n == 0) v.push_back(n);
+    return v;
+}
+
+std::string head_choices_text(int width) {
+    const std::vector<int> ch = head_choices(width);
+    std::string list;
+    for (size_t i = 0; i < ch.size(); ++i)
+        list += (i ? (i + 1 == ch.size() ? " or " : ", ") : "") + std::to_string(ch[i]);
+    return list;
+}
+
+namespace {
+void check_heads_flag(int heads, int width, const std::string& what) {
+    if (heads > 0 && (heads > width || width % heads))
+        throw UsageError("--heads " + std::to_string(heads) + " does not divide the width " + std::to_string(width) +
+                         " of " + what + ": the heads split the width into equal parts (" + head_choices_text(width) + ")");
+}
+}  // namespace
+
+const std::vector<std::string>& imagenet1k_class_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v;
+        std::stringstream ss(imagenet1k_names_text());
+        std::string line;
+        while (std::getline(ss, line)) {
+            while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+            if (!line.empty()) v.push_back(line);
+        }
+        if (v.size() != 1000) v.clear();  // a build without the list: no names rather than wrong ones
+        return v;
+    }();
+    return names;
+}
+
+SideConfig read_side_config(const std::string& dir) {
+    SideConfig sc;
+    const std::string path = (dir.empty() ? std::string(".") : dir) + "/config.json";
+    if (::access(path.c_str(), F_OK) != 0) return sc;
+    sc.path = path;
+    json j;
+    try {
+        j = parse_bounded(read_file(path, size_t(1) << 24));
+    } catch (const json::exception& e) {
+        throw FileError(path + " (the Hugging Face config beside the checkpoint): not valid JSON: " + e.what());
+    } catch (const std::length_error& e) {
+        throw FileError(path + " (the Hugging Face config beside the checkpoint): " + e.what());
+    }
+    auto bad = [&](const std::string& key, const std::string& m) -> FileError {
+        return FileError(path + " (the Hugging Face config beside the checkpoint): '" + key + "' " + m);
+    };
+    if (!j.is_object()) throw bad("", "the file is not a JSON object");
+    auto integer = [&](const json& o, const std::string& prefix, const char* key, int hi) -> int {
+        auto it = o.find(key);
+        if (it == o.end() || it->is_null()) return 0;
+        if (!it->is_number_integer() || (it->is_number_unsigned() ? it->get<uint64_t>() > uint64_t(hi)
+                                                                    : (it->get<int64_t>() < 1 || it->get<int64_t>() > hi)))
+            throw bad(prefix + key, "is " + it->dump().substr(0, 40) + ", not an integer in 1.." + std::to_string(hi));
+        return int(it->get<int64_t>());
+    };
+    // ViT: top level; CLIP / SigLIP: the vision tower's own section.
+    const json* o = &j;
+    std::string prefix;
+    if (auto vc = j.find("vision_config"); vc != j.end() && j.find("num_attention_heads") == j.end()) {
+        if (!vc->is_object()) throw bad("vision_config", "is not a JSON object");
+        o = &*vc;
+        prefix = "vision_config.";
+    }
+    sc.heads = integer(*o, prefix, "num_attention_heads", kMaxWidth);
+    sc.width = integer(*o, prefix, "hidden_size", kMaxWidth);
+    if (auto it = j.find("id2label"); it != j.end() && !it->is_null()) {
+        if (!it->is_object() || it->size() > size_t(kMaxClasses)) throw bad("id2label", "is not an object of class names");
+        std::vector<std::string> names(it->size());
+        std::vector<bool> seen(it->size(), false);
+        bool placeholders = true;
+        for (auto& [k, v] : it->items()) {
+            char* end = nullptr;
+            errno = 0;
+            long i = k.empty() ? -1 : std::strtol(k.c_str(), &end, 10);
+            if (k.empty() || *end || errno || i < 0 || size_t(i) >= names.size() || seen[size_t(i)])
+                throw bad("id2label", "has key '" + k.substr(0, 40) + "': the keys must be the class indices 0.." +
+                                          std::to_string(names.size() - 1) + ", each once");
+            if (!v.is_string()) throw bad("id2label", "holds a name that is not a string (key " + k + ")");
+            seen[size_t(i)] = true;
+            names[size_t(i)] = v.get<std::string>();
+            if (names[size_t(i)] != "LABEL_" + std::to_string(i)) placeholders = false;
+        }
+        if (!placeholders) sc.class_names = std::move(names);  // LABEL_0, LABEL_1, ...: transformers' defaults, not names
+    }
+    return sc;
+}
+
 namespace {
 
 Shape squeeze_leading(const Shape& s) {
@@ -240,7 +335,7 @@ int count_blocks(const std::map<std::string, Array>& m, const std::string& prefi
 
 LoadedModel weights_from_tensors(std::map<std::string, Array> src,
                                  const std::map<std::string, std::string>& meta, const std::string& what,
-                                 const LoadOverrides& ov) {
+                                 const LoadOverrides& ov, const SideConfig* side) {
     LoadedModel lm;
     lm.source = what;
     lm.metadata = meta;
@@ -323,17 +418,30 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
         return int(x);
     };
     bool from_cfg = meta.count("vitscope.config") != 0;
-    if (ov.heads > 0) c.heads = ov.heads;
-    else if (int h = meta_int("num_heads")) c.heads = h;
-    else if (int h2 = meta_int("heads")) c.heads = h2;
-    else if (!from_cfg) {
-        if (int kh = known_heads(c.width, c.depth, c.mlp)) c.heads = kh;  // a standard ViT's published count
-        else {
-            if (c.width % 64) throw FileError(what + ": width " + std::to_string(c.width) +
-                                              " is not a multiple of 64, so the number of heads cannot be guessed: pass --heads N");
-            c.heads = c.width / 64;
-            c.heads_guessed = true;
-        }
+    if (side && side->width > 0 && side->width != c.width)
+        throw FileError(side->path + " (the Hugging Face config beside " + what + ") says hidden_size " +
+                        std::to_string(side->width) + " but the checkpoint's width is " + std::to_string(c.width) +
+                        ": it describes another model (move it away, or pass --heads N)");
+    // The number of heads is not in the shapes: it comes from the user, the file, the config.json
+    // beside it, or the published ViT shapes. Nothing else: a wrong count gives wrong attention.
+    check_heads_flag(ov.heads, c.width, what);
+    if (ov.heads > 0) { c.heads = ov.heads; lm.heads_from = "--heads"; }
+    else if (int h = meta_int("num_heads")) { c.heads = h; lm.heads_from = "__metadata__ num_heads"; }
+    else if (int h2 = meta_int("heads")) { c.heads = h2; lm.heads_from = "__metadata__ heads"; }
+    else if (from_cfg) lm.heads_from = "__metadata__ vitscope.config";
+    else if (side && side->heads > 0) {
+        c.heads = side->heads;
+        lm.heads_from = side->path + " num_attention_heads";
+    } else if (int kh = known_heads(c.width, c.depth, c.mlp)) {
+        c.heads = kh;
+        lm.heads_from = "the published ViT with these shapes";
+    } else {
+        const std::string list = head_choices_text(c.width);
+        throw HeadsNeeded(what + ": the number of attention heads is not in the file (no __metadata__ num_heads), "
+                          "not in a config.json beside it (num_attention_heads), and width " + std::to_string(c.width) +
+                          ", depth " + std::to_string(c.depth) + ", mlp " + std::to_string(c.mlp) +
+                          " is not a published ViT: pass --heads N, where N divides the width " + std::to_string(c.width) +
+                          " (" + list + ")", what, c.width, head_choices(c.width));
     }
     if (ov.eps > 0) c.eps = ov.eps;
     else if (auto it = meta.find("eps"); it != meta.end()) {
@@ -364,11 +472,25 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
         }
         if (c.channels == 1) { c.pre.mean.resize(1); c.pre.std.resize(1); }
     }
+    if (from_cfg && !c.class_names.empty()) lm.labels_from = "__metadata__ vitscope.config";
     if (auto it = meta.find("class_names"); it != meta.end()) {
         try { c.class_names = parse_bounded(it->second).get<std::vector<std::string>>(); }
         catch (...) { throw FileError(what + ": __metadata__ class_names is not a JSON list of strings"); }
+        lm.labels_from = "__metadata__ class_names";
     }
-    if (!c.class_names.empty() && c.class_names.size() != size_t(c.classes)) c.class_names.clear();
+    if (!c.class_names.empty() && c.class_names.size() != size_t(c.classes)) { c.class_names.clear(); lm.labels_from.clear(); }
+    if (c.class_names.empty() && side && !side->class_names.empty()) {
+        if (side->class_names.size() != size_t(c.classes))
+            throw FileError(side->path + " (the Hugging Face config beside " + what + "): id2label names " +
+                            std::to_string(side->class_names.size()) + " classes but the checkpoint's head has " +
+                            std::to_string(c.classes));
+        c.class_names = side->class_names;
+        lm.labels_from = side->path + " id2label";
+    }
+    if (c.class_names.empty() && c.classes == 1000 && !imagenet1k_class_names().empty()) {
+        c.class_names = imagenet1k_class_names();
+        lm.labels_from = "ImageNet-1k (the default for 1000 classes)";
+    }
     try { c.validate(); } catch (const std::invalid_argument& e) { throw FileError(what + ": " + e.what()); }
 
 
@@ -512,11 +634,18 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         return lm;
     }
     if (is_preset(spec)) {
+        LoadedModel lm;
         Config c = preset(spec);
+        lm.heads_from = ov.heads > 0 ? "--heads" : "the preset";
+        check_heads_flag(ov.heads, c.width, "preset " + spec);
         if (ov.heads > 0) c.heads = ov.heads;
         if (ov.eps > 0) c.eps = ov.eps;
         if (ov.pooling) c.pooling = *ov.pooling;
-        LoadedModel lm;
+        if (!c.class_names.empty()) lm.labels_from = "the preset";
+        else if (c.classes == 1000 && !imagenet1k_class_names().empty()) {
+            c.class_names = imagenet1k_class_names();
+            lm.labels_from = "ImageNet-1k (the default for 1000 classes)";
+        }
         lm.weights = init_weights(c, seed);
         lm.source = "preset:" + spec;
         return lm;
@@ -528,13 +657,16 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
                         "; torchvision and timm names such as vit_b_16 or vit_base_patch16_224: see "
                         "'vitscope-cli info --list') nor an existing file (" + std::string(kCheckpointFormats) + ")");
     }
-    return model_from_safetensors(read_checkpoint(spec), spec, ov);
+    size_t slash = spec.rfind('/');
+    const SideConfig side = read_side_config(slash == std::string::npos ? "." : spec.substr(0, slash == 0 ? 1 : slash));
+    return model_from_safetensors(read_checkpoint(spec), spec, ov, &side);
 }
 
-LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, const LoadOverrides& ov) {
+LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, const LoadOverrides& ov,
+                                   const SideConfig* side) {
     for (auto& [k, dt] : st.dtypes)
         if (!st.tensors.count(k)) throw FileError(what + ": tensor '" + k + "' has dtype " + dt + "; only F32, F16, BF16 and F64 weights are supported");
-    return weights_from_tensors(std::move(st.tensors), st.metadata, what, ov);
+    return weights_from_tensors(std::move(st.tensors), st.metadata, what, ov, side);
 }
 
 void apply_labels_file(Config& c, const std::string& path) { apply_labels(c, read_file(path, 1 << 24), path); }

@@ -7,6 +7,7 @@
 #include "core/io/io.h"
 #include "core/model/model.h"
 #include <optional>
+#include <vector>
 
 namespace vit {
 
@@ -16,7 +17,7 @@ const char* family_name(Family f);
 // Settings the shapes cannot tell. Unset fields come from the file's
 // __metadata__, then from the family's defaults.
 struct LoadOverrides {
-    int heads = 0;           // 0: metadata, else width/64
+    int heads = 0;           // 0: the file's metadata, a config.json beside it, or the published shapes
     float eps = 0.f;         // 0: metadata, else the family's (timm/tv 1e-6, HF 1e-12)
     std::optional<Pooling> pooling;  // empty: metadata/layout
 };
@@ -26,10 +27,47 @@ struct LoadedModel {
     Family family = Family::Timm;
     std::string source;      // file path, "preset:NAME" or "embedded"
     std::map<std::string, std::string> metadata;
+    std::string heads_from;    // where the head count came from ("--heads", "__metadata__ num_heads", ...)
+    std::string labels_from;   // where the class names came from ("" when the model has none)
 };
 
+// What a Hugging Face config.json beside a checkpoint says (the fields ViTScope reads).
+struct SideConfig {
+    std::string path;                      // the config.json read ("" when there was none)
+    int heads = 0;                         // num_attention_heads (or vision_config's), 0 if absent
+    int width = 0;                         // hidden_size (or vision_config's), 0 if absent
+    std::vector<std::string> class_names;  // from id2label, in index order; empty if absent or placeholders
+};
+// Reads `dir`/config.json if it exists; a file that is there but malformed is a FileError naming
+// it and the field. HF's placeholder labels ("LABEL_0", ...) are not names and are dropped.
+SideConfig read_side_config(const std::string& dir);
+
+// The number of heads is not known: not in the file, not in a config.json beside it, not a
+// published ViT shape. The message says --heads N is needed and lists the possible N.
+struct HeadsNeeded : FileError {
+    HeadsNeeded(const std::string& msg, std::string file, int width, std::vector<int> choices)
+        : FileError(msg), file(std::move(file)), width(width), choices(std::move(choices)) {}
+    std::string file;
+    int width;
+    std::vector<int> choices;  // the divisors of the width, ascending
+};
+// The divisors of width, ascending (the head counts a width allows).
+std::vector<int> head_choices(int width);
+// "1, 2, 4, 8, 16, 32 or 64": head_choices as a sentence.
+std::string head_choices_text(int width);
+
+// A setting given by the user that the model cannot take (--heads that does not divide the
+// width): bad usage, not a bad file (the CLI exits 2).
+struct UsageError : std::invalid_argument {
+    using std::invalid_argument::invalid_argument;
+};
+
+// ImageNet-1k's class names in index order (torchvision's list, assets/classes/imagenet1k.txt,
+// built into the binary): the names a 1000-class head gets when nothing else names its classes.
+const std::vector<std::string>& imagenet1k_class_names();
+
 // The published number of heads of a standard ViT with these shapes (Ti/S/B/L/H), 0 if not one.
-// Used when a checkpoint does not say; otherwise heads = width/64 is a guess (Config::heads_guessed).
+// Used when a checkpoint and its config.json do not say; otherwise the loader asks (HeadsNeeded).
 int known_heads(int width, int depth, int mlp);
 
 // spec: "default" (the embedded Fashion-MNIST model), a preset name, or a path.
@@ -40,13 +78,16 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov = {}, ui
 SafeTensors read_checkpoint(const std::string& path);
 extern const char* const kCheckpointFormats;
 // From already-read tensors (used by load_model and the tests).
+// `side`: a config.json beside the file (read_side_config), or null.
 LoadedModel weights_from_tensors(std::map<std::string, Array> tensors,
                                  const std::map<std::string, std::string>& metadata,
-                                 const std::string& what, const LoadOverrides& ov);
+                                 const std::string& what, const LoadOverrides& ov,
+                                 const SideConfig* side = nullptr);
 
 // From a parsed file: refuses tensors in dtypes it cannot convert, then as above.
 struct SafeTensors;
-LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, const LoadOverrides& ov);
+LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, const LoadOverrides& ov,
+                                  const SideConfig* side = nullptr);
 
 // Saves under timm's key names, with the config in __metadata__["vitscope.config"]
 // plus `extra` metadata. Atomic.
@@ -62,5 +103,7 @@ void apply_labels(Config& c, const std::string& text, const std::string& path);
 
 // The embedded default model's bytes (empty if the build had none).
 std::string embedded_model_bytes();
+// assets/classes/imagenet1k.txt as built into the binary (empty if the build had none).
+std::string imagenet1k_names_text();
 
 }  // namespace vit

@@ -1,5 +1,6 @@
 #include "core/model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -227,6 +228,23 @@ Weights init_weights(const Config& c, uint64_t seed) {
     ln(w.ln_f);
     linear(w.head_w, w.head_b, K, D);
     return w;
+}
+
+std::vector<int> top_k(const float* p, size_t n, size_t k) {
+    std::vector<int> idx(n);
+    for (size_t i = 0; i < n; ++i) idx[i] = int(i);
+    // A strict weak order even with NaN: numbers before NaN, larger first, then the smaller index.
+    auto before = [p](int a, int b) {
+        const float x = p[a], y = p[b];
+        const bool nx = std::isnan(x), ny = std::isnan(y);
+        if (nx != ny) return ny;
+        if (!nx && x != y) return x > y;
+        return a < b;
+    };
+    k = std::min(k, n);
+    std::partial_sort(idx.begin(), idx.begin() + long(k), idx.end(), before);
+    idx.resize(k);
+    return idx;
 }
 
 }  // namespace vit

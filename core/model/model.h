@@ -38,7 +38,6 @@ struct Config {
     int width = 768;    // D
     int depth = 12;     // L
     int heads = 12;     // H
-    bool heads_guessed = false;  // heads = width/64 because nothing said otherwise (shown as a guess)
     int mlp = 3072;     // M
     int classes = 1000; // K
     float eps = 1e-6f;
@@ -166,5 +165,9 @@ int64_t param_count(const Config& c);
 Weights init_weights(const Config& c, uint64_t seed);
 // Zero-filled weights of the same shapes (for gradients and Adam moments).
 Weights zeros_like(const Weights& w);
+
+// The indices of the k largest of p[0..n), largest first; equal values in index order and NaN
+// after every number. The window's predictions and the CLI's print this same order.
+std::vector<int> top_k(const float* p, size_t n, size_t k);
 
 }  // namespace vit

@@ -115,6 +115,65 @@ def small_tv(seed, S=32, P=8, L=2, H=4, D=64, M=128, K=10, eps=1e-6):
     return vitref.randomize(m, 1000 + seed)
 
 
+def heads_from_outside(cli, path, x, ref, H):
+    """Issue 19: the head count is never guessed. small_tv.pt (torchvision names, width 64, 4 heads) says
+    nothing about its heads and is not a published shape: without --heads every command refuses it,
+    naming the file and --heads with the counts the width allows; with --heads 4, or a Hugging Face
+    config.json beside it (ViT or CLIP-style vision_config), it equals PyTorch. The old guess
+    (width / 64 = 1 head) really is wrong: ln_final.out differs from PyTorch."""
+    import json
+    import shutil
+    inp, out = path("heads_in.npy"), path("heads_out.npz")
+    np.save(inp, x[0].numpy().astype(np.float32))
+    for cmd in (["trace", "--input", inp, "--out", out], ["info"], ["analyze", "--input", inp, "--out", out]):
+        if os.path.exists(out):
+            os.remove(out)
+        r = cli.run(cmd[0], "--model", path("small_tv.pt"), *cmd[1:])
+        ok(r.returncode == 1 and "small_tv.pt" in r.stderr and "--heads N" in r.stderr
+           and "(1, 2, 4, 8, 16, 32 or 64)" in r.stderr and not os.path.exists(out),
+           f"{cmd[0]} without --heads: exit 1 naming the file, --heads and the counts 64 allows", r.stderr)
+    one = cli.trace(path("small_tv.pt"), x[0], "--heads", "1")["ln_final.out"]
+    d1 = float(np.abs(one - ref["ln_final.out"].numpy()).max())
+    ok(d1 > 0.05, f"the old guess (1 head) is wrong: ln_final.out differs from PyTorch by {d1:.2f}")
+    test_parity.check("small torchvision ViT, .pt, --heads 4", cli.trace(path("small_tv.pt"), x[0], "--heads", str(H)), ref)
+
+    def beside(name, config):
+        d = path(name)
+        os.makedirs(d, exist_ok=True)
+        shutil.copy(path("small_tv.pt"), os.path.join(d, "model.pt"))
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(config, f)
+        return os.path.join(d, "model.pt")
+
+    names = ["tee", "pants", "jumper", "frock", "jacket", "flipflop", "blouse", "trainer", "purse", "boot"]
+    vit = beside("hf_vit", {"model_type": "vit", "hidden_size": 64, "num_attention_heads": H,
+                            "id2label": {str(i): n for i, n in enumerate(names)}})
+    test_parity.check("config.json beside it (num_attention_heads), no --heads", cli.trace(vit, x[0]), ref)
+    r = cli.run("info", "--model", vit)
+    ok(r.returncode == 0 and f"heads: {H} (from " in r.stdout and "config.json num_attention_heads" in r.stdout
+       and "class names: tee, ... (from " in r.stdout and "config.json id2label" in r.stdout,
+       "info says the heads and the class names came from config.json", r.stdout + r.stderr)
+    clip = beside("hf_clip", {"model_type": "clip", "text_config": {"hidden_size": 512, "num_attention_heads": 8},
+                              "vision_config": {"hidden_size": 64, "num_attention_heads": H}})
+    test_parity.check("CLIP-style config.json (vision_config.num_attention_heads)", cli.trace(clip, x[0]), ref)
+    other = beside("hf_other", {"hidden_size": 768, "num_attention_heads": 12})
+    r = cli.run("info", "--model", other)
+    ok(r.returncode == 1 and "config.json" in r.stderr and "hidden_size 768" in r.stderr and "width is 64" in r.stderr,
+       "a config.json of another width is refused, naming it", r.stderr)
+    bad = beside("hf_bad", {"num_attention_heads": "four"})
+    r = cli.run("info", "--model", bad)
+    ok(r.returncode == 1 and "config.json" in r.stderr and "num_attention_heads" in r.stderr,
+       "a config.json with a non-integer num_attention_heads is refused, naming the field", r.stderr)
+    ph = beside("hf_placeholders", {"hidden_size": 64, "num_attention_heads": H,
+                                    "id2label": {str(i): f"LABEL_{i}" for i in range(10)}})
+    r = cli.run("info", "--model", ph)
+    ok(r.returncode == 0 and "class names: none" in r.stdout,
+       "transformers' placeholder labels (LABEL_0, ...) are not taken as class names", r.stdout + r.stderr)
+    r = cli.run("info", "--model", path("small_tv.pt"), "--heads", "5")
+    ok(r.returncode == 2 and "--heads 5" in r.stderr and "64" in r.stderr,
+       "--heads 5 on width 64: bad usage (exit 2) naming the flag and the width", r.stderr)
+
+
 @torch.no_grad()
 def parity(cli, path):
     # torchvision's own ViT-B/16, random weights, torch.save(model.state_dict()).
@@ -138,6 +197,7 @@ def parity(cli, path):
     meta = ["--heads", str(H)]
     torch.save(sd, path("small_tv.pt"))
     test_parity.check("small torchvision ViT, .pt", cli.trace(path("small_tv.pt"), x[0], *meta), ref)
+    heads_from_outside(cli, path, x, ref, H)
     canon = vitref.tv_to_canonical(sd, L)
     torch.save(canon, path("small_timm.pth"))
     test_parity.check("small ViT under timm names, .pth", cli.trace(path("small_timm.pth"), x[0], *meta), ref)
