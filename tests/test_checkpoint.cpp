@@ -2,7 +2,9 @@
 // for checkpoints that do not fit.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "core/io/checkpoint.h"
 #include "core/model/forward.h"
@@ -54,7 +56,17 @@ TEST(Checkpoint, InfersConfigFromShapes) {
     Config c = preset("vit-ti16");
     c.image_size = 64; c.depth = 2; c.classes = 5;  // 4x4 grid, width 192 -> 3 heads of 64
     auto m = timm_tensors(init_weights(c, 1));
-    LoadedModel lm = weights_from_tensors(std::move(m), {}, "x", {});
+    // width 192 at depth 2 is no published ViT: the head count is asked for, never guessed
+    try {
+        weights_from_tensors(timm_tensors(init_weights(c, 1)), {}, "x", {});
+        FAIL() << "loaded without a head count";
+    } catch (const HeadsNeeded& e) {
+        EXPECT_EQ(e.width, 192);
+        EXPECT_EQ(e.choices, head_choices(192));
+        EXPECT_NE(std::string(e.what()).find("--heads N"), std::string::npos) << e.what();
+    }
+    LoadedModel lm = weights_from_tensors(std::move(m), {{"num_heads", "3"}}, "x", {});
+    EXPECT_EQ(lm.heads_from, "__metadata__ num_heads");
     const Config& g = lm.weights.cfg;
     EXPECT_EQ(g.image_size, 64); EXPECT_EQ(g.patch, 16); EXPECT_EQ(g.width, 192);
     EXPECT_EQ(g.depth, 2); EXPECT_EQ(g.heads, 3); EXPECT_EQ(g.mlp, 768); EXPECT_EQ(g.classes, 5);
@@ -69,8 +81,90 @@ TEST(CheckpointBad, HeadsCannotBeGuessedWithoutMetadataOrFlag) {
     LoadOverrides ov;
     ov.heads = 2;
     EXPECT_NO_THROW(weights_from_tensors(std::move(m), {}, "x", ov));
-    ov.heads = 4;  // 6 is not divisible by 4
-    EXPECT_NE(message_of(timm_tensors(init_weights(c, 1)), ov).find("not divisible"), std::string::npos);
+    ov.heads = 4;  // 6 is not divisible by 4: the flag is bad usage, not the file
+    try {
+        weights_from_tensors(timm_tensors(init_weights(c, 1)), {}, "x", ov);
+        FAIL() << "--heads 4 taken for width 6";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("--heads 4 does not divide the width 6"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("1, 2, 3 or 6"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Checkpoint, PublishedShapesGiveTheirHeadCount) {
+    Config c = preset("vit-ti16");  // width 192, depth 12, mlp 768: ViT-Ti, 3 heads (not 192 / 64 by chance: see H/14)
+    c.image_size = 32; c.classes = 5;
+    LoadedModel lm = weights_from_tensors(timm_tensors(init_weights(c, 1)), {}, "x", {});
+    EXPECT_EQ(lm.weights.cfg.heads, 3);
+    EXPECT_EQ(lm.heads_from, "the published ViT with these shapes");
+    EXPECT_EQ(known_heads(1280, 32, 5120), 16);  // ViT-H/14: 16 heads of 80, where width / 64 would say 20
+    EXPECT_EQ(head_choices(12), (std::vector<int>{1, 2, 3, 4, 6, 12}));
+    EXPECT_EQ(head_choices_text(6), "1, 2, 3 or 6");
+}
+
+TEST(Checkpoint, TopKLargestFirstTiesByIndexNaNLast) {
+    const float nan = std::nanf("");
+    const std::vector<float> p{0.1f, 0.3f, nan, 0.3f, 0.05f, 0.3f, 0.2f};
+    EXPECT_EQ(top_k(p.data(), p.size(), 5), (std::vector<int>{1, 3, 5, 6, 0}));
+    EXPECT_EQ(top_k(p.data(), p.size(), 100), (std::vector<int>{1, 3, 5, 6, 0, 4, 2}));
+    std::vector<float> flat(1000, 0.001f);  // all tied (zero head weights): the first classes, in order
+    EXPECT_EQ(top_k(flat.data(), flat.size(), 3), (std::vector<int>{0, 1, 2}));
+    EXPECT_TRUE(top_k(flat.data(), 0, 5).empty());
+}
+
+TEST(Checkpoint, ImageNetNamesForThousandClassHeads) {
+    const auto& names = imagenet1k_class_names();
+    ASSERT_EQ(names.size(), 1000u);
+    EXPECT_EQ(names[0], "tench");
+    EXPECT_EQ(names[999], "toilet tissue");
+    Config c = preset("toy-gray4");
+    c.classes = 1000;
+    LoadOverrides ov;
+    ov.heads = 2;
+    LoadedModel lm = weights_from_tensors(timm_tensors(init_weights(c, 1)), {}, "x", ov);
+    EXPECT_EQ(lm.weights.cfg.class_names, names);
+    EXPECT_NE(lm.labels_from.find("ImageNet-1k"), std::string::npos);
+    // the file's own names win
+    std::string own = "[";
+    for (int i = 0; i < 1000; ++i) own += std::string(i ? "," : "") + "\"c" + std::to_string(i) + "\"";
+    lm = weights_from_tensors(timm_tensors(init_weights(c, 1)), {{"class_names", own + "]"}}, "x", ov);
+    EXPECT_EQ(lm.weights.cfg.class_names[7], "c7");
+    EXPECT_EQ(lm.labels_from, "__metadata__ class_names");
+    // other class counts get no invented names
+    c.classes = 10;
+    lm = weights_from_tensors(timm_tensors(init_weights(c, 1)), {}, "x", ov);
+    EXPECT_TRUE(lm.weights.cfg.class_names.empty());
+    EXPECT_EQ(load_model("vit-ti16").weights.cfg.class_names, names);
+}
+
+TEST(Checkpoint, SideConfigJson) {
+    namespace fs = std::filesystem;
+    const fs::path d = fs::temp_directory_path() / "vitscope_side_config";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    auto write = [&](const std::string& text) { std::ofstream(d / "config.json") << text; };
+    EXPECT_TRUE(read_side_config(d.string()).path.empty());  // none: nothing read, no error
+    write(R"({"hidden_size": 64, "num_attention_heads": 4, "id2label": {"1": "b", "0": "a"}})");
+    SideConfig sc = read_side_config(d.string());
+    EXPECT_EQ(sc.heads, 4); EXPECT_EQ(sc.width, 64);
+    EXPECT_EQ(sc.class_names, (std::vector<std::string>{"a", "b"}));
+    write(R"({"text_config": {"num_attention_heads": 8}, "vision_config": {"hidden_size": 768, "num_attention_heads": 12}})");
+    sc = read_side_config(d.string());
+    EXPECT_EQ(sc.heads, 12); EXPECT_EQ(sc.width, 768);
+    write(R"({"num_attention_heads": 2, "id2label": {"0": "LABEL_0", "1": "LABEL_1"}})");
+    EXPECT_TRUE(read_side_config(d.string()).class_names.empty());  // transformers' placeholders
+    for (const char* bad : {"{", "[1]", R"({"num_attention_heads": "4"})", R"({"num_attention_heads": 0})",
+                            R"({"num_attention_heads": 1e9})", R"({"id2label": {"0": "a", "2": "c"}})",
+                            R"({"id2label": {"0": 5}})", R"({"vision_config": 3})"}) {
+        write(bad);
+        try {
+            read_side_config(d.string());
+            ADD_FAILURE() << "accepted " << bad;
+        } catch (const FileError& e) {
+            EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+        }
+    }
+    fs::remove_all(d);
 }
 
 TEST(CheckpointBad, MissingUnexpectedAndMisshapedListedTogether) {

@@ -227,8 +227,10 @@ SideConfig read_side_config(const std::string& dir) {
     auto integer = [&](const json& o, const std::string& prefix, const char* key, int hi) -> int {
         auto it = o.find(key);
         if (it == o.end() || it->is_null()) return 0;
-        if (!it->is_number_integer() || (it->is_number_unsigned() ? it->get<uint64_t>() > uint64_t(hi)
-                                                                    : (it->get<int64_t>() < 1 || it->get<int64_t>() > hi)))
+        // nlohmann keeps non-negative integers unsigned: read each kind as itself before comparing
+        const bool in = it->is_number_unsigned() ? (it->get<uint64_t>() >= 1 && it->get<uint64_t>() <= uint64_t(hi))
+                                                 : (it->is_number_integer() && it->get<int64_t>() >= 1 && it->get<int64_t>() <= hi);
+        if (!in)
             throw bad(prefix + key, "is " + it->dump().substr(0, 40) + ", not an integer in 1.." + std::to_string(hi));
         return int(it->get<int64_t>());
     };

@@ -223,8 +223,10 @@ def check_tour(app):
     expect("tour" not in lay["rects"], "Esc leaves the tour")
     _, lay = app.shot("--tour", "3", "--keys", "t")
     expect("tour" not in lay["rects"], "T leaves the tour")
-    _, lay = app.shot("--tour", "1000")
-    expect(lay["numbers"].get("tour.step") == len(steps) - 1, "--tour 1000: the last step, no crash")
+    rc, err, _, _ = app.run("--tour", "1000")
+    expect(rc == 2 and "--tour 1000" in err and f"{len(steps)} steps" in err, "--tour 1000: refused, naming the tour's length")
+    _, lay = app.shot("--tour", str(len(steps) - 1))
+    expect(lay["numbers"].get("tour.step") == len(steps) - 1, f"--tour {len(steps) - 1}: the last step")
     # off the path (PageDown to block 1): said in the panel
     _, lay = app.shot("--tour", str(steps.index("blocks.0.attn.q")), "--keys", "PageDown")
     expect(lay["stage"] == "blocks.1.attn.q" and lay["strings"].get("tour.off") == "blocks.1.attn.q",
