@@ -72,7 +72,8 @@ namespace {
 std::vector<std::string> sample_images() {
     std::vector<std::string> v;
     std::error_code ec;
-    for (auto it = fs::directory_iterator(data_paths().samples, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+    // the Fashion-MNIST samples and, in samples/photos/, the colour photographs
+    for (auto it = fs::recursive_directory_iterator(data_paths().samples, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
         if (it->path().extension() == ".png" || it->path().extension() == ".jpg") v.push_back(it->path().string());
     std::sort(v.begin(), v.end());
     return v;
@@ -118,6 +119,7 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::SameLine();
     // Image
     static std::vector<std::string> samples = sample_images();
+    for (auto& p : samples) ui.strings["toolbar.samples"] += fs::path(p).filename().string() + "\n";  // what the menu lists
     ImGui::SetNextItemWidth(170);
     std::string cur = fs::path(s.image_path()).filename().string();
     if (ImGui::BeginCombo("##img", cur.empty() ? "sample image" : cur.c_str())) {

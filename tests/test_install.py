@@ -84,7 +84,12 @@ try:
     ]
     missing = [p for p in expected if not os.path.isfile(os.path.join(prefix, p))]
     check(not missing, "installed files present (missing: %s)" % missing)
-    check(len(os.listdir(os.path.join(data, "samples"))) == 10, "ten sample images installed")
+    check(len([f for f in os.listdir(os.path.join(data, "samples")) if f.endswith(".png")]) == 10,
+          "ten Fashion-MNIST sample images installed")
+    photos = os.path.join(data, "samples", "photos")
+    check(os.path.isdir(photos) and len([f for f in os.listdir(photos) if f.endswith(".jpg")]) >= 3
+          and os.path.isfile(os.path.join(photos, "SOURCES.txt")),
+          "the colour photographs installed with SOURCES.txt beside them")
     # The licence: MIT, the same words in LICENSE and in the copyright file's stanza for ViTScope's own files.
     with open(os.path.join(prefix, "share/doc/vitscope/LICENSE")) as f:
         lic = f.read()

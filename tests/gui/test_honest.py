@@ -190,12 +190,16 @@ def check_photos(app):
     photos = sorted(f for f in os.listdir(d) if f.endswith((".png", ".jpg"))) if os.path.isdir(d) else []
     expect(len(photos) >= 3, f"at least 3 photographs bundled ({photos})")
     sources = open(os.path.join(d, "SOURCES.txt"), encoding="utf-8").read() if os.path.isdir(d) else ""
+    _, lay = app.shot()
+    menu = lay["strings"].get("toolbar.samples", "").split()
+    expect(all(f in menu for f in photos) and "9_ankle_boot_test0.png" in menu,
+           f"the toolbar's image menu lists them beside the Fashion-MNIST samples ({len(menu)} entries)")
     from PIL import Image
     for f in photos:
         im = np.asarray(Image.open(os.path.join(d, f)).convert("RGB")).astype(float)
         colour = float(np.abs(im[..., 0] - im[..., 1]).mean() + np.abs(im[..., 1] - im[..., 2]).mean())
         expect(max(im.shape[:2]) <= 640 and colour > 5, f"{f}: {im.shape[1]}x{im.shape[0]}, in colour ({colour:.1f})")
-        block = sources.split(f)[1].split("\n\n")[0] if f in sources else ""
+        block = next((b for b in sources.split("\n\n") if b.startswith(f + "\n")), "")  # the paragraph headed by its name
         expect(re.search(r"(?i)licen[cs]e: (public domain|CC0)", block) is not None,
                f"{f}: SOURCES.txt records its source and a public-domain or CC0 licence")
         _, lay = app.shot("--model", "vit-ti16", "--no-grads", "--image", os.path.join(d, f), image=False)
