@@ -159,7 +159,9 @@ bool Session::load_labels(const std::string& path) {
         auto m = std::make_shared<LoadedModel>();
         m->weights = model_->weights;
         m->family = model_->family; m->source = model_->source; m->metadata = model_->metadata;
+        m->heads_from = model_->heads_from;
         apply_labels_file(m->weights.cfg, path);
+        m->labels_from = path;
         model_ = std::move(m);
         dirty_ = true;
         return true;

@@ -103,7 +103,8 @@ void DrawToolbar(Session& s, UiState& ui) {
                                           ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     ImGui::Text("heads %d", s.config().heads);  // in force; a file that does not say is asked about (heads_prompt.cpp)
-    if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("from %s", s.model().heads_from.c_str());
+    if (ui.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("from %s", s.model().heads_from.empty() ? "the model's config" : s.model().heads_from.c_str());
     ui.strings["toolbar.heads"] = std::to_string(s.config().heads);
     ImGui::SameLine();
     if (ImGui::Button("Load model") || enter) s.begin_load_model(model_path, heads);

@@ -208,13 +208,17 @@ const std::vector<std::string>& imagenet1k_class_names() {
 }
 
 SideConfig read_side_config(const std::string& dir) {
-    SideConfig sc;
     const std::string path = (dir.empty() ? std::string(".") : dir) + "/config.json";
-    if (::access(path.c_str(), F_OK) != 0) return sc;
+    if (::access(path.c_str(), F_OK) != 0) return {};
+    return parse_side_config(read_file(path, size_t(1) << 24), path);
+}
+
+SideConfig parse_side_config(const std::string& text, const std::string& path) {
+    SideConfig sc;
     sc.path = path;
     json j;
     try {
-        j = parse_bounded(read_file(path, size_t(1) << 24));
+        j = parse_bounded(text);
     } catch (const json::exception& e) {
         throw FileError(path + " (the Hugging Face config beside the checkpoint): not valid JSON: " + e.what());
     } catch (const std::length_error& e) {

@@ -41,6 +41,8 @@ struct SideConfig {
 // Reads `dir`/config.json if it exists; a file that is there but malformed is a FileError naming
 // it and the field. HF's placeholder labels ("LABEL_0", ...) are not names and are dropped.
 SideConfig read_side_config(const std::string& dir);
+// The same from the file's text; `path` names it in errors (and is SideConfig::path).
+SideConfig parse_side_config(const std::string& text, const std::string& path);
 
 // The number of heads is not known: not in the file, not in a config.json beside it, not a
 // published ViT shape. The message says --heads N is needed and lists the possible N.
