@@ -77,7 +77,8 @@ def main():
     r = cli("info", "--model", hostile)
     expect(r.returncode == 1 and "hostile.safetensors" in r.stderr, "hostile header length exits 1 naming the file")
     r = cli("trace", "--model", "fmnist", "--heads", "5", "--image", sample, "--out", w("x.npz"))
-    expect(r.returncode == 1 and "divisible" in r.stderr, "--heads that does not divide the width exits 1")
+    expect(r.returncode == 2 and "--heads 5 does not divide the width 64" in r.stderr,
+           "--heads that does not divide the width is bad usage: exit 2 naming the flag")
     np.save(w("wrong.npy"), np.zeros((3, 28, 28), np.float32))
     r = cli("trace", "--input", w("wrong.npy"), "--out", w("x.npz"))
     expect(r.returncode == 1 and "(1, 28, 28)" in r.stderr, "input of the wrong shape exits 1 with both shapes")

@@ -10,6 +10,7 @@ std(unbiased=True) in a manual forward pass that is itself first checked
 against torchvision."""
 import argparse
 import functools
+import json
 import math
 import os
 import subprocess
@@ -133,7 +134,7 @@ def main():
     # (image, patch, layers, heads, width, mlp, classes, how the heads reach us)
     cases = [
         (32, 8, 2, 4, 64, 128, 10, "metadata"),   # d = 16: heads from __metadata__
-        (48, 16, 3, 2, 128, 256, 7, "inferred"),  # d = 64: heads inferred from the width
+        (48, 16, 3, 2, 128, 256, 7, "config"),    # d = 64: heads from a config.json beside the files (never width/64)
         (16, 4, 1, 3, 48, 96, 5, "flag"),         # d = 16: heads from --heads
     ]
     for ci, (S, P, L, Hh, D, M, K, how) in enumerate(cases):
@@ -146,6 +147,12 @@ def main():
         sd = tv.state_dict()
         meta = {"num_heads": Hh} if how == "metadata" else {}
         flags = ["--heads", str(Hh)] if how == "flag" else []
+        cpath = path
+        if how == "config":  # these files sit in a folder with a Hugging Face config.json, as a hub snapshot does
+            os.makedirs(path("cfg"), exist_ok=True)
+            cpath = lambda n: os.path.join(a.workdir, "cfg", n)
+            with open(cpath("config.json"), "w") as f:
+                json.dump({"hidden_size": D, "num_attention_heads": Hh}, f)
         label = f"torchvision {S}px/p{P} L{L} H{Hh} D{D}"
 
         tvsd = dict(sd)
@@ -154,8 +161,8 @@ def main():
                 if ".mlp.0." in k or ".mlp.3." in k:
                     tvsd[k.replace(".mlp.0.", ".mlp.linear_1.").replace(".mlp.3.", ".mlp.linear_2.")] = tvsd.pop(k)
             label += " (mlp.linear_1/2 names)"
-        vitref.write_safetensors(path(f"tv{ci}.safetensors"), tvsd, meta)
-        ours = run.trace(path(f"tv{ci}.safetensors"), x[0], *flags)
+        vitref.write_safetensors(cpath(f"tv{ci}.safetensors"), tvsd, meta)
+        ours = run.trace(cpath(f"tv{ci}.safetensors"), x[0], *flags)
         check(label, ours, ref)
         missing = [n for n in ref if n not in ours]
         if missing:
@@ -166,8 +173,8 @@ def main():
         man = vitref.manual_forward(canon, x[0], Hh, 1e-6)
         check(f"  reference self-check: manual forward == torchvision ({label})", {k: v.numpy() for k, v in man.items()}, ref, tol=1e-5)
 
-        vitref.write_safetensors(path(f"timm{ci}.safetensors"), canon, meta)
-        check(f"timm layout, same weights ({S}px L{L})", run.trace(path(f"timm{ci}.safetensors"), x[0], *flags), ref)
+        vitref.write_safetensors(cpath(f"timm{ci}.safetensors"), canon, meta)
+        check(f"timm layout, same weights ({S}px L{L})", run.trace(cpath(f"timm{ci}.safetensors"), x[0], *flags), ref)
 
         # Hugging Face: its LayerNorm eps is 1e-12; the reference model uses the same.
         tv12 = torchvision.models.VisionTransformer(image_size=S, patch_size=P, num_layers=L, num_heads=Hh, hidden_dim=D,
@@ -175,8 +182,8 @@ def main():
                                                     norm_layer=functools.partial(torch.nn.LayerNorm, eps=1e-12)).eval()
         tv12.load_state_dict(sd)
         ref12 = tv_trace(tv12, x, Hh)
-        vitref.write_safetensors(path(f"hf{ci}.safetensors"), vitref.canonical_to_hf(canon, L), meta)
-        check(f"Hugging Face layout, eps 1e-12 ({S}px L{L})", run.trace(path(f"hf{ci}.safetensors"), x[0], *flags), ref12)
+        vitref.write_safetensors(cpath(f"hf{ci}.safetensors"), vitref.canonical_to_hf(canon, L), meta)
+        check(f"Hugging Face layout, eps 1e-12 ({S}px L{L})", run.trace(cpath(f"hf{ci}.safetensors"), x[0], *flags), ref12)
 
         if ci == 0:
             # Teaching options against PyTorch's nn.LayerNorm(elementwise_affine=False) and std(unbiased=True).
@@ -194,9 +201,9 @@ def main():
             # bf16 and f16 checkpoints: compare with the reference on the rounded weights.
             for dt, name in [(torch.bfloat16, "bf16"), (torch.float16, "f16")]:
                 low = {k: v.to(dt) for k, v in canon.items()}
-                vitref.write_safetensors(path(f"timm_{name}.safetensors"), low)
+                vitref.write_safetensors(cpath(f"timm_{name}.safetensors"), low)
                 mref = vitref.manual_forward({k: v.float() for k, v in low.items()}, x[0], Hh, 1e-6)
-                check(f"timm layout stored as {name}", run.trace(path(f"timm_{name}.safetensors"), x[0]), mref)
+                check(f"timm layout stored as {name}", run.trace(cpath(f"timm_{name}.safetensors"), x[0]), mref)
 
     # Grayscale + mean pooling (timm global_pool='avg' with fc_norm).
     torch.manual_seed(7)
