@@ -639,42 +639,36 @@ void config_metadata(const json& j, const std::string& path, std::map<std::strin
 void apply_preprocessing(const json& j, const std::string& path, LoadedModel& lm) {
     Config& c = lm.weights.cfg;
     std::vector<std::string> notes;
-    auto channels = [&](const char* k, std::vector<float>& dst) {
-        auto it = j.find(k);
-        if (it == j.end()) return;
+    // One number per channel from src[k]; anything else is noted and the value kept.
+    auto channels = [&](const json& src, const char* k, const std::string& label, std::vector<float>& dst) {
+        auto it = src.find(k);
+        if (it == src.end()) return;
         std::vector<float> v;
         if (it->is_array())
             for (auto& x : *it)
                 if (x.is_number() && std::isfinite(x.get<double>())) v.push_back(float(x.get<double>()));
         if (it->is_array() && v.size() == it->size() && v.size() == size_t(c.channels)) dst = v;
-        else notes.push_back(std::string(k) + " is not " + std::to_string(c.channels) + " numbers");
+        else notes.push_back(label + " is not " + std::to_string(c.channels) + " numbers");
     };
+    auto flag = [](const json& src, const char* k, bool dflt) {
+        auto it = src.find(k);
+        return it != src.end() && it->is_boolean() ? it->get<bool>() : dflt;
+    };
+    auto interp_name = [&] { return std::string(c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear"); };
     const bool timm = j.contains("pretrained_cfg") && j["pretrained_cfg"].is_object();
     if (timm) {
         const json& p = j["pretrained_cfg"];
-        std::vector<float> mean = c.pre.mean, std_ = c.pre.std;
-        auto chan = [&](const json& src, const char* k, std::vector<float>& dst) {
-            auto f = src.find(k);
-            if (f == src.end()) return;
-            std::vector<float> v;
-            if (f->is_array())
-                for (auto& x : *f)
-                    if (x.is_number() && std::isfinite(x.get<double>())) v.push_back(float(x.get<double>()));
-            if (f->is_array() && v.size() == f->size() && v.size() == size_t(c.channels)) dst = v;
-            else notes.push_back(std::string("pretrained_cfg.") + k + " is not " + std::to_string(c.channels) + " numbers");
-        };
-        chan(p, "mean", mean);
-        chan(p, "std", std_);
-        c.pre.mean = mean;
-        c.pre.std = std_;
+        channels(p, "mean", "pretrained_cfg.mean", c.pre.mean);
+        channels(p, "std", "pretrained_cfg.std", c.pre.std);
         if (auto ip = p.find("interpolation"); ip != p.end() && ip->is_string()) {
             if (*ip == "bicubic") c.pre.interp = Interp::Bicubic;
             else if (*ip == "bilinear") c.pre.interp = Interp::Bilinear;
-            else notes.push_back("interpolation '" + ip->get<std::string>() + "' is not available: bilinear used");
+            else notes.push_back("interpolation '" + ip->get<std::string>() + "' is not available: " + interp_name() + " used");
         }
         if (auto cp = p.find("crop_pct"); cp != p.end() && cp->is_number()) {
             double pct = cp->get<double>();
-            std::string mode = p.value("crop_mode", std::string("center"));
+            auto cm = p.find("crop_mode");
+            const std::string mode = cm != p.end() && cm->is_string() ? cm->get<std::string>() : "center";
             if (pct > 0 && pct <= 1 && mode == "center") {
                 c.pre.resize = int(std::floor(c.image_size / pct));
                 c.pre.squash = false;
@@ -684,14 +678,14 @@ void apply_preprocessing(const json& j, const std::string& path, LoadedModel& lm
         }
     } else {
         lm.metadata["hf.preprocessor"] = path;
-        channels("image_mean", c.pre.mean);
-        channels("image_std", c.pre.std);
+        channels(j, "image_mean", "image_mean", c.pre.mean);
+        channels(j, "image_std", "image_std", c.pre.std);
         if (auto it = j.find("resample"); it != j.end() && it->is_number_integer()) {
             int r = it->get<int>();
             if (r == 3) c.pre.interp = Interp::Bicubic;
             else if (r == 2) c.pre.interp = Interp::Bilinear;
             else notes.push_back("resample " + std::to_string(r) + " (PIL " + (r == 0 ? "nearest" : r == 1 ? "lanczos" : "other") +
-                                 ") is not available: " + (c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear") + " used");
+                                 ") is not available: " + interp_name() + " used");
         }
         // size: {"height", "width"} (a straight resize), {"shortest_edge"} (aspect kept), or an int.
         auto square = [&](const char* k, int64_t& side, bool& shortest) {
@@ -710,14 +704,14 @@ void apply_preprocessing(const json& j, const std::string& path, LoadedModel& lm
         };
         int64_t size = 0, crop = 0;
         bool size_shortest = false, crop_shortest = false;
-        const bool do_resize = j.value("do_resize", true), do_crop = j.value("do_center_crop", false);
+        const bool do_resize = flag(j, "do_resize", true), do_crop = flag(j, "do_center_crop", false);
         square("size", size, size_shortest);
         if (do_crop) square("crop_size", crop, crop_shortest);
         if (do_crop && crop && crop != c.image_size)
             notes.push_back("crop_size " + std::to_string(crop) + " is not the model's " + std::to_string(c.image_size));
         else if (do_resize && size) {
             if (do_crop) {  // resize (shorter side, or to a square), then centre-crop to the model's size
-                c.pre.squash = !size_shortest && j["size"].is_object();
+                c.pre.squash = !size_shortest && j.at("size").is_object();
                 c.pre.resize = int(size);
             } else if (!size_shortest && size == c.image_size) {
                 c.pre.squash = true;  // straight to the model's square, aspect not kept
@@ -727,7 +721,7 @@ void apply_preprocessing(const json& j, const std::string& path, LoadedModel& lm
                                 " without a crop does not give the model's " + std::to_string(c.image_size) + " pixels");
             }
         }
-        if (!j.value("do_normalize", true)) notes.push_back("do_normalize is false: mean and std are applied anyway");
+        if (!flag(j, "do_normalize", true)) notes.push_back("do_normalize is false: mean and std are applied anyway");
         if (auto it = j.find("rescale_factor"); it != j.end() && it->is_number() && std::fabs(it->get<double>() - 1 / 255.0) > 1e-9)
             notes.push_back("rescale_factor " + number_text(it->get<double>()) + " is not 1/255");
     }

@@ -99,6 +99,9 @@ std::string origin(const std::string& url) {
     return o;
 }
 
+// A URL for a message: without its query (a CDN's signed URLs carry credentials there).
+std::string printable(const std::string& url) { return url.substr(0, url.find('?')).substr(0, 300); }
+
 bool is_file(const std::string& p) {
     struct stat sb;
     return ::stat(p.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);  // follows the snapshot's symlink to its blob
@@ -269,8 +272,8 @@ std::string login_advice(const Ctx& cx) {
     }
     if (r.status == 404)
         throw FileError(cx.spec + ": " + cx.ref.repo_id + " has no file " + file + " at revision " + cx.ref.revision +
-                        " on " + cx.endpoint + " (HTTP 404 for " + r.url + ")" + server_says(r));
-    throw FileError(head + " from " + r.url + server_says(r));
+                        " on " + cx.endpoint + " (HTTP 404 for " + printable(r.url) + ")" + server_says(r));
+    throw FileError(head + " from " + printable(r.url) + server_says(r));
 }
 
 [[noreturn]] void no_network(const Ctx& cx, const std::string& file, const Reply& r) {
@@ -523,13 +526,14 @@ void download_blob(const Ctx& cx, const std::string& file, const std::string& ur
         std::string range = std::to_string(have) + "-";
         if (have > 0) curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
         finish(r, curl_easy_perform(c), errbuf);
+        if (char* eff = nullptr; curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff) r.url = eff;
         have = file_size(fd);
         if (s.cancelled)
             throw FileError(cx.spec + ": the download of " + file + " was cancelled after " + std::to_string(have) + " of " +
                             std::to_string(expected) + " bytes; they are kept in " + inc + " and the next run resumes");
         if (!s.problem.empty()) {
             if (::ftruncate(fd, 0) != 0) {}
-            throw FileError(cx.spec + ": " + file + " from " + r.url + ": " + s.problem);
+            throw FileError(cx.spec + ": " + file + " from " + printable(r.url) + ": " + s.problem);
         }
         if (r.code == CURLE_OK && r.status >= 400) {
             if (r.status == 416 && have > 0 && retries++ == 0) {  // the range no longer fits: start over once
@@ -537,7 +541,13 @@ void download_blob(const Ctx& cx, const std::string& file, const std::string& ur
                 have = 0;
                 continue;
             }
-            http_error(cx, file, r);
+            if (origin(r.url) == origin(cx.endpoint)) http_error(cx, file, r);
+            // A storage host's refusal (an expired signed URL, say): its own words.
+            std::string body = s.error_body;
+            for (char& ch : body)
+                if (ch == '\n' || ch == '\r' || static_cast<unsigned char>(ch) < 32) ch = ' ';
+            throw FileError(cx.spec + ": " + file + ": HTTP " + std::to_string(r.status) + " from " + printable(r.url) +
+                            (body.empty() ? std::string() : " (" + body.substr(0, 300) + ")") + "; run again to retry");
         }
         if (have > expected) {
             if (::ftruncate(fd, 0) != 0) {}
@@ -825,6 +835,7 @@ std::string torch_checkpoints_dir() {
 }
 
 Snapshot resolve(const Ref& ref, const FetchOptions& opt) {
+    parse_spec("hf:" + ref.repo_id + "@" + ref.revision);  // names become paths: checked whoever built the Ref
     Ctx cx;
     cx.ref = ref;
     cx.spec = "hf:" + ref.repo_id + revision_label(ref);

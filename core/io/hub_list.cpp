@@ -231,8 +231,9 @@ Identity identify(const Shapes& all, const std::string& config_json) {
         }
     }
     std::string name = size_name(D, depth);
-    id.size = (name.empty() ? "width " + std::to_string(D) + ", depth " + std::to_string(depth) + ", patch " + std::to_string(P)
-                            : "ViT-" + name + "/" + std::to_string(P));
+    id.size = !name.empty() ? "ViT-" + name + "/" + std::to_string(P)
+              : depth ? "width " + std::to_string(D) + ", depth " + std::to_string(depth) + ", patch " + std::to_string(P)
+                      : "width " + std::to_string(D) + ", patch " + std::to_string(P);
     if (!grid.empty()) id.size += ", " + grid;
     const std::vector<size_t>* hw = head_key.empty() ? nullptr : get(m, head_key);
     if (hw && hw->size() == 2) {
