@@ -397,6 +397,39 @@ def main():
     r = cli("info", "--model", "hf:test-org/no-config", "--heads", "3")
     expect(r.returncode == 0, "...and with --heads 3 it loads", r.stderr)
 
+    # ---------------------------------------------------------------- a cached snapshot that lacks word of a file
+    # The weights and config.json of commit old are cached (as a tool that never asked for
+    # preprocessor_config.json leaves them); main has moved on. The missing answer is asked for at
+    # the cached commit, not at main, and no second copy of the weights is fetched.
+    old_c, new_c = hashlib.sha1(b"old").hexdigest(), hashlib.sha1(b"new").hexdigest()
+    hub.repos["test-org/moved"] = {"refs": {"main": new_c}, "lfs": {"model.safetensors"},
+                                   "files": {old_c: {"config.json": config, "model.safetensors": weights},
+                                             new_c: {"config.json": config, "model.safetensors": weights + b" "}}}
+    mv = os.path.join(cache, "models--test-org--moved")
+    os.makedirs(os.path.join(mv, "snapshots", old_c))
+    os.makedirs(os.path.join(mv, "refs"))
+    with open(os.path.join(mv, "refs", "main"), "w") as f:
+        f.write(old_c)
+    for name, data in [("config.json", config), ("model.safetensors", weights)]:
+        with open(os.path.join(mv, "snapshots", old_c, name), "wb") as f:
+            f.write(data)
+    n0 = len(hub.log)
+    r = cli("trace", "--model", "hf:test-org/moved", "--input", w("x.npy"), "--out", w("t8.npz"))
+    reqs = hub.requests(n0)
+    expect(r.returncode == 0 and close(logits_of(w("t8.npz"))) and
+           [q[1] for q in reqs] == ["/test-org/moved/resolve/%s/preprocessor_config.json" % old_c] and
+           os.path.exists(os.path.join(mv, ".no_exist", old_c, "preprocessor_config.json")),
+           "cached weights with an unknown preprocessor_config.json: one HEAD at the cached commit, recorded "
+           "in .no_exist, nothing downloaded", r.stderr + str(reqs))
+    n0 = len(hub.log)
+    r = cli("trace", "--model", "hf:test-org/moved", "--input", w("x.npy"), "--out", w("t8.npz"))
+    expect(r.returncode == 0 and hub.requests(n0) == [], "...after which the cache answers alone", str(hub.requests(n0)))
+    os.remove(os.path.join(mv, ".no_exist", old_c, "preprocessor_config.json"))
+    r = cli("trace", "--model", "hf:test-org/moved", "--input", w("x.npy"), "--out", w("t8.npz"),
+            HF_ENDPOINT="http://127.0.0.1:%d" % dead)
+    expect(r.returncode == 0 and close(logits_of(w("t8.npz"))),
+           "...and without a network the cached snapshot is used as it is", r.stderr)
+
     # ---------------------------------------------------------------- errors
     hub.repos["test-org/no-weights"] = repo({"config.json": config})
     r = cli("info", "--model", "hf:test-org/no-weights")

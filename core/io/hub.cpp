@@ -646,12 +646,12 @@ std::optional<Meta> head_file(const Ctx& cx, const std::string& rev, const std::
 
 std::string revision_label(const Ref& r) { return r.revision == "main" ? "" : "@" + r.revision; }
 
-// Fetches what is missing. `pinned`: the commit of a cached snapshot whose missing optional files are
-// fetched at that commit (so a newer main never pulls a second copy of the weights); empty: the revision.
+// Fetches what is missing. `cached`: a snapshot that has the weights but not yet word of every
+// optional file; those are asked for at its commit (so a newer main never pulls a second copy of the
+// weights), and it is returned as it is when the hub cannot be reached. Without it: the revision.
 Snapshot fetch(const Ctx& cx, const std::optional<Snapshot>& cached) {
     std::string commit = cached ? cached->commit : "";
     std::vector<Meta> metas;
-    std::vector<std::string> files;
     Reply failed;
     HeadFail how = HeadFail::None;
     auto give_up = [&](const std::string& file) {

@@ -34,9 +34,14 @@ bool any_starting(const Shapes& m, const std::string& prefix) {
     auto it = m.lower_bound(prefix);
     return it != m.end() && it->first.compare(0, prefix.size(), prefix) == 0;
 }
+// Saturating at 2^62: a hostile header's shapes must not overflow the sums below.
 uint64_t numel(const std::vector<size_t>& s) {
+    constexpr uint64_t cap = uint64_t(1) << 62;
     uint64_t n = 1;
-    for (size_t d : s) n *= d;
+    for (size_t d : s) {
+        if (d == 0) return 0;
+        n = n > cap / d ? cap : n * d;
+    }
     return n;
 }
 
@@ -88,7 +93,7 @@ std::string str_of(const json& j, const char* k) {
 
 Identity identify(const Shapes& all, const std::string& config_json) {
     Identity id;
-    for (auto& [k, s] : all) id.params += int64_t(numel(s));
+    for (auto& [k, s] : all) id.params = int64_t(std::min<uint64_t>(uint64_t(id.params) + numel(s), uint64_t(1) << 62));
     const json cfg = parse_config(config_json);
     const std::string model_type = str_of(cfg, "model_type"), timm_arch = str_of(cfg, "architecture");
 
