@@ -32,7 +32,9 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     int tab = -1;
     cli.add_option("--settings", a.settings, "remember recent files and options in this file (default: $XDG_CONFIG_HOME/vitscope/settings.json; off in headless runs)");
     cli.add_flag("--no-settings", a.no_settings, "neither read nor write the settings file");
-    cli.add_option("--model,-m", a.model, "'default', a preset (or a torchvision/timm name such as vit_b_16), or a .safetensors/.pth/.pt/.bin checkpoint")->default_val("default");
+    cli.add_option("--model,-m", a.model, "'default', a preset (or a torchvision/timm name such as vit_b_16), a .safetensors/.pth/.pt/.bin checkpoint, "
+                   "or hf:ORG/NAME[@REVISION] from the Hugging Face cache (downloaded into it when not there)")->default_val("default");
+    cli.add_flag("--offline", a.offline, "hf: models from the Hugging Face cache only, never downloaded (as HF_HUB_OFFLINE=1)");
     cli.add_option("--image,-i", a.image, "image to load (default: a bundled Fashion-MNIST sample)");
     cli.add_option("--labels", a.labels, "class names, one per line");
     cli.add_option("--heads", a.heads, "number of heads, if the checkpoint does not say");

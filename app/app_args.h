@@ -17,6 +17,7 @@ struct AppArgs {
     std::optional<Tab> tab;
     std::optional<Overlay> overlay;
     float opacity = -1;
+    bool offline = false;  // --offline: hf: models from the Hugging Face cache only
     bool no_affine = false, unbiased = false, bug_scale_after_softmax = false, bug_reshape_patches = false, squash = false, no_grads = false;
     std::optional<std::pair<int, int>> cell;       // --cell I,J: the cell whose math is shown
     std::optional<std::pair<float, float>> hover;  // headless: put the mouse here (else no tooltip)

@@ -5,6 +5,7 @@
 
 #include "core/kernels/blas.h"
 #include "core/io/checkpoint.h"
+#include "core/io/hub.h"
 #include "core/io/dataset.h"
 #include "core/model/forward.h"
 #include "core/io/image.h"
@@ -21,6 +22,7 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
@@ -46,6 +48,10 @@ struct Commands::State {
     // trace / analyze: the two pitfall switches; analyze: images for the averaged attention distance
     bool bug_scale_after_softmax = false, bug_reshape_patches = false;
     int average = 0;
+    bool offline = false;  // --offline: hf: models from the cache only
+    // models
+    std::string hf_cache, torch_dir;
+    bool json_out = false;
 };
 
 namespace {
@@ -92,8 +98,50 @@ void print_eval(const EvalResult& r, const Config& c) {
     }
 }
 
+// One line of `models --json`: the fields as JSON (escaped by nlohmann).
+std::string models_json_line(const hub::Found& f) {
+    nlohmann::json j = {{"spec", f.spec}, {"where", f.where}, {"path", f.path}, {"bytes", f.bytes}, {"vit", f.id.vit},
+                        {"family", f.id.family}, {"size", f.id.size}, {"params", f.id.params}, {"note", f.note}};
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// A download's progress on stderr: one line redrawn in place on a terminal, every 10% otherwise.
+bool download_progress(const hub::Progress& p) {
+    static std::string last_file;
+    static int last_decile = -1;
+    static auto t0 = std::chrono::steady_clock::now();
+    const bool tty = ::isatty(2);
+    if (p.file != last_file) {
+        last_file = p.file;
+        last_decile = -1;
+        t0 = std::chrono::steady_clock::now();
+        if (p.waiting) std::fprintf(stderr, "waiting for another process downloading %s %s\n", p.repo_id.c_str(), p.file.c_str());
+        else if (p.resumed_from)
+            std::fprintf(stderr, "resuming %s %s at %.1f of %.1f MB\n", p.repo_id.c_str(), p.file.c_str(), p.resumed_from / 1e6,
+                         p.total / 1e6);
+    }
+    if (p.waiting) return true;
+    const double frac = p.total ? double(p.done) / double(p.total) : 0;
+    const int decile = int(frac * 10);
+    const bool end = p.total && p.done == p.total;
+    if (!tty && decile == last_decile && !end) return true;
+    last_decile = decile;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double rate = s > 0 ? (p.done - p.resumed_from) / s : 0;
+    const int W = 24;
+    std::string bar(size_t(frac * W), '#');
+    bar.resize(W, '-');
+    std::fprintf(stderr, "%sdownloading %s %s (%d/%d) [%s] %3d%%  %.1f/%.1f MB  %.1f MB/s%s", tty ? "\r" : "",
+                 p.repo_id.c_str(), p.file.c_str(), p.index, p.count, bar.c_str(), int(frac * 100), p.done / 1e6,
+                 p.total / 1e6, rate / 1e6, tty ? (end ? "\n" : "   ") : "\n");
+    std::fflush(stderr);
+    return true;
+}
+
 LoadOverrides overrides(const Commands::State& s) {
     LoadOverrides ov;
+    ov.hub.offline = s.offline;
+    ov.hub.progress = download_progress;
     ov.heads = s.heads;
     if (s.pooling == "cls") ov.pooling = Pooling::Cls;
     if (s.pooling == "mean") ov.pooling = Pooling::Mean;
@@ -103,9 +151,11 @@ LoadOverrides overrides(const Commands::State& s) {
 void model_flags(CLI::App* c, Commands::State& s) {
     c->add_option("--model,-m", s.model, "'default' (embedded Fashion-MNIST model), a preset (" +
                   [] { std::string a; for (auto& p : preset_names()) a += (a.empty() ? "" : ", ") + p; return a; }() +
-                  "; torchvision and timm names too: see 'info --list') or a checkpoint file (" + kCheckpointFormats +
-                  "; timm, Hugging Face or torchvision layout)")
+                  "; torchvision and timm names too: see 'info --list'), a checkpoint file (" + kCheckpointFormats +
+                  "; timm, Hugging Face or torchvision layout), or hf:ORG/NAME[@REVISION] from the Hugging Face cache "
+                  "(downloaded into it from $HF_ENDPOINT when not there; see 'vitscope-cli models')")
         ->default_val("default");
+    c->add_flag("--offline", s.offline, "hf: models from the Hugging Face cache only, never downloaded (as HF_HUB_OFFLINE=1)");
     c->add_option("--heads", s.heads, "number of attention heads, when neither the file, a config.json beside it "
                                       "nor the published ViT shapes say (it must divide the width)")
         ->check(CLI::Range(1, kMaxWidth));
@@ -222,6 +272,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     s.command_line = command_line;
     add_training(app);
     add_convert(app);
+    add_models(app);
     auto* tr = app.add_subcommand("trace", "run one image and write every recorded stage to an .npz");
     model_flags(tr, s);
     auto* img = tr->add_option("--image,-i", s.image, "image file (PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PNM)");
@@ -317,6 +368,11 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             std::printf("heads: %d (from %s)\n", c.heads, lm.heads_from.empty() ? "?" : lm.heads_from.c_str());
             if (c.class_names.empty()) std::printf("class names: none (classes are numbered; --labels FILE names them)\n");
             else std::printf("class names: %s, ... (from %s)\n", c.class_names[0].c_str(), lm.labels_from.c_str());
+            for (const char* k : {"hf.weights", "hf.config", "hf.preprocessor"})
+                if (auto it = lm.metadata.find(k); it != lm.metadata.end())
+                    std::printf("%s: %s\n", k + 3, it->second.c_str());
+            if (auto it = lm.metadata.find("vitscope.preprocess_note"); it != lm.metadata.end())
+                std::printf("note: not followed: %s\n", it->second.c_str());
             const int rs = c.pre.resize > 0 ? c.pre.resize : c.image_size;
             std::printf("preprocess: %s, mean", c.pre.squash ? ("straight resize to " + std::to_string(rs) + "x" + std::to_string(rs) + " (aspect not kept)" +
                                                                 (rs != c.image_size ? " + center crop" : "")).c_str()
@@ -331,6 +387,52 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 for (const StageInfo& st : stage_table(c, options_from(s)))
                     std::printf("  %s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str());
             }
+            return 0;
+        };
+    });
+}
+
+void Commands::add_models(CLI::App& app) {
+    auto& s = *s_;
+    auto* md = app.add_subcommand("models", "list the ViT checkpoints already on this computer: the Hugging Face cache and "
+                                            "torch.hub's checkpoints folder (headers only: nothing is loaded)");
+    md->add_option("--hf-cache", s.hf_cache, "the Hugging Face hub cache (default: $HF_HUB_CACHE, $HF_HOME/hub or "
+                                             "~/.cache/huggingface/hub)");
+    md->add_option("--torch-dir", s.torch_dir, "torch.hub's checkpoints folder (default: $TORCH_HOME/hub/checkpoints or "
+                                               "~/.cache/torch/hub/checkpoints)");
+    md->add_flag("--json", s.json_out, "one JSON object per line: spec, where, path, bytes, vit, family, size, params, note");
+    md->callback([this] {
+        selected_ = [this] {
+            auto& s = *s_;
+            const std::string hf = s.hf_cache.empty() ? hub::cache_dir() : s.hf_cache,
+                              th = s.torch_dir.empty() ? hub::torch_checkpoints_dir() : s.torch_dir;
+            const std::vector<hub::Found> found = hub::find_models(hf, th);
+            if (s.json_out) {
+                for (const hub::Found& f : found)
+                    std::printf("%s\n", models_json_line(f).c_str());
+                return 0;
+            }
+            int vits = 0;
+            for (const std::string where : {"huggingface", "torch.hub"}) {
+                std::printf("%s: %s\n", where == "huggingface" ? "Hugging Face cache" : "torch.hub checkpoints",
+                            (where == "huggingface" ? hf : th).c_str());
+                int n = 0;
+                for (const hub::Found& f : found) {
+                    if (f.where != where) continue;
+                    ++n;
+                    vits += f.id.vit;
+                    std::printf("  %s\n      %s", f.spec.c_str(), f.id.family.c_str());
+                    if (!f.id.size.empty()) std::printf(" | %s", f.id.size.c_str());
+                    const double n = double(f.id.params);
+                    if (n >= 1e6) std::printf(" | %.1fM parameters", n / 1e6);
+                    else if (n > 0) std::printf(" | %.0f parameters", n);
+                    if (f.bytes >= 1000000) std::printf(" | %.1f MB\n", f.bytes / 1e6);
+                    else std::printf(" | %.1f kB\n", f.bytes / 1e3);
+                    if (!f.note.empty()) std::printf("      %s\n", f.note.c_str());
+                }
+                if (!n) std::printf("  (no checkpoints)\n");
+            }
+            std::printf("%d ViT checkpoint%s; open one with --model SPEC\n", vits, vits == 1 ? "" : "s");
             return 0;
         };
     });

@@ -12,6 +12,7 @@ public:
 private:
     void add_training(CLI::App& app);
     void add_convert(CLI::App& app);
+    void add_models(CLI::App& app);
     std::function<int()> selected_;
     std::shared_ptr<State> s_;
 };

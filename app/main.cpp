@@ -84,6 +84,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
         std::fprintf(stderr, "vitscope: %s: %s\n", e.title.c_str(), e.detail.c_str());
     };
     if (a.no_grads) s.set_grad_mode(GradMode::Off);
+    s.set_offline(a.offline);
     if (a.model != "default" && !s.load_model(a.model, a.heads)) {
         if (s.heads_request()) {  // not an error panel entry: the window asks for the count
             ok = false;

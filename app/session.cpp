@@ -36,11 +36,34 @@ Session::~Session() {
     worker_.join();
 }
 
+// The overrides of a load: heads, and for hf: models offline and the download's progress (read
+// by the UI thread through download()).
+LoadOverrides Session::load_overrides(int heads) {
+    LoadOverrides ov;
+    ov.heads = heads;
+    ov.hub.offline = offline_;
+    cancel_download_ = false;
+    ov.hub.progress = [this](const hub::Progress& p) {
+        std::lock_guard<std::mutex> g(download_mu_);
+        download_ = {true, p.waiting, p.repo_id, p.file, p.done, p.total, p.resumed_from, p.index, p.count};
+        return !cancel_download_.load();
+    };
+    return ov;
+}
+
+Session::Download Session::download() const {
+    std::lock_guard<std::mutex> g(download_mu_);
+    return download_;
+}
+
 bool Session::load_model(const std::string& spec, int heads) {
     try {
-        LoadOverrides ov;
-        ov.heads = heads;
+        const LoadOverrides ov = load_overrides(heads);
         auto m = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
+        {
+            std::lock_guard<std::mutex> g(download_mu_);
+            download_ = Download{};
+        }
         model_ = std::move(m);
         model_spec_ = spec;
         heads_request_.reset();
@@ -51,6 +74,10 @@ bool Session::load_model(const std::string& spec, int heads) {
         error_ = "Could not load the model '" + spec + "': the number of heads is needed";
         return false;
     } catch (const std::exception& e) {
+        {
+            std::lock_guard<std::mutex> g(download_mu_);
+            download_ = Download{};
+        }
         add_error("Could not load the model '" + spec + "'", e.what());
         return false;
     }
@@ -82,10 +109,9 @@ void Session::begin_load_model(const std::string& spec, int heads) {
     load_spec_ = spec;
     load_heads_ = heads;
     load_heads_request_.reset();
-    loader_ = std::thread([this, spec, heads] {
+    const LoadOverrides ov = load_overrides(heads);
+    loader_ = std::thread([this, spec, ov] {
         try {
-            LoadOverrides ov;
-            ov.heads = heads;
             loaded_ = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
         } catch (const HeadsNeeded& e) {
             load_heads_request_ = HeadsRequest{spec, e.width, e.choices, e.what()};
@@ -93,6 +119,10 @@ void Session::begin_load_model(const std::string& spec, int heads) {
         } catch (const std::exception& e) {
             load_error_ = e.what();
             loaded_.reset();
+        }
+        {
+            std::lock_guard<std::mutex> g(download_mu_);
+            download_ = Download{};
         }
         load_done_ = true;
     });

@@ -66,6 +66,18 @@ public:
     const std::optional<HeadsRequest>& heads_request() const { return heads_request_; }
     void answer_heads(int n);
     void cancel_heads() { heads_request_.reset(); }
+    // hf:ORG/NAME models: from the cache only (--offline), and the download under way while one
+    // loads (active false when none). cancel_download() stops it; its bytes stay for the next try.
+    struct Download {
+        bool active = false, waiting = false;
+        std::string repo_id, file;
+        uint64_t done = 0, total = 0, resumed_from = 0;
+        int index = 0, count = 0;
+    };
+    void set_offline(bool offline) { offline_ = offline; }
+    bool offline() const { return offline_; }
+    Download download() const;
+    void cancel_download() { cancel_download_ = true; }
     bool load_image(const std::string& path);
     bool load_labels(const std::string& path);
     void set_options(const Options& o);
@@ -133,6 +145,11 @@ private:
     std::thread loader_;
     std::atomic<bool> loading_{false}, load_done_{false};
     std::shared_ptr<LoadedModel> loaded_;
+    LoadOverrides load_overrides(int heads);
+    bool offline_ = false;
+    std::atomic<bool> cancel_download_{false};
+    mutable std::mutex download_mu_;
+    Download download_;
     std::string load_spec_, load_error_;
     int load_heads_ = 0;
     std::optional<HeadsRequest> heads_request_, load_heads_request_;

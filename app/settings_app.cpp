@@ -5,6 +5,7 @@
 #include <cctype>
 #include <filesystem>
 
+#include "core/io/hub.h"
 #include "views.h"
 
 namespace fs = std::filesystem;
@@ -28,6 +29,9 @@ std::string absolute(const std::string& p) {
 // (a preset; names are identifiers). Labels such as "training (live)" are neither.
 std::string recordable_model(const std::string& spec) {
     if (is_file(spec)) return absolute(spec);
+    if (hub::is_spec(spec)) {  // hf:ORG/NAME[@REV], checked as the loader checks it
+        try { hub::parse_spec(spec); return spec; } catch (const std::exception&) { return ""; }
+    }
     for (char c : spec)
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') return "";
     return spec;
@@ -89,8 +93,8 @@ std::string RecentMenu(bool models) {
     ImGui::Separator();
     if (ImGui::BeginMenu("Recent")) {
         for (auto& p : items) {
-            bool exists = !fs::path(p).has_parent_path() || is_file(p);  // names (presets) always exist
-            std::string label = fs::path(p).filename().string();
+            bool exists = !fs::path(p).has_parent_path() || hub::is_spec(p) || is_file(p);  // names (presets, hf:) always exist
+            std::string label = hub::is_spec(p) ? p : fs::path(p).filename().string();
             if (ImGui::MenuItem(label.c_str(), nullptr, false, exists)) picked = p;
             if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
                 ImGui::SetTooltip("%s%s", p.c_str(), exists ? "" : "\n(no longer there)");

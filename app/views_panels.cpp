@@ -9,6 +9,7 @@
 
 #include "core/kernels/blas.h"
 #include "core/kernels/ops.h"
+#include "core/io/hub.h"
 #include "core/io/io.h"
 #include "tensor_access.h"
 #include "paths.h"
@@ -95,6 +96,17 @@ void DrawToolbar(Session& s, UiState& ui) {
         for (auto& a : preset_aliases())
             if (ImGui::Selectable((std::string(a.alias) + " (random weights)").c_str())) s.begin_load_model(a.alias);
         if (std::string r = RecentMenu(true); !r.empty()) s.begin_load_model(r, heads);
+        if (ImGui::BeginMenu("On this computer")) {  // the Hugging Face cache and torch.hub (headers only)
+            static std::vector<hub::Found> found;
+            static bool scanned = false;
+            if (!scanned || ImGui::MenuItem("Rescan")) { found = hub::find_models(); scanned = true; }
+            for (const hub::Found& f : found)
+                if (f.id.vit && ImGui::MenuItem(hub::is_spec(f.spec) ? f.spec.c_str() : fs::path(f.spec).filename().c_str(), f.id.size.c_str()))
+                    s.begin_load_model(f.spec, heads);
+            if (std::none_of(found.begin(), found.end(), [](const hub::Found& f) { return f.id.vit; }))
+                ImGui::TextDisabled("no ViT in %s or %s", hub::cache_dir().c_str(), hub::torch_checkpoints_dir().c_str());
+            ImGui::EndMenu();
+        }
         ImGui::EndCombo();
     }
     ImGui::SameLine();

@@ -56,9 +56,10 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER ${VITSCOPE_MAINTAINER})
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # Depends: the packages owning the libraries the binaries link (dpkg-shlibdeps),
-# plus the font the app draws its text with.
+# plus the font the app draws its text with and the certificates libcurl checks the
+# Hugging Face hub's HTTPS against (libcurl4 only recommends them).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "fonts-dejavu-core")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "fonts-dejavu-core, ca-certificates")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)

@@ -235,7 +235,8 @@ try:
             depends = run(["dpkg-deb", "-f", deb, "Depends"]).stdout.strip()
             print("     Depends: " + depends)
             pkgs = {d.strip().split()[0] for alt in depends.split(",") for d in alt.split("|")}
-            need = ["libopenblas0", "libdnnl2", "libglfw3", "libzip4", "libgomp1", "libstdc++6", "libc6", "fonts-dejavu-core"]
+            need = ["libopenblas0", "libdnnl2", "libglfw3", "libzip4", "libgomp1", "libstdc++6", "libc6", "fonts-dejavu-core",
+                    "libcurl4", "ca-certificates"]
             check(all(n in pkgs for n in need), "Depends names %s" % need)
             fields = {k: run(["dpkg-deb", "-f", deb, k]).stdout.strip() for k in
                       ("Package", "Maintainer", "Section", "Description", "Architecture")}

@@ -1,5 +1,6 @@
 #include "core/io/checkpoint.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -42,6 +43,11 @@ std::string config_to_json(const Config& c) {
 }
 
 namespace {
+bool is_regular_file(const std::string& p) {
+    struct stat sb;
+    return ::stat(p.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
 // Metadata JSON (vitscope.config, class_names) parsed with bounds: a 50 MB
 // string of '[' would otherwise build 50 M nested arrays (gigabytes).
 json parse_bounded(const std::string& text) {
@@ -370,8 +376,10 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
         int i = 0;
         for (auto& [k, v] : src) { if (i++ < 5) some += "\n    " + k; }
         throw FileError(what + ": not a ViT checkpoint I know: no timm 'patch_embed.proj.weight', Hugging Face "
-                               "'vit.embeddings.patch_embeddings.projection.weight' or torchvision 'conv_proj.weight'. "
-                               "First keys:" + some);
+                               "'vit.embeddings.patch_embeddings.projection.weight' or torchvision 'conv_proj.weight'" +
+                               (meta.count("hf.model_type") && meta.count("hf.config") ? " (" + meta.at("hf.config") + " says model_type '" +
+                                                                  meta.at("hf.model_type") + "')" : std::string()) +
+                               ". First keys:" + some);
     }
     lm.family = fam;
 
@@ -601,7 +609,10 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
 const char* const kCheckpointFormats =
     ".safetensors, or a PyTorch torch.save zip checkpoint .pth / .pt / .bin";
 
-SafeTensors read_checkpoint(const std::string& path) {
+namespace {
+enum class Format { SafeTensors, Pth };
+// By extension; other files by their first bytes. Unknown: a FileError listing kCheckpointFormats.
+Format checkpoint_format(const std::string& path) {
     auto ends = [&](const char* e) {
         size_t n = std::strlen(e);
         if (path.size() < n) return false;
@@ -609,20 +620,29 @@ SafeTensors read_checkpoint(const std::string& path) {
             if (std::tolower(static_cast<unsigned char>(path[path.size() - n + i])) != e[i]) return false;
         return true;
     };
-    if (ends(".safetensors")) return read_safetensors(path);
-    if (ends(".pth") || ends(".pt") || ends(".bin") || ends(".ckpt")) return read_pth(path);
+    if (ends(".safetensors")) return Format::SafeTensors;
+    if (ends(".pth") || ends(".pt") || ends(".bin") || ends(".ckpt")) return Format::Pth;
     // Unknown extension: the first bytes decide.
     char head[9] = {};
     if (FILE* f = std::fopen(path.c_str(), "rb")) {
         size_t got = std::fread(head, 1, sizeof head, f);
         std::fclose(f);
-        if (looks_like_zip(head, got) || (got >= 2 && uint8_t(head[0]) == 0x80)) return read_pth(path);
-        if (got == 9 && head[8] == '{') return read_safetensors(path);  // u64 header length, then JSON
+        if (looks_like_zip(head, got) || (got >= 2 && uint8_t(head[0]) == 0x80)) return Format::Pth;
+        if (got == 9 && head[8] == '{') return Format::SafeTensors;  // u64 header length, then JSON
     }
     size_t dot = path.rfind('.'), slash = path.rfind('/');
     std::string ext = dot != std::string::npos && (slash == std::string::npos || dot > slash) ? path.substr(dot) : "";
     throw FileError(path + ": unknown checkpoint format" + (ext.empty() ? std::string(" (no extension)") : " '" + ext + "'") +
                     "; supported: " + kCheckpointFormats);
+}
+}  // namespace
+
+SafeTensors read_checkpoint(const std::string& path) {
+    return checkpoint_format(path) == Format::SafeTensors ? read_safetensors(path) : read_pth(path);
+}
+
+TensorIndex index_checkpoint(const std::string& path) {
+    return checkpoint_format(path) == Format::SafeTensors ? index_safetensors(path) : index_pth(path);
 }
 
 LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_t seed) {
@@ -637,6 +657,14 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         SafeTensors st = parse_safetensors(bytes, "embedded default model");
         LoadedModel lm = weights_from_tensors(std::move(st.tensors), st.metadata, "embedded default model", ov);
         lm.source = "embedded";
+        return lm;
+    }
+    if (hub::is_spec(spec)) {
+        const hub::Snapshot snap = hub::resolve(hub::parse_spec(spec), ov.hub);
+        LoadedModel lm = load_checkpoint_files(snap.weights, snap.config, snap.preprocessor, ov);
+        lm.source = spec + " @ " + snap.commit.substr(0, 12);
+        lm.metadata["hf.commit"] = snap.commit;
+        lm.metadata["hf.weights"] = snap.weights;
         return lm;
     }
     if (is_preset(spec)) {
@@ -663,9 +691,206 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
                         "; torchvision and timm names such as vit_b_16 or vit_base_patch16_224: see "
                         "'vitscope-cli info --list') nor an existing file (" + std::string(kCheckpointFormats) + ")");
     }
-    size_t slash = spec.rfind('/');
-    const SideConfig side = read_side_config(slash == std::string::npos ? "." : spec.substr(0, slash == 0 ? 1 : slash));
+    // A hub snapshot's file opened by its path reads the configs beside it, as hf: does.
+    const size_t slash = spec.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : spec.substr(0, slash == 0 ? 1 : slash),
+                      base = slash == std::string::npos ? spec : spec.substr(slash + 1);
+    if ((base == "model.safetensors" || base == "pytorch_model.bin") && is_regular_file(dir + "/config.json"))
+        return load_checkpoint_files(spec, dir + "/config.json",
+                                     is_regular_file(dir + "/preprocessor_config.json") ? dir + "/preprocessor_config.json" : "", ov);
+    const SideConfig side = read_side_config(dir);
     return model_from_safetensors(read_checkpoint(spec), spec, ov, &side);
+}
+
+namespace {
+
+std::string number_text(double v) {
+    char b[40];
+    std::snprintf(b, sizeof b, "%.9g", v);
+    return b;
+}
+
+json read_json_config(const std::string& path) {
+    std::string text = read_file(path, size_t(16) << 20);
+    try {
+        json j = parse_bounded(text);
+        if (!j.is_object()) throw FileError(path + ": not a JSON object");
+        return j;
+    } catch (const json::exception& e) {
+        throw FileError(path + ": not valid JSON (" + e.what() + ")");
+    } catch (const std::length_error& e) {
+        throw FileError(path + ": " + e.what());
+    }
+}
+
+// A positive integer field, or 0.
+int64_t int_field(const json& j, const char* k, int64_t hi) {
+    auto it = j.find(k);
+    if (it == j.end() || !it->is_number_integer()) return 0;
+    if (it->is_number_unsigned()) return it->get<uint64_t>() <= uint64_t(hi) ? int64_t(it->get<uint64_t>()) : 0;
+    int64_t v = it->get<int64_t>();
+    return v > 0 && v <= hi ? v : 0;
+}
+
+// The config.json of a Hugging Face or timm repository, as the metadata entries the loader reads.
+void config_metadata(const json& j, const std::string& path, std::map<std::string, std::string>& meta) {
+    meta["hf.config"] = path;
+    auto put = [&](const std::string& k, const std::string& v) { meta.emplace(k, v); };  // the file's own metadata wins
+    if (auto it = j.find("model_type"); it != j.end() && it->is_string()) put("hf.model_type", it->get<std::string>());
+    if (auto it = j.find("architecture"); it != j.end() && it->is_string()) put("hf.model_type", "timm " + it->get<std::string>());
+    // Hugging Face: the vision settings at the top level, or in vision_config (CLIP, SigLIP).
+    const json* v = &j;
+    if (!j.contains("num_attention_heads") && j.contains("vision_config") && j["vision_config"].is_object()) v = &j["vision_config"];
+    if (int64_t h = int_field(*v, "num_attention_heads", kMaxWidth)) put("num_heads", std::to_string(h));
+    if (auto it = v->find("layer_norm_eps"); it != v->end() && it->is_number()) {
+        double e = it->get<double>();
+        if (e > 0 && e <= 1) put("eps", number_text(e));
+    }
+    std::vector<std::string> names;
+    if (auto it = j.find("id2label"); it != j.end() && it->is_object() && !it->empty() && it->size() <= size_t(kMaxClasses)) {
+        names.assign(it->size(), "");
+        for (auto& [k, val] : it->items()) {
+            char* end = nullptr;
+            long i = std::strtol(k.c_str(), &end, 10);
+            if (k.empty() || *end || i < 0 || size_t(i) >= names.size() || !val.is_string() || !names[size_t(i)].empty()) {
+                names.clear();
+                break;
+            }
+            names[size_t(i)] = val.get<std::string>();
+        }
+    } else if (auto it2 = j.find("label_names"); it2 != j.end() && it2->is_array() && it2->size() <= size_t(kMaxClasses)) {
+        for (auto& n : *it2) {
+            if (!n.is_string()) { names.clear(); break; }
+            names.push_back(n.get<std::string>());
+        }
+    }
+    // transformers writes LABEL_0, LABEL_1, ... when a model has no class names: those are not names.
+    bool placeholder = !names.empty();
+    for (size_t i = 0; i < names.size() && placeholder; ++i) placeholder = names[i] == "LABEL_" + std::to_string(i);
+    if (!names.empty() && !placeholder) put("class_names", json(names).dump());
+}
+
+// Preprocessing from a Hugging Face preprocessor_config.json or timm's pretrained_cfg. What cannot
+// be followed is said in vitscope.preprocess_note, never dropped silently.
+void apply_preprocessing(const json& j, const std::string& path, LoadedModel& lm) {
+    Config& c = lm.weights.cfg;
+    std::vector<std::string> notes;
+    // One number per channel from src[k]; anything else is noted and the value kept.
+    auto channels = [&](const json& src, const char* k, const std::string& label, std::vector<float>& dst) {
+        auto it = src.find(k);
+        if (it == src.end()) return;
+        std::vector<float> v;
+        if (it->is_array())
+            for (auto& x : *it)
+                if (x.is_number() && std::isfinite(x.get<double>())) v.push_back(float(x.get<double>()));
+        if (it->is_array() && v.size() == it->size() && v.size() == size_t(c.channels)) dst = v;
+        else notes.push_back(label + " is not " + std::to_string(c.channels) + " numbers");
+    };
+    auto flag = [](const json& src, const char* k, bool dflt) {
+        auto it = src.find(k);
+        return it != src.end() && it->is_boolean() ? it->get<bool>() : dflt;
+    };
+    auto interp_name = [&] { return std::string(c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear"); };
+    const bool timm = j.contains("pretrained_cfg") && j["pretrained_cfg"].is_object();
+    if (timm) {
+        const json& p = j["pretrained_cfg"];
+        channels(p, "mean", "pretrained_cfg.mean", c.pre.mean);
+        channels(p, "std", "pretrained_cfg.std", c.pre.std);
+        if (auto ip = p.find("interpolation"); ip != p.end() && ip->is_string()) {
+            if (*ip == "bicubic") c.pre.interp = Interp::Bicubic;
+            else if (*ip == "bilinear") c.pre.interp = Interp::Bilinear;
+            else notes.push_back("interpolation '" + ip->get<std::string>() + "' is not available: " + interp_name() + " used");
+        }
+        if (auto cp = p.find("crop_pct"); cp != p.end() && cp->is_number()) {
+            double pct = cp->get<double>();
+            auto cm = p.find("crop_mode");
+            const std::string mode = cm != p.end() && cm->is_string() ? cm->get<std::string>() : "center";
+            if (pct > 0 && pct <= 1 && mode == "center") {
+                c.pre.resize = int(std::floor(c.image_size / pct));
+                c.pre.squash = false;
+            } else {
+                notes.push_back("crop_pct " + number_text(pct) + " with crop_mode '" + mode + "' is not available");
+            }
+        }
+    } else {
+        lm.metadata["hf.preprocessor"] = path;
+        channels(j, "image_mean", "image_mean", c.pre.mean);
+        channels(j, "image_std", "image_std", c.pre.std);
+        if (auto it = j.find("resample"); it != j.end() && it->is_number_integer()) {
+            int r = it->get<int>();
+            if (r == 3) c.pre.interp = Interp::Bicubic;
+            else if (r == 2) c.pre.interp = Interp::Bilinear;
+            else notes.push_back("resample " + std::to_string(r) + " (PIL " + (r == 0 ? "nearest" : r == 1 ? "lanczos" : "other") +
+                                 ") is not available: " + interp_name() + " used");
+        }
+        // size: {"height", "width"} (a straight resize), {"shortest_edge"} (aspect kept), or an int.
+        auto square = [&](const char* k, int64_t& side, bool& shortest) {
+            side = 0;
+            shortest = false;
+            auto it = j.find(k);
+            if (it == j.end()) return;
+            if (it->is_number_integer()) side = int_field(j, k, kMaxResize);
+            else if (it->is_object()) {
+                int64_t h = int_field(*it, "height", kMaxResize), w = int_field(*it, "width", kMaxResize);
+                int64_t se = int_field(*it, "shortest_edge", kMaxResize);
+                if (h && h == w) side = h;
+                else if (se) { side = se; shortest = true; }
+                else notes.push_back(std::string(k) + " " + it->dump() + " is not a square or a shortest edge");
+            }
+        };
+        int64_t size = 0, crop = 0;
+        bool size_shortest = false, crop_shortest = false;
+        const bool do_resize = flag(j, "do_resize", true), do_crop = flag(j, "do_center_crop", false);
+        square("size", size, size_shortest);
+        if (do_crop) square("crop_size", crop, crop_shortest);
+        if (do_crop && crop && crop != c.image_size)
+            notes.push_back("crop_size " + std::to_string(crop) + " is not the model's " + std::to_string(c.image_size));
+        else if (do_resize && size) {
+            if (do_crop) {  // resize (shorter side, or to a square), then centre-crop to the model's size
+                c.pre.squash = !size_shortest && j.at("size").is_object();
+                c.pre.resize = int(size);
+            } else if (!size_shortest && size == c.image_size) {
+                c.pre.squash = true;  // straight to the model's square, aspect not kept
+                c.pre.resize = 0;
+            } else {
+                notes.push_back("resizing to " + std::to_string(size) + (size_shortest ? " (shorter side)" : "") +
+                                " without a crop does not give the model's " + std::to_string(c.image_size) + " pixels");
+            }
+        }
+        if (!flag(j, "do_normalize", true)) notes.push_back("do_normalize is false: mean and std are applied anyway");
+        if (auto it = j.find("rescale_factor"); it != j.end() && it->is_number() && std::fabs(it->get<double>() - 1 / 255.0) > 1e-9)
+            notes.push_back("rescale_factor " + number_text(it->get<double>()) + " is not 1/255");
+    }
+    if (!notes.empty()) {
+        std::string all;
+        for (auto& n : notes) all += (all.empty() ? "" : "; ") + n;
+        lm.metadata["vitscope.preprocess_note"] = path + ": " + all;
+    }
+}
+
+}  // namespace
+
+LoadedModel load_checkpoint_files(const std::string& weights, const std::string& config_json,
+                                  const std::string& preprocessor_json, const LoadOverrides& ov) {
+    SafeTensors st = read_checkpoint(weights);
+    json cfg, pre;
+    if (!config_json.empty()) {
+        cfg = read_json_config(config_json);
+        config_metadata(cfg, config_json, st.metadata);
+    }
+    if (!preprocessor_json.empty()) pre = read_json_config(preprocessor_json);
+    const bool own_config = st.metadata.count("vitscope.config") != 0;  // a file vitscope saved: its config is complete
+    LoadedModel lm = model_from_safetensors(std::move(st), weights, ov);
+    if (!own_config) {
+        if (!pre.is_null()) apply_preprocessing(pre, preprocessor_json, lm);
+        else if (cfg.is_object() && cfg.contains("pretrained_cfg")) apply_preprocessing(cfg, config_json, lm);
+        try {
+            lm.weights.cfg.validate();
+        } catch (const std::invalid_argument& e) {
+            throw FileError(weights + ": with " + (pre.is_null() ? config_json : preprocessor_json) + ": " + e.what());
+        }
+    }
+    return lm;
 }
 
 LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, const LoadOverrides& ov,

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 
+#include "core/io/hub.h"
 #include "core/io/io.h"
 #include "core/model/model.h"
 #include <optional>
@@ -20,6 +21,7 @@ struct LoadOverrides {
     int heads = 0;           // 0: the file's metadata, a config.json beside it, or the published shapes
     float eps = 0.f;         // 0: metadata, else the family's (timm/tv 1e-6, HF 1e-12)
     std::optional<Pooling> pooling;  // empty: metadata/layout
+    hub::FetchOptions hub;   // hf:ORG/NAME specs: offline, download progress, cache folder, endpoint
 };
 
 struct LoadedModel {
@@ -72,13 +74,26 @@ const std::vector<std::string>& imagenet1k_class_names();
 // Used when a checkpoint and its config.json do not say; otherwise the loader asks (HeadsNeeded).
 int known_heads(int width, int depth, int mlp);
 
-// spec: "default" (the embedded Fashion-MNIST model), a preset name, or a path.
+// spec: "default" (the embedded Fashion-MNIST model), a preset name, "hf:ORG/NAME[@REV]" (the
+// Hugging Face cache, downloading into it when allowed: core/io/hub.h), or a path. A
+// model.safetensors or pytorch_model.bin with a config.json (and preprocessor_config.json) beside
+// it, as in a hub snapshot, is read with them: see load_checkpoint_files.
 LoadedModel load_model(const std::string& spec, const LoadOverrides& ov = {}, uint64_t seed = 0);
+// A weights file with the Hugging Face config.json and preprocessor_config.json of its repository
+// ("" for none). The config gives what the shapes cannot: num_attention_heads, layer_norm_eps and
+// id2label (Hugging Face), label_names and pretrained_cfg (timm); the preprocessor config the
+// mean, std, resize, crop and interpolation. The file's own __metadata__ and the overrides win.
+// Metadata records what was used: hf.config, hf.preprocessor, hf.model_type and, for settings that
+// could not be followed, vitscope.preprocess_note.
+LoadedModel load_checkpoint_files(const std::string& weights, const std::string& config_json,
+                                  const std::string& preprocessor_json, const LoadOverrides& ov = {});
 // The tensors of a checkpoint file: .safetensors, or a torch.save zip
 // (.pth/.pt/.bin/.ckpt, or any file that starts like a zip). Other extensions
 // are sniffed; an unknown format is a FileError listing kCheckpointFormats.
 SafeTensors read_checkpoint(const std::string& path);
 extern const char* const kCheckpointFormats;
+// Tensor names, dtypes and shapes of a checkpoint file from its header alone (chosen as read_checkpoint chooses).
+TensorIndex index_checkpoint(const std::string& path);
 // From already-read tensors (used by load_model and the tests).
 // `side`: a config.json beside the file (read_side_config), or null.
 LoadedModel weights_from_tensors(std::map<std::string, Array> tensors,

@@ -40,6 +40,16 @@ SafeTensors read_safetensors(const std::string& path);
 SafeTensors parse_safetensors(const std::string& bytes, const std::string& what);
 SafeTensors parse_safetensors(const char* bytes, size_t size, const std::string& what);
 
+// A checkpoint's tensor names with their stored dtypes and shapes, from its header alone:
+// no tensor data is read (listing the models on a disk must not load them).
+struct TensorIndex {
+    std::map<std::string, std::pair<std::string, Shape>> tensors;  // name -> (dtype as stored, shape)
+    std::map<std::string, std::string> metadata;
+};
+// The JSON header of a .safetensors file, validated as read_safetensors does (dtypes, shapes,
+// byte spans inside the file) except for the data itself.
+TensorIndex index_safetensors(const std::string& path);
+
 // Writes F32 tensors (sorted by name) atomically.
 void write_safetensors(const std::string& path, const std::vector<ArrayRef>& tensors,
                        const std::map<std::string, std::string>& metadata);

@@ -537,7 +537,11 @@ SafeTensors parse_pth(const std::string& bytes, const std::string& what) {
     return parse_pth(bytes.data(), bytes.size(), what);
 }
 
-SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
+namespace {
+// Opens the archive, unpickles data.pkl and finds the state dict; then
+// f(archive, {key: tensor value}, every key has a "module." prefix, byte budget).
+template <class F>
+auto with_state_dict(const char* bytes, size_t size, const std::string& what, F&& f) {
     static const unsigned char legacy_magic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
     if (size >= 2 && uint8_t(bytes[0]) == 0x80 && uint8_t(bytes[1]) <= 5) {
         if (size >= 2 + sizeof legacy_magic && std::memcmp(bytes + 2, legacy_magic, sizeof legacy_magic) == 0)
@@ -571,94 +575,123 @@ SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
     bool all_module = !chosen.empty();
     for (auto& [k, v] : chosen) all_module &= k.compare(0, 7, "module.") == 0 && k.size() > 7;
 
-    SafeTensors out;
-    out.metadata["format"] = "pt";
-    // Group by storage so each storage file is read once and dropped before the next.
-    std::vector<std::pair<std::string, const Val*>> order(chosen.begin(), chosen.end());
-    std::stable_sort(order.begin(), order.end(), [](auto& a, auto& b) { return a.second->storage->s < b.second->storage->s; });
-    std::string cur_key, data;
-    bool have = false;
-    uint64_t spent = 0, read_spent = 0;
-    for (auto& entry : order) {
-        const std::string& key = entry.first;  // not a structured binding: lambdas capture it
-        const Val* t = entry.second;
-        std::string name = all_module ? key.substr(7) : key;
-        const Val* st = t->storage;
-        auto bad = [&](const std::string& m) { throw FileError(what + ": tensor '" + key + "': " + m); };
-        const DTInfo& di = info(t->dt);
-        out.dtypes[name] = di.st_name;
-        // Bounds: the last element addressed must lie inside the storage.
-        uint64_t count = 1, last = t->offset;
-        bool empty = false;
-        for (size_t i = 0; i < t->view->shape.size(); ++i) {
-            uint64_t s = t->view->shape[i];
-            if (s == 0) empty = true;
-            if (s && count > UINT64_MAX / s) bad("shape overflows");
-            count *= s;
-        }
-        if (!empty) {
+    return f(ar, chosen, all_module, budget);
+}
+}  // namespace
+
+SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
+    return with_state_dict(bytes, size, what, [&](Archive& ar, const std::map<std::string, const Val*>& chosen,
+                                                  bool all_module, uint64_t budget) {
+        SafeTensors out;
+        out.metadata["format"] = "pt";
+        // Group by storage so each storage file is read once and dropped before the next.
+        std::vector<std::pair<std::string, const Val*>> order(chosen.begin(), chosen.end());
+        std::stable_sort(order.begin(), order.end(), [](auto& a, auto& b) { return a.second->storage->s < b.second->storage->s; });
+        std::string cur_key, data;
+        bool have = false;
+        uint64_t spent = 0, read_spent = 0;
+        for (auto& entry : order) {
+            const std::string& key = entry.first;  // not a structured binding: lambdas capture it
+            const Val* t = entry.second;
+            std::string name = all_module ? key.substr(7) : key;
+            const Val* st = t->storage;
+            auto bad = [&](const std::string& m) { throw FileError(what + ": tensor '" + key + "': " + m); };
+            const DTInfo& di = info(t->dt);
+            out.dtypes[name] = di.st_name;
+            // Bounds: the last element addressed must lie inside the storage.
+            uint64_t count = 1, last = t->offset;
+            bool empty = false;
             for (size_t i = 0; i < t->view->shape.size(); ++i) {
-                uint64_t s = t->view->shape[i], str = t->view->stride[i];
-                if (str && s - 1 > (UINT64_MAX - last) / str) bad("shape and strides overflow");
-                last += (s - 1) * str;
+                uint64_t s = t->view->shape[i];
+                if (s == 0) empty = true;
+                if (s && count > UINT64_MAX / s) bad("shape overflows");
+                count *= s;
             }
-            if (last >= st->numel)
-                bad("shape " + shape_str(Shape(t->view->shape.begin(), t->view->shape.end())) + " with storage offset " +
-                    std::to_string(t->offset) + " reaches element " + std::to_string(last) + " of storage '" + st->s +
-                    "', which holds " + std::to_string(st->numel));
-        } else if (t->offset > st->numel) {
-            bad("storage offset " + std::to_string(t->offset) + " is past the end of storage '" + st->s + "'");
-        }
-        if (!is_float(t->dt)) continue;  // kept in dtypes, not converted (as read_safetensors does)
-        if (count > (budget - spent) / 4)
-            throw FileError(what + ": the tensors would need more than " + std::to_string(budget >> 20) +
-                            " MB, far more than the file's size: views of shared storages multiplied (refusing)");
-        spent += 4 * count;
-        if (!have || st->s != cur_key) {
-            data.clear();
-            data.shrink_to_fit();
-            if (read_spent + ar.find("data/" + st->s)->size > budget)
-                throw FileError(what + ": the storages would need more than " + std::to_string(budget >> 20) +
-                                " MB decompressed, far more than the file's size (refusing)");
-            data = ar.read("data/" + st->s, budget);
-            read_spent += data.size();
-            cur_key = st->s;
-            have = true;
-        }
-        Shape shape(t->view->shape.begin(), t->view->shape.end());
-        Array dst = make_tensor(shape);
-        float* o = dst.data();
-        const unsigned char* base = reinterpret_cast<const unsigned char*>(data.data());
-        const size_t es = di.size;
-        // Walk the view in row-major order (non-contiguous strides are copied out).
-        const size_t nd = shape.size();
-        bool contiguous = true;
-        for (size_t i = nd, expect = 1; i-- > 0;) {
-            if (shape[i] != 1 && t->view->stride[i] != expect) contiguous = false;
-            expect *= shape[i];
-        }
-        if (!empty && (contiguous || nd == 0)) {
-            const unsigned char* src = base + t->offset * es;
-            for (uint64_t i = 0; i < count; ++i) o[i] = load_float(t->dt, src + i * es);
-        } else if (!empty) {
-            std::vector<uint64_t> idx(nd, 0);
-            uint64_t off = t->offset;
-            for (uint64_t i = 0; i < count; ++i) {
-                o[i] = load_float(t->dt, base + off * es);
-                for (size_t d = nd; d-- > 0;) {  // odometer; amortised O(1) per element
-                    if (++idx[d] < shape[d]) { off += t->view->stride[d]; break; }
-                    off -= (shape[d] - 1) * t->view->stride[d];
-                    idx[d] = 0;
+            if (!empty) {
+                for (size_t i = 0; i < t->view->shape.size(); ++i) {
+                    uint64_t s = t->view->shape[i], str = t->view->stride[i];
+                    if (str && s - 1 > (UINT64_MAX - last) / str) bad("shape and strides overflow");
+                    last += (s - 1) * str;
+                }
+                if (last >= st->numel)
+                    bad("shape " + shape_str(Shape(t->view->shape.begin(), t->view->shape.end())) + " with storage offset " +
+                        std::to_string(t->offset) + " reaches element " + std::to_string(last) + " of storage '" + st->s +
+                        "', which holds " + std::to_string(st->numel));
+            } else if (t->offset > st->numel) {
+                bad("storage offset " + std::to_string(t->offset) + " is past the end of storage '" + st->s + "'");
+            }
+            if (!is_float(t->dt)) continue;  // kept in dtypes, not converted (as read_safetensors does)
+            if (count > (budget - spent) / 4)
+                throw FileError(what + ": the tensors would need more than " + std::to_string(budget >> 20) +
+                                " MB, far more than the file's size: views of shared storages multiplied (refusing)");
+            spent += 4 * count;
+            if (!have || st->s != cur_key) {
+                data.clear();
+                data.shrink_to_fit();
+                if (read_spent + ar.find("data/" + st->s)->size > budget)
+                    throw FileError(what + ": the storages would need more than " + std::to_string(budget >> 20) +
+                                    " MB decompressed, far more than the file's size (refusing)");
+                data = ar.read("data/" + st->s, budget);
+                read_spent += data.size();
+                cur_key = st->s;
+                have = true;
+            }
+            Shape shape(t->view->shape.begin(), t->view->shape.end());
+            Array dst = make_tensor(shape);
+            float* o = dst.data();
+            const unsigned char* base = reinterpret_cast<const unsigned char*>(data.data());
+            const size_t es = di.size;
+            // Walk the view in row-major order (non-contiguous strides are copied out).
+            const size_t nd = shape.size();
+            bool contiguous = true;
+            for (size_t i = nd, expect = 1; i-- > 0;) {
+                if (shape[i] != 1 && t->view->stride[i] != expect) contiguous = false;
+                expect *= shape[i];
+            }
+            if (!empty && (contiguous || nd == 0)) {
+                const unsigned char* src = base + t->offset * es;
+                for (uint64_t i = 0; i < count; ++i) o[i] = load_float(t->dt, src + i * es);
+            } else if (!empty) {
+                std::vector<uint64_t> idx(nd, 0);
+                uint64_t off = t->offset;
+                for (uint64_t i = 0; i < count; ++i) {
+                    o[i] = load_float(t->dt, base + off * es);
+                    for (size_t d = nd; d-- > 0;) {  // odometer; amortised O(1) per element
+                        if (++idx[d] < shape[d]) { off += t->view->stride[d]; break; }
+                        off -= (shape[d] - 1) * t->view->stride[d];
+                        idx[d] = 0;
+                    }
                 }
             }
+            out.tensors.insert_or_assign(name, std::move(dst));
         }
-        out.tensors.insert_or_assign(name, std::move(dst));
-    }
-    return out;
+        return out;
+    });
 }
 
 SafeTensors read_pth(const std::string& path) {
     return parse_mapped(path, [&](const char* b, size_t n) { return parse_pth(b, n, path); });
+}
+
+}  // namespace vit
+
+namespace vit {
+
+TensorIndex index_pth(const std::string& path) {
+    TensorIndex ix;
+    // Mapped, and only the zip directory and data.pkl are read: the storages' pages are never touched.
+    parse_mapped(path, [&](const char* b, size_t n) {
+        with_state_dict(b, n, path, [&](Archive&, const std::map<std::string, const Val*>& chosen, bool all_module, uint64_t) {
+            ix.metadata["format"] = "pt";
+            for (auto& [key, t] : chosen)
+                ix.tensors.emplace(all_module ? key.substr(7) : key,
+                                   std::make_pair(std::string(info(t->dt).st_name),
+                                                  Shape(t->view->shape.begin(), t->view->shape.end())));
+            return 0;
+        });
+        return SafeTensors{};
+    });
+    return ix;
 }
 
 }  // namespace vit

@@ -23,6 +23,10 @@ SafeTensors read_pth(const std::string& path);
 SafeTensors parse_pth(const std::string& bytes, const std::string& what);
 SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what);
 
+// The state dict's tensor names, stored dtypes and shapes, from data.pkl alone (the storages
+// are not read). Same errors as read_pth for a file that is not a torch.save checkpoint.
+TensorIndex index_pth(const std::string& path);
+
 // True if the bytes start like a zip archive ("PK\3\4" or an empty archive's "PK\5\6").
 bool looks_like_zip(const char* bytes, size_t size);
 

@@ -228,3 +228,74 @@ void write_safetensors(const std::string& path, const std::vector<ArrayRef>& ten
 }
 
 }  // namespace vit
+
+namespace vit {
+
+TensorIndex index_safetensors(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw FileError(path + ": " + std::strerror(errno));
+    struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
+    struct stat sb;
+    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) throw FileError(path + ": not a regular file");
+    const uint64_t size = uint64_t(sb.st_size);
+    auto read_at = [&](char* dst, size_t n, uint64_t off) {
+        size_t got = 0;
+        while (got < n) {
+            ssize_t r = ::pread(fd, dst + got, n - got, off_t(off + got));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) throw FileError(path + ": cannot read the header: " + (r < 0 ? std::strerror(errno) : "unexpected end of file"));
+            got += size_t(r);
+        }
+    };
+    if (size < 8) throw FileError(path + ": too small to be a safetensors file (" + std::to_string(size) + " bytes)");
+    unsigned char len[8];
+    read_at(reinterpret_cast<char*>(len), 8, 0);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    if (n > 100000000ull) throw FileError(path + ": header length " + std::to_string(n) + " exceeds the 100,000,000-byte limit");
+    if (n + 8 > size)
+        throw FileError(path + ": header length " + std::to_string(n) + " runs past the end of the file (" +
+                        std::to_string(size) + " bytes): truncated?");
+    std::string text(size_t(n), '\0');
+    read_at(text.data(), size_t(n), 8);
+    json h = parse_header(text, path);
+    const uint64_t data_len = size - 8 - n;
+    TensorIndex ix;
+    for (auto& [name, info] : h.items()) {
+        if (name == "__metadata__") {
+            if (!info.is_object()) throw FileError(path + ": __metadata__ is not an object");
+            for (auto& [k, v] : info.items()) {
+                if (!v.is_string()) throw FileError(path + ": __metadata__ value of '" + k + "' is not a string");
+                ix.metadata[k] = v.get<std::string>();
+            }
+            continue;
+        }
+        const std::string& tname = name;
+        auto bad = [&](const std::string& m) { throw FileError(path + ": tensor '" + tname + "': " + m); };
+        if (!info.is_object() || !info.contains("dtype") || !info["dtype"].is_string() || !info.contains("shape") ||
+            !info["shape"].is_array() || info["shape"].size() > 16 || !info.contains("data_offsets") ||
+            !info["data_offsets"].is_array() || info["data_offsets"].size() != 2)
+            bad("entry is not {dtype, shape (at most 16 dimensions), data_offsets [begin, end]}");
+        std::string dt = info["dtype"].get<std::string>();
+        size_t es = dtype_size(dt);
+        if (!es) bad("unknown dtype '" + dt + "'");
+        Shape shape;
+        uint64_t count = 1;
+        for (auto& d : info["shape"]) {
+            if (!d.is_number_unsigned()) bad("shape has a non-integer or negative dimension");
+            uint64_t v = d.get<uint64_t>();
+            if (v && count > UINT64_MAX / v) bad("shape overflows");
+            count *= v;
+            shape.push_back(size_t(v));
+        }
+        auto& off = info["data_offsets"];
+        if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned()) bad("data_offsets are not non-negative integers");
+        uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
+        if (e < b || count > UINT64_MAX / es || e - b != count * es) bad("data_offsets do not span shape x dtype bytes");
+        if (e > data_len) bad("data_offsets run past the end of the file: truncated?");
+        ix.tensors.emplace(name, std::make_pair(dt, std::move(shape)));
+    }
+    return ix;
+}
+
+}  // namespace vit

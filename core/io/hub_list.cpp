@@ -1,0 +1,372 @@
+// The models already on this computer: the Hugging Face cache and torch.hub's checkpoints,
+// identified from tensor names and shapes (headers only) and the config.json beside them.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/io/checkpoint.h"
+#include "core/io/hub.h"
+#include "core/io/io.h"
+
+namespace vit::hub {
+
+namespace {
+
+using json = nlohmann::json;
+using Shapes = std::map<std::string, std::vector<size_t>>;
+
+const std::vector<size_t>* get(const Shapes& m, const std::string& k) {
+    auto it = m.find(k);
+    return it == m.end() ? nullptr : &it->second;
+}
+bool has(const Shapes& m, const std::string& k) { return m.count(k) != 0; }
+bool any_with(const Shapes& m, const std::string& part) {
+    for (auto& [k, v] : m)
+        if (k.find(part) != std::string::npos) return true;
+    return false;
+}
+bool any_starting(const Shapes& m, const std::string& prefix) {
+    auto it = m.lower_bound(prefix);
+    return it != m.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+}
+// Saturating at 2^62: a hostile header's shapes must not overflow the sums below.
+uint64_t numel(const std::vector<size_t>& s) {
+    constexpr uint64_t cap = uint64_t(1) << 62;
+    uint64_t n = 1;
+    for (size_t d : s) {
+        if (d == 0) return 0;
+        n = n > cap / d ? cap : n * d;
+    }
+    return n;
+}
+
+// 1 + the largest N of "<prefix>N." keys.
+int count_blocks(const Shapes& m, const std::string& prefix) {
+    int n = 0;
+    for (auto it = m.lower_bound(prefix); it != m.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+        size_t e = prefix.size();
+        int v = 0;
+        while (e < it->first.size() && std::isdigit(static_cast<unsigned char>(it->first[e])) && e - prefix.size() < 6)
+            v = v * 10 + (it->first[e++] - '0');
+        if (e > prefix.size()) n = std::max(n, v + 1);
+    }
+    return n;
+}
+
+// The published names of the standard widths and depths.
+std::string size_name(size_t width, int depth) {
+    struct K { size_t w; int d; const char* n; };
+    static const K known[] = {{192, 12, "Ti"}, {384, 12, "S"}, {768, 12, "B"}, {1024, 24, "L"}, {1280, 32, "H"},
+                              {1408, 40, "g"}, {1536, 40, "g"}, {1664, 48, "G"}, {1152, 27, "So400m"}};
+    for (const K& k : known)
+        if (k.w == width && k.d == depth) return k.n;
+    return "";
+}
+
+json parse_config(const std::string& text) {
+    if (text.empty()) return json();
+    size_t values = 0;
+    json::parser_callback_t cb = [&](int depth, json::parse_event_t, json&) {
+        if (depth > 32 || ++values > 1'000'000) throw std::length_error("config too deep or too large");
+        return true;
+    };
+    try {
+        json j = json::parse(text, cb);
+        return j.is_object() ? j : json();
+    } catch (...) {
+        return json();
+    }
+}
+
+std::string str_of(const json& j, const char* k) {
+    if (!j.is_object()) return "";
+    auto it = j.find(k);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+}  // namespace
+
+Identity identify(const Shapes& all, const std::string& config_json) {
+    Identity id;
+    for (auto& [k, s] : all) id.params = int64_t(std::min<uint64_t>(uint64_t(id.params) + numel(s), uint64_t(1) << 62));
+    const json cfg = parse_config(config_json);
+    const std::string model_type = str_of(cfg, "model_type"), timm_arch = str_of(cfg, "architecture");
+
+    // The patch embedding names the layout; what comes before it (module., teacher.backbone.,
+    // vision_model., visual., vit., ...) is the model's root inside the file.
+    struct Layout { const char* suffix; const char* kind; };
+    static const Layout layouts[] = {
+        {"embeddings.patch_embeddings.projection.weight", "hf"},  // ViT, DeiT, DINOv2, ViTMAE, BEiT (Hugging Face)
+        {"embeddings.patch_embedding.weight", "hf-clip"},         // CLIP and SigLIP vision towers (Hugging Face)
+        {"visual.conv1.weight", "openai-clip"},                   // OpenAI CLIP, open_clip
+        {"conv_proj.weight", "torchvision"},
+        {"patch_embed.proj.weight", "timm"},                      // timm, DeiT, DINO, DINOv2, MAE
+    };
+    std::string root, kind;
+    const std::vector<size_t>* pw = nullptr;
+    for (const Layout& l : layouts) {
+        const std::string suf = l.suffix;
+        for (auto& [k, s] : all) {
+            if (k.size() < suf.size() || k.compare(k.size() - suf.size(), suf.size(), suf) != 0) continue;
+            std::string r = k.substr(0, k.size() - suf.size());
+            if (!r.empty() && r.back() != '.') continue;
+            if (pw && r.size() >= root.size()) continue;  // the shortest root: the student of a teacher, not a sub-module
+            root = r;
+            kind = l.kind;
+            pw = &s;
+        }
+        if (pw) break;
+    }
+    if (!pw || pw->size() != 4 || (*pw)[2] != (*pw)[3]) {
+        id.vit = false;
+        std::string what = !model_type.empty() ? "config.json: model_type '" + model_type + "'"
+                           : !timm_arch.empty() ? "timm architecture '" + timm_arch + "'"
+                           : any_with(all, "layer1.0.conv1") ? "a ResNet-style CNN"
+                           : any_with(all, "word_embeddings") || any_with(all, "wte.weight") ? "a language model"
+                                                                                               : "no patch embedding";
+        id.family = "not a ViT (" + what + ")";
+        return id;
+    }
+    Shapes m;  // the model under its root
+    for (auto& [k, s] : all)
+        if (k.compare(0, root.size(), root) == 0) m.emplace(k.substr(root.size()), s);
+    const size_t D = (*pw)[0], P = (*pw)[2];
+    std::string family, blocks, pos_key, head_key, note;
+    int prefix_tokens = 1;  // cls
+    bool head_rows = true;  // head weight is (classes, D); false: a projection (D, E)
+    auto registers = [&](const char* key) -> int {
+        const std::vector<size_t>* r = get(m, key);
+        return r && r->size() >= 2 ? int((*r)[r->size() - 2]) : 0;
+    };
+    // The usual roots of each layout go unsaid; another (teacher.backbone., module.) is named.
+    static const std::set<std::string> usual = {"", "vit.", "deit.", "dinov2.", "vit_mae.", "vision_model."};
+    const std::string where = usual.count(root) ? "" : " under '" + root + "'";
+    id.vit = true;
+    if (kind == "timm") {
+        blocks = "blocks.";
+        pos_key = "pos_embed";
+        head_key = "head.weight";
+        if (any_starting(m, "layers.0.blocks.")) { family = "Swin (windowed attention, not a plain ViT)"; id.vit = false; }
+        else if (any_with(m, "relative_position_bias_table") || has(m, "rel_pos_bias.relative_position_bias_table")) {
+            family = "BEiT (relative position bias)";
+            id.vit = false;
+        } else if (!has(m, "blocks.0.attn.qkv.weight") && has(m, "blocks.0.attn.q_proj.weight")) {
+            family = "EVA (rotary position embedding)";
+            id.vit = false;
+        } else if (has(m, "dist_token")) { family = "DeiT distilled (timm)"; prefix_tokens = 2; }
+        else if (has(m, "blocks.0.ls1.gamma") && (has(m, "mask_token") || has(m, "register_tokens"))) {
+            int r = registers("register_tokens");
+            family = r ? "DINOv2 with " + std::to_string(r) + " registers (original layout)" : "DINOv2 (original layout)";
+        } else if (has(m, "reg_token") || (timm_arch.find("dinov2") != std::string::npos)) {
+            int r = registers("reg_token");
+            family = r ? "DINOv2 with " + std::to_string(r) + " registers (timm)" : "DINOv2 (timm)";
+            if (r) prefix_tokens = 0;  // timm's register models fold the cls position into cls_token
+        } else if (has(m, "norm_pre.weight")) family = "CLIP image tower (timm)";
+        else if (any_starting(all, "decoder_blocks.") || has(all, "decoder_embed.weight"))
+            family = "MAE (encoder and decoder)";
+        else if (has(m, "head.weight")) family = "ViT (timm)";
+        else if (timm_arch.find(".mae") != std::string::npos) family = "MAE encoder (timm)";
+        else if (timm_arch.find(".dino") != std::string::npos || root.find("teacher") != std::string::npos)
+            family = "DINO (timm layout)";
+        else family = "ViT encoder without a head (timm layout: DINO, MAE or a backbone)";
+        if (!timm_arch.empty()) family += ", " + timm_arch;
+    } else if (kind == "torchvision") {
+        blocks = "encoder.layers.encoder_layer_";
+        pos_key = "encoder.pos_embedding";
+        head_key = "heads.head.weight";
+        family = "ViT (torchvision)";
+    } else if (kind == "hf") {
+        blocks = "encoder.layer.";
+        pos_key = "embeddings.position_embeddings";
+        head_key = "classifier.weight";
+        // The head sits beside the root (ViTForImageClassification: vit.* and classifier.*).
+        if (!has(m, head_key) && has(all, "classifier.weight")) m.emplace(head_key, *get(all, "classifier.weight"));
+        if (any_with(m, "relative_position_bias") || model_type == "beit" || model_type == "data2vec-vision") {
+            family = "BEiT (relative position bias, Hugging Face)";
+            id.vit = false;
+        } else if (has(m, "embeddings.distillation_token")) {
+            family = "DeiT distilled (Hugging Face)";
+            prefix_tokens = 2;
+            if (!has(m, head_key) && has(all, "cls_classifier.weight")) m.emplace(head_key, *get(all, "cls_classifier.weight"));
+        } else if (has(m, "encoder.layer.0.layer_scale1.lambda1")) {
+            int r = registers("embeddings.register_tokens");
+            family = r ? "DINOv2 with " + std::to_string(r) + " registers (Hugging Face)" : "DINOv2 (Hugging Face)";
+        } else if (model_type == "vit_mae" || any_starting(all, "decoder.")) family = "MAE (Hugging Face ViTMAE)";
+        else if (root == "deit." || model_type == "deit") family = "DeiT (Hugging Face)";
+        else family = "ViT (Hugging Face)";
+    } else if (kind == "hf-clip") {
+        blocks = "encoder.layers.";
+        pos_key = "embeddings.position_embedding.weight";
+        if (has(m, "embeddings.class_embedding")) {
+            family = any_starting(all, "text_model.") ? "CLIP (Hugging Face, image and text towers)" : "CLIP vision tower (Hugging Face)";
+            head_key = has(all, "visual_projection.weight") ? "visual_projection.weight" : "";
+            if (!head_key.empty()) m.emplace(head_key, *get(all, head_key));
+        } else {
+            prefix_tokens = 0;
+            family = any_starting(all, "text_model.") ? "SigLIP (Hugging Face, image and text towers)" : "SigLIP vision tower (Hugging Face)";
+            if (!has(m, "head.probe")) family += ", without the pooling head";
+        }
+    } else {  // openai-clip: root ends before "visual."
+        blocks = "visual.transformer.resblocks.";
+        pos_key = "visual.positional_embedding";
+        head_key = "visual.proj";
+        head_rows = false;
+        family = any_starting(m, "transformer.resblocks.") ? "CLIP (OpenAI / open_clip, image and text towers)"
+                                                           : "CLIP image tower (OpenAI / open_clip)";
+    }
+    // Shapes: depth, position grid, head.
+    const int depth = count_blocks(m, blocks);
+    const std::vector<size_t>* pos = get(m, pos_key);
+    if (!pos && kind == "timm" && root.empty() && has(all, "pos_embed")) pos = get(all, "pos_embed");
+    std::string grid;
+    if (pos && D) {
+        const uint64_t T = numel(*pos) / D;
+        for (int k : {prefix_tokens, 1, 0, 2}) {
+            if (T < uint64_t(k) + 1) continue;
+            uint64_t g = uint64_t(std::llround(std::sqrt(double(T - k))));
+            if (g * g == T - k) {
+                grid = std::to_string(g * P) + " px";
+                break;
+            }
+        }
+    }
+    std::string name = size_name(D, depth);
+    id.size = !name.empty() ? "ViT-" + name + "/" + std::to_string(P)
+              : depth ? "width " + std::to_string(D) + ", depth " + std::to_string(depth) + ", patch " + std::to_string(P)
+                      : "width " + std::to_string(D) + ", patch " + std::to_string(P);
+    if (!grid.empty()) id.size += ", " + grid;
+    const std::vector<size_t>* hw = head_key.empty() ? nullptr : get(m, head_key);
+    if (hw && hw->size() == 2) {
+        if (kind == "hf-clip" || !head_rows) id.size += ", embedding " + std::to_string(head_rows ? (*hw)[0] : (*hw)[1]);
+        else id.size += ", " + std::to_string((*hw)[0]) + " classes";
+    } else if (id.vit && kind != "hf-clip") {
+        id.size += ", no classification head";
+    }
+    id.family = family + where;
+    return id;
+}
+
+namespace {
+
+bool is_regular(const std::string& p, uint64_t* size = nullptr) {
+    struct stat sb;
+    if (::stat(p.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)) return false;
+    if (size) *size = uint64_t(sb.st_size);
+    return true;
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+    std::vector<std::string> v;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (dirent* e = ::readdir(d)) {
+            std::string n = e->d_name;
+            if (n != "." && n != "..") v.push_back(n);
+        }
+        ::closedir(d);
+    }
+    std::sort(v.begin(), v.end());
+    return v;
+}
+
+bool weights_name(const std::string& n) {
+    auto ends = [&](const char* e) {
+        std::string s = e;
+        return n.size() > s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
+    };
+    return ends(".safetensors") || ends(".pth") || ends(".pt") || ends(".bin") || ends(".ckpt");
+}
+
+Found examine(const std::string& path, const std::string& config_path) {
+    Found f;
+    f.path = path;
+    is_regular(path, &f.bytes);
+    try {
+        TensorIndex ix = index_checkpoint(path);
+        Shapes shapes;
+        for (auto& [k, v] : ix.tensors) shapes.emplace(k, v.second);
+        std::string cfg;
+        if (!config_path.empty() && is_regular(config_path)) {
+            try { cfg = read_file(config_path, 16 << 20); } catch (const FileError&) {}
+        }
+        f.id = identify(shapes, cfg);
+    } catch (const std::exception& e) {
+        f.id.family = "unreadable";
+        f.note = e.what();
+    }
+    return f;
+}
+
+// refs/<name> files (nested for refs/pr/N): commit -> the ref names pointing at it.
+void read_refs(const std::string& dir, const std::string& prefix, std::map<std::string, std::vector<std::string>>& out) {
+    for (const std::string& n : list_dir(dir)) {
+        std::string p = dir + "/" + n;
+        if (is_regular(p)) {
+            try {
+                std::string c = read_file(p, 4096);
+                while (!c.empty() && std::isspace(static_cast<unsigned char>(c.back()))) c.pop_back();
+                out[c].push_back(prefix + n);
+            } catch (const FileError&) {
+            }
+        } else {
+            read_refs(p, prefix + n + "/", out);
+        }
+    }
+}
+
+}  // namespace
+
+std::vector<Found> find_models(const std::string& hf_cache_arg, const std::string& torch_arg) {
+    std::vector<Found> out;
+    const std::string hf = hf_cache_arg.empty() ? cache_dir() : hf_cache_arg;
+    for (const std::string& repo_dir : list_dir(hf)) {
+        if (repo_dir.rfind("models--", 0) != 0) continue;  // datasets--, spaces--, .locks
+        std::string repo_id = repo_dir.substr(8);
+        for (size_t p; (p = repo_id.find("--")) != std::string::npos;) repo_id.replace(p, 2, "/");
+        const std::string storage = hf + "/" + repo_dir;
+        std::map<std::string, std::vector<std::string>> refs;
+        read_refs(storage + "/refs", "", refs);
+        for (const std::string& commit : list_dir(storage + "/snapshots")) {
+            const std::string snap = storage + "/snapshots/" + commit;
+            std::string weights;
+            bool standard = false;
+            for (const char* w : {"model.safetensors", "pytorch_model.bin"})
+                if (weights.empty() && is_regular(snap + "/" + w)) { weights = snap + "/" + w; standard = true; }
+            if (weights.empty())
+                for (const std::string& n : list_dir(snap))
+                    if (weights_name(n) && is_regular(snap + "/" + n)) { weights = snap + "/" + n; break; }
+            if (weights.empty()) continue;  // only configs cached: nothing to open
+            Found f = examine(weights, snap + "/config.json");
+            f.where = "huggingface";
+            if (standard) {
+                // hf:ORG/NAME when main points here, else the ref that does, else the commit.
+                const auto it = refs.find(commit);
+                std::string rev = commit;
+                if (it != refs.end()) {
+                    const auto& names = it->second;
+                    rev = std::find(names.begin(), names.end(), "main") != names.end() ? "main" : names.front();
+                }
+                f.spec = "hf:" + repo_id + (rev == "main" ? "" : "@" + rev);
+            } else {
+                f.spec = weights;  // a file hf: does not pick (open_clip_model.safetensors, ...): opened by its path
+            }
+            out.push_back(std::move(f));
+        }
+    }
+    const std::string th = torch_arg.empty() ? torch_checkpoints_dir() : torch_arg;
+    for (const std::string& n : list_dir(th)) {
+        const std::string p = th + "/" + n;
+        if (!weights_name(n) || !is_regular(p)) continue;
+        Found f = examine(p, "");
+        f.where = "torch.hub";
+        f.spec = p;
+        out.push_back(std::move(f));
+    }
+    return out;
+}
+
+}  // namespace vit::hub
