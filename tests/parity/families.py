@@ -1542,7 +1542,7 @@ def write_files(s: Spec, c, sd, out):
                                               "with the decoder")
         st("model.safetensors", sd, None, "the same state dict as safetensors")
     else:
-        st("model.safetensors", sd, hf_meta, "")
+        st("model.safetensors", sd, hf_meta, "Hugging Face hub model.safetensors (F32, __metadata__ format=pt)")
     return files
 
 
@@ -1762,7 +1762,7 @@ def write_layout(s: Spec, root, check, chk, replica_outputs):
         "refs": {"native": "ref_native.npz", "other": "ref_other.npz"},
         "inputs": {"native": "input_native.npy", "other": "input_other.npy"},
         "last_stage": final_stage(refs["native"]),
-        "stages": list(refs["other"].keys()),
+        "stages": {size: list(rec.keys()) for size, rec in refs.items()},
     }
 
 
