@@ -443,6 +443,10 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
     else if (int h = meta_int("num_heads")) { c.heads = h; lm.heads_from = "__metadata__ num_heads"; }
     else if (int h2 = meta_int("heads")) { c.heads = h2; lm.heads_from = "__metadata__ heads"; }
     else if (from_cfg) lm.heads_from = "__metadata__ vitscope.config";
+    else if (int h3 = meta_int("hf.num_heads")) {
+        c.heads = h3;
+        lm.heads_from = (meta.count("hf.config") ? meta.at("hf.config") : std::string("config.json")) + " num_attention_heads";
+    }
     else if (side && side->heads > 0) {
         c.heads = side->heads;
         lm.heads_from = side->path + " num_attention_heads";
@@ -741,7 +745,7 @@ void config_metadata(const json& j, const std::string& path, std::map<std::strin
     // Hugging Face: the vision settings at the top level, or in vision_config (CLIP, SigLIP).
     const json* v = &j;
     if (!j.contains("num_attention_heads") && j.contains("vision_config") && j["vision_config"].is_object()) v = &j["vision_config"];
-    if (int64_t h = int_field(*v, "num_attention_heads", kMaxWidth)) put("num_heads", std::to_string(h));
+    if (int64_t h = int_field(*v, "num_attention_heads", kMaxWidth)) put("hf.num_heads", std::to_string(h));
     if (auto it = v->find("layer_norm_eps"); it != v->end() && it->is_number()) {
         double e = it->get<double>();
         if (e > 0 && e <= 1) put("eps", number_text(e));

@@ -188,4 +188,59 @@ put("labels", "ten.txt", "\n".join(["T-shirt/top", "Trouser", "Pullover", "Dress
                                      "Sneaker", "Bag", "Ankle boot"]).encode() + b"\n")
 put("labels", "crlf.txt", b"\r\n".join(b"class %d " % i for i in range(10)) + b"\r\n")
 put("labels", "utf8.txt", "\n".join(f"Klasse {i} \u00e4\u00f6\u00fc \u732b" for i in range(10)).encode())
+# ---- config files beside a checkpoint (config.json of Hugging Face / timm / open_clip, preprocessor_config.json)
+def js(obj):
+    return json.dumps(obj, indent=2).encode()
+
+put("hfconfig", "dinov2.json", js({
+    "architectures": ["Dinov2Model"], "hidden_act": "gelu", "hidden_size": 384, "image_size": 518,
+    "layer_norm_eps": 1e-06, "layerscale_value": 1.0, "mlp_ratio": 4, "model_type": "dinov2",
+    "num_attention_heads": 6, "num_channels": 3, "num_hidden_layers": 12, "patch_size": 14, "qkv_bias": True,
+    "use_swiglu_ffn": False}))
+put("hfconfig", "dinov2_reg.json", js({
+    "architectures": ["Dinov2WithRegistersModel"], "hidden_size": 768, "image_size": 518, "mlp_ratio": 4,
+    "model_type": "dinov2_with_registers", "num_attention_heads": 12, "num_hidden_layers": 12,
+    "num_register_tokens": 4, "patch_size": 14, "layer_norm_eps": 1e-06}))
+put("hfconfig", "clip_model.json", js({
+    "architectures": ["CLIPModel"], "model_type": "clip", "projection_dim": 512,
+    "text_config": {"hidden_size": 512, "model_type": "clip_text_model", "vocab_size": 49408},
+    "vision_config": {"hidden_act": "quick_gelu", "hidden_size": 768, "image_size": 224, "intermediate_size": 3072,
+                      "layer_norm_eps": 1e-05, "model_type": "clip_vision_model", "num_attention_heads": 12,
+                      "num_hidden_layers": 12, "patch_size": 32, "projection_dim": 512}}))
+put("hfconfig", "siglip_vision.json", js({
+    "architectures": ["SiglipVisionModel"], "hidden_act": "gelu_pytorch_tanh", "hidden_size": 768,
+    "image_size": 224, "intermediate_size": 3072, "layer_norm_eps": 1e-06, "model_type": "siglip_vision_model",
+    "num_attention_heads": 12, "num_hidden_layers": 12, "patch_size": 16, "vision_use_head": True}))
+put("hfconfig", "deit.json", js({
+    "architectures": ["DeiTForImageClassificationWithTeacher"], "hidden_size": 192, "model_type": "deit",
+    "id2label": {"0": "tench", "1": "goldfish", "2": "great white shark"}, "layer_norm_eps": 1e-12,
+    "num_attention_heads": 3, "num_hidden_layers": 12, "intermediate_size": 768, "image_size": [224, 224]}))
+put("hfconfig", "timm.json", js({
+    "architecture": "vit_small_patch14_reg4_dinov2", "num_classes": 0, "num_features": 384, "global_pool": "token",
+    "model_args": {"img_size": 518, "patch_size": 14, "embed_dim": 384, "depth": 12, "num_heads": 6,
+                   "init_values": 1e-05, "reg_tokens": 4, "no_embed_class": True},
+    "label_names": ["a", "b"],
+    "pretrained_cfg": {"input_size": [3, 518, 518], "interpolation": "bicubic", "crop_pct": 1.0,
+                       "crop_mode": "center", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}}))
+put("hfconfig", "open_clip.json", js({
+    "model_cfg": {"embed_dim": 512, "quick_gelu": True,
+                  "vision_cfg": {"image_size": 224, "layers": 12, "width": 768, "patch_size": 32,
+                                 "norm_kwargs": {"eps": 1e-05}},
+                  "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 512, "heads": 8, "layers": 12}},
+    "preprocess_cfg": {"mean": [0.48145466, 0.4578275, 0.40821073], "std": [0.26862954, 0.26130258, 0.27577711],
+                       "interpolation": "bicubic", "resize_mode": "shortest", "size": 224}}))
+put("hfconfig", "preprocessor_clip.json", js({
+    "crop_size": {"height": 224, "width": 224}, "do_center_crop": True, "do_convert_rgb": True, "do_normalize": True,
+    "do_rescale": True, "do_resize": True, "image_mean": [0.48145466, 0.4578275, 0.40821073],
+    "image_processor_type": "CLIPImageProcessor", "image_std": [0.26862954, 0.26130258, 0.27577711], "resample": 3,
+    "rescale_factor": 0.00392156862745098, "size": {"shortest_edge": 224}}))
+put("hfconfig", "preprocessor_old.json", js({
+    "crop_size": 224, "do_center_crop": True, "do_normalize": True, "do_resize": True,
+    "feature_extractor_type": "CLIPFeatureExtractor", "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+    "resample": 3, "size": 224}))
+put("hfconfig", "preprocessor_siglip.json", js({
+    "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5],
+    "image_processor_type": "SiglipImageProcessor", "image_std": [0.5, 0.5, 0.5], "resample": 3,
+    "rescale_factor": 0.00392156862745098, "size": {"height": 384, "width": 384}}))
+
 print("corpus written to", OUT)

@@ -13,6 +13,7 @@ case $name in
   npy) dict=-dict=$src/dict/npy.dict ;;
   image) dict=-dict=$src/dict/image.dict ;;
   pth) dict=-dict=$src/dict/pickle.dict ;;
+  hfconfig) dict=-dict=$src/dict/json.dict ;;
 esac
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
