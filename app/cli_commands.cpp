@@ -43,6 +43,9 @@ struct Commands::State {
     std::string conv_in, conv_out;
     bool list = false;
     bool explain = false;  // info --explain
+    bool stage_table_json = false;  // info --stage-table
+    bool grads = false;    // trace --grads
+    int grad_class = -1;   // trace --class
     // trace / analyze: the two pitfall switches; analyze: images for the averaged attention distance
     bool bug_scale_after_softmax = false, bug_reshape_patches = false;
     int average = 0;
@@ -175,7 +178,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             const Options opt = options_from(s);
             const Trace t = vit::run(w, x, opt);
             const EmbedFilters ef = embed_filters(w);
-            const Tensor2 pos = pos_similarity(w), dist = attn_distance(t, c), lens = logit_lens(w, t, opt);
+            const Tensor2 pos = pos_similarity(w), dist = attn_distance(t), lens = logit_lens(w, t);
             std::vector<ArrayRef> items{array_ref("embed_filters", ef.filters), array_ref("embed_filters_var", ef.variance),
                                         array_ref("pos_similarity", pos), array_ref("attn_distance", dist),
                                         array_ref("logit_lens", lens)};
@@ -215,6 +218,10 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     auto* inp = tr->add_option("--input", s.input, "an already-normalized (C, H, W) float .npy instead of an image");
     img->excludes(inp);
     option_flags(tr, s);
+    tr->add_flag("--grads", s.grads, "also the backward pass: d logit[class] / d stage as <stage>.grad for every "
+                                     "stage that has a gradient");
+    tr->add_option("--class", s.grad_class, "the class whose logit --grads differentiates (default: the predicted one)")
+        ->check(CLI::Range(0, kMaxClasses - 1));
     tr->add_option("--out,-o", s.out, "output .npz (numpy.load reads it; its last entry, __options__, is the "
                                       "options in force as JSON text)")->required();
     tr->callback([this] {
@@ -232,15 +239,24 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 x = Tensor3(std::move(a));
             }
             const Options opt = options_from(s);
-            Trace t = vit::run(lm.weights, x, opt);
+            RunRequest req;
+            req.grads = s.grads;
+            req.grad_class = s.grad_class;
+            req.model = {c.name, lm.source};
+            Trace t = vit::run(lm.weights, x, opt, req);
             std::vector<ArrayRef> items;
-            for (auto& e : t.entries()) items.push_back(array_ref(e.name, e.tensor));
+            for (size_t i = 0; i < t.size(); ++i) items.push_back(array_ref(t.name(i), t.at(i)));
+            for (size_t i = 0; i < t.size(); ++i)
+                if (const Array* g = t.grad_at(i)) items.push_back(array_ref(t.name(i) + ".grad", *g));
             write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
             if (opt.has_bug()) std::printf("options: %s\n", opt.describe().c_str());
-            const Array& p = t.get("probs");
+            const Array& p = t.get(StageId{StageKind::Probs});
             const size_t best = size_t(std::max_element(p.begin(), p.end()) - p.begin());
             std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
             std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, s.out.c_str());
+            if (t.has_grads())
+                std::printf("gradients: d logit[%d] / d stage for every stage that has one (<stage>.grad)\n",
+                            t.grad_class());
             std::printf("prediction: class %zu%s%s (p=%.4f)\n", best, c.class_names.empty() ? "" : " ",
                         c.class_names.empty() ? "" : c.class_names[best].c_str(), p(best));
             return 0;
@@ -253,6 +269,8 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     model_flags(info, s);
     info->add_flag("--list", s.list, "list the presets and the torchvision / timm names they answer to");
     info->add_flag("--explain", s.explain, "also print each stage's title and explanation (tab-separated), for these options");
+    info->add_flag("--stage-table", s.stage_table_json, "print only the stage table for these options as JSON (name, "
+                                                        "kind, layer, shape, gradient, cell math, map box, hook, texts)");
     option_flags(info, s);
     info->callback([this] {
         selected_ = [this] {
@@ -282,6 +300,11 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 lm = load(s);
             }
             const Config& c = lm.weights.cfg;
+            const auto table = StageTable::get(c, options_from(s));
+            if (s.stage_table_json) {
+                std::printf("%s\n", stage_table_json(*table).c_str());
+                return 0;
+            }
             std::printf("source: %s\nfamily: %s\nconfig: %s\n", lm.source.c_str(),
                         is_preset(s.model) ? "preset (saved under timm's key names)" : family_name(lm.family),
                         c.describe().c_str());
@@ -298,10 +321,10 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             std::printf(", std");
             for (float v : c.pre.std) std::printf(" %.4g", v);
             std::printf("\nstages:\n");
-            for (auto& [n, sh] : stage_shapes(c)) std::printf("  %-28s %s\n", n.c_str(), shape_str(sh).c_str());
+            for (const StageInfo& st : *table) std::printf("  %-28s %s\n", st.name.c_str(), shape_str(st.shape).c_str());
             if (s.explain) {  // the stage table's texts, as the app's views and tour show them
                 std::printf("explanations (%s):\n", options_from(s).describe().c_str());
-                for (const StageInfo& st : stage_table(c, options_from(s)))
+                for (const StageInfo& st : *table)
                     std::printf("  %s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str());
             }
             return 0;

@@ -7,7 +7,7 @@
 // slower on the hot path (ViT-B shapes, one thread, xsimd on, 2026-11-23):
 // LayerNorm (ops::layernorm, 0.19 ms vs 5.4 ms with xt::mean/xt::variance
 // reducers) and the row softmax (ops::softmax_rows, 0.03 vs 0.39 ms per
-// 197x197 head with xt::amax/xt::sum). tests/test_xtensor_reference.cpp checks
+// 197x197 head with xt::amax/xt::sum). tests/test_core_design.cpp checks
 // both against the xtensor expressions they replace.
 #include "core/model/forward.h"
 
@@ -41,10 +41,6 @@ struct Workspace {
     Array qkv;                           // (B*T, 3D): the fused q/k/v projection
     std::vector<Tensor2> zcat;           // per block (B*T, D): heads concatenated
     std::map<int, Array> scratch;        // stages not kept, one array per kind
-    // The stage table of the last run and what it depends on (the names and shapes
-    // the recorder checks; building it, texts included, costs ~0.1 ms per run).
-    std::vector<int> table_key;
-    std::vector<StageInfo> table;
 };
 void WorkspaceDeleter::operator()(Workspace* w) const { delete w; }
 WorkspacePtr make_workspace() { return WorkspacePtr(new Workspace); }
@@ -62,53 +58,38 @@ auto as(const float* p, size_t n, const std::array<size_t, N>& shape) {
     return xt::adapt(const_cast<float*>(p), n, xt::no_ownership(), shape);
 }
 
-// Hands out each stage's array in the table's order: the trace's entry (Keep::All)
-// or, for training, a kept array (B, ...) or a reused scratch array.
+// Hands out each stage's array in the table's order: the trace's row (Keep::All)
+// or, for training, a kept row (B, ...) or a reused scratch array. It checks that the
+// computation records exactly the table's stages, in the table's order.
 class Recorder {
 public:
-    Recorder(const Config& c, const Options& o, size_t B, Keep keep, Trace& t, Workspace& ws)
-        : table_(table_for(c, o, ws)), B_(B), keep_(keep), t_(t), ws_(ws) {}
+    Recorder(const StageTable& table, size_t B, Keep keep, Trace& t, Workspace& ws)
+        : table_(table), B_(B), keep_(keep), t_(t), ws_(ws) {}
 
-    Array& operator()(Stage kind) {
-        if (i_ >= table_.size() || table_[i_].kind != kind)
-            throw std::logic_error("forward pass and stage table disagree at stage " + std::to_string(i_));
-        const StageInfo& s = table_[i_++];
-        if (keep_ == Keep::All) return t_.record(s.name, s.layer, s.shape);
+    Array& operator()(StageKind kind) {
+        if (i_ >= table_.size() || table_[i_].id.kind != kind)
+            throw std::logic_error(std::string("forward pass and stage table disagree: the pass computes ") +
+                                   stage_kind_name(kind) + " where the table lists " +
+                                   (i_ < table_.size() ? table_[i_].name : std::string("nothing more")));
+        const size_t row = i_++;
+        const StageInfo& s = table_[row];
+        if (keep_ == Keep::All) return t_.record(row, s.shape);
         Shape shape = s.shape;
         shape.insert(shape.begin(), B_);
-        if (kept(kind)) return t_.record(s.name, s.layer, shape);
+        if (s.kept) return t_.record(row, shape);
         Array& a = ws_.scratch[int(kind)];
         if (a.size() != shape_numel(shape) || a.dimension() != shape.size()) a = empty_array(shape);
         return a;
     }
-    // What the backward pass reads (backward.cpp); everything else is scratch when training.
-    static bool kept(Stage k) {
-        switch (k) {
-            case Stage::Patches: case Stage::LnStd: case Stage::LnNormalized: case Stage::LnOut:
-            case Stage::AttnQ: case Stage::AttnK: case Stage::AttnV: case Stage::AttnPattern:
-            case Stage::MlpPre: case Stage::MlpPost: case Stage::Pooled: case Stage::Logits:
-                return true;
-            default:
-                return false;
-        }
-    }
     bool all() const { return keep_ == Keep::All; }
     void done() const {
-        if (i_ != table_.size()) throw std::logic_error("forward pass recorded fewer stages than the table lists");
+        if (i_ != table_.size())
+            throw std::logic_error("forward pass recorded fewer stages than the table lists (next: " +
+                                   table_[i_].name + ")");
     }
 
 private:
-    static const std::vector<StageInfo>& table_for(const Config& c, const Options& o, Workspace& ws) {
-        std::vector<int> key{c.image_size, c.channels, c.patch, c.width, c.depth, c.heads, c.mlp, c.classes,
-                             int(o.pooling_for(c)), o.affine, o.unbiased, o.bug_scale_after_softmax,
-                             o.bug_reshape_patches};
-        if (key != ws.table_key || ws.table.empty()) {
-            ws.table = stage_table(c, o);
-            ws.table_key = std::move(key);
-        }
-        return ws.table;
-    }
-    const std::vector<StageInfo>& table_;
+    const StageTable& table_;
     size_t i_ = 0, B_;
     Keep keep_;
     Trace& t_;
@@ -127,12 +108,12 @@ void linear(const char* what, float* out, const float* in, const Tensor2& W, con
 
 // LayerNorm with its internals recorded: mean (R), std (R), normalized (R, D), out (R, D).
 // torch: F.layer_norm(x, (D,), weight, bias, eps) -- or, unbiased, var over D-1.
-const float* layernorm_stage(Recorder& rec, const float* x, const LayerNormW& w, size_t R, size_t D, float eps,
-                             const Options& opt) {
-    float* mean = rec(Stage::LnMean).data();
-    float* sd = rec(Stage::LnStd).data();
-    float* norm = rec(Stage::LnNormalized).data();
-    float* out = rec(Stage::LnOut).data();
+const float* layernorm_stage(Recorder& rec, LnSite site, const float* x, const LayerNormW& w, size_t R, size_t D,
+                             float eps, const Options& opt) {
+    float* mean = rec(ln_kind(site, LnPart::Mean)).data();
+    float* sd = rec(ln_kind(site, LnPart::Std)).data();
+    float* norm = rec(ln_kind(site, LnPart::Normalized)).data();
+    float* out = rec(ln_kind(site, LnPart::Out)).data();
     profile::Scope prof([] { return std::string("layernorm"); }, 8.0 * double(R) * double(D));
     ops::layernorm(out, norm, mean, sd, x, opt.affine ? w.g.data() : nullptr, opt.affine ? w.b.data() : nullptr,
                    int(R), int(D), eps, opt.unbiased);
@@ -169,7 +150,7 @@ void gelu(float* out, const float* in, size_t n) {
 }  // namespace
 
 const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& opt, Trace& acts, Keep keep,
-                           Workspace& ws) {
+                           Workspace& ws, const ModelIdentity& model, const std::atomic<bool>* cancel) {
     const Config& c = w.cfg;
     const size_t B = x.shape(0), C = c.channels, S = c.image_size, P = c.patch, G = c.grid(), N = c.patches(),
                  T = c.tokens(), D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, K = c.classes;
@@ -184,19 +165,23 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     // them; training changes them every step, so it hands them over as they are.
     const gemm::Packs* packs = keep == Keep::All ? &w.packs : nullptr;
 
-    acts.begin();
     std::optional<profile::Scope> table_prof;
     table_prof.emplace([] { return std::string("stage table (names, texts)"); }, 0);
-    Recorder rec(c, opt, B, keep, acts, ws);
+    std::shared_ptr<const StageTable> table = StageTable::get(c, opt);
+    acts.begin(table, opt, model.name.empty() ? ModelIdentity{c.name, model.source} : model);
+    Recorder rec(*table, B, keep, acts, ws);
     table_prof.reset();
+    auto check_cancel = [cancel] {
+        if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    };
 
     // input: (C, S, S), normalized
-    Array& in = rec(Stage::Input);
+    Array& in = rec(StageKind::Input);
     xt::noalias(as(in, std::array<size_t, 4>{B, C, S, S})) = x;
 
     // patches: (N, C*P*P). torch: x.unfold(1,P,P).unfold(2,P,P) is (C, G, G, P, P);
     // permuted to (G, G, C, P, P), each patch is channel-major, as the Conv2d weight.
-    Array& patches = rec(Stage::Patches);
+    Array& patches = rec(StageKind::Patches);
     if (opt.bug_reshape_patches) {
         // BUG (on purpose, a teaching switch): x.reshape(N, C*P*P) keeps image rows, not patches.
         xt::noalias(as(patches, std::array<size_t, 4>{B, C, S, S})) = x;
@@ -206,31 +191,36 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     }
 
     // patch_embed: (N, D) = patches @ W.T + b == Conv2d(C, D, P, stride=P)(x).flatten(2).transpose(1, 2)
-    Array& pe = rec(Stage::PatchEmbed);
+    Array& pe = rec(StageKind::PatchEmbed);
     linear("patch_embed", pe.data(), patches.data(), w.patch_w, w.patch_b, B * N, packs);
 
     // tokens: (T, D) = torch.cat([cls_token, patch_embed])
-    Array& tok = rec(Stage::Tokens);
+    Array& tok = rec(StageKind::Tokens);
     auto tok3 = as(tok, std::array<size_t, 3>{B, T, D});
     xt::view(tok3, xt::all(), 0, xt::all()) = xt::broadcast(w.cls, {B, D});
     xt::view(tok3, xt::all(), xt::range(1, T), xt::all()) = as(pe, std::array<size_t, 3>{B, N, D});
 
+    // pos_embed: (T, D), the learned position embeddings that are added
+    Array& pos = rec(StageKind::PosEmbed);
+    xt::noalias(as(pos, std::array<size_t, 3>{B, T, D})) = xt::broadcast(w.pos, {B, T, D});
+
     // embed: (T, D) = tokens + pos_embed
-    Array& emb = rec(Stage::Embed);
-    xt::noalias(as(emb, std::array<size_t, 3>{B, T, D})) = tok3 + w.pos;
+    Array& emb = rec(StageKind::Embed);
+    xt::noalias(as(emb, std::array<size_t, 3>{B, T, D})) = tok3 + as(pos, std::array<size_t, 3>{B, T, D});
 
     const float scale = 1.f / std::sqrt(float(d));
     ws.qkv.resize({R, 3 * D});
     ws.zcat.resize(size_t(c.depth));
     const float* xres = emb.data();  // the residual stream (R, D)
     for (size_t l = 0; l < size_t(c.depth); ++l) {
+        check_cancel();
         const BlockW& b = w.blocks[l];
-        const float* h1 = layernorm_stage(rec, xres, b.ln1, R, D, c.eps, opt);
+        const float* h1 = layernorm_stage(rec, LnSite::Ln1, xres, b.ln1, R, D, c.eps, opt);
 
         // q, k, v: (H, T, d) each = ln1 @ Wqkv.T + b, rows of Wqkv [q; k; v], heads contiguous.
         // torch: qkv(x).reshape(T, 3, H, d).permute(1, 2, 0, 3)
         linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs);
-        float* qkv3[3] = {rec(Stage::AttnQ).data(), rec(Stage::AttnK).data(), rec(Stage::AttnV).data()};
+        float* qkv3[3] = {rec(StageKind::AttnQ).data(), rec(StageKind::AttnK).data(), rec(StageKind::AttnV).data()};
         {
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
             // The permute as a loop of d-float runs: the strided xtensor assignment
@@ -248,13 +238,13 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // Per image and head: scores (T, T) = q @ k.T / sqrt(d), the scale BEFORE the
         // softmax; pattern = scores.softmax(-1) (rows: queries, columns: keys); z = pattern @ v.
-        float* sc = rec(Stage::AttnScores).data();
-        float* pa = rec(Stage::AttnPattern).data();
+        float* sc = rec(StageKind::AttnScores).data();
+        float* pa = rec(StageKind::AttnPattern).data();
         if (!rec.all()) sc = pa;  // training keeps only the pattern: softmax in place
         Tensor2& zcat = ws.zcat[l];
         zcat.resize({R, D});
-        float* z = rec.all() ? rec(Stage::AttnZ).data() : nullptr;
-        if (!rec.all()) rec(Stage::AttnZ);  // scratch: z goes straight into zcat below
+        float* z = rec.all() ? rec(StageKind::AttnZ).data() : nullptr;
+        if (!rec.all()) rec(StageKind::AttnZ);  // scratch: z goes straight into zcat below
         const float alpha = opt.bug_scale_after_softmax ? 1.f : scale;
         std::optional<profile::Scope> att_prof;
         att_prof.emplace([] { return std::string("attention: q k^T, softmax, attn v (per head)"); },
@@ -291,25 +281,25 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         }
 
         // attn.out: (T, D) = proj(concat_heads(z))
-        Array& ao = rec(Stage::AttnOut);
+        Array& ao = rec(StageKind::AttnOut);
         linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R, packs);
 
         // resid_mid = x + attn_out
-        Array& rm = rec(Stage::ResidMid);
+        Array& rm = rec(StageKind::ResidMid);
         residual_add(rm.data(), xres, ao.data(), R, D);
 
-        const float* h2 = layernorm_stage(rec, rm.data(), b.ln2, R, D, c.eps, opt);
+        const float* h2 = layernorm_stage(rec, LnSite::Ln2, rm.data(), b.ln2, R, D, c.eps, opt);
 
         // mlp.pre = fc1(ln2); mlp.post = F.gelu(mlp.pre); mlp.out = fc2(mlp.post)
-        Array& pre = rec(Stage::MlpPre);
+        Array& pre = rec(StageKind::MlpPre);
         linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs);
-        Array& post = rec(Stage::MlpPost);
+        Array& post = rec(StageKind::MlpPost);
         gelu(post.data(), pre.data(), R * M);
-        Array& mo = rec(Stage::MlpOut);
+        Array& mo = rec(StageKind::MlpOut);
         linear("mlp.fc2", mo.data(), post.data(), b.fc2_w, b.fc2_b, R, packs);
 
         // resid_post = resid_mid + mlp_out
-        Array& rp = rec(Stage::ResidPost);
+        Array& rp = rec(StageKind::ResidPost);
         residual_add(rp.data(), rm.data(), mo.data(), R, D);
         xres = rp.data();
     }
@@ -317,46 +307,27 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     const float* feat;  // (B, D): what the head reads
     if (pool == Pooling::Cls) {
         // LayerNorm on every token (as the model does), then the cls token's row: x[:, 0]
-        const float* lf = layernorm_stage(rec, xres, w.ln_f, R, D, c.eps, opt);
-        Array& pooled = rec(Stage::Pooled);
+        const float* lf = layernorm_stage(rec, LnSite::Final, xres, w.ln_f, R, D, c.eps, opt);
+        Array& pooled = rec(StageKind::Pooled);
         xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) =
             xt::view(as(lf, R * D, std::array<size_t, 3>{B, T, D}), xt::all(), 0, xt::all());
         feat = pooled.data();
     } else {
         // timm's global_pool='avg': x[:, 1:].mean(1), then LayerNorm (fc_norm)
-        Array& pooled = rec(Stage::Pooled);
+        Array& pooled = rec(StageKind::Pooled);
         xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) =
             xt::mean(xt::view(as(xres, R * D, std::array<size_t, 3>{B, T, D}), xt::all(), xt::range(1, T), xt::all()),
                      {1});
-        feat = layernorm_stage(rec, pooled.data(), w.ln_f, B, D, c.eps, opt);
+        feat = layernorm_stage(rec, LnSite::Final, pooled.data(), w.ln_f, B, D, c.eps, opt);
     }
     // logits = head(pooled); probs = logits.softmax(-1)
-    Array& logits = rec(Stage::Logits);
+    Array& logits = rec(StageKind::Logits);
     linear("head", logits.data(), feat, w.head_w, w.head_b, B, packs);
-    Array& probs = rec(Stage::Probs);
+    Array& probs = rec(StageKind::Probs);
     ops::softmax_rows(probs.data(), logits.data(), int(B), int(K));
     rec.done();
     acts.end();
     return logits;
-}
-
-void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& trace) {
-    const Config& c = w.cfg;
-    const size_t C = c.channels, S = c.image_size;
-    if (input.shape(0) != C || input.shape(1) != S || input.shape(2) != S)
-        throw std::invalid_argument("input has shape " + shape_str_of(input) + " but model '" + c.name + "' takes " +
-                                    shape_str({C, S, S}));
-    // A batch of one: the same storage seen as (1, C, S, S).
-    Tensor4 x = Tensor4::from_shape({1, C, S, S});
-    std::copy(input.begin(), input.end(), x.begin());
-    thread_local WorkspacePtr ws = make_workspace();
-    forward_batch(w, x, opt, trace, Keep::All, *ws);
-}
-
-Trace run(const Weights& w, const Tensor3& input, const Options& opt) {
-    Trace t;
-    forward(w, input, opt, t);
-    return t;
 }
 
 }  // namespace vit

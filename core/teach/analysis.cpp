@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace vit {
 
@@ -28,7 +29,7 @@ Stats stats(const float* x, size_t n, int bins) {
 }
 
 namespace {
-const Array& pattern(const Trace& t, int l) { return t.get("blocks." + std::to_string(l) + ".attn.pattern"); }
+const Array& pattern(const Trace& t, int l) { return t.get(StageId{StageKind::AttnPattern, l}); }
 }  // namespace
 
 std::vector<float> cls_attention(const Trace& t, int layer, int head) {
@@ -101,13 +102,16 @@ std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float d
     return out;
 }
 
-std::vector<float> grad_rollout(const Trace& t, const Trace& g, int upto) {
+std::vector<float> grad_rollout(const Trace& t, int upto) {
+    if (!t.has_grads()) throw std::invalid_argument("gradient rollout needs a trace with gradients");
     const size_t T = pattern(t, 0).shape(1);
     Mat R(T * T, 0.0);
     for (size_t i = 0; i < T; ++i) R[i * T + i] = 1;
     for (int l = 0; l <= upto; ++l) {
         const Array& p = pattern(t, l);
-        const Array& gp = g.get("blocks." + std::to_string(l) + ".attn.pattern.grad");
+        const Array* gpp = t.grad(StageId{StageKind::AttnPattern, l});
+        if (!gpp) throw std::invalid_argument("the trace has no gradient of " + t.table().name({StageKind::AttnPattern, l}));
+        const Array& gp = *gpp;
         const size_t H = p.shape(0);
         Mat A(T * T, 0.0);
         for (size_t h = 0; h < H; ++h)
@@ -123,18 +127,19 @@ std::vector<float> grad_rollout(const Trace& t, const Trace& g, int upto) {
 
 std::vector<StageChange> trace_changes(const Trace& base, const Trace& now) {
     std::vector<StageChange> out;
-    for (auto& e : now.entries()) {
-        int i = base.index_of(e.name);
-        if (i < 0) continue;
-        const Array& a = base.at(size_t(i)).tensor;
-        if (a.shape() != e.tensor.shape()) continue;
+    for (size_t r = 0; r < now.size(); ++r) {
+        const StageId id = now.info(r).id;
+        const Array* ap = base.find(id);
+        const Array& b = now.at(r);
+        if (!ap || !b.size() || ap->shape() != b.shape()) continue;
+        const Array& a = *ap;
         double dn = 0, bn = 0;
         for (size_t k = 0; k < a.size(); ++k) {
-            double df = double(e.tensor.data()[k]) - a.data()[k];
+            double df = double(b.data()[k]) - a.data()[k];
             dn += df * df;
             bn += double(a.data()[k]) * a.data()[k];
         }
-        out.push_back({e.name, std::sqrt(dn), std::sqrt(bn)});
+        out.push_back({id, now.info(r).name, std::sqrt(dn), std::sqrt(bn)});
     }
     return out;
 }

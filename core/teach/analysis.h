@@ -6,7 +6,7 @@
 
 #include "core/model/model.h"
 #include "core/model/stages.h"
-#include "core/model/tensor.h"
+#include "core/model/trace.h"
 
 namespace vit {
 
@@ -26,11 +26,12 @@ std::vector<float> cls_attention(const Trace& t, int layer, int head);
 // diagonal), A <- (A + I) / 2 renormalised, R <- A R. Returns the cls row over patches (N).
 std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float discard);
 // Gradient-weighted rollout (Chefer et al. 2021): A_bar = mean_h relu(dL/dA * A),
-// R <- R + A_bar R from R = I, through blocks 0..upto. `grads` is gradient_trace().
-std::vector<float> grad_rollout(const Trace& t, const Trace& grads, int upto);
+// R <- R + A_bar R from R = I, through blocks 0..upto. The trace must hold its gradients
+// (a run with RunRequest::grads); throws std::invalid_argument otherwise.
+std::vector<float> grad_rollout(const Trace& t, int upto);
 
 // Per-stage L2 norm of (b - a) and of a, for stages present in both with equal shapes.
-struct StageChange { std::string name; double diff_norm, base_norm; };
+struct StageChange { StageId id; std::string name; double diff_norm, base_norm; };
 std::vector<StageChange> trace_changes(const Trace& base, const Trace& now);
 
 }  // namespace vit
