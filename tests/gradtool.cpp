@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < t.size(); ++i)
             if (const Array* g = t.grad_at(i)) items.push_back(array_ref(t.name(i) + ".grad", *g));
         write_npz(out + "/gradtrace.npz", items);
+        std::ofstream(out + "/table.json") << stage_table_json(t.table()) << "\n";
     } catch (const std::exception& e) {
         std::fprintf(stderr, "gradtool: %s\n", e.what());
         return 1;
