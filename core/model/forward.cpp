@@ -1,14 +1,12 @@
 // The ViT forward pass, batched, recording every stage through the stage table.
 // Each stage is computed straight into its array (the trace's own, when
 // tracing), reads like its PyTorch line, and names that line in a comment.
-// GEMMs go to BLAS on the containers' storage (ops::gemm / ops::linear);
+// GEMMs go to oneDNN on the containers' storage (ops::gemm / ops::linear);
 // elementwise stages are xtensor expressions (vectorized with xsimd). Two
-// stages stay loops over the storage because the expression is measurably
-// slower on the hot path (ViT-B shapes, one thread, xsimd on, 2026-11-23):
-// LayerNorm (ops::layernorm, 0.19 ms vs 5.4 ms with xt::mean/xt::variance
-// reducers) and the row softmax (ops::softmax_rows, 0.03 vs 0.39 ms per
-// 197x197 head with xt::amax/xt::sum). tests/test_core_design.cpp checks
-// both against the xtensor expressions they replace.
+// stages stay loops over the storage because the reducer expressions are many
+// times slower on the hot path (docs/kernels.md has the figures): LayerNorm
+// (ops::layernorm) and the row softmax (ops::softmax_rows).
+// tests/test_core_design.cpp checks both against the xtensor expressions they replace.
 #include "core/model/forward.h"
 
 
@@ -224,8 +222,8 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         {
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
             // The permute as a loop of d-float runs: the strided xtensor assignment
-            // xt::transpose(xt::reshape_view(qkv, {B, T, 3, H, d}), {2, 0, 3, 1, 4}) measured
-            // 1.15 ms against 0.04 ms for ViT-B (tests check the two agree).
+            // xt::transpose(xt::reshape_view(qkv, {B, T, 3, H, d}), {2, 0, 3, 1, 4}) is ~30x
+            // slower (docs/kernels.md); tests/test_core_design.cpp checks the two agree.
             ops::for_range(int(R), R * D > 50000, [&](int i) {
                 const size_t bt = size_t(i);
                 for (size_t s3 = 0; s3 < 3; ++s3)

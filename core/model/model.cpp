@@ -104,7 +104,7 @@ bool is_preset(const std::string& n) {
 Config preset(const std::string& n) {
     for (auto& a : preset_aliases()) {
         if (a.alias != n) continue;
-        // The family's name brings the family's preprocessing (see DESIGN.md).
+        // The family's name brings the family's preprocessing (README, "Models").
         Config c = preset(a.preset);
         c.name = a.alias;
         if (std::string(a.family) == "torchvision") {
