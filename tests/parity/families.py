@@ -1,0 +1,1799 @@
+#!/usr/bin/python3
+"""PyTorch references of the ViT families beyond the vanilla ViT (issue 20).
+
+Written from the published architectures (read, not copied; the upstream file of
+each part is named where it is used):
+  timm          timm/models/vision_transformer.py (_pos_embed, no_embed_class, reg_token,
+                dynamic_img_size), timm/models/deit.py (VisionTransformerDistilled),
+                timm/layers/pos_embed.py (resample_abs_pos_embed), timm/layers/mlp.py (SwiGLUPacked)
+  DINO          facebookresearch/dino vision_transformer.py
+  DINOv2        facebookresearch/dinov2 dinov2/models/vision_transformer.py, dinov2/layers/
+                (LayerScale, SwiGLUFFNFused), dinov2/hub/backbones.py (interpolate_offset,
+                interpolate_antialias per model)
+  CLIP          openai/CLIP clip/model.py (VisionTransformer, QuickGELU, convert_weights),
+                clip/clip.py (_transform); mlfoundations/open_clip src/open_clip/transformer.py,
+                model.py (resize_pos_embed), push_to_hf_hub.py (open_clip_config.json)
+  Hugging Face  transformers models/{deit,dinov2,dinov2_with_registers,clip,siglip}/modeling_*.py
+                (interpolate_pos_encoding of each)
+  MAE           facebookresearch/mae models_vit.py, models_mae.py, util/pos_embed.py
+
+For every family and checkpoint layout this module
+  (a) builds random non-trivial weights (registers, layer-scale gammas, biases, LayerNorms)
+      under the layout's exact key names and shapes,
+  (b) writes them as the files the real checkpoints come as (.safetensors, torch.save .pth/.bin,
+      OpenAI's TorchScript .pt with fp16 weights) with the config.json /
+      preprocessor_config.json / open_clip_config.json the real repositories ship,
+  (c) runs the family's forward in float64, recording every stage under the trace names of
+      the stage table (helpers/STAGES.md), at the native size and at a non-square other size
+      with the family's own position-embedding interpolation,
+and checks each reference against an independent PyTorch path: a module replica built
+with the layout's own parameter names (loaded with load_state_dict(strict=True)) that
+does its own interpolation the way the upstream code does, torch.nn.MultiheadAttention
+(CLIP's blocks, SigLIP's pooling head), torchvision's VisionTransformer (the
+vanilla-equivalent DINO and MAE encoders) and the other layouts of the same weights.
+
+    python3 tests/parity/families.py --write DIR [--only LAYOUT,...] [--no-check]
+
+writes DIR/<layout>/ (weights, configs, input_native.npy, input_other.npy,
+ref_native.npz, ref_other.npz) and DIR/manifest.json, and exits 1 if a self-check fails.
+"""
+import argparse
+import argparse as _argparse_for_pickle  # DINO's full checkpoints pickle an argparse.Namespace
+import collections
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field, asdict
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vitref  # noqa: E402
+
+torch.set_num_threads(1)
+
+IMAGENET_MEAN = [0.485, 0.456, 0.406]
+IMAGENET_STD = [0.229, 0.224, 0.225]
+OPENAI_MEAN = [0.48145466, 0.4578275, 0.40821073]
+OPENAI_STD = [0.26862954, 0.26130258, 0.27577711]
+LABELS = ["tench", "goldfish", "great white shark", "tiger shark", "hammerhead"]
+
+# The two sizes every layout runs at: its native image and a non-square other one
+# (fewer patch rows, more patch columns than the native grid: both directions at once).
+NATIVE = 20        # image side; patch 4 -> a 5 x 5 grid
+OTHER = (12, 28)   # (H, W); patch 4 -> 3 x 7
+
+
+# =============================================================================== position embeddings
+# Each function resizes a learned table as the named upstream code does and returns it
+# in the same form (2-D: rows x D). `prefix` rows (cls, dist) are kept; the rest is the
+# square learned grid. The grid is only resized when the run's grid differs (every
+# upstream function returns the learned table when the count matches and the image is
+# square, which for a square learned grid means the same grid).
+
+def _grid(table, prefix):
+    n = table.shape[0] - prefix
+    side = int(math.isqrt(n))
+    assert side * side == n, f"{n} patch positions are not a square grid"
+    return table[:prefix], table[prefix:].reshape(1, side, side, -1).permute(0, 3, 1, 2), side
+
+
+def pos_timm(table, prefix, new):
+    """timm layers/pos_embed.py resample_abs_pos_embed(posemb, new_size, old_size,
+    num_prefix_tokens, interpolation='bicubic', antialias=True): F.interpolate by size."""
+    head, g, side = _grid(table, prefix)
+    if tuple(new) == (side, side):
+        return table
+    g = F.interpolate(g, size=tuple(new), mode="bicubic", antialias=True)
+    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+
+
+def pos_dino(table, prefix, new):
+    """facebookresearch/dino VisionTransformer.interpolate_pos_encoding (and DINOv2's with its
+    hub default interpolate_offset=0.1, interpolate_antialias=False): bicubic with
+    scale_factor ((h0 + 0.1) / sqrt(N), (w0 + 0.1) / sqrt(N)); torch then maps pixels with
+    that factor, not with in/out."""
+    head, g, side = _grid(table, prefix)
+    if tuple(new) == (side, side):
+        return table
+    h0, w0 = new[0] + 0.1, new[1] + 0.1
+    g = F.interpolate(g, scale_factor=(h0 / math.sqrt(side * side), w0 / math.sqrt(side * side)), mode="bicubic")
+    assert (int(h0), int(w0)) == tuple(g.shape[-2:])
+    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+
+
+def pos_dinov2_reg(table, prefix, new):
+    """DINOv2 with registers (hub: interpolate_offset=0.0, interpolate_antialias=True): by size."""
+    head, g, side = _grid(table, prefix)
+    if tuple(new) == (side, side):
+        return table
+    g = F.interpolate(g, size=tuple(new), mode="bicubic", antialias=True)
+    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+
+
+def pos_hf(table, prefix, new):
+    """Hugging Face interpolate_pos_encoding of DeiT, Dinov2, CLIP, SigLIP (current
+    transformers): bicubic, align_corners=False, size=(h // patch, w // patch)."""
+    head, g, side = _grid(table, prefix)
+    if tuple(new) == (side, side):
+        return table
+    g = F.interpolate(g, size=tuple(new), mode="bicubic", align_corners=False)
+    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+
+
+def pos_hf_aa(table, prefix, new):
+    """Hugging Face Dinov2WithRegistersEmbeddings.interpolate_pos_encoding: as pos_hf, antialias=True."""
+    head, g, side = _grid(table, prefix)
+    if tuple(new) == (side, side):
+        return table
+    g = F.interpolate(g, size=tuple(new), mode="bicubic", align_corners=False, antialias=True)
+    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+
+
+def pos_open_clip(table, prefix, new):
+    """open_clip model.py resize_pos_embed(state_dict, model, 'bicubic', antialias=True); used for
+    OpenAI's files too (OpenAI's clip code runs only at the native size)."""
+    head, g, side = _grid(table, prefix)
+    if tuple(new) == (side, side):
+        return table
+    g = F.interpolate(g, size=tuple(new), mode="bicubic", antialias=True, align_corners=False)
+    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+
+
+def pos_mae(table, prefix, new):
+    """facebookresearch/mae util/pos_embed.py interpolate_pos_embed: bicubic by size,
+    align_corners=False, extra tokens kept (upstream resizes square grids; (h, w) here)."""
+    head, g, side = _grid(table, prefix)
+    if tuple(new) == (side, side):
+        return table
+    g = F.interpolate(g, size=tuple(new), mode="bicubic", align_corners=False)
+    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+
+
+# name -> (function, the rule's name in core/model/pos_embed.h)
+POS_RULES = {
+    "timm": (pos_timm, "pos_rule_timm"),
+    "dino": (pos_dino, "pos_rule_dino"),
+    "dinov2": (pos_dino, "pos_rule_dinov2(false)"),
+    "dinov2_reg": (pos_dinov2_reg, "pos_rule_dinov2(true)"),
+    "hf": (pos_hf, "pos_rule_hf(false)"),
+    "hf_aa": (pos_hf_aa, "pos_rule_hf(true)"),
+    "open_clip": (pos_open_clip, "pos_rule_open_clip"),
+    "mae": (pos_mae, "pos_rule_mae"),
+}
+
+
+# =============================================================================== model specs
+@dataclass
+class Spec:
+    layout: str
+    family: str            # deit | dino | dinov2 | clip | siglip | mae
+    group: str             # layouts of one group share their weights (same seed and shapes)
+    D: int = 32
+    depth: int = 2
+    heads: int = 4
+    mlp: int = 128         # hidden width of the MLP (SwiGLU: H' of silu(x1) * x2)
+    patch: int = 4
+    grid: int = NATIVE // 4
+    C: int = 3
+    eps: float = 1e-6
+    act: str = "gelu"      # gelu | quick_gelu | gelu_tanh | swiglu
+    cls: bool = True
+    dist: bool = False
+    regs: int = 0
+    layer_scale: bool = False
+    ln_pre: bool = False
+    patch_bias: bool = True
+    no_embed_class: bool = False   # timm: pos rows for the patches only, cls position folded into cls_token
+    final: str = "norm_all"        # norm_all | clip_row | open_clip
+    head: str = "none"             # none | cls | distilled | siglip_map
+    classes: int = 0
+    proj: int = 0                  # CLIP projection width E (0: none)
+    pos_rule: str = "timm"
+    seed: int = 0
+    files: List[str] = field(default_factory=list)
+    notes: str = ""
+
+    @property
+    def prefix(self):
+        """Rows of the stored position table before the patch grid."""
+        if self.no_embed_class or not self.cls:
+            return 0
+        return 1 + int(self.dist)
+
+    @property
+    def mlp_in(self):
+        return 2 * self.mlp if self.act == "swiglu" else self.mlp
+
+
+def swiglu_hidden(D, mlp_ratio=4):
+    """dinov2/layers/swiglu_ffn.py SwiGLUFFNFused (and HF Dinov2SwiGLUFFN): H' = (int(4D * 2/3) + 7) // 8 * 8."""
+    h = int(D * mlp_ratio)
+    return (int(h * 2 / 3) + 7) // 8 * 8
+
+
+CLIP_DIMS = dict(D=128, heads=2, mlp=512, proj=64)  # OpenAI/open_clip: heads = width // 64
+
+SPECS = [
+    # DeiT distilled: timm (eps 1e-6) and Hugging Face (layer_norm_eps 1e-12 in its config)
+    Spec("deit_timm", "deit", "deit", dist=True, head="distilled", classes=5, pos_rule="timm", seed=11),
+    Spec("deit_hf", "deit", "deit_hf", dist=True, head="distilled", classes=5, eps=1e-12, pos_rule="hf", seed=12),
+    # DINO v1: one backbone in the layouts its checkpoints come in
+    Spec("dino", "dino", "dino", pos_rule="dino", seed=21),
+    # DINOv2 original / torch.hub, timm, Hugging Face; the same weights in each group
+    Spec("dinov2", "dinov2", "dinov2", layer_scale=True, pos_rule="dinov2", seed=31),
+    Spec("dinov2_timm", "dinov2", "dinov2", layer_scale=True, pos_rule="timm", seed=31),
+    Spec("dinov2_hf", "dinov2", "dinov2", layer_scale=True, pos_rule="hf", seed=31),
+    Spec("dinov2_reg", "dinov2", "dinov2_reg", layer_scale=True, regs=4, pos_rule="dinov2_reg", seed=32),
+    Spec("dinov2_timm_reg", "dinov2", "dinov2_reg", layer_scale=True, regs=4, no_embed_class=True,
+         pos_rule="timm", seed=32),
+    Spec("dinov2_reg_hf", "dinov2", "dinov2_reg", layer_scale=True, regs=4, pos_rule="hf_aa", seed=32),
+    Spec("dinov2_swiglu", "dinov2", "dinov2_swiglu", layer_scale=True, act="swiglu", mlp=swiglu_hidden(32),
+         pos_rule="dinov2", seed=33),
+    Spec("dinov2_swiglu_hf", "dinov2", "dinov2_swiglu", layer_scale=True, act="swiglu", mlp=swiglu_hidden(32),
+         pos_rule="hf", seed=33),
+    # CLIP: OpenAI (TorchScript fp16 and state dict), open_clip (QuickGELU and GELU), Hugging Face
+    Spec("clip_openai", "clip", "clip", **CLIP_DIMS, eps=1e-5, act="quick_gelu", ln_pre=True, patch_bias=False,
+         final="clip_row", pos_rule="open_clip", seed=41),
+    Spec("open_clip_quickgelu", "clip", "clip", **CLIP_DIMS, eps=1e-5, act="quick_gelu", ln_pre=True,
+         patch_bias=False, final="open_clip", pos_rule="open_clip", seed=41),
+    Spec("open_clip_gelu", "clip", "clip_gelu", **CLIP_DIMS, eps=1e-5, act="gelu", ln_pre=True, patch_bias=False,
+         final="open_clip", pos_rule="open_clip", seed=42),
+    Spec("clip_hf_vision", "clip", "clip", **{**CLIP_DIMS, "proj": 0}, eps=1e-5, act="quick_gelu", ln_pre=True,
+         patch_bias=False, final="clip_row", pos_rule="hf", seed=41),
+    Spec("clip_hf_vision_proj", "clip", "clip", **CLIP_DIMS, eps=1e-5, act="quick_gelu", ln_pre=True,
+         patch_bias=False, final="clip_row", pos_rule="hf", seed=41),
+    Spec("clip_hf_model", "clip", "clip", **CLIP_DIMS, eps=1e-5, act="quick_gelu", ln_pre=True, patch_bias=False,
+         final="clip_row", pos_rule="hf", seed=41),
+    # SigLIP (Hugging Face): no cls token, tanh-GELU, attention-pooling head
+    Spec("siglip_hf_vision", "siglip", "siglip", cls=False, act="gelu_tanh", head="siglip_map", pos_rule="hf", seed=51),
+    Spec("siglip_hf_model", "siglip", "siglip", cls=False, act="gelu_tanh", head="siglip_map", pos_rule="hf", seed=51),
+    # MAE encoder (pre-training checkpoint: decoder and mask_token present, no head)
+    Spec("mae", "mae", "mae", pos_rule="mae", seed=61),
+]
+SPEC = {s.layout: s for s in SPECS}
+
+
+# =============================================================================== canonical weights
+def make_weights(s: Spec):
+    """Random non-trivial weights in one canonical form (float32), shared by every layout of
+    a group: matrices ~ 1/sqrt(fan_in), LayerNorm gammas 1 +- 0.2, biases +- 0.1, tokens and
+    positions +- 0.5, registers ~ 1, layer-scale gammas 0.6 +- 0.25."""
+    g = torch.Generator().manual_seed(s.seed)
+    rn = lambda *shape: torch.randn(*shape, generator=g)
+    mat = lambda o, i: rn(o, i) / math.sqrt(i)
+    D, M, P, C = s.D, s.mlp, s.patch, s.C
+    c = {"patch_w": rn(D, C, P, P) / math.sqrt(C * P * P)}
+    c["patch_b"] = 0.1 * rn(D) if s.patch_bias else None
+    c["cls"] = 0.5 * rn(D) if s.cls else None
+    c["dist"] = 0.5 * rn(D) if s.dist else None
+    c["reg"] = rn(s.regs, D) if s.regs else None
+    N = s.grid * s.grid
+    # the position table as the original code stores it: cls (and dist) rows first
+    c["pos"] = 0.5 * rn((1 + int(s.dist) if s.cls else 0) + N, D)
+    if s.ln_pre:
+        c["ln_pre"] = (1 + 0.2 * rn(D), 0.1 * rn(D))
+    blocks = []
+    for _ in range(s.depth):
+        b = {"ln1": (1 + 0.2 * rn(D), 0.1 * rn(D)), "qkv_w": mat(3 * D, D), "qkv_b": 0.1 * rn(3 * D),
+             "proj_w": mat(D, D), "proj_b": 0.1 * rn(D), "ln2": (1 + 0.2 * rn(D), 0.1 * rn(D)),
+             "fc1_w": mat(s.mlp_in, D), "fc1_b": 0.1 * rn(s.mlp_in), "fc2_w": mat(D, M), "fc2_b": 0.1 * rn(D)}
+        if s.layer_scale:
+            b["ls1"], b["ls2"] = 0.6 + 0.25 * rn(D), 0.6 + 0.25 * rn(D)
+        blocks.append(b)
+    c["blocks"] = blocks
+    c["norm"] = (1 + 0.2 * rn(D), 0.1 * rn(D))
+    if s.head in ("cls", "distilled"):
+        c["head"] = (mat(s.classes, D), 0.1 * rn(s.classes))
+    if s.head == "distilled":
+        c["head_dist"] = (mat(s.classes, D), 0.1 * rn(s.classes))
+    if s.proj:
+        c["proj"] = rn(D, s.proj) / math.sqrt(D)  # x @ proj (OpenAI layout), HF stores proj.T
+    if s.head == "siglip_map":
+        c["probe"] = rn(D)
+        c["map_in_w"], c["map_in_b"] = mat(3 * D, D), 0.1 * rn(3 * D)
+        c["map_out_w"], c["map_out_b"] = mat(D, D), 0.1 * rn(D)
+        c["map_ln"] = (1 + 0.2 * rn(D), 0.1 * rn(D))
+        c["map_fc1"] = (mat(M, D), 0.1 * rn(M))
+        c["map_fc2"] = (mat(D, M), 0.1 * rn(D))
+    return c
+
+
+def map_tensors(c, fn):
+    if c is None:
+        return None
+    if isinstance(c, torch.Tensor):
+        return fn(c)
+    if isinstance(c, tuple):
+        return tuple(map_tensors(x, fn) for x in c)
+    if isinstance(c, list):
+        return [map_tensors(x, fn) for x in c]
+    return {k: map_tensors(v, fn) for k, v in c.items()}
+
+
+# =============================================================================== the reference forward
+def _ln(x, wb, eps, rec, name):
+    return vitref.layer_norm(x, wb[0], wb[1], eps, True, False, rec, name)
+
+
+def _act(pre, act):
+    if act == "gelu":
+        return F.gelu(pre)
+    if act == "quick_gelu":
+        return pre * torch.sigmoid(1.702 * pre)   # openai/CLIP QuickGELU
+    if act == "gelu_tanh":
+        return F.gelu(pre, approximate="tanh")     # HF "gelu_pytorch_tanh"
+    if act == "swiglu":
+        x1, x2 = pre.chunk(2, dim=-1)              # dinov2 SwiGLUFFN: silu(x1) * x2
+        return F.silu(x1) * x2
+    raise ValueError(act)
+
+
+def grid_of(s: Spec, hw):
+    return hw[0] // s.patch, hw[1] // s.patch
+
+
+def reference(s: Spec, c, x):
+    """Every stage of the family's forward (float64 math on the stored weights).
+    c: canonical weights (as stored by the layout, i.e. after any fp16 rounding), x: (C, H, W)."""
+    c = map_tensors(c, lambda t: t.double())
+    x = x.double()
+    rec = {"input": x}
+    D, P = s.D, s.patch
+    gh, gw = grid_of(s, x.shape[1:])
+    rec["patches"] = x.unfold(1, P, P).unfold(2, P, P).permute(1, 2, 0, 3, 4).reshape(gh * gw, s.C * P * P)
+    pe = F.conv2d(x[None], c["patch_w"], c["patch_b"], stride=P)[0].flatten(1).T
+    rec["patch_embed"] = pe
+    special = [c["cls"][None]] if s.cls else []
+    if s.dist:
+        special.append(c["dist"][None])
+    tokens = torch.cat(special + [pe], 0)
+    # the stored table in the layout's own form: timm's no_embed_class folds cls's position
+    # into cls_token and keeps only the patch rows
+    stored = c["pos"]
+    if s.no_embed_class:  # c["cls"] is the folded cls_token as the file stores it (stored_weights)
+        stored = stored[1:]
+    rec["tokens"] = tokens
+    fn = POS_RULES[s.pos_rule][0]
+    pos = fn(stored, s.prefix, (gh, gw))
+    if (gh, gw) != (s.grid, s.grid):
+        rec["pos_embed.learned"] = stored
+    if s.no_embed_class:
+        pos = torch.cat([torch.zeros(tokens.shape[0] - gh * gw, D, dtype=pos.dtype), pos], 0)
+    rec["pos_embed"] = pos
+    h = tokens + pos
+    rec["embed"] = h
+    if s.regs:
+        h = torch.cat([h[:1], c["reg"], h[1:]], 0)
+        rec["with_registers"] = h
+    if s.ln_pre:
+        h = _ln(h, c["ln_pre"], s.eps, rec, "ln_pre")
+    T, H = h.shape[0], s.heads
+    d = D // H
+    for i, b in enumerate(c["blocks"]):
+        p = f"blocks.{i}."
+        a = _ln(h, b["ln1"], s.eps, rec, p + "ln1")
+        qkv = F.linear(a, b["qkv_w"], b["qkv_b"])
+        q, k, v = [t.reshape(T, H, d).transpose(0, 1) for t in qkv.chunk(3, -1)]
+        rec[p + "attn.q"], rec[p + "attn.k"], rec[p + "attn.v"] = q, k, v
+        sc = q @ k.transpose(-1, -2) / math.sqrt(d)
+        rec[p + "attn.scores"] = sc
+        pat = sc.softmax(-1)
+        rec[p + "attn.pattern"] = pat
+        z = pat @ v
+        rec[p + "attn.z"] = z
+        ao = F.linear(z.transpose(0, 1).reshape(T, D), b["proj_w"], b["proj_b"])
+        rec[p + "attn.out"] = ao
+        if s.layer_scale:
+            ao = ao * b["ls1"]
+            rec[p + "ls1"] = ao
+        h = h + ao
+        rec[p + "resid_mid"] = h
+        a = _ln(h, b["ln2"], s.eps, rec, p + "ln2")
+        pre = F.linear(a, b["fc1_w"], b["fc1_b"])
+        post = _act(pre, s.act)
+        mo = F.linear(post, b["fc2_w"], b["fc2_b"])
+        rec[p + "mlp.pre"], rec[p + "mlp.post"], rec[p + "mlp.out"] = pre, post, mo
+        if s.layer_scale:
+            mo = mo * b["ls2"]
+            rec[p + "ls2"] = mo
+        h = h + mo
+        rec[p + "resid_post"] = h
+    if s.final == "clip_row":
+        # openai/CLIP and HF CLIPVisionTransformer: ln_post on the cls row only
+        rec["pooled"] = h[0]
+        f = _ln(h[:1], c["norm"], s.eps, rec, "ln_final")
+        rec["embedding"] = f[0] @ c["proj"] if s.proj else f[0]
+        return rec
+    f = _ln(h, c["norm"], s.eps, rec, "ln_final")
+    if s.final == "open_clip":
+        # open_clip VisionTransformer._pool (final_ln_after_pool=False): ln_post on every token, then x[:, 0]
+        rec["pooled"] = f[0]
+        rec["embedding"] = f[0] @ c["proj"]
+        return rec
+    if s.head == "distilled":
+        rec["pooled"], rec["pooled_dist"] = f[0], f[1]
+        rec["logits_cls"] = F.linear(f[0], *c["head"])
+        rec["logits_dist"] = F.linear(f[1], *c["head_dist"])
+        rec["logits"] = (rec["logits_cls"] + rec["logits_dist"]) / 2
+        rec["probs"] = rec["logits"].softmax(-1)
+    elif s.head == "cls":
+        rec["pooled"] = f[0]
+        rec["logits"] = F.linear(f[0], *c["head"])
+        rec["probs"] = rec["logits"].softmax(-1)
+    elif s.head == "siglip_map":
+        # HF SiglipMultiheadAttentionPoolingHead: h = MHA(probe, x, x); h = h + mlp(layernorm(h)); h[:, 0]
+        rec["head.probe"] = c["probe"][None]
+        Wq, Wk, Wv = c["map_in_w"].chunk(3, 0)
+        bq, bk, bv = c["map_in_b"].chunk(3, 0)
+        N = f.shape[0]
+        q = F.linear(c["probe"][None], Wq, bq).reshape(1, H, d).transpose(0, 1)
+        k = F.linear(f, Wk, bk).reshape(N, H, d).transpose(0, 1)
+        v = F.linear(f, Wv, bv).reshape(N, H, d).transpose(0, 1)
+        rec["head.attn.q"], rec["head.attn.k"], rec["head.attn.v"] = q, k, v
+        sc = q @ k.transpose(-1, -2) / math.sqrt(d)
+        rec["head.attn.scores"] = sc
+        pat = sc.softmax(-1)
+        rec["head.attn.pattern"] = pat
+        z = pat @ v
+        rec["head.attn.z"] = z
+        ao = F.linear(z.transpose(0, 1).reshape(1, D), c["map_out_w"], c["map_out_b"])
+        rec["head.attn.out"] = ao
+        a = _ln(ao, c["map_ln"], s.eps, rec, "head.ln")
+        pre = F.linear(a, *c["map_fc1"])
+        post = _act(pre, s.act)
+        mo = F.linear(post, *c["map_fc2"])
+        rec["head.mlp.pre"], rec["head.mlp.post"], rec["head.mlp.out"] = pre, post, mo
+        rec["head.resid_post"] = ao + mo
+        rec["embedding"] = rec["head.resid_post"][0]
+    else:
+        rec["embedding"] = f[0]
+    return rec
+
+
+# =============================================================================== layouts (key names)
+def _t(x):
+    return x.detach().clone().float().contiguous()
+
+
+def _timm_blocks(s, c, sd, pre="blocks.", mlp_names=("fc1", "fc2")):
+    """timm / DINO / DINOv2 block keys: norm1, attn.qkv, attn.proj, ls1.gamma, norm2, mlp.*, ls2.gamma."""
+    for i, b in enumerate(c["blocks"]):
+        p = f"{pre}{i}."
+        sd[p + "norm1.weight"], sd[p + "norm1.bias"] = b["ln1"]
+        sd[p + "attn.qkv.weight"], sd[p + "attn.qkv.bias"] = b["qkv_w"], b["qkv_b"]
+        sd[p + "attn.proj.weight"], sd[p + "attn.proj.bias"] = b["proj_w"], b["proj_b"]
+        if s.layer_scale:
+            sd[p + "ls1.gamma"], sd[p + "ls2.gamma"] = b["ls1"], b["ls2"]
+        sd[p + "norm2.weight"], sd[p + "norm2.bias"] = b["ln2"]
+        sd[p + f"mlp.{mlp_names[0]}.weight"], sd[p + f"mlp.{mlp_names[0]}.bias"] = b["fc1_w"], b["fc1_b"]
+        sd[p + f"mlp.{mlp_names[1]}.weight"], sd[p + f"mlp.{mlp_names[1]}.bias"] = b["fc2_w"], b["fc2_b"]
+
+
+def _hf_qkv(sd, p, b, D):
+    for j, n in enumerate(["query", "key", "value"]):
+        sd[p + f"attention.attention.{n}.weight"] = b["qkv_w"][j * D:(j + 1) * D]
+        sd[p + f"attention.attention.{n}.bias"] = b["qkv_b"][j * D:(j + 1) * D]
+    sd[p + "attention.output.dense.weight"], sd[p + "attention.output.dense.bias"] = b["proj_w"], b["proj_b"]
+
+
+def _hf_clip_layers(s, c, sd, pre):
+    """HF CLIPEncoderLayer / SiglipEncoderLayer keys."""
+    D = s.D
+    for i, b in enumerate(c["blocks"]):
+        p = f"{pre}{i}."
+        for j, n in enumerate(["q", "k", "v"]):
+            sd[p + f"self_attn.{n}_proj.weight"] = b["qkv_w"][j * D:(j + 1) * D]
+            sd[p + f"self_attn.{n}_proj.bias"] = b["qkv_b"][j * D:(j + 1) * D]
+        sd[p + "self_attn.out_proj.weight"], sd[p + "self_attn.out_proj.bias"] = b["proj_w"], b["proj_b"]
+        sd[p + "layer_norm1.weight"], sd[p + "layer_norm1.bias"] = b["ln1"]
+        sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"] = b["fc1_w"], b["fc1_b"]
+        sd[p + "mlp.fc2.weight"], sd[p + "mlp.fc2.bias"] = b["fc2_w"], b["fc2_b"]
+        sd[p + "layer_norm2.weight"], sd[p + "layer_norm2.bias"] = b["ln2"]
+
+
+def _openai_resblocks(sd, pre, blocks):
+    """openai/CLIP ResidualAttentionBlock keys (nn.MultiheadAttention's in_proj/out_proj)."""
+    for i, b in enumerate(blocks):
+        p = f"{pre}{i}."
+        sd[p + "ln_1.weight"], sd[p + "ln_1.bias"] = b["ln1"]
+        sd[p + "attn.in_proj_weight"], sd[p + "attn.in_proj_bias"] = b["qkv_w"], b["qkv_b"]
+        sd[p + "attn.out_proj.weight"], sd[p + "attn.out_proj.bias"] = b["proj_w"], b["proj_b"]
+        sd[p + "ln_2.weight"], sd[p + "ln_2.bias"] = b["ln2"]
+        sd[p + "mlp.c_fc.weight"], sd[p + "mlp.c_fc.bias"] = b["fc1_w"], b["fc1_b"]
+        sd[p + "mlp.c_proj.weight"], sd[p + "mlp.c_proj.bias"] = b["fc2_w"], b["fc2_b"]
+
+
+def _side_weights(seed, D, depth=1, mlp=None, with_ls=False):
+    """Random weights of a part that the vision model does not use (text towers, MAE's decoder)."""
+    s = Spec("side", "side", "side", D=D, depth=depth, heads=1, mlp=mlp or 4 * D, layer_scale=with_ls, seed=seed)
+    return make_weights(s)
+
+
+TEXT_CTX, TEXT_VOCAB = 7, 50
+
+
+def openai_text_tower(seed, E, Dt=64):
+    """openai/CLIP text keys (not part of the image model: the loader skips them)."""
+    t = _side_weights(seed, Dt)
+    g = torch.Generator().manual_seed(seed + 1)
+    sd = collections.OrderedDict()
+    sd["positional_embedding"] = 0.1 * torch.randn(TEXT_CTX, Dt, generator=g)
+    sd["text_projection"] = torch.randn(Dt, E, generator=g) / math.sqrt(Dt)
+    sd["logit_scale"] = torch.tensor(math.log(1 / 0.07))
+    sd["token_embedding.weight"] = 0.1 * torch.randn(TEXT_VOCAB, Dt, generator=g)
+    _openai_resblocks(sd, "transformer.resblocks.", t["blocks"])
+    sd["ln_final.weight"], sd["ln_final.bias"] = t["norm"]
+    return sd
+
+
+def hf_text_tower(seed, Dt, pre="text_model.", siglip=False):
+    t = _side_weights(seed, Dt)
+    g = torch.Generator().manual_seed(seed + 1)
+    sd = collections.OrderedDict()
+    sd[pre + "embeddings.token_embedding.weight"] = 0.1 * torch.randn(TEXT_VOCAB, Dt, generator=g)
+    sd[pre + "embeddings.position_embedding.weight"] = 0.1 * torch.randn(TEXT_CTX, Dt, generator=g)
+    s = Spec("side", "side", "side", D=Dt, heads=1)
+    _hf_clip_layers(s, t, sd, pre + "encoder.layers.")
+    sd[pre + "final_layer_norm.weight"], sd[pre + "final_layer_norm.bias"] = t["norm"]
+    if siglip:
+        sd[pre + "head.weight"] = torch.randn(Dt, Dt, generator=g) / math.sqrt(Dt)
+        sd[pre + "head.bias"] = 0.1 * torch.randn(Dt, generator=g)
+    return sd
+
+
+def state_dict_of(s: Spec, c):
+    """The layout's own state dict (float32 tensors; int64 for buffers some files carry).
+    Returns (state dict, key prefixes the image model does not use)."""
+    D, N = s.D, s.grid * s.grid
+    sd = collections.OrderedDict()
+    ignored = []
+    L = s.layout
+    if L == "deit_timm":  # timm/models/deit.py VisionTransformerDistilled
+        sd["cls_token"], sd["dist_token"] = c["cls"].reshape(1, 1, D), c["dist"].reshape(1, 1, D)
+        sd["pos_embed"] = c["pos"][None]
+        sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
+        _timm_blocks(s, c, sd)
+        sd["norm.weight"], sd["norm.bias"] = c["norm"]
+        sd["head.weight"], sd["head.bias"] = c["head"]
+        sd["head_dist.weight"], sd["head_dist.bias"] = c["head_dist"]
+    elif L == "deit_hf":  # transformers DeiTForImageClassificationWithTeacher
+        e = "deit.embeddings."
+        sd[e + "cls_token"], sd[e + "distillation_token"] = c["cls"].reshape(1, 1, D), c["dist"].reshape(1, 1, D)
+        sd[e + "position_embeddings"] = c["pos"][None]
+        sd[e + "patch_embeddings.projection.weight"] = c["patch_w"]
+        sd[e + "patch_embeddings.projection.bias"] = c["patch_b"]
+        for i, b in enumerate(c["blocks"]):
+            p = f"deit.encoder.layer.{i}."
+            _hf_qkv(sd, p, b, D)
+            sd[p + "intermediate.dense.weight"], sd[p + "intermediate.dense.bias"] = b["fc1_w"], b["fc1_b"]
+            sd[p + "output.dense.weight"], sd[p + "output.dense.bias"] = b["fc2_w"], b["fc2_b"]
+            sd[p + "layernorm_before.weight"], sd[p + "layernorm_before.bias"] = b["ln1"]
+            sd[p + "layernorm_after.weight"], sd[p + "layernorm_after.bias"] = b["ln2"]
+        sd["deit.layernorm.weight"], sd["deit.layernorm.bias"] = c["norm"]
+        sd["cls_classifier.weight"], sd["cls_classifier.bias"] = c["head"]
+        sd["distillation_classifier.weight"], sd["distillation_classifier.bias"] = c["head_dist"]
+    elif L == "dino":  # facebookresearch/dino VisionTransformer (head = Identity)
+        sd["cls_token"], sd["pos_embed"] = c["cls"].reshape(1, 1, D), c["pos"][None]
+        sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
+        _timm_blocks(s, c, sd)
+        sd["norm.weight"], sd["norm.bias"] = c["norm"]
+    elif L in ("dinov2", "dinov2_reg", "dinov2_swiglu"):  # dinov2 DinoVisionTransformer (torch.hub)
+        sd["cls_token"], sd["pos_embed"] = c["cls"].reshape(1, 1, D), c["pos"][None]
+        if s.regs:
+            sd["register_tokens"] = c["reg"][None]
+        sd["mask_token"] = 0.1 * torch.ones(1, D)
+        ignored.append("mask_token")
+        sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
+        _timm_blocks(s, c, sd, mlp_names=("w12", "w3") if s.act == "swiglu" else ("fc1", "fc2"))
+        sd["norm.weight"], sd["norm.bias"] = c["norm"]
+    elif L in ("dinov2_timm", "dinov2_timm_reg"):  # timm vit_*_patch14[_reg4]_dinov2 (_convert_dinov2)
+        if s.no_embed_class:
+            sd["cls_token"] = c["cls"].reshape(1, 1, D)  # already cls + pos[0] (stored_weights)
+            sd["reg_token"] = c["reg"][None]
+            sd["pos_embed"] = c["pos"][1:][None]
+        else:
+            sd["cls_token"], sd["pos_embed"] = c["cls"].reshape(1, 1, D), c["pos"][None]
+        sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
+        _timm_blocks(s, c, sd)
+        sd["norm.weight"], sd["norm.bias"] = c["norm"]
+    elif L in ("dinov2_hf", "dinov2_reg_hf", "dinov2_swiglu_hf"):  # transformers Dinov2Model / Dinov2WithRegistersModel
+        e = "embeddings."
+        sd[e + "cls_token"] = c["cls"].reshape(1, 1, D)
+        sd[e + "mask_token"] = 0.1 * torch.ones(1, D)
+        ignored.append(e + "mask_token")
+        if s.regs:
+            sd[e + "register_tokens"] = c["reg"][None]
+        sd[e + "position_embeddings"] = c["pos"][None]
+        sd[e + "patch_embeddings.projection.weight"] = c["patch_w"]
+        sd[e + "patch_embeddings.projection.bias"] = c["patch_b"]
+        n1, n2 = ("weights_in", "weights_out") if s.act == "swiglu" else ("fc1", "fc2")
+        for i, b in enumerate(c["blocks"]):
+            p = f"encoder.layer.{i}."
+            sd[p + "norm1.weight"], sd[p + "norm1.bias"] = b["ln1"]
+            _hf_qkv(sd, p, b, D)
+            sd[p + "layer_scale1.lambda1"] = b["ls1"]
+            sd[p + "norm2.weight"], sd[p + "norm2.bias"] = b["ln2"]
+            sd[p + f"mlp.{n1}.weight"], sd[p + f"mlp.{n1}.bias"] = b["fc1_w"], b["fc1_b"]
+            sd[p + f"mlp.{n2}.weight"], sd[p + f"mlp.{n2}.bias"] = b["fc2_w"], b["fc2_b"]
+            sd[p + "layer_scale2.lambda1"] = b["ls2"]
+        sd["layernorm.weight"], sd["layernorm.bias"] = c["norm"]
+    elif L in ("clip_openai", "open_clip_quickgelu", "open_clip_gelu"):  # openai/CLIP, open_clip visual.*
+        v = "visual."
+        sd[v + "class_embedding"] = c["cls"]
+        sd[v + "positional_embedding"] = c["pos"]
+        sd[v + "proj"] = c["proj"]
+        sd[v + "conv1.weight"] = c["patch_w"]
+        sd[v + "ln_pre.weight"], sd[v + "ln_pre.bias"] = c["ln_pre"]
+        _openai_resblocks(sd, v + "transformer.resblocks.", c["blocks"])
+        sd[v + "ln_post.weight"], sd[v + "ln_post.bias"] = c["norm"]
+        text = openai_text_tower(s.seed + 1000, s.proj)
+        sd.update(text)
+        ignored += sorted({k.split(".")[0] for k in text})
+        if L == "clip_openai":  # the TorchScript archive's state_dict carries these three too
+            sd["input_resolution"] = torch.tensor(s.grid * s.patch)
+            sd["context_length"] = torch.tensor(TEXT_CTX)
+            sd["vocab_size"] = torch.tensor(TEXT_VOCAB)
+            ignored += ["input_resolution", "context_length", "vocab_size"]
+    elif L.startswith("clip_hf"):  # transformers CLIPVisionModel / ...WithProjection / CLIPModel
+        e = "vision_model.embeddings."
+        sd[e + "class_embedding"] = c["cls"]
+        sd[e + "patch_embedding.weight"] = c["patch_w"]
+        sd[e + "position_embedding.weight"] = c["pos"]
+        sd["vision_model.pre_layrnorm.weight"], sd["vision_model.pre_layrnorm.bias"] = c["ln_pre"]
+        _hf_clip_layers(s, c, sd, "vision_model.encoder.layers.")
+        sd["vision_model.post_layernorm.weight"], sd["vision_model.post_layernorm.bias"] = c["norm"]
+        if s.proj:
+            sd["visual_projection.weight"] = c["proj"].T.contiguous()
+        if L == "clip_hf_model":
+            # older CLIPModel checkpoints also carry the position_ids buffers (int64)
+            sd[e + "position_ids"] = torch.arange(N + 1)[None]
+            text = hf_text_tower(s.seed + 1000, 64)
+            text["text_model.embeddings.position_ids"] = torch.arange(TEXT_CTX)[None]
+            sd.update(text)
+            g = torch.Generator().manual_seed(s.seed + 2000)
+            sd["text_projection.weight"] = torch.randn(s.proj, 64, generator=g) / 8
+            sd["logit_scale"] = torch.tensor(math.log(1 / 0.07))
+            ignored += ["text_model.", "text_projection.", "logit_scale", e + "position_ids"]
+    elif L.startswith("siglip_hf"):  # transformers SiglipVisionModel / SiglipModel
+        e = "vision_model.embeddings."
+        sd[e + "patch_embedding.weight"], sd[e + "patch_embedding.bias"] = c["patch_w"], c["patch_b"]
+        sd[e + "position_embedding.weight"] = c["pos"]
+        _hf_clip_layers(s, c, sd, "vision_model.encoder.layers.")
+        sd["vision_model.post_layernorm.weight"], sd["vision_model.post_layernorm.bias"] = c["norm"]
+        h = "vision_model.head."
+        sd[h + "probe"] = c["probe"].reshape(1, 1, D)
+        sd[h + "attention.in_proj_weight"], sd[h + "attention.in_proj_bias"] = c["map_in_w"], c["map_in_b"]
+        sd[h + "attention.out_proj.weight"], sd[h + "attention.out_proj.bias"] = c["map_out_w"], c["map_out_b"]
+        sd[h + "layernorm.weight"], sd[h + "layernorm.bias"] = c["map_ln"]
+        sd[h + "mlp.fc1.weight"], sd[h + "mlp.fc1.bias"] = c["map_fc1"]
+        sd[h + "mlp.fc2.weight"], sd[h + "mlp.fc2.bias"] = c["map_fc2"]
+        if L == "siglip_hf_model":
+            sd.update(hf_text_tower(s.seed + 1000, D, siglip=True))
+            sd["logit_scale"] = torch.tensor([math.log(10.0)])
+            sd["logit_bias"] = torch.tensor([-10.0])
+            ignored += ["text_model.", "logit_scale", "logit_bias"]
+    elif L == "mae":  # facebookresearch/mae MaskedAutoencoderViT (encoder keys as timm's)
+        sd["cls_token"], sd["pos_embed"] = c["cls"].reshape(1, 1, D), c["pos"][None]
+        sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
+        _timm_blocks(s, c, sd)
+        sd["norm.weight"], sd["norm.bias"] = c["norm"]
+        Dd = 16
+        dec = _side_weights(s.seed + 1000, Dd)
+        g = torch.Generator().manual_seed(s.seed + 2000)
+        sd["mask_token"] = 0.02 * torch.randn(1, 1, Dd, generator=g)
+        sd["decoder_embed.weight"] = torch.randn(Dd, D, generator=g) / math.sqrt(D)
+        sd["decoder_embed.bias"] = 0.1 * torch.randn(Dd, generator=g)
+        sd["decoder_pos_embed"] = 0.5 * torch.randn(1, N + 1, Dd, generator=g)
+        _timm_blocks(Spec("side", "side", "side"), dec, sd, pre="decoder_blocks.")
+        sd["decoder_norm.weight"], sd["decoder_norm.bias"] = dec["norm"]
+        sd["decoder_pred.weight"] = torch.randn(s.patch * s.patch * s.C, Dd, generator=g) / 4
+        sd["decoder_pred.bias"] = 0.1 * torch.randn(s.patch * s.patch * s.C, generator=g)
+        ignored += ["mask_token", "decoder_"]
+    else:
+        raise ValueError(L)
+    return collections.OrderedDict((k, v.detach().clone().contiguous()) for k, v in sd.items()), ignored
+
+
+# =============================================================================== configs the repositories ship
+def _id2label(k):
+    return {str(i): LABELS[i] for i in range(k)}
+
+
+def _hf_common(extra):
+    d = {"torch_dtype": "float32", "transformers_version": "4.46.3"}
+    d.update(extra)
+    return dict(sorted(d.items()))
+
+
+def timm_config(s: Spec, architecture, tag, crop_pct, classifier="head"):
+    """timm/models/_hub.py save_config_for_hf: architecture, num_classes, num_features,
+    global_pool, model_args (the fixture's small shapes), pretrained_cfg."""
+    cfg = {"architecture": architecture, "num_classes": s.classes, "num_features": s.D, "global_pool": "token",
+           "model_args": {"img_size": s.grid * s.patch, "patch_size": s.patch, "embed_dim": s.D, "depth": s.depth,
+                          "num_heads": s.heads}}
+    if s.layer_scale:
+        cfg["model_args"]["init_values"] = 1e-5
+    if s.regs:
+        cfg["model_args"].update({"reg_tokens": s.regs, "no_embed_class": True})
+    if s.classes:
+        cfg["label_names"] = LABELS[:s.classes]
+    cfg["pretrained_cfg"] = {"tag": tag, "custom_load": False, "input_size": [3, s.grid * s.patch, s.grid * s.patch],
+                             "fixed_input_size": False, "interpolation": "bicubic", "crop_pct": crop_pct,
+                             "crop_mode": "center", "mean": IMAGENET_MEAN, "std": IMAGENET_STD,
+                             "num_classes": s.classes, "pool_size": None, "first_conv": "patch_embed.proj",
+                             "classifier": classifier}
+    return cfg
+
+
+def hf_vit_config(s: Spec, model_type, architectures, **extra):
+    d = {"architectures": architectures, "model_type": model_type, "hidden_size": s.D,
+         "num_hidden_layers": s.depth, "num_attention_heads": s.heads, "image_size": s.grid * s.patch,
+         "patch_size": s.patch, "num_channels": s.C, "layer_norm_eps": s.eps, "qkv_bias": True,
+         "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "initializer_range": 0.02}
+    d.update(extra)
+    return _hf_common(d)
+
+
+def hf_clip_vision_config(s: Spec, model_type="clip_vision_model"):
+    d = {"model_type": model_type, "hidden_size": s.D, "intermediate_size": s.mlp, "num_hidden_layers": s.depth,
+         "num_attention_heads": s.heads, "image_size": s.grid * s.patch, "patch_size": s.patch,
+         "num_channels": s.C, "layer_norm_eps": s.eps, "attention_dropout": 0.0, "dropout": 0.0,
+         "initializer_factor": 1.0, "initializer_range": 0.02}
+    if model_type.startswith("clip"):
+        d.update({"hidden_act": "quick_gelu", "projection_dim": s.proj or 64})
+    else:
+        d.update({"hidden_act": "gelu_pytorch_tanh"})
+    return dict(sorted(d.items()))
+
+
+def hf_text_config(model_type, Dt, E=None):
+    d = {"model_type": model_type, "hidden_size": Dt, "intermediate_size": 4 * Dt, "num_hidden_layers": 1,
+         "num_attention_heads": 1, "max_position_embeddings": TEXT_CTX, "vocab_size": TEXT_VOCAB,
+         "layer_norm_eps": 1e-5 if model_type.startswith("clip") else 1e-6,
+         "hidden_act": "quick_gelu" if model_type.startswith("clip") else "gelu_pytorch_tanh"}
+    if E:
+        d["projection_dim"] = E
+    return dict(sorted(d.items()))
+
+
+def preprocessor(kind, side):
+    """preprocessor_config.json as the processors write it (the fixture's native size)."""
+    if kind == "deit":  # DeiTImageProcessor: squash to 256 (here side / 0.875), centre crop 224
+        big = int(round(side / 0.875))
+        return {"crop_size": {"height": side, "width": side}, "do_center_crop": True, "do_normalize": True,
+                "do_rescale": True, "do_resize": True, "image_mean": IMAGENET_MEAN,
+                "image_processor_type": "DeiTImageProcessor", "image_std": IMAGENET_STD, "resample": 3,
+                "rescale_factor": 1 / 255, "size": {"height": big, "width": big}}
+    if kind == "bit":  # Dinov2's BitImageProcessor: shortest edge 256, centre crop 224
+        return {"crop_size": {"height": side, "width": side}, "do_center_crop": True, "do_convert_rgb": True,
+                "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": IMAGENET_MEAN,
+                "image_processor_type": "BitImageProcessor", "image_std": IMAGENET_STD, "resample": 3,
+                "rescale_factor": 1 / 255, "size": {"shortest_edge": int(round(side * 256 / 224))}}
+    if kind == "clip":  # CLIPImageProcessor: shortest edge 224, centre crop 224, OpenAI mean/std
+        return {"crop_size": {"height": side, "width": side}, "do_center_crop": True, "do_convert_rgb": True,
+                "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": OPENAI_MEAN,
+                "image_processor_type": "CLIPImageProcessor", "image_std": OPENAI_STD, "resample": 3,
+                "rescale_factor": 1 / 255, "size": {"shortest_edge": side}}
+    if kind == "siglip":  # SiglipImageProcessor: squash to height x width, mean = std = 0.5
+        return {"do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5],
+                "image_processor_type": "SiglipImageProcessor", "image_std": [0.5, 0.5, 0.5],
+                "processor_class": "SiglipProcessor", "resample": 3, "rescale_factor": 1 / 255,
+                "size": {"height": side, "width": side}}
+    raise ValueError(kind)
+
+
+def open_clip_config(s: Spec, quick_gelu):
+    """open_clip push_to_hf_hub.py save_config_for_hf: {"model_cfg": ..., "preprocess_cfg": ...}."""
+    model_cfg = {"embed_dim": s.proj,
+                 "vision_cfg": {"image_size": s.grid * s.patch, "layers": s.depth, "width": s.D,
+                                "patch_size": s.patch},
+                 "text_cfg": {"context_length": TEXT_CTX, "vocab_size": TEXT_VOCAB, "width": 64, "heads": 1,
+                              "layers": 1}}
+    if quick_gelu:
+        model_cfg["quick_gelu"] = True
+    return {"model_cfg": model_cfg,
+            "preprocess_cfg": {"mean": OPENAI_MEAN, "std": OPENAI_STD, "interpolation": "bicubic",
+                               "resize_mode": "shortest"}}
+
+
+def configs_of(s: Spec):
+    """{file name: JSON object} shipped beside the weights of this layout."""
+    side = s.grid * s.patch
+    L = s.layout
+    if L == "deit_timm":
+        return {"config.json": timm_config(s, "deit_tiny_distilled_patch16_224", "fb_in1k", 0.875,
+                                           classifier=["head", "head_dist"])}
+    if L == "deit_hf":
+        return {"config.json": hf_vit_config(s, "deit", ["DeiTForImageClassificationWithTeacher"],
+                                             hidden_act="gelu", intermediate_size=s.mlp, encoder_stride=s.patch,
+                                             id2label=_id2label(s.classes),
+                                             label2id={v: int(k) for k, v in _id2label(s.classes).items()}),
+                "preprocessor_config.json": preprocessor("deit", side)}
+    if L in ("dinov2_timm", "dinov2_timm_reg"):
+        arch = "vit_small_patch14_reg4_dinov2" if s.regs else "vit_small_patch14_dinov2"
+        return {"config.json": timm_config(s, arch, "lvd142m", 1.0)}
+    if L in ("dinov2_hf", "dinov2_swiglu_hf"):
+        return {"config.json": hf_vit_config(s, "dinov2", ["Dinov2Model"], hidden_act="gelu", mlp_ratio=4,
+                                             layerscale_value=1.0, use_swiglu_ffn=s.act == "swiglu",
+                                             drop_path_rate=0.0),
+                "preprocessor_config.json": preprocessor("bit", side)}
+    if L == "dinov2_reg_hf":
+        return {"config.json": hf_vit_config(s, "dinov2_with_registers", ["Dinov2WithRegistersModel"],
+                                             hidden_act="gelu", mlp_ratio=4, layerscale_value=1.0,
+                                             use_swiglu_ffn=False, drop_path_rate=0.0,
+                                             num_register_tokens=s.regs,
+                                             out_features=[f"stage{s.depth}"], out_indices=[s.depth],
+                                             stage_names=["stem"] + [f"stage{i + 1}" for i in range(s.depth)]),
+                "preprocessor_config.json": preprocessor("bit", side)}
+    if L == "open_clip_quickgelu":
+        return {"open_clip_config.json": open_clip_config(s, True)}
+    if L == "open_clip_gelu":
+        return {"open_clip_config.json": open_clip_config(s, False)}
+    if L == "clip_hf_vision":
+        d = hf_clip_vision_config(s)
+        d.update({"architectures": ["CLIPVisionModel"]})
+        return {"config.json": _hf_common(d), "preprocessor_config.json": preprocessor("clip", side)}
+    if L == "clip_hf_vision_proj":
+        d = hf_clip_vision_config(s)
+        d.update({"architectures": ["CLIPVisionModelWithProjection"]})
+        return {"config.json": _hf_common(d), "preprocessor_config.json": preprocessor("clip", side)}
+    if L == "clip_hf_model":
+        d = {"architectures": ["CLIPModel"], "model_type": "clip", "projection_dim": s.proj,
+             "logit_scale_init_value": 2.6592, "initializer_factor": 1.0,
+             "text_config": hf_text_config("clip_text_model", 64, s.proj),
+             "vision_config": hf_clip_vision_config(s)}
+        return {"config.json": _hf_common(d), "preprocessor_config.json": preprocessor("clip", side)}
+    if L == "siglip_hf_vision":
+        d = hf_clip_vision_config(s, "siglip_vision_model")
+        d.update({"architectures": ["SiglipVisionModel"]})
+        return {"config.json": _hf_common(d), "preprocessor_config.json": preprocessor("siglip", side)}
+    if L == "siglip_hf_model":
+        d = {"architectures": ["SiglipModel"], "model_type": "siglip", "initializer_factor": 1.0,
+             "text_config": hf_text_config("siglip_text_model", s.D),
+             "vision_config": hf_clip_vision_config(s, "siglip_vision_model")}
+        return {"config.json": _hf_common(d), "preprocessor_config.json": preprocessor("siglip", side)}
+    return {}
+
+
+# =============================================================================== replicas (independent paths)
+# Modules with the layouts' own parameter names, each doing its forward (and its
+# position-embedding interpolation) the way the named upstream module does. They are
+# loaded from the layout's state dict and their outputs compared with reference().
+
+class QuickGELU(nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(1.702 * x)
+
+
+def act_module(act):
+    return {"gelu": nn.GELU(), "quick_gelu": QuickGELU(), "gelu_tanh": nn.GELU(approximate="tanh")}[act]
+
+
+class _Gamma(nn.Module):  # dinov2 LayerScale / timm LayerScale: x * gamma
+    def __init__(self, D):
+        super().__init__()
+        self.gamma = nn.Parameter(torch.ones(D))
+
+    def forward(self, x):
+        return x * self.gamma
+
+
+class _TimmAttention(nn.Module):
+    def __init__(self, D, H):
+        super().__init__()
+        self.H = H
+        self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.H, C // self.H).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = (q @ k.transpose(-2, -1)) * (C // self.H) ** -0.5
+        return self.proj((attn.softmax(-1) @ v).transpose(1, 2).reshape(B, N, C))
+
+
+class _Mlp(nn.Module):
+    def __init__(self, D, M, act, names=("fc1", "fc2")):
+        super().__init__()
+        self.names = names
+        self.swiglu = act == "swiglu"
+        setattr(self, names[0], nn.Linear(D, 2 * M if self.swiglu else M))
+        setattr(self, names[1], nn.Linear(M, D))
+        self.act = None if self.swiglu else act_module(act)
+
+    def forward(self, x):
+        x = getattr(self, self.names[0])(x)
+        if self.swiglu:  # dinov2 SwiGLUFFN / timm SwiGLUPacked (gate_last=False)
+            x1, x2 = x.chunk(2, dim=-1)
+            x = F.silu(x1) * x2
+        else:
+            x = self.act(x)
+        return getattr(self, self.names[1])(x)
+
+
+class _TimmBlock(nn.Module):
+    def __init__(self, s, mlp_names=("fc1", "fc2")):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(s.D, eps=s.eps)
+        self.attn = _TimmAttention(s.D, s.heads)
+        self.ls1 = _Gamma(s.D) if s.layer_scale else nn.Identity()
+        self.norm2 = nn.LayerNorm(s.D, eps=s.eps)
+        self.mlp = _Mlp(s.D, s.mlp, s.act, mlp_names)
+        self.ls2 = _Gamma(s.D) if s.layer_scale else nn.Identity()
+
+    def forward(self, x):
+        x = x + self.ls1(self.attn(self.norm1(x)))
+        return x + self.ls2(self.mlp(self.norm2(x)))
+
+
+class _PatchEmbed(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.proj = nn.Conv2d(s.C, s.D, s.patch, s.patch)
+
+
+class TimmViT(nn.Module):
+    """timm VisionTransformer (dynamic_img_size=True) / VisionTransformerDistilled / MAE's
+    models_vit: _pos_embed (cls [dist|reg], no_embed_class), blocks, norm, forward_head."""
+
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+        D, N = s.D, s.grid * s.grid
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, D))
+        if s.dist:
+            self.dist_token = nn.Parameter(torch.zeros(1, 1, D))
+        if s.regs:
+            self.reg_token = nn.Parameter(torch.zeros(1, s.regs, D))
+        self.num_prefix_tokens = 1 + int(s.dist) + s.regs
+        self.pos_embed = nn.Parameter(torch.zeros(1, N if s.no_embed_class else N + 1 + int(s.dist), D))
+        self.patch_embed = _PatchEmbed(s)
+        self.blocks = nn.ModuleList([_TimmBlock(s) for _ in range(s.depth)])
+        self.norm = nn.LayerNorm(D, eps=s.eps)
+        if s.head in ("cls", "distilled"):
+            self.head = nn.Linear(D, s.classes)
+        if s.dist:
+            self.head_dist = nn.Linear(D, s.classes)
+
+    def forward(self, img):
+        s = self.s
+        x = self.patch_embed.proj(img)                 # B, D, gh, gw
+        B, C, H, W = x.shape
+        x = x.flatten(2).transpose(1, 2)
+        # resample_abs_pos_embed(pos_embed, (H, W), old_size=grid, num_prefix_tokens=0 if no_embed_class else n)
+        npt = 0 if s.no_embed_class else self.num_prefix_tokens
+        pos = self.pos_embed
+        if not (H * W + npt == pos.shape[1] and H == W):
+            prefix, grid = pos[:, :npt], pos[:, npt:]
+            grid = grid.reshape(1, s.grid, s.grid, -1).permute(0, 3, 1, 2)
+            grid = F.interpolate(grid, size=(H, W), mode="bicubic", antialias=True)
+            pos = torch.cat([prefix, grid.permute(0, 2, 3, 1).reshape(1, -1, C)], 1)
+        to_cat = [self.cls_token.expand(B, -1, -1)]
+        if s.dist:
+            to_cat.append(self.dist_token.expand(B, -1, -1))
+        if s.regs:
+            to_cat.append(self.reg_token.expand(B, -1, -1))
+        if s.no_embed_class:
+            x = torch.cat(to_cat + [x + pos], 1)
+        else:
+            x = torch.cat(to_cat + [x], 1) + pos
+        outs = []
+        for blk in self.blocks:
+            x = blk(x)
+            outs.append(x[0])
+        x = self.norm(x)
+        if s.head == "distilled":
+            out = (self.head(x[:, 0]) + self.head_dist(x[:, 1])) / 2
+        elif s.head == "cls":
+            out = self.head(x[:, 0])
+        else:
+            out = x[:, 0]
+        return out[0], outs
+
+
+class MaeEncoder(nn.Module):
+    """facebookresearch/mae models_vit.VisionTransformer.forward_features (global_pool=False)
+    with util/pos_embed.py interpolate_pos_embed applied to the table for another grid."""
+
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, s.D))
+        self.pos_embed = nn.Parameter(torch.zeros(1, s.grid * s.grid + 1, s.D))
+        self.patch_embed = _PatchEmbed(s)
+        self.blocks = nn.ModuleList([_TimmBlock(s) for _ in range(s.depth)])
+        self.norm = nn.LayerNorm(s.D, eps=s.eps)
+
+    def forward(self, img):
+        s = self.s
+        x = self.patch_embed.proj(img)
+        B, C, gh, gw = x.shape
+        x = x.flatten(2).transpose(1, 2)
+        pos = self.pos_embed
+        if (gh, gw) != (s.grid, s.grid):
+            extra, tok = pos[:, :1], pos[:, 1:]
+            tok = tok.reshape(-1, s.grid, s.grid, C).permute(0, 3, 1, 2)
+            tok = F.interpolate(tok, size=(gh, gw), mode="bicubic", align_corners=False)
+            pos = torch.cat((extra, tok.permute(0, 2, 3, 1).flatten(1, 2)), dim=1)
+        x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1) + pos
+        outs = []
+        for blk in self.blocks:
+            x = blk(x)
+            outs.append(x[0])
+        return self.norm(x)[:, 0][0], outs
+
+
+class DinoViT(nn.Module):
+    """facebookresearch/dino and dinov2 vision_transformer.py: prepare_tokens(_with_masks)
+    with interpolate_pos_encoding(x, w, h), registers after the position embedding."""
+
+    def __init__(self, s, v2):
+        super().__init__()
+        self.s, self.v2 = s, v2
+        D = s.D
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, D))
+        self.pos_embed = nn.Parameter(torch.zeros(1, s.grid * s.grid + 1, D))
+        if s.regs:
+            self.register_tokens = nn.Parameter(torch.zeros(1, s.regs, D))
+        if v2:
+            self.mask_token = nn.Parameter(torch.zeros(1, D))
+        # dinov2/hub/backbones.py: reg models interpolate_offset=0.0, interpolate_antialias=True
+        self.interpolate_offset = 0.0 if s.regs else 0.1
+        self.interpolate_antialias = bool(s.regs)
+        self.patch_embed = _PatchEmbed(s)
+        names = ("w12", "w3") if s.act == "swiglu" else ("fc1", "fc2")
+        self.blocks = nn.ModuleList([_TimmBlock(s, names) for _ in range(s.depth)])
+        self.norm = nn.LayerNorm(D, eps=s.eps)
+
+    def interpolate_pos_encoding(self, x, w, h):
+        npatch = x.shape[1] - 1
+        N = self.pos_embed.shape[1] - 1
+        if npatch == N and w == h:
+            return self.pos_embed
+        class_pos_embed, patch_pos_embed = self.pos_embed[:, 0], self.pos_embed[:, 1:]
+        dim = x.shape[-1]
+        w0, h0 = w // self.s.patch, h // self.s.patch
+        M = int(math.sqrt(N))
+        if self.interpolate_offset:
+            kw = {"scale_factor": (float(w0 + self.interpolate_offset) / M, float(h0 + self.interpolate_offset) / M)}
+        else:
+            kw = {"size": (w0, h0)}
+        patch_pos_embed = F.interpolate(patch_pos_embed.reshape(1, M, M, dim).permute(0, 3, 1, 2), mode="bicubic",
+                                        antialias=self.interpolate_antialias, **kw)
+        assert (w0, h0) == tuple(patch_pos_embed.shape[-2:])
+        patch_pos_embed = patch_pos_embed.permute(0, 2, 3, 1).reshape(1, -1, dim)
+        return torch.cat((class_pos_embed.unsqueeze(0), patch_pos_embed), dim=1)
+
+    def forward(self, img):
+        B, nc, w, h = img.shape
+        x = self.patch_embed.proj(img).flatten(2).transpose(1, 2)
+        x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+        x = x + self.interpolate_pos_encoding(x, w, h)
+        if self.s.regs:
+            x = torch.cat((x[:, :1], self.register_tokens.expand(B, -1, -1), x[:, 1:]), dim=1)
+        outs = []
+        for blk in self.blocks:
+            x = blk(x)
+            outs.append(x[0])
+        return self.norm(x)[:, 0][0], outs
+
+
+# ---- Hugging Face
+class _HFSelfAttention(nn.Module):
+    def __init__(self, D, H):
+        super().__init__()
+        self.H = H
+        self.query, self.key, self.value = nn.Linear(D, D), nn.Linear(D, D), nn.Linear(D, D)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        sh = lambda t: t.view(B, T, self.H, D // self.H).transpose(1, 2)
+        q, k, v = sh(self.query(x)), sh(self.key(x)), sh(self.value(x))
+        w = torch.matmul(q, k.transpose(-1, -2)) * (D // self.H) ** -0.5
+        return torch.matmul(w.softmax(-1), v).transpose(1, 2).reshape(B, T, D)
+
+
+class _HFAttention(nn.Module):
+    def __init__(self, D, H):
+        super().__init__()
+        self.attention = _HFSelfAttention(D, H)
+        self.output = nn.Module()
+        self.output.dense = nn.Linear(D, D)
+
+    def forward(self, x):
+        return self.output.dense(self.attention(x))
+
+
+class _HFDeiTLayer(nn.Module):  # ViTLayer: layernorm_before, attention, layernorm_after, intermediate, output
+    def __init__(self, s):
+        super().__init__()
+        self.attention = _HFAttention(s.D, s.heads)
+        self.intermediate, self.output = nn.Module(), nn.Module()
+        self.intermediate.dense, self.output.dense = nn.Linear(s.D, s.mlp), nn.Linear(s.mlp, s.D)
+        self.layernorm_before = nn.LayerNorm(s.D, eps=s.eps)
+        self.layernorm_after = nn.LayerNorm(s.D, eps=s.eps)
+
+    def forward(self, x):
+        x = self.attention(self.layernorm_before(x)) + x
+        return self.output.dense(F.gelu(self.intermediate.dense(self.layernorm_after(x)))) + x
+
+
+class _HFLambda(nn.Module):
+    def __init__(self, D):
+        super().__init__()
+        self.lambda1 = nn.Parameter(torch.ones(D))
+
+    def forward(self, x):
+        return x * self.lambda1
+
+
+class _HFDinov2Layer(nn.Module):  # Dinov2Layer
+    def __init__(self, s):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(s.D, eps=s.eps)
+        self.attention = _HFAttention(s.D, s.heads)
+        self.layer_scale1 = _HFLambda(s.D)
+        self.norm2 = nn.LayerNorm(s.D, eps=s.eps)
+        names = ("weights_in", "weights_out") if s.act == "swiglu" else ("fc1", "fc2")
+        self.mlp = _Mlp(s.D, s.mlp, s.act, names)
+        self.layer_scale2 = _HFLambda(s.D)
+
+    def forward(self, x):
+        x = self.layer_scale1(self.attention(self.norm1(x))) + x
+        return self.layer_scale2(self.mlp(self.norm2(x))) + x
+
+
+class _HFPatch(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.projection = nn.Conv2d(s.C, s.D, s.patch, s.patch)
+
+
+class HFEmbeddings(nn.Module):
+    """DeiTEmbeddings / Dinov2Embeddings / Dinov2WithRegistersEmbeddings."""
+
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+        D, N = s.D, s.grid * s.grid
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, D))
+        if s.dist:
+            self.distillation_token = nn.Parameter(torch.zeros(1, 1, D))
+        if s.family == "dinov2":
+            self.mask_token = nn.Parameter(torch.zeros(1, D))
+        if s.regs:
+            self.register_tokens = nn.Parameter(torch.zeros(1, s.regs, D))
+        self.position_embeddings = nn.Parameter(torch.zeros(1, N + 1 + int(s.dist), D))
+        self.patch_embeddings = _HFPatch(s)
+
+    def interpolate_pos_encoding(self, embeddings, height, width):
+        n_special = 2 if self.s.dist else 1
+        num_patches = embeddings.shape[1] - n_special
+        num_positions = self.position_embeddings.shape[1] - n_special
+        if num_patches == num_positions and height == width:
+            return self.position_embeddings
+        special, patch_pos_embed = self.position_embeddings[:, :n_special], self.position_embeddings[:, n_special:]
+        dim = embeddings.shape[-1]
+        new_height, new_width = height // self.s.patch, width // self.s.patch
+        sq = int(num_positions ** 0.5)
+        patch_pos_embed = patch_pos_embed.reshape(1, sq, sq, dim).permute(0, 3, 1, 2)
+        kw = {"antialias": True} if self.s.regs else {}
+        patch_pos_embed = F.interpolate(patch_pos_embed, size=(new_height, new_width), mode="bicubic",
+                                        align_corners=False, **kw)
+        patch_pos_embed = patch_pos_embed.permute(0, 2, 3, 1).reshape(1, -1, dim)
+        return torch.cat((special, patch_pos_embed), dim=1)
+
+    def forward(self, pixel_values):
+        B, _, height, width = pixel_values.shape
+        emb = self.patch_embeddings.projection(pixel_values).flatten(2).transpose(1, 2)
+        parts = [self.cls_token.expand(B, -1, -1)]
+        if self.s.dist:
+            parts.append(self.distillation_token.expand(B, -1, -1))
+        emb = torch.cat(parts + [emb], dim=1)
+        emb = emb + self.interpolate_pos_encoding(emb, height, width)
+        if self.s.regs:
+            emb = torch.cat((emb[:, :1], self.register_tokens.expand(B, -1, -1), emb[:, 1:]), dim=1)
+        return emb
+
+
+class HFViTLike(nn.Module):
+    """DeiTModel (inside DeiTForImageClassificationWithTeacher) / Dinov2Model / Dinov2WithRegistersModel."""
+
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+        self.embeddings = HFEmbeddings(s)
+        self.encoder = nn.Module()
+        layer = _HFDeiTLayer if s.family == "deit" else _HFDinov2Layer
+        self.encoder.layer = nn.ModuleList([layer(s) for _ in range(s.depth)])
+        self.layernorm = nn.LayerNorm(s.D, eps=s.eps)
+
+    def forward(self, img):
+        x = self.embeddings(img)
+        outs = []
+        for lyr in self.encoder.layer:
+            x = lyr(x)
+            outs.append(x[0])
+        return self.layernorm(x), outs
+
+
+class HFDeiTWithTeacher(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.deit = HFViTLike(s)
+        self.cls_classifier = nn.Linear(s.D, s.classes)
+        self.distillation_classifier = nn.Linear(s.D, s.classes)
+
+    def forward(self, img):
+        x, outs = self.deit(img)
+        return ((self.cls_classifier(x[:, 0]) + self.distillation_classifier(x[:, 1])) / 2)[0], outs
+
+
+class HFDinov2(HFViTLike):
+    def forward(self, img):
+        x, outs = super().forward(img)
+        return x[:, 0][0], outs
+
+
+class _HFClipAttention(nn.Module):
+    def __init__(self, D, H):
+        super().__init__()
+        self.H = H
+        self.k_proj, self.v_proj, self.q_proj, self.out_proj = [nn.Linear(D, D) for _ in range(4)]
+
+    def forward(self, x):
+        B, T, D = x.shape
+        sh = lambda t: t.view(B, T, -1, D // self.H).transpose(1, 2)
+        q, k, v = sh(self.q_proj(x)), sh(self.k_proj(x)), sh(self.v_proj(x))
+        w = torch.matmul(q, k.transpose(-1, -2)) * (D // self.H) ** -0.5
+        return self.out_proj(torch.matmul(w.softmax(-1), v).transpose(1, 2).reshape(B, T, D))
+
+
+class _HFClipMlp(nn.Module):
+    def __init__(self, D, M, act):
+        super().__init__()
+        self.fc1, self.fc2, self.act = nn.Linear(D, M), nn.Linear(M, D), act_module(act)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class _HFClipLayer(nn.Module):  # CLIPEncoderLayer / SiglipEncoderLayer
+    def __init__(self, s):
+        super().__init__()
+        self.self_attn = _HFClipAttention(s.D, s.heads)
+        self.layer_norm1 = nn.LayerNorm(s.D, eps=s.eps)
+        self.mlp = _HFClipMlp(s.D, s.mlp, s.act)
+        self.layer_norm2 = nn.LayerNorm(s.D, eps=s.eps)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.layer_norm1(x))
+        return x + self.mlp(self.layer_norm2(x))
+
+
+class _SiglipHead(nn.Module):
+    """SiglipMultiheadAttentionPoolingHead, with torch.nn.MultiheadAttention (an attention path
+    independent of the reference's)."""
+
+    def __init__(self, s):
+        super().__init__()
+        self.probe = nn.Parameter(torch.zeros(1, 1, s.D))
+        self.attention = nn.MultiheadAttention(s.D, s.heads, batch_first=True)
+        self.layernorm = nn.LayerNorm(s.D, eps=s.eps)
+        self.mlp = _HFClipMlp(s.D, s.mlp, s.act)
+
+    def forward(self, x):
+        h = self.attention(self.probe.repeat(x.shape[0], 1, 1), x, x)[0]
+        h = h + self.mlp(self.layernorm(h))
+        return h[:, 0]
+
+
+class HFVisionEmbeddings(nn.Module):
+    """CLIPVisionEmbeddings / SiglipVisionEmbeddings with interpolate_pos_encoding=True."""
+
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+        if s.cls:
+            self.class_embedding = nn.Parameter(torch.zeros(s.D))
+        self.patch_embedding = nn.Conv2d(s.C, s.D, s.patch, s.patch, bias=s.patch_bias)
+        self.position_embedding = nn.Embedding(s.grid * s.grid + int(s.cls), s.D)
+
+    def forward(self, pixel_values):
+        s = self.s
+        B, _, height, width = pixel_values.shape
+        emb = self.patch_embedding(pixel_values).flatten(2).transpose(1, 2)
+        if s.cls:
+            emb = torch.cat([self.class_embedding.expand(B, 1, -1), emb], dim=1)
+        pos = self.position_embedding.weight.unsqueeze(0)
+        n = int(s.cls)
+        if not (emb.shape[1] == pos.shape[1] and height == width):
+            special, grid = pos[:, :n], pos[:, n:]
+            sq = int((pos.shape[1] - n) ** 0.5)
+            grid = grid.reshape(1, sq, sq, s.D).permute(0, 3, 1, 2)
+            grid = F.interpolate(grid, size=(height // s.patch, width // s.patch), mode="bicubic",
+                                 align_corners=False)
+            pos = torch.cat((special, grid.permute(0, 2, 3, 1).reshape(1, -1, s.D)), dim=1)
+        return emb + pos
+
+
+class HFVisionTransformer(nn.Module):
+    """CLIPVisionTransformer (pre_layrnorm, post_layernorm on the cls row) / SiglipVisionTransformer
+    (post_layernorm on every token, attention-pooling head)."""
+
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+        self.embeddings = HFVisionEmbeddings(s)
+        if s.ln_pre:
+            self.pre_layrnorm = nn.LayerNorm(s.D, eps=s.eps)
+        self.encoder = nn.Module()
+        self.encoder.layers = nn.ModuleList([_HFClipLayer(s) for _ in range(s.depth)])
+        self.post_layernorm = nn.LayerNorm(s.D, eps=s.eps)
+        if s.head == "siglip_map":
+            self.head = _SiglipHead(s)
+
+    def forward(self, img):
+        x = self.embeddings(img)
+        if self.s.ln_pre:
+            x = self.pre_layrnorm(x)
+        outs = []
+        for lyr in self.encoder.layers:
+            x = lyr(x)
+            outs.append(x[0])
+        if self.s.head == "siglip_map":
+            return self.head(self.post_layernorm(x)), outs
+        return self.post_layernorm(x[:, 0, :]), outs
+
+
+class HFVisionModel(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.vision_model = HFVisionTransformer(s)
+        if s.proj:
+            self.visual_projection = nn.Linear(s.D, s.proj, bias=False)
+
+    def forward(self, img):
+        x, outs = self.vision_model(img)
+        if hasattr(self, "visual_projection"):
+            x = self.visual_projection(x)
+        return x[0], outs
+
+
+# ---- OpenAI CLIP / open_clip (also scripted: the TorchScript archive)
+class LayerNormFp32(nn.LayerNorm):
+    """openai/CLIP model.py LayerNorm: computes in float32 for fp16 inputs (in float64 for the
+    float64 self-checks)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        orig = x.dtype
+        y = x.type(torch.float32) if x.dtype == torch.float16 else x
+        w, b = self.weight, self.bias
+        return F.layer_norm(y, self.normalized_shape, w.type(y.dtype), b.type(y.dtype), self.eps).type(orig)
+
+
+class ResidualAttentionBlock(nn.Module):
+    def __init__(self, d_model: int, n_head: int, act: str, eps: float):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(d_model, n_head)
+        self.ln_1 = LayerNormFp32(d_model, eps=eps)
+        self.mlp = nn.Sequential(collections.OrderedDict([
+            ("c_fc", nn.Linear(d_model, d_model * 4)),
+            ("gelu", QuickGELU() if act == "quick_gelu" else nn.GELU()),
+            ("c_proj", nn.Linear(d_model * 4, d_model))]))
+        self.ln_2 = LayerNormFp32(d_model, eps=eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.ln_1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        return x + self.mlp(self.ln_2(x))
+
+
+class _Resblocks(nn.Module):
+    def __init__(self, width: int, layers: int, heads: int, act: str, eps: float):
+        super().__init__()
+        self.resblocks = nn.Sequential(*[ResidualAttentionBlock(width, heads, act, eps) for _ in range(layers)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.resblocks(x)
+
+
+class OpenAIVisual(nn.Module):
+    """openai/CLIP model.py VisionTransformer (open_clip's with ln_post over all tokens gives the
+    same cls row)."""
+
+    def __init__(self, s, n_patches: int):
+        super().__init__()
+        D = s.D
+        self.conv1 = nn.Conv2d(3, D, kernel_size=s.patch, stride=s.patch, bias=False)
+        self.class_embedding = nn.Parameter(torch.zeros(D))
+        self.positional_embedding = nn.Parameter(torch.zeros(n_patches + 1, D))
+        self.ln_pre = LayerNormFp32(D, eps=s.eps)
+        self.transformer = _Resblocks(D, s.depth, s.heads, s.act, s.eps)
+        self.ln_post = LayerNormFp32(D, eps=s.eps)
+        self.proj = nn.Parameter(torch.zeros(D, s.proj))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv1(x)
+        x = x.reshape(x.shape[0], x.shape[1], -1).permute(0, 2, 1)
+        cls = self.class_embedding.to(x.dtype) + torch.zeros(x.shape[0], 1, x.shape[-1], dtype=x.dtype)
+        x = torch.cat([cls, x], dim=1) + self.positional_embedding.to(x.dtype)
+        x = self.ln_pre(x)
+        x = self.transformer(x.permute(1, 0, 2)).permute(1, 0, 2)
+        return self.ln_post(x[:, 0, :]) @ self.proj
+
+
+class OpenAICLIP(nn.Module):
+    """The image half of openai/CLIP's CLIP module, plus its text parameters (unused here)
+    so that the archive holds the same keys as a released one."""
+
+    def __init__(self, s, n_patches: int, resolution: int, archive_buffers: bool = True):
+        super().__init__()
+        self.visual = OpenAIVisual(s, n_patches)
+        Dt = 64
+        self.transformer = _Resblocks(Dt, 1, 1, "quick_gelu", 1e-5)
+        self.token_embedding = nn.Embedding(TEXT_VOCAB, Dt)
+        self.positional_embedding = nn.Parameter(torch.zeros(TEXT_CTX, Dt))
+        self.ln_final = LayerNormFp32(Dt, eps=1e-5)
+        self.text_projection = nn.Parameter(torch.zeros(Dt, s.proj))
+        self.logit_scale = nn.Parameter(torch.ones([]))
+        if archive_buffers:  # in the released archives' state_dict (openai/CLIP build_model deletes them)
+            self.register_buffer("input_resolution", torch.tensor(resolution))
+            self.register_buffer("context_length", torch.tensor(TEXT_CTX))
+            self.register_buffer("vocab_size", torch.tensor(TEXT_VOCAB))
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return self.visual(image.type(self.visual.conv1.weight.dtype))
+
+
+def openai_block_outputs(model: OpenAIVisual, img):
+    """Runs OpenAIVisual and returns (embedding, [cls row after each block]) via hooks."""
+    outs = []
+    hooks = [b.register_forward_hook(lambda m, i, o: outs.append(o[:, 0])) for b in model.transformer.resblocks]
+    e = model(img)
+    for h in hooks:
+        h.remove()
+    return e[0], outs
+
+
+# =============================================================================== files
+def inputs():
+    """The model inputs every layout runs on (float32, as a loader would hand them over)."""
+    g = torch.Generator().manual_seed(2026)
+    return {"native": torch.randn(3, NATIVE, NATIVE, generator=g), "other": torch.randn(3, *OTHER, generator=g)}
+
+
+def stored_weights(s: Spec):
+    """The canonical weights as this layout's files hold them: OpenAI's archives are fp16."""
+    c = make_weights(s)
+    if s.layout == "clip_openai":
+        c = map_tensors(c, lambda t: t.half().float())
+    if s.no_embed_class:
+        # timm's _convert_dinov2: cls_token + pos_embed[:, 0], summed in float32 and stored so
+        c["cls"] = (c["cls"] + c["pos"][0]).float()
+    return c
+
+
+def _save_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=False)
+        f.write("\n")
+
+
+def write_files(s: Spec, c, sd, out):
+    """Writes the weights in the forms this layout's checkpoints come as; returns
+    [(file, what it is)]."""
+    files = []
+    st = lambda name, tensors, meta=None, what="": (
+        vitref.write_safetensors(os.path.join(out, name), tensors, meta), files.append((name, what)))
+    pt = lambda name, obj, what="": (torch.save(obj, os.path.join(out, name)), files.append((name, what)))
+    hf_meta = {"format": "pt"}
+    L = s.layout
+    if L == "deit_timm":
+        st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/...)")
+        pt("deit_checkpoint.pth", {"model": sd}, "facebookresearch/deit release: torch.save({'model': state_dict})")
+    elif L in ("deit_hf", "clip_hf_model"):
+        st("model.safetensors", sd, hf_meta, "Hugging Face")
+        pt("pytorch_model.bin", sd, "Hugging Face, torch.save(state_dict)")
+    elif L == "dino":
+        st("dino_backbone.safetensors", sd, None, "backbone state dict")
+        pt("dino_backbone.pth", sd, "facebookresearch/dino release: torch.save(backbone state_dict)")
+        g = torch.Generator().manual_seed(s.seed + 5)
+        head = collections.OrderedDict()  # DINOHead: mlp (3 layers), weight-normed last_layer
+        hid, bott, K = 48, 16, 64
+        head["mlp.0.weight"], head["mlp.0.bias"] = torch.randn(hid, s.D, generator=g) / 6, torch.zeros(hid)
+        head["mlp.2.weight"], head["mlp.2.bias"] = torch.randn(hid, hid, generator=g) / 7, torch.zeros(hid)
+        head["mlp.4.weight"], head["mlp.4.bias"] = torch.randn(bott, hid, generator=g) / 7, torch.zeros(bott)
+        head["last_layer.weight_g"] = torch.ones(K, 1)
+        head["last_layer.weight_v"] = torch.randn(K, bott, generator=g)
+        teacher = collections.OrderedDict([("backbone." + k, v) for k, v in sd.items()] +
+                                          [("head." + k, v) for k, v in head.items()])
+        student = collections.OrderedDict([("module." + k, v) for k, v in teacher.items()])
+        args = _argparse_for_pickle.Namespace(arch="vit_small", patch_size=s.patch, out_dim=K, epochs=100)
+        pt("dino_full_checkpoint.pth",
+           {"student": student, "teacher": teacher, "optimizer": {"state": {}, "param_groups": []}, "epoch": 100,
+            "args": args, "dino_loss": {"center": torch.zeros(1, K)}},
+           "facebookresearch/dino full checkpoint: 'teacher' (backbone.*, head.*), 'student' (module.backbone.*), "
+           "an argparse.Namespace under 'args'")
+        st("dino_teacher.safetensors", teacher, None, "the teacher's flat keys: backbone.* and head.*")
+        st("dino_student.safetensors", student, None, "the student's flat keys (DDP): module.backbone.*, module.head.*")
+    elif L in ("dinov2", "dinov2_reg", "dinov2_swiglu"):
+        pt(f"{L}_pretrain.pth", sd, "dinov2 torch.hub release: torch.save(state_dict)")
+        st("model.safetensors", sd, None, "the same state dict as safetensors")
+    elif L == "clip_openai":
+        half = collections.OrderedDict((k, v.half() if v.is_floating_point() else v) for k, v in sd.items())
+        st("clip_state_dict.safetensors", half, None, "the archive's state_dict, fp16")
+        m = OpenAICLIP(s, s.grid * s.grid, s.grid * s.patch)
+        m.load_state_dict(sd, strict=True)
+        m = m.half().eval()
+        torch.jit.save(torch.jit.script(m), os.path.join(out, "ViT-tiny.pt"))
+        files.append(("ViT-tiny.pt", "openai/CLIP release form: a TorchScript archive with fp16 weights"))
+    elif L.startswith("open_clip"):
+        st("open_clip_model.safetensors", sd, hf_meta, "open_clip (Hugging Face hub)")
+        pt("open_clip_pytorch_model.bin", sd, "open_clip (Hugging Face hub), torch.save(state_dict)")
+    elif L == "mae":
+        pt("mae_pretrain.pth", {"model": sd}, "facebookresearch/mae release: torch.save({'model': state_dict}), "
+                                              "with the decoder")
+        st("model.safetensors", sd, None, "the same state dict as safetensors")
+    else:
+        st("model.safetensors", sd, hf_meta, "")
+    return files
+
+
+# =============================================================================== self-checks
+class Checks:
+    def __init__(self):
+        self.failed = []
+
+    def close(self, label, a, b, tol):
+        a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
+        if a.shape != b.shape:
+            self.fail(f"{label}: shape {tuple(a.shape)} vs {tuple(b.shape)}")
+            return
+        scale = max(float(b.abs().max()), 1e-12)
+        err = float((a - b).abs().max()) / scale
+        ok = err <= tol
+        print(f"  {'ok' if ok else 'FAIL':4} {label}: relative error {err:.1e}")
+        if not ok:
+            self.failed.append(label)
+
+    def fail(self, msg):
+        print(f"  FAIL {msg}")
+        self.failed.append(msg)
+
+    def true(self, label, cond, detail=""):
+        print(f"  {'ok' if cond else 'FAIL':4} {label}{(': ' + detail) if detail and not cond else ''}")
+        if not cond:
+            self.failed.append(label)
+
+
+def load_checked(chk, label, model, sd, ignored):
+    """load_state_dict(strict=False), then: nothing missing, and every unexpected key one the
+    loader must skip (the layout's `ignored` prefixes)."""
+    r = model.load_state_dict(sd, strict=False)
+    bad_unexpected = [k for k in r.unexpected_keys if not any(k.startswith(p) for p in ignored)]
+    chk.true(f"{label}: keys match the module ({len(sd)} tensors)", not r.missing_keys and not bad_unexpected,
+             f"missing {r.missing_keys[:6]}, unexpected {bad_unexpected[:6]}")
+
+
+def replica_for(s: Spec, sd, ignored, chk, hw):
+    """(model, state dict) of the independent module for this layout at image size hw."""
+    L = s.layout
+    if L in ("deit_timm", "dinov2_timm", "dinov2_timm_reg"):
+        return TimmViT(s), sd
+    if L == "mae":
+        return MaeEncoder(s), sd
+    if L == "dino":
+        return DinoViT(s, v2=False), sd
+    if L in ("dinov2", "dinov2_reg", "dinov2_swiglu"):
+        return DinoViT(s, v2=True), sd
+    if L == "deit_hf":
+        return HFDeiTWithTeacher(s), sd
+    if L.startswith("dinov2") and L.endswith("hf"):
+        return HFDinov2(s), sd
+    if L.startswith("clip_hf") or L.startswith("siglip_hf"):
+        return HFVisionModel(s), sd
+    if L == "clip_openai" or L.startswith("open_clip"):
+        gh, gw = grid_of(s, hw)
+        sd = dict(sd)
+        if (gh, gw) != (s.grid, s.grid):
+            # open_clip model.py resize_pos_embed on the state dict, then a model of the new grid
+            old = sd["visual.positional_embedding"]
+            tok, img = old[:1], old[1:]
+            img = img.reshape(1, s.grid, s.grid, -1).permute(0, 3, 1, 2)
+            img = F.interpolate(img.double(), size=(gh, gw), mode="bicubic", antialias=True, align_corners=False)
+            sd["visual.positional_embedding"] = torch.cat([tok, img.permute(0, 2, 3, 1).reshape(gh * gw, -1)], 0)
+        return OpenAICLIP(s, gh * gw, hw[0], archive_buffers=L == "clip_openai"), sd
+    raise ValueError(L)
+
+
+def run_replica(s, model, img):
+    model = model.double().eval()
+    with torch.no_grad():
+        if isinstance(model, OpenAICLIP):
+            return openai_block_outputs(model.visual, img[None].double())
+        return model(img[None].double())
+
+
+def final_stage(rec):
+    return "logits" if "logits" in rec else "embedding"
+
+
+def check_layout(s, sd, ignored, refs, x, chk, replica_outputs):
+    for size, img in x.items():
+        rec = refs[size]
+        model, msd = replica_for(s, sd, ignored, chk, tuple(img.shape[1:]))
+        model = model.double()  # before loading: a resized table must not be rounded to float32
+        if size == "native":
+            load_checked(chk, f"{s.layout} module", model, msd, ignored)
+        else:
+            model.load_state_dict(msd, strict=False)
+        out, blocks = run_replica(s, model, img)
+        replica_outputs[(s.layout, size)] = out
+        last = final_stage(rec)
+        chk.close(f"{s.layout} {size}: module's {last} vs reference", out, rec[last], 1e-9)
+        for i, b in enumerate(blocks):
+            chk.close(f"{s.layout} {size}: module's block {i} output vs blocks.{i}.resid_post", b,
+                      rec[f"blocks.{i}.resid_post"], 1e-9)
+
+
+def check_torchvision(s, c, x, rec, chk):
+    """The vanilla-equivalent encoders (DINO, MAE: cls, pos, pre-norm blocks, GELU, eps 1e-6)
+    against torchvision's VisionTransformer at the native size."""
+    import torchvision
+    tv = torchvision.models.VisionTransformer(image_size=s.grid * s.patch, patch_size=s.patch, num_layers=s.depth,
+                                              num_heads=s.heads, hidden_dim=s.D, mlp_dim=s.mlp, num_classes=3)
+    sd = tv.state_dict()
+    sd["class_token"] = c["cls"].reshape(1, 1, -1)
+    sd["encoder.pos_embedding"] = c["pos"][None]
+    sd["conv_proj.weight"], sd["conv_proj.bias"] = c["patch_w"], c["patch_b"]
+    for i, b in enumerate(c["blocks"]):
+        p = f"encoder.layers.encoder_layer_{i}."
+        sd[p + "ln_1.weight"], sd[p + "ln_1.bias"] = b["ln1"]
+        sd[p + "ln_2.weight"], sd[p + "ln_2.bias"] = b["ln2"]
+        sd[p + "self_attention.in_proj_weight"], sd[p + "self_attention.in_proj_bias"] = b["qkv_w"], b["qkv_b"]
+        sd[p + "self_attention.out_proj.weight"], sd[p + "self_attention.out_proj.bias"] = b["proj_w"], b["proj_b"]
+        sd[p + "mlp.0.weight"], sd[p + "mlp.0.bias"] = b["fc1_w"], b["fc1_b"]
+        sd[p + "mlp.3.weight"], sd[p + "mlp.3.bias"] = b["fc2_w"], b["fc2_b"]
+    sd["encoder.ln.weight"], sd["encoder.ln.bias"] = c["norm"]
+    tv.load_state_dict(sd)
+    tv = tv.double().eval()
+    with torch.no_grad():
+        t = tv._process_input(x[None].double())
+        t = torch.cat([tv.class_token.expand(1, -1, -1), t], 1)
+        y = tv.encoder(t)
+    chk.close(f"{s.layout} native: torchvision VisionTransformer's encoder output vs ln_final.out", y[0],
+              rec["ln_final.out"], 1e-9)
+
+
+def check_torchscript(s, out, x, rec, chk):
+    m = torch.jit.load(os.path.join(out, "ViT-tiny.pt"))
+    sd = m.state_dict()
+    dtypes = {str(v.dtype) for k, v in sd.items() if v.is_floating_point()}
+    chk.true("clip_openai: the TorchScript archive holds fp16 weights only", dtypes == {"torch.float16"},
+             str(dtypes))
+    chk.true("clip_openai: the archive's keys are the state dict's", set(sd) == set(state_dict_of(s, stored_weights(s))[0]))
+    m = m.double()
+    with torch.no_grad():
+        e = m(x[None].double())
+    chk.close("clip_openai native: TorchScript archive's encode_image vs embedding", e[0], rec["embedding"], 1e-9)
+
+
+def check_same(chk, label, a, b, tol=1e-9):
+    chk.close(label, a, b, tol)
+
+
+def check_groups(replica_outputs, chk):
+    """Layouts of the same weights must give the same output where their rules agree."""
+    same = [("dinov2", "dinov2_timm", "native"), ("dinov2", "dinov2_hf", "native"),
+            ("dinov2_reg", "dinov2_reg_hf", "native"), ("dinov2_reg", "dinov2_reg_hf", "other"),
+            ("dinov2_swiglu", "dinov2_swiglu_hf", "native"),
+            ("open_clip_quickgelu", "clip_hf_vision_proj", "native"), ("clip_hf_vision_proj", "clip_hf_model", "native"),
+            ("clip_hf_vision_proj", "clip_hf_model", "other"), ("siglip_hf_vision", "siglip_hf_model", "native"),
+            ("siglip_hf_vision", "siglip_hf_model", "other")]
+    differ = [("dinov2", "dinov2_timm", "other"), ("dinov2", "dinov2_hf", "other"), ("dinov2_timm", "dinov2_hf", "other"),
+              ("open_clip_quickgelu", "clip_hf_vision_proj", "other")]
+    for a, b, size in same:
+        if (a, size) in replica_outputs and (b, size) in replica_outputs:
+            check_same(chk, f"{a} and {b} ({size}): same weights, same output", replica_outputs[(a, size)],
+                       replica_outputs[(b, size)])
+    # timm's cls_token holds cls + pos[0] rounded to float32: equal to that rounding
+    for size in ("native", "other"):
+        if ("dinov2_reg", size) in replica_outputs and ("dinov2_timm_reg", size) in replica_outputs:
+            check_same(chk, f"dinov2_reg and dinov2_timm_reg ({size}): same weights (cls position folded in "
+                            f"float32), same output", replica_outputs[("dinov2_reg", size)],
+                       replica_outputs[("dinov2_timm_reg", size)], 1e-6)
+    for a, b, size in differ:
+        if (a, size) in replica_outputs and (b, size) in replica_outputs:
+            d = float((replica_outputs[(a, size)] - replica_outputs[(b, size)]).abs().max())
+            chk.true(f"{a} and {b} ({size}): their interpolation rules differ, and so do their outputs "
+                     f"(max |diff| {d:.2e})", d > 1e-6)
+
+
+# =============================================================================== main
+def write_layout(s: Spec, root, check, chk, replica_outputs):
+    out = os.path.join(root, s.layout)
+    os.makedirs(out, exist_ok=True)
+    print(f"{s.layout}:")
+    c = stored_weights(s)
+    sd, ignored = state_dict_of(s, c)
+    files = write_files(s, c, sd, out)
+    for name, obj in configs_of(s).items():
+        _save_json(os.path.join(out, name), obj)
+    x = inputs()
+    refs = {}
+    for size, img in x.items():
+        np.save(os.path.join(out, f"input_{size}.npy"), img.numpy().astype(np.float32))
+        rec = reference(s, c, img)
+        refs[size] = rec
+        np.savez(os.path.join(out, f"ref_{size}.npz"), **{k: v.detach().numpy() for k, v in rec.items()})
+    if check:
+        check_layout(s, sd, ignored, refs, x, chk, replica_outputs)
+        if s.layout in ("dino", "mae"):
+            check_torchvision(s, c, x["native"], refs["native"], chk)
+        if s.layout == "clip_openai":
+            check_torchscript(s, out, x["native"], refs["native"], chk)
+        if s.layout == "dino":
+            # what dino's utils.load_pretrained_weights does with a full checkpoint: 'teacher',
+            # then "module." and "backbone." stripped
+            full = torch.load(os.path.join(out, "dino_full_checkpoint.pth"))
+            t = {k.replace("module.", "").replace("backbone.", ""): v for k, v in full["teacher"].items()}
+            m = DinoViT(s, v2=False)
+            load_checked(chk, "dino full checkpoint's teacher", m, t, ["head."])
+            e, _ = run_replica(s, m, x["native"])
+            chk.close("dino native: the full checkpoint's teacher gives the embedding", e, refs["native"]["embedding"],
+                      1e-9)
+    gh, gw = grid_of(s, OTHER)
+    return {
+        "family": s.family, "group": s.group,
+        "files": [{"file": f, "what": w} for f, w in files] + [{"file": n, "what": "config"} for n in configs_of(s)],
+        "shape": {k: v for k, v in asdict(s).items() if k not in ("layout", "family", "group", "files", "notes",
+                                                                  "seed", "pos_rule")},
+        "pos_rule": {"reference": s.pos_rule, "core": POS_RULES[s.pos_rule][1], "prefix_rows": s.prefix},
+        "ignored_keys": ignored,
+        "sizes": {"native": [NATIVE, NATIVE], "other": list(OTHER)},
+        "grids": {"native": [s.grid, s.grid], "other": [gh, gw]},
+        "refs": {"native": "ref_native.npz", "other": "ref_other.npz"},
+        "inputs": {"native": "input_native.npy", "other": "input_other.npy"},
+        "last_stage": final_stage(refs["native"]),
+        "stages": list(refs["other"].keys()),
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", required=True, metavar="DIR", help="where the fixtures and references go")
+    ap.add_argument("--only", default="", help="comma-separated layouts (default: all)")
+    ap.add_argument("--no-check", action="store_true", help="skip the self-checks")
+    a = ap.parse_args(argv)
+    only = [x for x in a.only.split(",") if x]
+    for o in only:
+        if o not in SPEC:
+            ap.error(f"unknown layout {o}; layouts: {', '.join(SPEC)}")
+    os.makedirs(a.write, exist_ok=True)
+    chk = Checks()
+    replica_outputs = {}
+    manifest = {"native": [NATIVE, NATIVE], "other": list(OTHER), "layouts": {}}
+    for s in SPECS:
+        if only and s.layout not in only:
+            continue
+        manifest["layouts"][s.layout] = write_layout(s, a.write, not a.no_check, chk, replica_outputs)
+    if not a.no_check:
+        print("across layouts:")
+        check_groups(replica_outputs, chk)
+    _save_json(os.path.join(a.write, "manifest.json"), manifest)
+    if chk.failed:
+        print(f"{len(chk.failed)} self-check(s) FAILED")
+        return 1
+    print(f"wrote {len(manifest['layouts'])} layouts to {a.write}" + ("" if a.no_check else "; every self-check passed"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
