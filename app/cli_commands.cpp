@@ -44,6 +44,7 @@ struct Commands::State {
     bool list = false;
     bool explain = false;  // info --explain
     bool stage_table_json = false;  // info --stage-table
+    std::string image_size;  // --image-size H[,W]
     bool grads = false;    // trace --grads
     int grad_class = -1;   // trace --class
     // trace / analyze: the two pitfall switches; analyze: images for the averaged attention distance
@@ -122,6 +123,21 @@ LoadedModel load(const Commands::State& s) {
     return lm;
 }
 
+// --image-size H or H,W as (H, W); (0, 0) when not given.
+std::pair<int, int> image_size_flag(const std::string& v) {
+    if (v.empty()) return {0, 0};
+    auto number = [&](const std::string& t) {
+        if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string::npos)
+            throw CLI::ValidationError("--image-size", "'" + v + "' is not H or H,W (pixels)");
+        return std::stoi(t);
+    };
+    const size_t comma = v.find(',');
+    const int h = number(v.substr(0, comma)), w = comma == std::string::npos ? h : number(v.substr(comma + 1));
+    if (h < 1 || w < 1 || h > kMaxImageSize || w > kMaxImageSize)
+        throw CLI::ValidationError("--image-size", "'" + v + "' is outside 1.." + std::to_string(kMaxImageSize));
+    return {h, w};
+}
+
 // The options in force from the command line (trace, analyze).
 Options options_from(const Commands::State& s) {
     Options opt;
@@ -129,10 +145,22 @@ Options options_from(const Commands::State& s) {
     opt.unbiased = s.unbiased;
     opt.bug_scale_after_softmax = s.bug_scale_after_softmax;
     opt.bug_reshape_patches = s.bug_reshape_patches;
+    std::tie(opt.image_h, opt.image_w) = image_size_flag(s.image_size);
     return opt;
 }
 
+// An --input .npy of another size than the model's native one runs at its own size.
+void input_size_into(Options& opt, const Tensor3& x, const Config& c) {
+    if (opt.image_h || opt.image_w) return;
+    if (int(x.shape(1)) != c.image_size || int(x.shape(2)) != c.image_size) {
+        opt.image_h = int(x.shape(1));
+        opt.image_w = int(x.shape(2));
+    }
+}
+
 void option_flags(CLI::App* c, Commands::State& s) {
+    c->add_option("--image-size", s.image_size, "run at this input size, H or H,W pixels (multiples of the patch "
+                                                "size); the position embeddings are resized by the family's rule");
     c->add_flag("--no-affine", s.no_affine, "LayerNorm without elementwise_affine (gamma, beta ignored)");
     c->add_flag("--unbiased", s.unbiased, "LayerNorm variance over N-1 instead of N");
     c->add_flag("--bug-scale-after-softmax", s.bug_scale_after_softmax,
@@ -149,10 +177,12 @@ Tensor3 model_input(const Commands::State& s, const Config& c, bool* fallback) {
         if (a.dimension() != 3) throw FileError(s.input + ": input must be (C, H, W), the file holds " + shape_str_of(a));
         return Tensor3(std::move(a));
     }
-    if (!s.image.empty()) return preprocess(load_image(s.image), c);
+    const Options opt = options_from(s);
+    const RunDims rd = run_dims(c, opt);
+    if (!s.image.empty()) return preprocess_at(load_image(s.image), c, rd.img_h, rd.img_w);
     if (!fallback) throw CLI::ValidationError("needs --image or --input");
     *fallback = true;
-    return xt::zeros<float>({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+    return xt::zeros<float>({size_t(c.channels), size_t(rd.img_h), size_t(rd.img_w)});
 }
 
 // vitscope-cli analyze: the numbers behind the teaching views (issue 10, "For scripts").
@@ -175,7 +205,8 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             const Config& c = w.cfg;
             bool zero_input = false;
             const Tensor3 x = model_input(s, c, &zero_input);
-            const Options opt = options_from(s);
+            Options opt = options_from(s);
+            input_size_into(opt, x, c);
             const Trace t = vit::run(w, x, opt);
             const EmbedFilters ef = embed_filters(w);
             const Tensor2 pos = pos_similarity(w), dist = attn_distance(t), lens = logit_lens(w, t);
@@ -230,15 +261,9 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             if (s.image.empty() && s.input.empty()) throw CLI::ValidationError("trace needs --image or --input");
             LoadedModel lm = load(s);
             const Config& c = lm.weights.cfg;
-            Tensor3 x;
-            if (s.input.empty()) x = preprocess(load_image(s.image), c);
-            else {
-                Array a = read_npy(s.input);
-                if (a.dimension() != 3)
-                    throw FileError(s.input + ": input must be (C, H, W), the file holds " + shape_str_of(a));
-                x = Tensor3(std::move(a));
-            }
-            const Options opt = options_from(s);
+            const Tensor3 x = model_input(s, c, nullptr);
+            Options opt = options_from(s);
+            input_size_into(opt, x, c);
             RunRequest req;
             req.grads = s.grads;
             req.grad_class = s.grad_class;
@@ -250,13 +275,20 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 if (const Array* g = t.grad_at(i)) items.push_back(array_ref(t.name(i) + ".grad", *g));
             write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
             if (opt.has_bug()) std::printf("options: %s\n", opt.describe().c_str());
-            const Array& p = t.get(StageId{StageKind::Probs});
-            const size_t best = size_t(std::max_element(p.begin(), p.end()) - p.begin());
             std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
+            if (opt.image_h) std::printf("input: %dx%d\n", opt.image_h, opt.image_w);
             std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, s.out.c_str());
             if (t.has_grads())
                 std::printf("gradients: d logit[%d] / d stage for every stage that has one (<stage>.grad)\n",
                             t.grad_class());
+            if (!c.has_logits()) {
+                const Array& e = t.get(StageId{StageKind::Embedding});
+                std::printf("output: embedding of %zu dims (no classification head), norm %.4f\n", e.size(),
+                            double(std::sqrt(xt::sum(e * e)())));
+                return 0;
+            }
+            const Array& p = t.get(StageId{StageKind::Probs});
+            const size_t best = size_t(std::max_element(p.begin(), p.end()) - p.begin());
             std::printf("prediction: class %zu%s%s (p=%.4f)\n", best, c.class_names.empty() ? "" : " ",
                         c.class_names.empty() ? "" : c.class_names[best].c_str(), p(best));
             return 0;

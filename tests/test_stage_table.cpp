@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/model/forward.h"
@@ -137,4 +138,54 @@ TEST(StageTable, PosEmbedIsWhatEmbedAdds) {
     const StageInfo& info = t.info(StageId{StageKind::PosEmbed});
     EXPECT_EQ(info.box.id, "embed");
     EXPECT_EQ(t.info(StageId{StageKind::Embed}).from.back(), info.id);
+}
+
+// Every family's preset builds a table that checks out and runs (one block, random weights):
+// the stages the table lists are the ones the forward pass records, in its order.
+TEST(Families, EveryPresetRunsThroughItsTable) {
+    for (const std::string n : {"deit-ti16-distilled", "dino-s16", "dinov2-s14", "dinov2-s14-reg", "clip-b32",
+                                "siglip-b16", "mae-b16"}) {
+        SCOPED_TRACE(n);
+        Config c = preset(n);
+        c.depth = 1;
+        const auto table = StageTable::get(c);
+        for (auto& p : check_table(*table)) ADD_FAILURE() << p;
+        const Weights w = init_weights(c, 3);
+        Tensor3 x = Tensor3::from_shape({3, size_t(c.image_size), size_t(c.image_size)});
+        for (size_t i = 0; i < x.size(); ++i) x.flat(i) = float((i * 37) % 101) / 50.f - 1.f;
+        const Trace t = run(w, x);
+        EXPECT_EQ(t.size(), table->size());
+        const Array& last = t.at(t.size() - 1);
+        for (float v : last) ASSERT_TRUE(std::isfinite(v));
+        EXPECT_EQ(t.info(t.size() - 1).id.kind, c.has_logits() ? StageKind::Probs : StageKind::Embedding);
+    }
+}
+
+TEST(Families, RunSizesAreCheckedAndResizeThePositions) {
+    Config c = preset("dinov2-s14");
+    c.depth = 1;
+    Options o;
+    o.image_h = 100;  // not a multiple of 14
+    o.image_w = 98;
+    EXPECT_THROW(run_dims(c, o), std::invalid_argument);
+    o.image_h = 98;
+    o.image_w = 140;
+    const RunDims r = run_dims(c, o);
+    EXPECT_EQ(r.gh, 7);
+    EXPECT_EQ(r.gw, 10);
+    EXPECT_TRUE(r.resized);  // the stored table is 37 x 37
+    const auto t = StageTable::get(c, o);
+    ASSERT_TRUE(t->has({StageKind::PosEmbedLearned}));
+    EXPECT_EQ(t->info({StageKind::PosEmbedLearned}).shape, (Shape{1 + 37 * 37, 384}));
+    EXPECT_EQ(t->info({StageKind::PosEmbed}).shape, (Shape{1 + 70, 384}));
+    // the pooling switch is for ViT classifiers: refused on CLIP, named
+    Config clip = preset("clip-b32");
+    Options mean;
+    mean.pooling = Pooling::Mean;
+    try {
+        run_dims(clip, mean);
+        ADD_FAILURE() << "no error";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("pooling mean does not apply"), std::string::npos) << e.what();
+    }
 }

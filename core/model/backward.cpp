@@ -164,12 +164,33 @@ float Batch::cross_entropy(const Array& logits, const int* labels, Tensor2& dlog
     return float(loss / double(B));
 }
 
+std::string backward_unsupported(const Config& c, const Options& o) {
+    std::vector<std::string> parts;
+    if (!c.cls_token) parts.push_back("no cls token");
+    if (c.dist_token) parts.push_back("a distillation token");
+    if (c.registers) parts.push_back("register tokens");
+    if (c.layer_scale) parts.push_back("layer scale");
+    if (c.ln_pre) parts.push_back("ln_pre");
+    if (c.act != Act::Gelu) parts.push_back(act_label(c.act));
+    if (c.head != Head::Classifier) parts.push_back("no single Linear classifier");
+    if (c.pos_no_cls) parts.push_back("positions without a cls row");
+    const Pooling p = o.pooling_for(c);
+    if (p != Pooling::Cls && p != Pooling::Mean) parts.push_back(std::string("pooling ") + pooling_name(p));
+    if (parts.empty()) return "";
+    std::string s = "the backward pass is written for the vanilla ViT; this model (" + std::string(family_label(c.family)) +
+                    ") has ";
+    for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
+    return s;
+}
+
 void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace* rec) {
     const Config& c = w.cfg;
     State& st = *s_;
+    if (const std::string why = backward_unsupported(c, st.opt); !why.empty()) throw std::invalid_argument(why);
     const Trace& A = *st.src;
-    const size_t B = st.B, C = c.channels, S = c.image_size, P = c.patch, G = c.grid(), N = c.patches(),
-                 T = c.tokens(), D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, K = c.classes,
+    const RunDims rd = run_dims(c, st.opt);
+    const size_t B = st.B, C = c.channels, Hi = rd.img_h, Wi = rd.img_w, P = c.patch, gh = rd.gh, gw = rd.gw,
+                 N = rd.N, T = rd.T, D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, K = c.classes,
                  CPP = c.patch_dim(), R = B * T;
     const Options& opt = st.opt;
     const Pooling pool = opt.pooling_for(c);
@@ -328,7 +349,7 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace
     put(SK::Embed, -1, st.dx.data());
     put(SK::Tokens, -1, st.dx.data());
     put(SK::PosEmbed, -1, st.dx.data());  // embed = tokens + pos_embed: the same gradient reaches both
-    g.pos += xt::sum(dx3, {0});
+    if (!rd.resized) g.pos += xt::sum(dx3, {0});  // resized: the stored table's gradient would need the resize's adjoint
     g.cls += xt::sum(xt::view(dx3, xt::all(), 0, xt::all()), {0});
     Tensor3 dpe = xt::view(dx3, xt::all(), xt::range(1, T), xt::all());
     put(SK::PatchEmbed, -1, dpe.data());
@@ -338,11 +359,11 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace
     if (rec) {
         put(SK::Patches, -1, dpatch.data());
         // input.grad: the patches' gradient put back where each pixel came from
-        Tensor3 dimg = Tensor3::from_shape({C, S, S});
+        Tensor3 dimg = Tensor3::from_shape({C, Hi, Wi});
         if (opt.bug_reshape_patches) std::copy(dpatch.begin(), dpatch.end(), dimg.begin());
         else
-            xt::noalias(as(dimg.data(), std::array<size_t, 5>{C, G, P, G, P})) =
-                xt::transpose(as(dpatch.data(), std::array<size_t, 5>{G, G, C, P, P}), {2, 0, 3, 1, 4});
+            xt::noalias(as(dimg.data(), std::array<size_t, 5>{C, gh, P, gw, P})) =
+                xt::transpose(as(dpatch.data(), std::array<size_t, 5>{gh, gw, C, P, P}), {2, 0, 3, 1, 4});
         put(SK::Input, -1, dimg.data());
     }
 }

@@ -9,6 +9,10 @@
 
 namespace vit {
 
+// Why the backward pass cannot run for this model and options ("" when it can): it is written for
+// the vanilla ViT (cls token, GELU, a Linear classifier on cls or mean pooling), at any input size.
+std::string backward_unsupported(const Config& c, const Options& o);
+
 class Batch {
 public:
     Batch();

@@ -66,6 +66,12 @@ RunDims run_dims(const Config& c, const Options& o) {
     if (r.img_h < c.patch || r.img_w < c.patch || r.img_h > kMaxImageSize || r.img_w > kMaxImageSize)
         throw std::invalid_argument("input size " + size + " is outside " + std::to_string(c.patch) + ".." +
                                     std::to_string(kMaxImageSize) + " per side");
+    if (o.pooling && *o.pooling != c.pooling &&
+        !((c.pooling == Pooling::Cls || c.pooling == Pooling::Mean) && c.cls_token &&
+          (*o.pooling == Pooling::Cls || *o.pooling == Pooling::Mean) && c.head != Head::Projection))
+        throw std::invalid_argument(std::string("pooling ") + pooling_name(*o.pooling) + " does not apply to this model (" +
+                                    family_label(c.family) + ", pooling " + pooling_name(c.pooling) +
+                                    "): the pooling switch is for ViT classifiers with a cls token, between cls and mean");
     r.gh = r.img_h / c.patch;
     r.gw = r.img_w / c.patch;
     r.N = r.gh * r.gw;
@@ -368,6 +374,46 @@ void trunc_normal(T& t, float std, std::mt19937_64& rng) {
     }
 }
 }  // namespace
+
+Weights shaped_weights(const Config& c) {
+    const size_t D = c.width, M = c.mlp, Mi = c.mlp_in(), K = c.classes, CPP = c.patch_dim(), R = c.registers;
+    Weights w;
+    w.cfg = c;
+    auto ln = [&](LayerNormW& l) { l.g = Tensor1::from_shape({D}); l.b = Tensor1::from_shape({D}); };
+    auto linear = [&](Tensor2& W, Tensor1& b, size_t out, size_t in) {
+        W = Tensor2::from_shape({out, in});
+        b = Tensor1::from_shape({out});
+    };
+    linear(w.patch_w, w.patch_b, D, CPP);
+    if (c.cls_token) w.cls = Tensor1::from_shape({D});
+    if (c.dist_token) w.dist = Tensor1::from_shape({D});
+    if (R) w.reg = Tensor2::from_shape({R, D});
+    w.pos = Tensor2::from_shape({size_t(c.pos_rows()), D});
+    if (c.ln_pre) ln(w.ln_pre);
+    w.blocks.resize(size_t(c.depth));
+    for (auto& b : w.blocks) {
+        ln(b.ln1);
+        ln(b.ln2);
+        linear(b.qkv_w, b.qkv_b, 3 * D, D);
+        linear(b.proj_w, b.proj_b, D, D);
+        linear(b.fc1_w, b.fc1_b, Mi, D);
+        linear(b.fc2_w, b.fc2_b, D, M);
+        if (c.layer_scale) { b.ls1 = Tensor1::from_shape({D}); b.ls2 = Tensor1::from_shape({D}); }
+    }
+    ln(w.ln_f);
+    if (c.has_logits()) linear(w.head_w, w.head_b, K, D);
+    if (c.head == Head::Distilled) linear(w.head_dist_w, w.head_dist_b, K, D);
+    if (c.head == Head::Projection) w.proj = Tensor2::from_shape({D, size_t(c.embed_dim)});
+    if (c.pooling == Pooling::Map) {
+        w.map.probe = Tensor1::from_shape({D});
+        linear(w.map.in_w, w.map.in_b, 3 * D, D);
+        linear(w.map.out_w, w.map.out_b, D, D);
+        ln(w.map.ln);
+        linear(w.map.fc1_w, w.map.fc1_b, M, D);
+        linear(w.map.fc2_w, w.map.fc2_b, D, M);
+    }
+    return w;
+}
 
 Weights init_weights(const Config& c, uint64_t seed) {
     c.validate();

@@ -277,5 +277,7 @@ int64_t param_count(const Config& c);
 Weights init_weights(const Config& c, uint64_t seed);
 // Zero-filled weights of the same shapes (for gradients and Adam moments).
 Weights zeros_like(const Weights& w);
+// Every parameter the config has, allocated with its shape and not initialised (loaders fill them).
+Weights shaped_weights(const Config& c);
 
 }  // namespace vit

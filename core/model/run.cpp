@@ -10,13 +10,14 @@ namespace vit {
 
 namespace {
 // The image as a batch of one (the same values seen as (1, C, S, S)).
-Tensor4 batch_of_one(const Weights& w, const Tensor3& input) {
+Tensor4 batch_of_one(const Weights& w, const Tensor3& input) {  // the size is checked by forward_batch
     const Config& c = w.cfg;
-    const size_t C = c.channels, S = c.image_size;
-    if (input.shape(0) != C || input.shape(1) != S || input.shape(2) != S)
+    const size_t C = c.channels, Hi = input.shape(1), Wi = input.shape(2);
+    if (input.shape(0) != C)
         throw std::invalid_argument("input has shape " + shape_str_of(input) + " but model '" + c.name + "' takes " +
-                                    shape_str({C, S, S}));
-    Tensor4 x = Tensor4::from_shape({1, C, S, S});
+                                    shape_str({C, size_t(c.image_size), size_t(c.image_size)}) +
+                                    " (or another size that is a multiple of " + std::to_string(c.patch) + ")");
+    Tensor4 x = Tensor4::from_shape({1, C, Hi, Wi});
     std::copy(input.begin(), input.end(), x.begin());
     return x;
 }

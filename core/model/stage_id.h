@@ -13,13 +13,17 @@ namespace vit {
 // stages.cpp (its name, shape, texts, gradient, map box, cell math) and its
 // computation in forward.cpp (and backward.cpp if it has a gradient).
 #define VIT_STAGE_KINDS(X)                                                                      \
-    X(Input) X(Patches) X(PatchEmbed) X(Tokens) X(PosEmbed) X(Embed)                            \
+    X(Input) X(Patches) X(PatchEmbed) X(Tokens) X(PosEmbedLearned) X(PosEmbed) X(Embed)         \
+    X(WithRegisters) X(LnPreMean) X(LnPreStd) X(LnPreNormalized) X(LnPreOut)                    \
     X(Ln1Mean) X(Ln1Std) X(Ln1Normalized) X(Ln1Out)                                             \
-    X(AttnQ) X(AttnK) X(AttnV) X(AttnScores) X(AttnPattern) X(AttnZ) X(AttnOut) X(ResidMid)     \
+    X(AttnQ) X(AttnK) X(AttnV) X(AttnScores) X(AttnPattern) X(AttnZ) X(AttnOut) X(Ls1) X(ResidMid) \
     X(Ln2Mean) X(Ln2Std) X(Ln2Normalized) X(Ln2Out)                                             \
-    X(MlpPre) X(MlpPost) X(MlpOut) X(ResidPost)                                                 \
+    X(MlpPre) X(MlpPost) X(MlpOut) X(Ls2) X(ResidPost)                                          \
     X(LnFinalMean) X(LnFinalStd) X(LnFinalNormalized) X(LnFinalOut)                             \
-    X(Pooled) X(Logits) X(Probs)
+    X(Pooled) X(PooledDist) X(LogitsCls) X(LogitsDist) X(Logits) X(Probs)                       \
+    X(HeadProbe) X(HeadAttnQ) X(HeadAttnK) X(HeadAttnV) X(HeadAttnScores) X(HeadAttnPattern)    \
+    X(HeadAttnZ) X(HeadAttnOut) X(HeadLnMean) X(HeadLnStd) X(HeadLnNormalized) X(HeadLnOut)     \
+    X(HeadMlpPre) X(HeadMlpPost) X(HeadMlpOut) X(HeadResidPost) X(Embedding)
 
 enum class StageKind : uint8_t {
 #define VIT_STAGE_ENUM(k) k,
@@ -45,7 +49,7 @@ struct StageIdHash {
 };
 
 // The LayerNorms of the model and the four stages each records.
-enum class LnSite : uint8_t { None, Ln1, Ln2, Final };
+enum class LnSite : uint8_t { None, Ln1, Ln2, Final, Pre, Head };
 enum class LnPart : uint8_t { Mean, Std, Normalized, Out };
 LnSite ln_site(StageKind k);
 LnPart ln_part(StageKind k);           // only for kinds with a site

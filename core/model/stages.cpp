@@ -22,40 +22,61 @@ const char* py(bool b) { return b ? "True" : "False"; }
 
 }  // namespace
 
-// The sizes and options every description reads.
+// The sizes, options and family parts every description reads.
 struct StageContext {
     const Config& c;
     const Options& o;
-    size_t C, S, P, G, N, T, D, H, d, M, K, CPP;
+    RunDims r;
+    size_t C, P, G0, N, T, T0, D, H, d, M, Mi, K, CPP, R, E;
     int L;
     Pooling pool;
-    StageContext(const Config& cfg, const Options& opt) : c(cfg), o(opt) {
-        C = c.channels; S = c.image_size; P = c.patch; G = c.grid(); N = c.patches(); T = c.tokens();
-        D = c.width; H = c.heads; d = c.head_dim(); M = c.mlp; K = c.classes; CPP = c.patch_dim();
+    StageContext(const Config& cfg, const Options& opt) : c(cfg), o(opt), r(run_dims(cfg, opt)) {
+        C = c.channels; P = c.patch; G0 = c.stored_grid(); N = r.N; T = r.T; R = c.registers;
+        T0 = T - R;  // tokens before the registers are inserted
+        D = c.width; H = c.heads; d = c.head_dim(); M = c.mlp; Mi = c.mlp_in(); K = c.classes;
+        CPP = c.patch_dim(); E = c.out_dim();
         L = c.depth;
         pool = o.pooling_for(c);
     }
-    StageId last_stream() const {  // the residual stream after the last block
-        return L ? StageId{StageKind::ResidPost, L - 1} : StageId{StageKind::Embed, -1};
+    std::string grid() const { return std::to_string(r.gh) + "x" + std::to_string(r.gw); }
+    std::string size() const { return std::to_string(r.img_h) + "x" + std::to_string(r.img_w); }
+    // The residual stream entering block 0 (after the registers and ln_pre, when the model has them).
+    StageId stream0() const {
+        if (c.ln_pre) return {StageKind::LnPreOut, -1};
+        if (R) return {StageKind::WithRegisters, -1};
+        return {StageKind::Embed, -1};
     }
+    StageId last_stream() const { return L ? StageId{StageKind::ResidPost, L - 1} : stream0(); }
+    // "cls, dist, reg0..reg3, patches": the token order, for texts.
+    std::string order() const {
+        std::string s;
+        if (c.cls_token) s += "cls, ";
+        if (R) s += "reg0.." + std::string("reg") + std::to_string(R - 1) + ", ";
+        if (c.dist_token) s += "dist, ";
+        return s + std::to_string(N) + " patches";
+    }
+    // The module names a family's own code uses, for the hooks and PyTorch lines.
+    bool clip() const { return c.family == ModelFamily::Clip; }
 };
 
 namespace {
 using Ctx = StageContext;
-
 using K = StageKind;
 const std::vector<std::string> kTD{"tokens", "embedding dims"};
 
 // ---------------------------------------------------------------- embedding
 
 void d_input(const Ctx& x, StageInfo& s) {
-    s.shape = {x.C, x.S, x.S};
+    s.shape = {x.C, size_t(x.r.img_h), size_t(x.r.img_w)};
     s.axes = {"channels", "rows", "columns"};
     s.title = "Input image";
     s.what = "The image as the model sees it: resized, cropped, and normalized per channel with the model's "
-             "mean and std, shape (" + str(x.C) + ", " + str(x.S) + ", " + str(x.S) + ").";
+             "mean and std, shape (" + str(x.C) + ", " + str(size_t(x.r.img_h)) + ", " + str(size_t(x.r.img_w)) + ").";
+    if (x.r.img_h != x.c.image_size || x.r.img_w != x.c.image_size)
+        s.what += " The model's own input is " + std::to_string(x.c.image_size) + "x" + std::to_string(x.c.image_size) +
+                  "; this run uses " + x.size() + ".";
     s.torch = "x = (img - mean[:, None, None]) / std[:, None, None]";
-    s.box.sub = std::string(x.C == 1 ? "gray " : x.C == 3 ? "RGB " : "") + str(x.S) + "x" + str(x.S);
+    s.box.sub = std::string(x.C == 1 ? "gray " : x.C == 3 ? "RGB " : "") + x.size();
 }
 
 void d_patches(const Ctx& x, StageInfo& s) {
@@ -73,7 +94,7 @@ void d_patches(const Ctx& x, StageInfo& s) {
         s.box.sub = "BUG: plain reshape";
     } else {
         s.title = "Patches";
-        s.what = "The image cut into " + sN + " patches of " + sP + "x" + sP + " (a " + str(x.G) + "x" + str(x.G) +
+        s.what = "The image cut into " + sN + " patches of " + sP + "x" + sP + " (a " + x.grid() +
                  " grid, row-major), each flattened channel-major to " + sCPP +
                  " numbers, the layout of the Conv2d weight.";
         s.torch = "x.unfold(1, " + sP + ", " + sP + ").unfold(2, " + sP + ", " + sP +
@@ -88,46 +109,104 @@ void d_patch_embed(const Ctx& x, StageInfo& s) {
     s.from = {{K::Patches, -1}};
     s.title = "Patch embedding";
     s.what = "Each patch mapped linearly to a " + str(x.D) +
-             "-dim token: the same as a Conv2d with kernel = stride = " + str(x.P) + ".";
+             "-dim token: the same as a Conv2d with kernel = stride = " + str(x.P) +
+             (x.c.patch_bias ? "." : ", without a bias (as in CLIP).");
     s.torch = "nn.Conv2d(" + str(x.C) + ", " + str(x.D) + ", " + str(x.P) + ", stride=" + str(x.P) +
-              ")(x).flatten(2).transpose(1, 2)";
+              (x.c.patch_bias ? "" : ", bias=False") + ")(x).flatten(2).transpose(1, 2)";
     s.box.sub = "linear to " + str(x.D);
 }
 
 void d_tokens(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T, x.D};
+    s.shape = {x.T0, x.D};
     s.axes = kTD;
     s.from = {{K::PatchEmbed, -1}};
-    s.title = "cls token prepended";
-    s.what = "A learned cls token is put in front of the " + str(x.N) + " patch tokens: " + str(x.T) + " tokens." +
-             (x.pool == Pooling::Cls ? " Its final state is what the classifier reads."
-                                     : " (This model pools the mean of the patch tokens, so the classifier does "
-                                       "not read it.)");
-    s.torch = "torch.cat([cls_token, x], dim=1)";
+    const bool cls = x.c.cls_token, dist = x.c.dist_token;
+    if (!cls) {
+        s.title = "Tokens (no cls token)";
+        s.what = "This model has no cls token: its " + str(x.N) + " tokens are the patch embeddings themselves. "
+                 "What the head reads comes from all of them (" +
+                 std::string(x.pool == Pooling::Map ? "an attention-pooling head" : "their mean") + ").";
+        s.torch = "x  # no cls token";
+        s.box.sub = "no cls";
+        return;
+    }
+    s.title = dist ? "cls and distillation tokens prepended" : "cls token prepended";
+    s.what = std::string(dist ? "A learned cls token and a learned distillation token are" : "A learned cls token is") +
+             " put in front of the " + str(x.N) + " patch tokens: " + str(x.T0) + " tokens.";
+    if (dist)
+        s.what += " The head reads both: the cls token's final state through `head`, the distillation token's "
+                  "through `head_dist`, and averages their logits.";
+    else if (x.pool == Pooling::Cls || x.pool == Pooling::ClsThenNorm)
+        s.what += x.c.has_logits() ? " Its final state is what the classifier reads."
+                                   : " Its final state is the model's output (the image embedding).";
+    else
+        s.what += " (This model pools the mean of the patch tokens, so the head does not read it.)";
+    if (x.R) s.what += " The " + str(x.R) + " register tokens are inserted after the position embeddings are added.";
+    s.torch = dist ? "torch.cat([cls_token, dist_token, x], dim=1)" : "torch.cat([cls_token, x], dim=1)";
     s.box.sub = "learned";
+}
+
+std::string pos_layout(const Ctx& x) {
+    return std::to_string(x.c.pos_rows()) + " rows: " +
+           (x.c.pos_prefix() ? std::string(x.c.dist_token ? "cls and dist positions, then " : "the cls position, then ")
+                             : std::string()) +
+           "a " + str(x.G0) + "x" + str(x.G0) + " grid";
+}
+
+void d_pos_embed_learned(const Ctx& x, StageInfo& s) {
+    s.shape = {size_t(x.c.pos_rows()), x.D};
+    s.axes = {"positions", "embedding dims"};
+    s.title = "Position embeddings as learned";
+    s.what = "The position embeddings as the checkpoint stores them (" + pos_layout(x) + "). This run's patch grid is " +
+             x.grid() + ", so the grid is resized: see pos_embed.";
+    s.torch = "model.pos_embed[0]  # (" + str(size_t(x.c.pos_rows())) + ", " + str(x.D) + ")";
+    s.box.sub = "resized";
 }
 
 void d_pos_embed(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T, x.D};
+    s.shape = {x.T0, x.D};
     s.axes = kTD;
+    if (x.r.resized) s.from = {{K::PosEmbedLearned, -1}};
     s.title = "Position embeddings";
-    s.what = "The learned position embeddings: one " + str(x.D) + "-dim vector per token position (row 0 for the "
-             "cls token, then the " + str(x.N) + " patches of the " + str(x.G) + "x" + str(x.G) +
-             " grid, row-major). The next stage adds them to the tokens; without them the model could not tell "
-             "where a patch came from.";
-    s.torch = "model.pos_embed[0]  # (" + str(x.T) + ", " + str(x.D) + ")";
-    s.box.sub = "learned";
+    std::string rows = x.c.cls_token ? (x.c.dist_token ? "rows 0 and 1 for the cls and dist tokens" : "row 0 for the cls token")
+                                     : "no cls token";
+    s.what = "The position embeddings added to the tokens: one " + str(x.D) + "-dim vector per token (" + rows +
+             ", then the " + str(x.N) + " patches of the " + x.grid() + " grid, row-major).";
+    if (x.c.pos_no_cls && x.c.cls_token)
+        s.what += " This model stores positions for the patches only: the cls token's is folded into cls_token, "
+                  "so its row here is 0.";
+    if (x.r.resized)
+        s.what += " The learned " + str(x.G0) + "x" + str(x.G0) + " grid was resized to " + x.grid() + " by " +
+                  pos_rule_label(x.c.pos_rule) + ".";
+    s.what += " Without them the model could not tell where a patch came from.";
+    s.torch = x.r.resized ? "interpolate_pos_encoding(model.pos_embed, " + std::to_string(x.r.gh) + ", " +
+                                std::to_string(x.r.gw) + ")  # " + pos_rule_label(x.c.pos_rule)
+                          : "model.pos_embed[0]  # (" + str(x.T0) + ", " + str(x.D) + ")";
+    s.box.sub = x.r.resized ? "resized" : "learned";
 }
 
 void d_embed(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T, x.D};
+    s.shape = {x.T0, x.D};
     s.axes = kTD;
     s.from = {{K::Tokens, -1}, {K::PosEmbed, -1}};
     s.title = "Position embedding added";
-    s.what = "A learned vector per position is added, so attention can tell where a patch came from. This is "
-             "the residual stream entering block 0.";
+    s.what = "A learned vector per position is added, so attention can tell where a patch came from.";
+    if (x.stream0() == s.id) s.what += " This is the residual stream entering block 0.";
     s.torch = "x = x + pos_embed";
-    s.box.sub = "learned";
+    s.box.sub = x.r.resized ? "resized" : "learned";
+}
+
+void d_with_registers(const Ctx& x, StageInfo& s) {
+    s.shape = {x.T, x.D};
+    s.axes = kTD;
+    s.from = {{K::Embed, -1}};
+    s.title = "Register tokens inserted";
+    s.what = str(x.R) + " learned register tokens are inserted after the cls token, after the position embeddings "
+             "were added (registers get no position): the sequence is now " + x.order() + ", " + str(x.T) +
+             " tokens. They give the model scratch space, so patch tokens are not used for it.";
+    if (x.stream0() == s.id) s.what += " This is the residual stream entering block 0.";
+    s.torch = "x = torch.cat([x[:, :1], register_tokens.expand(B, -1, -1), x[:, 1:]], dim=1)";
+    s.box.sub = str(x.R) + " registers";
 }
 
 // ---------------------------------------------------------------- LayerNorm (every site, every part)
@@ -142,8 +221,13 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
     std::string src_desc, mod;
     size_t rows = x.T;
     switch (site) {
+        case LnSite::Pre:
+            src = x.R ? StageId{K::WithRegisters, -1} : StageId{K::Embed, -1};
+            src_desc = "the tokens, before the first block (CLIP's ln_pre)";
+            mod = "model.ln_pre";
+            break;
         case LnSite::Ln1:
-            src = l ? StageId{K::ResidPost, l - 1} : StageId{K::Embed, -1};
+            src = l ? StageId{K::ResidPost, l - 1} : x.stream0();
             src_desc = "the residual stream entering block " + L;
             mod = "blocks[" + L + "].norm1";
             break;
@@ -152,15 +236,21 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
             src_desc = "the residual stream after attention in block " + L;
             mod = "blocks[" + L + "].norm2";
             break;
+        case LnSite::Head:
+            src = {K::HeadAttnOut, -1};
+            src_desc = "the attention-pooled vector";
+            mod = "model.head.layernorm";
+            rows = 1;
+            break;
         default:
-            if (x.pool == Pooling::Cls) {
+            if (x.pool == Pooling::Cls || x.pool == Pooling::Map) {
                 src = x.last_stream();
                 src_desc = "the last residual stream";
-                mod = "model.norm";
+                mod = x.clip() ? "model.ln_post" : "model.norm";
             } else {
                 src = {K::Pooled, -1};
-                src_desc = "the pooled vector";
-                mod = "model.fc_norm";
+                src_desc = x.pool == Pooling::Mean ? "the pooled vector" : "the cls token's row";
+                mod = x.clip() ? "model.ln_post" : "model.fc_norm";
                 rows = 1;
             }
     }
@@ -168,6 +258,7 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
     s.ln = site;
     s.box.sub = x.o.affine ? "affine" : "no affine";
     if (x.o.unbiased) s.box.sub += ", N-1";
+    if (site == LnSite::Head) s.box.sub = "probe, " + str(x.H) + " heads";  // inside the pooling head's box
     const std::string eps = num(x.c.eps), ddof = x.o.unbiased ? "D-1 = " + str(x.D - 1) : "D = " + D;
     const std::string intro = "LayerNorm over the " + D + " dims of each token of " + src_desc + ". ";
     switch (part) {
@@ -275,8 +366,8 @@ void d_pattern(const Ctx& x, StageInfo& s) {
         s.torch = "attn = scores.softmax(dim=-1) / " + scale + "  # BUG: scaling after the softmax";
     } else {
         s.title = "Attention pattern";
-        s.what = "Softmax over the keys: each row sums to 1 and says where that query token looks. Row 0 "
-                 "is the cls token.";
+        s.what = "Softmax over the keys: each row sums to 1 and says where that query token looks. " +
+                 std::string(x.c.cls_token ? "Row 0 is the cls token." : "Row i is patch i (this model has no cls token).");
         s.torch = "attn = scores.softmax(dim=-1)";
     }
     attn_sub(x, s);
@@ -303,28 +394,44 @@ void d_attn_out(const Ctx& x, StageInfo& s) {
     attn_sub(x, s);
 }
 
+void d_layer_scale(const Ctx& x, StageInfo& s) {
+    const bool first = s.id.kind == K::Ls1;
+    const std::string L = std::to_string(s.id.layer), which = first ? "ls1" : "ls2";
+    s.shape = {x.T, x.D};
+    s.axes = kTD;
+    s.from = {{first ? K::AttnOut : K::MlpOut, s.id.layer}};
+    s.title = std::string("Layer scale (") + (first ? "attention" : "MLP") + ")";
+    s.what = std::string("The ") + (first ? "attention" : "MLP") + " output scaled per dimension by the learned " +
+             which + ".gamma (" + str(x.D) + " values) before it is added to the residual stream: DINOv2's LayerScale.";
+    s.torch = "x = blocks[" + L + "]." + which + "(" + (first ? "attn_out" : "mlp_out") + ")  # * " + which + ".gamma";
+    s.box.sub = "x gamma";
+}
+
 void d_resid_mid(const Ctx& x, StageInfo& s) {
     const int l = s.id.layer;
     s.shape = {x.T, x.D};
     s.axes = kTD;
-    s.from = {l ? StageId{K::ResidPost, l - 1} : StageId{K::Embed, -1}, {K::AttnOut, l}};
+    s.from = {l ? StageId{K::ResidPost, l - 1} : x.stream0(), {x.c.layer_scale ? K::Ls1 : K::AttnOut, l}};
     s.title = "Residual after attention";
-    s.what = "The attention output added to the block's input (the skip connection).";
-    s.torch = "x = x + attn_out";
+    s.what = std::string("The attention output") + (x.c.layer_scale ? ", layer-scaled," : "") +
+             " added to the block's input (the skip connection).";
+    s.torch = x.c.layer_scale ? "x = x + ls1(attn_out)" : "x = x + attn_out";
     s.box.sub = "residual";
 }
 
 // ---------------------------------------------------------------- MLP
 
-void mlp_sub(const Ctx& x, StageInfo& s) { s.box.sub = "GELU, " + str(x.M) + " hidden"; }
+void mlp_sub(const Ctx& x, StageInfo& s) { s.box.sub = std::string(act_label(x.c.act)) + ", " + str(x.M) + " hidden"; }
 
 void d_mlp_pre(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T, x.M};
+    s.shape = {x.T, x.Mi};
     s.axes = {"tokens", "hidden units"};
     s.from = {{K::Ln2Out, s.id.layer}};
-    s.title = "MLP hidden (before GELU)";
-    s.what = "The MLP's first Linear: " + str(x.D) + " -> " + str(x.M) + " dims per token.";
-    s.torch = "h = blocks[" + std::to_string(s.id.layer) + "].mlp.fc1(x)";
+    s.title = std::string("MLP hidden (before ") + act_label(x.c.act) + ")";
+    s.what = "The MLP's first Linear: " + str(x.D) + " -> " + str(x.Mi) + " dims per token" +
+             (x.c.act == Act::SwiGlu ? ": two halves of " + str(x.M) + ", x1 and x2, for SwiGLU." : ".");
+    s.torch = x.c.act == Act::SwiGlu ? "h = blocks[" + std::to_string(s.id.layer) + "].mlp.w12(x)"
+                                     : "h = blocks[" + std::to_string(s.id.layer) + "].mlp.fc1(x)";
     mlp_sub(x, s);
 }
 
@@ -332,10 +439,30 @@ void d_mlp_post(const Ctx& x, StageInfo& s) {
     s.shape = {x.T, x.M};
     s.axes = {"tokens", "hidden units"};
     s.from = {{K::MlpPre, s.id.layer}};
-    s.title = "MLP hidden (after GELU)";
-    s.what = "GELU, the exact form x * Phi(x) with the normal CDF (erf), applied to every value: the MLP's "
-             "nonlinearity. Large negative inputs go to about 0, positive ones pass almost unchanged.";
-    s.torch = "h = F.gelu(h)  # 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))";
+    s.title = std::string("MLP hidden (after ") + act_label(x.c.act) + ")";
+    switch (x.c.act) {
+        case Act::Gelu:
+            s.what = "GELU, the exact form x * Phi(x) with the normal CDF (erf), applied to every value: the MLP's "
+                     "nonlinearity. Large negative inputs go to about 0, positive ones pass almost unchanged.";
+            s.torch = "h = F.gelu(h)  # 0.5 * h * (1 + torch.erf(h / math.sqrt(2)))";
+            break;
+        case Act::QuickGelu:
+            s.what = "QuickGELU, x * sigmoid(1.702 x), applied to every value: OpenAI CLIP's cheaper approximation "
+                     "of GELU (it is not in the weights: the model was trained with it).";
+            s.torch = "h = h * torch.sigmoid(1.702 * h)  # QuickGELU";
+            break;
+        case Act::GeluTanh:
+            s.what = "GELU in its tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), applied to "
+                     "every value (SigLIP's gelu_pytorch_tanh).";
+            s.torch = "h = F.gelu(h, approximate='tanh')";
+            break;
+        case Act::SwiGlu:
+            s.what = "SwiGLU: the first half x1 through SiLU (x * sigmoid(x)) gates the second half x2, "
+                     "silu(x1) * x2: " + str(x.Mi) + " -> " + str(x.M) + " dims per token.";
+            s.torch = "x1, x2 = h.chunk(2, dim=-1); h = F.silu(x1) * x2";
+            s.cell = CellRule::None;  // two inputs per cell: not written out
+            break;
+    }
     mlp_sub(x, s);
 }
 
@@ -345,7 +472,8 @@ void d_mlp_out(const Ctx& x, StageInfo& s) {
     s.from = {{K::MlpPost, s.id.layer}};
     s.title = "MLP output";
     s.what = "The MLP's second Linear: back to " + str(x.D) + " dims.";
-    s.torch = "blocks[" + std::to_string(s.id.layer) + "].mlp.fc2(h)";
+    s.torch = x.c.act == Act::SwiGlu ? "blocks[" + std::to_string(s.id.layer) + "].mlp.w3(h)"
+                                     : "blocks[" + std::to_string(s.id.layer) + "].mlp.fc2(h)";
     mlp_sub(x, s);
 }
 
@@ -353,11 +481,11 @@ void d_resid_post(const Ctx& x, StageInfo& s) {
     const int l = s.id.layer;
     s.shape = {x.T, x.D};
     s.axes = kTD;
-    s.from = {{K::ResidMid, l}, {K::MlpOut, l}};
+    s.from = {{K::ResidMid, l}, {x.c.layer_scale ? K::Ls2 : K::MlpOut, l}};
     s.title = "Residual after the MLP";
     s.what = l + 1 < x.L ? "The block's output: the residual stream entering block " + std::to_string(l + 1) + "."
                          : "The last block's output, which goes to the final LayerNorm.";
-    s.torch = "x = x + mlp_out";
+    s.torch = x.c.layer_scale ? "x = x + ls2(mlp_out)" : "x = x + mlp_out";
     s.box.sub = "residual";
 }
 
@@ -366,30 +494,91 @@ void d_resid_post(const Ctx& x, StageInfo& s) {
 void d_pooled(const Ctx& x, StageInfo& s) {
     s.shape = {x.D};
     s.axes = {"embedding dims"};
-    if (x.pool == Pooling::Cls) {
-        s.from = {{K::LnFinalOut, -1}};
-        s.title = "Pooled (cls token)";
-        s.what = "The cls token's row of the final LayerNorm: the summary of the image that the head reads.";
-        s.torch = "pooled = x[:, 0]";
-        s.box.sub = "cls token";
-    } else {
-        s.from = {x.last_stream()};
-        s.title = "Pooled (mean of patch tokens)";
-        s.what = "The mean of the " + str(x.N) + " patch tokens (the cls token is left out); the final LayerNorm "
-                 "(timm's fc_norm) follows.";
-        s.torch = "pooled = x[:, 1:].mean(dim=1)";
-        s.box.sub = "mean of patches";
+    switch (x.pool) {
+        case Pooling::Cls:
+            s.from = {{K::LnFinalOut, -1}};
+            s.title = "Pooled (cls token)";
+            s.what = std::string("The cls token's row of the final LayerNorm: the summary of the image that the ") +
+                     (x.c.head == Head::Projection ? "projection" : "head") + " reads.";
+            s.torch = "pooled = x[:, 0]";
+            s.box.sub = "cls token";
+            break;
+        case Pooling::Mean:
+            s.from = {x.last_stream()};
+            s.title = "Pooled (mean of patch tokens)";
+            s.what = "The mean of the " + str(x.N) + " patch tokens (" +
+                     (x.r.prefix ? "the " + std::string(x.r.prefix > 1 ? "prefix tokens are" : "cls token is") + " left out"
+                                 : std::string("all the tokens")) +
+                     "); the final LayerNorm (timm's fc_norm) follows.";
+            s.torch = x.r.prefix ? "pooled = x[:, " + std::to_string(x.r.prefix) + ":].mean(dim=1)" : "pooled = x.mean(dim=1)";
+            s.box.sub = "mean of patches";
+            break;
+        case Pooling::ClsThenNorm:
+            s.from = {x.last_stream()};
+            s.title = "Pooled (cls token)";
+            s.what = "The cls token's row of the last residual stream; the final LayerNorm (ln_post) is applied to "
+                     "this row alone, as CLIP does.";
+            s.torch = "pooled = x[:, 0]";
+            s.box.sub = "cls token";
+            break;
+        case Pooling::Map:
+            break;  // SigLIP: the head's stages pool
     }
+}
+
+void d_pooled_dist(const Ctx& x, StageInfo& s) {
+    s.shape = {x.D};
+    s.axes = {"embedding dims"};
+    s.from = {{K::LnFinalOut, -1}};
+    s.title = "Pooled (distillation token)";
+    s.what = "The distillation token's row of the final LayerNorm: what head_dist reads.";
+    s.torch = "pooled_dist = x[:, 1]";
+    s.box.sub = "cls token";  // one box with pooled
+}
+
+// The vector a classifier head reads: the pooled row, or the final norm of the pooled row.
+StageId head_input(const Ctx& x) {
+    return x.pool == Pooling::Cls ? StageId{K::Pooled, -1} : StageId{K::LnFinalOut, -1};
+}
+
+void logits_sub(const Ctx& x, StageInfo& s) { s.box.sub = str(x.K) + " classes"; }
+
+void d_logits_cls(const Ctx& x, StageInfo& s) {
+    s.shape = {x.K};
+    s.axes = {"classes"};
+    s.from = {{K::Pooled, -1}};
+    s.title = "Logits of the cls head";
+    s.what = "The class scores the cls token's head gives (" + str(x.K) + " classes).";
+    s.torch = "logits_cls = model.head(pooled)";
+    logits_sub(x, s);
+}
+
+void d_logits_dist(const Ctx& x, StageInfo& s) {
+    s.shape = {x.K};
+    s.axes = {"classes"};
+    s.from = {{K::PooledDist, -1}};
+    s.title = "Logits of the distillation head";
+    s.what = "The class scores the distillation token's head gives: trained to match a CNN teacher's predictions.";
+    s.torch = "logits_dist = model.head_dist(pooled_dist)";
+    logits_sub(x, s);
 }
 
 void d_logits(const Ctx& x, StageInfo& s) {
     s.shape = {x.K};
     s.axes = {"classes"};
-    s.from = {x.pool == Pooling::Cls ? StageId{K::Pooled, -1} : StageId{K::LnFinalOut, -1}};
-    s.title = "Logits";
-    s.what = "One score per class (" + str(x.K) + "): a Linear layer on the pooled vector.";
-    s.torch = "logits = model.head(pooled)";
-    s.box.sub = str(x.K) + " classes";
+    if (x.c.head == Head::Distilled) {
+        s.from = {{K::LogitsCls, -1}, {K::LogitsDist, -1}};
+        s.title = "Logits (both heads averaged)";
+        s.what = "DeiT's prediction at inference: the mean of the cls head's and the distillation head's logits.";
+        s.torch = "logits = (logits_cls + logits_dist) / 2";
+        s.cell = CellRule::None;
+    } else {
+        s.from = {head_input(x)};
+        s.title = "Logits";
+        s.what = "One score per class (" + str(x.K) + "): a Linear layer on the pooled vector.";
+        s.torch = "logits = model.head(pooled)";
+    }
+    logits_sub(x, s);
 }
 
 void d_probs(const Ctx& x, StageInfo& s) {
@@ -402,16 +591,157 @@ void d_probs(const Ctx& x, StageInfo& s) {
     s.signed_values = false;
 }
 
+// SigLIP's attention-pooling head: a learned probe attends over every token.
+void map_sub(const Ctx& x, StageInfo& s) { s.box.sub = "probe, " + str(x.H) + " heads"; }  // as head.ln's
+
+void d_head_probe(const Ctx& x, StageInfo& s) {
+    s.shape = {1, x.D};
+    s.axes = {"probe", "embedding dims"};
+    s.title = "Attention-pooling probe";
+    s.what = "The learned probe: one query vector that attends over all " + str(x.T) +
+             " tokens to pool them (SigLIP has no cls token; this probe takes its place).";
+    s.torch = "probe = model.head.probe  # (1, 1, " + str(x.D) + ")";
+    map_sub(x, s);
+}
+
+void d_head_attn(const Ctx& x, StageInfo& s) {
+    const std::string sd = str(x.d);
+    map_sub(x, s);
+    switch (s.id.kind) {
+        case K::HeadAttnQ:
+            s.shape = {x.H, 1, x.d};
+            s.axes = {"heads", "probe", "head dims"};
+            s.from = {{K::HeadProbe, -1}};
+            s.title = "Probe queries";
+            s.what = "The probe's query for each of the " + str(x.H) + " heads: rows 0.." + str(x.D - 1) +
+                     " of the head's in_proj.";
+            s.torch = "q = F.linear(probe, in_proj_weight[:D], in_proj_bias[:D]).reshape(1, H, d).transpose(0, 1)";
+            return;
+        case K::HeadAttnK: case K::HeadAttnV: {
+            const bool k = s.id.kind == K::HeadAttnK;
+            s.shape = {x.H, x.T, x.d};
+            s.axes = {"heads", "tokens", "head dims"};
+            s.from = {{K::LnFinalOut, -1}};
+            s.title = k ? "Keys of the tokens (pooling head)" : "Values of the tokens (pooling head)";
+            s.what = std::string(k ? "Keys" : "Values") + " of every token for the pooling attention: rows " +
+                     str((k ? 1 : 2) * x.D) + ".." + str((k ? 2 : 3) * x.D - 1) + " of the head's in_proj.";
+            s.torch = std::string(k ? "k" : "v") + " = F.linear(x, in_proj_weight[" + (k ? "D:2D" : "2D:") +
+                      "], ...).reshape(T, H, d).transpose(0, 1)";
+            return;
+        }
+        case K::HeadAttnScores:
+            s.shape = {x.H, 1, x.T};
+            s.axes = {"heads", "probe", "tokens (keys)"};
+            s.from = {{K::HeadAttnQ, -1}, {K::HeadAttnK, -1}};
+            s.title = "Probe attention scores";
+            s.what = "How much the probe matches each token, per head: q.k / sqrt(" + sd + ").";
+            s.torch = "scores = q @ k.transpose(-2, -1) / math.sqrt(" + sd + ")";
+            return;
+        case K::HeadAttnPattern:
+            s.shape = {x.H, 1, x.T};
+            s.axes = {"heads", "probe", "tokens (keys)"};
+            s.from = {{K::HeadAttnScores, -1}};
+            s.title = "Probe attention";
+            s.what = "Softmax over the tokens: where the probe looks, per head. This is SigLIP's counterpart of the "
+                     "cls token's attention: the weights that pool the image into one vector.";
+            s.torch = "attn = scores.softmax(dim=-1)";
+            s.signed_values = false;
+            return;
+        case K::HeadAttnZ:
+            s.shape = {x.H, 1, x.d};
+            s.axes = {"heads", "probe", "head dims"};
+            s.from = {{K::HeadAttnPattern, -1}, {K::HeadAttnV, -1}};
+            s.title = "Probe's weighted values";
+            s.what = "Per head, the attention-weighted mix of the tokens' values.";
+            s.torch = "z = attn @ v";
+            return;
+        default:  // HeadAttnOut
+            s.shape = {1, x.D};
+            s.axes = {"probe", "embedding dims"};
+            s.from = {{K::HeadAttnZ, -1}};
+            s.title = "Pooling attention output";
+            s.what = "The heads concatenated and mixed by the head's out_proj: the pooled vector.";
+            s.torch = "h = model.head.attention.out_proj(z.transpose(0, 1).reshape(1, " + str(x.D) + "))";
+            return;
+    }
+}
+
+void d_head_mlp(const Ctx& x, StageInfo& s) {
+    map_sub(x, s);
+    switch (s.id.kind) {
+        case K::HeadMlpPre:
+            s.shape = {1, x.M};
+            s.axes = {"probe", "hidden units"};
+            s.from = {{K::HeadLnOut, -1}};
+            s.title = "Pooling head MLP hidden (before GELU)";
+            s.what = "The head's MLP, first Linear: " + str(x.D) + " -> " + str(x.M) + ".";
+            s.torch = "h2 = model.head.mlp.fc1(model.head.layernorm(h))";
+            return;
+        case K::HeadMlpPost:
+            s.shape = {1, x.M};
+            s.axes = {"probe", "hidden units"};
+            s.from = {{K::HeadMlpPre, -1}};
+            s.title = std::string("Pooling head MLP hidden (after ") + act_label(x.c.act) + ")";
+            s.what = std::string("The head MLP's nonlinearity, ") + act_label(x.c.act) + ".";
+            s.torch = x.c.act == Act::GeluTanh ? "h2 = F.gelu(h2, approximate='tanh')" : "h2 = F.gelu(h2)";
+            return;
+        case K::HeadMlpOut:
+            s.shape = {1, x.D};
+            s.axes = {"probe", "embedding dims"};
+            s.from = {{K::HeadMlpPost, -1}};
+            s.title = "Pooling head MLP output";
+            s.what = "The head MLP's second Linear: back to " + str(x.D) + " dims.";
+            s.torch = "model.head.mlp.fc2(h2)";
+            return;
+        default:  // HeadResidPost
+            s.shape = {1, x.D};
+            s.axes = {"probe", "embedding dims"};
+            s.from = {{K::HeadAttnOut, -1}, {K::HeadMlpOut, -1}};
+            s.title = "Pooling head output";
+            s.what = "The pooled vector plus its MLP (a residual, as in a block): h = h + mlp(layernorm(h)).";
+            s.torch = "h = h + model.head.mlp(model.head.layernorm(h))";
+            return;
+    }
+}
+
+void d_embedding(const Ctx& x, StageInfo& s) {
+    s.shape = {x.E};
+    s.axes = {"embedding dims"};
+    s.title = "Image embedding";
+    s.box.sub = str(x.E) + " dims";
+    if (x.c.pooling == Pooling::Map) {
+        s.from = {{K::HeadResidPost, -1}};
+        s.what = "The model's output: the attention-pooled vector (" + str(x.E) + " dims). SigLIP compares it with "
+                 "text embeddings; there is no classifier.";
+        s.torch = "embedding = h[:, 0]";
+        return;
+    }
+    const bool pooled_first = x.pool == Pooling::Cls && x.c.head == Head::Projection;
+    const StageId in = pooled_first ? StageId{K::Pooled, -1} : StageId{K::LnFinalOut, -1};
+    s.from = {in};
+    if (x.c.head == Head::Projection) {
+        s.what = "The model's output: the " + std::string(pooled_first ? "pooled cls row" : "normalized cls row") +
+                 " projected by x @ proj (" + str(x.D) + " -> " + str(x.E) + "), CLIP's image embedding, compared "
+                 "with text embeddings by cosine similarity. There is no classifier.";
+        s.torch = "embedding = " + std::string(pooled_first ? "pooled" : "x[:, 0]") + " @ model.proj";
+    } else {
+        s.what = "The model's output: the cls token's row of the final LayerNorm (" + str(x.D) +
+                 " dims). This checkpoint has no classification head; the embedding is what its own forward "
+                 "returns.";
+        s.torch = "embedding = x[:, 0]";
+    }
+}
+
 // ---------------------------------------------------------------- the definitions
 
-#define LN_DEFS(Site, site_name, box_, block_, row_, hook_)                                                               \
+#define LN_DEFS(Site, site_name, box_, block_, row_, hook_, grad_)                                                      \
     {K::Site##Mean, site_name ".mean", block_, false, false, false, true, CellRule::None, box_, "LN", row_,        \
      hook_ " (input: x.mean(-1))", d_layernorm},                                                                    \
-    {K::Site##Std, site_name ".std", block_, false, true, false, false, CellRule::None, box_, "LN", row_,          \
+    {K::Site##Std, site_name ".std", block_, false, grad_, false, false, CellRule::None, box_, "LN", row_,         \
      hook_ " (input: x.std(-1))", d_layernorm},                                                                     \
-    {K::Site##Normalized, site_name ".normalized", block_, true, true, false, true, CellRule::LayerNorm, box_,     \
+    {K::Site##Normalized, site_name ".normalized", block_, grad_, grad_, false, true, CellRule::LayerNorm, box_,   \
      "LN", row_, hook_ " (input, normalized: F.layer_norm without weight and bias)", d_layernorm},                 \
-    {K::Site##Out, site_name ".out", block_, true, true, false, true, CellRule::LayerNorm, box_, "LN", row_,       \
+    {K::Site##Out, site_name ".out", block_, grad_, grad_, false, true, CellRule::LayerNorm, box_, "LN", row_,     \
      hook_ " (output)", d_layernorm}
 
 // In StageKind order (checked by check_stage_definitions).
@@ -421,9 +751,12 @@ const std::vector<StageDef> kDefs = {
     {K::Patches,      "patches",            false, true,  true,  false, true,  CellRule::None,        "patches",     "patches", 0, "model.patch_embed.proj (input, unfolded by the conv)", d_patches},
     {K::PatchEmbed,   "patch_embed",        false, true,  false, false, true,  CellRule::None,        "patch_embed", "embed",  0, "model.patch_embed (output)", d_patch_embed},
     {K::Tokens,       "tokens",             false, true,  false, false, true,  CellRule::None,        "tokens",      "+cls",   0, "model._pos_embed (inside: torch.cat with model.cls_token)", d_tokens},
-    {K::PosEmbed,     "pos_embed",          false, true,  false, false, true,  CellRule::None,        "embed",       "+pos",   0, "model.pos_embed (the parameter)", d_pos_embed},
+    {K::PosEmbedLearned, "pos_embed.learned", false, false, false, false, true, CellRule::None,       "embed",       "+pos",   0, "model.pos_embed (the parameter, as stored)", d_pos_embed_learned},
+    {K::PosEmbed,     "pos_embed",          false, true,  false, false, true,  CellRule::None,        "embed",       "+pos",   0, "model._pos_embed (the position table, resized when the grid differs)", d_pos_embed},
     {K::Embed,        "embed",              false, true,  false, false, true,  CellRule::None,        "embed",       "+pos",   0, "model.pos_drop (output)", d_embed},
-    LN_DEFS(Ln1, "blocks.{l}.ln1", "ln1", true, 1, "blocks[{l}].norm1"),
+    {K::WithRegisters, "with_registers",    false, false, false, false, true,  CellRule::None,        "registers",   "+reg",   0, "model.prepare_tokens_with_masks (output, dinov2)", d_with_registers},
+    LN_DEFS(LnPre, "ln_pre", "ln_pre", false, 0, "model.norm_pre", false),
+    LN_DEFS(Ln1, "blocks.{l}.ln1", "ln1", true, 1, "blocks[{l}].norm1", true),
     {K::AttnQ,        "blocks.{l}.attn.q",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: q)", d_qkv},
     {K::AttnK,        "blocks.{l}.attn.k",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: k)", d_qkv},
     {K::AttnV,        "blocks.{l}.attn.v",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: v)", d_qkv},
@@ -431,16 +764,35 @@ const std::vector<StageDef> kDefs = {
     {K::AttnPattern,  "blocks.{l}.attn.pattern", true, true, true, true, false, CellRule::Softmax,    "attn", "MHA", 1, "blocks[{l}].attn.attn_drop (input, with fused_attn off)", d_pattern},
     {K::AttnZ,        "blocks.{l}.attn.z",  true,  true,  false, true,  true,  CellRule::WeightedSum, "attn", "MHA", 1, "blocks[{l}].attn.proj (input, before the heads are concatenated)", d_z},
     {K::AttnOut,      "blocks.{l}.attn.out", true, true,  false, false, true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn (output)", d_attn_out},
+    {K::Ls1,          "blocks.{l}.ls1",     true,  false, false, false, true,  CellRule::None,        "ls1", "LS", 1, "blocks[{l}].ls1 (output)", d_layer_scale},
     {K::ResidMid,     "blocks.{l}.resid_mid", true, true, false, false, true,  CellRule::None,        "resid_mid", "+", 1, "blocks[{l}].norm2 (input)", d_resid_mid},
-    LN_DEFS(Ln2, "blocks.{l}.ln2", "ln2", true, 1, "blocks[{l}].norm2"),
+    LN_DEFS(Ln2, "blocks.{l}.ln2", "ln2", true, 1, "blocks[{l}].norm2", true),
     {K::MlpPre,       "blocks.{l}.mlp.pre", true,  true,  true,  false, true,  CellRule::None,        "mlp", "MLP", 1, "blocks[{l}].mlp.fc1 (output)", d_mlp_pre},
     {K::MlpPost,      "blocks.{l}.mlp.post", true, true,  true,  false, true,  CellRule::Gelu,        "mlp", "MLP", 1, "blocks[{l}].mlp.act (output)", d_mlp_post},
     {K::MlpOut,       "blocks.{l}.mlp.out", true,  true,  false, false, true,  CellRule::None,        "mlp", "MLP", 1, "blocks[{l}].mlp (output)", d_mlp_out},
+    {K::Ls2,          "blocks.{l}.ls2",     true,  false, false, false, true,  CellRule::None,        "ls2", "LS", 1, "blocks[{l}].ls2 (output)", d_layer_scale},
     {K::ResidPost,    "blocks.{l}.resid_post", true, true, false, false, true, CellRule::None,        "resid_post", "+", 1, "blocks[{l}] (output)", d_resid_post},
-    LN_DEFS(LnFinal, "ln_final", "ln_final", false, 2, "model.norm (or model.fc_norm with mean pooling)"),
+    LN_DEFS(LnFinal, "ln_final", "ln_final", false, 2, "model.norm (or model.fc_norm with mean pooling)", true),
     {K::Pooled,       "pooled",             false, true,  true,  false, true,  CellRule::None,        "pooled", "pool", 2, "model.head (input)", d_pooled},
+    {K::PooledDist,   "pooled_dist",        false, false, false, false, true,  CellRule::None,        "pooled", "pool", 2, "model.head_dist (input)", d_pooled_dist},
+    {K::LogitsCls,    "logits_cls",         false, false, false, false, true,  CellRule::HeadLinear,  "logits", "head", 2, "model.head (output)", d_logits_cls},
+    {K::LogitsDist,   "logits_dist",        false, false, false, false, true,  CellRule::HeadLinear,  "logits", "head", 2, "model.head_dist (output)", d_logits_dist},
     {K::Logits,       "logits",             false, true,  true,  false, true,  CellRule::HeadLinear,  "logits", "head", 2, "model.head (output)", d_logits},
     {K::Probs,        "probs",              false, false, false, false, false, CellRule::None,        "probs", "softmax", 2, "model(x).softmax(-1)", d_probs},
+    {K::HeadProbe,    "head.probe",         false, false, false, false, true,  CellRule::None,        "map", "attn pool", 2, "model.head.probe (the parameter)", d_head_probe},
+    {K::HeadAttnQ,    "head.attn.q",        false, false, false, true,  true,  CellRule::None,        "map", "attn pool", 2, "model.head.attention (in_proj of the probe: q)", d_head_attn},
+    {K::HeadAttnK,    "head.attn.k",        false, false, false, true,  true,  CellRule::None,        "map", "attn pool", 2, "model.head.attention (in_proj of the tokens: k)", d_head_attn},
+    {K::HeadAttnV,    "head.attn.v",        false, false, false, true,  true,  CellRule::None,        "map", "attn pool", 2, "model.head.attention (in_proj of the tokens: v)", d_head_attn},
+    {K::HeadAttnScores, "head.attn.scores", false, false, false, true,  true,  CellRule::None,        "map", "attn pool", 2, "model.head.attention (q @ k.T / sqrt(d))", d_head_attn},
+    {K::HeadAttnPattern, "head.attn.pattern", false, false, false, true, false, CellRule::None,       "map", "attn pool", 2, "model.head.attention (attn weights, average_attn_weights=False)", d_head_attn},
+    {K::HeadAttnZ,    "head.attn.z",        false, false, false, true,  true,  CellRule::None,        "map", "attn pool", 2, "model.head.attention.out_proj (input, per head)", d_head_attn},
+    {K::HeadAttnOut,  "head.attn.out",      false, false, false, false, true,  CellRule::None,        "map", "attn pool", 2, "model.head.attention (output)", d_head_attn},
+    LN_DEFS(HeadLn, "head.ln", "map", false, 2, "model.head.layernorm", false),
+    {K::HeadMlpPre,   "head.mlp.pre",       false, false, false, false, true,  CellRule::None,        "map", "attn pool", 2, "model.head.mlp.fc1 (output)", d_head_mlp},
+    {K::HeadMlpPost,  "head.mlp.post",      false, false, false, false, true,  CellRule::None,        "map", "attn pool", 2, "model.head.mlp.activation_fn (output)", d_head_mlp},
+    {K::HeadMlpOut,   "head.mlp.out",       false, false, false, false, true,  CellRule::None,        "map", "attn pool", 2, "model.head.mlp (output)", d_head_mlp},
+    {K::HeadResidPost, "head.resid_post",   false, false, false, false, true,  CellRule::None,        "map", "attn pool", 2, "model.head (output, before [:, 0])", d_head_mlp},
+    {K::Embedding,    "embedding",          false, false, false, false, true,  CellRule::None,        "embedding", "embedding", 2, "model(x) (output)", d_embedding},
 };
 #undef LN_DEFS
 
@@ -464,24 +816,53 @@ std::vector<StageId> sequence(const Ctx& x) {
     auto ln = [&](LnSite site, int l) {
         for (LnPart p : {LnPart::Mean, LnPart::Std, LnPart::Normalized, LnPart::Out}) add(ln_kind(site, p), l);
     };
-    for (StageKind k : {K::Input, K::Patches, K::PatchEmbed, K::Tokens, K::PosEmbed, K::Embed}) add(k);
+    const Config& c = x.c;
+    for (StageKind k : {K::Input, K::Patches, K::PatchEmbed, K::Tokens}) add(k);
+    if (x.r.resized) add(K::PosEmbedLearned);
+    add(K::PosEmbed);
+    add(K::Embed);
+    if (c.registers) add(K::WithRegisters);
+    if (c.ln_pre) ln(LnSite::Pre, -1);
     for (int l = 0; l < x.L; ++l) {
         ln(LnSite::Ln1, l);
-        for (StageKind k : {K::AttnQ, K::AttnK, K::AttnV, K::AttnScores, K::AttnPattern, K::AttnZ, K::AttnOut,
-                            K::ResidMid})
-            add(k, l);
+        for (StageKind k : {K::AttnQ, K::AttnK, K::AttnV, K::AttnScores, K::AttnPattern, K::AttnZ, K::AttnOut}) add(k, l);
+        if (c.layer_scale) add(K::Ls1, l);
+        add(K::ResidMid, l);
         ln(LnSite::Ln2, l);
-        for (StageKind k : {K::MlpPre, K::MlpPost, K::MlpOut, K::ResidPost}) add(k, l);
+        for (StageKind k : {K::MlpPre, K::MlpPost, K::MlpOut}) add(k, l);
+        if (c.layer_scale) add(K::Ls2, l);
+        add(K::ResidPost, l);
     }
-    if (x.pool == Pooling::Cls) {
-        ln(LnSite::Final, -1);
-        add(K::Pooled);
+    switch (x.pool) {
+        case Pooling::Cls:
+            ln(LnSite::Final, -1);
+            if (c.head != Head::Identity) add(K::Pooled);  // Identity: the embedding is ln_final.out[0] itself
+            if (c.head == Head::Distilled) add(K::PooledDist);
+            break;
+        case Pooling::Mean: case Pooling::ClsThenNorm:
+            add(K::Pooled);
+            ln(LnSite::Final, -1);
+            break;
+        case Pooling::Map:
+            ln(LnSite::Final, -1);
+            add(K::HeadProbe);
+            for (StageKind k : {K::HeadAttnQ, K::HeadAttnK, K::HeadAttnV, K::HeadAttnScores, K::HeadAttnPattern,
+                                K::HeadAttnZ, K::HeadAttnOut})
+                add(k);
+            ln(LnSite::Head, -1);
+            for (StageKind k : {K::HeadMlpPre, K::HeadMlpPost, K::HeadMlpOut, K::HeadResidPost}) add(k);
+            break;
+    }
+    if (c.head == Head::Distilled) {
+        add(K::LogitsCls);
+        add(K::LogitsDist);
+    }
+    if (c.has_logits()) {
+        add(K::Logits);
+        add(K::Probs);
     } else {
-        add(K::Pooled);
-        ln(LnSite::Final, -1);
+        add(K::Embedding);
     }
-    add(K::Logits);
-    add(K::Probs);
     return v;
 }
 
@@ -510,46 +891,49 @@ StageInfo describe(const Ctx& x, StageId id) {
 
 // The fields of a config the table depends on (class names and preprocessing do not matter).
 struct TableKey {
-    int S, C, P, D, L, H, M, K;
-    float eps;
+    std::vector<double> v;
     Options o;
-    bool operator==(const TableKey& k) const {
-        return S == k.S && C == k.C && P == k.P && D == k.D && L == k.L && H == k.H && M == k.M && K == k.K &&
-               eps == k.eps && o == k.o;
-    }
+    bool operator==(const TableKey& k) const { return v == k.v && o == k.o; }
 };
 TableKey key_of(const Config& c, const Options& o) {
     Options oo = o;
     oo.pooling = o.pooling_for(c);
-    return {c.image_size, c.channels, c.patch, c.width, c.depth, c.heads, c.mlp, c.classes, c.eps, oo};
+    return {{double(c.image_size), double(c.channels), double(c.patch), double(c.width), double(c.depth),
+             double(c.heads), double(c.mlp), double(c.classes), double(c.eps), double(c.family), double(c.cls_token),
+             double(c.dist_token), double(c.registers), double(c.layer_scale), double(c.ln_pre), double(c.patch_bias),
+             double(c.pos_no_cls), double(c.act), double(c.head), double(c.embed_dim), double(c.pos_rule),
+             double(c.stored_grid())},
+            oo};
 }
 
 }  // namespace
 
+namespace {
+// [site][part]: the four stages of each LayerNorm site (LnSite order, None excluded).
+const StageKind kLnKinds[5][4] = {{K::Ln1Mean, K::Ln1Std, K::Ln1Normalized, K::Ln1Out},
+                                  {K::Ln2Mean, K::Ln2Std, K::Ln2Normalized, K::Ln2Out},
+                                  {K::LnFinalMean, K::LnFinalStd, K::LnFinalNormalized, K::LnFinalOut},
+                                  {K::LnPreMean, K::LnPreStd, K::LnPreNormalized, K::LnPreOut},
+                                  {K::HeadLnMean, K::HeadLnStd, K::HeadLnNormalized, K::HeadLnOut}};
+}  // namespace
+
 LnSite ln_site(StageKind k) {
-    switch (k) {
-        case K::Ln1Mean: case K::Ln1Std: case K::Ln1Normalized: case K::Ln1Out: return LnSite::Ln1;
-        case K::Ln2Mean: case K::Ln2Std: case K::Ln2Normalized: case K::Ln2Out: return LnSite::Ln2;
-        case K::LnFinalMean: case K::LnFinalStd: case K::LnFinalNormalized: case K::LnFinalOut: return LnSite::Final;
-        default: return LnSite::None;
-    }
+    for (int s = 0; s < 5; ++s)
+        for (int p = 0; p < 4; ++p)
+            if (kLnKinds[s][p] == k) return LnSite(s + 1);
+    return LnSite::None;
 }
 
 LnPart ln_part(StageKind k) {
-    switch (k) {
-        case K::Ln1Mean: case K::Ln2Mean: case K::LnFinalMean: return LnPart::Mean;
-        case K::Ln1Std: case K::Ln2Std: case K::LnFinalStd: return LnPart::Std;
-        case K::Ln1Normalized: case K::Ln2Normalized: case K::LnFinalNormalized: return LnPart::Normalized;
-        default: return LnPart::Out;
-    }
+    for (int s = 0; s < 5; ++s)
+        for (int p = 0; p < 4; ++p)
+            if (kLnKinds[s][p] == k) return LnPart(p);
+    return LnPart::Out;
 }
 
 StageKind ln_kind(LnSite site, LnPart part) {
-    static const StageKind k[3][4] = {{K::Ln1Mean, K::Ln1Std, K::Ln1Normalized, K::Ln1Out},
-                                      {K::Ln2Mean, K::Ln2Std, K::Ln2Normalized, K::Ln2Out},
-                                      {K::LnFinalMean, K::LnFinalStd, K::LnFinalNormalized, K::LnFinalOut}};
     if (site == LnSite::None) throw std::invalid_argument("ln_kind: no LayerNorm site");
-    return k[int(site) - 1][int(part)];
+    return kLnKinds[int(site) - 1][int(part)];
 }
 
 const StageDef& stage_def(StageKind k) { return kDefs[size_t(k)]; }

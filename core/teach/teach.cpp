@@ -476,14 +476,28 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
     case CellRule::Gelu: {
         const Array& pre = need(t, {SK::MlpPre, l}, stage);
         const double x = pre(index[0], index[1]);
-        const double e = std::erf(x * M_SQRT1_2);
-        m.formula = "post = GELU(pre) = 0.5 * pre * (1 + erf(pre / sqrt(2)))   (exact GELU)";
         m.lines.push_back("token " + std::to_string(index[0]) + " (" + token_name(index[0], c) + "), hidden unit " +
                           std::to_string(index[1]) + ": pre = " + num(x));
-        m.lines.push_back("erf(pre / sqrt(2)) = erf(" + num(x * M_SQRT1_2) + ") = " + num(e));
-        m.value = 0.5 * x * (1 + e);
-        m.scale = 0.5 * std::fabs(x);
-        m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(e) + ") = " + num(m.value));
+        if (c.act == Act::QuickGelu) {
+            const double sg = 1.0 / (1.0 + std::exp(-1.702 * x));
+            m.formula = "post = QuickGELU(pre) = pre * sigmoid(1.702 * pre)";
+            m.lines.push_back("sigmoid(1.702 * pre) = sigmoid(" + num(1.702 * x) + ") = " + num(sg));
+            m.value = x * sg;
+            m.lines.push_back(num(x) + " * " + num(sg) + " = " + num(m.value));
+        } else if (c.act == Act::GeluTanh) {
+            const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = std::tanh(u);
+            m.formula = "post = 0.5 * pre * (1 + tanh(sqrt(2/pi) * (pre + 0.044715 * pre^3)))   (tanh GELU)";
+            m.lines.push_back("tanh(sqrt(2/pi) * (pre + 0.044715 pre^3)) = tanh(" + num(u) + ") = " + num(th));
+            m.value = 0.5 * x * (1 + th);
+            m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(th) + ") = " + num(m.value));
+        } else {
+            const double e = std::erf(x * M_SQRT1_2);
+            m.formula = "post = GELU(pre) = 0.5 * pre * (1 + erf(pre / sqrt(2)))   (exact GELU)";
+            m.lines.push_back("erf(pre / sqrt(2)) = erf(" + num(x * M_SQRT1_2) + ") = " + num(e));
+            m.value = 0.5 * x * (1 + e);
+            m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(e) + ") = " + num(m.value));
+        }
+        m.scale = std::fabs(x);
         break;
     }
     case CellRule::HeadLinear: {
