@@ -942,6 +942,46 @@ const char* stage_kind_name(StageKind k) { return kKindNames[size_t(k)]; }
 
 std::string stage_name(StageId id) { return expand(stage_def(id.kind).pattern, id.layer); }
 
+bool before_registers(StageKind k) { return k == K::Tokens || k == K::PosEmbed || k == K::Embed; }
+
+std::string token_label(const StageTable& t, int i, bool long_form, bool before_regs) {
+    const Config& c = t.config();
+    const RunDims& r = t.dims();
+    const int regs = before_regs ? 0 : c.registers;
+    int k = i;
+    if (c.cls_token) {
+        if (k == 0) return "cls";
+        --k;
+    }
+    if (k < regs) return "reg" + std::to_string(k);
+    k -= regs;
+    if (c.dist_token) {
+        if (k == 0) return "dist";
+        --k;
+    }
+    if (k < 0 || k >= r.N) return "token " + std::to_string(i);
+    if (!long_form) return "p" + std::to_string(k);
+    return "patch " + std::to_string(k) + " (row " + std::to_string(k / r.gw) + ", col " + std::to_string(k % r.gw) + ")";
+}
+
+std::string token_range_text(const StageTable& t) {
+    const Config& c = t.config();
+    const RunDims& r = t.dims();
+    std::string s;
+    int i = 0;
+    auto part = [&](int n, const std::string& what) {
+        if (n <= 0) return;
+        s += (s.empty() ? "" : ", ") + (n == 1 ? std::to_string(i) : std::to_string(i) + ".." + std::to_string(i + n - 1)) +
+             " = " + what;
+        i += n;
+    };
+    part(c.cls_token, "cls");
+    part(c.registers, c.registers == 1 ? "reg0" : "reg0..reg" + std::to_string(c.registers - 1));
+    part(c.dist_token, "dist");
+    part(r.N, "patches p0..p" + std::to_string(r.N - 1));
+    return s;
+}
+
 std::optional<StageId> parse_stage_name(const std::string& name) {
     int layer = -1;
     std::string pattern = name;
@@ -961,6 +1001,7 @@ std::optional<StageId> parse_stage_name(const std::string& name) {
 StageTable::StageTable(const Config& c, const Options& o) : cfg_(c), opt_(o) {
     cfg_.class_names.clear();
     const Ctx x(cfg_, opt_);
+    dims_ = x.r;
     slot_.assign(size_t(c.depth + 1) * size_t(kStageKinds), -1);
     for (StageId id : sequence(x)) {
         const int i = int(rows_.size());

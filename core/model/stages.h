@@ -111,14 +111,26 @@ public:
     const Config& config() const { return cfg_; }
     const Options& options() const { return opt_; }
     int depth() const { return cfg_.depth; }
+    // The sizes of the run the table is for (input size, patch grid, tokens before the patches).
+    const RunDims& dims() const { return dims_; }
 
 private:
     Config cfg_;
     Options opt_;
+    RunDims dims_{};
     std::vector<StageInfo> rows_;
     std::vector<int> slot_;  // (layer + 1) * kStageKinds + kind -> row, -1
     std::unordered_map<std::string, int> by_name_;
 };
+
+// The name of token i of a run's sequence: "cls", "reg0", "dist", "p12" (long form: "patch 12
+// (row 1, col 5)"). before_registers: the order of the stages before the registers are inserted
+// (tokens, pos_embed, embed): cls, dist, patches.
+std::string token_label(const StageTable& t, int i, bool long_form = false, bool before_registers = false);
+// What the token indices mean, for messages: "0 = cls, 1..4 = reg0..reg3, 5..260 = patches p0..p255".
+std::string token_range_text(const StageTable& t);
+// Whether a stage's token axis is in the order before the registers (tokens, pos_embed, embed).
+bool before_registers(StageKind k);
 
 // The name of a stage of any table ("blocks.3.attn.pattern"), from its definition's pattern.
 std::string stage_name(StageId id);

@@ -83,4 +83,10 @@ private:
     std::atomic<int>* progress_ = nullptr;
 };
 
+// token_label / token_range_text (stages.h) for the trace's own table.
+inline std::string token_label(const Trace& t, int i, bool long_form = false) {
+    return token_label(t.table(), i, long_form);
+}
+inline std::string token_range_text(const Trace& t) { return token_range_text(t.table()); }
+
 }  // namespace vit

@@ -20,7 +20,10 @@ Stats stats(const float* x, size_t n, int bins = 40);
 enum class Fusion { Mean, Max, Min };
 
 // The cls token's attention to every patch (N), at `layer`, for `head` (-1: mean over heads).
+// Throws std::invalid_argument for a model without a cls token (SigLIP: probe_attention).
 std::vector<float> cls_attention(const Trace& t, int layer, int head);
+// SigLIP's pooling probe's attention to every patch (N), head.attn.pattern, for `head` (-1: mean).
+std::vector<float> probe_attention(const Trace& t, int head);
 // Attention rollout (Abnar & Zuidema 2020) through blocks 0..upto: per layer fuse
 // heads, drop the lowest `discard` fraction of each row's weights (keeping the
 // diagonal), A <- (A + I) / 2 renormalised, R <- A R. Returns the cls row over patches (N).

@@ -68,12 +68,12 @@ void check_weights_fit(const Weights& w, const Trace& t) {
                                     "was computed with (" + b.describe() + ")");
 }
 
-// Patch-centre distances in input pixels: (N, N), P * |(row, col)_q - (row, col)_k|.
-// numpy: r, c = np.divmod(np.arange(N), G); P * np.hypot(r[:, None] - r, c[:, None] - c)
-Tensor2 patch_distances(size_t G, size_t P) {
-    const size_t N = G * G;
+// Patch-centre distances in input pixels: (N, N), P * |(row, col)_q - (row, col)_k| on a gh x gw grid.
+// numpy: r, c = np.divmod(np.arange(N), gw); P * np.hypot(r[:, None] - r, c[:, None] - c)
+Tensor2 patch_distances(size_t gh, size_t gw, size_t P) {
+    const size_t N = gh * gw;
     xt::xtensor<float, 1> idx = xt::arange<float>(float(N));
-    xt::xtensor<float, 1> r = xt::floor(idx / float(G)), c = idx - r * float(G);
+    xt::xtensor<float, 1> r = xt::floor(idx / float(gw)), c = idx - r * float(gw);
     auto dr = xt::view(r, xt::all(), xt::newaxis()) - xt::view(r, xt::newaxis(), xt::all());
     auto dc = xt::view(c, xt::all(), xt::newaxis()) - xt::view(c, xt::newaxis(), xt::all());
     return float(P) * xt::sqrt(dr * dr + dc * dc);
@@ -135,11 +135,11 @@ EmbedFilters embed_filters(const Weights& w, int kmax) {
 }
 
 Tensor2 pos_similarity(const Weights& w) {
-    const size_t T = w.pos.shape(0), D = w.pos.shape(1);
-    if (T < 2) throw std::invalid_argument("pos_embed has shape " + shape_str_of(w.pos) + ": no patch positions");
-    const size_t N = T - 1;
-    // pos[1:] (N, D); dot products G = pos[1:] @ pos[1:].T, norms |pos_i|
-    const float* p = w.pos.data() + D;
+    const size_t T = w.pos.shape(0), D = w.pos.shape(1), pre = size_t(w.cfg.pos_prefix());
+    if (T <= pre) throw std::invalid_argument("pos_embed has shape " + shape_str_of(w.pos) + ": no patch positions");
+    const size_t N = T - pre;
+    // pos[pre:] (N, D), the grid's rows (cls and dist positions left out); G = pos @ pos.T, norms |pos_i|
+    const float* p = w.pos.data() + pre * D;
     Tensor2 gram = Tensor2::from_shape({N, N});
     ops::gemm(false, true, int(N), int(N), int(D), 1.f, p, int(D), p, int(D), 0.f, gram.data(), int(N));
     auto patches = xt::adapt(p, N * D, xt::no_ownership(), std::array<size_t, 2>{N, D});
@@ -153,10 +153,11 @@ Tensor2 pos_similarity(const Weights& w) {
 
 Tensor2 attn_distance(const Trace& t) {
     const Config& c = t.table().config();
-    const size_t G = c.grid(), P = c.patch, N = G * G, T = N + 1;
+    const RunDims& rd = t.table().dims();
+    const size_t P = c.patch, pre = size_t(rd.prefix), T = size_t(rd.T);
     const int L = t.depth();
     if (L == 0) throw std::invalid_argument("the model has no blocks: no attention");
-    const Tensor2 dist = patch_distances(G, P);
+    const Tensor2 dist = patch_distances(size_t(rd.gh), size_t(rd.gw), P);
     const size_t H = pattern_of(t, 0).shape(0);
     Tensor2 out = xt::zeros<float>({size_t(L), H});
     for (int l = 0; l < L; ++l) {
@@ -164,8 +165,8 @@ Tensor2 attn_distance(const Trace& t) {
         if (pat.shape(0) != H || pat.shape(1) != T)
             throw std::invalid_argument(t.table().name({StageKind::AttnPattern, l}) + " has shape " +
                                         shape_str_of(pat) + ", the model has " + std::to_string(T) + " tokens");
-        // numpy: (pattern[:, 1:, 1:] * dist).sum(-1).mean(-1)
-        auto pp = xt::view(pat, xt::all(), xt::range(1, T), xt::range(1, T));
+        // numpy: (pattern[:, pre:, pre:] * dist).sum(-1).mean(-1)   (pre: cls, registers, dist)
+        auto pp = xt::view(pat, xt::all(), xt::range(pre, T), xt::range(pre, T));
         xt::view(out, l, xt::all()) = xt::mean(xt::sum(pp * dist, {2}), {1});
     }
     return out;
@@ -173,7 +174,12 @@ Tensor2 attn_distance(const Trace& t) {
 
 float uniform_attn_distance(const Config& c) {
     if (c.patch <= 0 || c.grid() <= 0) throw std::invalid_argument("model '" + c.name + "' has no patch grid");
-    return xt::mean(patch_distances(size_t(c.grid()), size_t(c.patch)))();
+    return xt::mean(patch_distances(size_t(c.grid()), size_t(c.grid()), size_t(c.patch)))();
+}
+
+float uniform_attn_distance(const Trace& t) {
+    const RunDims& rd = t.table().dims();
+    return xt::mean(patch_distances(size_t(rd.gh), size_t(rd.gw), size_t(t.table().config().patch)))();
 }
 
 Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs, const Options& opt,
@@ -216,27 +222,33 @@ Tensor1 attention_from(const Trace& t, int layer, int head, int query) {
         throw std::invalid_argument("layer " + std::to_string(layer) + " out of range (the model has " +
                                     std::to_string(L) + " blocks)");
     const Array& p = pattern_of(t, layer);
-    const size_t H = p.shape(0), T = p.shape(1);
+    const size_t H = p.shape(0), T = p.shape(1), pre = size_t(t.table().dims().prefix);
     if (head < -1 || head >= int(H))
         throw std::invalid_argument("head " + std::to_string(head) + " out of range (-1 for the mean, 0.." +
                                     std::to_string(H - 1) + ")");
     if (query < 0 || query >= int(T))
-        throw std::invalid_argument("query token " + std::to_string(query) + " out of range (0 = cls, 1.." +
-                                    std::to_string(T - 1) + " = patches)");
-    // torch: pattern[head, query, 1:]  or  pattern[:, query, 1:].mean(0)
-    if (head >= 0) return xt::view(p, head, query, xt::range(1, T));
-    return xt::mean(xt::view(p, xt::all(), query, xt::range(1, T)), {0});
+        throw std::invalid_argument("query token " + std::to_string(query) + " out of range (" +
+                                    token_range_text(t) + ")");
+    // torch: pattern[head, query, pre:]  or  pattern[:, query, pre:].mean(0)   (the patch keys)
+    if (head >= 0) return xt::view(p, head, query, xt::range(pre, T));
+    return xt::mean(xt::view(p, xt::all(), query, xt::range(pre, T)), {0});
 }
 
 Tensor2 logit_lens(const Weights& w, const Trace& t) {
     check_weights_fit(w, t);
     const Options& opt = t.options();
     const Config& c = w.cfg;
-    const size_t D = c.width, K = c.classes, T = t.table().config().tokens();
+    if (!c.has_logits())
+        throw std::invalid_argument("the logit lens reads class scores, and this model (" +
+                                    std::string(family_label(c.family)) + ") has no classifier: its output is an embedding");
+    const size_t D = c.width, K = c.classes, T = size_t(t.table().dims().T), pre = size_t(t.table().dims().prefix);
     const int L = t.depth();
     const Pooling pool = opt.pooling_for(c);
+    const bool distilled = c.head == Head::Distilled;
+    const size_t dist_row = 1 + size_t(c.registers);
     Tensor2 out = Tensor2::from_shape({size_t(L), K});
     Tensor2 x = Tensor2::from_shape({1, D}), normed = Tensor2::from_shape({1, D}), logits = Tensor2::from_shape({1, K});
+    Tensor2 logits2 = Tensor2::from_shape({1, K});
     for (int l = 0; l < L; ++l) {
         const StageId id{StageKind::ResidPost, l};
         const Array& r = t.get(id);
@@ -244,15 +256,22 @@ Tensor2 logit_lens(const Weights& w, const Trace& t) {
             throw std::invalid_argument(t.table().name(id) + " has shape " + shape_str_of(r) + ", the model's is " +
                                         shape_str({T, D}));
         auto r3 = xt::adapt(r.data(), T * D, xt::no_ownership(), std::array<size_t, 3>{1, T, D});
-        if (pool == Pooling::Cls)  // x_l = resid_post[0]
-            xt::noalias(x) = xt::view(r3, xt::all(), 0, xt::all());
-        else  // x_l = resid_post[1:].mean(0), the same reduction the forward's pooling runs
-            xt::noalias(x) = xt::mean(xt::view(r3, xt::all(), xt::range(1, T), xt::all()), {1});
-        // torch: F.layer_norm(x_l, (D,), norm.weight, norm.bias, eps) (the options' variant), then
-        // head(.).softmax(-1) -- through the forward's own kernels, so the last row is `probs` exactly.
-        ops::layernorm(normed.data(), nullptr, nullptr, nullptr, x.data(), opt.affine ? w.ln_f.g.data() : nullptr,
-                       opt.affine ? w.ln_f.b.data() : nullptr, 1, int(D), c.eps, opt.unbiased);
-        ops::linear(logits.data(), normed.data(), w.head_w.data(), w.head_b.data(), 1, int(D), int(K));
+        auto lens_of = [&](size_t row, const Tensor2& W, const Tensor1& bias, Tensor2& into) {
+            if (pool == Pooling::Mean)  // x_l = resid_post[pre:].mean(0), the same reduction the forward's pooling runs
+                xt::noalias(x) = xt::mean(xt::view(r3, xt::all(), xt::range(pre, T), xt::all()), {1});
+            else  // x_l = resid_post[row] (the cls row; DeiT's dist row for its second head)
+                xt::noalias(x) = xt::view(r3, xt::all(), row, xt::all());
+            // torch: F.layer_norm(x_l, (D,), norm.weight, norm.bias, eps) (the options' variant), then
+            // head(.) -- through the forward's own kernels, so the last row is `probs` exactly.
+            ops::layernorm(normed.data(), nullptr, nullptr, nullptr, x.data(), opt.affine ? w.ln_f.g.data() : nullptr,
+                           opt.affine ? w.ln_f.b.data() : nullptr, 1, int(D), c.eps, opt.unbiased);
+            ops::linear(into.data(), normed.data(), W.data(), bias.data(), 1, int(D), int(K));
+        };
+        lens_of(0, w.head_w, w.head_b, logits);
+        if (distilled) {  // DeiT: (head(cls) + head_dist(dist)) / 2
+            lens_of(dist_row, w.head_dist_w, w.head_dist_b, logits2);
+            logits = (logits + logits2) / 2.f;
+        }
         ops::softmax_rows(out.data() + size_t(l) * K, logits.data(), 1, int(K));
     }
     return out;
@@ -262,10 +281,8 @@ Tensor2 logit_lens(const Weights& w, const Trace& t) {
 
 namespace {
 
-std::string token_name(size_t i, const Config& c) {
-    if (i == 0) return "cls";
-    const size_t n = i - 1, G = c.grid();
-    return "patch " + std::to_string(n) + " (row " + std::to_string(n / G) + ", col " + std::to_string(n % G) + ")";
+std::string token_name(size_t i, const Trace& t) {
+    return token_label(t, int(i), true);
 }
 
 // Lines for a sum of terms: the largest `max_terms` by magnitude (in index order), the rest summed.
@@ -356,7 +373,7 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
                         ? "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t]   (BUG on: no / sqrt(d) here)"
                         : "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t] / sqrt(d)";
         m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
-                          token_name(i, c) + "), key token " + std::to_string(j) + " (" + token_name(j, c) + ")");
+                          token_name(i, t) + "), key token " + std::to_string(j) + " (" + token_name(j, t) + ")");
         m.lines.push_back("q . k over the d = " + std::to_string(d) + " head dims:");
         for (size_t u = 0; u < d; ++u) {
             const double qa = q(h, i, u), kb = k(h, j, u);
@@ -385,7 +402,7 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
                                 "sum_k exp(scores[h, i, k] - max)") +
                     (opt.bug_scale_after_softmax ? " / sqrt(d)   (BUG on: scaled after the softmax)" : "");
         m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
-                          token_name(i, c) + "), key token " + std::to_string(j) + " (" + token_name(j, c) + ")");
+                          token_name(i, t) + "), key token " + std::to_string(j) + " (" + token_name(j, t) + ")");
         double mx = s(h, i, 0);
         for (size_t u = 1; u < T; ++u) mx = std::max(mx, double(s(h, i, u)));
         for (size_t u = 0; u < T; ++u) {
@@ -413,7 +430,7 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
         const Array &pa = need(t, {SK::AttnPattern, l}, stage), &v = need(t, {SK::AttnV, l}, stage);
         const size_t T = pa.shape(2);
         m.formula = "z[h, i, u] = sum_j pattern[h, i, j] * v[h, j, u]";
-        m.lines.push_back("head " + std::to_string(h) + ", token " + std::to_string(i) + " (" + token_name(i, c) +
+        m.lines.push_back("head " + std::to_string(h) + ", token " + std::to_string(i) + " (" + token_name(i, t) +
                           "), head dim " + std::to_string(u) + ": the attention-weighted sum over " +
                           std::to_string(T) + " keys");
         for (size_t j = 0; j < T; ++j) {
@@ -445,7 +462,7 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
         m.formula = is_out ? (opt.affine ? "out = (x - mu) / sqrt(var + eps) * gamma + beta"
                                          : "out = (x - mu) / sqrt(var + eps)   (elementwise_affine=False)")
                            : "normalized = (x - mu) / sqrt(var + eps)";
-        m.lines.push_back("token row " + std::to_string(r) + (srow > 1 ? " (" + token_name(r, c) + ")" : "") +
+        m.lines.push_back("token row " + std::to_string(r) + (srow > 1 ? " (" + token_name(r, t) + ")" : "") +
                           ", dim " + std::to_string(col) + " of " + src_name + ": x = " + num(x));
         m.lines.push_back("mu = mean of the row's " + std::to_string(D) + " values = " + num(mu));
         m.lines.push_back(std::string("sigma = std over ") + (opt.unbiased ? "D-1 = " + std::to_string(D - 1) +
@@ -476,7 +493,7 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
     case CellRule::Gelu: {
         const Array& pre = need(t, {SK::MlpPre, l}, stage);
         const double x = pre(index[0], index[1]);
-        m.lines.push_back("token " + std::to_string(index[0]) + " (" + token_name(index[0], c) + "), hidden unit " +
+        m.lines.push_back("token " + std::to_string(index[0]) + " (" + token_name(index[0], t) + "), hidden unit " +
                           std::to_string(index[1]) + ": pre = " + num(x));
         if (c.act == Act::QuickGelu) {
             const double sg = 1.0 / (1.0 + std::exp(-1.702 * x));
