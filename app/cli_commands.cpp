@@ -45,6 +45,10 @@ struct Commands::State {
     std::string conv_in, conv_out;
     bool list = false;
     bool explain = false;  // info --explain
+    bool stage_table_json = false;  // info --stage-table
+    std::string image_size;  // --image-size H[,W]
+    bool grads = false;    // trace --grads
+    int grad_class = -1;   // trace --class
     // trace / analyze: the two pitfall switches; analyze: images for the averaged attention distance
     bool bug_scale_after_softmax = false, bug_reshape_patches = false;
     int average = 0;
@@ -182,6 +186,21 @@ void print_top(const Array& probs, const Config& c, size_t k) {
     }
 }
 
+// --image-size H or H,W as (H, W); (0, 0) when not given.
+std::pair<int, int> image_size_flag(const std::string& v) {
+    if (v.empty()) return {0, 0};
+    auto number = [&](const std::string& t) {
+        if (t.empty() || t.size() > 5 || t.find_first_not_of("0123456789") != std::string::npos)
+            throw CLI::ValidationError("--image-size", "'" + v + "' is not H or H,W (pixels)");
+        return std::stoi(t);
+    };
+    const size_t comma = v.find(',');
+    const int h = number(v.substr(0, comma)), w = comma == std::string::npos ? h : number(v.substr(comma + 1));
+    if (h < 1 || w < 1 || h > kMaxImageSize || w > kMaxImageSize)
+        throw CLI::ValidationError("--image-size", "'" + v + "' is outside 1.." + std::to_string(kMaxImageSize));
+    return {h, w};
+}
+
 // The options in force from the command line (trace, analyze).
 Options options_from(const Commands::State& s) {
     Options opt;
@@ -189,10 +208,22 @@ Options options_from(const Commands::State& s) {
     opt.unbiased = s.unbiased;
     opt.bug_scale_after_softmax = s.bug_scale_after_softmax;
     opt.bug_reshape_patches = s.bug_reshape_patches;
+    std::tie(opt.image_h, opt.image_w) = image_size_flag(s.image_size);
     return opt;
 }
 
+// An --input .npy of another size than the model's native one runs at its own size.
+void input_size_into(Options& opt, const Tensor3& x, const Config& c) {
+    if (opt.image_h || opt.image_w) return;
+    if (int(x.shape(1)) != c.image_size || int(x.shape(2)) != c.image_size) {
+        opt.image_h = int(x.shape(1));
+        opt.image_w = int(x.shape(2));
+    }
+}
+
 void option_flags(CLI::App* c, Commands::State& s) {
+    c->add_option("--image-size", s.image_size, "run at this input size, H or H,W pixels (multiples of the patch "
+                                                "size); the position embeddings are resized by the family's rule");
     c->add_flag("--no-affine", s.no_affine, "LayerNorm without elementwise_affine (gamma, beta ignored)");
     c->add_flag("--unbiased", s.unbiased, "LayerNorm variance over N-1 instead of N");
     c->add_flag("--bug-scale-after-softmax", s.bug_scale_after_softmax,
@@ -209,10 +240,12 @@ Tensor3 model_input(const Commands::State& s, const Config& c, bool* fallback) {
         if (a.dimension() != 3) throw FileError(s.input + ": input must be (C, H, W), the file holds " + shape_str_of(a));
         return Tensor3(std::move(a));
     }
-    if (!s.image.empty()) return preprocess(load_image(s.image), c);
+    const Options opt = options_from(s);
+    const RunDims rd = run_dims(c, opt);
+    if (!s.image.empty()) return preprocess_at(load_image(s.image), c, rd.img_h, rd.img_w);
     if (!fallback) throw CLI::ValidationError("needs --image or --input");
     *fallback = true;
-    return xt::zeros<float>({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+    return xt::zeros<float>({size_t(c.channels), size_t(rd.img_h), size_t(rd.img_w)});
 }
 
 // vitscope-cli analyze: the numbers behind the teaching views (issue 10, "For scripts").
@@ -235,10 +268,11 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             const Config& c = w.cfg;
             bool zero_input = false;
             const Tensor3 x = model_input(s, c, &zero_input);
-            const Options opt = options_from(s);
+            Options opt = options_from(s);
+            input_size_into(opt, x, c);
             const Trace t = vit::run(w, x, opt);
             const EmbedFilters ef = embed_filters(w);
-            const Tensor2 pos = pos_similarity(w), dist = attn_distance(t, c), lens = logit_lens(w, t, opt);
+            const Tensor2 pos = pos_similarity(w), dist = attn_distance(t), lens = logit_lens(w, t);
             std::vector<ArrayRef> items{array_ref("embed_filters", ef.filters), array_ref("embed_filters_var", ef.variance),
                                         array_ref("pos_similarity", pos), array_ref("attn_distance", dist),
                                         array_ref("logit_lens", lens)};
@@ -279,6 +313,10 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     auto* inp = tr->add_option("--input", s.input, "an already-normalized (C, H, W) float .npy instead of an image");
     img->excludes(inp);
     option_flags(tr, s);
+    tr->add_flag("--grads", s.grads, "also the backward pass: d logit[class] / d stage as <stage>.grad for every "
+                                     "stage that has a gradient");
+    tr->add_option("--class", s.grad_class, "the class whose logit --grads differentiates (default: the predicted one)")
+        ->check(CLI::Range(0, kMaxClasses - 1));
     tr->add_option("--out,-o", s.out, "output .npz (numpy.load reads it; its last entry, __options__, is the "
                                       "options in force as JSON text)")->required();
     tr->callback([this] {
@@ -287,24 +325,34 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             if (s.image.empty() && s.input.empty()) throw CLI::ValidationError("trace needs --image or --input");
             LoadedModel lm = load(s);
             const Config& c = lm.weights.cfg;
-            Tensor3 x;
-            if (s.input.empty()) x = preprocess(load_image(s.image), c);
-            else {
-                Array a = read_npy(s.input);
-                if (a.dimension() != 3)
-                    throw FileError(s.input + ": input must be (C, H, W), the file holds " + shape_str_of(a));
-                x = Tensor3(std::move(a));
-            }
-            const Options opt = options_from(s);
-            Trace t = vit::run(lm.weights, x, opt);
+            const Tensor3 x = model_input(s, c, nullptr);
+            Options opt = options_from(s);
+            input_size_into(opt, x, c);
+            RunRequest req;
+            req.grads = s.grads;
+            req.grad_class = s.grad_class;
+            req.model = {c.name, lm.source};
+            Trace t = vit::run(lm.weights, x, opt, req);
             std::vector<ArrayRef> items;
-            for (auto& e : t.entries()) items.push_back(array_ref(e.name, e.tensor));
+            for (size_t i = 0; i < t.size(); ++i) items.push_back(array_ref(t.name(i), t.at(i)));
+            for (size_t i = 0; i < t.size(); ++i)
+                if (const Array* g = t.grad_at(i)) items.push_back(array_ref(t.name(i) + ".grad", *g));
             write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
             if (opt.has_bug()) std::printf("options: %s\n", opt.describe().c_str());
-            const Array& p = t.get("probs");
-            const size_t best = size_t(top_k(p.data(), p.size(), 1).at(0));
             std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
+            if (opt.image_h) std::printf("input: %dx%d\n", opt.image_h, opt.image_w);
             std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, s.out.c_str());
+            if (t.has_grads())
+                std::printf("gradients: d logit[%d] / d stage for every stage that has one (<stage>.grad)\n",
+                            t.grad_class());
+            if (!c.has_logits()) {
+                const Array& e = t.get(StageId{StageKind::Embedding});
+                std::printf("output: embedding of %zu dims (no classification head), norm %.4f\n", e.size(),
+                            double(std::sqrt(xt::sum(e * e)())));
+                return 0;
+            }
+            const Array& p = t.get(StageId{StageKind::Probs});
+            const size_t best = size_t(top_k(p.data(), p.size(), 1).at(0));
             std::printf("prediction: class %zu%s%s (p=%.4f)\n", best, c.class_names.empty() ? "" : " ",
                         c.class_names.empty() ? "" : c.class_names[best].c_str(), p(best));
             print_top(p, c, 5);
@@ -318,6 +366,8 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     model_flags(info, s);
     info->add_flag("--list", s.list, "list the presets and the torchvision / timm names they answer to");
     info->add_flag("--explain", s.explain, "also print each stage's title and explanation (tab-separated), for these options");
+    info->add_flag("--stage-table", s.stage_table_json, "print only the stage table for these options as JSON (name, "
+                                                        "kind, layer, shape, gradient, cell math, map box, hook, texts)");
     option_flags(info, s);
     info->callback([this] {
         selected_ = [this] {
@@ -359,6 +409,11 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 lm = load(s);
             }
             const Config& c = lm.weights.cfg;
+            const auto table = StageTable::get(c, options_from(s));
+            if (s.stage_table_json) {
+                std::printf("%s\n", stage_table_json(*table).c_str());
+                return 0;
+            }
             std::printf("source: %s\nfamily: %s\nconfig: %s\n", lm.source.c_str(),
                         is_preset(s.model) ? "preset (saved under timm's key names)" : family_name(lm.family),
                         c.describe().c_str());
@@ -381,10 +436,10 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             std::printf(", std");
             for (float v : c.pre.std) std::printf(" %.4g", v);
             std::printf("\nstages:\n");
-            for (auto& [n, sh] : stage_shapes(c)) std::printf("  %-28s %s\n", n.c_str(), shape_str(sh).c_str());
+            for (const StageInfo& st : *table) std::printf("  %-28s %s\n", st.name.c_str(), shape_str(st.shape).c_str());
             if (s.explain) {  // the stage table's texts, as the app's views and tour show them
                 std::printf("explanations (%s):\n", options_from(s).describe().c_str());
-                for (const StageInfo& st : stage_table(c, options_from(s)))
+                for (const StageInfo& st : *table)
                     std::printf("  %s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str());
             }
             return 0;

@@ -48,10 +48,15 @@ int main(int argc, char** argv) {
         // Gradient of logit[labels[0]] w.r.t. every stage, for the first image (original weights).
         LoadedModel fresh = load_model(argv[1]);
         Tensor3 x0 = xt::view(x, 0);
-        Trace t = gradient_trace(fresh.weights, x0, opt, labels[0]);
+        RunRequest req;
+        req.grads = true;
+        req.grad_class = labels[0];
+        Trace t = run(fresh.weights, x0, opt, req);
         std::vector<ArrayRef> items;
-        for (auto& e : t.entries()) items.push_back(array_ref(e.name, e.tensor));
+        for (size_t i = 0; i < t.size(); ++i)
+            if (const Array* g = t.grad_at(i)) items.push_back(array_ref(t.name(i) + ".grad", *g));
         write_npz(out + "/gradtrace.npz", items);
+        std::ofstream(out + "/table.json") << stage_table_json(t.table()) << "\n";
     } catch (const std::exception& e) {
         std::fprintf(stderr, "gradtool: %s\n", e.what());
         return 1;

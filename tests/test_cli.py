@@ -39,7 +39,7 @@ def main():
     expect(r.returncode == 0, f"trace default model on {os.path.basename(sample)} exits 0 ({r.stderr.strip()})")
     with np.load(out) as z:
         names = list(z.files)
-        expect(names[:5] == ["input", "patches", "patch_embed", "tokens", "embed"], "npz opens, first stages in order")
+        expect(names[:6] == ["input", "patches", "patch_embed", "tokens", "pos_embed", "embed"], "npz opens, first stages in order")
         expect(names[-3:] == ["logits", "probs", "__options__"], "npz ends with logits, probs, then __options__")
         expect(json.loads(str(z["__options__"])) == {"elementwise_affine": True, "unbiased": False, "pooling": "cls",
                                                      "bug_scale_after_softmax": False, "bug_reshape_patches": False},

@@ -176,12 +176,12 @@ TEST(Gemm, TwoThreadsRecordWhatOneThreadDoes) {
         const Trace two = run(w, x);
         ASSERT_EQ(one.size(), two.size());
         for (size_t i = 0; i < one.size(); ++i) {
-            const Array &a = one.at(i).tensor, &b = two.at(i).tensor;
-            ASSERT_EQ(a.shape(), b.shape()) << one.at(i).name;
+            const Array &a = one.at(i), &b = two.at(i);
+            ASSERT_EQ(a.shape(), b.shape()) << one.name(i);
             double worst = 0, scale = 1e-6;
             for (size_t j = 0; j < a.size(); ++j) scale = std::max(scale, double(std::abs(a.flat(j))));
             for (size_t j = 0; j < a.size(); ++j) worst = std::max(worst, double(std::abs(a.flat(j) - b.flat(j))));
-            EXPECT_LT(worst / scale, 1e-5) << one.at(i).name << " with " << heads << " heads";
+            EXPECT_LT(worst / scale, 1e-5) << one.name(i) << " with " << heads << " heads";
         }
     }
 }

@@ -136,8 +136,12 @@ TEST(GradCheck, InputGradientOfALogitAgainstFiniteDifferences) {
     perturb(w, rng, nd);
     Tensor3 x = Tensor3::from_shape({1, 4, 4});
     for (auto& v : x) v = nd(rng) * 3;
-    Trace gt = gradient_trace(w, x, {}, 3);
-    const Array& gx = gt.get("input.grad");
+    RunRequest req;
+    req.grads = true;
+    req.grad_class = 3;
+    Trace gt = run(w, x, {}, req);
+    ASSERT_EQ(gt.grad_class(), 3);
+    const Array& gx = *gt.grad(StageId{StageKind::Input});
     ASSERT_EQ(shape_of(gx), shape_of(x));
     auto logit3 = [&]() {
         Batch b;
@@ -154,8 +158,8 @@ TEST(GradCheck, InputGradientOfALogitAgainstFiniteDifferences) {
         x.flat(i) = orig;
         EXPECT_NEAR(gx.flat(i), (hi - lo) / (2 * h), 2e-3 + 2e-2 * std::fabs(gx.flat(i))) << i;
     }
-    EXPECT_TRUE(gt.has("blocks.0.attn.pattern.grad"));
-    EXPECT_EQ(shape_of(gt.get("blocks.0.attn.pattern.grad")), (Shape{2, 5, 5}));
+    ASSERT_TRUE(gt.grad(*parse_stage_name("blocks.0.attn.pattern")));
+    EXPECT_EQ(shape_of(*gt.grad(*parse_stage_name("blocks.0.attn.pattern"))), (Shape{2, 5, 5}));
 }
 
 TEST(Training, ShortRunOnFashionMnistSubsetLearns) {

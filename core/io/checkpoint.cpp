@@ -19,6 +19,7 @@
 #include "core/io/pth.h"
 
 #include <xtensor/xbuilder.hpp>
+#include <xtensor/xoperation.hpp>
 
 namespace vit {
 
@@ -33,12 +34,37 @@ const char* family_name(Family f) {
     return "?";
 }
 
+namespace {
+// The spellings of the families' enums in vitscope.config (and `info`).
+const char* const kPoolingNames[] = {"cls", "mean", "cls_then_norm", "map"};
+const char* const kFamilyNames[] = {"vit", "deit", "dino", "dinov2", "clip", "siglip", "mae"};
+const char* const kActNames[] = {"gelu", "quick_gelu", "gelu_tanh", "swiglu"};
+const char* const kHeadNames[] = {"classifier", "distilled", "identity", "projection"};
+const char* const kPosRuleNames[] = {"timm", "dino", "dinov2", "dinov2_reg", "hf", "hf_antialias", "open_clip", "mae"};
+}  // namespace
+
 std::string config_to_json(const Config& c) {
     json j = {{"name", c.name}, {"image_size", c.image_size}, {"channels", c.channels}, {"patch", c.patch},
               {"width", c.width}, {"depth", c.depth}, {"heads", c.heads}, {"mlp", c.mlp},
-              {"classes", c.classes}, {"eps", c.eps}, {"pooling", c.pooling == Pooling::Cls ? "cls" : "mean"},
+              {"classes", c.classes}, {"eps", c.eps}, {"pooling", kPoolingNames[int(c.pooling)]},
               {"resize", c.pre.resize}, {"squash", c.pre.squash}, {"interp", c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear"},
               {"mean", c.pre.mean}, {"std", c.pre.std}, {"class_names", c.class_names}};
+    if (c.family != ModelFamily::ViT || c.head != Head::Classifier || !c.cls_token || c.registers || c.layer_scale ||
+        c.ln_pre || !c.patch_bias || c.pos_no_cls || c.act != Act::Gelu || c.pos_grid) {
+        j["family"] = kFamilyNames[int(c.family)];
+        j["cls_token"] = c.cls_token;
+        j["dist_token"] = c.dist_token;
+        j["registers"] = c.registers;
+        j["layer_scale"] = c.layer_scale;
+        j["ln_pre"] = c.ln_pre;
+        j["patch_bias"] = c.patch_bias;
+        j["pos_no_cls"] = c.pos_no_cls;
+        j["act"] = kActNames[int(c.act)];
+        j["head"] = kHeadNames[int(c.head)];
+        j["embed_dim"] = c.embed_dim;
+        j["pos_rule"] = kPosRuleNames[int(c.pos_rule)];
+        j["pos_grid"] = c.pos_grid;
+    }
     return j.dump();
 }
 
@@ -48,6 +74,7 @@ bool is_regular_file(const std::string& p) {
     return ::stat(p.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+const int kZero = 0;
 // Metadata JSON (vitscope.config, class_names) parsed with bounds: a 50 MB
 // string of '[' would otherwise build 50 M nested arrays (gigabytes).
 json parse_bounded(const std::string& text) {
@@ -106,6 +133,23 @@ struct ConfigReader {
         if (!it->is_string()) bad(key, "is not a string");
         return it->get<std::string>();
     }
+    template <size_t N>
+    int choice(const std::string& key, const char* const (&names)[N], int fallback) const {
+        auto it = j.find(key);
+        if (it == j.end()) return fallback;
+        if (it->is_string())
+            for (size_t i = 0; i < N; ++i)
+                if (it->get<std::string>() == names[i]) return int(i);
+        std::string all;
+        for (size_t i = 0; i < N; ++i) all += (i ? ", " : "") + std::string(names[i]);
+        bad(key, "is " + it->dump().substr(0, 40) + ", not one of " + all);
+    }
+    bool flag(const std::string& key, bool fallback) const {
+        auto it = j.find(key);
+        if (it == j.end()) return fallback;
+        if (!it->is_boolean()) bad(key, "is not true or false");
+        return it->get<bool>();
+    }
     std::vector<float> floats(const std::string& key, size_t n) const {
         auto it = j.find(key);
         if (it == j.end()) return std::vector<float>(n, 0.5f);
@@ -143,7 +187,20 @@ Config config_from_json(const std::string& text, const std::string& what) {
     c.mlp = r.integer("mlp", 1, kMaxMlp);
     c.classes = r.integer("classes", 1, kMaxClasses);
     c.eps = r.number("eps", c.eps);
-    c.pooling = r.text("pooling", "cls") == "mean" ? Pooling::Mean : Pooling::Cls;
+    c.pooling = Pooling(r.choice("pooling", kPoolingNames, 0));
+    c.family = ModelFamily(r.choice("family", kFamilyNames, 0));
+    c.cls_token = r.flag("cls_token", true);
+    c.dist_token = r.flag("dist_token", false);
+    c.registers = r.integer("registers", 0, 256, &kZero);
+    c.layer_scale = r.flag("layer_scale", false);
+    c.ln_pre = r.flag("ln_pre", false);
+    c.patch_bias = r.flag("patch_bias", true);
+    c.pos_no_cls = r.flag("pos_no_cls", false);
+    c.act = Act(r.choice("act", kActNames, 0));
+    c.head = Head(r.choice("head", kHeadNames, 0));
+    c.embed_dim = r.integer("embed_dim", 0, kMaxWidth, &kZero);
+    c.pos_rule = PosRule(r.choice("pos_rule", kPosRuleNames, 0));
+    c.pos_grid = r.integer("pos_grid", 0, kMaxImageSize, &kZero);
     const int zero = 0;
     c.pre.resize = r.integer("resize", 0, kMaxResize, &zero);
     c.pre.interp = r.text("interp", "bilinear") == "bicubic" ? Interp::Bicubic : Interp::Bilinear;
@@ -345,9 +402,42 @@ int count_blocks(const std::map<std::string, Array>& m, const std::string& prefi
 
 }  // namespace
 
+namespace {
+// ViTScope's own file of any family: the config from vitscope.config, every tensor under the
+// name for_each_param gives it, with the shape the config gives it.
+LoadedModel own_format(std::map<std::string, Array>& src, const std::map<std::string, std::string>& meta,
+                       const std::string& what, const LoadOverrides& ov) {
+    LoadedModel lm;
+    lm.source = what;
+    lm.metadata = meta;
+    lm.family = Family::Timm;
+    Config c = config_from_json(meta.at("vitscope.config"), what);
+    check_heads_flag(ov.heads, c.width, what);
+    lm.heads_from = ov.heads > 0 ? "--heads" : "__metadata__ vitscope.config";
+    if (ov.heads > 0) c.heads = ov.heads;
+    if (ov.eps > 0) c.eps = ov.eps;
+    if (ov.pooling) c.pooling = *ov.pooling;
+    try { c.validate(); } catch (const std::invalid_argument& e) { throw FileError(what + ": " + e.what()); }
+    size_t held = 0;
+    for (auto& [k, v] : src) held += v.size();
+    if (double(param_count(c)) > double(held))
+        throw FileError(what + ": the config (" + c.describe() + ") needs " + std::to_string(param_count(c)) +
+                        " parameters but the file holds " + std::to_string(held));
+    lm.weights = shaped_weights(c);  // shapes only: nothing is touched before the file's arrays move in
+    Mapper mp{src, what, {}, {}, {}};
+    for_each_param([&](const std::string& name, auto& t) { mp.take(name, shape_of(t), t); }, lm.weights);
+    mp.fail_if_any();
+    if (!c.patch_bias && xt::any(xt::not_equal(lm.weights.patch_b, 0.f)))
+        throw FileError(what + ": patch_embed.proj.bias is not zero, but the config says the patch conv has no bias");
+    return lm;
+}
+}  // namespace
+
 LoadedModel weights_from_tensors(std::map<std::string, Array> src,
                                  const std::map<std::string, std::string>& meta, const std::string& what,
                                  const LoadOverrides& ov, const SideConfig* side) {
+    if (auto it = meta.find("vitscope.config"); it != meta.end() && it->second.find("\"family\"") != std::string::npos)
+        return own_format(src, meta, what, ov);
     LoadedModel lm;
     lm.source = what;
     lm.metadata = meta;

@@ -392,4 +392,18 @@ void write_png(const std::string& path, const unsigned char* px, int w, int h, i
     write_file_atomic(path, out);
 }
 
+Tensor3 preprocess_at(const Image& img, const Config& c, int h, int w) {
+    if (h == c.image_size && w == c.image_size) return preprocess(img, c);
+    if (c.pre.squash) {  // a straight resize to h x w, as the Hugging Face processors do for any size
+        Tensor3 x = resize(convert_channels(img.pixels, c.channels), h, w, c.pre.interp);
+        return (x - per_channel(c.pre.mean)) / per_channel(c.pre.std);
+    }
+    Config cc = c;
+    const int side = std::max(h, w);
+    cc.image_size = side;
+    if (c.pre.resize > 0) cc.pre.resize = int(std::lround(double(c.pre.resize) * side / c.image_size));
+    Tensor3 x = preprocess(img, cc);
+    return h == w ? x : center_crop(x, h, w);
+}
+
 }  // namespace vit

@@ -43,6 +43,10 @@ struct PreprocessPlan {
 PreprocessPlan plan_preprocess(int width, int height, const Config& c);
 // The full pipeline for a model: channels, resize (+crop), normalize.
 Tensor3 preprocess(const Image& img, const Config& c);
+// The pipeline for a run at another input size h x w (multiples of the patch): as preprocess()
+// for a model of side max(h, w) (the resize scaled likewise), then a centre crop to h x w; a
+// model that squashes (Hugging Face processors) resizes straight to h x w.
+Tensor3 preprocess_at(const Image& img, const Config& c, int h, int w);
 // Undo the normalization (for display): returns (C, H, W) in [0, 1].
 Tensor3 denormalize(const Tensor3& input, const Config& c);
 

@@ -25,8 +25,8 @@ namespace {
 // oneDNN runs a call on OpenMP's thread count when called outside a parallel
 // region. ViTScope splits the work across the threads itself (ops.cpp), so every
 // call here is one thread's share: outside a region the count is 1 for the call.
-// (Letting oneDNN fork for the default model's tiny products made a forward pass
-// 0.54 ms instead of 0.33.)
+// (Letting oneDNN fork its own team for the default model's tiny products made a
+// forward pass more than 1.5x slower: docs/kernels.md.)
 struct OneThread {
     int saved = omp_in_parallel() ? 0 : omp_get_max_threads();
     OneThread() { if (saved > 1) omp_set_num_threads(1); }

@@ -1,6 +1,6 @@
 // Matrix products through oneDNN, which picks its kernel from the CPU's
 // instruction set itself (AVX-512, AVX2, ...): nothing to set, and no
-// OPENBLAS_CORETYPE can slow it down. OpenBLAS stays for LAPACK (core/teach.cpp).
+// OPENBLAS_CORETYPE can slow it down. OpenBLAS stays for LAPACK (core/teach/teach.cpp).
 //
 // Two entry points:
 //  - sgemm: a plain row-major GEMM (attention per head, training, anything whose
@@ -11,10 +11,8 @@
 //    they were made from (Weights::packs): copying Weights starts an empty set,
 //    and a weight changed in place is detected (see gemm.cpp) and repacked.
 //
-// Measured on the ViT-B/16 shapes, 2 threads, AMD EPYC Zen 5 (2026-11-23,
-// compilers paused): packed matmul 419-427 GFLOP/s on qkv/proj/fc1/fc2
-// (the machine's peak is ~2 x 211), dnnl_sgemm 375-402 and 306 on fc2,
-// OpenBLAS SkylakeX/Cooperlake 291-341.
+// The packed matmul reaches the machine's GEMM peak on ViT-B's shapes, faster than
+// dnnl_sgemm and OpenBLAS's best kernel (docs/kernels.md has the figures).
 #pragma once
 #include <cstddef>
 #include <memory>

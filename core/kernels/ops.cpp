@@ -26,8 +26,8 @@ namespace vit::ops {
 // another process wants a core (a browser, a compiler, even `nice -n 19 yes`),
 // the scheduler can hold one of our threads off its core for a slice
 // (milliseconds) while the other waits -- and a forward pass has hundreds of
-// regions: ViT-Ti/16 went from ~20 ms to ~500 ms with the machine loaded, while
-// one thread took ~50 ms. So each region measures itself: the fastest thread's
+// regions: on a loaded machine a ViT-Ti/16 pass became ~10x slower than on one
+// thread (docs/kernels.md). So each region measures itself: the fastest thread's
 // time per part tells what the region would have cost on one thread (parts x
 // that), the wall time what it cost on all of them; their difference is what
 // running in parallel gained (negative when a thread started or finished late by
@@ -37,11 +37,10 @@ namespace vit::ops {
 // 1, so the caller's own regions follow), then tries all threads again; the pause
 // doubles while parallel keeps losing (up to 8 s) and is forgotten after a quiet
 // spell. Occasional stalls (a `nice -n 19` process taking a slice now and then)
-// cost less than one thread would, so they are put up with: an earlier rule that
-// fell back after two stalls close together made ViT-Ti 1.38x slower with
-// `nice -n 19 yes` running, while with `nice -n 0 yes` falling back is what wins
-// (ViT-B 274 ms against 424 without). On an idle machine parallel always gains
-// and nothing changes. Per calling thread (OpenMP's thread count is per thread too).
+// cost less than one thread would, so they are put up with; with a competing
+// process at the same priority (`nice -n 0 yes`) falling back is what wins. On an
+// idle machine parallel always gains and nothing changes. Per calling thread
+// (OpenMP's thread count is per thread too). docs/kernels.md has the measurements.
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double kStall = 0.5e-3;       // s of waiting that no fork/join on an idle machine costs
@@ -219,13 +218,10 @@ void linear(float* out, const float* in, const float* Wt, const float* b, int R,
             const gemm::Packs* packs) {
     const double size = double(R) * I * O;
     // Two threads pay from ~2e6 multiply-adds: below, the fork/join and two half-size oneDNN calls cost
-    // more than they save (default model, 2000 runs: 0.37-0.41 ms a forward with its 0.6e6 qkv split,
-    // 0.33 on one thread).
+    // more than they save (docs/kernels.md).
     const bool worth = size >= 2e6;
     // Packing pays from about 1e6 multiply-adds on: below it (the Fashion-MNIST
-    // model's 50x64 @ 64x192) a matmul primitive's call costs more than it saves
-    // (default model, 1000 runs, quiet: 0.375 ms a forward with every linear
-    // packed, 0.340 with these through sgemm).
+    // model's 50x64 @ 64x192) a matmul primitive's call costs more than it saves.
     if (packs && !use_openblas() && size >= 1e6) {
         // Column slices of the packed weight, one per thread asked for (fixed: the
         // result does not depend on how many threads end up running them).

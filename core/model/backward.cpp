@@ -122,12 +122,25 @@ struct Batch::State {
 Batch::Batch() : s_(new State) {}
 Batch::~Batch() = default;
 
-const Array& Batch::forward(const Weights& w, const Tensor4& x, const Options& opt, Trace* record) {
+const Array& Batch::forward(const Weights& w, const Tensor4& x, const Options& opt, Trace* record,
+                            const ModelIdentity& model, const std::atomic<bool>* cancel) {
     s_->opt = opt;
     s_->B = x.shape(0);
     Trace& t = record ? *record : s_->acts;
     s_->src = &t;
-    return forward_batch(w, x, opt, t, record ? Keep::All : Keep::ForBackward, *s_->ws);
+    return forward_batch(w, x, opt, t, record ? Keep::All : Keep::ForBackward, *s_->ws, model, cancel);
+}
+
+// The stage kinds whose gradient backward() writes (record_grad below): the stage
+// table's has_grad must be exactly these (check_stage_definitions).
+const std::vector<StageKind>& backward_grad_kinds() {
+    using K = StageKind;
+    static const std::vector<StageKind> kinds{
+        K::Input, K::Patches, K::PatchEmbed, K::Tokens, K::PosEmbed, K::Embed,
+        K::Ln1Normalized, K::Ln1Out, K::AttnQ, K::AttnK, K::AttnV, K::AttnScores, K::AttnPattern, K::AttnZ,
+        K::AttnOut, K::ResidMid, K::Ln2Normalized, K::Ln2Out, K::MlpPre, K::MlpPost, K::MlpOut, K::ResidPost,
+        K::LnFinalNormalized, K::LnFinalOut, K::Pooled, K::Logits};
+    return kinds;
 }
 
 float Batch::cross_entropy(const Array& logits, const int* labels, Tensor2& dlogits, int* correct) {
@@ -151,63 +164,84 @@ float Batch::cross_entropy(const Array& logits, const int* labels, Tensor2& dlog
     return float(loss / double(B));
 }
 
+std::string backward_unsupported(const Config& c, const Options& o) {
+    std::vector<std::string> parts;
+    if (!c.cls_token) parts.push_back("no cls token");
+    if (c.dist_token) parts.push_back("a distillation token");
+    if (c.registers) parts.push_back("register tokens");
+    if (c.layer_scale) parts.push_back("layer scale");
+    if (c.ln_pre) parts.push_back("ln_pre");
+    if (c.act != Act::Gelu) parts.push_back(act_label(c.act));
+    if (c.head != Head::Classifier) parts.push_back("no single Linear classifier");
+    if (c.pos_no_cls) parts.push_back("positions without a cls row");
+    const Pooling p = o.pooling_for(c);
+    if (p != Pooling::Cls && p != Pooling::Mean) parts.push_back(std::string("pooling ") + pooling_name(p));
+    if (parts.empty()) return "";
+    std::string s = "the backward pass is written for the vanilla ViT; this model (" + std::string(family_label(c.family)) +
+                    ") has ";
+    for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
+    return s;
+}
+
 void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace* rec) {
     const Config& c = w.cfg;
     State& st = *s_;
+    if (const std::string why = backward_unsupported(c, st.opt); !why.empty()) throw std::invalid_argument(why);
     const Trace& A = *st.src;
-    const size_t B = st.B, C = c.channels, S = c.image_size, P = c.patch, G = c.grid(), N = c.patches(),
-                 T = c.tokens(), D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, K = c.classes,
+    const RunDims rd = run_dims(c, st.opt);
+    const size_t B = st.B, C = c.channels, Hi = rd.img_h, Wi = rd.img_w, P = c.patch, gh = rd.gh, gw = rd.gw,
+                 N = rd.N, T = rd.T, D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, K = c.classes,
                  CPP = c.patch_dim(), R = B * T;
     const Options& opt = st.opt;
     const Pooling pool = opt.pooling_for(c);
     if (rec && B != 1) throw std::logic_error("gradient recording needs a batch of one");
-    auto get = [&](const std::string& n) { return A.get(n).data(); };
-    // Gradients recorded for the app: "<stage>.grad", same shape as the stage.
-    auto put = [&](const std::string& name, int l, const Shape& s, const float* src) {
-        if (rec) std::copy_n(src, shape_numel(s), rec->record(name + ".grad", l, s).data());
+    using SK = StageKind;
+    auto get = [&](StageKind k, int l = -1) { return A.get(StageId{k, l}).data(); };
+    // Gradients recorded into the traced run's own trace, by id, shaped as the table says.
+    auto put = [&](StageKind k, int l, const float* src) {
+        if (!rec) return;
+        Array& g = rec->record_grad(StageId{k, l});
+        std::copy_n(src, g.size(), g.data());
     };
-    if (rec) {
-        rec->begin();
-        put("logits", -1, {K}, dlogits.data());
-    }
+    if (rec) put(SK::Logits, -1, dlogits.data());
 
     // head: logits = feat @ Wh.T + bh
-    const float* feat = pool == Pooling::Cls ? get("pooled") : get("ln_final.out");
+    const float* feat = pool == Pooling::Cls ? get(SK::Pooled) : get(SK::LnFinalOut);
     Tensor2 dfeat = xt::zeros<float>({B, D}), dfin = Tensor2::from_shape({B, D}), dxhat = Tensor2::from_shape({B, D});
     linear_backward(dfeat.data(), g.head_w, g.head_b, dlogits.data(), feat, w.head_w, int(B), int(D), int(K));
     st.dx = xt::zeros<float>({R, D});
     auto dx3 = as(st.dx.data(), std::array<size_t, 3>{B, T, D});
     if (pool == Pooling::Cls) {
         // pooled = ln_final(x)[:, 0]: only the cls rows get a gradient.
-        auto rows = [&](const char* n) {
+        auto rows = [&](StageKind n) {
             return xt::eval(xt::view(as(get(n), std::array<size_t, 3>{B, T, D}), xt::all(), 0, xt::all()));
         };
-        Tensor2 xh = rows("ln_final.normalized");
+        Tensor2 xh = rows(SK::LnFinalNormalized);
         std::vector<float> sd(B);
-        for (size_t b = 0; b < B; ++b) sd[b] = get("ln_final.std")[b * T];
+        for (size_t b = 0; b < B; ++b) sd[b] = get(SK::LnFinalStd)[b * T];
         auto rs = rstd_of(sd.data(), B, c.eps);
         ln_backward(dfin.data(), false, g.ln_f, dxhat.data(), dfeat.data(), xh.data(), rs.data(), w.ln_f, int(B),
                     int(D), opt);
         xt::view(dx3, xt::all(), 0, xt::all()) = dfin;
         if (rec) {
-            put("pooled", -1, {D}, dfeat.data());
+            put(SK::Pooled, -1, dfeat.data());
             Tensor2 full = xt::zeros<float>({T, D});
             xt::view(full, 0, xt::all()) = xt::view(dfeat, 0, xt::all());
-            put("ln_final.out", -1, {T, D}, full.data());
+            put(SK::LnFinalOut, -1, full.data());
             xt::view(full, 0, xt::all()) = xt::view(dxhat, 0, xt::all());
-            put("ln_final.normalized", -1, {T, D}, full.data());
+            put(SK::LnFinalNormalized, -1, full.data());
         }
     } else {
         // pooled = x[:, 1:].mean(1); feat = ln_final(pooled)
-        auto rs = rstd_of(get("ln_final.std"), B, c.eps);
-        ln_backward(dfin.data(), false, g.ln_f, dxhat.data(), dfeat.data(), get("ln_final.normalized"), rs.data(),
+        auto rs = rstd_of(get(SK::LnFinalStd), B, c.eps);
+        ln_backward(dfin.data(), false, g.ln_f, dxhat.data(), dfeat.data(), get(SK::LnFinalNormalized), rs.data(),
                     w.ln_f, int(B), int(D), opt);
         xt::view(dx3, xt::all(), xt::range(1, T), xt::all()) =
             xt::view(dfin / float(N), xt::all(), xt::newaxis(), xt::all());
         if (rec) {
-            put("ln_final.out", -1, {1, D}, dfeat.data());
-            put("ln_final.normalized", -1, {1, D}, dxhat.data());
-            put("pooled", -1, {D}, dfin.data());
+            put(SK::LnFinalOut, -1, dfeat.data());
+            put(SK::LnFinalNormalized, -1, dxhat.data());
+            put(SK::Pooled, -1, dfin.data());
         }
     }
 
@@ -227,32 +261,31 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace
     for (int l = c.depth - 1; l >= 0; --l) {
         const BlockW& bw = w.blocks[l];
         BlockW& gb = g.blocks[l];
-        const std::string p = "blocks." + std::to_string(l) + ".";
-        const Shape TD{T, D}, TM{T, M}, HTd{H, T, d}, HTT{H, T, T};
+        const Shape HTd{H, T, d}, HTT{H, T, T};
         // st.dx holds d resid_post. MLP branch: out = fc2(gelu(fc1(ln2(resid_mid))))
-        put(p + "resid_post", l, TD, st.dx.data());
-        put(p + "mlp.out", l, TD, st.dx.data());
-        linear_backward(st.dpost.data(), gb.fc2_w, gb.fc2_b, st.dx.data(), get(p + "mlp.post"), bw.fc2_w, int(R),
+        put(SK::ResidPost, l, st.dx.data());
+        put(SK::MlpOut, l, st.dx.data());
+        linear_backward(st.dpost.data(), gb.fc2_w, gb.fc2_b, st.dx.data(), get(SK::MlpPost, l), bw.fc2_w, int(R),
                         int(M), int(D));
-        put(p + "mlp.post", l, TM, st.dpost.data());
-        gelu_backward(st.dpre.data(), st.dpost.data(), get(p + "mlp.pre"), R * M);
-        put(p + "mlp.pre", l, TM, st.dpre.data());
-        linear_backward(st.da.data(), gb.fc1_w, gb.fc1_b, st.dpre.data(), get(p + "ln2.out"), bw.fc1_w, int(R),
+        put(SK::MlpPost, l, st.dpost.data());
+        gelu_backward(st.dpre.data(), st.dpost.data(), get(SK::MlpPre, l), R * M);
+        put(SK::MlpPre, l, st.dpre.data());
+        linear_backward(st.da.data(), gb.fc1_w, gb.fc1_b, st.dpre.data(), get(SK::Ln2Out, l), bw.fc1_w, int(R),
                         int(D), int(M));
-        put(p + "ln2.out", l, TD, st.da.data());
+        put(SK::Ln2Out, l, st.da.data());
         // d resid_mid = d resid_post (the skip) + d through LayerNorm
-        auto rs2 = rstd_of(get(p + "ln2.std"), R, c.eps);
-        ln_backward(st.dx.data(), true, gb.ln2, dxh_p, st.da.data(), get(p + "ln2.normalized"), rs2.data(), bw.ln2,
+        auto rs2 = rstd_of(get(SK::Ln2Std, l), R, c.eps);
+        ln_backward(st.dx.data(), true, gb.ln2, dxh_p, st.da.data(), get(SK::Ln2Normalized, l), rs2.data(), bw.ln2,
                     int(R), int(D), opt);
-        put(p + "ln2.normalized", l, TD, dxh_p);
-        put(p + "resid_mid", l, TD, st.dx.data());
-        put(p + "attn.out", l, TD, st.dx.data());
+        put(SK::Ln2Normalized, l, dxh_p);
+        put(SK::ResidMid, l, st.dx.data());
+        put(SK::AttnOut, l, st.dx.data());
         // attention output projection: attn_out = proj(zcat)
         linear_backward(st.dzcat.data(), gb.proj_w, gb.proj_b, st.dx.data(), workspace_zcat(*st.ws, l).data(),
                         bw.proj_w, int(R), int(D), int(D));
         // per image and head: z = attn @ v, attn = post_scale * softmax(alpha * q k^T)
-        const float *q = get(p + "attn.q"), *k = get(p + "attn.k"), *v = get(p + "attn.v"),
-                    *pat = get(p + "attn.pattern");
+        const float *q = get(SK::AttnQ, l), *k = get(SK::AttnK, l), *v = get(SK::AttnV, l),
+                    *pat = get(SK::AttnPattern, l);
         Array rz, rP, rS;
         if (rec) { rz = empty_array(HTd); rP = empty_array(HTT); rS = empty_array(HTT); }
 #pragma omp parallel
@@ -290,12 +323,12 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace
             }
         }
         if (rec) {
-            put(p + "attn.z", l, HTd, rz.data());
-            put(p + "attn.pattern", l, HTT, rP.data());
-            put(p + "attn.scores", l, HTT, rS.data());
-            put(p + "attn.q", l, HTd, st.dq.data());
-            put(p + "attn.k", l, HTd, st.dk.data());
-            put(p + "attn.v", l, HTd, st.dv.data());
+            put(SK::AttnZ, l, rz.data());
+            put(SK::AttnPattern, l, rP.data());
+            put(SK::AttnScores, l, rS.data());
+            put(SK::AttnQ, l, st.dq.data());
+            put(SK::AttnK, l, st.dk.data());
+            put(SK::AttnV, l, st.dv.data());
         }
         // back to the fused layout (R, 3D) of the qkv Linear: the inverse of the forward's split
         const float* d3[3] = {st.dq.data(), st.dk.data(), st.dv.data()};
@@ -304,34 +337,34 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace
                 for (size_t h = 0; h < H; ++h)
                     std::copy_n(d3[s3] + (((bt / T) * H + h) * T + bt % T) * d, d,
                                 st.dqkv.data() + bt * 3 * D + s3 * D + h * d);
-        linear_backward(st.da.data(), gb.qkv_w, gb.qkv_b, st.dqkv.data(), get(p + "ln1.out"), bw.qkv_w, int(R),
+        linear_backward(st.da.data(), gb.qkv_w, gb.qkv_b, st.dqkv.data(), get(SK::Ln1Out, l), bw.qkv_w, int(R),
                         int(D), int(3 * D));
-        put(p + "ln1.out", l, TD, st.da.data());
-        auto rs1 = rstd_of(get(p + "ln1.std"), R, c.eps);
-        ln_backward(st.dx.data(), true, gb.ln1, dxh_p, st.da.data(), get(p + "ln1.normalized"), rs1.data(), bw.ln1,
+        put(SK::Ln1Out, l, st.da.data());
+        auto rs1 = rstd_of(get(SK::Ln1Std, l), R, c.eps);
+        ln_backward(st.dx.data(), true, gb.ln1, dxh_p, st.da.data(), get(SK::Ln1Normalized, l), rs1.data(), bw.ln1,
                     int(R), int(D), opt);
-        put(p + "ln1.normalized", l, TD, dxh_p);
+        put(SK::Ln1Normalized, l, dxh_p);
     }
     // embed = tokens + pos_embed ; tokens = cat(cls, patch_embed)
-    put("embed", -1, {T, D}, st.dx.data());
-    put("tokens", -1, {T, D}, st.dx.data());
-    g.pos += xt::sum(dx3, {0});
+    put(SK::Embed, -1, st.dx.data());
+    put(SK::Tokens, -1, st.dx.data());
+    put(SK::PosEmbed, -1, st.dx.data());  // embed = tokens + pos_embed: the same gradient reaches both
+    if (!rd.resized) g.pos += xt::sum(dx3, {0});  // resized: the stored table's gradient would need the resize's adjoint
     g.cls += xt::sum(xt::view(dx3, xt::all(), 0, xt::all()), {0});
     Tensor3 dpe = xt::view(dx3, xt::all(), xt::range(1, T), xt::all());
-    put("patch_embed", -1, {N, D}, dpe.data());
+    put(SK::PatchEmbed, -1, dpe.data());
     Tensor2 dpatch = Tensor2::from_shape({rec ? N : 0, CPP});
-    linear_backward(rec ? dpatch.data() : nullptr, g.patch_w, g.patch_b, dpe.data(), get("patches"), w.patch_w,
+    linear_backward(rec ? dpatch.data() : nullptr, g.patch_w, g.patch_b, dpe.data(), get(SK::Patches), w.patch_w,
                     int(B * N), int(CPP), int(D));
     if (rec) {
-        put("patches", -1, {N, CPP}, dpatch.data());
+        put(SK::Patches, -1, dpatch.data());
         // input.grad: the patches' gradient put back where each pixel came from
-        Tensor3 dimg = Tensor3::from_shape({C, S, S});
+        Tensor3 dimg = Tensor3::from_shape({C, Hi, Wi});
         if (opt.bug_reshape_patches) std::copy(dpatch.begin(), dpatch.end(), dimg.begin());
         else
-            xt::noalias(as(dimg.data(), std::array<size_t, 5>{C, G, P, G, P})) =
-                xt::transpose(as(dpatch.data(), std::array<size_t, 5>{G, G, C, P, P}), {2, 0, 3, 1, 4});
-        put("input", -1, {C, S, S}, dimg.data());
-        rec->end();
+            xt::noalias(as(dimg.data(), std::array<size_t, 5>{C, gh, P, gw, P})) =
+                xt::transpose(as(dpatch.data(), std::array<size_t, 5>{gh, gw, C, P, P}), {2, 0, 3, 1, 4});
+        put(SK::Input, -1, dimg.data());
     }
 }
 

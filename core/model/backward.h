@@ -9,17 +9,23 @@
 
 namespace vit {
 
+// Why the backward pass cannot run for this model and options ("" when it can): it is written for
+// the vanilla ViT (cls token, GELU, a Linear classifier on cls or mean pooling), at any input size.
+std::string backward_unsupported(const Config& c, const Options& o);
+
 class Batch {
 public:
     Batch();
     ~Batch();
     // Forward on x (B, C, S, S); returns the logits (B, K). Keeps what backward needs.
-    // record: a batch of one that records every stage into `record` (for gradient traces).
-    const Array& forward(const Weights& w, const Tensor4& x, const Options& opt, Trace* record = nullptr);
+    // record: a batch of one that records every stage into `record` (a traced run with gradients).
+    const Array& forward(const Weights& w, const Tensor4& x, const Options& opt, Trace* record = nullptr,
+                         const ModelIdentity& model = {}, const std::atomic<bool>* cancel = nullptr);
     // Softmax cross-entropy, mean over the batch. Returns the loss and fills dlogits (B, K).
     static float cross_entropy(const Array& logits, const int* labels, Tensor2& dlogits, int* correct = nullptr);
     // Backward from dlogits (B, K), accumulating into grads. Must follow forward().
-    // If `record` is set (B == 1 only), every stage's gradient is recorded as "<stage>.grad".
+    // If `record` is set (B == 1 only, the trace forward() recorded into), the gradient of every
+    // stage the table gives one is written into it (Trace::grad).
     void backward(const Weights& w, const Tensor2& dlogits, Weights& grads, Trace* record = nullptr);
 
 private:

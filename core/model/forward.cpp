@@ -1,14 +1,12 @@
 // The ViT forward pass, batched, recording every stage through the stage table.
 // Each stage is computed straight into its array (the trace's own, when
 // tracing), reads like its PyTorch line, and names that line in a comment.
-// GEMMs go to BLAS on the containers' storage (ops::gemm / ops::linear);
+// GEMMs go to oneDNN on the containers' storage (ops::gemm / ops::linear);
 // elementwise stages are xtensor expressions (vectorized with xsimd). Two
-// stages stay loops over the storage because the expression is measurably
-// slower on the hot path (ViT-B shapes, one thread, xsimd on, 2026-11-23):
-// LayerNorm (ops::layernorm, 0.19 ms vs 5.4 ms with xt::mean/xt::variance
-// reducers) and the row softmax (ops::softmax_rows, 0.03 vs 0.39 ms per
-// 197x197 head with xt::amax/xt::sum). tests/test_xtensor_reference.cpp checks
-// both against the xtensor expressions they replace.
+// stages stay loops over the storage because the reducer expressions are many
+// times slower on the hot path (docs/kernels.md has the figures): LayerNorm
+// (ops::layernorm) and the row softmax (ops::softmax_rows).
+// tests/test_core_design.cpp checks both against the xtensor expressions they replace.
 #include "core/model/forward.h"
 
 
@@ -27,6 +25,7 @@
 
 #include "core/kernels/ops.h"
 #include "core/kernels/profile.h"
+#include "core/model/pos_embed.h"
 
 namespace vit {
 
@@ -41,10 +40,6 @@ struct Workspace {
     Array qkv;                           // (B*T, 3D): the fused q/k/v projection
     std::vector<Tensor2> zcat;           // per block (B*T, D): heads concatenated
     std::map<int, Array> scratch;        // stages not kept, one array per kind
-    // The stage table of the last run and what it depends on (the names and shapes
-    // the recorder checks; building it, texts included, costs ~0.1 ms per run).
-    std::vector<int> table_key;
-    std::vector<StageInfo> table;
 };
 void WorkspaceDeleter::operator()(Workspace* w) const { delete w; }
 WorkspacePtr make_workspace() { return WorkspacePtr(new Workspace); }
@@ -62,53 +57,38 @@ auto as(const float* p, size_t n, const std::array<size_t, N>& shape) {
     return xt::adapt(const_cast<float*>(p), n, xt::no_ownership(), shape);
 }
 
-// Hands out each stage's array in the table's order: the trace's entry (Keep::All)
-// or, for training, a kept array (B, ...) or a reused scratch array.
+// Hands out each stage's array in the table's order: the trace's row (Keep::All)
+// or, for training, a kept row (B, ...) or a reused scratch array. It checks that the
+// computation records exactly the table's stages, in the table's order.
 class Recorder {
 public:
-    Recorder(const Config& c, const Options& o, size_t B, Keep keep, Trace& t, Workspace& ws)
-        : table_(table_for(c, o, ws)), B_(B), keep_(keep), t_(t), ws_(ws) {}
+    Recorder(const StageTable& table, size_t B, Keep keep, Trace& t, Workspace& ws)
+        : table_(table), B_(B), keep_(keep), t_(t), ws_(ws) {}
 
-    Array& operator()(Stage kind) {
-        if (i_ >= table_.size() || table_[i_].kind != kind)
-            throw std::logic_error("forward pass and stage table disagree at stage " + std::to_string(i_));
-        const StageInfo& s = table_[i_++];
-        if (keep_ == Keep::All) return t_.record(s.name, s.layer, s.shape);
+    Array& operator()(StageKind kind) {
+        if (i_ >= table_.size() || table_[i_].id.kind != kind)
+            throw std::logic_error(std::string("forward pass and stage table disagree: the pass computes ") +
+                                   stage_kind_name(kind) + " where the table lists " +
+                                   (i_ < table_.size() ? table_[i_].name : std::string("nothing more")));
+        const size_t row = i_++;
+        const StageInfo& s = table_[row];
+        if (keep_ == Keep::All) return t_.record(row, s.shape);
         Shape shape = s.shape;
         shape.insert(shape.begin(), B_);
-        if (kept(kind)) return t_.record(s.name, s.layer, shape);
+        if (s.kept) return t_.record(row, shape);
         Array& a = ws_.scratch[int(kind)];
         if (a.size() != shape_numel(shape) || a.dimension() != shape.size()) a = empty_array(shape);
         return a;
     }
-    // What the backward pass reads (backward.cpp); everything else is scratch when training.
-    static bool kept(Stage k) {
-        switch (k) {
-            case Stage::Patches: case Stage::LnStd: case Stage::LnNormalized: case Stage::LnOut:
-            case Stage::AttnQ: case Stage::AttnK: case Stage::AttnV: case Stage::AttnPattern:
-            case Stage::MlpPre: case Stage::MlpPost: case Stage::Pooled: case Stage::Logits:
-                return true;
-            default:
-                return false;
-        }
-    }
     bool all() const { return keep_ == Keep::All; }
     void done() const {
-        if (i_ != table_.size()) throw std::logic_error("forward pass recorded fewer stages than the table lists");
+        if (i_ != table_.size())
+            throw std::logic_error("forward pass recorded fewer stages than the table lists (next: " +
+                                   table_[i_].name + ")");
     }
 
 private:
-    static const std::vector<StageInfo>& table_for(const Config& c, const Options& o, Workspace& ws) {
-        std::vector<int> key{c.image_size, c.channels, c.patch, c.width, c.depth, c.heads, c.mlp, c.classes,
-                             int(o.pooling_for(c)), o.affine, o.unbiased, o.bug_scale_after_softmax,
-                             o.bug_reshape_patches};
-        if (key != ws.table_key || ws.table.empty()) {
-            ws.table = stage_table(c, o);
-            ws.table_key = std::move(key);
-        }
-        return ws.table;
-    }
-    const std::vector<StageInfo>& table_;
+    const StageTable& table_;
     size_t i_ = 0, B_;
     Keep keep_;
     Trace& t_;
@@ -127,12 +107,12 @@ void linear(const char* what, float* out, const float* in, const Tensor2& W, con
 
 // LayerNorm with its internals recorded: mean (R), std (R), normalized (R, D), out (R, D).
 // torch: F.layer_norm(x, (D,), weight, bias, eps) -- or, unbiased, var over D-1.
-const float* layernorm_stage(Recorder& rec, const float* x, const LayerNormW& w, size_t R, size_t D, float eps,
-                             const Options& opt) {
-    float* mean = rec(Stage::LnMean).data();
-    float* sd = rec(Stage::LnStd).data();
-    float* norm = rec(Stage::LnNormalized).data();
-    float* out = rec(Stage::LnOut).data();
+const float* layernorm_stage(Recorder& rec, LnSite site, const float* x, const LayerNormW& w, size_t R, size_t D,
+                             float eps, const Options& opt) {
+    float* mean = rec(ln_kind(site, LnPart::Mean)).data();
+    float* sd = rec(ln_kind(site, LnPart::Std)).data();
+    float* norm = rec(ln_kind(site, LnPart::Normalized)).data();
+    float* out = rec(ln_kind(site, LnPart::Out)).data();
     profile::Scope prof([] { return std::string("layernorm"); }, 8.0 * double(R) * double(D));
     ops::layernorm(out, norm, mean, sd, x, opt.affine ? w.g.data() : nullptr, opt.affine ? w.b.data() : nullptr,
                    int(R), int(D), eps, opt.unbiased);
@@ -166,16 +146,81 @@ void gelu(float* out, const float* in, size_t n) {
     });
 }
 
+// The family's rule for resizing its position embeddings (core/model/pos_embed.h).
+PosEmbedRule pos_rule_of(PosRule r) {
+    switch (r) {
+        case PosRule::Timm: return pos_rule_timm();
+        case PosRule::Dino: return pos_rule_dino();
+        case PosRule::Dinov2: return pos_rule_dinov2(false);
+        case PosRule::Dinov2Reg: return pos_rule_dinov2(true);
+        case PosRule::Hf: return pos_rule_hf(false);
+        case PosRule::HfAntialias: return pos_rule_hf(true);
+        case PosRule::OpenClip: return pos_rule_open_clip();
+        case PosRule::Mae: return pos_rule_mae();
+    }
+    throw std::invalid_argument("unknown position-embedding rule");
+}
+
+// The MLP's nonlinearity on n values (SwiGLU: R rows of 2M in, R rows of M out), split across the threads.
+// torch: F.gelu(x) | x * torch.sigmoid(1.702 * x) | F.gelu(x, approximate='tanh') | F.silu(x1) * x2
+void activation(Act act, float* out, const float* in, size_t R, size_t M) {
+    if (act == Act::Gelu) return gelu(out, in, R * M);
+    profile::Scope prof([] { return std::string("activation"); }, 0);
+    const size_t parts = size_t(std::max(1, ops::threads()));
+    ops::for_range(int(parts), R * M > 50000, [&](int t) {
+        const size_t r0 = R * size_t(t) / parts, r1 = R * size_t(t + 1) / parts, n = (r1 - r0) * M;
+        if (!n) return;
+        auto y = as(out + r0 * M, n, std::array<size_t, 1>{n});
+        if (act == Act::SwiGlu) {  // pre rows are [x1 | x2], M each
+            auto pre = as(in + r0 * 2 * M, 2 * n, std::array<size_t, 2>{r1 - r0, 2 * M});
+            auto x1 = xt::view(pre, xt::all(), xt::range(0, M));
+            auto x2 = xt::view(pre, xt::all(), xt::range(M, 2 * M));
+            xt::noalias(as(out + r0 * M, n, std::array<size_t, 2>{r1 - r0, M})) = x1 / (1.f + xt::exp(-x1)) * x2;
+            return;
+        }
+        auto x = as(in + r0 * M, n, std::array<size_t, 1>{n});
+        if (act == Act::QuickGelu) xt::noalias(y) = x / (1.f + xt::exp(-1.702f * x));
+        else xt::noalias(y) = 0.5f * x * (1.f + xt::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    });
+}
+
+// Multi-head attention of B images' queries q (B, H, Tq, d) over keys and values k, v (B, H, Tk, d):
+// scores = q k^T * alpha, pattern = softmax(scores) (then * post when the BUG is on), z = pattern v,
+// written as (B, H, Tq, d) into z, or else heads concatenated (B, Tq, ldz) into zcat.
+// Tasks of (image, head, block of query rows): when the heads do not divide evenly among the
+// threads (ViT-Ti: 3 heads on 2), each head's rows are split so every thread gets the same work
+// (rows are independent: softmax is per row).
+void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz, const float* q, const float* k,
+               const float* v, size_t B, size_t H, size_t Tq, size_t Tk, size_t d, float alpha, float post) {
+    const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
+    ops::for_range(int(B * H * split), B * H * Tq * Tk * d > 1000000, [&](int task) {
+        const size_t bh = size_t(task) / split, part = size_t(task) % split, img = bh / H, h = bh % H;
+        const size_t r0 = Tq * part / split, r1 = Tq * (part + 1) / split, n = r1 - r0;
+        if (!n) return;
+        const float *qh = q + bh * Tq * d, *kh = k + bh * Tk * d, *vh = v + bh * Tk * d;
+        float* srow = scores + (bh * Tq + r0) * Tk;
+        float* prow = pattern + (bh * Tq + r0) * Tk;
+        ops::gemm(false, true, int(n), int(Tk), int(d), alpha, qh + r0 * d, int(d), kh, int(d), 0.f, srow, int(Tk));
+        ops::softmax_rows(prow, srow, int(n), int(Tk));
+        if (post != 1.f) as(prow, n * Tk, std::array<size_t, 1>{n * Tk}) *= post;
+        if (z) ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f, z + (bh * Tq + r0) * d, int(d));
+        else ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f,
+                       zcat + (img * Tq + r0) * ldz + h * d, int(ldz));
+    });
+}
+
 }  // namespace
 
 const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& opt, Trace& acts, Keep keep,
-                           Workspace& ws) {
+                           Workspace& ws, const ModelIdentity& model, const std::atomic<bool>* cancel) {
     const Config& c = w.cfg;
-    const size_t B = x.shape(0), C = c.channels, S = c.image_size, P = c.patch, G = c.grid(), N = c.patches(),
-                 T = c.tokens(), D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, K = c.classes;
-    if (x.shape(1) != C || x.shape(2) != S || x.shape(3) != S)
+    const RunDims rd = run_dims(c, opt);
+    const size_t B = x.shape(0), C = c.channels, Hi = rd.img_h, Wi = rd.img_w, P = c.patch, gh = rd.gh, gw = rd.gw,
+                 N = rd.N, T = rd.T, T0 = T - size_t(c.registers), Rg = c.registers, D = c.width, H = c.heads,
+                 d = c.head_dim(), M = c.mlp, Mi = c.mlp_in(), K = c.classes;
+    if (x.shape(1) != C || x.shape(2) != Hi || x.shape(3) != Wi)
         throw std::invalid_argument("input has shape " + shape_str_of(x) + " but model '" + c.name + "' takes " +
-                                    shape_str({B, C, S, S}));
+                                    shape_str({B, C, Hi, Wi}) + " in this run");
     if (w.blocks.size() != size_t(c.depth)) throw std::invalid_argument("weights do not match config depth");
     if (keep == Keep::All && B != 1) throw std::invalid_argument("a traced run records one image");
     const size_t R = B * T;  // rows of the residual stream: (b, t), b-major
@@ -184,58 +229,103 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     // them; training changes them every step, so it hands them over as they are.
     const gemm::Packs* packs = keep == Keep::All ? &w.packs : nullptr;
 
-    acts.begin();
     std::optional<profile::Scope> table_prof;
     table_prof.emplace([] { return std::string("stage table (names, texts)"); }, 0);
-    Recorder rec(c, opt, B, keep, acts, ws);
+    std::shared_ptr<const StageTable> table = StageTable::get(c, opt);
+    acts.begin(table, opt, model.name.empty() ? ModelIdentity{c.name, model.source} : model);
+    Recorder rec(*table, B, keep, acts, ws);
     table_prof.reset();
+    auto check_cancel = [cancel] {
+        if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
+    };
 
-    // input: (C, S, S), normalized
-    Array& in = rec(Stage::Input);
-    xt::noalias(as(in, std::array<size_t, 4>{B, C, S, S})) = x;
+    // input: (C, Hi, Wi), normalized
+    Array& in = rec(StageKind::Input);
+    xt::noalias(as(in, std::array<size_t, 4>{B, C, Hi, Wi})) = x;
 
-    // patches: (N, C*P*P). torch: x.unfold(1,P,P).unfold(2,P,P) is (C, G, G, P, P);
-    // permuted to (G, G, C, P, P), each patch is channel-major, as the Conv2d weight.
-    Array& patches = rec(Stage::Patches);
+    // patches: (N, C*P*P). torch: x.unfold(1,P,P).unfold(2,P,P) is (C, gh, gw, P, P);
+    // permuted to (gh, gw, C, P, P), each patch is channel-major, as the Conv2d weight.
+    Array& patches = rec(StageKind::Patches);
     if (opt.bug_reshape_patches) {
         // BUG (on purpose, a teaching switch): x.reshape(N, C*P*P) keeps image rows, not patches.
-        xt::noalias(as(patches, std::array<size_t, 4>{B, C, S, S})) = x;
+        xt::noalias(as(patches, std::array<size_t, 4>{B, C, Hi, Wi})) = x;
     } else {
-        auto grid = xt::reshape_view(x, std::array<size_t, 6>{B, C, G, P, G, P});
-        xt::noalias(as(patches, std::array<size_t, 6>{B, G, G, C, P, P})) = xt::transpose(grid, {0, 2, 4, 1, 3, 5});
+        auto grid = xt::reshape_view(x, std::array<size_t, 6>{B, C, gh, P, gw, P});
+        xt::noalias(as(patches, std::array<size_t, 6>{B, gh, gw, C, P, P})) = xt::transpose(grid, {0, 2, 4, 1, 3, 5});
     }
 
     // patch_embed: (N, D) = patches @ W.T + b == Conv2d(C, D, P, stride=P)(x).flatten(2).transpose(1, 2)
-    Array& pe = rec(Stage::PatchEmbed);
+    Array& pe = rec(StageKind::PatchEmbed);
     linear("patch_embed", pe.data(), patches.data(), w.patch_w, w.patch_b, B * N, packs);
 
-    // tokens: (T, D) = torch.cat([cls_token, patch_embed])
-    Array& tok = rec(Stage::Tokens);
-    auto tok3 = as(tok, std::array<size_t, 3>{B, T, D});
-    xt::view(tok3, xt::all(), 0, xt::all()) = xt::broadcast(w.cls, {B, D});
-    xt::view(tok3, xt::all(), xt::range(1, T), xt::all()) = as(pe, std::array<size_t, 3>{B, N, D});
+    // tokens: (T0, D) = torch.cat([cls_token, (dist_token,) patch_embed])
+    const size_t pre0 = size_t(c.cls_token) + size_t(c.dist_token);
+    Array& tok = rec(StageKind::Tokens);
+    auto tok3 = as(tok, std::array<size_t, 3>{B, T0, D});
+    if (c.cls_token) xt::view(tok3, xt::all(), 0, xt::all()) = xt::broadcast(w.cls, {B, D});
+    if (c.dist_token) xt::view(tok3, xt::all(), 1, xt::all()) = xt::broadcast(w.dist, {B, D});
+    xt::view(tok3, xt::all(), xt::range(pre0, T0), xt::all()) = as(pe, std::array<size_t, 3>{B, N, D});
 
-    // embed: (T, D) = tokens + pos_embed
-    Array& emb = rec(Stage::Embed);
-    xt::noalias(as(emb, std::array<size_t, 3>{B, T, D})) = tok3 + w.pos;
+    // pos_embed.learned: the stored table, when this run's grid is another size
+    const size_t G0 = size_t(c.stored_grid()), prow = size_t(c.pos_prefix());
+    if (rd.resized) {
+        Array& pl = rec(StageKind::PosEmbedLearned);
+        xt::noalias(as(pl, std::array<size_t, 3>{B, prow + G0 * G0, D})) = xt::broadcast(w.pos, {B, prow + G0 * G0, D});
+    }
+    // pos_embed: (T0, D), what is added: the stored rows, the grid resized by the family's rule;
+    // tokens without a stored position (timm no_embed_class's cls) get 0.
+    Array& pos = rec(StageKind::PosEmbed);
+    {
+        std::vector<float> table_rows;
+        const float* src = w.pos.data();
+        if (rd.resized) {
+            profile::Scope prof([] { return std::string("position embeddings resized"); }, 0);
+            table_rows = resize_pos_embed(w.pos.data(), int(w.pos.shape(0)), int(D), int(prow), int(G0), int(G0),
+                                          int(gh), int(gw), pos_rule_of(c.pos_rule));
+            src = table_rows.data();
+        }
+        auto pos3 = as(pos, std::array<size_t, 3>{B, T0, D});
+        const size_t zero_rows = pre0 - prow;  // tokens the table has no row for
+        if (zero_rows) xt::view(pos3, xt::all(), xt::range(0, zero_rows), xt::all()) = 0.f;
+        xt::view(pos3, xt::all(), xt::range(zero_rows, T0), xt::all()) =
+            xt::broadcast(as(src, (T0 - zero_rows) * D, std::array<size_t, 2>{T0 - zero_rows, D}), {B, T0 - zero_rows, D});
+    }
+
+    // embed: (T0, D) = tokens + pos_embed
+    Array& emb = rec(StageKind::Embed);
+    xt::noalias(as(emb, std::array<size_t, 3>{B, T0, D})) = tok3 + as(pos, std::array<size_t, 3>{B, T0, D});
+    const float* xres = emb.data();  // the residual stream (R, D)
+
+    // with_registers: (T, D) = torch.cat([x[:, :1], register_tokens, x[:, 1:]], dim=1)
+    if (Rg) {
+        Array& wr = rec(StageKind::WithRegisters);
+        auto wr3 = as(wr, std::array<size_t, 3>{B, T, D});
+        auto e3 = as(emb, std::array<size_t, 3>{B, T0, D});
+        xt::view(wr3, xt::all(), 0, xt::all()) = xt::view(e3, xt::all(), 0, xt::all());
+        xt::view(wr3, xt::all(), xt::range(1, 1 + Rg), xt::all()) = xt::broadcast(w.reg, {B, Rg, D});
+        xt::view(wr3, xt::all(), xt::range(1 + Rg, T), xt::all()) = xt::view(e3, xt::all(), xt::range(1, T0), xt::all());
+        xres = wr.data();
+    }
+    // ln_pre (CLIP): x = ln_pre(x)
+    if (c.ln_pre) xres = layernorm_stage(rec, LnSite::Pre, xres, w.ln_pre, R, D, c.eps, opt);
 
     const float scale = 1.f / std::sqrt(float(d));
     ws.qkv.resize({R, 3 * D});
     ws.zcat.resize(size_t(c.depth));
-    const float* xres = emb.data();  // the residual stream (R, D)
     for (size_t l = 0; l < size_t(c.depth); ++l) {
+        check_cancel();
         const BlockW& b = w.blocks[l];
-        const float* h1 = layernorm_stage(rec, xres, b.ln1, R, D, c.eps, opt);
+        const float* h1 = layernorm_stage(rec, LnSite::Ln1, xres, b.ln1, R, D, c.eps, opt);
 
         // q, k, v: (H, T, d) each = ln1 @ Wqkv.T + b, rows of Wqkv [q; k; v], heads contiguous.
         // torch: qkv(x).reshape(T, 3, H, d).permute(1, 2, 0, 3)
         linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs);
-        float* qkv3[3] = {rec(Stage::AttnQ).data(), rec(Stage::AttnK).data(), rec(Stage::AttnV).data()};
+        float* qkv3[3] = {rec(StageKind::AttnQ).data(), rec(StageKind::AttnK).data(), rec(StageKind::AttnV).data()};
         {
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
             // The permute as a loop of d-float runs: the strided xtensor assignment
-            // xt::transpose(xt::reshape_view(qkv, {B, T, 3, H, d}), {2, 0, 3, 1, 4}) measured
-            // 1.15 ms against 0.04 ms for ViT-B (tests check the two agree).
+            // xt::transpose(xt::reshape_view(qkv, {B, T, 3, H, d}), {2, 0, 3, 1, 4}) is ~30x
+            // slower (docs/kernels.md); tests/test_core_design.cpp checks the two agree.
             ops::for_range(int(R), R * D > 50000, [&](int i) {
                 const size_t bt = size_t(i);
                 for (size_t s3 = 0; s3 < 3; ++s3)
@@ -248,39 +338,21 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // Per image and head: scores (T, T) = q @ k.T / sqrt(d), the scale BEFORE the
         // softmax; pattern = scores.softmax(-1) (rows: queries, columns: keys); z = pattern @ v.
-        float* sc = rec(Stage::AttnScores).data();
-        float* pa = rec(Stage::AttnPattern).data();
+        float* sc = rec(StageKind::AttnScores).data();
+        float* pa = rec(StageKind::AttnPattern).data();
         if (!rec.all()) sc = pa;  // training keeps only the pattern: softmax in place
         Tensor2& zcat = ws.zcat[l];
         zcat.resize({R, D});
-        float* z = rec.all() ? rec(Stage::AttnZ).data() : nullptr;
-        if (!rec.all()) rec(Stage::AttnZ);  // scratch: z goes straight into zcat below
+        float* z = rec.all() ? rec(StageKind::AttnZ).data() : nullptr;
+        if (!rec.all()) rec(StageKind::AttnZ);  // scratch: z goes straight into zcat below
         const float alpha = opt.bug_scale_after_softmax ? 1.f : scale;
-        std::optional<profile::Scope> att_prof;
-        att_prof.emplace([] { return std::string("attention: q k^T, softmax, attn v (per head)"); },
-                         4.0 * double(B * H) * double(T) * double(T) * double(d));
-        // Tasks of (image, head, block of query rows): when the heads do not divide
-        // evenly among the threads (ViT-Ti: 3 heads on 2), each head's rows are split
-        // so that every thread gets the same work (rows are independent: softmax is per row).
-        const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
-        ops::for_range(int(B * H * split), B * H * T * T * d > 1000000, [&](int task) {
-            const size_t bh = size_t(task) / split, part = size_t(task) % split;
-            const size_t img = bh / H, h = bh % H, o = bh * T * d, oo = bh * T * T;
-            const size_t r0 = T * part / split, r1 = T * (part + 1) / split, n = r1 - r0;
-            if (!n) return;
-            float* srow = sc + oo + r0 * T;
-            float* prow = pa + oo + r0 * T;
-            ops::gemm(false, true, int(n), int(T), int(d), alpha, q + o + r0 * d, int(d), k + o, int(d), 0.f, srow, int(T));
-            ops::softmax_rows(prow, srow, int(n), int(T));
-            if (opt.bug_scale_after_softmax)  // BUG (teaching switch): attn = scores.softmax(-1) / sqrt(d)
-                as(prow, n * T, std::array<size_t, 1>{n * T}) *= scale;
-            // z = attn @ v: written as (H, T, d) when recording, else straight into the concat layout
-            if (z) ops::gemm(false, false, int(n), int(d), int(T), 1.f, prow, int(T), v + o, int(d), 0.f,
-                             z + o + r0 * d, int(d));
-            else ops::gemm(false, false, int(n), int(d), int(T), 1.f, prow, int(T), v + o, int(d), 0.f,
-                           zcat.data() + (img * T + r0) * D + h * d, int(D));
-        });
-        att_prof.reset();
+        // BUG (teaching switch): attn = scores.softmax(-1) / sqrt(d)
+        const float post = opt.bug_scale_after_softmax ? scale : 1.f;
+        {
+            profile::Scope att_prof([] { return std::string("attention: q k^T, softmax, attn v (per head)"); },
+                                    4.0 * double(B * H) * double(T) * double(T) * double(d));
+            attention(sc, pa, z, zcat.data(), D, q, k, v, B, H, T, T, d, alpha, post);
+        }
         if (z) {  // heads concatenated: z.transpose(0, 1).reshape(T, D)
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
             ops::for_range(int(R), R * D > 50000, [&](int i) {  // one row (b, t) of the concat
@@ -291,72 +363,167 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         }
 
         // attn.out: (T, D) = proj(concat_heads(z))
-        Array& ao = rec(Stage::AttnOut);
+        Array& ao = rec(StageKind::AttnOut);
         linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R, packs);
+        const float* attn_branch = ao.data();
+        // ls1: (T, D) = ls1.gamma * attn_out (layer scale)
+        if (c.layer_scale) {
+            Array& ls = rec(StageKind::Ls1);
+            xt::noalias(as(ls, std::array<size_t, 2>{R, D})) = as(ao, std::array<size_t, 2>{R, D}) * b.ls1;
+            attn_branch = ls.data();
+        }
 
         // resid_mid = x + attn_out
-        Array& rm = rec(Stage::ResidMid);
-        residual_add(rm.data(), xres, ao.data(), R, D);
+        Array& rm = rec(StageKind::ResidMid);
+        residual_add(rm.data(), xres, attn_branch, R, D);
 
-        const float* h2 = layernorm_stage(rec, rm.data(), b.ln2, R, D, c.eps, opt);
+        const float* h2 = layernorm_stage(rec, LnSite::Ln2, rm.data(), b.ln2, R, D, c.eps, opt);
 
-        // mlp.pre = fc1(ln2); mlp.post = F.gelu(mlp.pre); mlp.out = fc2(mlp.post)
-        Array& pre = rec(Stage::MlpPre);
+        // mlp.pre = fc1(ln2); mlp.post = act(mlp.pre); mlp.out = fc2(mlp.post)
+        Array& pre = rec(StageKind::MlpPre);
         linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs);
-        Array& post = rec(Stage::MlpPost);
-        gelu(post.data(), pre.data(), R * M);
-        Array& mo = rec(Stage::MlpOut);
-        linear("mlp.fc2", mo.data(), post.data(), b.fc2_w, b.fc2_b, R, packs);
+        Array& mpost = rec(StageKind::MlpPost);
+        activation(c.act, mpost.data(), pre.data(), R, M);
+        Array& mo = rec(StageKind::MlpOut);
+        linear("mlp.fc2", mo.data(), mpost.data(), b.fc2_w, b.fc2_b, R, packs);
+        const float* mlp_branch = mo.data();
+        if (c.layer_scale) {
+            Array& ls = rec(StageKind::Ls2);
+            xt::noalias(as(ls, std::array<size_t, 2>{R, D})) = as(mo, std::array<size_t, 2>{R, D}) * b.ls2;
+            mlp_branch = ls.data();
+        }
 
         // resid_post = resid_mid + mlp_out
-        Array& rp = rec(Stage::ResidPost);
-        residual_add(rp.data(), rm.data(), mo.data(), R, D);
+        Array& rp = rec(StageKind::ResidPost);
+        residual_add(rp.data(), rm.data(), mlp_branch, R, D);
         xres = rp.data();
     }
+    (void)Mi;
 
-    const float* feat;  // (B, D): what the head reads
-    if (pool == Pooling::Cls) {
-        // LayerNorm on every token (as the model does), then the cls token's row: x[:, 0]
-        const float* lf = layernorm_stage(rec, xres, w.ln_f, R, D, c.eps, opt);
-        Array& pooled = rec(Stage::Pooled);
-        xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) =
-            xt::view(as(lf, R * D, std::array<size_t, 3>{B, T, D}), xt::all(), 0, xt::all());
-        feat = pooled.data();
-    } else {
-        // timm's global_pool='avg': x[:, 1:].mean(1), then LayerNorm (fc_norm)
-        Array& pooled = rec(Stage::Pooled);
-        xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) =
-            xt::mean(xt::view(as(xres, R * D, std::array<size_t, 3>{B, T, D}), xt::all(), xt::range(1, T), xt::all()),
-                     {1});
-        feat = layernorm_stage(rec, pooled.data(), w.ln_f, B, D, c.eps, opt);
+    const float* feat = nullptr;  // (B, D): what the classifier or the projection reads
+    const float* lf = nullptr;    // the final norm's output
+    auto row_of = [&](const float* src, size_t rows, size_t r) {  // (B, rows, D)[:, r] as (B, D)
+        return xt::view(as(src, B * rows * D, std::array<size_t, 3>{B, rows, D}), xt::all(), r, xt::all());
+    };
+    switch (pool) {
+        case Pooling::Cls: {
+            // LayerNorm on every token (as the model does), then the cls token's row: x[:, 0]
+            lf = layernorm_stage(rec, LnSite::Final, xres, w.ln_f, R, D, c.eps, opt);
+            if (c.head != Head::Identity) {
+                Array& pooled = rec(StageKind::Pooled);
+                xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) = row_of(lf, T, 0);
+                feat = pooled.data();
+            }
+            break;
+        }
+        case Pooling::Mean: {
+            // timm's global_pool='avg': x[:, prefix:].mean(1), then LayerNorm (fc_norm)
+            Array& pooled = rec(StageKind::Pooled);
+            const size_t pf = size_t(rd.prefix);
+            xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) = xt::mean(
+                xt::view(as(xres, R * D, std::array<size_t, 3>{B, T, D}), xt::all(), xt::range(pf, T), xt::all()), {1});
+            lf = feat = layernorm_stage(rec, LnSite::Final, pooled.data(), w.ln_f, B, D, c.eps, opt);
+            break;
+        }
+        case Pooling::ClsThenNorm: {
+            // CLIP: pooled = x[:, 0]; ln_post(pooled)
+            Array& pooled = rec(StageKind::Pooled);
+            xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) = row_of(xres, T, 0);
+            lf = feat = layernorm_stage(rec, LnSite::Final, pooled.data(), w.ln_f, B, D, c.eps, opt);
+            break;
+        }
+        case Pooling::Map: {
+            // SigLIP: post_layernorm on every token, then h = MHA(probe, x, x); h = h + mlp(layernorm(h))
+            lf = layernorm_stage(rec, LnSite::Final, xres, w.ln_f, R, D, c.eps, opt);
+            const MapHeadW& m = w.map;
+            Array& probe = rec(StageKind::HeadProbe);
+            xt::noalias(as(probe, std::array<size_t, 2>{B, D})) = xt::broadcast(m.probe, {B, D});
+            Tensor2 qp = Tensor2::from_shape({B, D}), kv = Tensor2::from_shape({R, 2 * D});
+            const Tensor2 wq = xt::view(m.in_w, xt::range(0, D), xt::all()), wkv = xt::view(m.in_w, xt::range(D, 3 * D), xt::all());
+            const Tensor1 bq = xt::view(m.in_b, xt::range(0, D)), bkv = xt::view(m.in_b, xt::range(D, 3 * D));
+            linear("head.q", qp.data(), probe.data(), wq, bq, B, nullptr);
+            linear("head.kv", kv.data(), lf, wkv, bkv, R, nullptr);
+            float* hq = rec(StageKind::HeadAttnQ).data();
+            float* hk = rec(StageKind::HeadAttnK).data();
+            float* hv = rec(StageKind::HeadAttnV).data();
+            for (size_t img = 0; img < B; ++img)
+                for (size_t h = 0; h < H; ++h) {
+                    std::copy_n(qp.data() + img * D + h * d, d, hq + (img * H + h) * d);
+                    for (size_t t = 0; t < T; ++t) {
+                        std::copy_n(kv.data() + (img * T + t) * 2 * D + h * d, d, hk + ((img * H + h) * T + t) * d);
+                        std::copy_n(kv.data() + (img * T + t) * 2 * D + D + h * d, d, hv + ((img * H + h) * T + t) * d);
+                    }
+                }
+            float* hs = rec(StageKind::HeadAttnScores).data();
+            float* hp = rec(StageKind::HeadAttnPattern).data();
+            float* hz = rec(StageKind::HeadAttnZ).data();
+            Tensor2 zc = Tensor2::from_shape({B, D});
+            attention(hs, hp, hz, nullptr, D, hq, hk, hv, B, H, 1, T, d, scale, 1.f);
+            for (size_t img = 0; img < B; ++img)
+                for (size_t h = 0; h < H; ++h) std::copy_n(hz + (img * H + h) * d, d, zc.data() + img * D + h * d);
+            Array& hao = rec(StageKind::HeadAttnOut);
+            linear("head.out_proj", hao.data(), zc.data(), m.out_w, m.out_b, B, nullptr);
+            const float* hl = layernorm_stage(rec, LnSite::Head, hao.data(), m.ln, B, D, c.eps, opt);
+            Array& hpre = rec(StageKind::HeadMlpPre);
+            linear("head.fc1", hpre.data(), hl, m.fc1_w, m.fc1_b, B, nullptr);
+            Array& hpost = rec(StageKind::HeadMlpPost);
+            activation(c.act == Act::SwiGlu ? Act::Gelu : c.act, hpost.data(), hpre.data(), B, M);
+            Array& hmo = rec(StageKind::HeadMlpOut);
+            linear("head.fc2", hmo.data(), hpost.data(), m.fc2_w, m.fc2_b, B, nullptr);
+            Array& hres = rec(StageKind::HeadResidPost);
+            residual_add(hres.data(), hao.data(), hmo.data(), B, D);
+            feat = hres.data();
+            break;
+        }
     }
-    // logits = head(pooled); probs = logits.softmax(-1)
-    Array& logits = rec(Stage::Logits);
-    linear("head", logits.data(), feat, w.head_w, w.head_b, B, packs);
-    Array& probs = rec(Stage::Probs);
-    ops::softmax_rows(probs.data(), logits.data(), int(B), int(K));
+    if (c.head == Head::Distilled) {
+        // DeiT: pooled_dist = x[:, 1]; logits = (head(pooled) + head_dist(pooled_dist)) / 2
+        Array& pd = rec(StageKind::PooledDist);
+        xt::noalias(as(pd, std::array<size_t, 2>{B, D})) = row_of(lf, T, 1 + Rg);
+        Array& lc = rec(StageKind::LogitsCls);
+        linear("head", lc.data(), feat, w.head_w, w.head_b, B, packs);
+        Array& ld = rec(StageKind::LogitsDist);
+        linear("head_dist", ld.data(), pd.data(), w.head_dist_w, w.head_dist_b, B, packs);
+        Array& logits = rec(StageKind::Logits);
+        xt::noalias(as(logits, std::array<size_t, 2>{B, K})) =
+            (as(lc, std::array<size_t, 2>{B, K}) + as(ld, std::array<size_t, 2>{B, K})) / 2.f;
+        Array& probs = rec(StageKind::Probs);
+        ops::softmax_rows(probs.data(), logits.data(), int(B), int(K));
+        rec.done();
+        acts.end();
+        return logits;
+    }
+    if (c.has_logits()) {
+        // logits = head(pooled); probs = logits.softmax(-1)
+        Array& logits = rec(StageKind::Logits);
+        linear("head", logits.data(), feat, w.head_w, w.head_b, B, packs);
+        Array& probs = rec(StageKind::Probs);
+        ops::softmax_rows(probs.data(), logits.data(), int(B), int(K));
+        rec.done();
+        acts.end();
+        return logits;
+    }
+    // embedding: the model's output without a classifier
+    Array& emb_out = rec(StageKind::Embedding);
+    const size_t E = size_t(c.out_dim());
+    if (pool == Pooling::Map) {
+        std::copy_n(feat, B * D, emb_out.data());
+    } else {
+        const float* f = feat;  // Cls + Projection: pooled; Cls + Identity: ln_final.out[0]
+        Tensor2 first;
+        if (!f) {
+            first = row_of(lf, T, 0);
+            f = first.data();
+        }
+        if (c.head == Head::Projection)  // embedding = f @ proj, proj (D, E)
+            ops::gemm(false, false, int(B), int(E), int(D), 1.f, f, int(D), w.proj.data(), int(E), 0.f,
+                      emb_out.data(), int(E));
+        else
+            std::copy_n(f, B * D, emb_out.data());
+    }
     rec.done();
     acts.end();
-    return logits;
-}
-
-void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& trace) {
-    const Config& c = w.cfg;
-    const size_t C = c.channels, S = c.image_size;
-    if (input.shape(0) != C || input.shape(1) != S || input.shape(2) != S)
-        throw std::invalid_argument("input has shape " + shape_str_of(input) + " but model '" + c.name + "' takes " +
-                                    shape_str({C, S, S}));
-    // A batch of one: the same storage seen as (1, C, S, S).
-    Tensor4 x = Tensor4::from_shape({1, C, S, S});
-    std::copy(input.begin(), input.end(), x.begin());
-    thread_local WorkspacePtr ws = make_workspace();
-    forward_batch(w, x, opt, trace, Keep::All, *ws);
-}
-
-Trace run(const Weights& w, const Tensor3& input, const Options& opt) {
-    Trace t;
-    forward(w, input, opt, t);
-    return t;
+    return emb_out;
 }
 
 }  // namespace vit

@@ -1,16 +1,20 @@
-// The ViT forward pass: one batched implementation for tracing and training.
+// The ViT forward pass: one batched implementation for tracing and training, and
+// the traced run that records every stage (and, when asked, every gradient).
 #pragma once
+#include <atomic>
 #include <memory>
+#include <stdexcept>
 
 #include "core/model/model.h"
 #include "core/model/stages.h"
-#include "core/model/tensor.h"
+#include "core/model/trace.h"
 
 namespace vit {
 
 // What a forward pass keeps. All: every stage of the table (a traced run, a batch
 // of one, shapes exactly as the table's). ForBackward: the stages the backward
-// pass reads, with a leading batch axis; the others go to reused scratch arrays.
+// pass reads (the table's `kept`), with a leading batch axis; the others go to
+// reused scratch arrays.
 enum class Keep { All, ForBackward };
 
 struct Workspace;  // scratch arrays reused across runs (defined in forward.cpp)
@@ -18,18 +22,34 @@ struct WorkspaceDeleter { void operator()(Workspace*) const; };
 using WorkspacePtr = std::unique_ptr<Workspace, WorkspaceDeleter>;
 WorkspacePtr make_workspace();
 
-// Runs the model on a batch x (B, C, S, S), already normalized, writing each stage
-// into `acts` under the stage table's names, in its order (with Keep::All, B must be 1).
-// Returns the logits (B, K), which are also the stage "logits".
-// Throws std::invalid_argument if the input does not fit the config.
+// Thrown when a run's cancel flag is raised (checked between blocks).
+struct Cancelled : std::runtime_error {
+    Cancelled() : std::runtime_error("the run was cancelled") {}
+};
+
+// Runs the model on a batch x (B, C, S, S), already normalized, recording each stage
+// into `acts` through the stage table for (config, opt), in its order (with Keep::All,
+// B must be 1). Returns the logits (B, K), which are also the stage `logits`.
+// Throws std::invalid_argument if the input does not fit the config, Cancelled when
+// *cancel becomes true.
 const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& opt, Trace& acts, Keep keep,
-                           Workspace& ws);
+                           Workspace& ws, const ModelIdentity& model = {},
+                           const std::atomic<bool>* cancel = nullptr);
 // The concatenated heads (B*T, D) of block l from the last forward_batch (the
 // output projection's input, which the backward pass needs).
 const Tensor2& workspace_zcat(const Workspace& ws, int l);
 
-// A traced run on one image (C, S, S): a batch of one that records every stage.
-void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& trace);
-Trace run(const Weights& w, const Tensor3& input, const Options& opt = {});
+// What a traced run computes besides the stages.
+struct RunRequest {
+    bool grads = false;      // also the backward pass: d logit[grad_class] / d every stage with a gradient
+    int grad_class = -1;     // -1: the predicted class (top-1, ties to the lower index)
+    ModelIdentity model;     // recorded in the trace ("" name: the config's)
+    const std::atomic<bool>* cancel = nullptr;  // raise to stop the run (Cancelled is thrown)
+};
+
+// A traced run on one image (C, S, S): a batch of one that records every stage, and
+// with req.grads, the gradient of every stage that has one, in the same trace.
+void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& trace, const RunRequest& req = {});
+Trace run(const Weights& w, const Tensor3& input, const Options& opt = {}, const RunRequest& req = {});
 
 }  // namespace vit

@@ -10,6 +10,85 @@
 
 namespace vit {
 
+const char* family_label(ModelFamily f) {
+    switch (f) {
+        case ModelFamily::ViT: return "ViT";
+        case ModelFamily::DeiT: return "DeiT";
+        case ModelFamily::Dino: return "DINO";
+        case ModelFamily::Dinov2: return "DINOv2";
+        case ModelFamily::Clip: return "CLIP";
+        case ModelFamily::Siglip: return "SigLIP";
+        case ModelFamily::Mae: return "MAE";
+    }
+    return "?";
+}
+
+const char* act_label(Act a) {
+    switch (a) {
+        case Act::Gelu: return "GELU";
+        case Act::QuickGelu: return "QuickGELU";
+        case Act::GeluTanh: return "GELU (tanh)";
+        case Act::SwiGlu: return "SwiGLU";
+    }
+    return "?";
+}
+
+const char* pos_rule_label(PosRule r) {
+    switch (r) {
+        case PosRule::Timm: return "timm resample_abs_pos_embed (bicubic, antialias)";
+        case PosRule::Dino: return "DINO interpolate_pos_encoding (bicubic, scale factor with offset 0.1)";
+        case PosRule::Dinov2: return "DINOv2 interpolate_pos_encoding (bicubic, scale factor with offset 0.1)";
+        case PosRule::Dinov2Reg: return "DINOv2 with registers interpolate_pos_encoding (bicubic, antialias)";
+        case PosRule::Hf: return "Hugging Face interpolate_pos_encoding (bicubic)";
+        case PosRule::HfAntialias: return "Hugging Face interpolate_pos_encoding (bicubic, antialias)";
+        case PosRule::OpenClip: return "open_clip resize_pos_embed (bicubic, antialias)";
+        case PosRule::Mae: return "MAE interpolate_pos_embed (bicubic)";
+    }
+    return "?";
+}
+
+namespace {
+// Floats one traced forward pass records with T tokens (per block: ~16 (T, D) stages,
+// scores + pattern (H, T, T), fc1 and the activation (T, M)).
+double trace_floats(const Config& c, double T) {
+    const double D = c.width, H = c.heads, M = c.mlp_in();
+    return c.depth * (16 * T * D + 2 * H * T * T + 2 * T * M) + 6 * T * D;
+}
+}  // namespace
+
+RunDims run_dims(const Config& c, const Options& o) {
+    RunDims r;
+    r.img_h = o.image_h > 0 ? o.image_h : c.image_size;
+    r.img_w = o.image_w > 0 ? o.image_w : c.image_size;
+    const std::string size = std::to_string(r.img_h) + "x" + std::to_string(r.img_w);
+    if (r.img_h % c.patch || r.img_w % c.patch)
+        throw std::invalid_argument("input size " + size + " is not a multiple of the patch size " +
+                                    std::to_string(c.patch));
+    if (r.img_h < c.patch || r.img_w < c.patch || r.img_h > kMaxImageSize || r.img_w > kMaxImageSize)
+        throw std::invalid_argument("input size " + size + " is outside " + std::to_string(c.patch) + ".." +
+                                    std::to_string(kMaxImageSize) + " per side");
+    if (o.pooling && *o.pooling != c.pooling &&
+        !((c.pooling == Pooling::Cls || c.pooling == Pooling::Mean) && c.cls_token &&
+          (*o.pooling == Pooling::Cls || *o.pooling == Pooling::Mean) && c.head != Head::Projection))
+        throw std::invalid_argument(std::string("pooling ") + pooling_name(*o.pooling) + " does not apply to this model (" +
+                                    family_label(c.family) + ", pooling " + pooling_name(c.pooling) +
+                                    "): the pooling switch is for ViT classifiers with a cls token, between cls and mean");
+    r.gh = r.img_h / c.patch;
+    r.gw = r.img_w / c.patch;
+    r.N = r.gh * r.gw;
+    r.prefix = c.prefix_tokens();
+    r.T = r.prefix + r.N;
+    r.resized = r.gh != c.stored_grid() || r.gw != c.stored_grid();
+    const double tf = trace_floats(c, r.T);
+    if (tf > kMaxTraceFloats) {
+        char m[200];
+        std::snprintf(m, sizeof m, "a traced pass at %s records %.3g GB, over the limit of %.3g GB", size.c_str(),
+                      tf * 4 / 1e9, kMaxTraceFloats * 4 / 1e9);
+        throw std::invalid_argument(m);
+    }
+    return r;
+}
+
 void Config::validate() const {
     auto bad = [](const std::string& m) { throw std::invalid_argument("invalid config: " + m); };
     if (image_size <= 0 || image_size > 4096) bad("image_size must be in 1..4096");
@@ -25,11 +104,21 @@ void Config::validate() const {
             std::to_string(kMaxWidth) + ", depth " + std::to_string(kMaxLayers) + ", heads <= width, mlp " +
             std::to_string(kMaxMlp) + ", classes " + std::to_string(kMaxClasses) + ")");
     if (pre.resize < 0 || pre.resize > kMaxResize) bad("resize must be in 0.." + std::to_string(kMaxResize));
-    // Parameters and the floats one traced forward pass records (per block:
-    // ~14 (T, D) stages, scores + pattern (H, T, T), fc1/GELU (T, M)).
-    const double T = tokens(), D = width, H = heads, M = mlp;
+    // The family's parts must fit together.
+    if (registers < 0 || registers > 256) bad("registers must be in 0..256");
+    if (registers && !cls_token) bad("register tokens need a cls token (they are inserted after it)");
+    if (dist_token && !cls_token) bad("a distillation token needs a cls token");
+    if (dist_token != (head == Head::Distilled)) bad("a distillation token goes with the distilled head, and only with it");
+    if (head == Head::Projection && (embed_dim <= 0 || embed_dim > kMaxWidth))
+        bad("a projection head needs embed_dim in 1.." + std::to_string(kMaxWidth));
+    if (!cls_token && (pooling == Pooling::Cls || pooling == Pooling::ClsThenNorm))
+        bad("a model without a cls token cannot pool it (pooling must be mean or map)");
+    if (pooling == Pooling::Map && has_logits()) bad("attention pooling (map) has no classifier here");
+    if (pos_grid < 0 || pos_grid > kMaxImageSize) bad("pos_grid must be in 0.." + std::to_string(kMaxImageSize));
+    // Parameters and the floats one traced forward pass records at the native size.
+    const double T = tokens();
     const double params = double(param_count(*this));
-    const double trace = depth * (14 * T * D + 2 * H * T * T + 2 * T * M) + 4 * T * D;
+    const double trace = trace_floats(*this, T);
     if (params > kMaxParams || trace > kMaxTraceFloats) {
         char m[200];
         std::snprintf(m, sizeof m, "%.3g parameters and a %.3g GB trace are over the limits (%.3g parameters, %.3g GB)",
@@ -56,7 +145,23 @@ std::string Config::describe() const {
       << patch << " (" << grid() << "x" << grid() << " = " << patches() << " patches, "
       << tokens() << " tokens), width " << width << ", depth " << depth << ", heads " << heads
       << " (d=" << head_dim() << "), mlp " << mlp << ", classes " << classes << ", eps " << eps
-      << ", pooling " << (pooling == Pooling::Cls ? "cls" : "mean");
+      << ", pooling " << pooling_name(pooling);
+    if (family != ModelFamily::ViT) {
+        o << ", family " << family_label(family) << " (";
+        std::string parts;
+        auto add = [&](const std::string& s) { parts += (parts.empty() ? "" : ", ") + s; };
+        if (!cls_token) add("no cls token");
+        if (dist_token) add("distillation token");
+        if (registers) add(std::to_string(registers) + " registers");
+        if (layer_scale) add("layer scale");
+        if (ln_pre) add("ln_pre");
+        if (!patch_bias) add("patch conv without bias");
+        add(act_label(act));
+        add(head == Head::Classifier ? "classifier" : head == Head::Distilled ? "two heads averaged"
+            : head == Head::Projection ? "projection to " + std::to_string(embed_dim) : "embedding output");
+        if (stored_grid() != grid()) add("position grid " + std::to_string(stored_grid()) + "x" + std::to_string(stored_grid()));
+        o << parts << ")";
+    }
     return o.str();
 }
 
@@ -71,7 +176,10 @@ Config make(const std::string& name, int img, int ch, int p, int d, int l, int h
 }  // namespace
 
 std::vector<std::string> preset_names() {
-    return {"toy-rgb8", "toy-gray4", "vit-ti16", "vit-s16", "vit-b16", "vit-b32", "vit-l16", "vit-l32", "vit-h14", "fmnist"};
+    return {"toy-rgb8", "toy-gray4", "vit-ti16", "vit-s16", "vit-b16", "vit-b32", "vit-l16", "vit-l32", "vit-h14", "fmnist",
+            "deit-ti16-distilled", "deit-s16-distilled", "deit-b16-distilled", "dino-s16", "dino-b16", "dinov2-s14",
+            "dinov2-s14-reg", "dinov2-b14", "dinov2-b14-reg", "clip-b32", "clip-b16", "clip-l14", "siglip-b16",
+            "mae-b16"};
 }
 
 // Checked against torchvision/models/vision_transformer.py (vit_b_16 ... vit_h_14:
@@ -105,7 +213,7 @@ bool is_preset(const std::string& n) {
 Config preset(const std::string& n) {
     for (auto& a : preset_aliases()) {
         if (a.alias != n) continue;
-        // The family's name brings the family's preprocessing (see DESIGN.md).
+        // The family's name brings the family's preprocessing (README, "Models").
         Config c = preset(a.preset);
         c.name = a.alias;
         if (std::string(a.family) == "torchvision") {
@@ -132,6 +240,64 @@ Config preset(const std::string& n) {
     if (n == "vit-l16") return make(n, 224, 3, 16, 1024, 24, 16, 4096, 1000);
     if (n == "vit-l32") return make(n, 224, 3, 32, 1024, 24, 16, 4096, 1000);
     if (n == "vit-h14") return make(n, 224, 3, 14, 1280, 32, 16, 5120, 1000);
+    // The families' standard shapes (random weights), from their upstream configs:
+    // timm deit_*_distilled_patch16_224, facebookresearch/dino dino_vits16/vitb16, dinov2 vits14/vitb14
+    // (_reg: 4 registers; position table 37x37 from 518 px, run at 224 as their eval transform),
+    // openai/CLIP ViT-B/32, B/16, L/14, google/siglip-base-patch16-224, facebookresearch/mae vit_base.
+    const std::vector<float> imagenet_mean{0.485f, 0.456f, 0.406f}, imagenet_std{0.229f, 0.224f, 0.225f};
+    auto imagenet = [&](Config& c, int resize, Interp in) {
+        c.pre.mean = imagenet_mean; c.pre.std = imagenet_std; c.pre.resize = resize; c.pre.interp = in;
+    };
+    if (n.rfind("deit-", 0) == 0) {
+        Config c = n == "deit-ti16-distilled" ? make(n, 224, 3, 16, 192, 12, 3, 768, 1000)
+                   : n == "deit-s16-distilled" ? make(n, 224, 3, 16, 384, 12, 6, 1536, 1000)
+                   : n == "deit-b16-distilled" ? make(n, 224, 3, 16, 768, 12, 12, 3072, 1000) : Config{};
+        if (c.name == n) {
+            c.family = ModelFamily::DeiT; c.dist_token = true; c.head = Head::Distilled;
+            imagenet(c, 256, Interp::Bicubic);
+            return c;
+        }
+    }
+    if (n == "dino-s16" || n == "dino-b16") {
+        Config c = n == "dino-s16" ? make(n, 224, 3, 16, 384, 12, 6, 1536, 1000) : make(n, 224, 3, 16, 768, 12, 12, 3072, 1000);
+        c.family = ModelFamily::Dino; c.head = Head::Identity; c.pos_rule = PosRule::Dino;
+        imagenet(c, 256, Interp::Bicubic);
+        return c;
+    }
+    if (n.rfind("dinov2-", 0) == 0 && (n.find("s14") != std::string::npos || n.find("b14") != std::string::npos) &&
+        (n.size() == 10 || n.substr(10) == "-reg")) {
+        const bool small = n.find("s14") != std::string::npos, reg = n.size() > 10;
+        Config c = small ? make(n, 224, 3, 14, 384, 12, 6, 1536, 1000) : make(n, 224, 3, 14, 768, 12, 12, 3072, 1000);
+        c.family = ModelFamily::Dinov2; c.head = Head::Identity; c.layer_scale = true; c.pos_grid = 37;
+        c.registers = reg ? 4 : 0;
+        c.pos_rule = reg ? PosRule::Dinov2Reg : PosRule::Dinov2;
+        imagenet(c, 256, Interp::Bicubic);
+        return c;
+    }
+    if (n == "clip-b32" || n == "clip-b16" || n == "clip-l14") {
+        Config c = n == "clip-b32" ? make(n, 224, 3, 32, 768, 12, 12, 3072, 1000)
+                   : n == "clip-b16" ? make(n, 224, 3, 16, 768, 12, 12, 3072, 1000)
+                                     : make(n, 224, 3, 14, 1024, 24, 16, 4096, 1000);
+        c.family = ModelFamily::Clip; c.ln_pre = true; c.patch_bias = false; c.act = Act::QuickGelu; c.eps = 1e-5f;
+        c.pooling = Pooling::ClsThenNorm; c.head = Head::Projection; c.embed_dim = n == "clip-l14" ? 768 : 512;
+        c.pos_rule = PosRule::OpenClip;
+        c.pre.mean = {0.48145466f, 0.4578275f, 0.40821073f}; c.pre.std = {0.26862954f, 0.26130258f, 0.27577711f};
+        c.pre.resize = 224; c.pre.interp = Interp::Bicubic;
+        return c;
+    }
+    if (n == "siglip-b16") {
+        Config c = make(n, 224, 3, 16, 768, 12, 12, 3072, 1000);
+        c.family = ModelFamily::Siglip; c.cls_token = false; c.pos_no_cls = true; c.act = Act::GeluTanh;
+        c.pooling = Pooling::Map; c.head = Head::Identity; c.pos_rule = PosRule::Hf;
+        c.pre.squash = true; c.pre.resize = 224; c.pre.interp = Interp::Bicubic;  // SiglipImageProcessor: 224x224
+        return c;
+    }
+    if (n == "mae-b16") {
+        Config c = make(n, 224, 3, 16, 768, 12, 12, 3072, 1000);
+        c.family = ModelFamily::Mae; c.head = Head::Identity; c.pos_rule = PosRule::Mae;
+        imagenet(c, 256, Interp::Bicubic);
+        return c;
+    }
     if (n == "fmnist") {
         // The embedded default: 28x28 grayscale, 4x4 patches -> a 7x7 grid.
         Config c = make(n, 28, 1, 4, 64, 6, 4, 128, 10);
@@ -147,10 +313,16 @@ Config preset(const std::string& n) {
 }
 
 int64_t param_count(const Config& c) {
-    int64_t D = c.width, M = c.mlp, K = c.classes, T = c.tokens();
-    int64_t embed = int64_t(c.patch_dim()) * D + D + D + T * D;
-    int64_t block = 2 * (2 * D) + (3 * D * D + 3 * D) + (D * D + D) + (D * M + M) + (M * D + D);
-    return embed + c.depth * block + 2 * D + D * K + K;
+    const int64_t D = c.width, M = c.mlp, Mi = c.mlp_in(), K = c.classes;
+    int64_t embed = int64_t(c.patch_dim()) * D + (c.patch_bias ? D : 0) + int64_t(c.pos_rows()) * D;
+    embed += (int64_t(c.cls_token) + int64_t(c.dist_token) + c.registers) * D + (c.ln_pre ? 2 * D : 0);
+    const int64_t block = 2 * (2 * D) + (3 * D * D + 3 * D) + (D * D + D) + (D * Mi + Mi) + (M * D + D) +
+                          (c.layer_scale ? 2 * D : 0);
+    int64_t head = 2 * D;  // the final norm
+    if (c.has_logits()) head += (D * K + K) * (c.head == Head::Distilled ? 2 : 1);
+    if (c.head == Head::Projection) head += D * int64_t(c.embed_dim);
+    if (c.pooling == Pooling::Map) head += D + (3 * D * D + 3 * D) + (D * D + D) + 2 * D + (D * M + M) + (M * D + D);
+    return embed + c.depth * block + head;
 }
 
 std::vector<ArrayRef> param_refs(const Weights& w) {
@@ -171,10 +343,21 @@ Weights zeros_like(const Weights& w) {
     return z;
 }
 
+const char* pooling_name(Pooling p) {
+    switch (p) {
+        case Pooling::Cls: return "cls";
+        case Pooling::Mean: return "mean";
+        case Pooling::ClsThenNorm: return "cls, then norm";
+        case Pooling::Map: return "map";
+    }
+    return "?";
+}
+
 std::string Options::describe() const {
     std::string s = std::string("elementwise_affine=") + (affine ? "True" : "False") +
                     ", unbiased=" + (unbiased ? "True" : "False") + ", pooling=" +
-                    (pooling ? (*pooling == Pooling::Cls ? "cls" : "mean") : "model's");
+                    (pooling ? pooling_name(*pooling) : "model's");
+    if (image_h > 0 || image_w > 0) s += ", input " + std::to_string(image_h) + "x" + std::to_string(image_w);
     if (bug_scale_after_softmax) s += ", BUG: scale after softmax";
     if (bug_reshape_patches) s += ", BUG: patches by plain reshape";
     return s;
@@ -193,9 +376,49 @@ void trunc_normal(T& t, float std, std::mt19937_64& rng) {
 }
 }  // namespace
 
+Weights shaped_weights(const Config& c) {
+    const size_t D = c.width, M = c.mlp, Mi = c.mlp_in(), K = c.classes, CPP = c.patch_dim(), R = c.registers;
+    Weights w;
+    w.cfg = c;
+    auto ln = [&](LayerNormW& l) { l.g = Tensor1::from_shape({D}); l.b = Tensor1::from_shape({D}); };
+    auto linear = [&](Tensor2& W, Tensor1& b, size_t out, size_t in) {
+        W = Tensor2::from_shape({out, in});
+        b = Tensor1::from_shape({out});
+    };
+    linear(w.patch_w, w.patch_b, D, CPP);
+    if (c.cls_token) w.cls = Tensor1::from_shape({D});
+    if (c.dist_token) w.dist = Tensor1::from_shape({D});
+    if (R) w.reg = Tensor2::from_shape({R, D});
+    w.pos = Tensor2::from_shape({size_t(c.pos_rows()), D});
+    if (c.ln_pre) ln(w.ln_pre);
+    w.blocks.resize(size_t(c.depth));
+    for (auto& b : w.blocks) {
+        ln(b.ln1);
+        ln(b.ln2);
+        linear(b.qkv_w, b.qkv_b, 3 * D, D);
+        linear(b.proj_w, b.proj_b, D, D);
+        linear(b.fc1_w, b.fc1_b, Mi, D);
+        linear(b.fc2_w, b.fc2_b, D, M);
+        if (c.layer_scale) { b.ls1 = Tensor1::from_shape({D}); b.ls2 = Tensor1::from_shape({D}); }
+    }
+    ln(w.ln_f);
+    if (c.has_logits()) linear(w.head_w, w.head_b, K, D);
+    if (c.head == Head::Distilled) linear(w.head_dist_w, w.head_dist_b, K, D);
+    if (c.head == Head::Projection) w.proj = Tensor2::from_shape({D, size_t(c.embed_dim)});
+    if (c.pooling == Pooling::Map) {
+        w.map.probe = Tensor1::from_shape({D});
+        linear(w.map.in_w, w.map.in_b, 3 * D, D);
+        linear(w.map.out_w, w.map.out_b, D, D);
+        ln(w.map.ln);
+        linear(w.map.fc1_w, w.map.fc1_b, M, D);
+        linear(w.map.fc2_w, w.map.fc2_b, D, M);
+    }
+    return w;
+}
+
 Weights init_weights(const Config& c, uint64_t seed) {
     c.validate();
-    const size_t D = c.width, M = c.mlp, K = c.classes, T = c.tokens(), CPP = c.patch_dim();
+    const size_t D = c.width, M = c.mlp, Mi = c.mlp_in(), K = c.classes, CPP = c.patch_dim(), R = c.registers;
     std::mt19937_64 rng(seed);
     Weights w;
     w.cfg = c;
@@ -204,11 +427,22 @@ Weights init_weights(const Config& c, uint64_t seed) {
     std::uniform_real_distribution<float> ud(-bound, bound);
     w.patch_w = Tensor2::from_shape({D, CPP});
     for (auto& v : w.patch_w) v = ud(rng);
-    w.patch_b = Tensor1::from_shape({D});
-    for (auto& v : w.patch_b) v = ud(rng);
-    w.cls = Tensor1::from_shape({D});
-    trunc_normal(w.cls, 1e-6f, rng);
-    w.pos = Tensor2::from_shape({T, D});
+    w.patch_b = xt::zeros<float>({D});
+    if (c.patch_bias)
+        for (auto& v : w.patch_b) v = ud(rng);
+    if (c.cls_token) {
+        w.cls = Tensor1::from_shape({D});
+        trunc_normal(w.cls, 1e-6f, rng);
+    }
+    if (c.dist_token) {
+        w.dist = Tensor1::from_shape({D});
+        trunc_normal(w.dist, 0.02f, rng);
+    }
+    if (R) {  // dinov2: nn.init.normal_(register_tokens, std=1e-6)
+        w.reg = Tensor2::from_shape({R, D});
+        trunc_normal(w.reg, 1e-6f, rng);
+    }
+    w.pos = Tensor2::from_shape({size_t(c.pos_rows()), D});
     trunc_normal(w.pos, 0.02f, rng);
     auto ln = [&](LayerNormW& l) { l.g = xt::ones<float>({D}); l.b = xt::zeros<float>({D}); };
     auto linear = [&](Tensor2& W, Tensor1& b, size_t out, size_t in) {
@@ -216,17 +450,37 @@ Weights init_weights(const Config& c, uint64_t seed) {
         trunc_normal(W, 0.02f, rng);
         b = xt::zeros<float>({out});
     };
+    if (c.ln_pre) ln(w.ln_pre);
     w.blocks.resize(c.depth);
     for (auto& b : w.blocks) {
         ln(b.ln1);
         ln(b.ln2);
         linear(b.qkv_w, b.qkv_b, 3 * D, D);
         linear(b.proj_w, b.proj_b, D, D);
-        linear(b.fc1_w, b.fc1_b, M, D);
+        linear(b.fc1_w, b.fc1_b, Mi, D);
         linear(b.fc2_w, b.fc2_b, D, M);
+        if (c.layer_scale) {  // dinov2 / timm LayerScale(init_values=1e-5)
+            b.ls1 = xt::full_like(Tensor1::from_shape({D}), 1e-5f);
+            b.ls2 = xt::full_like(Tensor1::from_shape({D}), 1e-5f);
+        }
     }
     ln(w.ln_f);
-    linear(w.head_w, w.head_b, K, D);
+    if (c.has_logits()) linear(w.head_w, w.head_b, K, D);
+    if (c.head == Head::Distilled) linear(w.head_dist_w, w.head_dist_b, K, D);
+    if (c.head == Head::Projection) {  // openai/CLIP: width ** -0.5 * randn(width, output_dim)
+        w.proj = Tensor2::from_shape({D, size_t(c.embed_dim)});
+        std::normal_distribution<float> nd(0.f, 1.f / std::sqrt(float(D)));
+        for (auto& v : w.proj) v = nd(rng);
+    }
+    if (c.pooling == Pooling::Map) {
+        w.map.probe = Tensor1::from_shape({D});
+        trunc_normal(w.map.probe, 0.02f, rng);
+        linear(w.map.in_w, w.map.in_b, 3 * D, D);
+        linear(w.map.out_w, w.map.out_b, D, D);
+        ln(w.map.ln);
+        linear(w.map.fc1_w, w.map.fc1_b, M, D);
+        linear(w.map.fc2_w, w.map.fc2_b, D, M);
+    }
     return w;
 }
 

@@ -11,8 +11,29 @@
 
 namespace vit {
 
-enum class Pooling { Cls, Mean };
+// What the head reads. Cls: the final norm on every token, then row 0 (timm, DINO,
+// DeiT, open_clip). Mean: the mean of the patch tokens, then the final norm (timm's
+// fc_norm). ClsThenNorm: row 0, then the final norm on that row alone (OpenAI CLIP's
+// and Hugging Face CLIP's ln_post). Map: the final norm on every token, then an
+// attention-pooling head whose learned probe attends over them (SigLIP).
+enum class Pooling { Cls, Mean, ClsThenNorm, Map };
 enum class Interp { Bilinear, Bicubic };
+
+// The families ViTScope runs: each is the vanilla ViT plus the parts its Config turns on.
+enum class ModelFamily { ViT, DeiT, Dino, Dinov2, Clip, Siglip, Mae };
+const char* family_label(ModelFamily f);  // "ViT", "DeiT", "DINO", "DINOv2", "CLIP", "SigLIP", "MAE"
+// The MLP's nonlinearity: exact GELU (erf), QuickGELU x*sigmoid(1.702x) (OpenAI CLIP),
+// tanh-GELU (SigLIP), SwiGLU silu(x1) * x2 over fc1's two halves (DINOv2 ViT-g).
+enum class Act { Gelu, QuickGelu, GeluTanh, SwiGlu };
+const char* act_label(Act a);
+// What the model's forward returns: logits from a Linear head (Distilled: DeiT's two
+// heads on cls and dist, averaged), or an embedding: the pooled feature itself
+// (Identity: DINO, MAE, SigLIP) or projected by x @ proj (Projection: CLIP).
+enum class Head { Classifier, Distilled, Identity, Projection };
+// How the learned position embeddings are resized to another patch grid (core/model/pos_embed.h).
+enum class PosRule { Timm, Dino, Dinov2, Dinov2Reg, Hf, HfAntialias, OpenClip, Mae };
+const char* pos_rule_label(PosRule r);
+const char* pooling_name(Pooling p);  // "cls", "mean", "cls, then norm", "map"
 
 // How an image becomes the model's input (the model family decides).
 struct Preprocess {
@@ -32,7 +53,7 @@ constexpr double kMaxParams = 1e9, kMaxTraceFloats = 1 << 30;
 
 struct Config {
     std::string name = "custom";
-    int image_size = 224;
+    int image_size = 224;   // the native input side (square); a run may use another size (Options)
     int channels = 3;
     int patch = 16;
     int width = 768;    // D
@@ -45,9 +66,34 @@ struct Config {
     Preprocess pre;
     std::vector<std::string> class_names;  // may be empty
 
+    // The family's parts (all off: the vanilla ViT of timm, torchvision and Hugging Face).
+    ModelFamily family = ModelFamily::ViT;
+    bool cls_token = true;    // false: SigLIP (the tokens are the patches alone)
+    bool dist_token = false;  // DeiT distilled: tokens [cls, dist, patches]
+    int registers = 0;        // DINOv2 with registers: tokens [cls, reg0..., patches], no position
+    bool layer_scale = false; // DINOv2: x + gamma * attn(...), x + gamma * mlp(...)
+    bool ln_pre = false;      // CLIP: a LayerNorm on the tokens before the blocks
+    bool patch_bias = true;   // false: CLIP's patch conv has no bias
+    bool pos_no_cls = false;  // the stored position table has patch rows only (timm no_embed_class, SigLIP)
+    Act act = Act::Gelu;
+    Head head = Head::Classifier;
+    int embed_dim = 0;        // E, the width of CLIP's projection (Head::Projection)
+    PosRule pos_rule = PosRule::Timm;
+    int pos_grid = 0;         // the stored position table's grid side (0: image_size / patch); DINOv2: 37
+
     int grid() const { return image_size / patch; }
-    int patches() const { return grid() * grid(); }   // N
-    int tokens() const { return patches() + 1; }       // T
+    int stored_grid() const { return pos_grid > 0 ? pos_grid : grid(); }
+    int patches() const { return grid() * grid(); }   // N at the native size
+    // Tokens before the patches: cls, registers, dist (in that order in the sequence).
+    int prefix_tokens() const { return int(cls_token) + registers + int(dist_token); }
+    int tokens() const { return prefix_tokens() + patches(); }  // T at the native size
+    // Rows of the stored position table: cls and dist positions (unless pos_no_cls), then the grid.
+    int pos_rows() const { return pos_prefix() + stored_grid() * stored_grid(); }
+    int pos_prefix() const { return pos_no_cls ? 0 : int(cls_token) + int(dist_token); }
+    bool has_logits() const { return head == Head::Classifier || head == Head::Distilled; }
+    // The width of the model's output: classes, or the embedding's width.
+    int out_dim() const { return has_logits() ? classes : head == Head::Projection ? embed_dim : width; }
+    int mlp_in() const { return act == Act::SwiGlu ? 2 * mlp : mlp; }  // fc1's outputs
     int head_dim() const { return width / heads; }     // d
     int patch_dim() const { return channels * patch * patch; }
     // Throws std::invalid_argument naming the offending field.
@@ -63,15 +109,30 @@ struct Options {
     // Two classic bugs, off by default, to see their effect downstream:
     bool bug_scale_after_softmax = false;  // softmax(q k^T) / sqrt(d) instead of softmax(q k^T / sqrt(d))
     bool bug_reshape_patches = false;      // img.reshape(N, C*P*P) instead of unfold
+    // The input size of the run (multiples of the patch size); 0: the model's native size.
+    // Another size resizes the position embeddings by the family's rule (Config::pos_rule).
+    int image_h = 0, image_w = 0;
     Pooling pooling_for(const Config& c) const { return pooling ? *pooling : c.pooling; }
     bool has_bug() const { return bug_scale_after_softmax || bug_reshape_patches; }
     bool operator==(const Options& o) const {
         return affine == o.affine && unbiased == o.unbiased && pooling == o.pooling &&
-               bug_scale_after_softmax == o.bug_scale_after_softmax && bug_reshape_patches == o.bug_reshape_patches;
+               bug_scale_after_softmax == o.bug_scale_after_softmax && bug_reshape_patches == o.bug_reshape_patches &&
+               image_h == o.image_h && image_w == o.image_w;
     }
     bool operator!=(const Options& o) const { return !(*this == o); }
     std::string describe() const;  // "elementwise_affine=True, unbiased=False, pooling=model's (cls)"
 };
+
+// The sizes of one run: the config at the options' input size.
+struct RunDims {
+    int img_h, img_w;   // input (multiples of the patch)
+    int gh, gw;         // the patch grid
+    int N, prefix, T;   // patches, tokens before them, all tokens
+    bool resized;       // the grid differs from the stored position table's
+};
+// Throws std::invalid_argument naming the size when it is not a multiple of the patch,
+// or too large for the limits.
+RunDims run_dims(const Config& c, const Options& o);
 
 struct LayerNormW { Tensor1 g, b; };  // (D), (D)
 
@@ -79,18 +140,35 @@ struct BlockW {
     LayerNormW ln1, ln2;
     Tensor2 qkv_w; Tensor1 qkv_b;    // (3D, D), (3D): rows [q; k; v], heads contiguous
     Tensor2 proj_w; Tensor1 proj_b;  // (D, D), (D)
+    Tensor2 fc1_w; Tensor1 fc1_b;    // (M, D), (M); SwiGLU: (2M, D), (2M), the halves x1, x2
+    Tensor2 fc2_w; Tensor1 fc2_b;    // (D, M), (D)
+    Tensor1 ls1, ls2;                // (D) layer scale (empty without)
+};
+
+// SigLIP's attention-pooling head (Hugging Face SiglipMultiheadAttentionPoolingHead).
+struct MapHeadW {
+    Tensor1 probe;                   // (D) the learned query
+    Tensor2 in_w; Tensor1 in_b;      // (3D, D), (3D): rows [q; k; v] of nn.MultiheadAttention
+    Tensor2 out_w; Tensor1 out_b;    // (D, D), (D)
+    LayerNormW ln;
     Tensor2 fc1_w; Tensor1 fc1_b;    // (M, D), (M)
     Tensor2 fc2_w; Tensor1 fc2_b;    // (D, M), (D)
 };
 
 struct Weights {
     Config cfg;
-    Tensor2 patch_w; Tensor1 patch_b;  // (D, C*P*P) == Conv2d OIHW flattened, (D)
-    Tensor1 cls;                       // (D)
-    Tensor2 pos;                       // (T, D)
+    Tensor2 patch_w; Tensor1 patch_b;  // (D, C*P*P) == Conv2d OIHW flattened, (D) (zeros without a bias)
+    Tensor1 cls;                       // (D) (empty without a cls token)
+    Tensor1 dist;                      // (D) DeiT's distillation token (empty without)
+    Tensor2 reg;                       // (R, D) DINOv2's register tokens (empty without)
+    Tensor2 pos;                       // (Config::pos_rows(), D), as stored: [cls, dist,] the grid, row-major
+    LayerNormW ln_pre;                 // CLIP (empty without)
     std::vector<BlockW> blocks;
     LayerNormW ln_f;
-    Tensor2 head_w; Tensor1 head_b;    // (K, D), (K)
+    Tensor2 head_w; Tensor1 head_b;    // (K, D), (K) (empty without a classifier)
+    Tensor2 head_dist_w; Tensor1 head_dist_b;  // DeiT's distillation head
+    Tensor2 proj;                      // (D, E) CLIP: embedding = x @ proj
+    MapHeadW map;                      // SigLIP
     // The matrices packed for the GEMM kernel by traced forward passes (gemm.h):
     // a copy starts empty; whoever changes weights in place calls packs.clear()
     // (AdamW does; a change is also detected by sampling).
@@ -100,12 +178,21 @@ struct Weights {
 // Calls f(name, p, q, ...) for every parameter in a fixed order (timm's names), with
 // the same parameter of each of the given Weights (weights, gradients, Adam moments...).
 // p, q, ... are the xtensor containers themselves (Tensor1 or Tensor2).
+// The families' extra parameters come under timm's names where timm has them (dist_token,
+// reg_token, norm_pre, ls1.gamma, head_dist) and ViTScope's own otherwise (proj, map.*);
+// each only when the model has it.
 template <class F, class W0, class... W>
 void for_each_param(F&& f, W0& w0, W&... ws) {
-    f("cls_token", w0.cls, ws.cls...);
+    if (w0.cls.size()) f("cls_token", w0.cls, ws.cls...);
+    if (w0.dist.size()) f("dist_token", w0.dist, ws.dist...);
+    if (w0.reg.size()) f("reg_token", w0.reg, ws.reg...);
     f("pos_embed", w0.pos, ws.pos...);
     f("patch_embed.proj.weight", w0.patch_w, ws.patch_w...);
     f("patch_embed.proj.bias", w0.patch_b, ws.patch_b...);
+    if (w0.ln_pre.g.size()) {
+        f("norm_pre.weight", w0.ln_pre.g, ws.ln_pre.g...);
+        f("norm_pre.bias", w0.ln_pre.b, ws.ln_pre.b...);
+    }
     for (size_t i = 0; i < w0.blocks.size(); ++i) {
         const std::string p = "blocks." + std::to_string(i) + ".";
         f(p + "norm1.weight", w0.blocks[i].ln1.g, ws.blocks[i].ln1.g...);
@@ -120,11 +207,35 @@ void for_each_param(F&& f, W0& w0, W&... ws) {
         f(p + "mlp.fc1.bias", w0.blocks[i].fc1_b, ws.blocks[i].fc1_b...);
         f(p + "mlp.fc2.weight", w0.blocks[i].fc2_w, ws.blocks[i].fc2_w...);
         f(p + "mlp.fc2.bias", w0.blocks[i].fc2_b, ws.blocks[i].fc2_b...);
+        if (w0.blocks[i].ls1.size()) {
+            f(p + "ls1.gamma", w0.blocks[i].ls1, ws.blocks[i].ls1...);
+            f(p + "ls2.gamma", w0.blocks[i].ls2, ws.blocks[i].ls2...);
+        }
     }
     f("norm.weight", w0.ln_f.g, ws.ln_f.g...);
     f("norm.bias", w0.ln_f.b, ws.ln_f.b...);
-    f("head.weight", w0.head_w, ws.head_w...);
-    f("head.bias", w0.head_b, ws.head_b...);
+    if (w0.head_w.size()) {
+        f("head.weight", w0.head_w, ws.head_w...);
+        f("head.bias", w0.head_b, ws.head_b...);
+    }
+    if (w0.head_dist_w.size()) {
+        f("head_dist.weight", w0.head_dist_w, ws.head_dist_w...);
+        f("head_dist.bias", w0.head_dist_b, ws.head_dist_b...);
+    }
+    if (w0.proj.size()) f("proj", w0.proj, ws.proj...);
+    if (w0.map.probe.size()) {
+        f("map.probe", w0.map.probe, ws.map.probe...);
+        f("map.attn.in_proj_weight", w0.map.in_w, ws.map.in_w...);
+        f("map.attn.in_proj_bias", w0.map.in_b, ws.map.in_b...);
+        f("map.attn.out_proj.weight", w0.map.out_w, ws.map.out_w...);
+        f("map.attn.out_proj.bias", w0.map.out_b, ws.map.out_b...);
+        f("map.norm.weight", w0.map.ln.g, ws.map.ln.g...);
+        f("map.norm.bias", w0.map.ln.b, ws.map.ln.b...);
+        f("map.mlp.fc1.weight", w0.map.fc1_w, ws.map.fc1_w...);
+        f("map.mlp.fc1.bias", w0.map.fc1_b, ws.map.fc1_b...);
+        f("map.mlp.fc2.weight", w0.map.fc2_w, ws.map.fc2_w...);
+        f("map.mlp.fc2.bias", w0.map.fc2_b, ws.map.fc2_b...);
+    }
 }
 
 // A tensor seen without its rank: name, data and shape (for files and loops).
@@ -165,6 +276,8 @@ int64_t param_count(const Config& c);
 Weights init_weights(const Config& c, uint64_t seed);
 // Zero-filled weights of the same shapes (for gradients and Adam moments).
 Weights zeros_like(const Weights& w);
+// Every parameter the config has, allocated with its shape and not initialised (loaders fill them).
+Weights shaped_weights(const Config& c);
 
 // The indices of the k largest of p[0..n), largest first; equal values in index order and NaN
 // after every number. The window's predictions and the CLI's print this same order.

@@ -4,12 +4,9 @@
 // container headers (about 1 s of compile time per file); expressions,
 // views and reducers are included by the core's .cpp files that use them.
 #pragma once
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <string>
-#include <unordered_map>
 #include <vector>
 #include <xtensor/xarray.hpp>
 #include <xtensor/xtensor.hpp>
@@ -37,45 +34,5 @@ std::string shape_str_of(const E& e) {
 // An uninitialised array of this shape (the computation overwrites every element:
 // no page faults for zeroing the ~200 MB a ViT-B trace records).
 inline Array empty_array(const Shape& s) { return Array::from_shape(s); }
-
-// One recorded stage of a forward pass.
-struct TraceEntry {
-    std::string name;   // "blocks.3.attn.pattern"
-    int layer = -1;     // block index, -1 outside the blocks
-    Array tensor;
-};
-
-// The ordered record of a forward pass: the order is the step-through
-// cursor, the name is the interface. The computation writes each stage
-// straight into the array record() returns (nothing is copied afterwards);
-// that reference stays valid while later stages are recorded.
-// Recording into an existing trace reuses its arrays when the sequence of
-// names and shapes is unchanged (a toggle re-running the same model), so
-// repeated runs neither allocate nor page-fault.
-class Trace {
-public:
-    void begin();                                                    // start a new run
-    Array& record(const std::string& name, int layer, const Shape& shape);
-    void end();                                                      // drop stale entries
-
-    const std::deque<TraceEntry>& entries() const { return entries_; }
-    size_t size() const { return entries_.size(); }
-    bool has(const std::string& name) const { return index_.count(name) != 0; }
-    int index_of(const std::string& name) const;                      // -1 if absent
-    const Array& get(const std::string& name) const;                  // throws if absent
-    const Array* find(const std::string& name) const;                 // null if absent
-    const TraceEntry& at(size_t i) const { return entries_.at(i); }
-    size_t bytes() const;
-    // Counts recorded stages while a run is in progress (for progress bars).
-    void set_progress(std::atomic<int>* p) { progress_ = p; }
-
-private:
-    std::atomic<int>* progress_ = nullptr;
-    // A deque: the computation holds the arrays record() returned while it records the
-    // next stages, and appending to a deque never moves the existing entries.
-    std::deque<TraceEntry> entries_;
-    std::unordered_map<std::string, size_t> index_;
-    size_t cursor_ = 0;
-};
 
 }  // namespace vit

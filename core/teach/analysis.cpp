@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace vit {
 
@@ -28,16 +29,38 @@ Stats stats(const float* x, size_t n, int bins) {
 }
 
 namespace {
-const Array& pattern(const Trace& t, int l) { return t.get("blocks." + std::to_string(l) + ".attn.pattern"); }
+const Array& pattern(const Trace& t, int l) { return t.get(StageId{StageKind::AttnPattern, l}); }
+// Tokens before the patches (cls, registers, dist): the patch keys start there.
+size_t prefix_of(const Trace& t) { return size_t(t.table().dims().prefix); }
+void need_cls(const Trace& t, const char* what) {
+    if (!t.table().config().cls_token)
+        throw std::invalid_argument(std::string(what) + " follows the cls token, and this model has none "
+                                    "(its image summary is the pooling head's probe attention: head.attn.pattern)");
+}
 }  // namespace
 
 std::vector<float> cls_attention(const Trace& t, int layer, int head) {
+    need_cls(t, "cls attention");
     const Array& p = pattern(t, layer);
-    const size_t H = p.shape(0), T = p.shape(1);
-    std::vector<float> out(T - 1, 0.f);
+    const size_t H = p.shape(0), T = p.shape(1), pre = prefix_of(t);
+    std::vector<float> out(T - pre, 0.f);
     for (size_t h = 0; h < H; ++h) {
         if (head >= 0 && size_t(head) != h) continue;
-        for (size_t j = 1; j < T; ++j) out[j - 1] += p(h, 0, j);  // row 0 = the cls query
+        for (size_t j = pre; j < T; ++j) out[j - pre] += p(h, 0, j);  // row 0 = the cls query, over the patches
+    }
+    if (head < 0) for (auto& v : out) v /= float(H);
+    return out;
+}
+
+std::vector<float> probe_attention(const Trace& t, int head) {
+    const Array* p = t.find(StageId{StageKind::HeadAttnPattern});
+    if (!p) throw std::invalid_argument("this model has no attention-pooling head (no head.attn.pattern)");
+    const size_t H = p->shape(0), T = p->shape(2), pre = prefix_of(t);
+    if (head >= int(H)) throw std::invalid_argument("head " + std::to_string(head) + " out of range");
+    std::vector<float> out(T - pre, 0.f);
+    for (size_t h = 0; h < H; ++h) {
+        if (head >= 0 && size_t(head) != h) continue;
+        for (size_t j = pre; j < T; ++j) out[j - pre] += (*p)(h, 0, j);
     }
     if (head < 0) for (auto& v : out) v /= float(H);
     return out;
@@ -58,7 +81,8 @@ Mat matmul(const Mat& a, const Mat& b, size_t T) {
 }  // namespace
 
 std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float discard) {
-    const size_t T = pattern(t, 0).shape(1);
+    need_cls(t, "attention rollout");
+    const size_t T = pattern(t, 0).shape(1), pre = prefix_of(t);
     Mat R(T * T, 0.0);
     for (size_t i = 0; i < T; ++i) R[i * T + i] = 1;
     for (int l = 0; l <= upto; ++l) {
@@ -96,18 +120,22 @@ std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float d
         }
         R = matmul(A, R, T);
     }
-    std::vector<float> out(T - 1);
-    for (size_t j = 1; j < T; ++j) out[j - 1] = float(R[j]);  // row 0: the cls token
+    std::vector<float> out(T - pre);
+    for (size_t j = pre; j < T; ++j) out[j - pre] = float(R[j]);  // row 0: the cls token, over the patches
     return out;
 }
 
-std::vector<float> grad_rollout(const Trace& t, const Trace& g, int upto) {
-    const size_t T = pattern(t, 0).shape(1);
+std::vector<float> grad_rollout(const Trace& t, int upto) {
+    if (!t.has_grads()) throw std::invalid_argument("gradient rollout needs a trace with gradients");
+    need_cls(t, "gradient rollout");
+    const size_t T = pattern(t, 0).shape(1), pre = prefix_of(t);
     Mat R(T * T, 0.0);
     for (size_t i = 0; i < T; ++i) R[i * T + i] = 1;
     for (int l = 0; l <= upto; ++l) {
         const Array& p = pattern(t, l);
-        const Array& gp = g.get("blocks." + std::to_string(l) + ".attn.pattern.grad");
+        const Array* gpp = t.grad(StageId{StageKind::AttnPattern, l});
+        if (!gpp) throw std::invalid_argument("the trace has no gradient of " + t.table().name({StageKind::AttnPattern, l}));
+        const Array& gp = *gpp;
         const size_t H = p.shape(0);
         Mat A(T * T, 0.0);
         for (size_t h = 0; h < H; ++h)
@@ -116,25 +144,26 @@ std::vector<float> grad_rollout(const Trace& t, const Trace& g, int upto) {
         Mat AR = matmul(A, R, T);
         for (size_t i = 0; i < T * T; ++i) R[i] += AR[i];
     }
-    std::vector<float> out(T - 1);
-    for (size_t j = 1; j < T; ++j) out[j - 1] = float(R[j]);
+    std::vector<float> out(T - pre);
+    for (size_t j = pre; j < T; ++j) out[j - pre] = float(R[j]);
     return out;
 }
 
 std::vector<StageChange> trace_changes(const Trace& base, const Trace& now) {
     std::vector<StageChange> out;
-    for (auto& e : now.entries()) {
-        int i = base.index_of(e.name);
-        if (i < 0) continue;
-        const Array& a = base.at(size_t(i)).tensor;
-        if (a.shape() != e.tensor.shape()) continue;
+    for (size_t r = 0; r < now.size(); ++r) {
+        const StageId id = now.info(r).id;
+        const Array* ap = base.find(id);
+        const Array& b = now.at(r);
+        if (!ap || !b.size() || ap->shape() != b.shape()) continue;
+        const Array& a = *ap;
         double dn = 0, bn = 0;
         for (size_t k = 0; k < a.size(); ++k) {
-            double df = double(e.tensor.data()[k]) - a.data()[k];
+            double df = double(b.data()[k]) - a.data()[k];
             dn += df * df;
             bn += double(a.data()[k]) * a.data()[k];
         }
-        out.push_back({e.name, std::sqrt(dn), std::sqrt(bn)});
+        out.push_back({id, now.info(r).name, std::sqrt(dn), std::sqrt(bn)});
     }
     return out;
 }

@@ -6,7 +6,7 @@
 
 #include "core/model/model.h"
 #include "core/model/stages.h"
-#include "core/model/tensor.h"
+#include "core/model/trace.h"
 
 namespace vit {
 
@@ -20,17 +20,21 @@ Stats stats(const float* x, size_t n, int bins = 40);
 enum class Fusion { Mean, Max, Min };
 
 // The cls token's attention to every patch (N), at `layer`, for `head` (-1: mean over heads).
+// Throws std::invalid_argument for a model without a cls token (SigLIP: probe_attention).
 std::vector<float> cls_attention(const Trace& t, int layer, int head);
+// SigLIP's pooling probe's attention to every patch (N), head.attn.pattern, for `head` (-1: mean).
+std::vector<float> probe_attention(const Trace& t, int head);
 // Attention rollout (Abnar & Zuidema 2020) through blocks 0..upto: per layer fuse
 // heads, drop the lowest `discard` fraction of each row's weights (keeping the
 // diagonal), A <- (A + I) / 2 renormalised, R <- A R. Returns the cls row over patches (N).
 std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float discard);
 // Gradient-weighted rollout (Chefer et al. 2021): A_bar = mean_h relu(dL/dA * A),
-// R <- R + A_bar R from R = I, through blocks 0..upto. `grads` is gradient_trace().
-std::vector<float> grad_rollout(const Trace& t, const Trace& grads, int upto);
+// R <- R + A_bar R from R = I, through blocks 0..upto. The trace must hold its gradients
+// (a run with RunRequest::grads); throws std::invalid_argument otherwise.
+std::vector<float> grad_rollout(const Trace& t, int upto);
 
 // Per-stage L2 norm of (b - a) and of a, for stages present in both with equal shapes.
-struct StageChange { std::string name; double diff_norm, base_norm; };
+struct StageChange { StageId id; std::string name; double diff_norm, base_norm; };
 std::vector<StageChange> trace_changes(const Trace& base, const Trace& now);
 
 }  // namespace vit

@@ -24,7 +24,6 @@
 #include "core/io/dataset.h"
 #include "core/model/forward.h"
 #include "core/kernels/ops.h"
-#include "core/model/stages.h"
 
 // LAPACK (Fortran calling convention, as OpenBLAS exports it): the eigenvalues and
 // eigenvectors of a symmetric matrix by divide and conquer. The two trailing size_t
@@ -50,27 +49,31 @@ std::string idx_str(const std::vector<size_t>& ix) {
 }
 
 const Array& pattern_of(const Trace& t, int l) {
-    const Array* p = t.find("blocks." + std::to_string(l) + ".attn.pattern");
-    if (!p) throw std::invalid_argument("the trace has no blocks." + std::to_string(l) + ".attn.pattern");
+    const StageId id{StageKind::AttnPattern, l};
+    const Array* p = t.find(id);
+    if (!p) throw std::invalid_argument("the trace has no " + t.table().name(id));
     if (p->dimension() != 3 || p->shape(1) != p->shape(2))
-        throw std::invalid_argument("blocks." + std::to_string(l) + ".attn.pattern has shape " + shape_str_of(*p) +
+        throw std::invalid_argument(t.table().name(id) + " has shape " + shape_str_of(*p) +
                                     ", not (heads, tokens, tokens)");
     return *p;
 }
 
-// The number of blocks the trace recorded (blocks.l.resid_post for l = 0, 1, ...).
-int trace_depth(const Trace& t) {
-    int L = 0;
-    while (t.has("blocks." + std::to_string(L) + ".resid_post")) ++L;
-    return L;
+// The weights must be the ones the trace was computed with (shapes at least).
+void check_weights_fit(const Weights& w, const Trace& t) {
+    const Config& a = w.cfg;
+    const Config& b = t.table().config();
+    if (a.width != b.width || a.depth != b.depth || a.heads != b.heads || a.mlp != b.mlp || a.classes != b.classes ||
+        a.patch != b.patch || a.channels != b.channels)
+        throw std::invalid_argument("the weights given (" + a.describe() + ") are not those of the model the trace "
+                                    "was computed with (" + b.describe() + ")");
 }
 
-// Patch-centre distances in input pixels: (N, N), P * |(row, col)_q - (row, col)_k|.
-// numpy: r, c = np.divmod(np.arange(N), G); P * np.hypot(r[:, None] - r, c[:, None] - c)
-Tensor2 patch_distances(size_t G, size_t P) {
-    const size_t N = G * G;
+// Patch-centre distances in input pixels: (N, N), P * |(row, col)_q - (row, col)_k| on a gh x gw grid.
+// numpy: r, c = np.divmod(np.arange(N), gw); P * np.hypot(r[:, None] - r, c[:, None] - c)
+Tensor2 patch_distances(size_t gh, size_t gw, size_t P) {
+    const size_t N = gh * gw;
     xt::xtensor<float, 1> idx = xt::arange<float>(float(N));
-    xt::xtensor<float, 1> r = xt::floor(idx / float(G)), c = idx - r * float(G);
+    xt::xtensor<float, 1> r = xt::floor(idx / float(gw)), c = idx - r * float(gw);
     auto dr = xt::view(r, xt::all(), xt::newaxis()) - xt::view(r, xt::newaxis(), xt::all());
     auto dc = xt::view(c, xt::all(), xt::newaxis()) - xt::view(c, xt::newaxis(), xt::all());
     return float(P) * xt::sqrt(dr * dr + dc * dc);
@@ -132,11 +135,11 @@ EmbedFilters embed_filters(const Weights& w, int kmax) {
 }
 
 Tensor2 pos_similarity(const Weights& w) {
-    const size_t T = w.pos.shape(0), D = w.pos.shape(1);
-    if (T < 2) throw std::invalid_argument("pos_embed has shape " + shape_str_of(w.pos) + ": no patch positions");
-    const size_t N = T - 1;
-    // pos[1:] (N, D); dot products G = pos[1:] @ pos[1:].T, norms |pos_i|
-    const float* p = w.pos.data() + D;
+    const size_t T = w.pos.shape(0), D = w.pos.shape(1), pre = size_t(w.cfg.pos_prefix());
+    if (T <= pre) throw std::invalid_argument("pos_embed has shape " + shape_str_of(w.pos) + ": no patch positions");
+    const size_t N = T - pre;
+    // pos[pre:] (N, D), the grid's rows (cls and dist positions left out); G = pos @ pos.T, norms |pos_i|
+    const float* p = w.pos.data() + pre * D;
     Tensor2 gram = Tensor2::from_shape({N, N});
     ops::gemm(false, true, int(N), int(N), int(D), 1.f, p, int(D), p, int(D), 0.f, gram.data(), int(N));
     auto patches = xt::adapt(p, N * D, xt::no_ownership(), std::array<size_t, 2>{N, D});
@@ -148,20 +151,22 @@ Tensor2 pos_similarity(const Weights& w) {
 
 // ---------------------------------------------------------------- one traced image
 
-Tensor2 attn_distance(const Trace& t, const Config& c) {
-    const size_t G = c.grid(), P = c.patch, N = G * G, T = N + 1;
-    const int L = trace_depth(t);
-    if (L == 0) throw std::invalid_argument("the trace has no blocks (no blocks.0.resid_post)");
-    const Tensor2 dist = patch_distances(G, P);
+Tensor2 attn_distance(const Trace& t) {
+    const Config& c = t.table().config();
+    const RunDims& rd = t.table().dims();
+    const size_t P = c.patch, pre = size_t(rd.prefix), T = size_t(rd.T);
+    const int L = t.depth();
+    if (L == 0) throw std::invalid_argument("the model has no blocks: no attention");
+    const Tensor2 dist = patch_distances(size_t(rd.gh), size_t(rd.gw), P);
     const size_t H = pattern_of(t, 0).shape(0);
     Tensor2 out = xt::zeros<float>({size_t(L), H});
     for (int l = 0; l < L; ++l) {
         const Array& pat = pattern_of(t, l);
         if (pat.shape(0) != H || pat.shape(1) != T)
-            throw std::invalid_argument("blocks." + std::to_string(l) + ".attn.pattern has shape " +
+            throw std::invalid_argument(t.table().name({StageKind::AttnPattern, l}) + " has shape " +
                                         shape_str_of(pat) + ", the model has " + std::to_string(T) + " tokens");
-        // numpy: (pattern[:, 1:, 1:] * dist).sum(-1).mean(-1)
-        auto pp = xt::view(pat, xt::all(), xt::range(1, T), xt::range(1, T));
+        // numpy: (pattern[:, pre:, pre:] * dist).sum(-1).mean(-1)   (pre: cls, registers, dist)
+        auto pp = xt::view(pat, xt::all(), xt::range(pre, T), xt::range(pre, T));
         xt::view(out, l, xt::all()) = xt::mean(xt::sum(pp * dist, {2}), {1});
     }
     return out;
@@ -169,7 +174,12 @@ Tensor2 attn_distance(const Trace& t, const Config& c) {
 
 float uniform_attn_distance(const Config& c) {
     if (c.patch <= 0 || c.grid() <= 0) throw std::invalid_argument("model '" + c.name + "' has no patch grid");
-    return xt::mean(patch_distances(size_t(c.grid()), size_t(c.patch)))();
+    return xt::mean(patch_distances(size_t(c.grid()), size_t(c.grid()), size_t(c.patch)))();
+}
+
+float uniform_attn_distance(const Trace& t) {
+    const RunDims& rd = t.table().dims();
+    return xt::mean(patch_distances(size_t(rd.gh), size_t(rd.gw), size_t(t.table().config().patch)))();
 }
 
 Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs, const Options& opt,
@@ -181,7 +191,7 @@ Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs,
     const int total = int(inputs.size());
     for (const Tensor3& x : inputs) {
         forward(w, x, opt, t);
-        Tensor2 d = attn_distance(t, w.cfg);
+        Tensor2 d = attn_distance(t);
         if (done == 0) acc = d;
         else acc += d;
         ++done;
@@ -207,45 +217,61 @@ std::vector<Tensor3> dataset_inputs(const Dataset& d, int n, const Config& c) {
 }
 
 Tensor1 attention_from(const Trace& t, int layer, int head, int query) {
-    const int L = trace_depth(t);
+    const int L = t.depth();
     if (layer < 0 || layer >= L)
         throw std::invalid_argument("layer " + std::to_string(layer) + " out of range (the model has " +
                                     std::to_string(L) + " blocks)");
     const Array& p = pattern_of(t, layer);
-    const size_t H = p.shape(0), T = p.shape(1);
+    const size_t H = p.shape(0), T = p.shape(1), pre = size_t(t.table().dims().prefix);
     if (head < -1 || head >= int(H))
         throw std::invalid_argument("head " + std::to_string(head) + " out of range (-1 for the mean, 0.." +
                                     std::to_string(H - 1) + ")");
     if (query < 0 || query >= int(T))
-        throw std::invalid_argument("query token " + std::to_string(query) + " out of range (0 = cls, 1.." +
-                                    std::to_string(T - 1) + " = patches)");
-    // torch: pattern[head, query, 1:]  or  pattern[:, query, 1:].mean(0)
-    if (head >= 0) return xt::view(p, head, query, xt::range(1, T));
-    return xt::mean(xt::view(p, xt::all(), query, xt::range(1, T)), {0});
+        throw std::invalid_argument("query token " + std::to_string(query) + " out of range (" +
+                                    token_range_text(t) + ")");
+    // torch: pattern[head, query, pre:]  or  pattern[:, query, pre:].mean(0)   (the patch keys)
+    if (head >= 0) return xt::view(p, head, query, xt::range(pre, T));
+    return xt::mean(xt::view(p, xt::all(), query, xt::range(pre, T)), {0});
 }
 
-Tensor2 logit_lens(const Weights& w, const Trace& t, const Options& opt) {
+Tensor2 logit_lens(const Weights& w, const Trace& t) {
+    check_weights_fit(w, t);
+    const Options& opt = t.options();
     const Config& c = w.cfg;
-    const size_t D = c.width, K = c.classes, T = c.tokens();
-    const int L = trace_depth(t);
+    if (!c.has_logits())
+        throw std::invalid_argument("the logit lens reads class scores, and this model (" +
+                                    std::string(family_label(c.family)) + ") has no classifier: its output is an embedding");
+    const size_t D = c.width, K = c.classes, T = size_t(t.table().dims().T), pre = size_t(t.table().dims().prefix);
+    const int L = t.depth();
     const Pooling pool = opt.pooling_for(c);
+    const bool distilled = c.head == Head::Distilled;
+    const size_t dist_row = 1 + size_t(c.registers);
     Tensor2 out = Tensor2::from_shape({size_t(L), K});
     Tensor2 x = Tensor2::from_shape({1, D}), normed = Tensor2::from_shape({1, D}), logits = Tensor2::from_shape({1, K});
+    Tensor2 logits2 = Tensor2::from_shape({1, K});
     for (int l = 0; l < L; ++l) {
-        const Array& r = t.get("blocks." + std::to_string(l) + ".resid_post");
+        const StageId id{StageKind::ResidPost, l};
+        const Array& r = t.get(id);
         if (r.size() != T * D)
-            throw std::invalid_argument("blocks." + std::to_string(l) + ".resid_post has shape " + shape_str_of(r) +
-                                        ", the model's is " + shape_str({T, D}));
+            throw std::invalid_argument(t.table().name(id) + " has shape " + shape_str_of(r) + ", the model's is " +
+                                        shape_str({T, D}));
         auto r3 = xt::adapt(r.data(), T * D, xt::no_ownership(), std::array<size_t, 3>{1, T, D});
-        if (pool == Pooling::Cls)  // x_l = resid_post[0]
-            xt::noalias(x) = xt::view(r3, xt::all(), 0, xt::all());
-        else  // x_l = resid_post[1:].mean(0), the same reduction the forward's pooling runs
-            xt::noalias(x) = xt::mean(xt::view(r3, xt::all(), xt::range(1, T), xt::all()), {1});
-        // torch: F.layer_norm(x_l, (D,), norm.weight, norm.bias, eps) (the options' variant), then
-        // head(.).softmax(-1) -- through the forward's own kernels, so the last row is `probs` exactly.
-        ops::layernorm(normed.data(), nullptr, nullptr, nullptr, x.data(), opt.affine ? w.ln_f.g.data() : nullptr,
-                       opt.affine ? w.ln_f.b.data() : nullptr, 1, int(D), c.eps, opt.unbiased);
-        ops::linear(logits.data(), normed.data(), w.head_w.data(), w.head_b.data(), 1, int(D), int(K));
+        auto lens_of = [&](size_t row, const Tensor2& W, const Tensor1& bias, Tensor2& into) {
+            if (pool == Pooling::Mean)  // x_l = resid_post[pre:].mean(0), the same reduction the forward's pooling runs
+                xt::noalias(x) = xt::mean(xt::view(r3, xt::all(), xt::range(pre, T), xt::all()), {1});
+            else  // x_l = resid_post[row] (the cls row; DeiT's dist row for its second head)
+                xt::noalias(x) = xt::view(r3, xt::all(), row, xt::all());
+            // torch: F.layer_norm(x_l, (D,), norm.weight, norm.bias, eps) (the options' variant), then
+            // head(.) -- through the forward's own kernels, so the last row is `probs` exactly.
+            ops::layernorm(normed.data(), nullptr, nullptr, nullptr, x.data(), opt.affine ? w.ln_f.g.data() : nullptr,
+                           opt.affine ? w.ln_f.b.data() : nullptr, 1, int(D), c.eps, opt.unbiased);
+            ops::linear(into.data(), normed.data(), W.data(), bias.data(), 1, int(D), int(K));
+        };
+        lens_of(0, w.head_w, w.head_b, logits);
+        if (distilled) {  // DeiT: (head(cls) + head_dist(dist)) / 2
+            lens_of(dist_row, w.head_dist_w, w.head_dist_b, logits2);
+            logits = (logits + logits2) / 2.f;
+        }
         ops::softmax_rows(out.data() + size_t(l) * K, logits.data(), 1, int(K));
     }
     return out;
@@ -255,10 +281,8 @@ Tensor2 logit_lens(const Weights& w, const Trace& t, const Options& opt) {
 
 namespace {
 
-std::string token_name(size_t i, const Config& c) {
-    if (i == 0) return "cls";
-    const size_t n = i - 1, G = c.grid();
-    return "patch " + std::to_string(n) + " (row " + std::to_string(n / G) + ", col " + std::to_string(n % G) + ")";
+std::string token_name(size_t i, const Trace& t) {
+    return token_label(t, int(i), true);
 }
 
 // Lines for a sum of terms: the largest `max_terms` by magnitude (in index order), the rest summed.
@@ -302,31 +326,26 @@ double sum_of(const std::vector<MathTerm>& v) {
     return s;
 }
 
-const Array& need(const Trace& t, const std::string& name, const std::string& for_stage) {
-    const Array* a = t.find(name);
-    if (!a) throw std::invalid_argument(for_stage + ": the trace has no " + name);
+const Array& need(const Trace& t, StageId id, const std::string& for_stage) {
+    const Array* a = t.find(id);
+    if (!a) throw std::invalid_argument(for_stage + ": the trace has no " + t.table().name(id));
     return *a;
 }
 
 }  // namespace
 
-bool cell_math_supported(const std::string& stage) {
-    std::string rest;
-    const int l = stage_layer(stage, &rest);
-    if (l >= 0)
-        return rest == "attn.scores" || rest == "attn.pattern" || rest == "attn.z" || rest == "ln1.out" ||
-               rest == "ln1.normalized" || rest == "ln2.out" || rest == "ln2.normalized" || rest == "mlp.post";
-    return stage == "ln_final.out" || stage == "ln_final.normalized" || stage == "logits";
-}
-
-CellMath cell_math(const Weights& w, const Trace& t, const Options& opt, const std::string& stage,
-                   const std::vector<size_t>& index, int max_terms) {
+CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vector<size_t>& index, int max_terms) {
+    check_weights_fit(w, t);
     const Config& c = w.cfg;
-    if (!cell_math_supported(stage))
+    const Options& opt = t.options();
+    const StageInfo* si = t.table().find(id);
+    if (!si) throw std::invalid_argument("this model has no stage '" + t.table().name(id) + "'");
+    const std::string& stage = si->name;
+    if (si->cell == CellRule::None)
         throw std::invalid_argument("no math panel for stage '" + stage +
                                     "' (supported: attn.scores, attn.pattern, attn.z, LayerNorm .out/.normalized, "
                                     "mlp.post, logits)");
-    const Array& a = need(t, stage, stage);
+    const Array& a = need(t, id, stage);
     if (index.size() != a.dimension())
         throw std::invalid_argument(stage + " has shape " + shape_str_of(a) + ": the index " + idx_str(index) +
                                     " needs " + std::to_string(a.dimension()) + " numbers");
@@ -335,23 +354,26 @@ CellMath cell_math(const Weights& w, const Trace& t, const Options& opt, const s
             throw std::invalid_argument(stage + " has shape " + shape_str_of(a) + ": index " + idx_str(index) +
                                         " is out of range on axis " + std::to_string(i));
     CellMath m;
-    m.stage = stage;
+    m.stage = id;
+    m.name = stage;
     m.index = index;
     m.recorded = a.element(index.begin(), index.end());
-    std::string rest;
-    const int l = stage_layer(stage, &rest);
-    const std::string p = l >= 0 ? "blocks." + std::to_string(l) + "." : "";
+    const int l = id.layer;
+    using SK = StageKind;
     const size_t d = size_t(c.head_dim());
     const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
 
-    if (rest == "attn.scores") {
+    switch (si->cell) {
+    case CellRule::None:
+        break;
+    case CellRule::ScaledDot: {
         const size_t h = index[0], i = index[1], j = index[2];
-        const Array &q = need(t, p + "attn.q", stage), &k = need(t, p + "attn.k", stage);
+        const Array &q = need(t, {SK::AttnQ, l}, stage), &k = need(t, {SK::AttnK, l}, stage);
         m.formula = opt.bug_scale_after_softmax
                         ? "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t]   (BUG on: no / sqrt(d) here)"
                         : "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t] / sqrt(d)";
         m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
-                          token_name(i, c) + "), key token " + std::to_string(j) + " (" + token_name(j, c) + ")");
+                          token_name(i, t) + "), key token " + std::to_string(j) + " (" + token_name(j, t) + ")");
         m.lines.push_back("q . k over the d = " + std::to_string(d) + " head dims:");
         for (size_t u = 0; u < d; ++u) {
             const double qa = q(h, i, u), kb = k(h, j, u);
@@ -370,15 +392,17 @@ CellMath cell_math(const Weights& w, const Trace& t, const Options& opt, const s
             m.scale = sum_abs(m.terms) * inv_sqrt_d;
             m.lines.push_back("/ sqrt(" + std::to_string(d) + ") = " + num(dot) + " / " + num(std::sqrt(double(d))));
         }
-    } else if (rest == "attn.pattern") {
+        break;
+    }
+    case CellRule::Softmax: {
         const size_t h = index[0], i = index[1], j = index[2];
-        const Array& s = need(t, p + "attn.scores", stage);
+        const Array& s = need(t, {SK::AttnScores, l}, stage);
         const size_t T = s.shape(2);
         m.formula = std::string("pattern[h, i, j] = exp(scores[h, i, j] - max_k scores[h, i, k]) / "
                                 "sum_k exp(scores[h, i, k] - max)") +
                     (opt.bug_scale_after_softmax ? " / sqrt(d)   (BUG on: scaled after the softmax)" : "");
         m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
-                          token_name(i, c) + "), key token " + std::to_string(j) + " (" + token_name(j, c) + ")");
+                          token_name(i, t) + "), key token " + std::to_string(j) + " (" + token_name(j, t) + ")");
         double mx = s(h, i, 0);
         for (size_t u = 1; u < T; ++u) mx = std::max(mx, double(s(h, i, u)));
         for (size_t u = 0; u < T; ++u) {
@@ -399,12 +423,14 @@ CellMath cell_math(const Weights& w, const Trace& t, const Options& opt, const s
                               num(inv_sqrt_d) + " (the row now sums to " + num(inv_sqrt_d) + ", not 1)");
         }
         m.scale = 1e-30;  // products and a quotient of positives: the rounding is relative to the value
-    } else if (rest == "attn.z") {
+        break;
+    }
+    case CellRule::WeightedSum: {
         const size_t h = index[0], i = index[1], u = index[2];
-        const Array &pa = need(t, p + "attn.pattern", stage), &v = need(t, p + "attn.v", stage);
+        const Array &pa = need(t, {SK::AttnPattern, l}, stage), &v = need(t, {SK::AttnV, l}, stage);
         const size_t T = pa.shape(2);
         m.formula = "z[h, i, u] = sum_j pattern[h, i, j] * v[h, j, u]";
-        m.lines.push_back("head " + std::to_string(h) + ", token " + std::to_string(i) + " (" + token_name(i, c) +
+        m.lines.push_back("head " + std::to_string(h) + ", token " + std::to_string(i) + " (" + token_name(i, t) +
                           "), head dim " + std::to_string(u) + ": the attention-weighted sum over " +
                           std::to_string(T) + " keys");
         for (size_t j = 0; j < T; ++j) {
@@ -415,25 +441,29 @@ CellMath cell_math(const Weights& w, const Trace& t, const Options& opt, const s
         m.value = sum_of(m.terms);
         m.scale = sum_abs(m.terms);
         m.lines.push_back("sum = " + num(m.value));
-    } else if (rest == "ln1.out" || rest == "ln1.normalized" || rest == "ln2.out" || rest == "ln2.normalized" ||
-               stage == "ln_final.out" || stage == "ln_final.normalized") {
-        const bool is_out = rest.size() > 4 && rest.compare(rest.size() - 4, 4, ".out") == 0;
-        const std::string pre = p + rest.substr(0, rest.find('.'));  // "blocks.3.ln1", "ln_final"
+        break;
+    }
+    case CellRule::LayerNorm: {
+        const LnSite site = ln_site(id.kind);
+        const bool is_out = ln_part(id.kind) == LnPart::Out;
         // What this LayerNorm normalizes: the stage table's `from`.
-        const StageInfo si = stage_info(pre + ".mean", c, opt);
-        if (si.from.empty()) throw std::invalid_argument(stage + ": unknown LayerNorm");
-        const Array& src = need(t, si.from[0], stage);
+        if (si->from.empty()) throw std::invalid_argument(stage + ": unknown LayerNorm");
+        const StageId src_id = si->from[0];
+        const std::string src_name = t.table().name(src_id);
+        const Array& src = need(t, src_id, stage);
         const size_t r = index[0], col = index[1], D = size_t(c.width);
-        const Array &mu_a = need(t, pre + ".mean", stage), &sd_a = need(t, pre + ".std", stage);
+        const Array &mu_a = need(t, {ln_kind(site, LnPart::Mean), l}, stage),
+                    &sd_a = need(t, {ln_kind(site, LnPart::Std), l}, stage);
         const size_t srow = src.size() / D;  // (T, D), or (D) for the mean-pooled vector
-        if (src.size() % D || r >= srow) throw std::invalid_argument(stage + ": input " + si.from[0] + " has shape " + shape_str_of(src));
+        if (src.size() % D || r >= srow)
+            throw std::invalid_argument(stage + ": input " + src_name + " has shape " + shape_str_of(src));
         const double x = src.data()[r * D + col], mu = mu_a(r), sd = sd_a(r), var = sd * sd;
         const double n = (x - mu) / std::sqrt(var + double(c.eps));
         m.formula = is_out ? (opt.affine ? "out = (x - mu) / sqrt(var + eps) * gamma + beta"
                                          : "out = (x - mu) / sqrt(var + eps)   (elementwise_affine=False)")
                            : "normalized = (x - mu) / sqrt(var + eps)";
-        m.lines.push_back("token row " + std::to_string(r) + (srow > 1 ? " (" + token_name(r, c) + ")" : "") +
-                          ", dim " + std::to_string(col) + " of " + si.from[0] + ": x = " + num(x));
+        m.lines.push_back("token row " + std::to_string(r) + (srow > 1 ? " (" + token_name(r, t) + ")" : "") +
+                          ", dim " + std::to_string(col) + " of " + src_name + ": x = " + num(x));
         m.lines.push_back("mu = mean of the row's " + std::to_string(D) + " values = " + num(mu));
         m.lines.push_back(std::string("sigma = std over ") + (opt.unbiased ? "D-1 = " + std::to_string(D - 1) +
                                                                                " (unbiased=True)"
@@ -446,8 +476,9 @@ CellMath cell_math(const Weights& w, const Trace& t, const Options& opt, const s
         m.scale = std::fabs(n);
         if (is_out) {
             if (opt.affine) {
-                const LayerNormW& lw = stage == "ln_final.out" ? w.ln_f : rest == "ln1.out" ? w.blocks.at(size_t(l)).ln1
-                                                                                            : w.blocks.at(size_t(l)).ln2;
+                const LayerNormW& lw = site == LnSite::Final ? w.ln_f
+                                       : site == LnSite::Ln1 ? w.blocks.at(size_t(l)).ln1
+                                                             : w.blocks.at(size_t(l)).ln2;
                 const double g = lw.g(col), b = lw.b(col);
                 m.value = n * g + b;
                 m.scale = std::fabs(n * g) + std::fabs(b);
@@ -457,22 +488,41 @@ CellMath cell_math(const Weights& w, const Trace& t, const Options& opt, const s
                 m.lines.push_back("elementwise_affine=False: gamma and beta are ignored, out = normalized");
             }
         }
-    } else if (rest == "mlp.post") {
-        const Array& pre = need(t, p + "mlp.pre", stage);
+        break;
+    }
+    case CellRule::Gelu: {
+        const Array& pre = need(t, {SK::MlpPre, l}, stage);
         const double x = pre(index[0], index[1]);
-        const double e = std::erf(x * M_SQRT1_2);
-        m.formula = "post = GELU(pre) = 0.5 * pre * (1 + erf(pre / sqrt(2)))   (exact GELU)";
-        m.lines.push_back("token " + std::to_string(index[0]) + " (" + token_name(index[0], c) + "), hidden unit " +
+        m.lines.push_back("token " + std::to_string(index[0]) + " (" + token_name(index[0], t) + "), hidden unit " +
                           std::to_string(index[1]) + ": pre = " + num(x));
-        m.lines.push_back("erf(pre / sqrt(2)) = erf(" + num(x * M_SQRT1_2) + ") = " + num(e));
-        m.value = 0.5 * x * (1 + e);
-        m.scale = 0.5 * std::fabs(x);
-        m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(e) + ") = " + num(m.value));
-    } else {  // logits
+        if (c.act == Act::QuickGelu) {
+            const double sg = 1.0 / (1.0 + std::exp(-1.702 * x));
+            m.formula = "post = QuickGELU(pre) = pre * sigmoid(1.702 * pre)";
+            m.lines.push_back("sigmoid(1.702 * pre) = sigmoid(" + num(1.702 * x) + ") = " + num(sg));
+            m.value = x * sg;
+            m.lines.push_back(num(x) + " * " + num(sg) + " = " + num(m.value));
+        } else if (c.act == Act::GeluTanh) {
+            const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = std::tanh(u);
+            m.formula = "post = 0.5 * pre * (1 + tanh(sqrt(2/pi) * (pre + 0.044715 * pre^3)))   (tanh GELU)";
+            m.lines.push_back("tanh(sqrt(2/pi) * (pre + 0.044715 pre^3)) = tanh(" + num(u) + ") = " + num(th));
+            m.value = 0.5 * x * (1 + th);
+            m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(th) + ") = " + num(m.value));
+        } else {
+            const double e = std::erf(x * M_SQRT1_2);
+            m.formula = "post = GELU(pre) = 0.5 * pre * (1 + erf(pre / sqrt(2)))   (exact GELU)";
+            m.lines.push_back("erf(pre / sqrt(2)) = erf(" + num(x * M_SQRT1_2) + ") = " + num(e));
+            m.value = 0.5 * x * (1 + e);
+            m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(e) + ") = " + num(m.value));
+        }
+        m.scale = std::fabs(x);
+        break;
+    }
+    case CellRule::HeadLinear: {
         const size_t k = index[0], D = size_t(c.width);
-        const bool cls = opt.pooling_for(c) == Pooling::Cls;
-        const std::string fname = cls ? "pooled" : "ln_final.out";
-        const Array& f = need(t, fname, stage);
+        if (si->from.empty()) throw std::invalid_argument(stage + ": no input in the stage table");
+        const StageId fid = si->from[0];
+        const std::string fname = t.table().name(fid);
+        const Array& f = need(t, fid, stage);
         if (f.size() != D) throw std::invalid_argument(stage + ": " + fname + " has shape " + shape_str_of(f));
         m.formula = "logits[k] = sum_u " + fname + "[u] * head.weight[k, u] + head.bias[k]";
         m.lines.push_back("class " + std::to_string(k) +
@@ -488,6 +538,8 @@ CellMath cell_math(const Weights& w, const Trace& t, const Options& opt, const s
         m.value = dot + b;
         m.scale = sum_abs(m.terms) + std::fabs(b);
         m.lines.push_back("sum = " + num(dot) + ", + bias " + num(b) + " = " + num(m.value));
+        break;
+    }
     }
     m.lines.push_back("= " + num(m.value) + "   (the trace holds " + num(m.recorded) + ")");
     return m;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/model/model.h"
-#include "core/model/tensor.h"
+#include "core/model/trace.h"
 
 namespace vit {
 
@@ -43,7 +43,8 @@ Tensor2 pos_similarity(const Weights& w);
 // centres P pixels apart on the G x G grid (cls row and column dropped, weights not renormalised).
 // numpy: dist = P * np.hypot(r[:, None] - r[None], c[:, None] - c[None]);
 //        (pattern[:, 1:, 1:] * dist).sum(-1).mean(-1)
-Tensor2 attn_distance(const Trace& t, const Config& c);
+// The grid and patch size are the trace's own (its stage table's config).
+Tensor2 attn_distance(const Trace& t);
 
 // The mean attention distance a head would have if it spread its weight evenly over all N patches
 // (none on cls): the mean distance between two patch centres, a reference for attn_distance.
@@ -67,10 +68,11 @@ Tensor1 attention_from(const Trace& t, int layer, int head, int query);
 
 // (L, K) logit lens: for each layer l, softmax(head(ln_final(x_l))), x_l the cls row of
 // blocks.l.resid_post (cls pooling) or the mean of its patch rows (mean pooling), with
-// the LayerNorm options in force. The last row equals the trace's `probs` bit for bit
-// (the same kernels in the same order).
+// the options the trace was computed with. The last row equals the trace's `probs` bit
+// for bit (the same kernels in the same order). `w` must be the trace's model's weights
+// (checked by shape).
 // torch: [model.heads(model.encoder.ln(h[:, 0])).softmax(-1) for h in hooked resid_posts]
-Tensor2 logit_lens(const Weights& w, const Trace& t, const Options& opt);
+Tensor2 logit_lens(const Weights& w, const Trace& t);
 
 // ---------------------------------------------------------------- the math of one cell
 
@@ -80,7 +82,8 @@ struct MathTerm {
     double a = 0, b = 0, value = 0;
 };
 struct CellMath {
-    std::string stage;          // "blocks.1.attn.scores"
+    StageId stage;
+    std::string name;           // "blocks.1.attn.scores"
     std::vector<size_t> index;  // the cell, one index per axis of the stage
     std::string formula;        // "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t] / sqrt(d)"
     std::vector<std::string> lines;  // the computation with the numbers, one step a line
@@ -92,14 +95,14 @@ struct CellMath {
     double scale = 0;
 };
 
-// True for the stages cell_math explains: blocks.l.attn.{scores,pattern,z},
-// any LayerNorm's .out and .normalized (blocks.l.ln1/ln2, ln_final), blocks.l.mlp.post, logits.
-bool cell_math_supported(const std::string& stage);
-// Explains one cell. Throws std::invalid_argument naming the stage (unsupported or absent
-// from the trace) or the index (wrong rank or out of range). Writes at most `max_terms`
-// terms into `lines` (the largest by magnitude, then the rest summed); `terms` has them all.
-CellMath cell_math(const Weights& w, const Trace& t, const Options& opt, const std::string& stage,
-                   const std::vector<size_t>& index, int max_terms = 16);
+// Explains one cell of a stage whose table row has a cell rule (StageInfo::cell: attn.scores,
+// attn.pattern, attn.z, any LayerNorm's .out and .normalized, mlp.post, logits), with the
+// options the trace was computed with. `w` must be the trace's model's weights. Throws
+// std::invalid_argument naming the stage (no rule, or absent from the trace) or the index
+// (wrong rank or out of range). Writes at most `max_terms` terms into `lines` (the largest
+// by magnitude, then the rest summed); `terms` has them all.
+CellMath cell_math(const Weights& w, const Trace& t, StageId stage, const std::vector<size_t>& index,
+                   int max_terms = 16);
 
 // ---------------------------------------------------------------- options in files
 

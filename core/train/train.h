@@ -3,6 +3,5 @@
 #pragma once
 #include "core/io/dataset.h"
 #include "core/model/backward.h"
-#include "core/model/gradients.h"
 #include "core/train/evaluate.h"
 #include "core/train/optimizer.h"

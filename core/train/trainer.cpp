@@ -16,6 +16,8 @@
 namespace vit {
 
 Trainer::Trainer(Weights w, TrainSettings s, const Dataset& d) : w_(std::move(w)), s_(s), d_(d), rng_(s.seed) {
+    if (const std::string why = backward_unsupported(w_.cfg, {}); !why.empty())
+        throw std::invalid_argument("cannot train this model: " + why);
     const Config& c = w_.cfg;
     if (c.classes < 10) throw std::invalid_argument("the model has " + std::to_string(c.classes) +
                                                     " classes; Fashion-MNIST needs 10");

@@ -28,25 +28,42 @@ torch.set_num_threads(1)
 FAIL = []
 
 
-def check(label, ours, ref, names=None, tol=1e-4):
-    names = names if names is not None else sorted(ours.keys())
-    missing_from_ref = [n for n in names if n not in ref]
-    names = [n for n in names if n in ref]
-    worst, bad = vitref.compare(ours, ref, names, tol)
+def check(label, ours, ref, table, tol=1e-4, fail=FAIL, quiet=False):
+    """Every stage of the model's stage table (vitscope-cli info --stage-table) must be in our
+    trace and in the reference, and match: a stage the reference does not compute fails."""
+    names = [row["name"] for row in table]
+    extra = sorted(set(ours) - set(names) - {"__options__"})
+    worst, bad = vitref.compare(ours, ref, [n for n in names if n in ref], tol)
+    bad += [f"{n}: not compared (the reference does not compute it)" for n in names if n not in ref]
+    bad += [f"{n}: in our trace but not in the stage table" for n in extra]
+    if bad:
+        fail.append(label)
+    if quiet:
+        return
     status = "ok" if not bad else "FAIL"
     print(f"{status:4} {label}: {len(names)} stages, worst relative error {worst:.2e}")
     for b in bad:
         print("     " + b)
-    if missing_from_ref:
-        print("     (not compared: " + ", ".join(missing_from_ref) + ")")
-    if bad:
-        FAIL.append(label)
+
+
+def self_test():
+    """The check fails on a stage the reference lacks, and on a wrong value (it can fail)."""
+    table = [{"name": "a"}, {"name": "b"}]
+    ours = {"a": np.ones(3, np.float32), "b": np.ones(2, np.float32)}
+    for ref, why in [({"a": torch.ones(3)}, "a stage missing from the reference"),
+                     ({"a": torch.ones(3), "b": torch.zeros(2)}, "a wrong value")]:
+        caught = []
+        check(why, ours, ref, table, fail=caught, quiet=True)
+        print(f"{'ok' if caught else 'FAIL':4} self-test: the check fails on {why}")
+        if not caught:
+            FAIL.append(f"self-test ({why}) did not fail")
 
 
 def tv_trace(model, x, heads):
     """Every stage of torchvision's forward, from hooks and PyTorch ops."""
     rec = {"input": x[0]}
     D = model.hidden_dim
+    rec["pos_embed"] = model.encoder.pos_embedding[0]
     P = model.patch_size
     rec["patches"] = x[0].unfold(1, P, P).unfold(2, P, P).permute(1, 2, 0, 3, 4).reshape(-1, 3 * P * P)
     hooks = []
@@ -110,6 +127,14 @@ class Runner:
         self.cli, self.dir = cli, workdir
         os.makedirs(workdir, exist_ok=True)
 
+    def table(self, model_path, *flags):
+        """The stage table our trace of this model records with these flags."""
+        r = subprocess.run([self.cli, "info", "--model", model_path, "--stage-table", *flags],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"vitscope-cli info failed ({r.returncode}): {r.stderr}")
+        return json.loads(r.stdout)
+
     def trace(self, model_path, x, *flags):
         inp = os.path.join(self.dir, "input.npy")
         out = os.path.join(self.dir, "trace.npz")
@@ -130,6 +155,7 @@ def main():
     a = ap.parse_args()
     run = Runner(a.cli, a.workdir)
     path = lambda n: os.path.join(a.workdir, n)
+    self_test()
 
     # (image, patch, layers, heads, width, mlp, classes, how the heads reach us)
     cases = [
@@ -163,7 +189,8 @@ def main():
             label += " (mlp.linear_1/2 names)"
         vitref.write_safetensors(cpath(f"tv{ci}.safetensors"), tvsd, meta)
         ours = run.trace(cpath(f"tv{ci}.safetensors"), x[0], *flags)
-        check(label, ours, ref)
+        table = run.table(cpath(f"tv{ci}.safetensors"), *flags)
+        check(label, ours, ref, table)
         missing = [n for n in ref if n not in ours]
         if missing:
             print("FAIL stages torchvision has but our trace lacks: " + ", ".join(missing))
@@ -171,10 +198,10 @@ def main():
 
         canon = vitref.tv_to_canonical(sd, L)
         man = vitref.manual_forward(canon, x[0], Hh, 1e-6)
-        check(f"  reference self-check: manual forward == torchvision ({label})", {k: v.numpy() for k, v in man.items()}, ref, tol=1e-5)
+        check(f"  reference self-check: manual forward == torchvision ({label})", {k: v.numpy() for k, v in man.items()}, ref, table, tol=1e-5)
 
         vitref.write_safetensors(cpath(f"timm{ci}.safetensors"), canon, meta)
-        check(f"timm layout, same weights ({S}px L{L})", run.trace(cpath(f"timm{ci}.safetensors"), x[0], *flags), ref)
+        check(f"timm layout, same weights ({S}px L{L})", run.trace(cpath(f"timm{ci}.safetensors"), x[0], *flags), ref, table)
 
         # Hugging Face: its LayerNorm eps is 1e-12; the reference model uses the same.
         tv12 = torchvision.models.VisionTransformer(image_size=S, patch_size=P, num_layers=L, num_heads=Hh, hidden_dim=D,
@@ -183,7 +210,8 @@ def main():
         tv12.load_state_dict(sd)
         ref12 = tv_trace(tv12, x, Hh)
         vitref.write_safetensors(cpath(f"hf{ci}.safetensors"), vitref.canonical_to_hf(canon, L), meta)
-        check(f"Hugging Face layout, eps 1e-12 ({S}px L{L})", run.trace(cpath(f"hf{ci}.safetensors"), x[0], *flags), ref12)
+        check(f"Hugging Face layout, eps 1e-12 ({S}px L{L})", run.trace(cpath(f"hf{ci}.safetensors"), x[0], *flags), ref12,
+              run.table(cpath(f"hf{ci}.safetensors"), *flags))
 
         if ci == 0:
             # Teaching options against PyTorch's nn.LayerNorm(elementwise_affine=False) and std(unbiased=True).
@@ -191,7 +219,7 @@ def main():
                                  (False, True, ["--no-affine", "--unbiased"])]:
                 mref = vitref.manual_forward(canon, x[0], Hh, 1e-6, affine=aff, unbiased=unb)
                 check(f"options {' '.join(fl)}", run.trace(path("timm0.safetensors"), x[0], *fl),
-                      {k: v for k, v in mref.items()})
+                      {k: v for k, v in mref.items()}, run.table(path("timm0.safetensors"), *fl))
                 base = run.trace(path("timm0.safetensors"), x[0])
                 diff = np.abs(base["blocks.0.ln1.out"] - run.trace(path("timm0.safetensors"), x[0], *fl)["blocks.0.ln1.out"]).max()
                 if not diff > 1e-3:
@@ -203,7 +231,8 @@ def main():
                 low = {k: v.to(dt) for k, v in canon.items()}
                 vitref.write_safetensors(cpath(f"timm_{name}.safetensors"), low)
                 mref = vitref.manual_forward({k: v.float() for k, v in low.items()}, x[0], Hh, 1e-6)
-                check(f"timm layout stored as {name}", run.trace(cpath(f"timm_{name}.safetensors"), x[0]), mref)
+                check(f"timm layout stored as {name}", run.trace(cpath(f"timm_{name}.safetensors"), x[0]), mref,
+                      run.table(cpath(f"timm_{name}.safetensors")))
 
     # Grayscale + mean pooling (timm global_pool='avg' with fc_norm).
     torch.manual_seed(7)
@@ -224,7 +253,8 @@ def main():
     mref = vitref.manual_forward(canon, x, Hh, 1e-6, pooling="mean")
     fc = {("fc_norm" + k[4:] if k.startswith("norm.") else k): v for k, v in canon.items()}
     vitref.write_safetensors(path("gray_mean.safetensors"), fc, {"num_heads": Hh})
-    check("timm grayscale, global_pool=avg + fc_norm", run.trace(path("gray_mean.safetensors"), x), mref)
+    check("timm grayscale, global_pool=avg + fc_norm", run.trace(path("gray_mean.safetensors"), x), mref,
+          run.table(path("gray_mean.safetensors")))
 
     # Preprocessing: our resize / center-crop / normalize (the trace's `input`) against
     # torchvision.transforms on the same RGB file, for the torchvision family (bilinear,

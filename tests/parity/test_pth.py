@@ -13,6 +13,7 @@ missing storage, storages and views that overrun, the legacy format: each
 must exit 1 with a message naming the file and the reason, write nothing, and
 never run the payload."""
 import argparse
+import json
 import collections
 import io
 import os
@@ -106,6 +107,14 @@ def write_zip(path, pkl, storages, folder="archive"):
 
 # ---------------------------------------------------------------- parity
 
+def check_model(cli, label, model_path, x, ref, *flags):
+    """Our trace of the file against the reference, over every stage of its stage table."""
+    r = cli.run("info", "--model", model_path, "--stage-table", *flags)
+    if r.returncode != 0:
+        raise SystemExit(f"vitscope-cli info --stage-table failed: {r.stderr}")
+    test_parity.check(label, cli.trace(model_path, x, *flags), ref, json.loads(r.stdout))
+
+
 def small_tv(seed, S=32, P=8, L=2, H=4, D=64, M=128, K=10, eps=1e-6):
     import functools
     torch.manual_seed(seed)
@@ -135,7 +144,7 @@ def heads_from_outside(cli, path, x, ref, H):
     one = cli.trace(path("small_tv.pt"), x[0], "--heads", "1")["ln_final.out"]
     d1 = float(np.abs(one - ref["ln_final.out"].numpy()).max())
     ok(d1 > 0.05, f"the old guess (1 head) is wrong: ln_final.out differs from PyTorch by {d1:.2f}")
-    test_parity.check("small torchvision ViT, .pt, --heads 4", cli.trace(path("small_tv.pt"), x[0], "--heads", str(H)), ref)
+    check_model(cli, "small torchvision ViT, .pt, --heads 4", path("small_tv.pt"), x[0], ref, "--heads", str(H))
 
     def beside(name, config):
         d = path(name)
@@ -148,14 +157,14 @@ def heads_from_outside(cli, path, x, ref, H):
     names = ["tee", "pants", "jumper", "frock", "jacket", "flipflop", "blouse", "trainer", "purse", "boot"]
     vit = beside("hf_vit", {"model_type": "vit", "hidden_size": 64, "num_attention_heads": H,
                             "id2label": {str(i): n for i, n in enumerate(names)}})
-    test_parity.check("config.json beside it (num_attention_heads), no --heads", cli.trace(vit, x[0]), ref)
+    check_model(cli, "config.json beside it (num_attention_heads), no --heads", vit, x[0], ref)
     r = cli.run("info", "--model", vit)
     ok(r.returncode == 0 and f"heads: {H} (from " in r.stdout and "config.json num_attention_heads" in r.stdout
        and "class names: tee, ... (from " in r.stdout and "config.json id2label" in r.stdout,
        "info says the heads and the class names came from config.json", r.stdout + r.stderr)
     clip = beside("hf_clip", {"model_type": "clip", "text_config": {"hidden_size": 512, "num_attention_heads": 8},
                               "vision_config": {"hidden_size": 64, "num_attention_heads": H}})
-    test_parity.check("CLIP-style config.json (vision_config.num_attention_heads)", cli.trace(clip, x[0]), ref)
+    check_model(cli, "CLIP-style config.json (vision_config.num_attention_heads)", clip, x[0], ref)
     other = beside("hf_other", {"hidden_size": 768, "num_attention_heads": 12})
     r = cli.run("info", "--model", other)
     ok(r.returncode == 1 and "config.json" in r.stderr and "hidden_size 768" in r.stderr and "width is 64" in r.stderr,
@@ -181,8 +190,7 @@ def parity(cli, path):
     torch.save(tv.state_dict(), path("vit_b_16.pth"))
     x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
     ref = test_parity.tv_trace(tv, x, 12)
-    test_parity.check("torchvision vit_b_16(weights=None), random weights, torch.save -> .pth",
-                      cli.trace(path("vit_b_16.pth"), x[0]), ref)
+    check_model(cli, "torchvision vit_b_16(weights=None), random weights, torch.save -> .pth", path("vit_b_16.pth"), x[0], ref)
     r = cli.run("info", "--model", path("vit_b_16.pth"))
     ok(r.returncode == 0 and "parameters: 86567656" in r.stdout and "heads 12" in r.stdout,
        "info on vit_b_16.pth: 86,567,656 parameters, 12 heads", r.stdout + r.stderr)
@@ -196,23 +204,21 @@ def parity(cli, path):
     sd = tv.state_dict()
     meta = ["--heads", str(H)]
     torch.save(sd, path("small_tv.pt"))
-    test_parity.check("small torchvision ViT, .pt", cli.trace(path("small_tv.pt"), x[0], *meta), ref)
+    check_model(cli, "small torchvision ViT, .pt", path("small_tv.pt"), x[0], ref, *meta)
     heads_from_outside(cli, path, x, ref, H)
     canon = vitref.tv_to_canonical(sd, L)
     torch.save(canon, path("small_timm.pth"))
-    test_parity.check("small ViT under timm names, .pth", cli.trace(path("small_timm.pth"), x[0], *meta), ref)
+    check_model(cli, "small ViT under timm names, .pth", path("small_timm.pth"), x[0], ref, *meta)
     torch.save({"model": canon, "epoch": 7, "args": {"lr": 0.1}, "note": "hi"}, path("wrapped.pth"))
-    test_parity.check('{"model": state_dict, "epoch": 7, ...} wrapper', cli.trace(path("wrapped.pth"), x[0], *meta), ref)
+    check_model(cli, '{"model": state_dict, "epoch": 7, ...} wrapper', path("wrapped.pth"), x[0], ref, *meta)
     torch.save({"state_dict": {"module." + k: v for k, v in canon.items()}}, path("ddp.ckpt"))
-    test_parity.check('{"state_dict": ...} with DataParallel "module." keys, .ckpt',
-                      cli.trace(path("ddp.ckpt"), x[0], *meta), ref)
+    check_model(cli, '{"state_dict": ...} with DataParallel "module." keys, .ckpt', path("ddp.ckpt"), x[0], ref, *meta)
 
     tv12 = small_tv(1, eps=1e-12)
     ref12 = test_parity.tv_trace(tv12, x, H)
     hf = vitref.canonical_to_hf(canon, L)  # q/k/v are views of the fused weight: one storage, three offsets
     torch.save(hf, path("pytorch_model.bin"))
-    test_parity.check("Hugging Face names, pytorch_model.bin (q/k/v share one storage)",
-                      cli.trace(path("pytorch_model.bin"), x[0], *meta), ref12)
+    check_model(cli, "Hugging Face names, pytorch_model.bin (q/k/v share one storage)", path("pytorch_model.bin"), x[0], ref12, *meta)
 
     # Non-contiguous views, offsets into a larger storage, storage shared by several tensors.
     odd = dict(canon)
@@ -228,36 +234,36 @@ def parity(cli, path):
     ok(not odd["blocks.0.attn.qkv.weight"].is_contiguous() and odd["head.weight"].storage_offset() == 3
        and not odd["pos_embed"].is_contiguous(), "the test file really holds non-contiguous and offset views")
     torch.save(odd, path("views.pth"))
-    test_parity.check("non-contiguous strides, storage offsets", cli.trace(path("views.pth"), x[0], *meta), ref)
+    check_model(cli, "non-contiguous strides, storage offsets", path("views.pth"), x[0], ref, *meta)
 
     # f16 / bf16 storages.
     for dt, name in [(torch.float16, "f16"), (torch.bfloat16, "bf16")]:
         low = {k: v.to(dt) for k, v in canon.items()}
         torch.save(low, path(f"small_{name}.pth"))
         mref = vitref.manual_forward({k: v.float() for k, v in low.items()}, x[0], H, 1e-6)
-        test_parity.check(f"{name} storages", cli.trace(path(f"small_{name}.pth"), x[0], *meta), mref)
+        check_model(cli, f"{name} storages", path(f"small_{name}.pth"), x[0], mref, *meta)
 
     # nn.Parameter values (torch._utils._rebuild_parameter), and the records newer torch adds
     # (byteorder, .data/version, .data/serialization_id) next to data.pkl.
     torch.save({k: torch.nn.Parameter(v.clone()) for k, v in canon.items()}, path("params.pth"))
     with zipfile.ZipFile(path("params.pth")) as zf:
         ok(b"_rebuild_parameter" in zf.read("params/data.pkl"), "the nn.Parameter file uses _rebuild_parameter")
-    test_parity.check("nn.Parameter values", cli.trace(path("params.pth"), x[0], *meta), ref)
+    check_model(cli, "nn.Parameter values", path("params.pth"), x[0], ref, *meta)
     with zipfile.ZipFile(path("small_timm.pth")) as zin, zipfile.ZipFile(path("newer.pth"), "w") as zout:
         for item in zin.infolist():
             zout.writestr(item.filename, zin.read(item.filename))
         for name, text in [("byteorder", "little"), (".data/version", "3\n"), (".data/serialization_id", "0123456789")]:
             zout.writestr("small_timm/" + name, text)
-    test_parity.check("with byteorder / .data records", cli.trace(path("newer.pth"), x[0], *meta), ref)
+    check_model(cli, "with byteorder / .data records", path("newer.pth"), x[0], ref, *meta)
 
     # Protocol 4 (SHORT_BINUNICODE, MEMOIZE, STACK_GLOBAL, FRAME) and a re-zipped, deflated file.
     torch.save(canon, path("proto4.pth"), pickle_protocol=4)
-    test_parity.check("pickle protocol 4", cli.trace(path("proto4.pth"), x[0], *meta), ref)
+    check_model(cli, "pickle protocol 4", path("proto4.pth"), x[0], ref, *meta)
     with zipfile.ZipFile(path("small_timm.pth")) as zin, \
             zipfile.ZipFile(path("deflated.pth"), "w", zipfile.ZIP_DEFLATED) as zout:
         for item in zin.infolist():
             zout.writestr(item.filename, zin.read(item.filename))
-    test_parity.check("re-zipped with deflate", cli.trace(path("deflated.pth"), x[0], *meta), ref)
+    check_model(cli, "re-zipped with deflate", path("deflated.pth"), x[0], ref, *meta)
 
     # convert: the safetensors holds the same names and exactly the same values.
     for src, dts in [("small_timm.pth", "F32"), ("views.pth", "F32"), ("small_bf16.pth", "BF16"),

@@ -130,7 +130,8 @@ def manual_forward(c, x, heads, eps, affine=True, unbiased=False, pooling="cls")
     rec["patch_embed"] = pe
     tok = torch.cat([c["cls_token"].reshape(1, D), pe], 0)
     rec["tokens"] = tok
-    h = tok + c["pos_embed"].reshape(-1, D)
+    rec["pos_embed"] = c["pos_embed"].reshape(-1, D)
+    h = tok + rec["pos_embed"]
     rec["embed"] = h
     T, d = tok.shape[0], D // heads
     depth = len({k.split(".")[1] for k in c if k.startswith("blocks.")})

@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""The families' forward pass against their PyTorch references, stage by stage (issue 20).
+
+For every family spec of families.py (DeiT distilled, DINO, DINOv2 with and without
+registers, SwiGLU, CLIP from OpenAI / open_clip / Hugging Face, SigLIP, MAE) the
+reference's own weights are written in ViTScope's file format (the config in
+__metadata__["vitscope.config"], the tensors under ViTScope's names), and
+vitscope-cli traces the reference's inputs: the native size and a non-square other
+size, where each family resizes its position embeddings its own way. Every stage of
+the model's stage table (vitscope-cli info --stage-table) must equal the reference's
+float64 value to 1e-4 of the tensor's scale; a stage the reference lacks fails.
+This checks the forward pass and the stage table independently of the checkpoint
+layouts' key names (the loaders have their own test)."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import families  # noqa: E402
+import test_parity  # noqa: E402
+import vitref  # noqa: E402
+
+POS_RULE = {"timm": "timm", "dino": "dino", "dinov2": "dinov2", "dinov2_reg": "dinov2_reg", "hf": "hf",
+            "hf_aa": "hf_antialias", "open_clip": "open_clip", "mae": "mae"}
+
+
+def own_config(s):
+    """ViTScope's config of a spec (the fields of vitscope.config)."""
+    pooling = {"norm_all": "cls", "clip_row": "cls_then_norm", "open_clip": "cls"}[s.final]
+    if s.head == "siglip_map":
+        pooling = "map"
+    head = {"cls": "classifier", "distilled": "distilled", "none": "identity", "siglip_map": "identity"}[s.head]
+    if s.proj:
+        head = "projection"
+    return {"name": s.layout, "image_size": families.NATIVE, "channels": s.C, "patch": s.patch, "width": s.D,
+            "depth": s.depth, "heads": s.heads, "mlp": s.mlp, "classes": max(s.classes, 1), "eps": s.eps,
+            "pooling": pooling, "resize": 0, "squash": False, "interp": "bicubic", "mean": [0.5] * 3,
+            "std": [0.5] * 3, "class_names": [], "family": s.family, "cls_token": s.cls, "dist_token": s.dist,
+            "registers": s.regs, "layer_scale": s.layer_scale, "ln_pre": s.ln_pre, "patch_bias": s.patch_bias,
+            "pos_no_cls": s.no_embed_class or not s.cls, "act": s.act, "head": head, "embed_dim": s.proj,
+            "pos_rule": POS_RULE[s.pos_rule], "pos_grid": 0}
+
+
+def own_tensors(s, c):
+    """The canonical weights under the names ViTScope's Weights::for_each_param gives them."""
+    t = {"patch_embed.proj.weight": c["patch_w"],
+         "patch_embed.proj.bias": c["patch_b"] if c["patch_b"] is not None else torch.zeros(s.D),
+         "pos_embed": c["pos"][1:] if s.no_embed_class else c["pos"],
+         "norm.weight": c["norm"][0], "norm.bias": c["norm"][1]}
+    if s.cls:
+        t["cls_token"] = c["cls"]
+    if s.dist:
+        t["dist_token"] = c["dist"]
+    if s.regs:
+        t["reg_token"] = c["reg"]
+    if s.ln_pre:
+        t["norm_pre.weight"], t["norm_pre.bias"] = c["ln_pre"]
+    for i, b in enumerate(c["blocks"]):
+        p = f"blocks.{i}."
+        t[p + "norm1.weight"], t[p + "norm1.bias"] = b["ln1"]
+        t[p + "norm2.weight"], t[p + "norm2.bias"] = b["ln2"]
+        for ours, theirs in [("attn.qkv", "qkv"), ("attn.proj", "proj"), ("mlp.fc1", "fc1"), ("mlp.fc2", "fc2")]:
+            t[p + ours + ".weight"], t[p + ours + ".bias"] = b[theirs + "_w"], b[theirs + "_b"]
+        if s.layer_scale:
+            t[p + "ls1.gamma"], t[p + "ls2.gamma"] = b["ls1"], b["ls2"]
+    if "head" in c:
+        t["head.weight"], t["head.bias"] = c["head"]
+    if "head_dist" in c:
+        t["head_dist.weight"], t["head_dist.bias"] = c["head_dist"]
+    if s.proj:
+        t["proj"] = c["proj"]
+    if s.head == "siglip_map":
+        t["map.probe"] = c["probe"]
+        t["map.attn.in_proj_weight"], t["map.attn.in_proj_bias"] = c["map_in_w"], c["map_in_b"]
+        t["map.attn.out_proj.weight"], t["map.attn.out_proj.bias"] = c["map_out_w"], c["map_out_b"]
+        t["map.norm.weight"], t["map.norm.bias"] = c["map_ln"]
+        t["map.mlp.fc1.weight"], t["map.mlp.fc1.bias"] = c["map_fc1"]
+        t["map.mlp.fc2.weight"], t["map.mlp.fc2.bias"] = c["map_fc2"]
+    return {k: v.float().contiguous() for k, v in t.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    test_parity.self_test()
+    xs = families.inputs()
+    seen = set()
+    for s in families.SPECS:
+        # one spec per set of weights and forward: layouts of one group differ in key names only,
+        # except in their interpolation rule and timm's folded cls position
+        key = (s.group, s.pos_rule, s.no_embed_class, s.final, s.proj)
+        if key in seen:
+            continue
+        seen.add(key)
+        c = families.stored_weights(s)
+        path = os.path.join(a.workdir, s.layout + ".safetensors")
+        vitref.write_safetensors(path, own_tensors(s, c), {"vitscope.config": json.dumps(own_config(s))})
+        for size, x in xs.items():
+            inp = os.path.join(a.workdir, f"{s.layout}_{size}.npy")
+            np.save(inp, x.numpy().astype(np.float32))
+            out = os.path.join(a.workdir, f"{s.layout}_{size}.npz")
+            r = subprocess.run([a.cli, "trace", "--model", path, "--input", inp, "--out", out], capture_output=True,
+                               text=True)
+            if r.returncode != 0:
+                print(f"FAIL {s.layout} {size}: vitscope-cli trace exited {r.returncode}: {r.stderr.strip()}")
+                test_parity.FAIL.append(f"{s.layout} {size}")
+                continue
+            hw = f"{x.shape[1]},{x.shape[2]}"
+            r = subprocess.run([a.cli, "info", "--model", path, "--stage-table", "--image-size", hw],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SystemExit(f"vitscope-cli info failed: {r.stderr}")
+            with np.load(out) as z:
+                ours = {k: z[k] for k in z.files}
+            ref = families.reference(s, c, x)
+            label = f"{s.family} ({s.layout}) {size} {x.shape[1]}x{x.shape[2]}"
+            test_parity.check(label, ours, ref, json.loads(r.stdout))
+    print(f"{'FAILED: ' + ', '.join(test_parity.FAIL) if test_parity.FAIL else 'all family checks passed'}")
+    return 1 if test_parity.FAIL else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+// The stage table: one definition per kind, tables shared and looked up in O(1), names
+// derived from ids, and the checks that make a forgotten part of a new stage fail here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "core/model/forward.h"
+#include "core/model/stages.h"
+
+using namespace vit;
+
+namespace {
+std::vector<Options> some_options() {
+    std::vector<Options> v(1);
+    Options o;
+    o.affine = false;
+    o.unbiased = true;
+    v.push_back(o);
+    o = {};
+    o.pooling = Pooling::Mean;
+    v.push_back(o);
+    o = {};
+    o.bug_reshape_patches = o.bug_scale_after_softmax = true;
+    v.push_back(o);
+    return v;
+}
+bool mentions(const std::vector<std::string>& problems, const std::string& what) {
+    return std::any_of(problems.begin(), problems.end(),
+                       [&](const std::string& p) { return p.find(what) != std::string::npos; });
+}
+}  // namespace
+
+TEST(StageTable, EveryKindIsDefinedCompletely) {
+    const auto problems = check_stage_definitions();
+    for (auto& p : problems) ADD_FAILURE() << p;
+    EXPECT_EQ(stage_defs().size(), size_t(kStageKinds));
+}
+
+// The checks catch what a new stage kind could forget: they are run on doctored copies.
+TEST(StageTable, AForgottenPartOfANewStageFailsTheChecks) {
+    const std::vector<StageDef> good = stage_defs();
+    const std::vector<StageKind> grads = backward_grad_kinds();
+    ASSERT_TRUE(check_stage_definitions(good, grads).empty());
+
+    auto no_box = good;
+    no_box[size_t(StageKind::PosEmbed)].box = "";
+    EXPECT_TRUE(mentions(check_stage_definitions(no_box, grads), "PosEmbed: no box on the map"));
+
+    auto no_backward = grads;  // declared with a gradient, but the backward pass does not write it
+    no_backward.erase(std::find(no_backward.begin(), no_backward.end(), StageKind::PosEmbed));
+    EXPECT_TRUE(mentions(check_stage_definitions(good, no_backward),
+                         "PosEmbed: has_grad, but the backward pass does not write its gradient"));
+
+    auto undeclared = good;  // the backward pass writes a gradient the table does not declare
+    undeclared[size_t(StageKind::MlpOut)].has_grad = false;
+    EXPECT_TRUE(mentions(check_stage_definitions(undeclared, grads), "MlpOut: the backward pass writes a gradient"));
+
+    auto missing = good;  // a kind without a definition
+    missing.pop_back();
+    EXPECT_TRUE(mentions(check_stage_definitions(missing, grads), "one definition per kind"));
+
+    auto no_hook = good;
+    no_hook[size_t(StageKind::AttnZ)].hook = "";
+    EXPECT_TRUE(mentions(check_stage_definitions(no_hook, grads), "AttnZ: no PyTorch hook"));
+
+    auto no_layer = good;  // a block stage whose name does not say its block
+    no_layer[size_t(StageKind::AttnZ)].pattern = "attn.z";
+    EXPECT_TRUE(mentions(check_stage_definitions(no_layer, grads), "AttnZ: a block stage's pattern needs {l}"));
+}
+
+TEST(StageTable, EveryTableChecksOut) {
+    for (auto name : {"toy-rgb8", "toy-gray4", "fmnist", "vit-ti16"})
+        for (const Options& o : some_options()) {
+            SCOPED_TRACE(std::string(name) + " " + o.describe());
+            const auto t = StageTable::get(preset(name), o);
+            for (auto& p : check_table(*t)) ADD_FAILURE() << p;
+        }
+}
+
+TEST(StageTable, SharedAndLookedUpById) {
+    const Config c = preset("fmnist");
+    Options mean;
+    mean.pooling = Pooling::Mean;
+    const auto a = StageTable::get(c), b = StageTable::get(c), m = StageTable::get(c, mean);
+    EXPECT_EQ(a, b);  // built once
+    EXPECT_NE(a, m);
+    Options explicit_cls;
+    explicit_cls.pooling = Pooling::Cls;  // the model's own pooling said out loud: the same table
+    EXPECT_EQ(a, StageTable::get(c, explicit_cls));
+    Config renamed = c;
+    renamed.class_names.assign(size_t(c.classes), "x");  // names of classes do not change stages
+    EXPECT_EQ(a, StageTable::get(renamed));
+    for (size_t i = 0; i < a->size(); ++i) {
+        const StageInfo& s = (*a)[i];
+        EXPECT_EQ(a->index(s.id), int(i));
+        EXPECT_EQ(a->find(s.name), &s);
+        EXPECT_EQ(&a->info(s.id), &s);
+        EXPECT_EQ(stage_name(s.id), s.name);
+    }
+    EXPECT_EQ(a->index({StageKind::AttnQ, c.depth}), -1);  // past the last block
+    EXPECT_EQ(a->index({StageKind::AttnQ, -1}), -1);       // a block stage outside the blocks
+    EXPECT_EQ(a->index({StageKind::Input, 0}), -1);        // a model stage inside a block
+    EXPECT_THROW(a->info({StageKind::AttnQ, 99}), std::out_of_range);
+    // The pooling decides the order of the head's stages.
+    EXPECT_LT(a->index({StageKind::LnFinalOut}), a->index({StageKind::Pooled}));
+    EXPECT_GT(m->index({StageKind::LnFinalOut}), m->index({StageKind::Pooled}));
+}
+
+TEST(StageNames, ParseBackToTheirIdsAndNothingElseParses) {
+    const auto t = StageTable::get(preset("fmnist"));
+    for (const StageInfo& s : *t) {
+        auto id = parse_stage_name(s.name);
+        ASSERT_TRUE(id) << s.name;
+        EXPECT_EQ(*id, s.id) << s.name;
+    }
+    for (auto bad : {"", "blocks", "blocks.", "blocks.1", "blocks.x.attn.q", "blocks.01.attn.q", "blocks.-1.attn.q",
+                     "attn.q", "blocks.1.input", "input.grad", "logits ", "blocks.1.attn.pattern.grad"})
+        EXPECT_FALSE(parse_stage_name(bad)) << bad;
+    EXPECT_EQ(*parse_stage_name("blocks.11.attn.pattern"), (StageId{StageKind::AttnPattern, 11}));
+}
+
+// The one stage this issue added as the example: pos_embed, the position embeddings that are added.
+TEST(StageTable, PosEmbedIsWhatEmbedAdds) {
+    const Config c = preset("toy-gray4");
+    Weights w = init_weights(c, 5);
+    Tensor3 x = Tensor3::from_shape({1, 4, 4});
+    for (size_t i = 0; i < x.size(); ++i) x.flat(i) = float(i % 5) - 2.f;
+    RunRequest req;
+    req.grads = true;
+    const Trace t = run(w, x, {}, req);
+    const Array& pos = t.get(StageId{StageKind::PosEmbed});
+    EXPECT_TRUE(pos == Array(w.pos));
+    EXPECT_TRUE(t.get(StageId{StageKind::Embed}) == t.get(StageId{StageKind::Tokens}) + pos);
+    // embed = tokens + pos_embed: both get embed's gradient
+    EXPECT_TRUE(*t.grad(StageId{StageKind::PosEmbed}) == *t.grad(StageId{StageKind::Embed}));
+    const StageInfo& info = t.info(StageId{StageKind::PosEmbed});
+    EXPECT_EQ(info.box.id, "embed");
+    EXPECT_EQ(t.info(StageId{StageKind::Embed}).from.back(), info.id);
+}
+
+// Every family's preset builds a table that checks out and runs (one block, random weights):
+// the stages the table lists are the ones the forward pass records, in its order.
+TEST(Families, EveryPresetRunsThroughItsTable) {
+    for (const std::string n : {"deit-ti16-distilled", "dino-s16", "dinov2-s14", "dinov2-s14-reg", "clip-b32",
+                                "siglip-b16", "mae-b16"}) {
+        SCOPED_TRACE(n);
+        Config c = preset(n);
+        c.depth = 1;
+        const auto table = StageTable::get(c);
+        for (auto& p : check_table(*table)) ADD_FAILURE() << p;
+        const Weights w = init_weights(c, 3);
+        Tensor3 x = Tensor3::from_shape({3, size_t(c.image_size), size_t(c.image_size)});
+        for (size_t i = 0; i < x.size(); ++i) x.flat(i) = float((i * 37) % 101) / 50.f - 1.f;
+        const Trace t = run(w, x);
+        EXPECT_EQ(t.size(), table->size());
+        const Array& last = t.at(t.size() - 1);
+        for (float v : last) ASSERT_TRUE(std::isfinite(v));
+        EXPECT_EQ(t.info(t.size() - 1).id.kind, c.has_logits() ? StageKind::Probs : StageKind::Embedding);
+    }
+}
+
+TEST(Families, RunSizesAreCheckedAndResizeThePositions) {
+    Config c = preset("dinov2-s14");
+    c.depth = 1;
+    Options o;
+    o.image_h = 100;  // not a multiple of 14
+    o.image_w = 98;
+    EXPECT_THROW(run_dims(c, o), std::invalid_argument);
+    o.image_h = 98;
+    o.image_w = 140;
+    const RunDims r = run_dims(c, o);
+    EXPECT_EQ(r.gh, 7);
+    EXPECT_EQ(r.gw, 10);
+    EXPECT_TRUE(r.resized);  // the stored table is 37 x 37
+    const auto t = StageTable::get(c, o);
+    ASSERT_TRUE(t->has({StageKind::PosEmbedLearned}));
+    EXPECT_EQ(t->info({StageKind::PosEmbedLearned}).shape, (Shape{1 + 37 * 37, 384}));
+    EXPECT_EQ(t->info({StageKind::PosEmbed}).shape, (Shape{1 + 70, 384}));
+    // the pooling switch is for ViT classifiers: refused on CLIP, named
+    Config clip = preset("clip-b32");
+    Options mean;
+    mean.pooling = Pooling::Mean;
+    try {
+        run_dims(clip, mean);
+        ADD_FAILURE() << "no error";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("pooling mean does not apply"), std::string::npos) << e.what();
+    }
+}
