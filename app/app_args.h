@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "views.h"
+#include "ui_state.h"
 
 namespace vit::app {
 
 struct AppArgs {
     std::string model = "default", image, labels, stage, screenshot, layout_out, shader_dir, keys;
-    int tour = -1;  // --tour N: the guided tour at step N (views_map.cpp)
+    int tour = -1;  // --tour N: the guided tour at step N (tabs/tab_map.cpp)
     std::string pooling;  // --pooling cls|mean: Options::pooling
     int heads = 0, layer = -1, head = -1, patch = -1, query = -1, width = 1600, height = 1000;
     std::optional<Tab> tab;

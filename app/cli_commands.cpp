@@ -50,6 +50,7 @@ struct Commands::State {
 
 namespace {
 
+// Set by the SIGINT handler (a signal handler reaches nothing else): training stops after the step.
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
 
@@ -62,9 +63,9 @@ std::string hms(double s) {
     return b;
 }
 
-// One progress line: redrawn in place on a terminal, every 10% otherwise.
-void progress(const StepInfo& i) {
-    static int last_decile = -1;
+// One progress line: redrawn in place on a terminal, every 10% otherwise (last_decile: the decile
+// of the line last printed, kept by the caller).
+void progress(const StepInfo& i, int& last_decile) {
     bool tty = ::isatty(2);
     double frac = double(i.step_in_epoch) / i.steps_per_epoch;
     int decile = int(frac * 10);
@@ -420,8 +421,12 @@ void Commands::add_training(CLI::App& app) {
                 return m;
             };
             if (g_interrupted) { std::fprintf(stderr, "interrupted before training started; nothing saved\n"); return 130; }
+            int last_decile = -1;
             while (!tr.done()) {
-                bool ok = tr.run_epoch([](const StepInfo& i) { progress(i); return !g_interrupted.load(); });
+                bool ok = tr.run_epoch([&last_decile](const StepInfo& i) {
+                    progress(i, last_decile);
+                    return !g_interrupted.load();
+                });
                 if (!ok) {
                     save_training_checkpoint(s.out, tr.weights(), tr.adam(), tr.epoch(), meta(nullptr));
                     std::fprintf(stderr, "\ninterrupted: saved %s (epoch %d will restart); continue with --resume %s\n",

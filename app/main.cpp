@@ -25,9 +25,11 @@ using namespace vit::app;
 
 namespace {
 
-std::vector<std::string> g_dropped;
-void on_drop(GLFWwindow*, int n, const char** paths) {
-    for (int i = 0; i < n; ++i) g_dropped.emplace_back(paths[i]);
+// Files dropped on the window go to the AppContext the window's user pointer names.
+void on_drop(GLFWwindow* win, int n, const char** paths) {
+    auto* app = static_cast<AppContext*>(glfwGetWindowUserPointer(win));
+    if (!app) return;
+    for (int i = 0; i < n; ++i) app->dropped.emplace_back(paths[i]);
 }
 
 GLFWwindow* open_window(const AppArgs& a) {
@@ -104,13 +106,12 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.layer >= 0) ui.overlay_layer = a.layer;
     if (a.head >= 0) { ui.head = a.head; ui.overlay_head = a.head; }
     if (a.tab) ui.tab = *a.tab;
-    ui.tour_step = a.tour;  // applied to the stage once the trace is in (views_map.cpp)
+    ui.tour_step = a.tour;  // applied to the stage once the trace is in (tabs/tab_map.cpp)
     if (a.opacity >= 0) ui.opacity = a.opacity;
-    if (a.distance_images > 0) { ui.distance_images = a.distance_images; ui.distance_autostart = true; }
-    ui.export_dir = a.export_dir;
+    app.export_dir = a.export_dir;
     ui.patch = a.patch;
     if (a.cell) { ui.cell_r = a.cell->first; ui.cell_c = a.cell->second; }
-    ui.hover = !a.headless() || a.hover.has_value();
+    app.hover = !a.headless() || a.hover.has_value();
     return ok;
 }
 
@@ -135,12 +136,12 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
     bool stage_applied = a.stage.empty();
     while (!glfwWindowShouldClose(app.win)) {
         glfwPollEvents();
-        for (auto& p : g_dropped) {
+        for (auto& p : app.dropped) {
             std::string ext = std::filesystem::path(p).extension().string();
             if (ext == ".safetensors" || ext == ".pth" || ext == ".pt" || ext == ".bin") s.begin_load_model(p, a.heads);
             else s.load_image(p);
         }
-        g_dropped.clear();
+        app.dropped.clear();
         if (driver) driver->before_poll(app);
         // Small models finish within the frame; large ones keep the old trace on screen.
         s.poll(driver ? driver->poll_wait_ms() : 8.0);
@@ -157,7 +158,7 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
             ImGui::GetIO().MousePos = a.hover ? ImVec2(a.hover->first, a.hover->second) : ImVec2(-FLT_MAX, -FLT_MAX);
         }
         ImGui::NewFrame();
-        begin_frame_gl();
+        app.gfx.begin_frame();
         int W, H;
         glfwGetFramebufferSize(app.win, &W, &H);
         try {
@@ -197,7 +198,6 @@ int main(int argc, char** argv) {
     // Recent files and options: off in headless runs unless --settings names a file.
     Settings settings(settings_file(a.settings, a.no_settings, a.headless()));
     settings.load();
-    if (settings.enabled()) set_current_settings(&settings);
     if (!settings.error().empty()) std::fprintf(stderr, "vitscope: %s\n", settings.error().c_str());
     restore_launch(settings, a.model_given, a.model, a.image);
     GLFWwindow* win = open_window(a);
@@ -206,18 +206,20 @@ int main(int argc, char** argv) {
     {
         auto app = std::make_unique<AppContext>();
         app->win = win;
-        app->ui.shader_error = init_heatmap_program(a.shader_dir);
-        if (!app->ui.shader_error.empty()) std::fprintf(stderr, "vitscope: %s\n", app->ui.shader_error.c_str());
+        glfwSetWindowUserPointer(win, app.get());
+        if (settings.enabled()) app->settings = &settings;
+        if (std::string err = app->gfx.init(a.shader_dir); !err.empty()) std::fprintf(stderr, "vitscope: %s\n", err.c_str());
         // A bad file: the window stays open with the error panel. Headless runs exit 1 (message on
         // stderr), after saving the screenshot when one was asked for (it shows what a user would see).
         const bool loaded = load_startup(*app, a, settings);
         if (!loaded && a.headless()) exit_code = 1;
         if (loaded || !a.headless() || !a.screenshot.empty()) {
-            if (a.train_epochs > 0) app->train.StartHeadless(a.train_epochs, a.train_limit);
+            app->tabs.apply_args(a);  // --train-epochs, --distance-images
             std::unique_ptr<Driver> driver = make_driver(a);
             exit_code = run_loop(*app, a, driver.get(), exit_code, settings);
         }
         remember(settings, app->s, app->ui, true);
+        glfwSetWindowUserPointer(win, nullptr);
     }
     close_window(win);
     return exit_code;

@@ -76,6 +76,11 @@ public:
 
     const Result& result() const { return res_; }
     const Trace* trace() const { return res_.trace.get(); }
+    // What is on screen: the trace drawn and the options and model it was computed with. Every view,
+    // export and explanation reads these, never options() or model() (what was requested since: a
+    // pass with them may still be running). With no trace, what is requested.
+    const Options& shown_options() const { return res_.trace ? res_.options : opt_; }
+    const LoadedModel* shown_model() const { return res_.model ? res_.model.get() : model_.get(); }
     const Weights& weights() const { return model_->weights; }
     const Config& config() const { return model_->weights.cfg; }
     // The config of the model that produced the trace on screen (views read the trace with it:

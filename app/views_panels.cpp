@@ -14,15 +14,20 @@
 #include "paths.h"
 #include "settings_app.h"
 #include "views.h"
+#include "tabs/tab.h"
 #include "core/teach/teach.h"
 
 namespace fs = std::filesystem;
 
 namespace vit::app {
 
-bool DrawFileBrowser(const char* id, std::string& path, const std::vector<std::string>& exts) {
-    static std::string dir = fs::current_path().string();
-    static std::string filter;
+bool DrawFileBrowser(FileBrowser& fb, const char* id, std::string& path, const std::vector<std::string>& exts) {
+    if (fb.dir.empty()) {
+        std::error_code ec;
+        fb.dir = fs::current_path(ec).string();
+    }
+    std::string& dir = fb.dir;
+    std::string& filter = fb.filter;
     bool chosen = false;
     ImGui::SetNextWindowSize(ImVec2(640, 460), ImGuiCond_Appearing);
     if (ImGui::BeginPopupModal(id, nullptr)) {
@@ -80,9 +85,12 @@ std::vector<std::string> sample_images() {
 
 }  // namespace
 
-void DrawToolbar(Session& s, UiState& ui) {
-    static char model_path[1024] = "", image_path[1024] = "";
-    static int heads = 0;
+void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_numbers) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
+    char* model_path = tb.model_path;
+    char* image_path = tb.image_path;
+    int& heads = tb.heads;
     // Model
     ImGui::SetNextItemWidth(150);
     if (ImGui::BeginCombo("##model", s.model_spec().size() > 24 ? ("..." + s.model_spec().substr(s.model_spec().size() - 21)).c_str() : s.model_spec().c_str())) {
@@ -93,49 +101,50 @@ void DrawToolbar(Session& s, UiState& ui) {
         ImGui::TextDisabled("torchvision / timm names");
         for (auto& a : preset_aliases())
             if (ImGui::Selectable((std::string(a.alias) + " (random weights)").c_str())) s.begin_load_model(a.alias);
-        if (std::string r = RecentMenu(true); !r.empty()) s.begin_load_model(r, heads);
+        if (std::string r = RecentMenu(v.settings, true); !r.empty()) s.begin_load_model(r, heads);
         ImGui::EndCombo();
     }
     ImGui::SameLine();
     ImGui::SetNextItemWidth(220);
-    bool enter = ImGui::InputTextWithHint("##mpath", "checkpoint .safetensors/.pth", model_path, sizeof model_path,
+    bool enter = ImGui::InputTextWithHint("##mpath", "checkpoint .safetensors/.pth", model_path, sizeof tb.model_path,
                                           ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     ImGui::SetNextItemWidth(70);
     ImGui::InputInt("heads##h", &heads, 0);
-    if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("0: from the file's metadata, a standard ViT's shape, or width/64 (a guess)");
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("0: from the file's metadata, a standard ViT's shape, or width/64 (a guess)");
     ImGui::SameLine();
     if (ImGui::Button("Load model") || enter) s.begin_load_model(model_path, heads);
     ImGui::SameLine();
     if (ImGui::Button("...##m")) ImGui::OpenPopup("Open checkpoint");
     std::string picked;
-    if (DrawFileBrowser("Open checkpoint", picked, {".safetensors", ".pth", ".pt", ".bin"})) {
-        std::snprintf(model_path, sizeof model_path, "%s", picked.c_str());
+    if (DrawFileBrowser(tb.browser, "Open checkpoint", picked, {".safetensors", ".pth", ".pt", ".bin"})) {
+        std::snprintf(model_path, sizeof tb.model_path, "%s", picked.c_str());
         s.begin_load_model(picked, heads);
     }
     ImGui::SameLine();
     ImGui::TextDisabled("|");
     ImGui::SameLine();
     // Image
-    static std::vector<std::string> samples = sample_images();
+    if (!tb.samples) tb.samples = sample_images();
+    const std::vector<std::string>& samples = *tb.samples;
     ImGui::SetNextItemWidth(170);
     std::string cur = fs::path(s.image_path()).filename().string();
     if (ImGui::BeginCombo("##img", cur.empty() ? "sample image" : cur.c_str())) {
         for (auto& p : samples)
             if (ImGui::Selectable(fs::path(p).filename().string().c_str(), p == s.image_path())) s.load_image(p);
-        if (std::string r = RecentMenu(false); !r.empty()) s.load_image(r);
+        if (std::string r = RecentMenu(v.settings, false); !r.empty()) s.load_image(r);
         ImGui::EndCombo();
     }
     ImGui::SameLine();
     ImGui::SetNextItemWidth(200);
-    bool ienter = ImGui::InputTextWithHint("##ipath", "image path (or drop a file)", image_path, sizeof image_path,
+    bool ienter = ImGui::InputTextWithHint("##ipath", "image path (or drop a file)", image_path, sizeof tb.image_path,
                                            ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     if (ImGui::Button("Load image") || ienter) s.load_image(image_path);
     ImGui::SameLine();
     if (ImGui::Button("...##i")) ImGui::OpenPopup("Open image");
-    if (DrawFileBrowser("Open image", picked, {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".psd", ".hdr", ".pgm", ".ppm", ".pnm"})) {
-        std::snprintf(image_path, sizeof image_path, "%s", picked.c_str());
+    if (DrawFileBrowser(tb.browser, "Open image", picked, {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".psd", ".hdr", ".pgm", ".ppm", ".pnm"})) {
+        std::snprintf(image_path, sizeof tb.image_path, "%s", picked.c_str());
         s.load_image(picked);
     }
     // Options (second row)
@@ -144,26 +153,25 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::SameLine();
     ImGui::Checkbox("unbiased std, N-1 (U)", &o.unbiased);
     ImGui::SameLine();
-    std::optional<Pooling> pc = pooling_choice(o);
-    int pool = pc ? int(*pc) + 1 : 0;
+    int pool = o.pooling ? int(*o.pooling) + 1 : 0;  // 0: the model's own pooling
     ImGui::SetNextItemWidth(130);
     const char* pools[] = {"model's pooling", "cls token", "mean of patches"};
     if (ImGui::Combo("pooling", &pool, pools, 3))
-        set_pooling_choice(o, pool == 0 ? std::nullopt : std::optional<Pooling>(Pooling(pool - 1)));
+        o.pooling = pool == 0 ? std::nullopt : std::optional<Pooling>(Pooling(pool - 1));
     // Two classic bugs (Options::bug_*), off by default; red when on, and the status bar says BUG.
-    auto bug_box = [&](const char* label, bool& v, const char* tip) {
+    auto bug_box = [&](const char* label, bool& on_off, const char* tip) {
         ImGui::SameLine();
-        const bool on = v;
+        const bool on = on_off;
         if (on) {
             ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 90, 90, 255));
             ImGui::PushStyleColor(ImGuiCol_FrameBg, IM_COL32(120, 20, 20, 255));
             ImGui::PushStyleColor(ImGuiCol_CheckMark, IM_COL32(255, 90, 90, 255));
         }
-        ImGui::Checkbox(label, &v);
+        ImGui::Checkbox(label, &on_off);
         if (on) ImGui::PopStyleColor(3);
-        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
         ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
-        ui.rects[std::string("toolbar.") + label] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+        pr.rects[std::string("toolbar.") + label] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     };
     bug_box("BUG: scale after softmax (B)", o.bug_scale_after_softmax,
             "a classic bug, on purpose: softmax(q k^T) / sqrt(d) instead of softmax(q k^T / sqrt(d));\n"
@@ -177,18 +185,15 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::SameLine();
     ImGui::TextDisabled("|");
     ImGui::SameLine();
-    if (ImGui::Button("Export view PNG")) ui.request_view_png = true;
+    if (ImGui::Button("Export view PNG")) req.view_png = true;
     ImGui::SameLine();
-    {  // on a teaching tab: the numbers it draws, as .npy and .csv
-        const bool teach = ui.tab == Tab::LogitLens || ui.tab == Tab::Positions || ui.tab == Tab::Filters ||
-                           ui.tab == Tab::Distance || ui.tab == Tab::Patches;
-        if (ImGui::Button(teach ? "Numbers .npy+.csv" : "Tensor .npy")) ui.request_npy = true;
-    }
+    // on a teaching tab: the numbers it draws, as .npy and .csv
+    if (ImGui::Button(tab_exports_numbers ? "Numbers .npy+.csv" : "Tensor .npy")) req.npy = true;
     ImGui::SameLine();
-    if (ImGui::Button("Trace .npz")) ui.request_npz = true;
+    if (ImGui::Button("Trace .npz")) req.npz = true;
     ImGui::SameLine();
     ImGui::TextDisabled("(?)");
-    if (ui.hover && ImGui::IsItemHovered()) {
+    if (v.hover && ImGui::IsItemHovered()) {
         ImGui::BeginTooltip();
         ImGui::Text("Keys");
         ImGui::BulletText("Up/Down or Left/Right: previous / next stage");
@@ -201,13 +206,17 @@ void DrawToolbar(Session& s, UiState& ui) {
         ImGui::BulletText("  (or click a patch on the image, or a row of attn.pattern / attn.scores)");
         ImGui::BulletText("Click a cell of attn.scores/pattern/z, LayerNorm normalized/out, mlp.post, logits:");
         ImGui::BulletText("  the math of that cell, with its numbers (Esc closes it)");
-        ImGui::BulletText("1-9: tabs (Stage, Attention maps, Changes, Train, Logit lens, Positions, Filters, Distance, Patches)");
-        ImGui::BulletText("M: the map of the model   T: guided tour on/off, N / P: next / back step, Esc leaves");
+        std::string tabs;
+        for (const TabSpec& t : tab_table()) tabs += std::string(tabs.empty() ? "" : ", ") + t.key + " " + t.name;
+        ImGui::BulletText("Tabs: %s", tabs.c_str());
+        ImGui::BulletText("T: guided tour on/off, N / P: next / back step, Esc leaves");
         ImGui::EndTooltip();
     }
 }
 
-void DrawNavigator(Session& s, UiState& ui) {
+void DrawNavigator(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
     const Trace* t = s.trace();
     if (!t) {
         ImGui::TextWrapped("%s", s.has_image() ? "Running the model..." : "No image loaded: nothing has run yet.");
@@ -249,7 +258,7 @@ void DrawNavigator(Session& s, UiState& ui) {
         bool sel = int(i) == ui.stage;
         if (ImGui::Selectable((rest + "##" + std::to_string(i)).c_str(), sel)) ui.stage = int(i);
         if (sel && ImGui::IsWindowAppearing()) ImGui::SetScrollHereY();
-        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_text(en.tensor).c_str());
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_text(en.tensor).c_str());
     }
     if (last_layer >= 0 && open) ImGui::TreePop();
     ImGui::EndChild();
@@ -307,18 +316,20 @@ void upload_rgb(Texture& tex, const float* chw, int C, int H, int W, bool clamp0
 }
 
 // The original image (aspect kept) with the region the model sees outlined, and the steps beside it.
-void draw_original(Session& s, UiState& ui, Textures& tx) {
+void draw_original(ViewCtx& v, ImagePanel& panel) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
     const Image& im = s.image();
     if (im.width <= 0 || rank(im.pixels) != 3) return;
     const Config c = s.preprocess_config();
     uint64_t key = std::hash<std::string>{}(s.image_path()) ^ (uint64_t(im.width) << 32) ^ uint64_t(im.height);
-    if (tx.stale("original", key)) {
+    if (panel.keys.stale("original", key)) {
         // a thumbnail-sized copy: a 4000-pixel photo is not uploaded whole
         int tw = im.width, th = im.height;
         float f = std::min(1.f, 256.f / float(std::max(tw, th)));
         tw = std::max(1, int(tw * f)); th = std::max(1, int(th * f));
         Tensor3 small = (tw == im.width && th == im.height) ? im.pixels : resize(im.pixels, th, tw, Interp::Bilinear);
-        upload_rgb(tx.original, small.data(), int(extent(small, 0)), th, tw, true);
+        upload_rgb(panel.original, small.data(), int(extent(small, 0)), th, tw, true);
     }
     const float box = 120;
     float f = box / float(std::max(im.width, im.height));
@@ -328,15 +339,15 @@ void draw_original(Session& s, UiState& ui, Textures& tx) {
     ImGui::Dummy(ImVec2(box, box));
     ImDrawList* dl = ImGui::GetWindowDrawList();
     ImVec2 q0(p0.x + (box - w) / 2, p0.y + (box - h) / 2);
-    dl->AddImage(tx.original.id(), q0, ImVec2(q0.x + w, q0.y + h));
-    ui.rects["original"] = Rect{q0.x, q0.y, w, h};
+    dl->AddImage(panel.original.id(), q0, ImVec2(q0.x + w, q0.y + h));
+    pr.rects["original"] = Rect{q0.x, q0.y, w, h};
     PreprocessPlan p = plan_preprocess(im.width, im.height, c);
     if (p.resize_w > 0 && p.resize_h > 0) {
         float sx = w / p.resize_w, sy = h / p.resize_h;
         ImVec2 a(q0.x + p.crop_left * sx, q0.y + p.crop_top * sy);
         ImVec2 b(a.x + std::min(p.crop_w, p.resize_w) * sx, a.y + std::min(p.crop_h, p.resize_h) * sy);
         dl->AddRect(a, b, IM_COL32(255, 214, 120, 255), 0, 0, 2);
-        ui.rects["original.crop"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+        pr.rects["original.crop"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     }
     ImGui::EndGroup();
     ImGui::SameLine();
@@ -348,34 +359,37 @@ void draw_original(Session& s, UiState& ui, Textures& tx) {
         all += line + "\n";
     }
     ImGui::PopTextWrapPos();
-    ui.strings["preprocess"] = all;
+    pr.strings["preprocess"] = all;
     bool squash = c.pre.squash;
     if (ImGui::Checkbox("squash (aspect lost)", &squash)) s.set_squash(squash);
-    if (ui.hover && ImGui::IsItemHovered())
+    if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("off: shorter side resized, then a centre crop (torchvision's Resize + CenterCrop)\n"
                           "on: straight resize to a square, as Hugging Face's ViTImageProcessor does");
     ImGui::EndGroup();
 }
 
-void draw_no_grads(Session& s, UiState& ui, const char* what) {
+void draw_no_grads(Session& s, Probe& pr, const char* what) {
     std::string why = s.result().no_grads_why.empty() ? s.grads_unavailable_reason() : s.result().no_grads_why;
     if (why.empty()) why = "the gradients are being computed";
     ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
     ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s needs gradients: %s.", what, why.c_str());
     ImGui::PopTextWrapPos();
-    ui.strings["overlay.message"] = why;
+    pr.strings["overlay.message"] = why;
     if (s.can_compute_grads() && ImGui::SmallButton("compute gradients")) s.set_grad_mode(GradMode::On);
 }
 
 }  // namespace
 
-void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
-    if (s.has_image()) draw_original(s, ui, tx);
+void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
+    if (s.has_image()) draw_original(v, panel);
     const Trace* t = s.trace();
     if (!t) {
         std::string why = s.has_image() ? "Running the model..." : "No image is loaded: load one with the toolbar or drop a file here.";
         ImGui::TextWrapped("%s", why.c_str());
-        ui.strings["image.message"] = why;
+        pr.strings["image.message"] = why;
         return;
     }
     const Config& c = s.shown_config();
@@ -386,9 +400,9 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         ImGui::TextWrapped("The trace has no %dx%d input to show.", S, S);
         return;
     }
-    if (tx.stale("image", s.version())) {
+    if (panel.keys.stale("image", s.version())) {
         Tensor3 img = denormalize(Tensor3(*in), c);
-        upload_rgb(tx.image, img.data(), c.channels, S, S, true);
+        upload_rgb(panel.image, img.data(), c.channels, S, S, true);
     }
     ImGui::TextDisabled("model input %dx%d %s, as the model sees it", S, S, c.channels == 1 ? "gray" : "RGB");
     // overlay controls
@@ -430,16 +444,16 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         ImGui::SliderFloat("discard", &ui.discard, 0.f, 0.95f, "%.2f");
     }
     const Trace* grads = s.result().grads.get();
-    if (ui.overlay == Overlay::GradRollout && !grads) draw_no_grads(s, ui, "the gradient-weighted rollout");
+    if (ui.overlay == Overlay::GradRollout && !grads) draw_no_grads(s, pr, "the gradient-weighted rollout");
     ImGui::SetNextItemWidth(190);
     ImGui::SliderFloat("opacity", &ui.opacity, 0.f, 1.f, "%.2f");
     // the overlay values over the patch grid: recomputed only when what they depend on changes
     // (rollout is O(T^3 L): ~0.1 s for ViT-B, not something to redo every frame)
     uint64_t okey = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
                     uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003 + uint64_t(ui.query + 1) * 10000019;
-    bool ostale = tx.stale("overlay", okey);
+    bool ostale = panel.keys.stale("overlay", okey);
     if (ostale) {
-        std::vector<float>& ov = tx.overlay_vals;
+        std::vector<float>& ov = panel.overlay_vals;
         ov.clear();
         try {
             if (ui.overlay == Overlay::Cls && L > 0) ov = cls_attention(*t, ol, ui.overlay_head);
@@ -451,13 +465,12 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
             }
         } catch (const std::exception& e) {
             ov.clear();
-            ui.strings["overlay.error"] = e.what();
+            pr.strings["overlay.error"] = e.what();
         }
         if (ov.size() != size_t(N)) ov.clear();
-        if (!ov.empty()) tx.overlay.upload_float(ov.data(), G, G);
+        if (!ov.empty()) panel.overlay.upload_float(ov.data(), G, G);
     }
-    const std::vector<float>& ov = tx.overlay_vals;
-    ui.numbers.erase("overlay.query");
+    const std::vector<float>& ov = panel.overlay_vals;
     if (ui.overlay == Overlay::Query) {
         std::string why;
         if (L == 0) why = "the model has no attention layers";
@@ -465,16 +478,16 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
             why = "query token " + std::to_string(ui.query) + " is out of range: 0 (cls) to " + std::to_string(N) + " (the last patch)";
         if (!why.empty()) {
             ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
-            ui.strings["overlay.message"] = why;
+            pr.strings["overlay.message"] = why;
         } else {
-            ui.numbers["overlay.query"] = ui.query;
+            pr.numbers["overlay.query"] = ui.query;
             std::string vals;
             char b[32];
             for (size_t i = 0; i < ov.size(); ++i) {
                 std::snprintf(b, sizeof b, "%s%.9g", i ? "," : "", double(ov[i]));
                 vals += b;
             }
-            ui.strings["overlay.values"] = vals;
+            pr.strings["overlay.values"] = vals;
         }
     }
     const bool thumbs = L > 0;
@@ -483,10 +496,10 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     side = std::max(side, 64.f);
     ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + side, p0.y + side);
     ImGui::InvisibleButton("img", ImVec2(side, side));
-    bool hovered = ui.hover && ImGui::IsItemHovered();
+    bool hovered = v.hover && ImGui::IsItemHovered();
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    dl->AddImage(tx.image.id(), p0, p1);
-    ui.rects["image"] = Rect{p0.x, p0.y, side, side};
+    dl->AddImage(panel.image.id(), p0, p1);
+    pr.rects["image"] = Rect{p0.x, p0.y, side, side};
     if (!ov.empty()) {
         auto mm = std::minmax_element(ov.begin(), ov.end());
         Colormap cm;
@@ -494,9 +507,9 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         cm.vmin = *mm.first;
         cm.vmax = std::max(*mm.second, *mm.first + 1e-9f);
         cm.opacity = ui.opacity;
-        draw_colormapped(dl, tx.overlay, p0, p1, cm);
-        ui.numbers["overlay.argmax"] = double(mm.second - ov.begin());
-        ui.numbers["overlay.argmin"] = double(mm.first - ov.begin());
+        v.gfx.draw(dl, panel.overlay, p0, p1, cm);
+        pr.numbers["overlay.argmax"] = double(mm.second - ov.begin());
+        pr.numbers["overlay.argmin"] = double(mm.first - ov.begin());
     }
     // patch grid and indices (every k-th patch when the numbers would not fit their cells)
     float cell = side / G;
@@ -514,9 +527,9 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
             if (r % k || col % k) continue;
             ImVec2 at(p0.x + col * cell + 2, p0.y + r * cell + 1);
             if (at.x + numw - 4 > p1.x || at.y + numh > p1.y) continue;
-            DrawLabel(dl, ui, "image.patches", at, IM_COL32(255, 255, 255, 150), std::to_string(n), clip);
+            DrawLabel(dl, pr, "image.patches", at, IM_COL32(255, 255, 255, 150), std::to_string(n), clip);
         }
-        ui.numbers["image.patch_label_step"] = k;
+        pr.numbers["image.patch_label_step"] = k;
     }
     if (ui.patch >= 0 && ui.patch < N) {
         ImVec2 a(p0.x + (ui.patch % G) * cell, p0.y + (ui.patch / G) * cell);
@@ -526,7 +539,7 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         int qp = ui.query - 1;
         ImVec2 a(p0.x + (qp % G) * cell, p0.y + (qp / G) * cell);
         dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(0, 230, 255, 255), 0, 0, 3);
-        ui.rects["image.query"] = Rect{a.x, a.y, cell, cell};
+        pr.rects["image.query"] = Rect{a.x, a.y, cell, cell};
     }
     if (hovered) {
         ImVec2 m = ImGui::GetIO().MousePos;
@@ -548,12 +561,12 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     // The three maps side by side for the same layer: click one to put it over the image.
     const char* names[3] = {"cls attention", "rollout", "grad-weighted"};
     float tw = std::min(96.f, (ImGui::GetContentRegionAvail().x - 16) / 3);
-    if (tx.thumbs.size() != 3) { tx.thumbs.resize(3); tx.thumb_range.resize(3); }
+    if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); }
     for (int k3 = 0; k3 < 3; ++k3) {
         bool have = k3 < 2 || grads;
         uint64_t key = s.version() * 131 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 + uint64_t(ui.fusion) * 3 +
                        uint64_t(ui.discard * 1000) * 100003;
-        if (have && tx.stale("thumb" + std::to_string(k3), key)) {
+        if (have && panel.keys.stale("thumb" + std::to_string(k3), key)) {
             std::vector<float> m;
             try {
                 m = k3 == 0 ? cls_attention(*t, ol, ui.overlay_head)
@@ -561,9 +574,9 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
                             : grad_rollout(*t, *grads, ol);
             } catch (const std::exception&) { m.clear(); }
             if (m.size() == size_t(N)) {
-                tx.thumbs[size_t(k3)].upload_float(m.data(), G, G);
+                panel.thumbs[size_t(k3)].upload_float(m.data(), G, G);
                 auto r = std::minmax_element(m.begin(), m.end());
-                tx.thumb_range[size_t(k3)] = {*r.first, *r.second};
+                panel.thumb_range[size_t(k3)] = {*r.first, *r.second};
             }
         }
         if (k3) ImGui::SameLine();
@@ -571,13 +584,13 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         ImVec2 q = ImGui::GetCursorScreenPos();
         ImGui::PushID(k3);
         if (ImGui::InvisibleButton("t", ImVec2(tw, tw))) ui.overlay = Overlay(k3 + 1);
-        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s up to layer %d: click to show it over the image", names[k3], ol);
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s up to layer %d: click to show it over the image", names[k3], ol);
         ImGui::PopID();
-        if (have && tx.thumbs[size_t(k3)].valid()) {
+        if (have && panel.thumbs[size_t(k3)].valid()) {
             Colormap cm;
-            cm.vmin = tx.thumb_range[size_t(k3)].first;
-            cm.vmax = std::max(tx.thumb_range[size_t(k3)].second, cm.vmin + 1e-9f);
-            draw_colormapped(dl, tx.thumbs[size_t(k3)], q, ImVec2(q.x + tw, q.y + tw), cm);
+            cm.vmin = panel.thumb_range[size_t(k3)].first;
+            cm.vmax = std::max(panel.thumb_range[size_t(k3)].second, cm.vmin + 1e-9f);
+            v.gfx.draw(dl, panel.thumbs[size_t(k3)], q, ImVec2(q.x + tw, q.y + tw), cm);
         } else {
             dl->AddText(ImVec2(q.x + 6, q.y + tw / 2 - 16), ImGui::GetColorU32(ImGuiCol_TextDisabled), "no\ngradients");
         }
@@ -588,7 +601,9 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     }
 }
 
-void DrawPredictions(Session& s, UiState& ui) {
+void DrawPredictions(ViewCtx& v) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
     const Trace* t = s.trace();
     if (!t || !t->has("probs")) return;
     const Array& pt = t->get("probs");
@@ -600,7 +615,7 @@ void DrawPredictions(Session& s, UiState& ui) {
     std::sort(idx.begin(), idx.end(), [&](int a, int b) { return p(size_t(a)) > p(size_t(b)); });
     if (std::string note = weights_note(s); !note.empty()) {
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "Top predictions (%s: meaningless)", note.c_str());
-        ui.strings["predictions.note"] = note;
+        pr.strings["predictions.note"] = note;
     } else {
         ImGui::TextDisabled("Top predictions");
     }
@@ -612,11 +627,11 @@ void DrawPredictions(Session& s, UiState& ui) {
         ImGui::ProgressBar(p(size_t(i)), ImVec2(120, 0), buf);
         ImGui::SameLine();
         ImGui::Text("%s", name.c_str());
-        if (k == 0) ui.strings["prediction"] = name;
+        if (k == 0) pr.strings["prediction"] = name;
     }
 }
 
-std::string status_line(Session& s, const UiState& ui) {
+std::string status_line(const Session& s, const std::string& notice) {
     const Config& c = s.config();
     std::string line = c.describe();
     if (c.heads_guessed) line += " (heads guessed: width/64)";
@@ -628,19 +643,21 @@ std::string status_line(Session& s, const UiState& ui) {
         std::snprintf(b, sizeof b, " %.1f ms", s.result().ms);
         line += std::string(" | ") + (s.result().grads ? "forward+backward" : "forward only") + b;
     }
-    if (!ui.status.empty()) line += " | " + ui.status;
+    if (!notice.empty()) line += " | " + notice;
     return line;
 }
 
+namespace {
+
 // What the matrix products run on, in full (as vitscope-cli info's gemm: and blas: lines say it).
-static std::string gemm_text() {
+std::string gemm_text() {
     std::string t = "matrix products: " + ops::gemm_engine();
     if (!ops::gemm_engine_best()) t += " (not the best kernel for this CPU: see vitscope-cli info)";
     return t + "; LAPACK: " + blas::describe();
 }
 
 // Text cut to fit `w` pixels, with "..." when cut.
-static std::string fit_text(const std::string& t, float w, bool& cut) {
+std::string fit_text(const std::string& t, float w, bool& cut) {
     cut = false;
     if (ImGui::CalcTextSize(t.c_str()).x <= w) return t;
     cut = true;
@@ -652,7 +669,11 @@ static std::string fit_text(const std::string& t, float w, bool& cut) {
     return t.substr(0, lo) + "...";
 }
 
-void DrawStatusBar(Session& s, UiState& ui) {
+}  // namespace
+
+void DrawStatusBar(ViewCtx& v) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
     if (s.loading()) {
         ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "loading model...");
         ImGui::SameLine();
@@ -666,12 +687,12 @@ void DrawStatusBar(Session& s, UiState& ui) {
                            s.errors().size() == 1 ? "" : "s");
         ImGui::SameLine();
     }
-    DrawSettingsError();
-    if (!ui.shader_error.empty()) {
-        ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "shader: %s", ui.shader_error.c_str());
+    DrawSettingsError(v.settings);
+    if (!v.gfx.error().empty()) {
+        ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "shader: %s", v.gfx.error().c_str());
         ImGui::SameLine();
     }
-    std::string line = status_line(s, ui);
+    std::string line = status_line(s, v.notice);
     if (s.options().has_bug()) {
         std::string bug = "BUG on:";
         if (s.options().bug_scale_after_softmax) bug += " scale after softmax";
@@ -697,9 +718,9 @@ void DrawStatusBar(Session& s, UiState& ui) {
     ImGui::TextDisabled("%s", fitted.c_str());
     {
         ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
-        ui.rects["status.line"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+        pr.rects["status.line"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     }
-    if (cut && ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", line.c_str());
+    if (cut && v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", line.c_str());
     ImGui::SameLine(right - field_w - ImGui::GetWindowPos().x);
     ImGui::GetWindowDrawList()->AddLine(ImVec2(right - field_w - spacing - 4, ImGui::GetCursorScreenPos().y + 2),
                                         ImVec2(right - field_w - spacing - 4, ImGui::GetCursorScreenPos().y + ImGui::GetTextLineHeight() - 2),
@@ -708,16 +729,18 @@ void DrawStatusBar(Session& s, UiState& ui) {
     else ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", field.c_str());
     {
         ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
-        ui.rects["status.gemm"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+        pr.rects["status.gemm"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     }
-    if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full_gemm.c_str());
-    ui.strings["status.gemm"] = field;
-    ui.strings["status.gemm_full"] = full_gemm;
-    ui.numbers["status.cut"] = cut;
-    ui.strings["status"] = line + " | " + full_gemm;  // everything the bar says, in full
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full_gemm.c_str());
+    pr.strings["status.gemm"] = field;
+    pr.strings["status.gemm_full"] = full_gemm;
+    pr.numbers["status.cut"] = cut;
+    pr.strings["status"] = line + " | " + full_gemm;  // everything the bar says, in full
 }
 
-void DrawErrorPanel(Session& s, UiState& ui) {
+void DrawErrorPanel(ViewCtx& v) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
     if (s.errors().empty()) return;
     ImGuiIO& io = ImGui::GetIO();
     ImGui::SetNextWindowPos(ImVec2(io.DisplaySize.x * 0.5f, 90), ImGuiCond_Appearing, ImVec2(0.5f, 0));
@@ -749,14 +772,16 @@ void DrawErrorPanel(Session& s, UiState& ui) {
     }
     if (s.errors().size() > 1 && ImGui::Button("Dismiss all")) { s.dismiss_errors(); dismiss = SIZE_MAX; }
     ImVec2 pos = ImGui::GetWindowPos(), sz = ImGui::GetWindowSize();
-    ui.rects["errors"] = Rect{pos.x, pos.y, sz.x, sz.y};
-    ui.strings["errors"] = all;
+    pr.rects["errors"] = Rect{pos.x, pos.y, sz.x, sz.y};
+    pr.strings["errors"] = all;
     ImGui::End();
     ImGui::PopStyleColor(3);
     if (dismiss != SIZE_MAX) s.dismiss_error(dismiss);
 }
 
-void HandleKeys(Session& s, UiState& ui) {
+void HandleKeys(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
     const Trace* t = s.trace();
     if (!t || ImGui::GetIO().WantTextInput) return;
     auto pressed = [](int key) { return ImGui::IsKeyPressed(key); };
@@ -790,8 +815,8 @@ void HandleKeys(Session& s, UiState& ui) {
         if (ui.overlay != Overlay::Query) ui.overlay = Overlay::Query;
         else ui.query = ((ui.query + (shift ? -1 : 1)) % T + T) % T;
     }
-    for (int k = 0; k < std::min(kTabs, 9); ++k)  // keys 1-9 (the map, the tenth tab, is M)
-        if (pressed(GLFW_KEY_1 + k)) ui.tab = Tab(k);
+    for (const TabSpec& t : tab_table())
+        if (pressed(t.glfw_key)) ui.tab = t.tab;
 }
 
 }  // namespace vit::app

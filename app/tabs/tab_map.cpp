@@ -1,8 +1,9 @@
-// Issue 10 item 7: the map of the loaded model (the Map tab) and the guided tour (a panel over the
-// centre views). Both are generated from stage_table(config, options) for the model and options that
-// produced the trace on screen, and the shapes on the arrows are the trace's tensors' shapes (the
-// table's, said so, when there is no trace). Nothing here names a shape or a layer count.
-#include "views_map.h"
+// The Map tab (issue 10 item 7): the map of the loaded model; and, generated from the same map, the
+// strip of boxes above the Stage tab and the guided tour (a panel over the centre views). All are
+// generated from stage_table(config, options) for the model and options that produced the trace on
+// screen, and the shapes on the arrows are the trace's tensors' shapes (the table's, said so, when
+// there is no trace). Nothing here names a shape or a layer count.
+#include "app/model_map.h"
 
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -11,7 +12,8 @@
 #include <cfloat>
 #include <cmath>
 
-#include "tensor_access.h"
+#include "app/tabs/tab.h"
+#include "app/tensor_access.h"
 
 namespace vit::app {
 
@@ -23,8 +25,8 @@ const ImU32 kBugFill = IM_COL32(150, 30, 30, 255), kBugBorder = IM_COL32(255, 80
 const ImU32 kText = IM_COL32(232, 232, 232, 255), kSub = IM_COL32(165, 175, 190, 255), kDark = IM_COL32(20, 20, 20, 255);
 const ImU32 kArrow = IM_COL32(170, 180, 195, 255), kShape = IM_COL32(140, 215, 255, 255);
 
-// The options and config that produced what is on screen: the trace's, else the session's.
-const Options& shown_options(const Session& s) { return s.trace() ? s.result().options : s.options(); }
+// The options that produced what is on screen: the trace's, else the requested ones (no trace).
+const Options& shown_options(const Session& s) { return s.shown_options(); }
 
 std::string shape_of_stage(const Session& s, const StageInfo& st) {
     if (const Trace* t = s.trace()) {
@@ -86,12 +88,12 @@ float text_w(const std::string& s, float size) {
     return ImGui::GetFont()->CalcTextSizeA(size, FLT_MAX, 0, s.c_str()).x;
 }
 
-// A label drawn and recorded (views.h DrawnText), at a given font size.
-void label(ImDrawList* dl, UiState& ui, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,
+// A label drawn and recorded (probe.h DrawnText), at a given font size.
+void label(ImDrawList* dl, Probe& pr, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,
            float size, const Rect& clip) {
     ImVec2 sz = ImGui::GetFont()->CalcTextSizeA(size, FLT_MAX, 0, text.c_str());
     dl->AddText(ImGui::GetFont(), size, pos, col, text.c_str());
-    ui.texts.push_back({group, text, Rect{pos.x, pos.y, sz.x, sz.y}, clip});
+    pr.text(group, text, Rect{pos.x, pos.y, sz.x, sz.y}, clip);
 }
 
 void arrow_head(ImDrawList* dl, ImVec2 tip, ImVec2 dir, ImU32 col, float s = 6) {
@@ -133,7 +135,10 @@ std::string missing_reason(const Session& s) {
 }
 
 // A horizontal strip of the boxes (names only), the current one highlighted; clicking goes there.
-void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width, const std::string& group) {
+void draw_strip(ViewCtx& v, const ModelMap& m, int cur, float width, const std::string& group) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float pad = 5, gap = 9;
     float text = 0;  // the labels' width at 15 px; padding and arrows do not scale with the font
@@ -143,7 +148,7 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
     const float h = size + 8;
     ImVec2 o = ImGui::GetCursorScreenPos();
     ImGui::Dummy(ImVec2(width, h + 4));
-    ui.numbers[group + ".dropped"] = 0;
+    pr.numbers[group + ".dropped"] = 0;
     const Rect clip{o.x, o.y, width, h + 4};
     float x = o.x;
     const int L = m.depth;
@@ -151,9 +156,9 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
         const MapBox& b = m.boxes[i];
         const float w = text_w(b.label, size) + 2 * pad;
         if (x + w > o.x + width + 0.5f) {  // never drawn outside the panel: the rest is said to be missing
-            ui.numbers[group + ".dropped"] = double(m.boxes.size() - i);
+            pr.numbers[group + ".dropped"] = double(m.boxes.size() - i);
             const std::string more = "+" + std::to_string(m.boxes.size() - i);
-            if (x + text_w(more, size) <= o.x + width) label(dl, ui, group, ImVec2(x, o.y + 6), kSub, more, size, clip);
+            if (x + text_w(more, size) <= o.x + width) label(dl, pr, group, ImVec2(x, o.y + 6), kSub, more, size, clip);
             break;
         }
         ImVec2 p0(x, o.y + 2), p1(x + w, o.y + 2 + h);
@@ -161,12 +166,12 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
         ImU32 fill = is_cur ? kCurFill : b.bug ? kBugFill : b.row == 1 ? IM_COL32(48, 62, 48, 255) : kBoxFill;
         dl->AddRectFilled(p0, p1, fill, 3);
         dl->AddRect(p0, p1, b.bug ? kBugBorder : kBoxBorder, 3, 0, b.bug ? 2.f : 1.f);
-        label(dl, ui, group, ImVec2(x + pad, o.y + 6), is_cur ? kDark : kText, b.label, size, clip);
-        ui.rects[group + "." + b.id] = Rect{p0.x, p0.y, w, h};
+        label(dl, pr, group, ImVec2(x + pad, o.y + 6), is_cur ? kDark : kText, b.label, size, clip);
+        pr.rects[group + "." + b.id] = Rect{p0.x, p0.y, w, h};
         ImGui::SetCursorScreenPos(p0);
         ImGui::PushID(int(i) + 5000);
         if (ImGui::InvisibleButton("sb", ImVec2(w, h))) go_to_box(s, ui, b);
-        if (ui.hover && ImGui::IsItemHovered())
+        if (v.hover && ImGui::IsItemHovered())
             ImGui::SetTooltip("%s%s: %s", b.label.c_str(), b.layer >= 0 ? (" (block " + std::to_string(b.layer) + " of " + std::to_string(L) + ")").c_str() : "",
                               b.stages.front().c_str());
         ImGui::PopID();
@@ -181,7 +186,7 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
     if (L > 0) {
         const std::string bl = "block " + std::to_string(m.layer) + " of " + std::to_string(L);
         const float bw = text_w(bl, size);
-        if (x + 4 + bw <= o.x + width) label(dl, ui, group, ImVec2(x + 4, o.y + 6), IM_COL32(150, 230, 150, 255), bl, size, clip);
+        if (x + 4 + bw <= o.x + width) label(dl, pr, group, ImVec2(x + 4, o.y + 6), IM_COL32(150, 230, 150, 255), bl, size, clip);
     }
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + h + 6));
 }
@@ -227,7 +232,12 @@ std::vector<std::string> tour_stages(const Session& s) {
     return v;
 }
 
-void DrawModelMap(Session& s, UiState& ui) {
+namespace {
+
+void draw_model_map(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
     const Config& c = s.shown_config();
     const Options& o = shown_options(s);
     const int layer = map_layer(s, ui);
@@ -240,7 +250,7 @@ void DrawModelMap(Session& s, UiState& ui) {
                         m.from_trace ? "the trace's" : "the config's: no trace");
     if (!m.missing.empty()) {
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", m.missing.c_str());
-        ui.strings["map.message"] = m.missing;
+        pr.strings["map.message"] = m.missing;
     }
     ImGui::PopTextWrapPos();
 
@@ -268,7 +278,7 @@ void DrawModelMap(Session& s, UiState& ui) {
     const float x0 = origin.x + skip_w, cx = x0 + col_w / 2;
     const float total_h = float(n) * (box_h + gap) + pads;
     ImGui::Dummy(ImVec2(skip_w + col_w + loop_w, total_h + 4));
-    ui.rects["map"] = Rect{origin.x, origin.y, skip_w + col_w + loop_w, total_h + 4};
+    pr.rects["map"] = Rect{origin.x, origin.y, skip_w + col_w + loop_w, total_h + 4};
     // labels must stay inside the column and the window (the sweep checks both)
     const ImVec2 wc = dl->GetClipRectMax();
     const Rect clip{origin.x, origin.y, std::min(skip_w + col_w + loop_w, wc.x - origin.x), std::min(total_h + 4, wc.y - origin.y)};
@@ -281,7 +291,7 @@ void DrawModelMap(Session& s, UiState& ui) {
         const bool last_in_block = b.row == 1 && (i + 1 == n || m.boxes[i + 1].row != 1);
         if (first_in_block) {
             block_top = y;
-            label(dl, ui, "map.block", ImVec2(cx + 8, y + 3), kSub,
+            label(dl, pr, "map.block", ImVec2(cx + 8, y + 3), kSub,
                   "block " + std::to_string(m.layer) + " of 0.." + std::to_string(L - 1), 13, clip);
             y += th + 8;
             ln1_entry = y - 4;  // below the header: where the block's input (and the loop back) enters
@@ -292,12 +302,12 @@ void DrawModelMap(Session& s, UiState& ui) {
         dl->AddRect(p0, p1, b.bug ? kBugBorder : is_cur ? IM_COL32(255, 230, 150, 255) : kBoxBorder, 4, 0,
                     b.bug || is_cur ? 2.5f : 1.f);
         const float lw = text_w(b.label, 15);
-        label(dl, ui, "map.boxes", ImVec2(x0 + 8, y + box_h / 2 - th / 2), is_cur ? kDark : kText, b.label, 15, clip);
+        label(dl, pr, "map.boxes", ImVec2(x0 + 8, y + box_h / 2 - th / 2), is_cur ? kDark : kText, b.label, 15, clip);
         if (!b.sub.empty() && 8 + lw + 10 + text_w(b.sub, 13) + 6 <= col_w)
-            label(dl, ui, "map.boxes", ImVec2(x0 + 8 + lw + 10, y + box_h / 2 - 13.f / 2 - 1),
+            label(dl, pr, "map.boxes", ImVec2(x0 + 8 + lw + 10, y + box_h / 2 - 13.f / 2 - 1),
                   is_cur ? IM_COL32(60, 40, 0, 255) : b.bug ? IM_COL32(255, 200, 200, 255) : kSub, b.sub, 13, clip);
-        ui.rects["map.box." + b.id] = Rect{p0.x, p0.y, col_w, box_h};
-        ui.strings["map.box." + b.id + ".stages"] = [&] {
+        pr.rects["map.box." + b.id] = Rect{p0.x, p0.y, col_w, box_h};
+        pr.strings["map.box." + b.id + ".stages"] = [&] {
             std::string v;
             for (auto& st : b.stages) v += (v.empty() ? "" : ",") + st;
             return v;
@@ -306,7 +316,7 @@ void DrawModelMap(Session& s, UiState& ui) {
         ImGui::SetCursorScreenPos(p0);
         ImGui::PushID(int(i));
         if (ImGui::InvisibleButton("box", ImVec2(col_w, box_h))) go_to_box(s, ui, b);
-        if (ui.hover && ImGui::IsItemHovered()) {
+        if (v.hover && ImGui::IsItemHovered()) {
             ImGui::BeginTooltip();
             ImGui::Text("%s%s: click to go to %s", b.label.c_str(), b.sub.empty() ? "" : (" (" + b.sub + ")").c_str(), b.stages.front().c_str());
             for (auto& st : b.stages) ImGui::TextDisabled("%s", st.c_str());
@@ -330,9 +340,9 @@ void DrawModelMap(Session& s, UiState& ui) {
         dl->AddLine(ImVec2(cx, a0 + 1), ImVec2(cx, end - 2), kArrow, 1.5f);
         if (i + 1 < n || true) arrow_head(dl, ImVec2(cx, end), ImVec2(0, 1), kArrow, 6);
         const ImVec2 lp(cx + 8, (a0 + a1) / 2 - th / 2);
-        label(dl, ui, "map.shapes", lp, kShape, b.out_shape, 15, clip);
-        ui.strings["map.shape." + b.out_stage] = b.out_shape;
-        ui.rects["map.shape." + b.out_stage] = Rect{lp.x, lp.y, text_w(b.out_shape, 15), th};
+        label(dl, pr, "map.shapes", lp, kShape, b.out_shape, 15, clip);
+        pr.strings["map.shape." + b.out_stage] = b.out_shape;
+        pr.rects["map.shape." + b.out_stage] = Rect{lp.x, lp.y, text_w(b.out_shape, 15), th};
         y = a1;
         if (last_in_block) {
             y += th + 8;
@@ -346,16 +356,16 @@ void DrawModelMap(Session& s, UiState& ui) {
             dl->AddLine(ImVec2(lx, ln1_entry), ImVec2(cx + 2, ln1_entry), IM_COL32(120, 200, 120, 255), 1.5f);
             arrow_head(dl, ImVec2(cx + 1, ln1_entry), ImVec2(-1, 0), IM_COL32(120, 200, 120, 255), 5);
             const std::string xl = "x " + std::to_string(L);
-            label(dl, ui, "map.block", ImVec2(lx + 4, (ly0 + ln1_entry) / 2 - th / 2), IM_COL32(150, 230, 150, 255), xl, 15, clip);
-            ui.strings["map.repeat"] = xl;
+            label(dl, pr, "map.block", ImVec2(lx + 4, (ly0 + ln1_entry) / 2 - th / 2), IM_COL32(150, 230, 150, 255), xl, 15, clip);
+            pr.strings["map.repeat"] = xl;
         }
     }
-    ui.strings["map.order"] = order;
-    ui.numbers["map.layer"] = m.layer;
-    ui.numbers["map.depth"] = L;
-    ui.numbers["map.from_trace"] = m.from_trace;
-    ui.numbers["map.current"] = cur;
-    if (cur >= 0) ui.strings["map.current"] = m.boxes[size_t(cur)].id;
+    pr.strings["map.order"] = order;
+    pr.numbers["map.layer"] = m.layer;
+    pr.numbers["map.depth"] = L;
+    pr.numbers["map.from_trace"] = m.from_trace;
+    pr.numbers["map.current"] = cur;
+    if (cur >= 0) pr.strings["map.current"] = m.boxes[size_t(cur)].id;
 
     // beside the map: where you are, the stages of the current box, the layer, the options, the tour
     ImGui::SetCursorScreenPos(ImVec2(origin.x + skip_w + col_w + loop_w + 16, origin.y));
@@ -401,7 +411,7 @@ void DrawModelMap(Session& s, UiState& ui) {
     if (o.bug_reshape_patches) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "BUG on: patches are a plain reshape, not P x P tiles (R)");
     if (o.bug_scale_after_softmax) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "BUG on: attention scaled after the softmax (B)");
     ImGui::PopTextWrapPos();
-    ui.strings["map.options"] = o.describe();
+    pr.strings["map.options"] = o.describe();
     ImGui::Spacing();
     if (ImGui::Button(ui.tour_step >= 0 ? "Leave the tour (T)" : "Start the guided tour (T)")) {
         ui.tour_step = ui.tour_step >= 0 ? -1 : 0;
@@ -411,17 +421,55 @@ void DrawModelMap(Session& s, UiState& ui) {
     ImGui::EndChild();
 }
 
-void DrawMapStrip(Session& s, UiState& ui) {
+class MapTab : public TabView {
+public:
+    void draw(ViewCtx& v) override { draw_model_map(v); }
+    void sweep_states(SweepPlan& plan) override {
+        for (int i : {0, plan.T / 2, plan.T - 1})
+            plan.add("map, stage#" + std::to_string(i), [i](Session&, UiState& ui) {
+                ui.tab = Tab::Map;
+                ui.stage = i;
+            });
+    }
+    // Every box's shape is its stage's tensor's in the trace, the current stage's box is highlighted.
+    void sweep_check(const Session& s, const UiState&, const Probe& p, const SweepFail& fail) const override {
+        const Trace* t = s.trace();
+        if (!t) return;
+        if (!p.rects.count("map")) fail("the map tab drew no map");
+        if (p.number("map.current", -1) < 0) fail("the map highlights no box for the current stage");
+        ModelMap m = build_model_map(s, int(p.number("map.layer")));
+        for (const MapBox& b : m.boxes) {
+            int i = t->index_of(b.out_stage);
+            std::string want = i >= 0 ? shape_text(t->at(size_t(i)).tensor) : "(not in the trace)";
+            if (p.string("map.shape." + b.out_stage) != want)
+                fail("map arrow after " + b.id + " says " + p.string("map.shape." + b.out_stage) + ", the trace's " +
+                     b.out_stage + " is " + want);
+            if (!p.rects.count("map.box." + b.id)) fail("map box " + b.id + " not drawn");
+        }
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<TabView> make_map_tab() { return std::make_unique<MapTab>(); }
+
+void DrawMapStrip(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
     if (ui.tour_step >= 0) return;  // the tour panel has its own
     ModelMap m = build_model_map(s, map_layer(s, ui));
     const int cur = current_box(m, current_entry(s, ui));
     ImGui::PushID("mapstrip");
-    draw_strip(s, ui, m, cur, ImGui::GetContentRegionAvail().x, "strip");
+    draw_strip(v, m, cur, ImGui::GetContentRegionAvail().x, "strip");
     ImGui::PopID();
-    ui.numbers["strip.current"] = cur;
+    pr.numbers["strip.current"] = cur;
 }
 
-void DrawTour(Session& s, UiState& ui, const Rect& area) {
+void DrawTour(ViewCtx& v, const Rect& area) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
     if (ui.tour_step < 0) return;
     const std::vector<std::string> steps = tour_stages(s);
     const int n = int(steps.size());
@@ -440,7 +488,7 @@ void DrawTour(Session& s, UiState& ui, const Rect& area) {
                  ImGuiWindowFlags_NoSavedSettings);
     {
         ImVec2 p = ImGui::GetWindowPos(), z = ImGui::GetWindowSize();
-        ui.rects["tour"] = Rect{p.x, p.y, z.x, z.y};
+        pr.rects["tour"] = Rect{p.x, p.y, z.x, z.y};
     }
     const int layer = std::max(0, stage_layer(name));
     ModelMap m = build_model_map(s, layer);
@@ -448,7 +496,7 @@ void DrawTour(Session& s, UiState& ui, const Rect& area) {
     for (size_t i = 0; i < m.boxes.size() && cur < 0; ++i)
         for (auto& st : m.boxes[i].stages)
             if (st == name) cur = int(i);
-    draw_strip(s, ui, m, cur, ImGui::GetContentRegionAvail().x, "tour.strip");
+    draw_strip(v, m, cur, ImGui::GetContentRegionAvail().x, "tour.strip");
     std::string shape;
     if (const Trace* t = s.trace()) {
         int i = t->index_of(name);
@@ -470,12 +518,12 @@ void DrawTour(Session& s, UiState& ui, const Rect& area) {
         // the user stepped off the tour's path (arrows, PageDown, a click): said, not hidden
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "You are at %s, off the tour's path: Back / Next continue from step %d.",
                            e->name.c_str(), ui.tour_step + 1);
-        ui.strings["tour.off"] = e->name;
+        pr.strings["tour.off"] = e->name;
     }
     if (!s.trace()) {
         std::string why = missing_reason(s);
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
-        ui.strings["tour.message"] = why;
+        pr.strings["tour.message"] = why;
     }
     ImGui::Spacing();
     ImGui::BeginDisabled(ui.tour_step == 0);
@@ -489,16 +537,18 @@ void DrawTour(Session& s, UiState& ui, const Rect& area) {
     if (ImGui::Button("Leave the tour (T)")) open = false;
     ImGui::SameLine();
     ImGui::TextDisabled("the map of the whole model: M");
-    ui.strings["tour.stage"] = name;
-    ui.strings["tour.title"] = info.title;
-    ui.strings["tour.what"] = info.what;
-    ui.numbers["tour.step"] = ui.tour_step;
-    ui.numbers["tour.steps"] = n;
+    pr.strings["tour.stage"] = name;
+    pr.strings["tour.title"] = info.title;
+    pr.strings["tour.what"] = info.what;
+    pr.numbers["tour.step"] = ui.tour_step;
+    pr.numbers["tour.steps"] = n;
     ImGui::End();
     if (!open) { ui.tour_step = -1; ui.tour_applied = -1; }
 }
 
-void HandleMapKeys(Session& s, UiState& ui) {
+void HandleTourKeys(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
     // the tour drives the stage selection: a new step moves it; moving to a stage of the tour moves the tour
     auto sync = [&] {
         if (ui.tour_step < 0) return;
@@ -520,7 +570,6 @@ void HandleMapKeys(Session& s, UiState& ui) {
     };
     if (!ImGui::GetIO().WantTextInput) {
         auto pressed = [](int key) { return ImGui::IsKeyPressed(key); };
-        if (pressed(GLFW_KEY_M)) ui.tab = Tab::Map;
         if (pressed(GLFW_KEY_T)) {
             if (ui.tour_step >= 0) {
                 ui.tour_step = -1;

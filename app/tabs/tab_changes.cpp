@@ -1,0 +1,89 @@
+// The Changes tab: how far each stage moved from the default options' run, ||now - default|| /
+// ||default|| per stage, and the difference of the current stage as a heatmap.
+#include <imgui.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "app/tabs/tab.h"
+#include "app/tensor_access.h"
+
+namespace vit::app {
+
+namespace {
+
+class ChangesTab : public TabView {
+public:
+    void draw(ViewCtx& v) override {
+        Session& s = v.s;
+        UiState& ui = v.ui;
+        Probe& pr = v.probe;
+        const Result& r = s.result();
+        if (!r.trace || !r.base) {
+            ImGui::TextDisabled("%s", !s.has_image() ? "No image is loaded, so there is nothing to compare." : "Running the model...");
+            return;
+        }
+        if (s.options() == Options{}) {
+            ImGui::TextWrapped("The options are at their defaults (LayerNorm with elementwise_affine, biased std). "
+                               "Toggle them in the toolbar (keys A and U) and this view shows, stage by stage, "
+                               "how far each tensor moved from the default run.");
+            return;
+        }
+        if (keys_.stale("changes", s.version())) changes_ = trace_changes(*r.base, *r.trace);
+        const std::vector<StageChange>& ch = changes_;
+        ImGui::Text("Change from the default options, per stage: ||now - default|| / ||default||");
+        ImGui::BeginChild("list", ImVec2(420, 0), true);
+        for (auto& c : ch) {
+            double rel = c.base_norm > 0 ? c.diff_norm / c.base_norm : (c.diff_norm > 0 ? 1 : 0);
+            int idx = s.trace()->index_of(c.name);
+            bool sel = idx == ui.stage;
+            ImGui::PushID(c.name.c_str());
+            if (ImGui::Selectable("##s", sel, 0, ImVec2(0, 18)) && idx >= 0) ui.stage = idx;
+            ImGui::SameLine(4);
+            ImGui::ProgressBar(float(std::min(1.0, rel)), ImVec2(110, 16), "");
+            ImGui::SameLine();
+            ImGui::Text("%6.3f  %s", rel, c.name.c_str());
+            ImGui::PopID();
+        }
+        ImGui::EndChild();
+        ImGui::SameLine();
+        ImGui::BeginChild("diffmap", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+        const TraceEntry* e = current_entry(s, ui);
+        int bi = e ? r.base->index_of(e->name) : -1;
+        if (e && bi >= 0 && same_shape(r.base->at(size_t(bi)).tensor, e->tensor)) {
+            if (keys_.stale("diffvals", s.version() * 1000003ull + std::hash<std::string>{}(e->name))) {
+                const Array& b = r.base->at(size_t(bi)).tensor;
+                diff_vals_ = difference(e->tensor, b);
+            }
+            const Array& d = diff_vals_;
+            ImGui::Text("now - default: %s", e->name.c_str());
+            StageInfo info = stage_info(e->name, s.shown_config(), s.options());
+            info.signed_values = true;
+            ScaleMode saved = ui.scale_mode;
+            ui.scale_mode = ScaleMode::Symmetric;
+            HeatmapArgs a;
+            a.colorbar = true; a.rect_name = "diff"; a.zoomable = false;
+            if (rank(d) == 1) a.max_h = 120;
+            tensor_heatmap(v, "diff", e->name + "#diff", d, info, diff_, a, false);
+            ui.scale_mode = saved;
+        } else if (e) {
+            std::string why = bi < 0 ? e->name + " is not in the default-options run (pooling changes the stage order)"
+                                     : e->name + " has a different shape in the default-options run";
+            ImGui::TextDisabled("No difference map: %s.", why.c_str());
+            pr.strings["changes.message"] = why;
+        }
+        ImGui::EndChild();
+    }
+
+private:
+    CacheKeys keys_;
+    std::vector<StageChange> changes_;
+    Array diff_vals_;
+    HeatmapCache diff_;
+};
+
+}  // namespace
+
+std::unique_ptr<TabView> make_changes_tab() { return std::make_unique<ChangesTab>(); }
+
+}  // namespace vit::app
