@@ -15,6 +15,9 @@ class Settings;
 
 // Everything the app holds across frames.
 struct AppContext {
+    AppContext() : s(jobs), tabs(jobs) {}
+    ~AppContext() { jobs.shutdown(); }  // every job ends before what it may use goes
+    JobQueue jobs;                  // the background work: forward passes, loads, averages, training
     GLFWwindow* win = nullptr;
     Gfx gfx;                        // the heatmap program (before anything that draws with it)
     Session s;
@@ -32,7 +35,7 @@ struct AppContext {
     std::optional<Tab> last_tab;    // the tab shown last frame (a tab chosen by key or click is selected once)
     std::string title;              // the window title now set
 
-    ViewCtx view() { return ViewCtx{s, ui, probe, gfx, hover, notice, settings}; }
+    ViewCtx view() { return ViewCtx{s, ui, probe, gfx, hover, notice, settings, &jobs}; }
 };
 
 // Draws every view for a W x H framebuffer. Throws only if a view has a bug (the sweep catches it).

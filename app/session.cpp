@@ -2,38 +2,20 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "core/kernels/ops.h"
 #include "core/train/train.h"
 
 namespace vit::app {
 
-Session::Session() : model_(std::make_shared<LoadedModel>(vit::load_model("default"))), model_spec_("default") {
-    worker_ = std::thread([this] {
-        std::unique_lock<std::mutex> lk(mu_);
-        for (;;) {
-            cv_.wait(lk, [this] { return have_job_ || quit_; });
-            if (quit_) return;
-            auto job = std::move(job_);
-            have_job_ = false;
-            lk.unlock();
-            Result r = job();
-            lk.lock();
-            pending_ = std::move(r);
-            have_result_ = true;
-            cv_.notify_all();
-        }
-    });
-}
+Session::Session(JobQueue& jobs)
+    : jobs_(jobs), model_(std::make_shared<LoadedModel>(vit::load_model("default"))), model_spec_("default") {}
 
 Session::~Session() {
-    if (loader_.joinable()) loader_.join();
-    {
-        std::lock_guard<std::mutex> g(mu_);
-        quit_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
+    // the jobs hold what they need (model, input, their result): nothing of this session
+    if (run_job_) run_job_->cancel();
+    if (load_job_) load_job_->cancel();
 }
 
 bool Session::load_model(const std::string& spec, int heads) {
@@ -62,22 +44,17 @@ void Session::dismiss_error(size_t i) {
 }
 
 void Session::begin_load_model(const std::string& spec, int heads) {
-    if (loading_) { add_error("Could not load the model '" + spec + "'", "still loading the previous model (" + load_spec_ + ")"); return; }
-    if (loader_.joinable()) loader_.join();
-    loading_ = true;
-    load_done_ = false;
+    if (load_job_) load_job_->cancel();  // a newer request supersedes it: its model is dropped
     load_spec_ = spec;
-    load_heads_ = heads;
-    loader_ = std::thread([this, spec, heads] {
-        try {
-            LoadOverrides ov;
-            ov.heads = heads;
-            loaded_ = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
-        } catch (const std::exception& e) {
-            load_error_ = e.what();
-            loaded_.reset();
-        }
-        load_done_ = true;
+    auto out = std::make_shared<std::shared_ptr<LoadedModel>>();
+    load_out_ = out;
+    load_job_ = jobs_.submit("loading " + spec, all_threads(), [spec, heads, out](Job& job) {
+        job.set_step("reading");
+        LoadOverrides ov;
+        ov.heads = heads;
+        auto m = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
+        ops::cancellation_point();
+        *out = std::move(m);
     });
 }
 
@@ -171,93 +148,73 @@ void Session::set_options(const Options& o) {
     if (o != opt_) { opt_ = o; dirty_ = true; }
 }
 
-float Session::progress() const {
-    return running_ ? std::min(1.f, float(stages_done_.load()) / float(std::max(1, stages_total_))) : 1.f;
-}
+float Session::progress() const { return run_job_ ? std::max(0.f, run_job_->progress()) : 1.f; }
 
 void Session::launch() {
+    if (run_job_) run_job_->cancel();  // a newer request supersedes the pass in flight
     auto model = model_;
-    Tensor3 x = input_;
-    Options opt = opt_;
-    stages_done_ = 0;
+    auto xp = std::make_shared<const Tensor3>(input_);
+    const Options opt = opt_;
     const Config& c = model->weights.cfg;
-    stages_total_ = int(stage_names(c, opt).size()) * (opt == Options{} ? 1 : 2);
-    bool want_grads = this->want_grads();
-    std::string no_grads_why = grads_unavailable_reason();
-    // Small models run single-threaded: a fork/join per kernel costs more than it saves.
-    int threads = param_count(c) < 2'000'000 ? 1 : 0;
-    auto xp = std::make_shared<Tensor3>(std::move(x));
-    auto job = [this, model, xp, opt, want_grads, threads, no_grads_why]() {
+    const int total = int(stage_names(c, opt).size()) * (opt == Options{} ? 1 : 2);
+    const bool want_grads = this->want_grads();
+    auto out = std::make_shared<Result>();
+    out->model = model;
+    out->options = opt;
+    out->no_grads_why = grads_unavailable_reason();
+    run_out_ = out;
+    run_job_ = jobs_.submit("forward pass", job_threads(param_count(c)), [model, xp, opt, want_grads, total, out](Job& job) {
         const Tensor3& x = *xp;
-        if (threads) ops::set_threads(threads);
-        else ops::set_threads(int(std::thread::hardware_concurrency()));
-        Result r;
-        r.model = model;
-        r.options = opt;
-        r.no_grads_why = no_grads_why;
+        Result& r = *out;
+        job.set_total(total);
         auto t0 = std::chrono::steady_clock::now();
-        try {
-            auto t = std::make_shared<Trace>();
-            t->set_progress(&stages_done_);
-            forward(model->weights, x, opt, *t);
-            t->set_progress(nullptr);
-            r.trace = t;
-            if (opt == Options{}) r.base = t;
-            else {
-                auto b = std::make_shared<Trace>();
-                b->set_progress(&stages_done_);
-                forward(model->weights, x, Options{}, *b);
-                b->set_progress(nullptr);
-                r.base = b;
-            }
-            if (want_grads) r.grads = std::make_shared<Trace>(gradient_trace(model->weights, x, opt, -1));
-        } catch (const std::exception& e) {
-            r.error = e.what();
+        auto t = std::make_shared<Trace>();
+        t->set_progress(&job.units());
+        forward(model->weights, x, opt, *t);
+        t->set_progress(nullptr);
+        r.trace = t;
+        if (opt == Options{}) {
+            r.base = t;
+        } else {
+            job.set_step("the default options' run (for Changes)");
+            auto b = std::make_shared<Trace>();
+            b->set_progress(&job.units());
+            forward(model->weights, x, Options{}, *b);
+            b->set_progress(nullptr);
+            r.base = b;
+        }
+        if (want_grads) {
+            job.set_step("gradients");
+            r.grads = std::make_shared<Trace>(gradient_trace(model->weights, x, opt, -1));
         }
         r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        return r;
-    };
-    {
-        std::lock_guard<std::mutex> g(mu_);
-        job_ = std::move(job);
-        have_job_ = true;
-        have_result_ = false;
-    }
-    cv_.notify_all();
-    running_ = true;
+    });
     dirty_ = false;
 }
 
 bool Session::poll(double wait_ms) {
-    if (loading_ && load_done_) {
-        loader_.join();
-        loading_ = false;
-        if (loaded_) {
-            model_ = std::move(loaded_);
+    if (load_job_ && load_job_->finished()) {
+        const auto job = std::move(load_job_);
+        const auto out = std::move(load_out_);
+        if (job->state() == Job::State::Done && *out) {
+            model_ = std::move(*out);
             model_spec_ = load_spec_;
             refresh_input();
-        } else {
-            add_error("Could not load the model '" + load_spec_ + "'", load_error_);
+        } else if (job->state() == Job::State::Failed) {
+            add_error("Could not load the model '" + load_spec_ + "'", job->error());
         }
     }
-    if (!running_ && dirty_ && input_.size()) launch();
-    if (!running_) return false;
-    Result r;
-    {
-        std::unique_lock<std::mutex> lk(mu_);
-        if (!cv_.wait_for(lk, std::chrono::microseconds(int64_t(wait_ms * 1000)), [this] { return have_result_; }))
-            return false;
-        r = std::move(pending_);
-        have_result_ = false;
-    }
-    running_ = false;
-    if (!r.error.empty()) {
-        add_error("The forward pass failed (" + model_spec_ + ")", r.error);
+    if (dirty_ && input_.size()) launch();
+    if (!run_job_ || !run_job_->wait_for(wait_ms)) return false;
+    const auto job = std::move(run_job_);
+    const auto out = std::move(run_out_);
+    if (job->state() == Job::State::Failed) {
+        add_error("The forward pass failed (" + model_spec_ + ")", job->error());
         return false;
     }
-    res_ = std::move(r);
+    if (job->state() != Job::State::Done || job->cancelled()) return false;
+    res_ = std::move(*out);
     ++version_;
-    if (dirty_) launch();  // inputs changed while running
     return true;
 }
 

@@ -1,14 +1,10 @@
 // What the app is looking at: a model, an image, the options, and the traces
-// the core computed from them. Forward passes run on a worker thread; the UI
-// keeps drawing the last complete trace and shows progress meanwhile.
+// the core computed from them. Forward passes and model loads run as jobs
+// (jobs.h); the UI keeps drawing the last complete trace and shows progress
+// meanwhile, and a newer request cancels the one in flight.
 #pragma once
-#include <atomic>
-#include <condition_variable>
-#include <functional>
-#include <mutex>
-#include <optional>
-#include <thread>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +12,7 @@
 #include "core/model/forward.h"
 #include "core/io/image.h"
 #include "core/model/stages.h"
+#include "jobs.h"
 
 namespace vit::app {
 
@@ -43,15 +40,15 @@ constexpr int64_t kMaxGradParams = 100'000'000;   // ViT-B: on request (seconds)
 
 class Session {
 public:
-    Session();
-    ~Session();
+    explicit Session(JobQueue& jobs);
+    ~Session();  // cancels its jobs (their results are dropped)
     // Each returns false and sets error() on a bad file; the old state stays.
-    // load_model blocks; begin_load_model loads on a background thread (large
-    // checkpoints and presets take seconds) and poll() swaps the model in.
+    // load_model blocks; begin_load_model loads as a job (large checkpoints and
+    // presets take seconds; a newer request cancels it) and poll() swaps the model in.
     // Every failure is also added to errors() (title naming the file, full reason).
     bool load_model(const std::string& spec, int heads = 0);
     void begin_load_model(const std::string& spec, int heads = 0);
-    bool loading() const { return loading_; }
+    bool loading() const { return load_job_ != nullptr; }
     bool load_image(const std::string& path);
     bool load_labels(const std::string& path);
     void set_options(const Options& o);
@@ -68,10 +65,11 @@ public:
     std::string grads_unavailable_reason() const;
     bool can_compute_grads() const;         // small enough for the "compute gradients" button
 
-    // Starts a run if inputs changed; returns true when a new result was taken.
+    // Takes a finished load; starts a run if inputs changed (cancelling one in flight:
+    // the newer request supersedes it); returns true when a new result was taken.
     // Waits up to wait_ms for a run to finish (small models update in the same frame).
     bool poll(double wait_ms);
-    bool busy() const { return running_; }
+    bool busy() const { return run_job_ != nullptr; }
     float progress() const;  // 0..1 of the run in flight
 
     const Result& result() const { return res_; }
@@ -103,6 +101,7 @@ public:
 private:
     void launch();
     void refresh_input();
+    JobQueue& jobs_;
     std::shared_ptr<LoadedModel> model_;
     bool want_grads() const;
     std::string model_spec_, image_path_, error_;
@@ -113,21 +112,13 @@ private:
     Tensor3 input_;
     Options opt_;
     bool dirty_ = true;
-    bool running_ = false;
-    // One persistent worker thread: its OpenMP pool survives between runs.
-    std::thread worker_;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::function<Result()> job_;
-    bool have_job_ = false, have_result_ = false, quit_ = false;
-    Result pending_;
-    std::thread loader_;
-    std::atomic<bool> loading_{false}, load_done_{false};
-    std::shared_ptr<LoadedModel> loaded_;
-    std::string load_spec_, load_error_;
-    int load_heads_ = 0;
-    std::atomic<int> stages_done_{0};
-    int stages_total_ = 1;
+    // The forward pass in flight and the result it fills (read once it has finished).
+    std::shared_ptr<Job> run_job_;
+    std::shared_ptr<Result> run_out_;
+    // The model load in flight and what it loads.
+    std::shared_ptr<Job> load_job_;
+    std::shared_ptr<std::shared_ptr<LoadedModel>> load_out_;
+    std::string load_spec_;
     Result res_;
     uint64_t version_ = 0;
 };

@@ -18,6 +18,7 @@
 
 namespace vit::app {
 
+class JobQueue;
 class Settings;
 
 struct ViewCtx {
@@ -28,6 +29,7 @@ struct ViewCtx {
     bool hover;            // the mouse may hover (false in headless screenshots without --hover)
     std::string& notice;   // one line for the status bar ("saved ...", "selected layer 3, head 2")
     Settings* settings;    // the settings file (recent files), null when off
+    const JobQueue* jobs;  // the background work (the status bar shows it), null: none
 };
 
 // Which derived values a cache holds: stale(name, key) is true (and remembers key) when name was

@@ -14,6 +14,7 @@
 #include "paths.h"
 #include "settings_app.h"
 #include "views.h"
+#include "jobs.h"
 #include "tabs/tab.h"
 #include "core/teach/teach.h"
 
@@ -674,14 +675,23 @@ std::string fit_text(const std::string& t, float w, bool& cut) {
 void DrawStatusBar(ViewCtx& v) {
     Session& s = v.s;
     Probe& pr = v.probe;
-    if (s.loading()) {
-        ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "loading model...");
-        ImGui::SameLine();
-    }
-    if (s.busy()) {
-        ImGui::ProgressBar(s.progress(), ImVec2(200, 0), "running forward...");
-        ImGui::SameLine();
-    }
+    // every job in flight (jobs.h): its name, the step it is at and its progress
+    std::string jobs;
+    if (v.jobs)
+        for (const auto& j : v.jobs->active()) {
+            std::string label = j->name();
+            if (const std::string step = j->step(); !step.empty()) label += ": " + step;
+            if (j->state() == Job::State::Queued) label += " (waiting)";
+            if (j->cancelled()) label += " (cancelling)";
+            const float p = j->progress();
+            char pct[16] = "";
+            if (p >= 0) std::snprintf(pct, sizeof pct, " %.0f%%", 100.0 * p);
+            ImGui::ProgressBar(std::max(0.f, p), ImVec2(200, 0), label.c_str());
+            if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s%s", label.c_str(), pct);
+            ImGui::SameLine();
+            jobs += label + pct + "\n";
+        }
+    pr.strings["status.jobs"] = jobs;
     if (!s.errors().empty()) {
         ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "%zu error%s (see the error panel)", s.errors().size(),
                            s.errors().size() == 1 ? "" : "s");

@@ -13,6 +13,7 @@
 namespace vit::app {
 
 struct AppArgs;
+class JobQueue;
 
 // The headless sweep's view of a tab (headless.cpp runs it): states to draw, and checks on them.
 struct SweepState {
@@ -64,7 +65,7 @@ struct TabSpec {
     int glfw_key;
     const char* export_name;   // "Numbers .npy+.csv" exports what it drew, under this name in the view PNG;
                                // null: the exports are the current stage's
-    std::unique_ptr<TabView> (*make)();
+    std::unique_ptr<TabView> (*make)(JobQueue& jobs);
 };
 // The table, in Tab order.
 const std::vector<TabSpec>& tab_table();
@@ -77,7 +78,7 @@ std::string tab_help();
 // The tabs of one window, made from the table.
 class Tabs {
 public:
-    Tabs();
+    explicit Tabs(JobQueue& jobs);
     TabView& operator[](Tab t) { return *units_[size_t(t)]; }
     const TabView& operator[](Tab t) const { return *units_[size_t(t)]; }
     bool working() const;
@@ -90,15 +91,15 @@ private:
 };
 
 // The makers the table registers (each in its tab's file).
-std::unique_ptr<TabView> make_stage_tab();
-std::unique_ptr<TabView> make_attention_tab();
-std::unique_ptr<TabView> make_changes_tab();
-std::unique_ptr<TabView> make_train_tab();
-std::unique_ptr<TabView> make_lens_tab();
-std::unique_ptr<TabView> make_positions_tab();
-std::unique_ptr<TabView> make_filters_tab();
-std::unique_ptr<TabView> make_distance_tab();
-std::unique_ptr<TabView> make_patches_tab();
-std::unique_ptr<TabView> make_map_tab();
+std::unique_ptr<TabView> make_stage_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_attention_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_changes_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_train_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_lens_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_positions_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_filters_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_distance_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_patches_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_map_tab(JobQueue& jobs);
 
 }  // namespace vit::app

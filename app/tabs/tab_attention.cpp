@@ -96,6 +96,6 @@ private:
 
 }  // namespace
 
-std::unique_ptr<TabView> make_attention_tab() { return std::make_unique<AttentionTab>(); }
+std::unique_ptr<TabView> make_attention_tab(JobQueue&) { return std::make_unique<AttentionTab>(); }
 
 }  // namespace vit::app

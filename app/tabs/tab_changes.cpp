@@ -84,6 +84,6 @@ private:
 
 }  // namespace
 
-std::unique_ptr<TabView> make_changes_tab() { return std::make_unique<ChangesTab>(); }
+std::unique_ptr<TabView> make_changes_tab(JobQueue&) { return std::make_unique<ChangesTab>(); }
 
 }  // namespace vit::app

@@ -5,16 +5,14 @@
 #include <imgui.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <sstream>
-#include <thread>
 #include <unistd.h>
 
 #include "app/app_args.h"
+#include "app/jobs.h"
 #include "app/tabs/tab.h"
 #include "core/io/dataset.h"
 #include "core/io/image.h"
@@ -24,29 +22,22 @@ namespace vit::app {
 
 namespace {
 
-// The averaged distance: one run on a worker thread. The UI thread starts and cancels it and
-// reads its result under `mu`; the worker never touches the session.
+// The averaged distance: a job (app/jobs.h) that never touches the session. What was asked is set
+// before it starts; the outcome is written by the job and read once the job has finished.
 struct DistanceAverage {
-    std::thread th;
-    std::atomic<bool> cancel{false}, running{false};
-    std::atomic<int> done{0};
-    // What was asked (set before the thread starts, then read-only).
+    std::shared_ptr<Job> job;
     std::shared_ptr<const LoadedModel> model;
     Options opt;
     std::string key;        // model, options and preprocessing this average belongs to
     std::string opt_text;   // the options, as the legend says them
     int n = 0;
-    std::string data_dir;
-    // The outcome (under mu).
-    std::mutex mu;
-    bool finished = false, cancelled = false;
-    Tensor2 mean;
-    int images = 0;
-    std::string error;
-    ~DistanceAverage() {
-        cancel = true;
-        if (th.joinable()) th.join();
-    }
+    struct Outcome {
+        Tensor2 mean;
+        int images = 0;
+    };
+    std::shared_ptr<Outcome> out = std::make_shared<Outcome>();
+    bool running() const { return !job->finished(); }
+    int done() const { return job->units_done(); }
 };
 
 const ImVec4 kWarn(1, 0.75f, 0.4f, 1);
@@ -101,12 +92,13 @@ double nice_step(double range, int target) {
 
 class DistanceTab : public TabView {
 public:
+    explicit DistanceTab(JobQueue& jobs) : jobs_(jobs) {}
     ~DistanceTab() override { stop_average(); }
     void draw(ViewCtx& v) override;
     // Every frame, whatever the tab: starts the --distance-images average once a trace is in, and
     // cancels a running average that no longer belongs to the trace on screen.
     void tick(ViewCtx& v) override;
-    bool working() const override { return autostart_ || (avg_ && avg_->running); }
+    bool working() const override { return autostart_ || (avg_ && avg_->running()); }
     void apply_args(const AppArgs& a) override {
         if (a.distance_images > 0) { images_ = a.distance_images; autostart_ = true; }
     }
@@ -116,10 +108,9 @@ public:
 private:
     void start_average(const Session& s, int n);
     void stop_average() {
-        if (!avg_) return;
-        avg_->cancel = true;
-        if (avg_->th.joinable()) avg_->th.join();
+        if (avg_) avg_->job->cancel();
     }
+    JobQueue& jobs_;
     CacheKeys keys_;
     Array vals_;                  // (L, H): vit::attn_distance of the trace shown
     std::string error_;
@@ -136,44 +127,40 @@ void DistanceTab::start_average(const Session& s, int n) {
     a->key = average_key(s);
     a->opt_text = a->opt.describe();
     a->n = n;
-    a->data_dir = default_fashion_mnist_dir();
     Config pc = a->model->weights.cfg;  // the model's preprocessing, with the squash choice in force
     if (s.squash()) pc.pre.squash = *s.squash();
-    a->running = true;
-    DistanceAverage* p = a.get();
-    a->th = std::thread([p, pc] {
+    auto model = a->model;
+    const Options opt = a->opt;
+    auto out = a->out;
+    const std::string dir = default_fashion_mnist_dir();
+    a->job = jobs_.submit("distance: average over " + std::to_string(n) + " test images", job_threads(param_count(pc)),
+                          [model, opt, pc, n, dir, out](Job& job) {
+        job.set_total(n);
+        job.set_step("reading the test set");
+        const Dataset d = load_fashion_mnist(dir, false);
+        const int total = std::min(n, d.n);
+        job.set_total(total);
+        job.set_step("");
+        const Weights& w = model->weights;
         Tensor2 acc;
         int done = 0;
-        std::string err;
-        try {
-            const Dataset d = load_fashion_mnist(p->data_dir, false);
-            const int n = std::min(p->n, d.n);
-            const Weights& w = p->model->weights;
-            // chunks of 64 images: the inputs of a 224 RGB model are 600 KB each
-            for (int start = 0; start < n && !p->cancel; start += 64) {
-                std::vector<Tensor3> xs;
-                for (int i = start; i < std::min(n, start + 64); ++i) xs.push_back(dataset_input(d, i, pc));
-                int k = 0;
-                Tensor2 m = attn_distance_mean(w, xs, p->opt, [p, start](int i, int) {
-                    p->done = start + i;
-                    return !p->cancel.load();
-                }, &k);
-                if (done == 0) acc = m * float(k);
-                else acc += m * float(k);
-                done += k;
-            }
-        } catch (const std::exception& e) {
-            err = e.what();
+        // chunks of 64 images: the inputs of a 224 RGB model are 600 KB each
+        for (int start = 0; start < total && !job.cancelled(); start += 64) {
+            std::vector<Tensor3> xs;
+            for (int i = start; i < std::min(total, start + 64); ++i) xs.push_back(dataset_input(d, i, pc));
+            int k = 0;
+            Tensor2 m = attn_distance_mean(w, xs, opt, [&job, start](int i, int) {
+                job.units() = start + i;
+                return !job.cancelled();
+            }, &k);
+            if (done == 0) acc = m * float(k);
+            else acc += m * float(k);
+            done += k;
         }
-        std::lock_guard<std::mutex> lk(p->mu);
-        p->finished = true;
-        p->cancelled = p->cancel.load();
-        p->error = err;
-        if (err.empty() && !p->cancelled && done > 0) {
-            p->mean = acc / float(done);
-            p->images = done;
+        if (!job.cancelled() && done > 0) {
+            out->mean = acc / float(done);
+            out->images = done;
         }
-        p->running = false;
     });
     avg_ = std::move(a);
 }
@@ -182,7 +169,7 @@ void DistanceTab::tick(ViewCtx& v) {
     Session& s = v.s;
     DistanceAverage* av = avg_.get();
     // a run for another model, options or preprocessing than the trace on screen is cancelled
-    if (av && av->running && s.trace() && av->key != average_key(s)) av->cancel = true;
+    if (av && av->running() && s.trace() && av->key != average_key(s)) av->job->cancel();
     // --distance-images N: start once the first trace is in (whatever tab is shown)
     if (autostart_ && s.trace() && !s.busy() && !s.loading()) {
         autostart_ = false;
@@ -242,7 +229,7 @@ void DistanceTab::draw(ViewCtx& v) {
     const std::string dir = default_fashion_mnist_dir();
     const std::string unavailable = average_unavailable(s, dir);
     ImGui::AlignTextToFramePadding();
-    ImGui::BeginDisabled(!unavailable.empty() || (av && av->running));
+    ImGui::BeginDisabled(!unavailable.empty() || (av && av->running()));
     char btn[64];
     std::snprintf(btn, sizeof btn, "Average over %d test images", images_);
     if (ImGui::Button(btn)) start_average(s, images_), av = avg_.get();
@@ -261,40 +248,39 @@ void DistanceTab::draw(ViewCtx& v) {
     Tensor2 avg;
     int avg_images = 0;
     if (av) {
-        if (av->running) {
+        if (av->running()) {
             avg_state = "running";
             ImGui::SameLine();
             char ov[64];
-            std::snprintf(ov, sizeof ov, "%d / %d images", av->done.load(), av->n);
+            std::snprintf(ov, sizeof ov, "%d / %d images", av->done(), av->n);
             ImGui::SetNextItemWidth(220);
-            ImGui::ProgressBar(float(av->done.load()) / float(std::max(1, av->n)), ImVec2(220, 0), ov);
+            ImGui::ProgressBar(float(av->done()) / float(std::max(1, av->n)), ImVec2(220, 0), ov);
             ImGui::SameLine();
-            if (ImGui::Button("Cancel")) av->cancel = true;
+            if (ImGui::Button("Cancel")) av->job->cancel();
         } else {
-            std::lock_guard<std::mutex> lk(av->mu);
-            if (!av->error.empty()) {
+            if (av->job->state() == Job::State::Failed) {
                 avg_state = "error";
-                std::string m = "the average failed: " + av->error;
+                std::string m = "the average failed: " + av->job->error();
                 ImGui::TextColored(kWarn, "%s", m.c_str());
                 pr.strings["dist.avg.message"] = m;
-            } else if (av->cancelled) {
+            } else if (av->job->cancelled()) {
                 avg_state = "cancelled";
-                std::string m = "average cancelled after " + std::to_string(av->done.load()) + " of " +
+                std::string m = "average cancelled after " + std::to_string(av->done()) + " of " +
                                 std::to_string(av->n) + " images: nothing to show (run it again)";
                 ImGui::TextDisabled("%s", m.c_str());
                 pr.strings["dist.avg.message"] = m;
             } else if (av->key != key) {
                 avg_state = "stale";
-                std::string m = "the average over " + std::to_string(av->images) + " images was computed for " +
+                std::string m = "the average over " + std::to_string(av->out->images) + " images was computed for " +
                                 av->model->weights.cfg.name + " with " + av->opt_text +
                                 ": not the model and options on screen, so it is not drawn (run it again)";
                 ImGui::TextColored(kWarn, "%s", m.c_str());
                 pr.strings["dist.avg.message"] = m;
-            } else if (av->mean.dimension() == 2 && int(av->mean.shape(0)) == L && int(av->mean.shape(1)) == H) {
+            } else if (av->out->mean.dimension() == 2 && int(av->out->mean.shape(0)) == L && int(av->out->mean.shape(1)) == H) {
                 avg_state = "done";
                 draw_avg = true;
-                avg = av->mean;
-                avg_images = av->images;
+                avg = av->out->mean;
+                avg_images = av->out->images;
             }
         }
     }
@@ -492,7 +478,7 @@ void DistanceTab::sweep_states(SweepPlan& plan) {
             images_ = 10000;
             autostart_ = true;
             *step = 1;
-        } else if (*step == 1 && avg_ && avg_->running) {
+        } else if (*step == 1 && avg_ && avg_->running()) {
             Options o;
             o.unbiased = true;
             s.set_options(o);
@@ -545,6 +531,6 @@ void DistanceTab::sweep_check(const Session& s, const UiState&, const Probe& p, 
 }
 }  // namespace
 
-std::unique_ptr<TabView> make_distance_tab() { return std::make_unique<DistanceTab>(); }
+std::unique_ptr<TabView> make_distance_tab(JobQueue& jobs) { return std::make_unique<DistanceTab>(jobs); }
 
 }  // namespace vit::app

@@ -124,6 +124,6 @@ private:
 
 }  // namespace
 
-std::unique_ptr<TabView> make_filters_tab() { return std::make_unique<FiltersTab>(); }
+std::unique_ptr<TabView> make_filters_tab(JobQueue&) { return std::make_unique<FiltersTab>(); }
 
 }  // namespace vit::app

@@ -120,6 +120,6 @@ private:
 
 }  // namespace
 
-std::unique_ptr<TabView> make_lens_tab() { return std::make_unique<LensTab>(); }
+std::unique_ptr<TabView> make_lens_tab(JobQueue&) { return std::make_unique<LensTab>(); }
 
 }  // namespace vit::app

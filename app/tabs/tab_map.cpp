@@ -451,7 +451,7 @@ public:
 
 }  // namespace
 
-std::unique_ptr<TabView> make_map_tab() { return std::make_unique<MapTab>(); }
+std::unique_ptr<TabView> make_map_tab(JobQueue&) { return std::make_unique<MapTab>(); }
 
 void DrawMapStrip(ViewCtx& v) {
     Session& s = v.s;

@@ -296,6 +296,6 @@ private:
 
 }  // namespace
 
-std::unique_ptr<TabView> make_patches_tab() { return std::make_unique<PatchesTab>(); }
+std::unique_ptr<TabView> make_patches_tab(JobQueue&) { return std::make_unique<PatchesTab>(); }
 
 }  // namespace vit::app

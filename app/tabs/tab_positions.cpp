@@ -148,6 +148,6 @@ private:
 
 }  // namespace
 
-std::unique_ptr<TabView> make_positions_tab() { return std::make_unique<PositionsTab>(); }
+std::unique_ptr<TabView> make_positions_tab(JobQueue&) { return std::make_unique<PositionsTab>(); }
 
 }  // namespace vit::app

@@ -578,6 +578,6 @@ void StageTab::sweep_check(const Session& s, const UiState& ui, const Probe& p, 
 
 }  // namespace
 
-std::unique_ptr<TabView> make_stage_tab() { return std::make_unique<StageTab>(); }
+std::unique_ptr<TabView> make_stage_tab(JobQueue&) { return std::make_unique<StageTab>(); }
 
 }  // namespace vit::app

@@ -8,11 +8,14 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <chrono>
 #include <thread>
 #include <vector>
 
 #include "app/app_args.h"
+#include "app/jobs.h"
 #include "app/tabs/tab.h"
+#include "core/kernels/ops.h"
 #include "core/io/checkpoint.h"
 #include "core/train/trainer.h"
 
@@ -22,19 +25,21 @@ namespace {
 
 class TrainTab : public TabView {
 public:
+    explicit TrainTab(JobQueue& jobs) : jobs_(jobs) {}
     ~TrainTab() override;
     void draw(ViewCtx& v) override;
     void tick(ViewCtx& v) override;  // hands a new weights snapshot to the session when following
-    bool working() const override { return running_; }
+    bool working() const override { return job_ && !job_->finished(); }
     // --train-epochs/--train-limit: starts training at launch with the form's config.
     void apply_args(const AppArgs& a) override;
 
 private:
     void start(const Config& c, const TrainSettings& ts);
     void stop();
-    std::thread worker_;
-    std::atomic<bool> running_{false}, paused_{false}, stop_{false};
-    std::mutex mu_;
+    JobQueue& jobs_;
+    std::shared_ptr<Job> job_;      // the training run (a job: app/jobs.h), null before the first
+    std::atomic<bool> paused_{false};
+    std::mutex mu_;                 // guards what the job reports: curves, last step, snapshot, message
     std::vector<float> loss_, acc_, test_acc_;
     StepInfo last_;
     std::shared_ptr<LoadedModel> snapshot_;
@@ -51,15 +56,14 @@ private:
 TrainTab::~TrainTab() { stop(); }
 
 void TrainTab::stop() {
-    stop_ = true;
     paused_ = false;
-    if (worker_.joinable()) worker_.join();
-    running_ = false;
+    if (!job_) return;
+    job_->cancel();
+    job_->wait();
 }
 
 void TrainTab::start(const Config& c, const TrainSettings& ts) {
     stop();
-    stop_ = false;
     {
         std::lock_guard<std::mutex> g(mu_);
         loss_.clear(); acc_.clear(); test_acc_.clear();
@@ -73,8 +77,8 @@ void TrainTab::start(const Config& c, const TrainSettings& ts) {
         message_ = e.what();
         return;
     }
-    running_ = true;
-    worker_ = std::thread([this, c, ts] {
+    // every core: the trainer splits each batch across its threads (the job's budget, ops::threads())
+    job_ = jobs_.submit("training", all_threads(), [this, c, ts](Job& job) {
         try {
             Trainer tr(init_weights(c, ts.seed), ts, *train_);
             auto snap = [&] {
@@ -86,9 +90,11 @@ void TrainTab::start(const Config& c, const TrainSettings& ts) {
                 ++snapshot_version_;
             };
             snap();
-            while (!tr.done() && !stop_) {
+            while (!tr.done() && !job.cancelled()) {
+                job.set_step("epoch " + std::to_string(tr.epoch() + 1) + " of " + std::to_string(ts.epochs));
                 bool ok = tr.run_epoch([&](const StepInfo& i) {
-                    while (paused_ && !stop_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                    job.set_progress(float(double(i.step) / double(std::max<int64_t>(1, i.total_steps))));
+                    while (paused_ && !job.cancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
                     {
                         std::lock_guard<std::mutex> g(mu_);
                         loss_.push_back(i.loss);
@@ -96,7 +102,7 @@ void TrainTab::start(const Config& c, const TrainSettings& ts) {
                         last_ = i;
                     }
                     if (i.step_in_epoch % 40 == 0) snap();
-                    return !stop_.load();
+                    return !job.cancelled();
                 });
                 if (!ok) break;
                 EvalResult r = evaluate(tr.weights(), *test_, 2000);
@@ -104,11 +110,12 @@ void TrainTab::start(const Config& c, const TrainSettings& ts) {
                 test_acc_.push_back(float(r.accuracy));
             }
             snap();
+        } catch (const ops::Cancelled&) {
+            // stopped inside the evaluation: the last snapshot stays
         } catch (const std::exception& e) {
             std::lock_guard<std::mutex> g(mu_);
             message_ = e.what();
         }
-        running_ = false;
     });
 }
 
@@ -144,7 +151,7 @@ void TrainTab::draw(ViewCtx& v) {
     ImGui::TextWrapped("Train a ViT on Fashion-MNIST (60,000 images from Debian's dataset-fashion-mnist) right here. "
                        "With 'follow' on, the other views show the model as it learns: watch the prediction and "
                        "the cls attention over the image change from noise to structure.");
-    bool busy = running_;
+    const bool busy = working();
     ImGui::BeginDisabled(busy);
     ImGui::SetNextItemWidth(90); ImGui::InputInt("width", &width_, 16); ImGui::SameLine();
     ImGui::SetNextItemWidth(90); ImGui::InputInt("depth", &depth_, 1); ImGui::SameLine();
@@ -226,6 +233,6 @@ void TrainTab::draw(ViewCtx& v) {
 
 }  // namespace
 
-std::unique_ptr<TabView> make_train_tab() { return std::make_unique<TrainTab>(); }
+std::unique_ptr<TabView> make_train_tab(JobQueue& jobs) { return std::make_unique<TrainTab>(jobs); }
 
 }  // namespace vit::app

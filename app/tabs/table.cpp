@@ -49,8 +49,8 @@ std::string tab_help() {
     return h;
 }
 
-Tabs::Tabs() {
-    for (const TabSpec& t : kTable) units_.push_back(t.make());
+Tabs::Tabs(JobQueue& jobs) {
+    for (const TabSpec& t : kTable) units_.push_back(t.make(jobs));
 }
 
 bool Tabs::working() const {
