@@ -67,6 +67,8 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--keys", a.keys, "with --screenshot: key presses to send first, e.g. Right,Right,a");
     cli.add_option("--hover", hover, "with --screenshot: put the mouse at X,Y (window pixels); without it no tooltip is drawn");
     cli.add_flag("--click", a.click, "with --screenshot and --hover: click the left mouse button there once (after --keys)");
+    cli.add_flag("--while-running", a.while_running, "with --screenshot and --keys: take it while the forward pass the keys "
+                 "start is running, the previous trace on screen (exits 3 if no pass is running)");
     cli.add_option("--width", a.width, "window width")->default_val(1600);
     cli.add_option("--height", a.height, "window height")->default_val(1000);
     cli.add_option("--train-epochs", a.train_epochs, "start the Train panel at launch for N epochs (headless: wait for it)");
@@ -98,6 +100,10 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
             return 2;
         }
         a.hover = std::make_pair(x, y);
+    }
+    if (a.while_running && (a.screenshot.empty() || a.keys.empty())) {
+        std::fprintf(stderr, "vitscope: --while-running needs --screenshot and --keys (the keys start the pass)\n");
+        return 2;
     }
     if (a.click && !a.hover) {
         std::fprintf(stderr, "vitscope: --click needs --hover X,Y (where to click)\n");

@@ -21,6 +21,7 @@ struct AppArgs {
     std::optional<std::pair<int, int>> cell;       // --cell I,J: the cell whose math is shown
     std::optional<std::pair<float, float>> hover;  // headless: put the mouse here (else no tooltip)
     bool click = false;                            // headless, with --hover: one left click there
+    bool while_running = false;                    // headless, with --keys: the screenshot while the pass they start runs
     int train_epochs = 0, train_limit = 0;
     int distance_images = 0;  // --distance-images N: run the Distance tab's average over N test images at launch
     bool export_view = false, export_npy = false, export_npz = false;

@@ -253,7 +253,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     auto* info = app.add_subcommand("info", "print a model's config, parameter count and per-stage shapes");
     model_flags(info, s);
     info->add_flag("--list", s.list, "list the presets and the torchvision / timm names they answer to");
-    info->add_flag("--explain", s.explain, "also print each stage's title and explanation (tab-separated), for these options");
+    info->add_flag("--explain", s.explain, "also print each stage's title, explanation and PyTorch line (tab-separated), for these options");
     option_flags(info, s);
     info->callback([this] {
         selected_ = [this] {
@@ -303,7 +303,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             if (s.explain) {  // the stage table's texts, as the app's views and tour show them
                 std::printf("explanations (%s):\n", options_from(s).describe().c_str());
                 for (const StageInfo& st : stage_table(c, options_from(s)))
-                    std::printf("  %s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str());
+                    std::printf("  %s\t%s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str(), st.torch.c_str());
             }
             return 0;
         };

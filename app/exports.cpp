@@ -100,8 +100,8 @@ std::vector<std::string> run_exports(AppContext& app, int W, int H) {
                 // d logit[pred] / d stage, named <stage>.grad, when this run computed them
                 if (const Trace* g = s.result().grads.get())
                     for (auto& e : g->entries()) items.push_back(array_ref(e.name, e.tensor));
-                // the options in force, as the CLI's trace records them
-                write_npz(p, items, {{"__options__", options_json(s.options(), s.config())}});
+                // the options and model that produced this trace, as the CLI's trace records them
+                write_npz(p, items, {{"__options__", options_json(s.shown_options(), s.shown_config())}});
             });
         }
     }

@@ -33,9 +33,12 @@ nlohmann::json rect_json(const Rect& r) { return {r.x, r.y, r.w, r.h}; }
 class ScreenshotDriver : public Driver {
 public:
     explicit ScreenshotDriver(const AppArgs& a) : a_(a), keys_(a.key_codes) {}
+    // --while-running: once the keys are going, frames do not wait for the pass they start
+    double poll_wait_ms() const override { return a_.while_running && pressed_ ? 0.0 : 50.0; }
     void before_frame(AppContext& app) override {
         // keys sent by --keys go through the GLFW backend's own key callback
         if (app.s.trace() && !keys_.empty() && settled_frames_ >= 2) {
+            pressed_ = true;
             int k = keys_.front();
             ImGui_ImplGlfw_KeyCallback(app.win, k, 0, down_ ? GLFW_RELEASE : GLFW_PRESS, 0);
             if (down_) keys_.erase(keys_.begin());
@@ -50,6 +53,16 @@ public:
     }
     std::optional<int> after_render(AppContext& app, int W, int H) override {
         if (settled(app) || (!app.s.has_image() && !app.s.busy() && !app.s.loading())) ++settled_frames_;
+        if (a_.while_running && pressed_ && keys_.empty()) {
+            // the frame drawn while the pass the keys started runs: the previous trace is on screen
+            if (app.s.busy() && app.s.trace()) return shoot(app, W, H);
+            if (++frames_after_keys_ > 3) {
+                std::fprintf(stderr, "vitscope: --while-running: no forward pass was running after --keys (it finished "
+                                     "first, or the keys started none): use a slower model\n");
+                return 3;
+            }
+            return std::nullopt;
+        }
         if (settled_frames_ < 3 || !keys_.empty() || (a_.click && clicks_ < 4)) return std::nullopt;
         if (!exports_requested_) {
             // exports requested on the command line go through the same path as the buttons (next frame)
@@ -59,6 +72,10 @@ public:
             exports_requested_ = true;
             return std::nullopt;
         }
+        return shoot(app, W, H);
+    }
+private:
+    int shoot(AppContext& app, int W, int H) {
         int rc = 0;
         auto px = read_pixels(0, 0, W, H, H);
         try {
@@ -70,11 +87,11 @@ public:
         if (!a_.layout_out.empty()) write_layout(a_.layout_out, app, W, H);
         return rc;
     }
-private:
     const AppArgs& a_;
     std::vector<int> keys_;
-    bool down_ = false, exports_requested_ = false;
+    bool down_ = false, exports_requested_ = false, pressed_ = false;
     int settled_frames_ = 0, clicks_ = 0;  // --click: frames since the press
+    int frames_after_keys_ = 0;            // --while-running: frames drawn after the keys with no pass running
 };
 
 class BenchDriver : public Driver {

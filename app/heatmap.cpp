@@ -84,7 +84,7 @@ Rect clip_rect(ImDrawList* dl) {
 }
 
 std::string weights_note(const Session& s) {
-    const LoadedModel* m = s.shown_model();
+    const auto m = s.shown_model();
     return m && m->source.rfind("preset:", 0) == 0 ? "random weights" : "";
 }
 

@@ -78,7 +78,7 @@ public:
     // export and explanation reads these, never options() or model() (what was requested since: a
     // pass with them may still be running). With no trace, what is requested.
     const Options& shown_options() const { return res_.trace ? res_.options : opt_; }
-    const LoadedModel* shown_model() const { return res_.model ? res_.model.get() : model_.get(); }
+    std::shared_ptr<const LoadedModel> shown_model() const { return res_.model ? res_.model : model_; }
     const Weights& weights() const { return model_->weights; }
     const Config& config() const { return model_->weights.cfg; }
     // The config of the model that produced the trace on screen (views read the trace with it:

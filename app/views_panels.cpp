@@ -633,10 +633,10 @@ void DrawPredictions(ViewCtx& v) {
 }
 
 std::string status_line(const Session& s, const std::string& notice) {
-    const Config& c = s.config();
+    const Config& c = s.shown_config();  // the model of the trace on screen
     std::string line = c.describe();
     if (c.heads_guessed) line += " (heads guessed: width/64)";
-    line += " | " + s.model().source;
+    line += " | " + s.shown_model()->source;
     if (s.has_image()) line += " | image " + fs::path(s.image_path()).filename().string();
     else line += " | no image";
     if (s.trace()) {
@@ -703,10 +703,11 @@ void DrawStatusBar(ViewCtx& v) {
         ImGui::SameLine();
     }
     std::string line = status_line(s, v.notice);
-    if (s.options().has_bug()) {
+    const Options& shown = s.shown_options();  // the trace on screen's (the toolbar shows the ones asked for)
+    if (shown.has_bug()) {
         std::string bug = "BUG on:";
-        if (s.options().bug_scale_after_softmax) bug += " scale after softmax";
-        if (s.options().bug_reshape_patches) bug += std::string(s.options().bug_scale_after_softmax ? "," : "") + " reshape patches";
+        if (shown.bug_scale_after_softmax) bug += " scale after softmax";
+        if (shown.bug_reshape_patches) bug += std::string(shown.bug_scale_after_softmax ? "," : "") + " reshape patches";
         ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", bug.c_str());
         ImGui::SameLine();
         line = bug + " | " + line;
@@ -722,7 +723,7 @@ void DrawStatusBar(ViewCtx& v) {
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     const float x_line = ImGui::GetCursorScreenPos().x;
     const float room = std::max(0.f, right - field_w - 2 * spacing - 9 - x_line);
-    std::string shown_line = line.substr(s.options().has_bug() ? line.find(" | ") + 3 : 0);
+    std::string shown_line = line.substr(shown.has_bug() ? line.find(" | ") + 3 : 0);
     bool cut = false;
     const std::string fitted = fit_text(shown_line, room, cut);
     ImGui::TextDisabled("%s", fitted.c_str());

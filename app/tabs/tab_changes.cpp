@@ -23,15 +23,20 @@ public:
             ImGui::TextDisabled("%s", !s.has_image() ? "No image is loaded, so there is nothing to compare." : "Running the model...");
             return;
         }
-        if (s.options() == Options{}) {
+        // the options of the trace on screen (a pass with newer ones may be running)
+        const Options& opt = s.shown_options();
+        pr.strings["changes.options"] = opt.describe();
+        if (opt == Options{}) {
             ImGui::TextWrapped("The options are at their defaults (LayerNorm with elementwise_affine, biased std). "
                                "Toggle them in the toolbar (keys A and U) and this view shows, stage by stage, "
                                "how far each tensor moved from the default run.");
+            ImGui::TextDisabled("the trace on screen: %s", opt.describe().c_str());
             return;
         }
         if (keys_.stale("changes", s.version())) changes_ = trace_changes(*r.base, *r.trace);
         const std::vector<StageChange>& ch = changes_;
         ImGui::Text("Change from the default options, per stage: ||now - default|| / ||default||");
+        ImGui::TextDisabled("now: %s", opt.describe().c_str());
         ImGui::BeginChild("list", ImVec2(420, 0), true);
         for (auto& c : ch) {
             double rel = c.base_norm > 0 ? c.diff_norm / c.base_norm : (c.diff_norm > 0 ? 1 : 0);
@@ -57,7 +62,7 @@ public:
             }
             const Array& d = diff_vals_;
             ImGui::Text("now - default: %s", e->name.c_str());
-            StageInfo info = stage_info(e->name, s.shown_config(), s.options());
+            StageInfo info = stage_info(e->name, s.shown_config(), opt);
             info.signed_values = true;
             ScaleMode saved = ui.scale_mode;
             ui.scale_mode = ScaleMode::Symmetric;

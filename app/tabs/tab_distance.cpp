@@ -45,10 +45,10 @@ const ImU32 kDot = IM_COL32(80, 170, 255, 255), kAvg = IM_COL32(255, 150, 40, 25
 
 // What an average must have been computed for to be shown as this trace's.
 std::string average_key(const Session& s) {
-    const auto& m = s.result().model;
+    const auto m = s.shown_model();
     char b[64];
     std::snprintf(b, sizeof b, "%p|", static_cast<const void*>(m.get()));
-    std::string k = b + (m ? options_json(s.result().options, m->weights.cfg) : std::string());
+    std::string k = b + (m ? options_json(s.shown_options(), m->weights.cfg) : std::string());
     k += s.squash() ? (*s.squash() ? "|squash" : "|crop") : "|model's";
     return k;
 }
@@ -61,8 +61,8 @@ std::string test_set_file(const std::string& dir) {
 
 // Why the average cannot run for this model ("" when it can).
 std::string average_unavailable(const Session& s, const std::string& dir) {
-    if (!s.result().model || !s.trace()) return "no model has run yet";
-    const Config& c = s.result().model->weights.cfg;
+    if (!s.trace()) return "no model has run yet";
+    const Config& c = s.shown_config();
     if (c.depth == 0) return "the model has no blocks, so there is no attention";
     if (c.channels != 1 && c.channels != 3)
         return "the model takes " + std::to_string(c.channels) + " channels; Fashion-MNIST's gray images convert to 1 or 3";
@@ -122,8 +122,8 @@ private:
 void DistanceTab::start_average(const Session& s, int n) {
     stop_average();
     auto a = std::make_shared<DistanceAverage>();
-    a->model = s.result().model;
-    a->opt = s.result().options;
+    a->model = s.shown_model();
+    a->opt = s.shown_options();
     a->key = average_key(s);
     a->opt_text = a->opt.describe();
     a->n = n;
@@ -184,15 +184,16 @@ void DistanceTab::draw(ViewCtx& v) {
     UiState& ui = v.ui;
     Probe& pr = v.probe;
     const Trace* t = s.trace();
-    if (!t || !s.result().model) {
+    if (!t) {
         std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so the model has not run.";
         ImGui::TextDisabled("%s", why.c_str());
         pr.strings["dist.message"] = why;
         return;
     }
-    const Weights& w = s.result().model->weights;
+    const auto model = s.shown_model();
+    const Weights& w = model->weights;
     const Config& c = w.cfg;
-    const Options& opt = s.result().options;
+    const Options& opt = s.shown_options();
     if (keys_.stale("dist", s.version())) {
         error_.clear();
         vals_ = Array();

@@ -19,16 +19,17 @@ public:
     void draw(ViewCtx& v) override {
         Session& s = v.s;
         Probe& pr = v.probe;
-        if (!s.trace() || !s.result().model) {
+        if (!s.trace()) {
             std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so no model has run yet.";
             ImGui::TextDisabled("%s", why.c_str());
             pr.strings["filters.message"] = why;
             return;
         }
-        const Weights& w = s.result().model->weights;
+        const auto model = s.shown_model();
+        const Weights& w = model->weights;
         const Config& c = w.cfg;
         const int C = c.channels, P = c.patch;
-        const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(s.result().model.get()));
+        const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(model.get()));
         if (keys_.stale("filters", key)) {
             error_.clear();
             var_.clear();

@@ -25,13 +25,13 @@ public:
             return;
         }
         const Config& c = s.shown_config();
-        const Options& opt = s.result().options;
+        const Options& opt = s.shown_options();
         const bool mean = opt.pooling ? *opt.pooling == Pooling::Mean : c.pooling == Pooling::Mean;
         if (keys_.stale("lens", s.version())) {
             error_.clear();
             vals_ = Array();
             try {
-                const Weights& w = s.result().model ? s.result().model->weights : s.weights();
+                const Weights& w = s.shown_model()->weights;
                 vals_ = logit_lens(w, *t, opt);  // the core's numbers, drawn as they are
             } catch (const std::exception& e) {
                 error_ = e.what();

@@ -21,7 +21,7 @@ public:
         UiState& ui = v.ui;
         Probe& pr = v.probe;
         const Trace* t = s.trace();
-        if (!t || !s.result().model) {
+        if (!t) {
             std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so there are no patches.";
             ImGui::TextDisabled("%s", why.c_str());
             pr.strings["patches.message"] = why;
@@ -96,7 +96,7 @@ public:
             equal += same;
         }
         pr.numbers["patches.rows_equal_tiles"] = equal;
-        const bool bug = s.result().options.bug_reshape_patches;
+        const bool bug = s.shown_options().bug_reshape_patches;
         ImGui::PushTextWrapPos(0);
         ImGui::TextWrapped("Patches as pictures: the %dx%d model input cut into %d tiles of %dx%d (%d x %d, numbered in "
                            "row-major order), then the sequence the transformer reads: row n of `patches` (%d values: %s) "
@@ -283,7 +283,7 @@ public:
             return;
         }
         const int N = s.shown_config().patches();
-        if (!s.result().options.bug_reshape_patches && p.number("patches.rows_equal_tiles") != N)
+        if (!s.shown_options().bug_reshape_patches && p.number("patches.rows_equal_tiles") != N)
             fail("without the reshape bug, only " + std::to_string(int(p.number("patches.rows_equal_tiles"))) + " of " +
                  std::to_string(N) + " patches rows are their tiles");
     }

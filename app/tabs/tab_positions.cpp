@@ -19,16 +19,17 @@ public:
         Session& s = v.s;
         UiState& ui = v.ui;
         Probe& pr = v.probe;
-        if (!s.trace() || !s.result().model) {
+        if (!s.trace()) {
             std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so no model has run yet.";
             ImGui::TextDisabled("%s", why.c_str());
             pr.strings["pos.message"] = why;
             return;
         }
-        const Weights& w = s.result().model->weights;
+        const auto model = s.shown_model();
+        const Weights& w = model->weights;
         const Config& c = w.cfg;
         const int G = c.grid(), N = c.patches();
-        const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(s.result().model.get()));
+        const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(model.get()));
         if (keys_.stale("pos", key)) {
             error_.clear();
             sim_ = Array();

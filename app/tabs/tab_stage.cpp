@@ -205,7 +205,9 @@ void StageTab::draw_stage(ViewCtx& v) {
     const bool grad_ok = grads && grads->has(gname);
     const bool showing_grad = ui.show_grad && grad_ok;
     const Array* t = showing_grad ? &grads->get(gname) : &e->tensor;
-    StageInfo info = stage_info(name, c, s.options());  // the value's description; a gradient has the value's axes
+    // the options the trace on screen was computed with (a pass with newer ones may be running)
+    const Options& opt = s.shown_options();
+    StageInfo info = stage_info(name, c, opt);  // the value's description; a gradient has the value's axes
     int pred = predicted_class(*trace);
     if (showing_grad) {
         std::string cls = pred >= 0 ? class_labels(c, size_t(c.classes))[size_t(std::min(pred, c.classes - 1))] : "?";
@@ -258,7 +260,18 @@ void StageTab::draw_stage(ViewCtx& v) {
     ImGui::Text(">>> %s", info.torch.c_str());
     ImGui::PopStyleColor();
     pr.strings["stage.title"] = info.title;
+    pr.strings["stage.what"] = info.what;
     pr.strings["stage.torch"] = info.torch;
+    if (s.busy() && s.options() != opt) {
+        // the toolbar shows the options just asked for; this view, until their pass is done, the trace's
+        const std::string shown = opt.describe(), running = s.options().describe();
+        ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "Shown: the trace computed with %s. A pass with %s is running; "
+                           "this view changes when it is done.", shown.c_str(), running.c_str());
+        ImGui::PopTextWrapPos();
+        pr.strings["stage.options"] = shown;
+        pr.strings["stage.running"] = running;
+    }
     // slice and scale controls
     if (rank(*t) == 3) {
         int S = int(extent(*t, 0));
@@ -318,7 +331,7 @@ void StageTab::draw_stage(ViewCtx& v) {
         for (int i = 0; i < 4; ++i) {
             Colormap cm;
             if (pt[i]) cm = colormap_for(pt[i]->data(), pt[i]->size(), pt[i]->data(), pt[i]->size(),
-                                         stage_info(base + parts[i], c, s.options()).signed_values, ui.scale_mode);
+                                         stage_info(base + parts[i], c, opt).signed_values, ui.scale_mode);
             need[i] = left + colorbar_width(cm) + pad + (i < 2 ? 24.f : 0.f);
             fixed_w += need[i] + ImGui::GetStyle().ItemSpacing.x;
         }
@@ -345,12 +358,12 @@ void StageTab::draw_stage(ViewCtx& v) {
             } else if (rank(*pt[i]) == 1) {  // a column per token
                 Array col = make_tensor({pt[i]->size(), 1});
                 std::copy_n(pt[i]->data(), pt[i]->size(), col.data());
-                StageInfo ci = stage_info(pn, c, s.options());
+                StageInfo ci = stage_info(pn, c, opt);
                 ci.axes = {"tokens", pn.substr(pn.rfind('.') + 1)};
                 a.strip_w = 24;
                 tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, col, ci, ln_[i], a, false);
             } else {
-                tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, *pt[i], stage_info(pn, c, s.options()), ln_[i], a, false);
+                tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, *pt[i], stage_info(pn, c, opt), ln_[i], a, false);
             }
             if (cur && pr.rects.count("stage")) pr.rects[kLnRects[i]] = pr.rects["stage"];
             if (crow >= 0 && ccol >= 0) {
@@ -461,8 +474,7 @@ void StageTab::draw_over(ViewCtx& v, const Rect& area) {
             c->math.reset(); c->error.clear();
             try {
                 // the weights and options that produced this trace (not the ones a run in flight uses)
-                const Weights& wts = s.result().model ? s.result().model->weights : s.weights();
-                c->math = cell_math(wts, *t, s.result().options, name, idx, 12);
+                c->math = cell_math(s.shown_model()->weights, *t, s.shown_options(), name, idx, 12);
             } catch (const std::exception& ex) {
                 c->error = ex.what();
             }
