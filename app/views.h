@@ -109,10 +109,11 @@ struct Toolbar {
     FileBrowser browser;
     std::optional<std::vector<std::string>> samples;  // the bundled sample images (listed once)
 };
-// `tab_exports_numbers`: the shown tab exports the numbers it drew (its button says so).
+// The exports asked for this frame (the toolbar's buttons, --export-*); exports.cpp runs them.
 struct ExportRequest {
     bool view_png = false, npy = false, npz = false;
 };
+// `tab_exports_numbers`: the shown tab exports the numbers it drew (its button says so).
 void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_numbers);
 void DrawNavigator(ViewCtx& v);
 

@@ -16,23 +16,23 @@ struct AppArgs;
 class JobQueue;
 
 // The headless sweep's view of a tab (headless.cpp runs it): states to draw, and checks on them.
+using SweepFail = std::function<void(const std::string&)>;  // records a failure
 struct SweepState {
     std::string desc;
     std::function<void(Session&, UiState&)> apply;  // applied on every frame the state waits
-    // A check of this state alone, on its last frame (besides every tab's own checks).
-    std::function<void(const Session&, const UiState&, const Probe&, const std::function<void(const std::string&)>&)> check;
+    // A check of this state alone, on its last frame (besides the shown tab's own checks).
+    std::function<void(const Session&, const UiState&, const Probe&, const SweepFail&)> check;
 };
 struct SweepPlan {
     const Session* session = nullptr;  // the session swept, when the plan is made
     const Trace* trace = nullptr;      // its trace
-    int T = 0, L = 0, H = 0, N = 0;  // stages, layers, heads, patches of the trace swept
-    std::vector<int> stages;         // the stages the sweep visits
+    int T = 0, L = 0, H = 0, N = 0;    // stages, layers, heads, patches of that trace
+    std::vector<int> stages;           // the stages the sweep visits
     std::vector<SweepState> states;
     void add(std::string desc, std::function<void(Session&, UiState&)> apply) {
         states.push_back({std::move(desc), std::move(apply), nullptr});
     }
 };
-using SweepFail = std::function<void(const std::string&)>;
 
 class TabView {
 public:
