@@ -60,6 +60,7 @@ struct Commands::State {
 
 namespace {
 
+// Set by the SIGINT handler (a signal handler reaches nothing else): training stops after the step.
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
 
@@ -72,9 +73,9 @@ std::string hms(double s) {
     return b;
 }
 
-// One progress line: redrawn in place on a terminal, every 10% otherwise.
-void progress(const StepInfo& i) {
-    static int last_decile = -1;
+// One progress line: redrawn in place on a terminal, every 10% otherwise (last_decile: the decile
+// of the line last printed, kept by the caller).
+void progress(const StepInfo& i, int& last_decile) {
     bool tty = ::isatty(2);
     double frac = double(i.step_in_epoch) / i.steps_per_epoch;
     int decile = int(frac * 10);
@@ -365,7 +366,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     auto* info = app.add_subcommand("info", "print a model's config, parameter count and per-stage shapes");
     model_flags(info, s);
     info->add_flag("--list", s.list, "list the presets and the torchvision / timm names they answer to");
-    info->add_flag("--explain", s.explain, "also print each stage's title and explanation (tab-separated), for these options");
+    info->add_flag("--explain", s.explain, "also print each stage's title, explanation and PyTorch line (tab-separated), for these options");
     info->add_flag("--stage-table", s.stage_table_json, "print only the stage table for these options as JSON (name, "
                                                         "kind, layer, shape, gradient, cell math, map box, hook, texts)");
     option_flags(info, s);
@@ -440,7 +441,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             if (s.explain) {  // the stage table's texts, as the app's views and tour show them
                 std::printf("explanations (%s):\n", options_from(s).describe().c_str());
                 for (const StageInfo& st : *table)
-                    std::printf("  %s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str());
+                    std::printf("  %s\t%s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str(), st.torch.c_str());
             }
             return 0;
         };
@@ -604,8 +605,12 @@ void Commands::add_training(CLI::App& app) {
                 return m;
             };
             if (g_interrupted) { std::fprintf(stderr, "interrupted before training started; nothing saved\n"); return 130; }
+            int last_decile = -1;
             while (!tr.done()) {
-                bool ok = tr.run_epoch([](const StepInfo& i) { progress(i); return !g_interrupted.load(); });
+                bool ok = tr.run_epoch([&last_decile](const StepInfo& i) {
+                    progress(i, last_decile);
+                    return !g_interrupted.load();
+                });
                 if (!ok) {
                     save_training_checkpoint(s.out, tr.weights(), tr.adam(), tr.epoch(), meta(nullptr));
                     std::fprintf(stderr, "\ninterrupted: saved %s (epoch %d will restart); continue with --resume %s\n",

@@ -15,8 +15,6 @@ namespace vit::app {
 
 namespace {
 
-Settings* g_current = nullptr;
-
 const char* kOverlays[] = {"none", "cls", "rollout", "grad", "query"};
 const char* kFusions[] = {"mean", "max", "min"};
 const char* kScales[] = {"tensor", "slice", "symmetric"};
@@ -99,9 +97,6 @@ struct Reader {
 };
 
 }  // namespace
-
-Settings* current_settings() { return g_current; }
-void set_current_settings(Settings* s) { g_current = s; }
 
 std::string Settings::default_path() {
     const char* xdg = std::getenv("XDG_CONFIG_HOME");

@@ -89,8 +89,4 @@ private:
     std::chrono::steady_clock::time_point last_write_{};
 };
 
-// The store the running app uses (null when off); the toolbar's Recent menus read it.
-Settings* current_settings();
-void set_current_settings(Settings* s);
-
 }  // namespace vit::app
