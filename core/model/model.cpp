@@ -24,6 +24,13 @@ void Config::validate() const {
             std::to_string(kMaxWidth) + ", depth " + std::to_string(kMaxLayers) + ", heads <= width, mlp " +
             std::to_string(kMaxMlp) + ", classes " + std::to_string(kMaxClasses) + ")");
     if (pre.resize < 0 || pre.resize > kMaxResize) bad("resize must be in 0.." + std::to_string(kMaxResize));
+    // The resize is the crop's surround: at least the crop (torchvision's CenterCrop would
+    // pad a smaller one) and at most twice it (crop_pct 0.5; published models use 0.875-1).
+    // Every image is resized to it before the crop, so it is tied to image_size here.
+    if (pre.resize != 0 && (pre.resize < image_size || pre.resize > 2 * image_size))
+        bad("field 'resize' is " + std::to_string(pre.resize) + "; with image_size " + std::to_string(image_size) +
+            " it must be 0 (resize to image_size) or in " + std::to_string(image_size) + ".." +
+            std::to_string(2 * image_size) + " (the centre crop keeps image_size of it)");
     // Parameters and the floats one traced forward pass records (per block:
     // ~14 (T, D) stages, scores + pattern (H, T, T), fc1/GELU (T, M)).
     const double T = tokens(), D = width, H = heads, M = mlp;
