@@ -6,6 +6,7 @@
 #include "core/kernels/blas.h"
 #include "core/io/checkpoint.h"
 #include "core/io/dataset.h"
+#include "core/model/finite.h"
 #include "core/model/forward.h"
 #include "core/io/image.h"
 #include "core/io/io.h"
@@ -79,13 +80,19 @@ void progress(const StepInfo& i) {
     std::fflush(stderr);
 }
 
+// Text from files (class names, config names, paths, tensor names) goes to the
+// terminal escaped: a class name holding ESC [ 2 J must not clear the screen.
+std::string safe(const std::string& t) { return terminal_safe(t); }
+
+void warn(const std::string& m) { std::fprintf(stderr, "vitscope-cli: warning: %s\n", terminal_safe(m, true).c_str()); }
+
 void print_eval(const EvalResult& r, const Config& c) {
     std::printf("test accuracy: %.2f%% (%d images)\n", 100 * r.accuracy, r.n);
     std::printf("confusion matrix (rows: true class, columns: predicted)\n%14s", "");
     for (int j = 0; j < c.classes; ++j) std::printf("%6d", j);
     std::printf("\n");
     for (int i = 0; i < c.classes; ++i) {
-        std::string name = c.class_names.empty() ? std::to_string(i) : c.class_names[i];
+        std::string name = c.class_names.empty() ? std::to_string(i) : safe(c.class_names[i]);
         std::printf("%2d %-11.11s", i, name.c_str());
         for (int j = 0; j < c.classes; ++j) std::printf("%6d", r.confusion[size_t(i) * c.classes + j]);
         std::printf("\n");
@@ -113,10 +120,27 @@ void model_flags(CLI::App* c, Commands::State& s) {
     c->add_option("--labels", s.labels, "class names, one per line (overrides the checkpoint's)");
 }
 
+// The model (load_model names the file in every error, out of memory included);
+// NaN or Inf in its tensors is named on stderr.
 LoadedModel load(const Commands::State& s) {
     LoadedModel lm = load_model(s.model, overrides(s), s.seed);
     if (!s.labels.empty()) apply_labels_file(lm.weights.cfg, s.labels);
+    if (!lm.nonfinite.empty()) warn(lm.nonfinite_warning());
     return lm;
+}
+
+// A forward pass, with an out-of-memory named by what was run.
+Trace run_named(const LoadedModel& lm, const Tensor3& x, const Options& opt) {
+    return name_out_of_memory(lm.source, "running the forward pass", [&] { return vit::run(lm.weights, x, opt); });
+}
+
+// Where NaN or Inf first appears in a pass ("" when nowhere); also warned on stderr.
+std::string report_nonfinite(const Trace& t, const std::string& what) {
+    auto nf = first_nonfinite_stage(t);
+    if (!nf) return "";
+    std::string m = nf->describe(t.size());
+    warn(what + ": the forward pass produced non-finite values: " + m);
+    return m;
 }
 
 // The options in force from the command line (trace, analyze).
@@ -142,11 +166,17 @@ void option_flags(CLI::App* c, Commands::State& s) {
 Tensor3 model_input(const Commands::State& s, const Config& c, bool* fallback) {
     if (fallback) *fallback = false;
     if (!s.input.empty()) {
-        Array a = read_npy(s.input);
-        if (a.dimension() != 3) throw FileError(s.input + ": input must be (C, H, W), the file holds " + shape_str_of(a));
-        return Tensor3(std::move(a));
+        Tensor3 x = input_from_array(read_npy(s.input), c, s.input);
+        NonFinite nf = count_nonfinite(x.data(), x.size());
+        if (nf.any()) warn(s.input + ": the input holds non-finite values: " + nf.describe());
+        return x;
     }
-    if (!s.image.empty()) return preprocess(load_image(s.image), c);
+    if (!s.image.empty()) {
+        Image im = load_image(s.image);
+        PreprocessPlan p = plan_preprocess(im, c);
+        if (!p.scaled_on_load.empty()) std::fprintf(stderr, "vitscope-cli: note: %s: %s\n", safe(s.image).c_str(), p.scaled_on_load.c_str());
+        return name_out_of_memory(s.image, "preprocessing the image", [&] { return preprocess(im, c); });
+    }
     if (!fallback) throw CLI::ValidationError("needs --image or --input");
     *fallback = true;
     return xt::zeros<float>({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
@@ -173,7 +203,8 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             bool zero_input = false;
             const Tensor3 x = model_input(s, c, &zero_input);
             const Options opt = options_from(s);
-            const Trace t = vit::run(w, x, opt);
+            const Trace t = run_named(lm, x, opt);
+            report_nonfinite(t, lm.source);
             const EmbedFilters ef = embed_filters(w);
             const Tensor2 pos = pos_similarity(w), dist = attn_distance(t, c), lens = logit_lens(w, t, opt);
             std::vector<ArrayRef> items{array_ref("embed_filters", ef.filters), array_ref("embed_filters_var", ef.variance),
@@ -187,7 +218,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
                 items.push_back(array_ref("attn_distance_avg", avg));
             }
             write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
-            std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
+            std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
             std::printf("options: %s\n", opt.describe().c_str());
             if (zero_input) std::printf("input: none given, an all-zero normalized input (the mean colour)\n");
             std::printf("embed_filters %s, variance explained by the first %zu: %.1f%%\n",
@@ -196,7 +227,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             for (size_t l = 0; l < dist.shape(0); ++l) std::printf(" %.2f", xt::mean(xt::view(dist, l, xt::all()))());
             std::printf("\n");
             if (done) std::printf("attn_distance_avg over %d test images written\n", done);
-            std::printf("wrote %s\n", s.out.c_str());
+            std::printf("wrote %s\n", safe(s.out).c_str());
             return 0;
         };
     });
@@ -211,7 +242,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     add_convert(app);
     auto* tr = app.add_subcommand("trace", "run one image and write every recorded stage to an .npz");
     model_flags(tr, s);
-    auto* img = tr->add_option("--image,-i", s.image, "image file (PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PNM)");
+    auto* img = tr->add_option("--image,-i", s.image, "image file (" + image_formats() + "; one over 25 megapixels is scaled down on load)");
     auto* inp = tr->add_option("--input", s.input, "an already-normalized (C, H, W) float .npy instead of an image");
     img->excludes(inp);
     option_flags(tr, s);
@@ -223,26 +254,25 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             if (s.image.empty() && s.input.empty()) throw CLI::ValidationError("trace needs --image or --input");
             LoadedModel lm = load(s);
             const Config& c = lm.weights.cfg;
-            Tensor3 x;
-            if (s.input.empty()) x = preprocess(load_image(s.image), c);
-            else {
-                Array a = read_npy(s.input);
-                if (a.dimension() != 3)
-                    throw FileError(s.input + ": input must be (C, H, W), the file holds " + shape_str_of(a));
-                x = Tensor3(std::move(a));
-            }
+            const Tensor3 x = model_input(s, c, nullptr);
             const Options opt = options_from(s);
-            Trace t = vit::run(lm.weights, x, opt);
+            Trace t = run_named(lm, x, opt);
+            const std::string nonfinite = report_nonfinite(t, lm.source);
             std::vector<ArrayRef> items;
             for (auto& e : t.entries()) items.push_back(array_ref(e.name, e.tensor));
-            write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
+            name_out_of_memory(s.out, "writing the trace", [&] { write_npz(s.out, items, {{"__options__", options_json(opt, c)}}); });
             if (opt.has_bug()) std::printf("options: %s\n", opt.describe().c_str());
             const Array& p = t.get("probs");
-            const size_t best = size_t(std::max_element(p.begin(), p.end()) - p.begin());
-            std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
-            std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, s.out.c_str());
-            std::printf("prediction: class %zu%s%s (p=%.4f)\n", best, c.class_names.empty() ? "" : " ",
-                        c.class_names.empty() ? "" : c.class_names[best].c_str(), p(best));
+            std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
+            std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, safe(s.out).c_str());
+            if (!nonfinite.empty()) std::printf("non-finite: %s\n", nonfinite.c_str());
+            if (count_nonfinite(p).any()) {
+                std::printf("prediction: none (probs holds %s)\n", count_nonfinite(p).describe().c_str());
+            } else {
+                const size_t best = size_t(std::max_element(p.begin(), p.end()) - p.begin());
+                std::printf("prediction: class %zu%s%s (p=%.4f)\n", best, c.class_names.empty() ? "" : " ",
+                            c.class_names.empty() ? "" : safe(c.class_names[best]).c_str(), p(best));
+            }
             return 0;
         };
     });
@@ -282,9 +312,9 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 lm = load(s);
             }
             const Config& c = lm.weights.cfg;
-            std::printf("source: %s\nfamily: %s\nconfig: %s\n", lm.source.c_str(),
+            std::printf("source: %s\nfamily: %s\nconfig: %s\n", safe(lm.source).c_str(),
                         is_preset(s.model) ? "preset (saved under timm's key names)" : family_name(lm.family),
-                        c.describe().c_str());
+                        safe(c.describe()).c_str());
             std::printf("parameters: %lld\n", (long long)param_count(c));
             std::printf("gemm: %s\n", vit::ops::gemm_engine().c_str());
             std::printf("blas: %s\n", vit::blas::describe().c_str());
@@ -297,7 +327,17 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             for (float m : c.pre.mean) std::printf(" %.4g", m);
             std::printf(", std");
             for (float v : c.pre.std) std::printf(" %.4g", v);
-            std::printf("\nstages:\n");
+            std::printf("\n");
+            if (!lm.nonfinite.empty()) {
+                // Where the file's NaN / Inf first surface: one pass on the all-zero input (the mean colour).
+                std::printf("non-finite weights: %s\n", safe(describe_nonfinite_tensors(lm.nonfinite)).c_str());
+                const Tensor3 zero = xt::zeros<float>({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+                const Trace t = run_named(lm, zero, options_from(s));
+                auto nf = first_nonfinite_stage(t);
+                std::printf("non-finite in a pass on an all-zero input: %s\n",
+                            nf ? nf->describe(t.size()).c_str() : "none (the non-finite weights do not reach any stage)");
+            }
+            std::printf("stages:\n");
             for (auto& [n, sh] : stage_shapes(c)) std::printf("  %-28s %s\n", n.c_str(), shape_str(sh).c_str());
             if (s.explain) {  // the stage table's texts, as the app's views and tour show them
                 std::printf("explanations (%s):\n", options_from(s).describe().c_str());
@@ -318,7 +358,9 @@ void Commands::add_convert(CLI::App& app) {
     cv->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
-            SafeTensors st = read_checkpoint(s.conv_in);
+            SafeTensors st = name_out_of_memory(s.conv_in, "reading the checkpoint", [&] { return read_checkpoint(s.conv_in); });
+            if (auto nf = nonfinite_tensors(st.tensors); !nf.empty())
+                warn(s.conv_in + ": " + describe_nonfinite_tensors(nf) + " (converted as they are)");
             std::map<std::string, std::string> meta = st.metadata;
             std::set<std::string> dts;
             std::vector<std::string> dropped;
@@ -465,10 +507,15 @@ int Commands::run() {
         if (!selected_) return 2;
         return selected_();
     } catch (const CLI::ValidationError& e) {
-        std::cerr << "vitscope-cli: " << e.what() << "\n";
+        std::cerr << "vitscope-cli: " << terminal_safe(e.what(), true) << "\n";
         return 2;
+    } catch (const std::bad_alloc&) {
+        // Every reader names its file when it runs out of memory; this is what is left.
+        std::cerr << "vitscope-cli: error: out of memory (std::bad_alloc) in '" << terminal_safe(s_->command_line)
+                  << "'; no file being read at the time\n";
+        return 1;
     } catch (const std::exception& e) {
-        std::cerr << "vitscope-cli: error: " << e.what() << "\n";
+        std::cerr << "vitscope-cli: error: " << terminal_safe(e.what(), true) << "\n";
         return 1;
     }
 }

@@ -244,6 +244,7 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
     LoadedModel lm;
     lm.source = what;
     lm.metadata = meta;
+    lm.nonfinite = nonfinite_tensors(src);  // by the file's own names, before the mapping moves them
     // Which family? Hugging Face keys may lack the "vit." prefix (ViTModel).
     std::string hf;
     Family fam;
@@ -470,6 +471,11 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
     return lm;
 }
 
+std::string LoadedModel::nonfinite_warning() const {
+    if (nonfinite.empty()) return "";
+    return source + ": " + describe_nonfinite_tensors(nonfinite);
+}
+
 const char* const kCheckpointFormats =
     ".safetensors, or a PyTorch torch.save zip checkpoint .pth / .pt / .bin";
 
@@ -528,7 +534,8 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
                         "; torchvision and timm names such as vit_b_16 or vit_base_patch16_224: see "
                         "'vitscope-cli info --list') nor an existing file (" + std::string(kCheckpointFormats) + ")");
     }
-    return model_from_safetensors(read_checkpoint(spec), spec, ov);
+    return name_out_of_memory(spec, "reading the checkpoint",
+                              [&] { return model_from_safetensors(read_checkpoint(spec), spec, ov); });
 }
 
 LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, const LoadOverrides& ov) {
@@ -537,7 +544,9 @@ LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, cons
     return weights_from_tensors(std::move(st.tensors), st.metadata, what, ov);
 }
 
-void apply_labels_file(Config& c, const std::string& path) { apply_labels(c, read_file(path, 1 << 24), path); }
+void apply_labels_file(Config& c, const std::string& path) {
+    name_out_of_memory(path, "reading the class names", [&] { apply_labels(c, read_file(path, 1 << 24), path); });
+}
 
 void apply_labels(Config& c, const std::string& text, const std::string& path) {
     std::vector<std::string> names;

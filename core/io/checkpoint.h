@@ -4,9 +4,13 @@
 #include <map>
 #include <string>
 
-#include "core/io/io.h"
-#include "core/model/model.h"
 #include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/io/io.h"
+#include "core/model/finite.h"
+#include "core/model/model.h"
 
 namespace vit {
 
@@ -26,6 +30,11 @@ struct LoadedModel {
     Family family = Family::Timm;
     std::string source;      // file path, "preset:NAME" or "embedded"
     std::map<std::string, std::string> metadata;
+    // The file's tensors (by the file's names) that hold NaN or Inf: loaded as they
+    // are (a teaching tool shows what they do), and named by nonfinite_warning().
+    std::vector<std::pair<std::string, NonFinite>> nonfinite;
+    // "x.safetensors: 2 tensors hold non-finite values: ..." ("" when there are none).
+    std::string nonfinite_warning() const;
 };
 
 // The published number of heads of a standard ViT with these shapes (Ti/S/B/L/H), 0 if not one.

@@ -39,6 +39,39 @@ SafeTensors parse_mapped(const std::string& path, const std::function<SafeTensor
     }
 }
 
+std::string terminal_safe(const std::string& t, bool keep_newlines) {
+    std::string out;
+    out.reserve(t.size());
+    auto hex = [&](unsigned char c) {
+        static const char* d = "0123456789abcdef";
+        out += "\\x";
+        out += d[c >> 4];
+        out += d[c & 15];
+    };
+    for (size_t i = 0; i < t.size();) {
+        const unsigned char c = static_cast<unsigned char>(t[i]);
+        if (c == '\\') { out += "\\\\"; ++i; continue; }
+        if (c == '\n' && keep_newlines) { out += c; ++i; continue; }
+        if (c < 0x20 || c == 0x7f) { hex(c); ++i; continue; }
+        if (c < 0x80) { out += char(c); ++i; continue; }
+        // A well-formed UTF-8 sequence (no overlongs, no surrogates) passes, except the C1 controls.
+        const int n = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = n && i + size_t(n) <= t.size() && c >= 0xc2 && c <= 0xf4;
+        uint32_t cp = n ? c & (0x7f >> n) : 0;
+        for (int k = 1; ok && k < n; ++k) {
+            const unsigned char cc = static_cast<unsigned char>(t[i + size_t(k)]);
+            ok = (cc >> 6) == 2;
+            cp = cp << 6 | (cc & 0x3f);
+        }
+        ok = ok && !(n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) && !(n == 4 && (cp < 0x10000 || cp > 0x10ffff));
+        if (!ok) { hex(c); ++i; continue; }
+        if (cp >= 0x80 && cp <= 0x9f) { for (int k = 0; k < n; ++k) hex(static_cast<unsigned char>(t[i + size_t(k)])); }
+        else out.append(t, i, size_t(n));
+        i += size_t(n);
+    }
+    return out;
+}
+
 std::string read_file(const std::string& path, size_t max_bytes) {
     struct stat sb;
     if (::stat(path.c_str(), &sb) != 0) throw FileError(path + ": " + std::strerror(errno));
@@ -202,7 +235,9 @@ Array parse_npy(const std::string& b, const std::string& what) {
     return t;
 }
 
-Array read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
+Array read_npy(const std::string& path) {
+    return name_out_of_memory(path, "reading the .npy", [&] { return parse_npy(read_file(path), path); });
+}
 
 void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
                const std::vector<std::pair<std::string, std::string>>& texts) {
