@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "core/kernels/ops.h"
+#include "core/model/finite.h"
 #include "core/train/train.h"
 
 namespace vit::app {
@@ -43,12 +44,19 @@ bool Session::load_model(const std::string& spec, int heads) {
         auto m = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
         model_ = std::move(m);
         model_spec_ = spec;
+        note_nonfinite_weights(spec);
         refresh_input();
         return true;
     } catch (const std::exception& e) {
         add_error("Could not load the model '" + spec + "'", e.what());
         return false;
     }
+}
+
+// NaN / Inf in the file's tensors: loaded as they are, and named in the error panel.
+void Session::note_nonfinite_weights(const std::string& spec) {
+    if (!model_->nonfinite.empty())
+        add_error("Non-finite weights in '" + spec + "' (loaded as they are)", model_->nonfinite_warning());
 }
 
 void Session::add_error(const std::string& title, const std::string& detail) {
@@ -90,8 +98,14 @@ void Session::set_weights(std::shared_ptr<LoadedModel> m, const std::string& lab
 // The image as the current model sees it (its size, channels, mean and std). With no image
 // there is no input and nothing runs: the views say so (never a run on zeros).
 void Session::refresh_input() {
-    if (!image_path_.empty()) input_ = preprocess(image_, preprocess_config());
-    else { input_ = Tensor3(); res_ = Result{}; ++version_; }
+    if (!image_path_.empty()) {
+        try {
+            input_ = name_out_of_memory(image_path_, "preprocessing the image", [&] { return preprocess(image_, preprocess_config()); });
+        } catch (const std::exception& e) {  // the image stays on screen; without an input nothing runs
+            add_error("Could not preprocess the image '" + image_path_ + "' for this model", e.what());
+            input_ = Tensor3();
+        }
+    } else { input_ = Tensor3(); res_ = Result{}; ++version_; }
     dirty_ = true;
 }
 
@@ -155,7 +169,7 @@ bool Session::load_labels(const std::string& path) {
 bool Session::load_image(const std::string& path) {
     try {
         Image im = vit::load_image(path);
-        Tensor3 x = preprocess(im, preprocess_config());
+        Tensor3 x = name_out_of_memory(path, "preprocessing the image", [&] { return preprocess(im, preprocess_config()); });
         image_ = std::move(im);
         image_path_ = path;
         input_ = std::move(x);
@@ -211,6 +225,9 @@ void Session::launch() {
                 r.base = b;
             }
             if (want_grads) r.grads = std::make_shared<Trace>(gradient_trace(model->weights, x, opt, -1));
+            if (auto nf = first_nonfinite_stage(*r.trace)) r.nonfinite = nf->describe(r.trace->size());
+        } catch (const std::bad_alloc&) {
+            r.error = "out of memory (std::bad_alloc) while running the forward pass of " + model->source;
         } catch (const std::exception& e) {
             r.error = e.what();
         }
@@ -235,6 +252,7 @@ bool Session::poll(double wait_ms) {
         if (loaded_) {
             model_ = std::move(loaded_);
             model_spec_ = load_spec_;
+            note_nonfinite_weights(model_spec_);
             refresh_input();
         } else {
             add_error("Could not load the model '" + load_spec_ + "'", load_error_);
@@ -257,6 +275,12 @@ bool Session::poll(double wait_ms) {
     }
     res_ = std::move(r);
     ++version_;
+    if (!res_.nonfinite.empty()) {  // once per distinct report, not at every re-run
+        const std::string title = "NaN / Inf in the forward pass (" + model_spec_ + ")";
+        bool shown = false;
+        for (auto& e : errors_) shown |= e.title == title && e.detail == res_.nonfinite;
+        if (!shown) add_error(title, res_.nonfinite);
+    }
     if (dirty_) launch();  // inputs changed while running
     return true;
 }

@@ -28,6 +28,8 @@ struct Result {
     Options options;                          // the options that produced trace
     double ms = 0;
     std::string error;
+    // Where NaN / Inf first appear in `trace` ("" when nowhere): vit::first_nonfinite_stage's words.
+    std::string nonfinite;
 };
 
 // An error the window shows until the user dismisses it: which file, and the full reason.
@@ -98,6 +100,7 @@ public:
 private:
     void launch();
     void refresh_input();
+    void note_nonfinite_weights(const std::string& spec);
     std::shared_ptr<LoadedModel> model_;
     bool want_grads() const;
     std::string model_spec_, image_path_, error_;
