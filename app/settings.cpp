@@ -283,7 +283,8 @@ std::string Settings::serialize() const {
     j["view"] = {{"overlay", kOverlays[std::clamp(data_.view.overlay, 0, 4)]},
                  {"opacity", std::round(double(data_.view.opacity) * 1000) / 1000},
                  {"fusion", kFusions[std::clamp(data_.view.fusion, 0, 2)]},
-                 {"discard", std::round(double(data_.view.discard) * 1000) / 1000},
+                 // [0, 1): rounded, but never up to 1, which the next launch would refuse
+                 {"discard", std::min(std::round(double(data_.view.discard) * 1000) / 1000, 0.999)},
                  {"scale", kScales[std::clamp(data_.view.scale_mode, 0, 2)]}};
     std::string out = j.dump(2);  // ends with "\n}"
     // The unknown keys' text as it was read, spliced in before the closing brace.

@@ -28,7 +28,7 @@ std::string NonFinite::describe() const {
     add(neg_inf, "-Inf");
     if (s.empty()) s = "no NaN or Inf";
     s += " of " + with_commas(total) + " values";
-    if (any()) s += " (first at flat index " + std::to_string(first) + ")";
+    if (any()) s += ", first at flat index " + std::to_string(first);
     return s;
 }
 

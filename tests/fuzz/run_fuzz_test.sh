@@ -11,8 +11,8 @@ dict=""
 case $name in
   safetensors|model|optim) dict=-dict=$src/dict/safetensors.dict ;;
   npy) dict=-dict=$src/dict/npy.dict ;;
-  image) dict=-dict=$src/dict/image.dict ;;
-  pth) dict=-dict=$src/dict/pickle.dict ;;
+  image|image_full) dict=-dict=$src/dict/image.dict ;;
+  pth|pickle) dict=-dict=$src/dict/pickle.dict ;;
 esac
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
