@@ -129,9 +129,15 @@ LoadedModel load(const Commands::State& s) {
     return lm;
 }
 
-// A forward pass, with an out-of-memory named by what was run.
+// A forward pass; a failure (out of memory, a kernel that could not get its buffers) names the model.
 Trace run_named(const LoadedModel& lm, const Tensor3& x, const Options& opt) {
-    return name_out_of_memory(lm.source, "running the forward pass", [&] { return vit::run(lm.weights, x, opt); });
+    try {
+        return name_out_of_memory(lm.source, "running the forward pass", [&] { return vit::run(lm.weights, x, opt); });
+    } catch (const FileError&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw std::runtime_error(lm.source + ": the forward pass failed: " + e.what());
+    }
 }
 
 // Where NaN or Inf first appears in a pass ("" when nowhere); also warned on stderr.

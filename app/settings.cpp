@@ -257,11 +257,12 @@ bool Settings::parse(const std::string& text) {
     data_ = d;
     // Unknown keys (a later version's) as their text; the last of a repeated key wins, as in the parse.
     extra_.clear();
-    for (auto& [k, v] : top_level_members(text)) {
+    for (auto& member : top_level_members(text)) {  // (not a structured binding: the lambda captures the key)
+        const std::string& k = member.first;
         if (k == "version" || k == "recent_models" || k == "recent_images" || k == "options" || k == "view") continue;
         auto same = std::find_if(extra_.begin(), extra_.end(), [&](auto& e) { return e.first == k; });
-        if (same != extra_.end()) same->second = v;
-        else extra_.emplace_back(k, v);
+        if (same != extra_.end()) same->second = member.second;
+        else extra_.push_back(member);
     }
     if (r.problems.empty()) return true;
     std::string all;

@@ -523,7 +523,7 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         if (ov.eps > 0) c.eps = ov.eps;
         if (ov.pooling) c.pooling = *ov.pooling;
         LoadedModel lm;
-        lm.weights = init_weights(c, seed);
+        lm.weights = name_out_of_memory("preset " + spec, "creating its random weights", [&] { return init_weights(c, seed); });
         lm.source = "preset:" + spec;
         return lm;
     }
