@@ -237,7 +237,7 @@ TEST(Preprocess, ExtremeAspectRatioComputesOnlyTheCrop) {
 // stay small): PNG and BMP by a k x k box average (smaller blocks at the edges), JPEG by the
 // decoder's M/8 scaling; the plan says so and keeps the file's size.
 TEST(Image, OverTheLimitScaledDownOnLoadByBoxAverage) {
-    const int W = 21, H = 15;  // limit 50 px: k = 2 gives 11 x 8 = 88, k = 3 gives 7 x 5
+    const int W = 22, H = 16;  // limit 50 px: k = 2 gives 11 x 8 = 88, k = 3 gives 8 x 6 (1-pixel edge blocks)
     std::vector<unsigned char> px(size_t(W) * H);
     for (int y = 0; y < H; ++y)
         for (int x = 0; x < W; ++x) px[size_t(y) * W + size_t(x)] = (unsigned char)(x * 11 + y * 7);
@@ -249,11 +249,11 @@ TEST(Image, OverTheLimitScaledDownOnLoadByBoxAverage) {
         Image im = decode_image(read_bytes(f), f, 50);
         EXPECT_EQ(im.file_width, W);
         EXPECT_EQ(im.file_height, H);
-        ASSERT_EQ(im.width, 7);
-        ASSERT_EQ(im.height, 5);
+        ASSERT_EQ(im.width, 8);
+        ASSERT_EQ(im.height, 6);
         EXPECT_EQ(im.scaled_by, "3x3 box average");
-        for (int oy = 0; oy < 5; ++oy)
-            for (int ox = 0; ox < 7; ++ox) {
+        for (int oy = 0; oy < 6; ++oy)
+            for (int ox = 0; ox < 8; ++ox) {
                 double s = 0;
                 int n = 0;
                 for (int y = oy * 3; y < std::min(H, oy * 3 + 3); ++y)
@@ -264,7 +264,7 @@ TEST(Image, OverTheLimitScaledDownOnLoadByBoxAverage) {
         Config c = preset("fmnist");
         PreprocessPlan plan = plan_preprocess(im, c);
         EXPECT_EQ(plan.file_w, W);
-        EXPECT_NE(plan.scaled_on_load.find("from 21x15 to 7x5 (3x3 box average)"), std::string::npos) << plan.scaled_on_load;
+        EXPECT_NE(plan.scaled_on_load.find("from 22x16 to 8x6 (3x3 box average)"), std::string::npos) << plan.scaled_on_load;
     }
     // Under the limit: untouched, and the plan says nothing.
     Image whole = decode_image(read_bytes(p), p);

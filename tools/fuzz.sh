@@ -37,9 +37,11 @@ for h in "${harnesses[@]}"; do
     image|image_full) dict=(-dict="$src/dict/image.dict") ;;
     pth|pickle) dict=(-dict="$src/dict/pickle.dict") ;;
   esac
+  timeout=10
+  [[ $h == image_full ]] && timeout=60  # real size limits: 268 M pixels take seconds under ASan (run_fuzz_test.sh)
   # -fork=1: a finding is saved and the run goes on to the end of its time.
   "$SAN/tests/fuzz/fuzz_$h" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
-    -max_total_time=$((minutes * 60)) -timeout=10 -rss_limit_mb=2560 -max_len=65536 -print_final_stats=1 \
+    -max_total_time=$((minutes * 60)) -timeout=$timeout -rss_limit_mb=2560 -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$findings/" "${dict[@]}" "$corpus" "$src/corpus/$h" \
     $([[ -d $src/regressions/$h ]] && echo "$src/regressions/$h") >"$log" 2>&1 || true
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || true)
