@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "core/io/image.h"
+
 namespace vit::app {
 
 namespace {
@@ -33,7 +35,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--settings", a.settings, "remember recent files and options in this file (default: $XDG_CONFIG_HOME/vitscope/settings.json; off in headless runs)");
     cli.add_flag("--no-settings", a.no_settings, "neither read nor write the settings file");
     cli.add_option("--model,-m", a.model, "'default', a preset (or a torchvision/timm name such as vit_b_16), or a .safetensors/.pth/.pt/.bin checkpoint")->default_val("default");
-    cli.add_option("--image,-i", a.image, "image to load (default: a bundled Fashion-MNIST sample)");
+    cli.add_option("--image,-i", a.image, "image to load: " + vit::image_formats() + " (default: a bundled Fashion-MNIST sample)");
     cli.add_option("--labels", a.labels, "class names, one per line");
     cli.add_option("--heads", a.heads, "number of heads, if the checkpoint does not say");
     cli.add_option("--stage", a.stage, "stage to show: a trace name (blocks.2.attn.pattern) or, with --layer, attn.pattern");

@@ -206,6 +206,17 @@ def main():
         case(f"{f} (trace)", [cli, "trace", "--model", P(f), "--heads", "2", "--input", P("input_ok.npy"), "--out", out], 0,
              stderr_has=named + ["the forward pass produced non-finite values: first at stage 'blocks.0.attn.q'"],
              stdout_has=["non-finite: first at stage 'blocks.0.attn.q'", "prediction: none (probs holds"], absent=["p=nan"])
+    if a.app and shutil.which("xvfb-run"):  # the window's error panel names them too
+        lay = P("layout_nan.json")
+        got, o, err, wall = run_limited(["xvfb-run", "-a", "-s", "-screen 0 1280x800x24", a.app, "--model", P("nan.safetensors"),
+                                         "--heads", "2", "--screenshot", P("nan.png"), "--layout", lay, "--width", "1280",
+                                         "--height", "800"], None, cpu_s=60, wall_s=120, env_extra={"LIBGL_ALWAYS_SOFTWARE": "1"})
+        errs = json.load(open(lay)).get("errors", []) if os.path.exists(lay) else []
+        ok(got == 0 and any("Non-finite weights in '" + P("nan.safetensors") + "'" in e["title"] and
+                            "blocks.0.attn.qkv.weight (1 NaN, 1 +Inf" in e["detail"] for e in errs),
+           f"the app's error panel names the non-finite weights (exit {got}, {wall:.1f} s)", str(errs)[:400] + err[-200:])
+        ok(any(e["title"].startswith("NaN / Inf in the forward pass") and "first at stage 'blocks.0.attn.q'" in e["detail"]
+               for e in errs), "and the first stage of the pass that holds them", str(errs)[:400])
     xn = x.copy()
     xn[0, 1, 2], xn[2, 7, 7] = np.nan, -np.inf
     np.save(P("input_nan.npy"), xn)
@@ -259,7 +270,24 @@ def main():
          stderr_has=[P("photo_9000x9000.png") + ": scaled down on load from 9000x9000 to 4500x4500 (2x2 box average)"],
          stdout_has=["prediction: class"])
 
-    # ---- 8. out of memory is named: ViT-B traced with too little address space
+    if a.app and shutil.which("xvfb-run"):  # the window's preprocessing steps say it too
+        lay = P("layout_photo.json")
+        got, o, err, wall = run_limited(["xvfb-run", "-a", "-s", "-screen 0 1280x800x24", a.app, "--model", "vit-ti16",
+                                         "--image", P("photo_9000x9000.jpg"), "--screenshot", P("photo.png"), "--layout", lay,
+                                         "--width", "1280", "--height", "800"], None, cpu_s=60, wall_s=120,
+                                        env_extra={"LIBGL_ALWAYS_SOFTWARE": "1"})
+        steps = json.load(open(lay)).get("strings", {}).get("preprocess", "") if os.path.exists(lay) else ""
+        ok(got == 0 and "original 9000x9000 RGB" in steps and
+           "-> scaled down on load from 9000x9000 to 4500x4500 (the JPEG decoder's 4/8 DCT scaling)" in steps,
+           f"the app's preprocessing steps for the 9000x9000 photo (exit {got}, {wall:.1f} s)", steps + err[-300:])
+
+    # ---- 8. a labels file of 8 M one-letter lines (16 MB) is counted, not held
+    with open(P("labels_8M.txt"), "wb") as f:
+        f.write(b"a\n" * (8 << 20))
+    case("8 M class names for a 10-class model (info)", [cli, "info", "--model", "default", "--labels", P("labels_8M.txt")], 1,
+         stderr_has=[P("labels_8M.txt") + ": 8388608 class names for a model with 10 classes"], vm_kb=GB // 2)
+
+    # ---- 9. out of memory is named: ViT-B traced with too little address space
     sample = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "assets", "samples", "9_ankle_boot_test0.png")
     for mb in (300, 700):
         case(f"vit_b_16 under {mb} MB (trace)", [cli, "trace", "--model", "vit_b_16", "--image", sample, "--out", out], 1,

@@ -549,15 +549,19 @@ void apply_labels_file(Config& c, const std::string& path) {
 }
 
 void apply_labels(Config& c, const std::string& text, const std::string& path) {
+    // Names are kept only up to the model's count (a 16 MB file of 8 M one-letter lines would
+    // otherwise hold 8 M strings); the rest are only counted, for the message.
     std::vector<std::string> names;
+    size_t count = 0;
     std::stringstream ss(text);
     std::string line;
     while (std::getline(ss, line)) {
         while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-        if (!line.empty()) names.push_back(line);
+        if (line.empty()) continue;
+        if (++count <= size_t(c.classes)) names.push_back(line);
     }
-    if (names.size() != size_t(c.classes))
-        throw FileError(path + ": " + std::to_string(names.size()) + " class names for a model with " +
+    if (count != size_t(c.classes))
+        throw FileError(path + ": " + std::to_string(count) + " class names for a model with " +
                         std::to_string(c.classes) + " classes");
     c.class_names = std::move(names);
 }

@@ -82,7 +82,9 @@ std::string read_file(const std::string& path, size_t max_bytes) {
     f.seekg(0, std::ios::end);
     std::streamoff len = f.tellg();
     if (len < 0) throw FileError(path + ": cannot determine the file size");
-    if (size_t(len) > max_bytes) throw FileError(path + ": file is too large (" + std::to_string(len) + " bytes)");
+    if (size_t(len) > max_bytes)
+        throw FileError(path + ": file is too large (" + std::to_string(len) + " bytes; at most " + std::to_string(max_bytes) +
+                        " are read)");
     std::string s(size_t(len), '\0');
     f.seekg(0);
     if (len && !f.read(&s[0], len)) throw FileError(path + ": read failed");

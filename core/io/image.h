@@ -21,8 +21,9 @@ struct Image {
     std::string scaled_by;
 };
 
-// The largest image file read (bytes).
-constexpr size_t kMaxImageFileBytes = size_t(512) << 20;
+// The largest image file read (bytes): it is held while it is decoded, beside the
+// (at most 300 MB) image it becomes.
+constexpr size_t kMaxImageFileBytes = size_t(256) << 20;
 // "PNG (8/16-bit), JPEG, BMP": the formats decode_image reads, for help texts.
 std::string image_formats();
 
