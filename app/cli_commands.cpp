@@ -144,7 +144,7 @@ Trace run_named(const LoadedModel& lm, const Tensor3& x, const Options& opt) {
 std::string report_nonfinite(const Trace& t, const std::string& what) {
     auto nf = first_nonfinite_stage(t);
     if (!nf) return "";
-    std::string m = nf->describe(t.size());
+    std::string m = nf->describe(t.entries().size());
     warn(what + ": the forward pass produced non-finite values: " + m);
     return m;
 }
@@ -341,7 +341,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 const Trace t = run_named(lm, zero, options_from(s));
                 auto nf = first_nonfinite_stage(t);
                 std::printf("non-finite in a pass on an all-zero input: %s\n",
-                            nf ? nf->describe(t.size()).c_str() : "none (the non-finite weights do not reach any stage)");
+                            nf ? nf->describe(t.entries().size()).c_str() : "none (the non-finite weights do not reach any stage)");
             }
             std::printf("stages:\n");
             for (auto& [n, sh] : stage_shapes(c)) std::printf("  %-28s %s\n", n.c_str(), shape_str(sh).c_str());

@@ -225,7 +225,7 @@ void Session::launch() {
                 r.base = b;
             }
             if (want_grads) r.grads = std::make_shared<Trace>(gradient_trace(model->weights, x, opt, -1));
-            if (auto nf = first_nonfinite_stage(*r.trace)) r.nonfinite = nf->describe(r.trace->size());
+            if (auto nf = first_nonfinite_stage(*r.trace)) r.nonfinite = nf->describe(r.trace->entries().size());
         } catch (const std::bad_alloc&) {
             r.error = "out of memory (std::bad_alloc) while running the forward pass of " + model->source;
         } catch (const std::exception& e) {
@@ -275,12 +275,10 @@ bool Session::poll(double wait_ms) {
     }
     res_ = std::move(r);
     ++version_;
-    if (!res_.nonfinite.empty()) {  // once per distinct report, not at every re-run
-        const std::string title = "NaN / Inf in the forward pass (" + model_spec_ + ")";
-        bool shown = false;
-        for (auto& e : errors_) shown |= e.title == title && e.detail == res_.nonfinite;
-        if (!shown) add_error(title, res_.nonfinite);
-    }
+    // Once per change of report, not at every re-run (a dismissed one stays dismissed while it holds).
+    if (!res_.nonfinite.empty() && res_.nonfinite != nonfinite_reported_)
+        add_error("NaN / Inf in the forward pass (" + model_spec_ + ")", res_.nonfinite);
+    nonfinite_reported_ = res_.nonfinite;
     if (dirty_) launch();  // inputs changed while running
     return true;
 }

@@ -104,6 +104,7 @@ private:
     std::shared_ptr<LoadedModel> model_;
     bool want_grads() const;
     std::string model_spec_, image_path_, error_;
+    std::string nonfinite_reported_;  // the last pass's Result::nonfinite, reported once
     std::vector<ErrorItem> errors_;
     std::optional<bool> squash_;
     GradMode grad_mode_ = GradMode::Auto;

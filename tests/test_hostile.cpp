@@ -151,7 +151,7 @@ TEST(HostileNonFinite, FirstStageOfAPass) {
     EXPECT_EQ(nf->stage, "blocks.0.attn.q");
     EXPECT_EQ(t.entries()[nf->index].name, "blocks.0.attn.q");
     EXPECT_EQ(nf->counts.nan, size_t(w.cfg.tokens()));  // feature 0 of head 0, in every token
-    EXPECT_NE(nf->describe(t.size()).find("first at stage 'blocks.0.attn.q'"), std::string::npos);
+    EXPECT_NE(nf->describe(t.entries().size()).find("first at stage 'blocks.0.attn.q'"), std::string::npos);
     Tensor3 xi = x;
     xi(1, 2, 3) = kInf;
     auto in = first_nonfinite_stage(run(w, xi));
