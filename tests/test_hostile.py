@@ -270,6 +270,13 @@ def main():
          stderr_has=[P("photo_9000x9000.png") + ": scaled down on load from 9000x9000 to 4500x4500 (2x2 box average)"],
          stdout_has=["prediction: class"])
 
+    # a progressive JPEG keeps all its coefficients while it decodes (4:4:4, 9000 x 9000: 486 MB):
+    # over the decoder's 384 MB, refused by name (not "corrupt")
+    Image.new("RGB", (9000, 9000), (90, 140, 30)).save(P("progressive_9000x9000.jpg"), quality=80, progressive=True, subsampling=0)
+    case("a progressive 9000x9000 4:4:4 JPEG (trace)",
+         [cli, "trace", "--model", "fmnist", "--image", P("progressive_9000x9000.jpg"), "--out", out], 1,
+         stderr_has=[P("progressive_9000x9000.jpg") + ": this 9000x9000 JPEG needs more than the 384 MB its decoder may use"],
+         absent=["corrupt"])
     if a.app and shutil.which("xvfb-run"):  # the window's preprocessing steps say it too
         lay = P("layout_photo.json")
         got, o, err, wall = run_limited(["xvfb-run", "-a", "-s", "-screen 0 1280x800x24", a.app, "--model", "vit-ti16",

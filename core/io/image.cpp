@@ -31,6 +31,7 @@
 #include <csetjmp>
 #include <cstdio>
 #include <jpeglib.h>
+#include <jerror.h>
 #include <png.h>
 
 #include <algorithm>
@@ -215,6 +216,8 @@ public:
     Jpeg(const Jpeg&) = delete;
     Jpeg& operator=(const Jpeg&) = delete;
     const char* msg() const { return err_.msg; }
+    // libjpeg's own buffers outgrew kJpegMaxMemory (a large progressive JPEG keeps every coefficient).
+    bool out_of_memory() const { return err_.pub.msg_code == JERR_NO_BACKING_STORE || err_.pub.msg_code == JERR_OUT_OF_MEMORY; }
     bool header() {
         if (setjmp(err_.jump)) return false;
         jpeg_create_decompress(&ci_);
@@ -375,11 +378,18 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
             int scale = 8;  // the largest M/8 that fits
             auto scaled = [&](int m) { return ((int64_t(j.width()) * m + 7) / 8) * ((int64_t(j.height()) * m + 7) / 8); };
             while (scale > 1 && scaled(scale) > keep_px) --scale;
-            if (!j.start(scale)) throw FileError(what + ": corrupt or truncated JPEG (" + j.msg() + ")");
+            auto jpeg_failed = [&] {
+                if (j.out_of_memory())
+                    return FileError(what + ": this " + dims(j.width(), j.height()) + " JPEG needs more than the " +
+                                     std::to_string(kJpegMaxMemory >> 20) + " MB its decoder may use (a progressive JPEG "
+                                     "keeps every coefficient while it is read; a baseline one of this size decodes)");
+                return FileError(what + ": corrupt or truncated JPEG (" + j.msg() + ")");
+            };
+            if (!j.start(scale)) throw jpeg_failed();
             img.file_channels = j.components();
             Shrinker s(j.out_w(), j.out_h(), j.out_n(), keep_of(j.out_n()), 1, 255.f);
             std::vector<unsigned char> row(size_t(j.out_w()) * size_t(j.out_n()));
-            if (!j.rows(row.data(), &s)) throw FileError(what + ": corrupt or truncated JPEG (" + j.msg() + ")");
+            if (!j.rows(row.data(), &s)) throw jpeg_failed();
             finish(s, j.width(), j.height(), keep_of(j.out_n()),
                    "the JPEG decoder's " + std::to_string(scale) + "/8 DCT scaling");
             return img;
