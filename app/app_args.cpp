@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tabs/tab.h"
+#include "core/io/image.h"
 
 namespace vit::app {
 
@@ -41,7 +42,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--model,-m", a.model, "'default', a preset (or a torchvision/timm name such as vit_b_16), a .safetensors/.pth/.pt/.bin checkpoint, "
                    "or hf:ORG/NAME[@REVISION] from the Hugging Face cache (downloaded into it when not there)")->default_val("default");
     cli.add_flag("--offline", a.offline, "hf: models from the Hugging Face cache only, never downloaded (as HF_HUB_OFFLINE=1)");
-    cli.add_option("--image,-i", a.image, "image to load (default: a bundled Fashion-MNIST sample)");
+    cli.add_option("--image,-i", a.image, "image to load: " + vit::image_formats() + " (default: a bundled Fashion-MNIST sample)");
     cli.add_option("--labels", a.labels, "class names, one per line");
     cli.add_option("--heads", a.heads, "number of heads, if the checkpoint does not say");
     cli.add_option("--stage", a.stage, "stage to show: a trace name (blocks.2.attn.pattern) or, with --layer, attn.pattern");

@@ -237,6 +237,8 @@ int main(int argc, char** argv) {
         if (std::string err = app->gfx.init(a.shader_dir); !err.empty()) std::fprintf(stderr, "vitscope: %s\n", err.c_str());
         // A bad file: the window stays open with the error panel. Headless runs exit 1 (message on
         // stderr), after saving the screenshot when one was asked for (it shows what a user would see).
+        // An unusable settings file: named in the error panel too (defaults in use, the file untouched).
+        if (!settings.error().empty()) app->s.add_error("Settings file not used: " + settings.path(), settings.error());
         const bool loaded = load_startup(*app, a, settings);
         if (!loaded && a.headless()) exit_code = 1;
         // --layer, --head, --patch, --query, --tour against the model asked for (when it loaded)

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/kernels/ops.h"
+#include "core/model/finite.h"
 #include "core/train/train.h"
 
 namespace vit::app {
@@ -52,6 +53,7 @@ bool Session::load_model(const std::string& spec, int heads) {
         model_ = std::move(m);
         model_spec_ = spec;
         heads_request_.reset();
+        note_nonfinite_weights(spec);
         refresh_input();
         return true;
     } catch (const HeadsNeeded& e) {
@@ -71,6 +73,12 @@ void Session::answer_heads(int n) {
     heads_request_.reset();
     error_.clear();
     begin_load_model(spec, n);
+}
+
+// NaN / Inf in the file's tensors: loaded as they are, and named in the error panel.
+void Session::note_nonfinite_weights(const std::string& spec) {
+    if (!model_->nonfinite.empty())
+        add_error("Non-finite weights in '" + spec + "' (loaded as they are)", model_->nonfinite_warning());
 }
 
 void Session::add_error(const std::string& title, const std::string& detail) {
@@ -112,10 +120,10 @@ void Session::set_weights(std::shared_ptr<LoadedModel> m, const std::string& lab
 void Session::refresh_input() {
     if (!image_path_.empty()) {
         try {
-            input_ = preprocess_for_run(image_);
-        } catch (const std::exception& e) {  // an input size the model cannot take: said, nothing runs
+            input_ = name_out_of_memory(image_path_, "preprocessing the image", [&] { return preprocess_for_run(image_); });
+        } catch (const std::exception& e) {  // the image stays on screen; without an input nothing runs
+            add_error("Could not preprocess the image '" + image_path_ + "' for this model", e.what());
             input_ = Tensor3();
-            add_error("Could not prepare the image for " + model_spec_, e.what());
         }
     } else { input_ = Tensor3(); res_ = Result{}; ++version_; }
     ++input_version_;
@@ -199,7 +207,7 @@ bool Session::load_labels(const std::string& path) {
 bool Session::load_image(const std::string& path) {
     try {
         Image im = vit::load_image(path);
-        Tensor3 x = preprocess_for_run(im);
+        Tensor3 x = name_out_of_memory(path, "preprocessing the image", [&] { return preprocess_for_run(im); });
         image_ = std::move(im);
         image_path_ = path;
         input_ = std::move(x);
@@ -257,9 +265,14 @@ void Session::launch() {
         RunRequest req;
         req.grads = want_grads;  // the backward pass in the same run: one forward
         req.model = who;
-        forward(model->weights, x, opt, *t, req);
+        try {
+            forward(model->weights, x, opt, *t, req);
+        } catch (const std::bad_alloc&) {
+            throw std::runtime_error("out of memory (std::bad_alloc) while running the forward pass of " + model->source);
+        }
         t->set_progress(nullptr);
         r.trace = t;
+        if (auto nf = first_nonfinite_stage(*t)) r.nonfinite = nf->describe(t->size());
         if (same_as_base) {
             r.base = t;
         } else if (base) {
@@ -288,6 +301,7 @@ bool Session::poll(double wait_ms) {
             model_ = std::move(out->model);
             model_spec_ = load_spec_;
             heads_request_.reset();
+            note_nonfinite_weights(model_spec_);
             refresh_input();
         } else if (job->state() == Job::State::Done && out->heads) {
             heads_request_ = std::move(out->heads);
@@ -308,6 +322,10 @@ bool Session::poll(double wait_ms) {
     res_ = std::move(*out);
     if (res_.base && res_.model) base_ = {res_.base, res_.model, input_version_, res_.base->options()};
     ++version_;
+    // Once per change of report, not at every re-run (a dismissed one stays dismissed while it holds).
+    if (!res_.nonfinite.empty() && res_.nonfinite != nonfinite_reported_)
+        add_error("NaN / Inf in the forward pass (" + model_spec_ + ")", res_.nonfinite);
+    nonfinite_reported_ = res_.nonfinite;
     return true;
 }
 

@@ -25,6 +25,8 @@ struct Result {
     std::shared_ptr<const LoadedModel> model; // the model that produced this result
     double ms = 0;
     std::string error;
+    // Where NaN / Inf first appear in `trace` ("" when nowhere): vit::first_nonfinite_stage's words.
+    std::string nonfinite;
 };
 
 // The options the Changes view compares with: the defaults at the same input size, no interventions.
@@ -131,9 +133,11 @@ private:
     void launch();
     void refresh_input();
     JobQueue& jobs_;
+    void note_nonfinite_weights(const std::string& spec);
     std::shared_ptr<LoadedModel> model_;
     bool want_grads() const;
     std::string model_spec_, image_path_, error_;
+    std::string nonfinite_reported_;  // the last pass's Result::nonfinite, reported once
     std::vector<ErrorItem> errors_;
     std::optional<bool> squash_;
     GradMode grad_mode_ = GradMode::Auto;

@@ -157,7 +157,7 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
     if (ImGui::Button("Load image") || ienter) s.load_image(image_path);
     ImGui::SameLine();
     if (ImGui::Button("...##i")) ImGui::OpenPopup("Open image");
-    if (DrawFileBrowser(tb.browser, "Open image", picked, {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".psd", ".hdr", ".pgm", ".ppm", ".pnm"})) {
+    if (DrawFileBrowser(tb.browser, "Open image", picked, {".png", ".jpg", ".jpeg", ".bmp"})) {  // what vit::image_formats() reads
         std::snprintf(image_path, sizeof tb.image_path, "%s", picked.c_str());
         s.load_image(picked);
     }
@@ -293,12 +293,13 @@ std::string list_of(const std::vector<float>& v, int prec = 3) {
 std::vector<std::string> preprocessing_lines(const Image& im, const Config& c) {
     std::vector<std::string> v;
     const char* ch = im.channels == 1 ? "gray" : "RGB";
-    v.push_back("original " + std::to_string(im.width) + "x" + std::to_string(im.height) + " " + ch +
+    PreprocessPlan p = plan_preprocess(im, c);  // file_w x file_h: the size in the file, before any scaling on load
+    v.push_back("original " + std::to_string(p.file_w) + "x" + std::to_string(p.file_h) + " " + ch +
                 (im.file_channels == 2 || im.file_channels == 4 ? " (alpha dropped)" : "") +
                 (im.sixteen_bit ? ", 16-bit" : ""));
+    if (!p.scaled_on_load.empty()) v.push_back("-> " + p.scaled_on_load);
     if (im.channels == 3 && c.channels == 1) v.push_back("-> gray: 0.299 R + 0.587 G + 0.114 B");
     if (im.channels == 1 && c.channels == 3) v.push_back("-> RGB: gray copied to 3 channels");
-    PreprocessPlan p = plan_preprocess(im.width, im.height, c);
     const char* interp = c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear";
     std::string rs = std::to_string(p.resize_w) + "x" + std::to_string(p.resize_h);
     if (p.squash) v.push_back("-> squash to " + rs + " (" + interp + ", aspect not kept)");
