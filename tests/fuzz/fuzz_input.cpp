@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         vit::Trace t = vit::run(w, x, vit::Options{});
         auto first = vit::first_nonfinite_stage(t);
         if (nf.any() && !first) std::abort();  // a NaN in the input must show up in the trace ('input' holds it)
-        if (first) (void)first->describe(t.entries().size());
+        if (first) (void)first->describe(t.size());
     });
     return 0;
 }
