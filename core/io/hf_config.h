@@ -49,6 +49,7 @@ struct ModelConfigFile {
     std::optional<std::string> global_pool;    // "token", "avg", "map", ""
     std::optional<bool> no_embed_class, class_token;
     std::optional<double> init_values;         // timm layer scale (present when set)
+    std::optional<std::string> pretrained_tag; // timm pretrained_cfg.tag ("dino", "mae", "lvd142m", ...)
     // open_clip
     std::optional<bool> quick_gelu;            // model_cfg.quick_gelu (QuickGELU is not in the weights)
     std::optional<int> head_width;             // vision_cfg.head_width: heads = width / head_width
