@@ -444,7 +444,7 @@ ConfigFile parse_config_json(const std::string& text, const std::string& what) {
     out.model.what = out.pre.what = what;
     if (j.contains("model_cfg")) {
         read_open_clip(j, what, out);
-    } else if (j.contains("architecture") && (j.contains("pretrained_cfg") || j.contains("model_args"))) {
+    } else if (j.contains("architecture")) {  // timm's save_config_for_hf (Hugging Face writes "architectures")
         read_timm(j, what, out);
     } else {
         read_hf_model(j, what, out.model);

@@ -82,7 +82,7 @@ struct ConfigFile {
 };
 
 // config.json (Hugging Face or timm) or open_clip_config.json: which one is told by
-// its content ("model_cfg": open_clip; "architecture" + "pretrained_cfg": timm).
+// its content ("model_cfg": open_clip; "architecture": timm).
 ConfigFile parse_config_json(const std::string& text, const std::string& what);
 ConfigFile read_config_json(const std::string& path);
 // preprocessor_config.json
