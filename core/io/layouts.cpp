@@ -997,7 +997,9 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
                 if (!ends(key, l.suffix)) continue;
                 std::string r = key.substr(0, key.size() - std::strlen(l.suffix));
                 if (!r.empty() && r.back() != '.') continue;
-                if (found && r.size() >= root.size()) continue;  // the shortest root: the teacher of teacher/student
+                // the shortest root (the model, not a sub-module's copy); of equal ones the teacher's,
+                // which DINO evaluates (teacher.backbone. and student.backbone. in a training checkpoint)
+                if (found && (r.size() > root.size() || (r.size() == root.size() && !starts(r, "teacher.")))) continue;
                 root = r;
                 kind = l.kind;
                 found = true;
@@ -1066,6 +1068,8 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
         c.width = dim_of(pw, ps.keys[0], 0, what);
         c.channels = dim_of(pw, ps.keys[0], 1, what);
         c.patch = dim_of(pw, ps.keys[0], 2, what);
+        if (c.width < 1 || c.patch < 1)
+            throw FileError(what + ": " + ps.keys[0] + " has shape " + shape_str_of(pw) + ": an empty patch embedding");
         if (c.channels != 1 && c.channels != 3)
             throw FileError(what + ": " + ps.keys[0] + " has shape " + shape_str_of(pw) + ": " + std::to_string(c.channels) +
                             " input channels (1 or 3 expected)");
@@ -1240,16 +1244,19 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
         default_preprocess(p, c);
         std::vector<std::string> pnotes;
         std::string ppath;
-        if (side.preprocessor && (p.kind == Kind::HfVit || p.kind == Kind::HfClip || !(cfg && cfg->kind == ConfigKind::Timm))) {
+        // the files of the code that runs this layout: open_clip's own config for its files, timm's
+        // pretrained_cfg for timm's names, else a Hugging Face processor's
+        const bool timm_cfg = cfg && cfg->kind == ConfigKind::Timm;
+        if (ocfg) {
+            apply_preprocess(side.open_clip ? side.open_clip->pre : side.config->pre, ConfigKind::OpenClip, c, pnotes);
+            ppath = ocfg_path;
+        } else if (timm_cfg && (p.kind == Kind::Timm || !side.preprocessor)) {
+            apply_preprocess(side.config->pre, ConfigKind::Timm, c, pnotes);
+            ppath = side.path;
+        } else if (side.preprocessor) {
             apply_preprocess(*side.preprocessor, ConfigKind::HuggingFace, c, pnotes);
             ppath = side.preprocessor_path;
             lm.metadata["hf.preprocessor"] = side.preprocessor_path;
-        } else if (cfg && cfg->kind == ConfigKind::Timm) {
-            apply_preprocess(side.config->pre, ConfigKind::Timm, c, pnotes);
-            ppath = side.path;
-        } else if (ocfg) {
-            apply_preprocess(side.open_clip ? side.open_clip->pre : side.config->pre, ConfigKind::OpenClip, c, pnotes);
-            ppath = ocfg_path;
         }
         if (!pnotes.empty()) {
             std::string all;

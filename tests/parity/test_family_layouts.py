@@ -335,7 +335,33 @@ def check_refusals(a, root, manifest):
        "a headless timm-layout file with no sign of DINO: a headless ViT with timm's interpolation, and a note",
        r.stdout + r.stderr)
 
-    # 6. TorchScript archives with something unexpected
+    # 6. training checkpoints' layouts: DINO's teacher and student side by side under roots of
+    # the same length (the teacher is the model), DINOv2's chunked blocks (blocks.<chunk>.<index>)
+    for name, src, rename, heads in [
+            ("dino_train.safetensors", ("dino", "dino_backbone.safetensors"),
+             lambda t: {**{"teacher.backbone." + k: v for k, v in t.items()},
+                        **{"student.backbone." + k: torch.zeros_like(v) for k, v in t.items()}}, "4"),
+            ("dinov2_chunked.safetensors", ("dinov2", "model.safetensors"),
+             lambda t: {(k.replace(f"blocks.{k.split('.')[1]}.", f"blocks.{k.split('.')[1]}.{k.split('.')[1]}.", 1)
+                         if k.startswith("blocks.") else k): v for k, v in t.items()}, "4")]:
+        t, _ = read_any(os.path.join(root, *src))
+        path = os.path.join(bad, name)
+        vitref.write_safetensors(path, rename(t))
+        out = os.path.join(bad, name + ".npz")
+        r = run(a.cli, "trace", "--model", path, "--input", os.path.join(root, src[0], "input_native.npy"), "--out", out,
+                "--heads", heads)
+        if ok(r.returncode == 0, f"{name}: loads", r.stderr):
+            table = json.loads(run(a.cli, "info", "--model", path, "--stage-table", "--heads", heads).stdout)
+            ref = {k: torch.from_numpy(v) for k, v in np.load(os.path.join(root, src[0], "ref_native.npz")).items()}
+            with np.load(out) as z:
+                ours = {k: z[k] for k in z.files}
+            N[0] += 1
+            test_parity.check(f"{name} native", ours, ref, table, fail=FAIL)
+        r = run(a.tool, "load", path, heads)
+        ok(r.returncode == 0 and any(("student" in n) or ("chunks" in n) for n in json.loads(r.stdout)["notes"]),
+           f"{name}: what was read is said in a note", r.stdout + r.stderr)
+
+    # 7. TorchScript archives with something unexpected
     arch = os.path.join(root, "clip_openai", "ViT-tiny.pt")
 
     def patched(name, edit):
