@@ -4,23 +4,16 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <cerrno>
-#include <climits>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "core/io/io.h"
 #include "core/io/layouts.h"
 #include "core/io/pth.h"
-
-#include <xtensor/xbuilder.hpp>
-#include <xtensor/xoperation.hpp>
 
 namespace vit {
 
