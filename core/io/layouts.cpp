@@ -1124,6 +1124,11 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
             const Array& pj = need(k, js, what, "the projection");
             c.embed_dim = dim_of(pj, js.keys[0], js.transpose ? 0 : 1, what);
         }
+        if (c.family == ModelFamily::Dinov2 && p.kind == Kind::Timm && p.layout == Family::Facebook && c.image_size > 224 &&
+            224 % c.patch == 0)
+            lm.notes.push_back("runs at " + std::to_string(c.image_size) + "x" + std::to_string(c.image_size) +
+                               ", the size its position table was learned at; DINOv2's own evaluation resizes to 256 and "
+                               "crops 224 (--image-size 224 runs it there, the table resized by DINOv2's rule)");
         if (!p.legacy_cfg) c.name = std::string(family_name(p.layout)) + "-" + (c.family == ModelFamily::ViT ? "vit" : [&] {
             std::string f = family_label(c.family);
             for (char& ch : f) ch = char(std::tolower(static_cast<unsigned char>(ch)));
