@@ -461,6 +461,8 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             std::printf("source: %s\nfamily: %s\nconfig: %s\n", safe(lm.source).c_str(),
                         is_preset(s.model) ? "preset (saved under timm's key names)" : family_name(lm.family),
                         safe(c.describe()).c_str());
+            if (!lm.layout.empty()) std::printf("layout: %s\n", safe(lm.layout).c_str());
+            for (const std::string& n : lm.notes) std::printf("note: %s\n", safe(n).c_str());
             std::printf("parameters: %lld\n", (long long)param_count(c));
             std::printf("gemm: %s\n", vit::ops::gemm_engine().c_str());
             std::printf("blas: %s\n", vit::blas::describe().c_str());

@@ -79,6 +79,7 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, "heads.choice.<n>", "a head count to choose"},
         {K::Rect, "heads.cancel", "cancel the heads question"},
         {K::String, "toolbar.heads", "the heads in force, as the toolbar shows them"},
+        {K::String, "toolbar.model_notes", "what the loaded file is and what its loader ignored or took from elsewhere (absent for presets)"},
         {K::String, "toolbar.samples", "the sample images the menu lists"},
         {K::String, "prediction.<k>", "the k-th prediction: class index and name"},
 

@@ -125,6 +125,16 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
     if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("from %s", s.model().heads_from.empty() ? "the model's config" : s.model().heads_from.c_str());
     pr.strings["toolbar.heads"] = std::to_string(s.config().heads);
+    // What the file is and what the loader ignored or took from elsewhere (the text tower, a decoder,
+    // an activation from the config): said where the model is chosen, never dropped silently.
+    if (!s.model().layout.empty() || !s.model().notes.empty()) {
+        ImGui::SameLine();
+        ImGui::TextDisabled("(%zu note%s)", s.model().notes.size(), s.model().notes.size() == 1 ? "" : "s");
+        std::string all = s.model().layout;
+        for (const std::string& n : s.model().notes) all += (all.empty() ? "" : "\n") + ("- " + n);
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", all.c_str());
+        pr.strings["toolbar.model_notes"] = all;
+    }
     ImGui::SameLine();
     if (ImGui::Button("Load model") || enter) s.begin_load_model(model_path, heads);
     ImGui::SameLine();

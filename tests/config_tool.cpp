@@ -2,13 +2,17 @@
 // core/io/hf_config and prints what it understood as JSON (absent fields: null).
 //   config_tool config PATH        (config.json of Hugging Face / timm, open_clip_config.json)
 //   config_tool preprocessor PATH  (preprocessor_config.json)
+//   config_tool load MODEL [HEADS] (a checkpoint through the loader, with the config files beside it:
+//                                   the whole Config, where heads and names came from, the notes)
 // A refused file: the message on stderr, exit status 1.
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "core/io/checkpoint.h"
 #include "core/io/hf_config.h"
 
 using namespace vit;
@@ -22,8 +26,8 @@ json opt(const std::optional<T>& v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 3) {
-        std::fprintf(stderr, "usage: config_tool config|preprocessor PATH\n");
+    if (argc != 3 && !(argc == 4 && std::string(argv[1]) == "load")) {
+        std::fprintf(stderr, "usage: config_tool config|preprocessor PATH | load MODEL [HEADS]\n");
         return 2;
     }
     try {
@@ -56,6 +60,17 @@ int main(int argc, char** argv) {
                  {"resize_width", opt(p.resize_width)}, {"crop_height", opt(p.crop_height)},
                  {"crop_width", opt(p.crop_width)}, {"resample", opt(p.resample)},
                  {"do_center_crop", opt(p.do_center_crop)}, {"rescale_factor", opt(p.rescale_factor)}};
+        } else if (kind == "load") {
+            LoadOverrides ov;
+            if (argc == 4) ov.heads = std::atoi(argv[3]);
+            LoadedModel lm = load_model(argv[2], ov);
+            json meta = json::object();
+            for (auto& [k, v] : lm.metadata)
+                if (k.rfind("hf.", 0) == 0 || k.rfind("vitscope.", 0) == 0 || k.rfind("pth.", 0) == 0 || k.rfind("open_clip.", 0) == 0)
+                    if (k != "vitscope.config") meta[k] = v;
+            j = {{"config", json::parse(config_to_json(lm.weights.cfg))}, {"family", family_name(lm.family)},
+                 {"layout", lm.layout}, {"heads_from", lm.heads_from}, {"labels_from", lm.labels_from},
+                 {"notes", lm.notes}, {"metadata", meta}, {"params", param_numel(lm.weights)}};
         } else {
             std::fprintf(stderr, "unknown kind %s\n", argv[1]);
             return 2;

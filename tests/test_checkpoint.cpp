@@ -7,10 +7,12 @@
 #include <fstream>
 
 #include "core/io/checkpoint.h"
+#include "core/io/layouts.h"
 #include "core/model/forward.h"
 #include "core/io/io.h"
 
 #include <xtensor/xbuilder.hpp>
+#include <xtensor/xview.hpp>
 
 using namespace vit;
 
@@ -185,6 +187,21 @@ TEST(CheckpointBad, MissingUnexpectedAndMisshapedListedTogether) {
     EXPECT_NE(msg.find("blocks.0.mlp.fc1.bias"), std::string::npos) << msg;  // (32) vs inferred mlp 31
 }
 
+// The first MLP layer is where the loader reads the MLP width; without it the width comes from the
+// second, so the message still lists every missing tensor rather than stopping at that one.
+TEST(CheckpointBad, MissingFirstMlpLayerListedWithTheRest) {
+    auto m = timm_tensors(init_weights(preset("toy-gray4"), 1));
+    m.erase("blocks.0.mlp.fc1.weight");
+    m.erase("head.bias");
+    LoadOverrides ov;
+    ov.heads = 2;
+    std::string msg = message_of(std::move(m), ov);
+    EXPECT_NE(msg.find("missing (2)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("blocks.0.mlp.fc1.weight"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("head.bias"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("wrong shape"), std::string::npos) << msg;  // fc1.bias and fc2 fit the width read from fc2
+}
+
 TEST(CheckpointBad, NotAViTAndNonSquareGrid) {
     std::map<std::string, Array> m;
     m.emplace("model.fc.weight", Array(xt::zeros<float>({2, 2})));
@@ -212,5 +229,132 @@ TEST(Checkpoint, PresetsAndUnknownNames) {
         FAIL();
     } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("vit-b16"), std::string::npos);
+    }
+}
+
+// The loader's shapes of each canonical parameter (core/io/layouts.h param_shape) are the ones
+// the model allocates (shaped_weights), for every family's parts.
+TEST(Layouts, ParamShapeIsTheModelsShape) {
+    std::vector<Config> cs;
+    for (const char* n : {"toy-rgb8", "deit-ti16-distilled", "dinov2-s14-reg", "clip-b32", "siglip-b16", "mae-b16"})
+        cs.push_back(preset(n));
+    Config sw = preset("dinov2-s14");
+    sw.act = Act::SwiGlu;
+    sw.mlp = 1024;
+    cs.push_back(sw);
+    for (const Config& c : cs) {
+        SCOPED_TRACE(c.name);
+        const Weights w = shaped_weights(c);
+        size_t n = 0;
+        for_each_param([&](const std::string& name, const auto& t) {
+            ++n;
+            EXPECT_EQ(param_shape(c, name), shape_of(t)) << name;
+        }, w);
+        EXPECT_GT(n, 10u);
+    }
+}
+
+TEST(Layouts, PublishedShapesOfTheFamilies) {
+    EXPECT_EQ(known_heads(1536, 40, 4096), 24);  // DINOv2 ViT-g/14 (SwiGLU hidden 4096)
+    EXPECT_EQ(known_heads(1408, 40, 6144), 16);  // open_clip ViT-g-14
+    EXPECT_EQ(known_heads(1664, 48, 8192), 16);  // open_clip ViT-bigG-14
+    EXPECT_EQ(known_heads(1152, 27, 4304), 16);  // SigLIP So400m
+    EXPECT_EQ(known_heads(1536, 40, 6144), 0);   // no such model: asked, not guessed
+}
+
+namespace {
+namespace fs = std::filesystem;
+void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
+
+// A DINOv2 ViT-S/14 of one block under Hugging Face's names, its table learned at 518 px (37 x 37).
+std::map<std::string, Array> hf_dinov2(const Weights& w) {
+    std::map<std::string, Array> m;
+    const size_t D = w.cfg.width;
+    auto put = [&](const std::string& k, const Array& a) { m.emplace(k, a); };
+    put("embeddings.cls_token", Array(w.cls));
+    put("embeddings.mask_token", Array(xt::zeros<float>({size_t(1), D})));
+    put("embeddings.position_embeddings", Array(w.pos));
+    Array pw = w.patch_w;
+    pw.reshape({D, size_t(3), size_t(14), size_t(14)});
+    put("embeddings.patch_embeddings.projection.weight", pw);
+    put("embeddings.patch_embeddings.projection.bias", Array(w.patch_b));
+    const BlockW& b = w.blocks[0];
+    const std::string p = "encoder.layer.0.";
+    put(p + "norm1.weight", Array(b.ln1.g)); put(p + "norm1.bias", Array(b.ln1.b));
+    put(p + "norm2.weight", Array(b.ln2.g)); put(p + "norm2.bias", Array(b.ln2.b));
+    const char* qkv[] = {"query", "key", "value"};
+    for (size_t s = 0; s < 3; ++s) {
+        put(p + "attention.attention." + qkv[s] + ".weight", Array(xt::view(b.qkv_w, xt::range(s * D, (s + 1) * D), xt::all())));
+        put(p + "attention.attention." + qkv[s] + ".bias", Array(xt::view(b.qkv_b, xt::range(s * D, (s + 1) * D))));
+    }
+    put(p + "attention.output.dense.weight", Array(b.proj_w)); put(p + "attention.output.dense.bias", Array(b.proj_b));
+    put(p + "layer_scale1.lambda1", Array(b.ls1)); put(p + "layer_scale2.lambda1", Array(b.ls2));
+    put(p + "mlp.fc1.weight", Array(b.fc1_w)); put(p + "mlp.fc1.bias", Array(b.fc1_b));
+    put(p + "mlp.fc2.weight", Array(b.fc2_w)); put(p + "mlp.fc2.bias", Array(b.fc2_b));
+    put("layernorm.weight", Array(w.ln_f.g)); put("layernorm.bias", Array(w.ln_f.b));
+    return m;
+}
+}  // namespace
+
+// Hugging Face's Dinov2 runs at its processor's crop (224) with the 37 x 37 table learned at 518
+// resized: the size the fixtures (crop = native) never exercise.
+TEST(Layouts, HuggingFaceDinov2RunsAtItsProcessorsCrop) {
+    Config c = preset("dinov2-s14");  // 224 px, pos_grid 37
+    c.depth = 1;
+    const Weights w = init_weights(c, 3);
+    const fs::path d = fs::temp_directory_path() / "vitscope_hf_dinov2";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    std::vector<ArrayRef> refs;
+    const auto tensors = hf_dinov2(w);
+    for (auto& [k, a] : tensors) refs.push_back(array_ref(k, a));
+    write_safetensors((d / "model.safetensors").string(), refs, {{"format", "pt"}});
+    write_text(d / "config.json", R"({"model_type": "dinov2", "architectures": ["Dinov2Model"], "hidden_size": 384,
+        "num_hidden_layers": 1, "num_attention_heads": 6, "image_size": 518, "patch_size": 14, "mlp_ratio": 4,
+        "layer_norm_eps": 1e-06, "hidden_act": "gelu"})");
+    write_text(d / "preprocessor_config.json", R"({"image_processor_type": "BitImageProcessor", "do_resize": true,
+        "size": {"shortest_edge": 256}, "do_center_crop": true, "crop_size": {"height": 224, "width": 224},
+        "resample": 3, "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]})");
+    LoadedModel lm = load_model((d / "model.safetensors").string());
+    const Config& g = lm.weights.cfg;
+    EXPECT_EQ(g.family, ModelFamily::Dinov2);
+    EXPECT_EQ(lm.family, Family::HuggingFace);
+    EXPECT_EQ(g.image_size, 224);
+    EXPECT_EQ(g.pos_grid, 37);
+    EXPECT_EQ(g.pos_rule, PosRule::Hf);
+    EXPECT_EQ(g.heads, 6);
+    EXPECT_EQ(g.pre.resize, 256);
+    EXPECT_FALSE(g.pre.squash);
+    EXPECT_EQ(g.pre.interp, Interp::Bicubic);
+    EXPECT_EQ(lm.metadata.count("vitscope.preprocess_note"), 0u);
+    bool said = false;
+    for (auto& n : lm.notes) said |= n.find("runs at 224x224") != std::string::npos && n.find("37x37") != std::string::npos;
+    EXPECT_TRUE(said) << lm.metadata["vitscope.load_note"];
+    // the same weights, equal to the preset's at its 224 px (the table resized the same way)
+    Tensor3 x = Tensor3::from_shape({3, 224, 224});
+    for (size_t i = 0; i < x.size(); ++i) x.flat(i) = float(int(i % 13) - 6) / 6.f;
+    Weights ref = w;
+    ref.cfg.pos_rule = PosRule::Hf;
+    ref.cfg.heads = 6;
+    const Trace a = run(lm.weights, x), b = run(ref, x);
+    EXPECT_EQ(a.get("embedding"), b.get("embedding"));
+    fs::remove_all(d);
+}
+
+// A config.json beside a checkpoint is read by core/io/hf_config: a timm config gives its
+// model_args heads and label_names; a broken one is an error naming the file and the field.
+TEST(Layouts, SideConfigReadsTimmConfigs) {
+    SideConfig sc = parse_side_config(R"({"architecture": "vit_small_patch16_224", "num_classes": 2,
+        "label_names": ["cat", "dog"], "model_args": {"embed_dim": 384, "num_heads": 6, "depth": 12}})", "t/config.json");
+    EXPECT_EQ(sc.heads, 6);
+    EXPECT_EQ(sc.width, 384);
+    EXPECT_EQ(sc.class_names, (std::vector<std::string>{"cat", "dog"}));
+    ASSERT_TRUE(sc.config.has_value());
+    EXPECT_EQ(sc.config->model.kind, ConfigKind::Timm);
+    try {
+        parse_side_config(R"({"architecture": "x", "model_args": {"num_heads": "six"}})", "t/config.json");
+        ADD_FAILURE() << "accepted a string head count";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("t/config.json: field 'model_args.num_heads'"), std::string::npos) << e.what();
     }
 }

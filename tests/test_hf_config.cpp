@@ -248,8 +248,8 @@ TEST(HfConfig, HostileFilesAreRefusedNamingFileAndField) {
     expect_refused([] { cfg(R"({"id2label": {"0": 7}})"); }, {f, "'id2label.0'", "not a string"});
     expect_refused([] { cfg(R"({"hidden_size": 8, "hidden_size": 16})"); }, {f, "'hidden_size' appears twice"});
     expect_refused([] { cfg(R"([1, 2, 3])"); }, {f, "not a JSON object"});
-    expect_refused([] { cfg("{\"model_type\": \"vit\""); }, {f, "not valid UTF-8 JSON"});
-    expect_refused([] { cfg("{\"model_type\": \"\xff\xfe\"}"); }, {f, "not valid UTF-8 JSON"});
+    expect_refused([] { cfg("{\"model_type\": \"vit\""); }, {f, "not valid JSON (UTF-8"});
+    expect_refused([] { cfg("{\"model_type\": \"\xff\xfe\"}"); }, {f, "not valid JSON (UTF-8"});
     expect_refused([] { cfg(std::string(40, '[') + std::string(40, ']')); }, {f, "nested more than 32 levels"});
     expect_refused([] { cfg("{\"a\": " + std::string(100000, '[') + "}"); }, {f, "nested more than 32 levels"});
     std::string many = "{\"a\": [";

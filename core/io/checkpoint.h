@@ -1,5 +1,7 @@
-// Loading and saving whole models: presets, the embedded default, and
-// .safetensors checkpoints in timm, Hugging Face or torchvision layout.
+// Loading and saving whole models: presets, the embedded default, and checkpoints
+// (.safetensors, torch.save zips, OpenAI's TorchScript archives) in the layouts of
+// timm, Hugging Face, torchvision, OpenAI CLIP, open_clip and facebookresearch's
+// DeiT / DINO / DINOv2 / MAE code (core/io/layouts.cpp tells them apart).
 #pragma once
 #include <map>
 #include <string>
@@ -8,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/io/hf_config.h"
 #include "core/io/hub.h"
 #include "core/io/io.h"
 #include "core/model/finite.h"
@@ -15,7 +18,9 @@
 
 namespace vit {
 
-enum class Family { Timm, HuggingFace, Torchvision };
+// Whose key names a checkpoint uses (the model family itself is Config::family).
+enum class Family { Timm, HuggingFace, Torchvision, OpenAI, OpenClip, Facebook };
+// "timm", "huggingface", "torchvision", "openai", "open_clip", "facebookresearch"
 const char* family_name(Family f);
 
 // Settings the shapes cannot tell. Unset fields come from the file's
@@ -39,20 +44,36 @@ struct LoadedModel {
     std::vector<std::pair<std::string, NonFinite>> nonfinite;
     // "x.safetensors: 2 tensors hold non-finite values: ..." ("" when there are none).
     std::string nonfinite_warning() const;
+    std::string layout;        // what the file is, in words: "DINOv2 with 4 registers, facebookresearch/dinov2 layout"
+    // What the loader ignored or took from outside the weights, each said once ("the text tower
+    // (text_model.*, 16 tensors) is not part of the image model: ignored"); also in
+    // metadata["vitscope.load_note"], one per line.
+    std::vector<std::string> notes;
 };
 
-// What a Hugging Face config.json beside a checkpoint says (the fields ViTScope reads).
+// The config files beside a checkpoint, each read by core/io/hf_config (the one parser of them).
 struct SideConfig {
     std::string path;                      // the config.json read ("" when there was none)
-    int heads = 0;                         // num_attention_heads (or vision_config's), 0 if absent
-    int width = 0;                         // hidden_size (or vision_config's), 0 if absent
-    std::vector<std::string> class_names;  // from id2label, in index order; empty if absent or placeholders
+    int heads = 0;                         // num_attention_heads (or vision_config's; timm: model_args.num_heads), 0 if absent
+    int width = 0;                         // hidden_size (or vision_config's; timm: model_args.embed_dim), 0 if absent
+    std::vector<std::string> class_names;  // from id2label (timm: label_names), in index order; empty if absent or placeholders
+    std::optional<ConfigFile> config;      // all of config.json: Hugging Face, timm (or open_clip's, by that name)
+    std::string open_clip_path;            // open_clip_config.json ("" when there was none)
+    std::optional<ConfigFile> open_clip;
+    std::string preprocessor_path;         // preprocessor_config.json ("" when there was none)
+    std::optional<PreprocessConfig> preprocessor;
+    // The checkpoint's own name (file, and the Hugging Face repository of a cache path): open_clip's
+    // "-quickgelu" models, DINO's and MAE's released files say what they are only there.
+    std::string name;
 };
 // Reads `dir`/config.json if it exists; a file that is there but malformed is a FileError naming
 // it and the field. HF's placeholder labels ("LABEL_0", ...) are not names and are dropped.
 SideConfig read_side_config(const std::string& dir);
 // The same from the file's text; `path` names it in errors (and is SideConfig::path).
 SideConfig parse_side_config(const std::string& text, const std::string& path);
+// Every config file beside the checkpoint `weights`: config.json, open_clip_config.json and
+// preprocessor_config.json (those that exist), and the checkpoint's name.
+SideConfig read_side_files(const std::string& weights);
 
 // The number of heads is not known: not in the file, not in a config.json beside it, not a
 // published ViT shape. The message says --heads N is needed and lists the possible N.
@@ -88,11 +109,12 @@ int known_heads(int width, int depth, int mlp);
 // it, as in a hub snapshot, is read with them: see load_checkpoint_files.
 LoadedModel load_model(const std::string& spec, const LoadOverrides& ov = {}, uint64_t seed = 0);
 // A weights file with the Hugging Face config.json and preprocessor_config.json of its repository
-// ("" for none). The config gives what the shapes cannot: num_attention_heads, layer_norm_eps and
-// id2label (Hugging Face), label_names and pretrained_cfg (timm); the preprocessor config the
-// mean, std, resize, crop and interpolation. The file's own __metadata__ and the overrides win.
-// Metadata records what was used: hf.config, hf.preprocessor, hf.model_type and, for settings that
-// could not be followed, vitscope.preprocess_note.
+// ("" for none; an open_clip_config.json beside the weights is read too). The config gives what
+// the shapes cannot: num_attention_heads, layer_norm_eps, hidden_act and id2label (Hugging Face),
+// model_args, label_names and pretrained_cfg (timm); the preprocessor config the mean, std,
+// resize, crop and interpolation. The file's own __metadata__ and the overrides win. Metadata
+// records what was used: hf.config, hf.preprocessor, hf.model_type and, for settings that could
+// not be followed, vitscope.preprocess_note.
 LoadedModel load_checkpoint_files(const std::string& weights, const std::string& config_json,
                                   const std::string& preprocessor_json, const LoadOverrides& ov = {});
 // The tensors of a checkpoint file: .safetensors, or a torch.save zip
@@ -102,8 +124,8 @@ SafeTensors read_checkpoint(const std::string& path);
 extern const char* const kCheckpointFormats;
 // Tensor names, dtypes and shapes of a checkpoint file from its header alone (chosen as read_checkpoint chooses).
 TensorIndex index_checkpoint(const std::string& path);
-// From already-read tensors (used by load_model and the tests).
-// `side`: a config.json beside the file (read_side_config), or null.
+// From already-read tensors (used by load_model and the tests): the layout is told by the key
+// names and shapes (core/io/layouts.cpp). `side`: the config files beside the file, or null.
 LoadedModel weights_from_tensors(std::map<std::string, Array> tensors,
                                  const std::map<std::string, std::string>& metadata,
                                  const std::string& what, const LoadOverrides& ov,

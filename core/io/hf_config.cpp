@@ -43,7 +43,7 @@ json parse_bounded(const std::string& text, const std::string& what) {
     try {
         j = json::parse(text, cb);
     } catch (const json::exception& e) {
-        throw FileError(what + ": not valid UTF-8 JSON (" + e.what() + ")");
+        throw FileError(what + ": not valid JSON (UTF-8 JSON text expected: " + std::string(e.what()) + ")");
     }
     if (!dup.empty()) throw FileError(what + ": the key '" + dup + "' appears twice in one object");
     if (!j.is_object()) throw FileError(what + ": not a JSON object");
@@ -298,6 +298,7 @@ void read_timm(const json& j, const std::string& what, ConfigFile& out) {
             p.input_width = f.int_value("input_size", (*in)[2], 1, kMaxImageSize);
             if (!m.num_channels) m.num_channels = ch;
         }
+        m.pretrained_tag = f.text("tag");
         p.resample = f.text("interpolation");
         p.crop_pct = f.number("crop_pct", 0.0, 1.0, true);
         p.crop_mode = f.text("crop_mode");
@@ -443,7 +444,7 @@ ConfigFile parse_config_json(const std::string& text, const std::string& what) {
     out.model.what = out.pre.what = what;
     if (j.contains("model_cfg")) {
         read_open_clip(j, what, out);
-    } else if (j.contains("architecture") && (j.contains("pretrained_cfg") || j.contains("model_args"))) {
+    } else if (j.contains("architecture")) {  // timm's save_config_for_hf (Hugging Face writes "architectures")
         read_timm(j, what, out);
     } else {
         read_hf_model(j, what, out.model);

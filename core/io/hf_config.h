@@ -49,6 +49,7 @@ struct ModelConfigFile {
     std::optional<std::string> global_pool;    // "token", "avg", "map", ""
     std::optional<bool> no_embed_class, class_token;
     std::optional<double> init_values;         // timm layer scale (present when set)
+    std::optional<std::string> pretrained_tag; // timm pretrained_cfg.tag ("dino", "mae", "lvd142m", ...)
     // open_clip
     std::optional<bool> quick_gelu;            // model_cfg.quick_gelu (QuickGELU is not in the weights)
     std::optional<int> head_width;             // vision_cfg.head_width: heads = width / head_width
@@ -81,7 +82,7 @@ struct ConfigFile {
 };
 
 // config.json (Hugging Face or timm) or open_clip_config.json: which one is told by
-// its content ("model_cfg": open_clip; "architecture" + "pretrained_cfg": timm).
+// its content ("model_cfg": open_clip; "architecture": timm).
 ConfigFile parse_config_json(const std::string& text, const std::string& what);
 ConfigFile read_config_json(const std::string& path);
 // preprocessor_config.json

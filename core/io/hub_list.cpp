@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/io/checkpoint.h"
+#include "core/io/hf_config.h"
 #include "core/io/hub.h"
 #include "core/io/io.h"
 
@@ -17,7 +17,6 @@ namespace vit::hub {
 
 namespace {
 
-using json = nlohmann::json;
 using Shapes = std::map<std::string, std::vector<size_t>>;
 
 const std::vector<size_t>* get(const Shapes& m, const std::string& k) {
@@ -68,25 +67,19 @@ std::string size_name(size_t width, int depth) {
     return "";
 }
 
-json parse_config(const std::string& text) {
-    if (text.empty()) return json();
-    size_t values = 0;
-    json::parser_callback_t cb = [&](int depth, json::parse_event_t, json&) {
-        if (depth > 32 || ++values > 1'000'000) throw std::length_error("config too deep or too large");
-        return true;
-    };
+// What a config.json beside the weights names (core/io/hf_config reads it): Hugging Face's
+// model_type, or timm's architecture. A listing says what it can: a config that does not parse
+// names nothing here (opening the model reports it).
+std::pair<std::string, std::string> config_names(const std::string& text) {
+    if (text.empty()) return {};
     try {
-        json j = json::parse(text, cb);
-        return j.is_object() ? j : json();
-    } catch (...) {
-        return json();
+        const ConfigFile cf = parse_config_json(text, "config.json");
+        if (cf.model.kind == ConfigKind::Timm)
+            return {"", cf.model.architectures.empty() ? "" : cf.model.architectures[0]};
+        return {cf.model.model_type.value_or(""), ""};
+    } catch (const FileError&) {
+        return {};
     }
-}
-
-std::string str_of(const json& j, const char* k) {
-    if (!j.is_object()) return "";
-    auto it = j.find(k);
-    return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 }  // namespace
@@ -94,8 +87,7 @@ std::string str_of(const json& j, const char* k) {
 Identity identify(const Shapes& all, const std::string& config_json) {
     Identity id;
     for (auto& [k, s] : all) id.params = int64_t(std::min<uint64_t>(uint64_t(id.params) + numel(s), uint64_t(1) << 62));
-    const json cfg = parse_config(config_json);
-    const std::string model_type = str_of(cfg, "model_type"), timm_arch = str_of(cfg, "architecture");
+    const auto [model_type, timm_arch] = config_names(config_json);
 
     // The patch embedding names the layout; what comes before it (module., teacher.backbone.,
     // vision_model., visual., vit., ...) is the model's root inside the file.

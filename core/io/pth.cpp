@@ -53,15 +53,17 @@ Array make_tensor(const Shape& shape) { return empty_array(shape); }
 // ------------------------------------------------------------------ pickle values
 
 // What the allowed globals are.
-enum class G { OrderedDict, RebuildTensorV2, RebuildParameter, RebuildParameterWithState, Storage, UntypedStorage, DType };
+enum class G { OrderedDict, RebuildTensorV2, RebuildParameter, RebuildParameterWithState, Storage, UntypedStorage, DType,
+               ClassTag,   // a class only ever instantiated empty by NEWOBJ and filled by BUILD (never called)
+               JitList };  // torch.jit._pickle's build_*list / restore_type_tag: they return their argument
 
 struct Val {
-    enum Kind { None, Bool, Int, Float, Str, Tuple, List, Dict, Global, Storage, Tensor } kind = None;
+    enum Kind { None, Bool, Int, Float, Str, Tuple, List, Dict, Global, Storage, Tensor, Object } kind = None;
     int64_t i = 0;
     double f = 0;
-    std::string s;                          // Str; Global: "module.name"; Storage: key
+    std::string s;                          // Str; Global and Object: "module.name" (the class); Storage: key
     std::vector<Val*> items;                // Tuple, List
-    std::vector<std::pair<Val*, Val*>> dict;  // Dict, in insertion order
+    std::vector<std::pair<Val*, Val*>> dict;  // Dict, in insertion order; Object: its attributes (BUILD)
     G g = G::OrderedDict;                   // Global
     DT dt = DT::None;                       // Global (Storage, DType), Storage, Tensor
     // Storage: numel as the pickle states it. Tensor: its view.
@@ -77,7 +79,7 @@ const char* kind_name(Val::Kind k) {
         case Val::None: return "None"; case Val::Bool: return "bool"; case Val::Int: return "int";
         case Val::Float: return "float"; case Val::Str: return "str"; case Val::Tuple: return "tuple";
         case Val::List: return "list"; case Val::Dict: return "dict"; case Val::Global: return "global";
-        case Val::Storage: return "storage"; case Val::Tensor: return "tensor";
+        case Val::Storage: return "storage"; case Val::Tensor: return "tensor"; case Val::Object: return "object";
     }
     return "?";
 }
@@ -144,6 +146,14 @@ public:
         return it == entries_.end() ? nullptr : &it->second;
     }
     const std::string& prefix() const { return prefix_; }
+    // A TorchScript archive (torch.jit.save): its data.pkl is a tree of module objects, and it
+    // holds code/ (the scripted source) and constants.pkl, neither of which is ever read here.
+    bool torchscript() const {
+        if (!find("constants.pkl")) return false;
+        for (auto& [name, e] : entries_)
+            if (name.compare(0, 5, "code/") == 0) return true;
+        return false;
+    }
 
     // Reads a whole entry; its declared size was checked against the input in the constructor.
     std::string read(const std::string& rel, uint64_t limit) {
@@ -185,10 +195,20 @@ private:
 
 // ------------------------------------------------------------------ the unpickler
 
+// A name from the file, fit for a message: control characters replaced, at most 200 bytes.
+std::string printable(std::string s) {
+    if (s.size() > 200) s = s.substr(0, 200) + "...";
+    for (char& c : s) if (static_cast<unsigned char>(c) < 32 || c == 127) c = '?';
+    return s;
+}
+
 class Unpickler {
 public:
-    Unpickler(const std::string& bytes, Archive& ar, const std::string& what)
-        : p_(reinterpret_cast<const unsigned char*>(bytes.data())), n_(bytes.size()), ar_(ar), what_(what) {}
+    // torchscript: the archive is a TorchScript one, whose data.pkl also names the scripted
+    // classes (__torch__.*) and torch.jit._pickle's list builders.
+    Unpickler(const std::string& bytes, Archive& ar, const std::string& what, bool torchscript)
+        : p_(reinterpret_cast<const unsigned char*>(bytes.data())), n_(bytes.size()), ar_(ar), what_(what),
+          torchscript_(torchscript) {}
 
     Val* run() {
         while (true) {
@@ -296,17 +316,37 @@ public:
                     push(global(mod->s, name->s), at);
                     break;
                 }
+                case 0x81: {                             // NEWOBJ: an empty object of an allowed class
+                    Val* args = pop(at);
+                    Val* cls = pop(at);
+                    if (cls->kind != Val::Global || cls->g != G::ClassTag)
+                        fail_at(at, "NEWOBJ of " + (cls->kind == Val::Global ? "'" + printable(cls->s) + "'"
+                                                                             : std::string("a ") + kind_name(cls->kind)) +
+                                        ", which is not a class a checkpoint's data holds");
+                    if (args->kind != Val::Tuple || !args->items.empty())
+                        fail_at(at, "NEWOBJ of " + printable(cls->s) + " with arguments (an object here is only ever filled by BUILD)");
+                    Val* o = mk(Val::Object);
+                    o->s = cls->s;
+                    push(o, at);
+                    break;
+                }
                 case 'R': {                              // REDUCE
                     Val* args = pop(at);
                     Val* fn = pop(at);
                     push(reduce(fn, args, at), at);
                     break;
                 }
-                case 'b': {                              // BUILD: only the OrderedDict's _metadata and a parameter's state
+                case 'b': {                              // BUILD: an object's attributes; the OrderedDict's _metadata and a parameter's state (ignored)
                     Val* state = pop(at);
-                    (void)state;
                     if (stack_.size() <= floor()) fail_at(at, "BUILD on an empty stack");
                     Val* obj = stack_.back();
+                    if (obj->kind == Val::Object) {  // the attributes as a dict: set, never a __setstate__ call
+                        if (state->kind != Val::Dict)
+                            fail_at(at, "BUILD of a " + printable(obj->s) + " object from a " + kind_name(state->kind) +
+                                            ", not a dict of attributes");
+                        obj->dict.insert(obj->dict.end(), state->dict.begin(), state->dict.end());
+                        break;
+                    }
                     if (obj->kind != Val::Dict && obj->kind != Val::Tensor)
                         fail_at(at, std::string("BUILD on a ") + kind_name(obj->kind) + ", which a state dict never needs");
                     break;
@@ -432,17 +472,23 @@ private:
         else if (mod == "torch._utils" && name == "_rebuild_parameter") v->g = G::RebuildParameter;
         else if (mod == "torch._utils" && name == "_rebuild_parameter_with_state") v->g = G::RebuildParameterWithState;
         else if ((mod == "torch" || mod == "torch.storage") && name == "UntypedStorage") { v->g = G::UntypedStorage; v->dt = DT::U8; }
+        else if (mod == "argparse" && name == "Namespace") v->g = G::ClassTag;  // DINO's full checkpoints keep their args
+        else if (torchscript_ && (mod == "__torch__" || mod.compare(0, 10, "__torch__.") == 0)) v->g = G::ClassTag;
+        else if (torchscript_ && mod == "torch.jit._pickle" &&
+                 (name == "build_intlist" || name == "build_doublelist" || name == "build_boollist" ||
+                  name == "build_tensorlist" || name == "restore_type_tag"))
+            v->g = G::JitList;
         else {
             if (mod == "torch")
                 for (auto& d : kDTypes) {
                     if (name == d.storage) { v->g = G::Storage; v->dt = d.dt; return v; }
                     if (name == d.dtype) { v->g = G::DType; v->dt = d.dt; return v; }
                 }
-            std::string shown = v->s;
-            for (char& c : shown) if (static_cast<unsigned char>(c) < 32 || c == 127) c = '?';
-            fail("refusing the global '" + shown + "': a torch.save state dict needs only collections.OrderedDict, "
-                 "torch._utils._rebuild_tensor_v2 / _rebuild_parameter and torch storage types, "
-                 "and this reader never calls anything else (a pickle can run code)");
+            fail("refusing the global '" + printable(v->s) + "': a torch.save state dict needs only collections.OrderedDict, "
+                 "torch._utils._rebuild_tensor_v2 / _rebuild_parameter and torch storage types" +
+                 std::string(torchscript_ ? " (a TorchScript archive also its __torch__ classes and torch.jit._pickle's "
+                                            "list builders)" : "") +
+                 ", and this reader never calls anything else (a pickle can run code)");
         }
         return v;
     }
@@ -484,6 +530,10 @@ private:
                 }
                 return t;
             }
+            case G::JitList:  // build_intlist(list) and friends, restore_type_tag(value, type): the value itself
+                if (fn->s == "torch.jit._pickle.restore_type_tag" ? a.size() != 2 : (a.size() != 1 || a[0]->kind != Val::List))
+                    fail_at(at, fn->s + " with unexpected arguments");
+                return a[0];
             case G::RebuildParameter:
             case G::RebuildParameterWithState:
                 if (a.size() != (fn->g == G::RebuildParameter ? 3u : 4u) || a[0]->kind != Val::Tensor)
@@ -527,6 +577,7 @@ private:
     size_t n_, pos_ = 0;
     Archive& ar_;
     std::string what_;
+    bool torchscript_;
     std::deque<Val> arena_;  // owns every value; the graph holds plain pointers (no cycles to leak)
     std::deque<Val::View> views_;  // at most one per value
     std::vector<Val*> stack_;
@@ -539,24 +590,29 @@ bool has_tensor(const Val* d) {
     return false;
 }
 
-// The state dict: the top-level dict, or one (up to two levels) under a usual wrapper key.
-const Val* find_state_dict(const Val* top, const std::string& what) {
-    static const char* wrappers[] = {"model", "state_dict", "module", "model_state_dict", "state_dict_ema", "model_ema"};
+// The state dict: the top-level dict, or one (up to two levels) under a usual wrapper key
+// ("teacher": DINO's full checkpoints, whose own loader evaluates the teacher). `path` gets the
+// wrapper keys taken ("teacher", "model"; "" for the top level).
+const Val* find_state_dict(const Val* top, const std::string& what, std::string& path) {
+    static const char* wrappers[] = {"model", "state_dict", "module", "model_state_dict", "state_dict_ema", "model_ema",
+                                     "teacher"};
     if (top->kind == Val::Tensor) throw FileError(what + ": holds a single tensor, not a state dict");
     if (top->kind != Val::Dict) throw FileError(what + std::string(": holds a ") + kind_name(top->kind) + ", not a state dict");
     const Val* d = top;
     for (int depth = 0; depth < 3; ++depth) {
         // A wrapper key first: a real state dict never maps "model" to a dict.
         const Val* next = nullptr;
+        const char* took = nullptr;
         for (const char* w : wrappers) {
             for (auto& [k, v] : d->dict)
-                if (k->kind == Val::Str && k->s == w && v->kind == Val::Dict) { next = v; break; }
+                if (k->kind == Val::Str && k->s == w && v->kind == Val::Dict) { next = v; took = w; break; }
             if (next) break;
         }
         if (!next) {
             if (has_tensor(d)) return d;
             break;
         }
+        path += (path.empty() ? "" : ".") + std::string(took);
         d = next;
     }
     std::string keys;
@@ -566,8 +622,40 @@ const Val* find_state_dict(const Val* top, const std::string& what) {
         keys += (keys.empty() ? "" : ", ") + (k->kind == Val::Str ? "'" + k->s + "'" : std::string(kind_name(k->kind)));
     }
     throw FileError(what + ": no tensors found; the saved dict has the keys [" + keys +
-                    "] and none of 'model', 'state_dict', 'module' holds a state dict");
+                    "] and none of 'model', 'state_dict', 'module', 'teacher' holds a state dict");
 }
+
+// A TorchScript archive's module tree as its state dict: every tensor attribute under its dotted
+// path ("visual.transformer.resblocks.0.attn.in_proj_weight"), as module.state_dict() names it.
+// Submodules are objects; other attributes (flags, sizes, None) are skipped. The memo can make a
+// tree refer back to itself or share a subtree many times over: bounded in depth and entries.
+void flatten_module(const Val* obj, const std::string& prefix, std::vector<const Val*>& path,
+                    std::map<std::string, const Val*>& out, const std::string& what) {
+    if (path.size() > 64) throw FileError(what + ": the TorchScript module tree is more than 64 levels deep at '" + prefix + "'");
+    path.push_back(obj);
+    for (auto& [k, v] : obj->dict) {
+        if (k->kind != Val::Str) continue;
+        if (k->s.empty() || k->s.size() > 256 || k->s.find('.') != std::string::npos)
+            throw FileError(what + ": the TorchScript module '" + prefix + "' has an attribute name that is not a plain name");
+        const std::string name = prefix + k->s;
+        if (v->kind == Val::Tensor) {
+            if (out.size() >= 100000) throw FileError(what + ": the TorchScript module tree holds over 100,000 tensors (refusing)");
+            out[name] = v;
+        } else if (v->kind == Val::Object) {
+            for (const Val* p : path)
+                if (p == v) throw FileError(what + ": the TorchScript module '" + name + "' contains itself");
+            flatten_module(v, name + ".", path, out, what);
+        }
+    }
+    path.pop_back();
+}
+
+// What the pickle holds: the tensors of the state dict by name, and where they were found.
+struct Found {
+    std::map<std::string, const Val*> chosen;
+    bool all_module = false;                       // every key has a "module." prefix (DataParallel)
+    std::map<std::string, std::string> metadata;   // pth.state_dict (the wrapper keys), pth.torchscript (the class)
+};
 
 }  // namespace
 
@@ -580,8 +668,8 @@ SafeTensors parse_pth(const std::string& bytes, const std::string& what) {
 }
 
 namespace {
-// Opens the archive, unpickles data.pkl and finds the state dict; then
-// f(archive, {key: tensor value}, every key has a "module." prefix, byte budget).
+// Opens the archive, unpickles data.pkl and finds the state dict (or a TorchScript archive's
+// module tree); then f(archive, what was found, byte budget).
 template <class F>
 auto with_state_dict(const char* bytes, size_t size, const std::string& what, F&& f) {
     static const unsigned char legacy_magic[] = {0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
@@ -605,26 +693,39 @@ auto with_state_dict(const char* bytes, size_t size, const std::string& what, F&
                             "'; only little-endian checkpoints are supported");
     }
     std::string pkl = ar.read("data.pkl", std::min<uint64_t>(budget, uint64_t(64) << 20));
-    Unpickler up(pkl, ar, what);
+    const bool torchscript = ar.torchscript();
+    Unpickler up(pkl, ar, what, torchscript);
     const Val* top = up.run();
-    const Val* sd = find_state_dict(top, what);
-
-    // Which entries, which name: the later of two equal keys wins, as in Python.
-    std::map<std::string, const Val*> chosen;
-    for (auto& [k, v] : sd->dict)
-        if (k->kind == Val::Str && v->kind == Val::Tensor) chosen[k->s] = v;
-        else if (k->kind == Val::Str) chosen.erase(k->s);
-    bool all_module = !chosen.empty();
-    for (auto& [k, v] : chosen) all_module &= k.compare(0, 7, "module.") == 0 && k.size() > 7;
-
-    return f(ar, chosen, all_module, budget);
+    Found found;
+    if (top->kind == Val::Object) {
+        if (!torchscript)
+            throw FileError(what + ": holds an object of class '" + printable(top->s) + "', not a state dict");
+        std::vector<const Val*> path;
+        flatten_module(top, "", path, found.chosen, what);
+        if (found.chosen.empty())
+            throw FileError(what + ": a TorchScript archive whose module '" + printable(top->s) + "' holds no tensors");
+        found.metadata["pth.torchscript"] = printable(top->s);
+    } else {
+        std::string wrapper;
+        const Val* sd = find_state_dict(top, what, wrapper);
+        if (!wrapper.empty()) found.metadata["pth.state_dict"] = wrapper;
+        // Which entries, which name: the later of two equal keys wins, as in Python.
+        for (auto& [k, v] : sd->dict)
+            if (k->kind == Val::Str && v->kind == Val::Tensor) found.chosen[k->s] = v;
+            else if (k->kind == Val::Str) found.chosen.erase(k->s);
+        found.all_module = !found.chosen.empty();
+        for (auto& [k, v] : found.chosen) found.all_module &= k.compare(0, 7, "module.") == 0 && k.size() > 7;
+    }
+    return f(ar, found, budget);
 }
 }  // namespace
 
 SafeTensors parse_pth(const char* bytes, size_t size, const std::string& what) {
-    return with_state_dict(bytes, size, what, [&](Archive& ar, const std::map<std::string, const Val*>& chosen,
-                                                  bool all_module, uint64_t budget) {
+    return with_state_dict(bytes, size, what, [&](Archive& ar, const Found& found, uint64_t budget) {
+        const std::map<std::string, const Val*>& chosen = found.chosen;
+        const bool all_module = found.all_module;
         SafeTensors out;
+        out.metadata = found.metadata;
         out.metadata["format"] = "pt";
         // Group by storage so each storage file is read once and dropped before the next.
         std::vector<std::pair<std::string, const Val*>> order(chosen.begin(), chosen.end());
@@ -723,10 +824,11 @@ TensorIndex index_pth(const std::string& path) {
     TensorIndex ix;
     // Mapped, and only the zip directory and data.pkl are read: the storages' pages are never touched.
     parse_mapped(path, [&](const char* b, size_t n) {
-        with_state_dict(b, n, path, [&](Archive&, const std::map<std::string, const Val*>& chosen, bool all_module, uint64_t) {
+        with_state_dict(b, n, path, [&](Archive&, const Found& found, uint64_t) {
+            ix.metadata = found.metadata;
             ix.metadata["format"] = "pt";
-            for (auto& [key, t] : chosen)
-                ix.tensors.emplace(all_module ? key.substr(7) : key,
+            for (auto& [key, t] : found.chosen)
+                ix.tensors.emplace(found.all_module ? key.substr(7) : key,
                                    std::make_pair(std::string(info(t->dt).st_name),
                                                   Shape(t->view->shape.begin(), t->view->shape.end())));
             return 0;

@@ -3,6 +3,11 @@
 // version. data.pkl is read by a restricted unpickler that knows only the
 // opcodes and globals torch.save emits for a state dict; any other global
 // (os.system, builtins.eval, ...) is refused by name. Nothing is executed.
+// Objects are data only: argparse.Namespace (DINO's full checkpoints) and, in a
+// TorchScript archive (torch.jit.save: OpenAI's CLIP releases; it also holds code/
+// and constants.pkl, never read), its __torch__.* module classes, each created
+// empty and filled with its attributes; the module tree becomes the state dict
+// (every tensor attribute under its dotted path, as module.state_dict() names it).
 // No xtensor here.
 #pragma once
 #include <string>
@@ -12,11 +17,14 @@
 namespace vit {
 
 // The state dict found in the file (at the top level, or under "model",
-// "state_dict", "module", "model_state_dict" or "state_dict_ema"), as float32
+// "state_dict", "module", "model_state_dict", "state_dict_ema", "model_ema" or
+// "teacher"; a TorchScript archive's module tree), as float32
 // tensors with their stored dtypes ("F32", "F16", "BF16", "F64"; integer and
 // bool tensors are listed in `dtypes` but not converted, as in
 // read_safetensors). Non-tensor entries are ignored. A "module." prefix on
-// every key (DataParallel) is removed. Throws FileError naming `what` and the
+// every key (DataParallel) is removed. metadata: "format" "pt", and "pth.state_dict"
+// (the wrapper keys taken, e.g. "teacher") or "pth.torchscript" (the archive's top
+// module class). Throws FileError naming `what` and the
 // reason. Time is linear in the input and memory bounded by a fixed multiple
 // of it.
 SafeTensors read_pth(const std::string& path);

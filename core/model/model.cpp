@@ -151,8 +151,9 @@ std::string Config::describe() const {
     o << name << ": image " << image_size << "x" << image_size << "x" << channels << ", patch "
       << patch << " (" << grid() << "x" << grid() << " = " << patches() << " patches, "
       << tokens() << " tokens), width " << width << ", depth " << depth << ", heads " << heads
-      << " (d=" << head_dim() << "), mlp " << mlp << ", classes " << classes << ", eps " << eps
-      << ", pooling " << pooling_name(pooling);
+      << " (d=" << head_dim() << "), mlp " << mlp;
+    if (has_logits()) o << ", classes " << classes;  // a model without a classifier has no classes to count
+    o << ", eps " << eps << ", pooling " << pooling_name(pooling);
     if (family != ModelFamily::ViT) {
         o << ", family " << family_label(family) << " (";
         std::string parts;

@@ -24,6 +24,12 @@ def safetensors(tensors, metadata=None, dtype="F32"):
     if metadata:
         head["__metadata__"] = metadata
     for name in sorted(tensors):
+        if isinstance(tensors[name], np.ndarray) and tensors[name].dtype == np.int64:  # an index buffer
+            raw = tensors[name].astype("<i8").tobytes()
+            head[name] = {"dtype": "I64", "shape": list(tensors[name].shape), "data_offsets": [off, off + len(raw)]}
+            blobs.append(raw)
+            off += len(raw)
+            continue
         a = np.asarray(tensors[name], dtype=np.float32)
         if dtype == "F16":
             raw = a.astype("<f2").tobytes()
@@ -369,4 +375,63 @@ def interlaced_png(px):  # Adam7, filter 0 on every scanline (PIL cannot write i
 import zlib
 put("image_full", "interlaced.png", interlaced_png(np.asarray(rgb)))
 put("image", "interlaced.png", interlaced_png(np.asarray(rgb)))
+
+# ---- the families' layouts (core/io/layouts.cpp) for the model harness: the toy shapes under each
+# layout's names, heads in __metadata__ (no config file reaches the harness)
+def blocks_timm(prefix, depth=1, ls=False, mlp=("fc1", "fc2")):
+    t = {}
+    for i in range(depth):
+        p = f"{prefix}{i}."
+        t.update({p + "norm1.weight": r(D), p + "norm1.bias": r(D), p + "attn.qkv.weight": r(3 * D, D),
+                  p + "attn.qkv.bias": r(3 * D), p + "attn.proj.weight": r(D, D), p + "attn.proj.bias": r(D),
+                  p + "norm2.weight": r(D), p + "norm2.bias": r(D), p + f"mlp.{mlp[0]}.weight": r(M, D),
+                  p + f"mlp.{mlp[0]}.bias": r(M), p + f"mlp.{mlp[1]}.weight": r(D, M if mlp[0] == "fc1" else M // 2),
+                  p + f"mlp.{mlp[1]}.bias": r(D)})
+        if ls:
+            t[p + "ls1.gamma"], t[p + "ls2.gamma"] = r(D), r(D)
+    return t
+
+
+heads2 = {"num_heads": "2"}
+deit = {"cls_token": r(1, 1, D), "dist_token": r(1, 1, D), "pos_embed": r(1, T + 1, D),
+        "patch_embed.proj.weight": r(D, C, P, P), "patch_embed.proj.bias": r(D), "norm.weight": r(D), "norm.bias": r(D),
+        "head.weight": r(K, D), "head.bias": r(K), "head_dist.weight": r(K, D), "head_dist.bias": r(K)}
+deit.update(blocks_timm("blocks."))
+put("model", "deit_timm.safetensors", safetensors(deit, heads2))
+dv2 = {"cls_token": r(1, 1, D), "pos_embed": r(1, T, D), "mask_token": r(1, D), "register_tokens": r(1, 4, D),
+       "patch_embed.proj.weight": r(D, C, P, P), "patch_embed.proj.bias": r(D), "norm.weight": r(D), "norm.bias": r(D)}
+dv2.update(blocks_timm("blocks.", ls=True, mlp=("w12", "w3")))
+put("model", "dinov2_reg_swiglu.safetensors", safetensors(dv2, heads2))
+dino = {"backbone." + k: v for k, v in timm(classes=K).items() if not k.startswith("head.")}
+dino["head.last_layer.weight_g"] = r(4, 1)
+put("model", "dino_teacher.safetensors", safetensors(dino, heads2))
+mae = {k: v for k, v in timm().items() if not k.startswith("head.")}
+mae.update({"mask_token": r(1, 1, 4), "decoder_embed.weight": r(4, D), "decoder_pred.weight": r(C * P * P, 4)})
+put("model", "mae_pretrain.safetensors", safetensors(mae, heads2))
+clip = {"visual.class_embedding": r(D), "visual.positional_embedding": r(T, D), "visual.conv1.weight": r(D, C, P, P),
+        "visual.ln_pre.weight": r(D), "visual.ln_pre.bias": r(D), "visual.ln_post.weight": r(D),
+        "visual.ln_post.bias": r(D), "visual.proj": r(D, 4), "logit_scale": r(), "token_embedding.weight": r(5, D),
+        "input_resolution": np.array(8, dtype=np.int64)}
+p_ = "visual.transformer.resblocks.0."
+clip.update({p_ + "ln_1.weight": r(D), p_ + "ln_1.bias": r(D), p_ + "attn.in_proj_weight": r(3 * D, D),
+             p_ + "attn.in_proj_bias": r(3 * D), p_ + "attn.out_proj.weight": r(D, D), p_ + "attn.out_proj.bias": r(D),
+             p_ + "ln_2.weight": r(D), p_ + "ln_2.bias": r(D), p_ + "mlp.c_fc.weight": r(M, D), p_ + "mlp.c_fc.bias": r(M),
+             p_ + "mlp.c_proj.weight": r(D, M), p_ + "mlp.c_proj.bias": r(D)})
+put("model", "clip_openai.safetensors", safetensors(clip, heads2, "F16"))
+sig = {"vision_model.embeddings.patch_embedding.weight": r(D, C, P, P), "vision_model.embeddings.patch_embedding.bias": r(D),
+       "vision_model.embeddings.position_embedding.weight": r(T - 1, D), "vision_model.post_layernorm.weight": r(D),
+       "vision_model.post_layernorm.bias": r(D), "vision_model.head.probe": r(1, 1, D),
+       "vision_model.head.attention.in_proj_weight": r(3 * D, D), "vision_model.head.attention.in_proj_bias": r(3 * D),
+       "vision_model.head.attention.out_proj.weight": r(D, D), "vision_model.head.attention.out_proj.bias": r(D),
+       "vision_model.head.layernorm.weight": r(D), "vision_model.head.layernorm.bias": r(D),
+       "vision_model.head.mlp.fc1.weight": r(M, D), "vision_model.head.mlp.fc1.bias": r(M),
+       "vision_model.head.mlp.fc2.weight": r(D, M), "vision_model.head.mlp.fc2.bias": r(D)}
+p_ = "vision_model.encoder.layers.0."
+for n in ("q", "k", "v", "out"):
+    sig[p_ + f"self_attn.{n}_proj.weight"], sig[p_ + f"self_attn.{n}_proj.bias"] = r(D, D), r(D)
+sig.update({p_ + "layer_norm1.weight": r(D), p_ + "layer_norm1.bias": r(D), p_ + "layer_norm2.weight": r(D),
+            p_ + "layer_norm2.bias": r(D), p_ + "mlp.fc1.weight": r(M, D), p_ + "mlp.fc1.bias": r(M),
+            p_ + "mlp.fc2.weight": r(D, M), p_ + "mlp.fc2.bias": r(D)})
+put("model", "siglip_hf.safetensors", safetensors(sig, heads2))
+
 print("corpus written to", OUT)

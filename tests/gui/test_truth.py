@@ -222,6 +222,20 @@ def main():
         rc, err, _, lay = app.run("--labels", os.path.join(a.workdir, "nolabels.txt"))
         expect(rc == 1 and lay and any("nolabels.txt" in e["title"] for e in lay["errors"]), "a bad --labels file is in the panel")
 
+    def check_4b():
+        # 4b. What the loader ignored is said in the window too: an MAE pre-training file's decoder and
+        # mask token are named in the toolbar's notes (the CLI's 'info' prints the same lines).
+        import torch
+        mae = {k: v for k, v in random_canon(1, 28, 4, 32, 1, 10, 5).items() if not k.startswith("head.")}
+        mae["mask_token"] = torch.zeros(1, 1, 32)
+        mae["decoder_embed.weight"] = torch.zeros(16, 32)
+        path = os.path.join(a.workdir, "mae_like.safetensors")
+        vitref.write_safetensors(path, mae, {"num_heads": "2"})
+        rc, err, _, lay = app.run("--model", path, image=False)
+        notes = (lay or {}).get("strings", {}).get("toolbar.model_notes", "")
+        expect(rc == 0 and "MAE pre-training checkpoint" in notes and "MAE's decoder (decoder_*)" in notes and
+               "mask_token" in notes and "ignored" in notes, f"the toolbar names the MAE file and what was ignored: {notes[:90]}...")
+
     def check_5():
         # 5. A failed export exits non-zero.
         rc, err, _, _ = app.run("--export-npz", "--export-dir", os.path.join(a.workdir, "no", "such", "dir"))
@@ -350,7 +364,7 @@ def main():
 
 
     # Each section runs even when an earlier one raised (on old code several did): every check is reported.
-    for check in [check_1, check_2, check_3, check_4, check_5, check_6, check_7, check_8, check_9, check_10, check_11]:
+    for check in [check_1, check_2, check_3, check_4, check_4b, check_5, check_6, check_7, check_8, check_9, check_10, check_11]:
         try:
             check()
         except SystemExit as e:
