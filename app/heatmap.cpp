@@ -306,7 +306,7 @@ void tensor_heatmap(ViewCtx& v, const char* id, const std::string& name, const A
     a.cm = cache.range;
     a.highlight_row = sl.rows > 1 ? token_index(rl, ui.patch) : -1;
     a.highlight_col = token_index(cl, ui.patch);
-    if (name.find("input") == 0 && R == 3) a.highlight_row = a.highlight_col = -1;
+    if (info.id.kind == StageKind::Input && R == 3) a.highlight_row = a.highlight_col = -1;  // pixels, not tokens
     Heatmap(v, id, cache.tex, up, a);
 }
 

@@ -286,9 +286,10 @@ void draw_model_map(ViewCtx& v) {
             ImGui::EndTooltip();
         }
         ImGui::PopID();
-        if (b.id == "resid_mid" || b.id == "resid_post") {
+        const bool resid_mid = b.out_id.kind == StageKind::ResidMid, resid_post = b.out_id.kind == StageKind::ResidPost;
+        if (resid_mid || resid_post) {
             // the skip connection: from the block's (or the residual's) input, around the sub-layer, into this "+"
-            const float sx = x0 - skip_w / 2 - 2, yin = b.id == "resid_mid" ? ln1_entry : resid_in_y, ym = y + box_h / 2;
+            const float sx = x0 - skip_w / 2 - 2, yin = resid_mid ? ln1_entry : resid_in_y, ym = y + box_h / 2;
             dl->AddLine(ImVec2(cx, yin), ImVec2(sx, yin), IM_COL32(120, 200, 120, 255), 1.5f);
             dl->AddLine(ImVec2(sx, yin), ImVec2(sx, ym), IM_COL32(120, 200, 120, 255), 1.5f);
             dl->AddLine(ImVec2(sx, ym), ImVec2(x0 - 1, ym), IM_COL32(120, 200, 120, 255), 1.5f);
@@ -297,7 +298,7 @@ void draw_model_map(ViewCtx& v) {
         y += box_h;
         // the arrow leaving the box, with the shape of what it carries
         const float a0 = y, a1 = y + gap;
-        if (b.id == "resid_mid") resid_in_y = (a0 + a1) / 2;
+        if (resid_mid) resid_in_y = (a0 + a1) / 2;
         float end = a1 - 1;
         if (last_in_block) end = a1 + th + 8 - 1;  // through the frame's bottom
         dl->AddLine(ImVec2(cx, a0 + 1), ImVec2(cx, end - 2), kArrow, 1.5f);

@@ -29,10 +29,11 @@ public:
         }
         const Config& c = s.shown_config();
         const int C = c.channels, P = c.patch, S = c.image_size, G = c.grid(), N = c.patches(), CPP = C * P * P;
-        const Array* in = t->find("input");
-        const Array* pa = t->find("patches");
+        const StageId in_id{StageKind::Input}, pa_id{StageKind::Patches};
+        const Array* in = t->find(in_id);
+        const Array* pa = t->find(pa_id);
         std::string why;
-        if (!in || !pa) why = std::string("the trace has no ") + (!in ? "input" : "patches") + " stage";
+        if (!in || !pa) why = "the trace has no " + stage_name(!in ? in_id : pa_id) + " stage";
         else if (in->dimension() != 3 || int(in->shape(0)) != C || int(in->shape(1)) != S || int(in->shape(2)) != S)
             why = "the trace's input has shape " + shape_str_of(*in) + ", not the model's (C, S, S)";
         else if (pa->dimension() != 2 || int(pa->shape(0)) != N || int(pa->shape(1)) != CPP)
@@ -52,7 +53,7 @@ public:
             const float sd = ch < int(c.pre.std.size()) ? c.pre.std[size_t(ch)] : 1.f;
             return std::clamp(val * sd + m, 0.f, 1.f);
         };
-        if (keys_.stale("patches", s.version())) {
+        if (keys_.stale("tiles", s.version())) {
             // the model input as the model sees it (denormalized for display), and the same layout
             // rebuilt from the patches rows: tile n's texel (y, x, ch) is row n's entry ch*P*P + y*P + x
             std::vector<unsigned char> img(size_t(S) * S * 4, 255), fromrows(size_t(S) * S * 4, 255);
@@ -254,8 +255,8 @@ public:
         ImGui::EndChild();
         ImGui::EndGroup();
         // the numbers behind the view: the patches matrix and the model input they were cut from
-        numbers_.push_back({"patches", *pa});
-        numbers_.push_back({"input", *in});
+        numbers_.push_back({stage_name(pa_id), *pa});
+        numbers_.push_back({stage_name(in_id), *in});
         numbers_.push_back({"input_image", input_});
     }
 

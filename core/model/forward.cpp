@@ -256,7 +256,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
     // patch_embed: (N, D) = patches @ W.T + b == Conv2d(C, D, P, stride=P)(x).flatten(2).transpose(1, 2)
     Array& pe = rec(StageKind::PatchEmbed);
-    linear("patch_embed", pe.data(), patches.data(), w.patch_w, w.patch_b, B * N, packs);
+    linear("patch_embed.proj", pe.data(), patches.data(), w.patch_w, w.patch_b, B * N, packs);
 
     // tokens: (T0, D) = torch.cat([cls_token, (dist_token,) patch_embed])
     const size_t pre0 = size_t(c.cls_token) + size_t(c.dist_token);
