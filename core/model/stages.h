@@ -58,6 +58,8 @@ struct StageInfo {
     bool has_grad = false;          // the backward pass writes its gradient
     bool kept = false;              // training keeps it for the backward pass
     CellRule cell = CellRule::None;
+    bool patchable = false;         // activation patching can replace its rows
+    bool intervened = false;        // an intervention changed what this stage holds (said in `what`)
     MapBoxInfo box;
     LnSite ln = LnSite::None;
     // The gradient's description: d logit[class] / d this stage (same shape and axes).
@@ -81,6 +83,7 @@ struct StageDef {
     int box_row;            // 0 embedding, 1 block, 2 head
     const char* hook;       // timm's VisionTransformer: where PyTorch computes it
     void (*describe)(const StageContext&, StageInfo&);
+    bool patchable = false; // activation patching can replace its rows (the forward pass has a patch point)
 };
 const StageDef& stage_def(StageKind k);
 const std::vector<StageDef>& stage_defs();  // all of them, in StageKind order
