@@ -4,24 +4,31 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <map>
+#include <cctype>
 #include <sstream>
+
+#include "tabs/tab.h"
+#include "core/io/image.h"
 
 namespace vit::app {
 
 namespace {
 
+// The keys --keys names (the tab table's keys among them).
+const std::pair<const char*, int> kKeys[] = {
+    {"Right", GLFW_KEY_RIGHT}, {"Left", GLFW_KEY_LEFT}, {"Up", GLFW_KEY_UP}, {"Down", GLFW_KEY_DOWN},
+    {"PageUp", GLFW_KEY_PAGE_UP}, {"PageDown", GLFW_KEY_PAGE_DOWN}, {"Home", GLFW_KEY_HOME}, {"End", GLFW_KEY_END},
+    {"Escape", GLFW_KEY_ESCAPE}, {"a", GLFW_KEY_A}, {"u", GLFW_KEY_U}, {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G},
+    {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R}, {"t", GLFW_KEY_T}, {"n", GLFW_KEY_N}, {"p", GLFW_KEY_P},
+    {"0", GLFW_KEY_0}};
+
 int key_code(const std::string& k) {
-    static const std::map<std::string, int> m{{"Right", GLFW_KEY_RIGHT}, {"Left", GLFW_KEY_LEFT}, {"Up", GLFW_KEY_UP},
-                                              {"Down", GLFW_KEY_DOWN}, {"PageUp", GLFW_KEY_PAGE_UP},
-                                              {"PageDown", GLFW_KEY_PAGE_DOWN}, {"a", GLFW_KEY_A}, {"u", GLFW_KEY_U},
-                                              {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G}, {"Home", GLFW_KEY_HOME},
-                                              {"End", GLFW_KEY_END}, {"1", GLFW_KEY_1}, {"2", GLFW_KEY_2},
-                                              {"3", GLFW_KEY_3}, {"4", GLFW_KEY_4}, {"5", GLFW_KEY_5}, {"6", GLFW_KEY_6}, {"7", GLFW_KEY_7}, {"8", GLFW_KEY_8}, {"9", GLFW_KEY_9}, {"Escape", GLFW_KEY_ESCAPE},
-                                              {"0", GLFW_KEY_0}, {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R},
-                                              {"m", GLFW_KEY_M}, {"t", GLFW_KEY_T}, {"n", GLFW_KEY_N}, {"p", GLFW_KEY_P}};
-    auto it = m.find(k);
-    return it == m.end() ? -1 : it->second;
+    for (const auto& [name, code] : kKeys)
+        if (k == name) return code;
+    for (const TabSpec& t : tab_table())  // "1" .. "9", and "m" for the map (as the help writes keys: lower case)
+        if (k == t.key || (k.size() == 1 && t.key[1] == 0 && k[0] == std::tolower(static_cast<unsigned char>(t.key[0]))))
+            return t.glfw_key;
+    return -1;
 }
 
 }  // namespace
@@ -35,7 +42,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--model,-m", a.model, "'default', a preset (or a torchvision/timm name such as vit_b_16), a .safetensors/.pth/.pt/.bin checkpoint, "
                    "or hf:ORG/NAME[@REVISION] from the Hugging Face cache (downloaded into it when not there)")->default_val("default");
     cli.add_flag("--offline", a.offline, "hf: models from the Hugging Face cache only, never downloaded (as HF_HUB_OFFLINE=1)");
-    cli.add_option("--image,-i", a.image, "image to load (default: a bundled Fashion-MNIST sample)");
+    cli.add_option("--image,-i", a.image, "image to load: " + vit::image_formats() + " (default: a bundled Fashion-MNIST sample)");
     cli.add_option("--labels", a.labels, "class names, one per line");
     cli.add_option("--heads", a.heads, "number of heads, if the checkpoint does not say");
     cli.add_option("--stage", a.stage, "stage to show: a trace name (blocks.2.attn.pattern) or, with --layer, attn.pattern");
@@ -47,7 +54,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         ->check(CLI::NonNegativeNumber);
     cli.add_option("--cell", cell, "show the math of cell I,J (row, column) of the current stage's shown slice (head: --head)");
     cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(CLI::Range(0.0, 1.0));
-    cli.add_option("--tab", tab, "0 stage, 1 attention maps, 2 changes, 3 train, 4 logit lens, 5 positions, 6 filters, 7 distance, 8 patches (keys 1-9), 9 map of the model (key M)")->check(CLI::Range(0, kTabs - 1));
+    cli.add_option("--tab", tab, "the tab shown: " + tab_help())->check(CLI::Range(0, tab_count() - 1));
     cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
                    "set N and run it at launch (headless: before the screenshot)")->check(CLI::Range(1, 10000));
     cli.add_option("--tour", a.tour, "start the guided tour at step N (0 = the first)")->check(CLI::NonNegativeNumber);
@@ -63,6 +70,8 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--keys", a.keys, "with --screenshot: key presses to send first, e.g. Right,Right,a");
     cli.add_option("--hover", hover, "with --screenshot: put the mouse at X,Y (window pixels); without it no tooltip is drawn");
     cli.add_flag("--click", a.click, "with --screenshot and --hover: click the left mouse button there once (after --keys)");
+    cli.add_flag("--while-running", a.while_running, "with --screenshot and --keys: take it while the forward pass the keys "
+                 "start is running, the previous trace on screen (exits 3 if no pass is running)");
     cli.add_option("--width", a.width, "window width")->default_val(1600);
     cli.add_option("--height", a.height, "window height")->default_val(1000);
     cli.add_option("--train-epochs", a.train_epochs, "start the Train panel at launch for N epochs (headless: wait for it)");
@@ -94,6 +103,10 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
             return 2;
         }
         a.hover = std::make_pair(x, y);
+    }
+    if (a.while_running && (a.screenshot.empty() || a.keys.empty())) {
+        std::fprintf(stderr, "vitscope: --while-running needs --screenshot and --keys (the keys start the pass)\n");
+        return 2;
     }
     if (a.click && !a.hover) {
         std::fprintf(stderr, "vitscope: --click needs --hover X,Y (where to click)\n");

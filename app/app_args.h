@@ -1,17 +1,18 @@
 // vitscope's command line: what to load and show at launch, and the headless modes
 // (--screenshot, --sweep, --bench-frames) used by tests and documentation.
 #pragma once
+#include "core/model/model.h"
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "views.h"
+#include "ui_state.h"
 
 namespace vit::app {
 
 struct AppArgs {
     std::string model = "default", image, labels, stage, screenshot, layout_out, shader_dir, keys;
-    int tour = -1;  // --tour N: the guided tour at step N (views_map.cpp)
+    int tour = -1;  // --tour N: the guided tour at step N (tabs/tab_map.cpp)
     std::string pooling;  // --pooling cls|mean: Options::pooling
     int heads = 0, layer = -1, head = -1, patch = -1, query = -1, width = 1600, height = 1000;
     std::optional<Tab> tab;
@@ -22,6 +23,7 @@ struct AppArgs {
     std::optional<std::pair<int, int>> cell;       // --cell I,J: the cell whose math is shown
     std::optional<std::pair<float, float>> hover;  // headless: put the mouse here (else no tooltip)
     bool click = false;                            // headless, with --hover: one left click there
+    bool while_running = false;                    // headless, with --keys: the screenshot while the pass they start runs
     int train_epochs = 0, train_limit = 0;
     int distance_images = 0;  // --distance-images N: run the Distance tab's average over N test images at launch
     bool export_view = false, export_npy = false, export_npz = false;

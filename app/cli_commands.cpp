@@ -7,6 +7,7 @@
 #include "core/io/checkpoint.h"
 #include "core/io/hub.h"
 #include "core/io/dataset.h"
+#include "core/model/finite.h"
 #include "core/model/forward.h"
 #include "core/io/image.h"
 #include "core/io/io.h"
@@ -60,6 +61,7 @@ struct Commands::State {
 
 namespace {
 
+// Set by the SIGINT handler (a signal handler reaches nothing else): training stops after the step.
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted = true; }
 
@@ -72,9 +74,9 @@ std::string hms(double s) {
     return b;
 }
 
-// One progress line: redrawn in place on a terminal, every 10% otherwise.
-void progress(const StepInfo& i) {
-    static int last_decile = -1;
+// One progress line: redrawn in place on a terminal, every 10% otherwise (last_decile: the decile
+// of the line last printed, kept by the caller).
+void progress(const StepInfo& i, int& last_decile) {
     bool tty = ::isatty(2);
     double frac = double(i.step_in_epoch) / i.steps_per_epoch;
     int decile = int(frac * 10);
@@ -89,13 +91,19 @@ void progress(const StepInfo& i) {
     std::fflush(stderr);
 }
 
+// Text from files (class names, config names, paths, tensor names) goes to the
+// terminal escaped: a class name holding ESC [ 2 J must not clear the screen.
+std::string safe(const std::string& t) { return terminal_safe(t); }
+
+void warn(const std::string& m) { std::fprintf(stderr, "vitscope-cli: warning: %s\n", terminal_safe(m, true).c_str()); }
+
 void print_eval(const EvalResult& r, const Config& c) {
     std::printf("test accuracy: %.2f%% (%d images)\n", 100 * r.accuracy, r.n);
     std::printf("confusion matrix (rows: true class, columns: predicted)\n%14s", "");
     for (int j = 0; j < c.classes; ++j) std::printf("%6d", j);
     std::printf("\n");
     for (int i = 0; i < c.classes; ++i) {
-        std::string name = c.class_names.empty() ? std::to_string(i) : c.class_names[i];
+        std::string name = c.class_names.empty() ? std::to_string(i) : safe(c.class_names[i]);
         std::printf("%2d %-11.11s", i, name.c_str());
         for (int j = 0; j < c.classes; ++j) std::printf("%6d", r.confusion[size_t(i) * c.classes + j]);
         std::printf("\n");
@@ -168,9 +176,12 @@ void model_flags(CLI::App* c, Commands::State& s) {
     c->add_option("--labels", s.labels, "class names, one per line (overrides the checkpoint's)");
 }
 
+// The model (load_model names the file in every error, out of memory included);
+// NaN or Inf in its tensors is named on stderr.
 LoadedModel load(const Commands::State& s) {
     LoadedModel lm = load_model(s.model, overrides(s), s.seed);
     if (!s.labels.empty()) { apply_labels_file(lm.weights.cfg, s.labels); lm.labels_from = s.labels; }
+    if (!lm.nonfinite.empty()) warn(lm.nonfinite_warning());
     return lm;
 }
 
@@ -182,7 +193,7 @@ void print_top(const Array& probs, const Config& c, size_t k) {
     for (size_t r = 0; r < top.size(); ++r) {
         const size_t i = size_t(top[r]);
         std::printf("  %zu. class %zu%s%s (p=%.4f)\n", r + 1, i, i < c.class_names.size() ? " " : "",
-                    i < c.class_names.size() ? c.class_names[i].c_str() : "", p[i]);
+                    i < c.class_names.size() ? safe(c.class_names[i]).c_str() : "", p[i]);
     }
 }
 
@@ -199,6 +210,26 @@ std::pair<int, int> image_size_flag(const std::string& v) {
     if (h < 1 || w < 1 || h > kMaxImageSize || w > kMaxImageSize)
         throw CLI::ValidationError("--image-size", "'" + v + "' is outside 1.." + std::to_string(kMaxImageSize));
     return {h, w};
+}
+
+// A forward pass; a failure (out of memory, a kernel that could not get its buffers) names the model.
+Trace run_named(const LoadedModel& lm, const Tensor3& x, const Options& opt, const RunRequest& req = {}) {
+    try {
+        return name_out_of_memory(lm.source, "running the forward pass", [&] { return vit::run(lm.weights, x, opt, req); });
+    } catch (const FileError&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw std::runtime_error(lm.source + ": the forward pass failed: " + e.what());
+    }
+}
+
+// Where NaN or Inf first appears in a pass ("" when nowhere); also warned on stderr.
+std::string report_nonfinite(const Trace& t, const std::string& what) {
+    auto nf = first_nonfinite_stage(t);
+    if (!nf) return "";
+    std::string m = nf->describe(t.size());
+    warn(what + ": the forward pass produced non-finite values: " + m);
+    return m;
 }
 
 // The options in force from the command line (trace, analyze).
@@ -236,13 +267,19 @@ void option_flags(CLI::App* c, Commands::State& s) {
 Tensor3 model_input(const Commands::State& s, const Config& c, bool* fallback) {
     if (fallback) *fallback = false;
     if (!s.input.empty()) {
-        Array a = read_npy(s.input);
-        if (a.dimension() != 3) throw FileError(s.input + ": input must be (C, H, W), the file holds " + shape_str_of(a));
-        return Tensor3(std::move(a));
+        Tensor3 x = input_from_array(read_npy(s.input), c, s.input);
+        NonFinite nf = count_nonfinite(x.data(), x.size());
+        if (nf.any()) warn(s.input + ": the input holds non-finite values: " + nf.describe());
+        return x;
     }
     const Options opt = options_from(s);
     const RunDims rd = run_dims(c, opt);
-    if (!s.image.empty()) return preprocess_at(load_image(s.image), c, rd.img_h, rd.img_w);
+    if (!s.image.empty()) {
+        Image im = load_image(s.image);
+        PreprocessPlan p = plan_preprocess(im, c);
+        if (!p.scaled_on_load.empty()) std::fprintf(stderr, "vitscope-cli: note: %s: %s\n", safe(s.image).c_str(), p.scaled_on_load.c_str());
+        return name_out_of_memory(s.image, "preprocessing the image", [&] { return preprocess_at(im, c, rd.img_h, rd.img_w); });
+    }
     if (!fallback) throw CLI::ValidationError("needs --image or --input");
     *fallback = true;
     return xt::zeros<float>({size_t(c.channels), size_t(rd.img_h), size_t(rd.img_w)});
@@ -270,7 +307,8 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             const Tensor3 x = model_input(s, c, &zero_input);
             Options opt = options_from(s);
             input_size_into(opt, x, c);
-            const Trace t = vit::run(w, x, opt);
+            const Trace t = run_named(lm, x, opt);
+            report_nonfinite(t, lm.source);
             const EmbedFilters ef = embed_filters(w);
             const Tensor2 pos = pos_similarity(w), dist = attn_distance(t), lens = logit_lens(w, t);
             std::vector<ArrayRef> items{array_ref("embed_filters", ef.filters), array_ref("embed_filters_var", ef.variance),
@@ -284,7 +322,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
                 items.push_back(array_ref("attn_distance_avg", avg));
             }
             write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
-            std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
+            std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
             std::printf("options: %s\n", opt.describe().c_str());
             if (zero_input) std::printf("input: none given, an all-zero normalized input (the mean colour)\n");
             std::printf("embed_filters %s, variance explained by the first %zu: %.1f%%\n",
@@ -293,7 +331,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             for (size_t l = 0; l < dist.shape(0); ++l) std::printf(" %.2f", xt::mean(xt::view(dist, l, xt::all()))());
             std::printf("\n");
             if (done) std::printf("attn_distance_avg over %d test images written\n", done);
-            std::printf("wrote %s\n", s.out.c_str());
+            std::printf("wrote %s\n", safe(s.out).c_str());
             return 0;
         };
     });
@@ -309,7 +347,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     add_models(app);
     auto* tr = app.add_subcommand("trace", "run one image and write every recorded stage to an .npz");
     model_flags(tr, s);
-    auto* img = tr->add_option("--image,-i", s.image, "image file (PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PNM)");
+    auto* img = tr->add_option("--image,-i", s.image, "image file (" + image_formats() + "; one over 25 megapixels is scaled down on load)");
     auto* inp = tr->add_option("--input", s.input, "an already-normalized (C, H, W) float .npy instead of an image");
     img->excludes(inp);
     option_flags(tr, s);
@@ -332,16 +370,18 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             req.grads = s.grads;
             req.grad_class = s.grad_class;
             req.model = {c.name, lm.source};
-            Trace t = vit::run(lm.weights, x, opt, req);
+            Trace t = run_named(lm, x, opt, req);
+            const std::string nonfinite = report_nonfinite(t, lm.source);
             std::vector<ArrayRef> items;
             for (size_t i = 0; i < t.size(); ++i) items.push_back(array_ref(t.name(i), t.at(i)));
             for (size_t i = 0; i < t.size(); ++i)
                 if (const Array* g = t.grad_at(i)) items.push_back(array_ref(t.name(i) + ".grad", *g));
-            write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
+            name_out_of_memory(s.out, "writing the trace", [&] { write_npz(s.out, items, {{"__options__", options_json(opt, c)}}); });
             if (opt.has_bug()) std::printf("options: %s\n", opt.describe().c_str());
-            std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
+            std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
             if (opt.image_h) std::printf("input: %dx%d\n", opt.image_h, opt.image_w);
-            std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, s.out.c_str());
+            std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, safe(s.out).c_str());
+            if (!nonfinite.empty()) std::printf("non-finite: %s\n", nonfinite.c_str());
             if (t.has_grads())
                 std::printf("gradients: d logit[%d] / d stage for every stage that has one (<stage>.grad)\n",
                             t.grad_class());
@@ -352,9 +392,13 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 return 0;
             }
             const Array& p = t.get(StageId{StageKind::Probs});
+            if (count_nonfinite(p).any()) {
+                std::printf("prediction: none (probs holds %s)\n", count_nonfinite(p).describe().c_str());
+                return 0;
+            }
             const size_t best = size_t(top_k(p.data(), p.size(), 1).at(0));
             std::printf("prediction: class %zu%s%s (p=%.4f)\n", best, c.class_names.empty() ? "" : " ",
-                        c.class_names.empty() ? "" : c.class_names[best].c_str(), p(best));
+                        c.class_names.empty() ? "" : safe(c.class_names[best]).c_str(), p(best));
             print_top(p, c, 5);
             return 0;
         };
@@ -365,7 +409,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     auto* info = app.add_subcommand("info", "print a model's config, parameter count and per-stage shapes");
     model_flags(info, s);
     info->add_flag("--list", s.list, "list the presets and the torchvision / timm names they answer to");
-    info->add_flag("--explain", s.explain, "also print each stage's title and explanation (tab-separated), for these options");
+    info->add_flag("--explain", s.explain, "also print each stage's title, explanation and PyTorch line (tab-separated), for these options");
     info->add_flag("--stage-table", s.stage_table_json, "print only the stage table for these options as JSON (name, "
                                                         "kind, layer, shape, gradient, cell math, map box, hook, texts)");
     option_flags(info, s);
@@ -414,15 +458,15 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 std::printf("%s\n", stage_table_json(*table).c_str());
                 return 0;
             }
-            std::printf("source: %s\nfamily: %s\nconfig: %s\n", lm.source.c_str(),
+            std::printf("source: %s\nfamily: %s\nconfig: %s\n", safe(lm.source).c_str(),
                         is_preset(s.model) ? "preset (saved under timm's key names)" : family_name(lm.family),
-                        c.describe().c_str());
+                        safe(c.describe()).c_str());
             std::printf("parameters: %lld\n", (long long)param_count(c));
             std::printf("gemm: %s\n", vit::ops::gemm_engine().c_str());
             std::printf("blas: %s\n", vit::blas::describe().c_str());
             std::printf("heads: %d (from %s)\n", c.heads, lm.heads_from.empty() ? "?" : lm.heads_from.c_str());
             if (c.class_names.empty()) std::printf("class names: none (classes are numbered; --labels FILE names them)\n");
-            else std::printf("class names: %s, ... (from %s)\n", c.class_names[0].c_str(), lm.labels_from.c_str());
+            else std::printf("class names: %s, ... (from %s)\n", safe(c.class_names[0]).c_str(), safe(lm.labels_from).c_str());
             for (const char* k : {"hf.weights", "hf.config", "hf.preprocessor"})
                 if (auto it = lm.metadata.find(k); it != lm.metadata.end())
                     std::printf("%s: %s\n", k + 3, it->second.c_str());
@@ -435,12 +479,23 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             for (float m : c.pre.mean) std::printf(" %.4g", m);
             std::printf(", std");
             for (float v : c.pre.std) std::printf(" %.4g", v);
-            std::printf("\nstages:\n");
+            std::printf("\n");
+            if (!lm.nonfinite.empty()) {
+                // Where the file's NaN / Inf first surface: one pass on the all-zero input (the mean colour).
+                std::printf("non-finite weights: %s\n", safe(describe_nonfinite_tensors(lm.nonfinite)).c_str());
+                const RunDims rd = run_dims(c, options_from(s));
+                const Tensor3 zero = xt::zeros<float>({size_t(c.channels), size_t(rd.img_h), size_t(rd.img_w)});
+                const Trace t = run_named(lm, zero, options_from(s));
+                auto nf = first_nonfinite_stage(t);
+                std::printf("non-finite in a pass on an all-zero input: %s\n",
+                            nf ? nf->describe(t.size()).c_str() : "none (the non-finite weights do not reach any stage)");
+            }
+            std::printf("stages:\n");
             for (const StageInfo& st : *table) std::printf("  %-28s %s\n", st.name.c_str(), shape_str(st.shape).c_str());
             if (s.explain) {  // the stage table's texts, as the app's views and tour show them
                 std::printf("explanations (%s):\n", options_from(s).describe().c_str());
                 for (const StageInfo& st : *table)
-                    std::printf("  %s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str());
+                    std::printf("  %s\t%s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str(), st.torch.c_str());
             }
             return 0;
         };
@@ -502,7 +557,9 @@ void Commands::add_convert(CLI::App& app) {
     cv->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
-            SafeTensors st = read_checkpoint(s.conv_in);
+            SafeTensors st = name_out_of_memory(s.conv_in, "reading the checkpoint", [&] { return read_checkpoint(s.conv_in); });
+            if (auto nf = nonfinite_tensors(st.tensors); !nf.empty())
+                warn(s.conv_in + ": " + describe_nonfinite_tensors(nf) + " (converted as they are)");
             std::map<std::string, std::string> meta = st.metadata;
             std::set<std::string> dts;
             std::vector<std::string> dropped;
@@ -604,8 +661,12 @@ void Commands::add_training(CLI::App& app) {
                 return m;
             };
             if (g_interrupted) { std::fprintf(stderr, "interrupted before training started; nothing saved\n"); return 130; }
+            int last_decile = -1;
             while (!tr.done()) {
-                bool ok = tr.run_epoch([](const StepInfo& i) { progress(i); return !g_interrupted.load(); });
+                bool ok = tr.run_epoch([&last_decile](const StepInfo& i) {
+                    progress(i, last_decile);
+                    return !g_interrupted.load();
+                });
                 if (!ok) {
                     save_training_checkpoint(s.out, tr.weights(), tr.adam(), tr.epoch(), meta(nullptr));
                     std::fprintf(stderr, "\ninterrupted: saved %s (epoch %d will restart); continue with --resume %s\n",
@@ -649,13 +710,18 @@ int Commands::run() {
         if (!selected_) return 2;
         return selected_();
     } catch (const CLI::ValidationError& e) {
-        std::cerr << "vitscope-cli: " << e.what() << "\n";
+        std::cerr << "vitscope-cli: " << terminal_safe(e.what(), true) << "\n";
         return 2;
     } catch (const UsageError& e) {
         std::cerr << "vitscope-cli: " << e.what() << "\n";
         return 2;
+    } catch (const std::bad_alloc&) {
+        // Every reader names its file when it runs out of memory; this is what is left.
+        std::cerr << "vitscope-cli: error: out of memory (std::bad_alloc) in '" << terminal_safe(s_->command_line)
+                  << "'; no file being read at the time\n";
+        return 1;
     } catch (const std::exception& e) {
-        std::cerr << "vitscope-cli: error: " << e.what() << "\n";
+        std::cerr << "vitscope-cli: error: " << terminal_safe(e.what(), true) << "\n";
         return 1;
     }
 }

@@ -16,20 +16,6 @@ std::string safe_name(std::string s) {
     return s;
 }
 
-// The teaching tabs export the numbers they drew (tx.tab_numbers) instead of the current stage.
-bool teaching_tab(Tab t) {
-    return t == Tab::LogitLens || t == Tab::Positions || t == Tab::Filters || t == Tab::Distance || t == Tab::Patches;
-}
-const char* tab_file(Tab t) {
-    switch (t) {
-        case Tab::LogitLens: return "logit_lens";
-        case Tab::Positions: return "positions";
-        case Tab::Filters: return "filters";
-        case Tab::Distance: return "distance";
-        case Tab::Patches: return "patches";
-        default: return "view";
-    }
-}
 
 // An array as CSV: a '#' line with its name and shape (numpy.loadtxt skips it), then one line per
 // index of the first axis with the rest flattened (a 1-D array is one line), %.9g (float round-trips).
@@ -52,70 +38,75 @@ std::string csv_bytes(const std::string& name, const Array& a) {
 std::vector<std::string> run_exports(AppContext& app, int W, int H) {
     (void)W;
     Session& s = app.s;
-    UiState& ui = app.ui;
+    const UiState& ui = app.ui;
+    ExportRequest& req = app.exports;
+    // A tab with an export name in the tab table exports the numbers it drew instead of the current stage.
+    const TabSpec& tab = tab_spec(ui.tab);
     std::vector<std::string> failed;
     auto attempt = [&](const char* what, const std::string& path, auto&& write) {
         try {
             write();
-            ui.status = "saved " + path;
+            app.notice = "saved " + path;
         } catch (const std::exception& e) {
             s.add_error(std::string("Could not export ") + what + " to '" + path + "'", e.what());
             failed.push_back(e.what());
         }
     };
-    const TraceEntry* cur = current_entry(s, ui);
+    const auto cur = shown_stage(s, ui);
     auto nothing = [&](const char* what) {
         std::string why = s.has_image() ? "the model has not produced a trace yet" : "no image is loaded, so nothing has run";
         s.add_error(std::string("Could not export ") + what, why);
         failed.push_back(why);
     };
-    if (ui.request_view_png) {
+    if (req.view_png) {
         if (!cur) nothing("the view");
         else {
-            Rect r = ui.rects["center"];
-            std::string p = ui.export_dir + "/vitscope-" + (teaching_tab(ui.tab) ? std::string(tab_file(ui.tab)) : safe_name(cur->name)) + ".png";
+            Rect r = app.probe.rects["center"];
+            std::string p = app.export_dir + "/vitscope-" + (tab.export_name ? std::string(tab.export_name) : safe_name(cur->info->name)) + ".png";
             attempt("the view", p, [&] {
                 auto px = read_pixels(int(r.x), int(r.y), int(r.w), int(r.h), H);
                 write_png(p, px.data(), int(r.w), int(r.h), 3);
             });
         }
     }
-    if (ui.request_npy && teaching_tab(ui.tab)) {  // a teaching tab: the numbers it drew, as .npy and .csv
-        const std::string what = std::string("the ") + tab_name(ui.tab) + " numbers";
-        if (app.tx.tab_numbers.empty()) {
+    const NamedArrays& numbers = app.tabs[ui.tab].numbers();
+    if (req.npy && tab.export_name) {  // a teaching tab: the numbers it drew, as .npy and .csv
+        const std::string what = std::string("the ") + tab.name + " numbers";
+        if (numbers.empty()) {
             std::string why = !s.has_image() ? "no image is loaded, so nothing has run"
-                                             : std::string("the ") + tab_name(ui.tab) + " tab shows no numbers (it says why in place)";
+                                             : std::string("the ") + tab.name + " tab shows no numbers (it says why in place)";
             s.add_error("Could not export " + what, why);
             failed.push_back(why);
         }
-        for (const auto& [name, arr] : app.tx.tab_numbers) {
-            std::string p = ui.export_dir + "/" + safe_name(name);
+        for (const auto& [name, arr] : numbers) {
+            std::string p = app.export_dir + "/" + safe_name(name);
             attempt(what.c_str(), p + ".npy", [&] { write_file_atomic(p + ".npy", npy_bytes(arr.data(), shape_of(arr))); });
             attempt(what.c_str(), p + ".csv", [&] { write_file_atomic(p + ".csv", csv_bytes(name, arr)); });
         }
-    } else if (ui.request_npy) {
+    } else if (req.npy) {
         if (!cur) nothing("the tensor");
         else {
-            std::string p = ui.export_dir + "/" + safe_name(cur->name) + ".npy";
-            attempt("the tensor", p, [&] { write_file_atomic(p, npy_bytes(cur->tensor.data(), shape_of(cur->tensor))); });
+            std::string p = app.export_dir + "/" + safe_name(cur->info->name) + ".npy";
+            attempt("the tensor", p, [&] { write_file_atomic(p, npy_bytes(cur->value->data(), shape_of(*cur->value))); });
         }
     }
-    if (ui.request_npz) {
+    if (req.npz) {
         if (!s.trace()) nothing("the trace");
         else {
-            std::string p = ui.export_dir + "/vitscope-trace.npz";
+            std::string p = app.export_dir + "/vitscope-trace.npz";
             attempt("the trace", p, [&] {
                 std::vector<ArrayRef> items;
-                for (auto& e : s.trace()->entries()) items.push_back(array_ref(e.name, e.tensor));
+                const Trace& t = *s.trace();
+                for (size_t i = 0; i < t.size(); ++i) items.push_back(array_ref(t.name(i), t.at(i)));
                 // d logit[pred] / d stage, named <stage>.grad, when this run computed them
-                if (const Trace* g = s.result().grads.get())
-                    for (auto& e : g->entries()) items.push_back(array_ref(e.name, e.tensor));
-                // the options in force, as the CLI's trace records them
-                write_npz(p, items, {{"__options__", options_json(s.options(), s.config())}});
+                for (size_t i = 0; i < t.size(); ++i)
+                    if (const Array* g = t.grad_at(i)) items.push_back(array_ref(t.name(i) + ".grad", *g));
+                // the options and model that produced this trace, as the CLI's trace records them
+                write_npz(p, items, {{"__options__", options_json(s.shown_options(), s.shown_config())}});
             });
         }
     }
-    ui.request_view_png = ui.request_npy = ui.request_npz = false;
+    req = ExportRequest{};
     return failed;
 }
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "heads_prompt.h"
-#include "views_map.h"
+#include "model_map.h"
 
 namespace vit::app {
 
@@ -16,15 +16,13 @@ std::string window_title(const Session& s) {
 }
 
 void draw_frame(AppContext& app, int W, int H) {
-    Session& s = app.s;
+    ViewCtx v = app.view();
     UiState& ui = app.ui;
-    ui.rects.clear();
-    ui.texts.clear();
-    ui.strings.clear();
-    app.tx.tab_numbers.clear();  // each teaching view puts the numbers it drew here (exports)
-    HandleKeys(s, ui);
-    DistanceTick(s, ui, app.tx);
-    HandleMapKeys(s, ui);
+    app.probe.clear();
+    app.tabs.clear_numbers();  // each teaching tab puts the numbers it draws in its own list (exports)
+    HandleKeys(v);
+    app.tabs.tick(v);
+    HandleTourKeys(v);
     const float top = 70, left = 260, right = 380, bottom = 28;
     const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoTitleBar |
@@ -35,43 +33,32 @@ void draw_frame(AppContext& app, int W, int H) {
     };
     place(0, 0, float(W), top);
     ImGui::Begin("toolbar", nullptr, fixed);
-    DrawToolbar(s, ui);
+    DrawToolbar(v, app.toolbar, app.exports, tab_spec(ui.tab).export_name != nullptr);
     ImGui::End();
     place(0, top, left, float(H) - top - bottom);
     ImGui::Begin("navigator", nullptr, fixed);
-    DrawNavigator(s, ui);
+    DrawNavigator(v);
     ImGui::End();
     place(float(W) - right, top, right, float(H) - top - bottom);
     ImGui::Begin("image", nullptr, fixed);
     ImGui::BeginChild("imgpanel", ImVec2(0, ImGui::GetContentRegionAvail().y - 150));
-    DrawImagePanel(s, ui, app.tx);
+    DrawImagePanel(v, app.image);
     ImGui::EndChild();
-    DrawPredictions(s, ui);
+    DrawPredictions(v);
     ImGui::End();
-    place(left, top, float(W) - left - right, float(H) - top - bottom);
+    const Rect centre{left, top, float(W) - left - right, float(H) - top - bottom};
+    place(centre.x, centre.y, centre.w, centre.h);
     ImGui::Begin("center", nullptr, fixed);
-    ui.rects["center"] = Rect{left, top, float(W) - left - right, float(H) - top - bottom};
+    app.probe.rects["center"] = centre;
     if (ImGui::BeginTabBar("tabs")) {
-        for (int i = 0; i < kTabs; ++i) {
-            Tab tb = Tab(i);
+        for (const TabSpec& spec : tab_table()) {
+            const Tab tb = spec.tab;
             bool select = ui.tab == tb && app.last_tab != ui.tab;
-            const bool open = ImGui::BeginTabItem(tab_name(tb), nullptr, select ? ImGuiTabItemFlags_SetSelected : 0);
-            if (ui.hover && ImGui::IsItemHovered())
-                ImGui::SetTooltip("key %s, --tab %d", tab_key(tb).c_str(), i);
+            const bool open = ImGui::BeginTabItem(spec.name, nullptr, select ? ImGuiTabItemFlags_SetSelected : 0);
+            if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("key %s, --tab %d", spec.key, int(tb));
             if (open) {
                 if (app.last_tab == ui.tab || select) ui.tab = tb;
-                switch (tb) {
-                    case Tab::Stage: DrawMapStrip(s, ui); DrawStageView(s, ui, app.tx); break;
-                    case Tab::AttentionMaps: DrawAttentionGrid(s, ui, app.tx); break;
-                    case Tab::Changes: DrawChanges(s, ui, app.tx); break;
-                    case Tab::Train: app.train.Draw(s, ui, app.tx); break;
-                    case Tab::LogitLens: DrawLogitLens(s, ui, app.tx); break;
-                    case Tab::Positions: DrawPositions(s, ui, app.tx); break;
-                    case Tab::Filters: DrawFilters(s, ui, app.tx); break;
-                    case Tab::Distance: DrawDistance(s, ui, app.tx); break;
-                    case Tab::Patches: DrawPatchPictures(s, ui, app.tx); break;
-                    case Tab::Map: DrawModelMap(s, ui); break;
-                }
+                app.tabs[tb].draw(v);
                 ImGui::EndTabItem();
             }
         }
@@ -79,21 +66,20 @@ void draw_frame(AppContext& app, int W, int H) {
         ImGui::EndTabBar();
     }
     ImGui::End();
-    DrawCellMath(s, ui, app.tx, Rect{left, top, float(W) - left - right, float(H) - top - bottom});
-    DrawTour(s, ui, Rect{left, top, float(W) - left - right, float(H) - top - bottom});
+    app.tabs[ui.tab].draw_over(v, centre);
+    DrawTour(v, centre);
     place(0, float(H) - bottom, float(W), bottom);
     ImGui::Begin("status", nullptr, fixed);
-    DrawStatusBar(s, ui);
+    DrawStatusBar(v);
     ImGui::End();
-    DrawErrorPanel(s, ui);
-    DrawHeadsPrompt(s, ui);  // a checkpoint without a head count: ask, never guess
-    app.train.Poll(s);
-    std::string title = window_title(s);
+    DrawErrorPanel(v);
+    DrawHeadsPrompt(v);  // a checkpoint without a head count: ask, never guess
+    std::string title = window_title(app.s);
     if (title != app.title && app.win) {
         glfwSetWindowTitle(app.win, title.c_str());
         app.title = title;
     }
-    ui.strings["title"] = title;
+    app.probe.strings["title"] = title;
 }
 
 }  // namespace vit::app

@@ -10,9 +10,6 @@
 namespace vit::app {
 
 namespace {
-GLuint g_prog = 0;
-GLint g_loc_proj = -1, g_loc_vmin = -1, g_loc_vmax = -1, g_loc_mode = -1, g_loc_opacity = -1, g_loc_tex = -1;
-std::deque<Colormap> g_frame_cms;
 
 GLuint compile(GLenum type, const std::string& src, std::string& log) {
     GLuint s = glCreateShader(type);
@@ -32,18 +29,8 @@ GLuint compile(GLenum type, const std::string& src, std::string& log) {
 }
 
 void set_state(const ImDrawList*, const ImDrawCmd* cmd) {
-    const Colormap* cm = static_cast<const Colormap*>(cmd->UserCallbackData);
-    ImDrawData* dd = ImGui::GetDrawData();
-    float L = dd->DisplayPos.x, R = L + dd->DisplaySize.x, T = dd->DisplayPos.y, B = T + dd->DisplaySize.y;
-    const float ortho[4][4] = {{2.f / (R - L), 0, 0, 0}, {0, 2.f / (T - B), 0, 0}, {0, 0, -1, 0},
-                               {(R + L) / (L - R), (T + B) / (B - T), 0, 1}};
-    glUseProgram(g_prog);
-    glUniformMatrix4fv(g_loc_proj, 1, GL_FALSE, &ortho[0][0]);
-    glUniform1i(g_loc_tex, 0);
-    glUniform1f(g_loc_vmin, cm->vmin);
-    glUniform1f(g_loc_vmax, cm->vmax);
-    glUniform1i(g_loc_mode, cm->mode);
-    glUniform1f(g_loc_opacity, cm->opacity);
+    const auto* call = static_cast<const Gfx::Call*>(cmd->UserCallbackData);
+    call->gfx->bind(call->cm);
 }
 
 std::string read_text(const std::string& p) {
@@ -84,12 +71,30 @@ void Texture::upload_rgba(const unsigned char* data, int w, int h) {
     glTexSubImage2D(GL_TEXTURE_2D, 0, 0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, data);
 }
 
-std::string init_heatmap_program(const std::string& dir) {
+Gfx::~Gfx() {
+    if (prog_) glDeleteProgram(prog_);
+}
+
+void Gfx::bind(const Colormap& cm) const {
+    ImDrawData* dd = ImGui::GetDrawData();
+    float L = dd->DisplayPos.x, R = L + dd->DisplaySize.x, T = dd->DisplayPos.y, B = T + dd->DisplaySize.y;
+    const float ortho[4][4] = {{2.f / (R - L), 0, 0, 0}, {0, 2.f / (T - B), 0, 0}, {0, 0, -1, 0},
+                               {(R + L) / (L - R), (T + B) / (B - T), 0, 1}};
+    glUseProgram(prog_);
+    glUniformMatrix4fv(loc_proj_, 1, GL_FALSE, &ortho[0][0]);
+    glUniform1i(loc_tex_, 0);
+    glUniform1f(loc_vmin_, cm.vmin);
+    glUniform1f(loc_vmax_, cm.vmax);
+    glUniform1i(loc_mode_, cm.mode);
+    glUniform1f(loc_opacity_, cm.opacity);
+}
+
+std::string Gfx::init(const std::string& dir) {
     std::string vs = dir.empty() ? kHeatmapVert : read_text(dir + "/heatmap.vert");
     std::string fs = dir.empty() ? kHeatmapFrag : read_text(dir + "/heatmap.frag");
     std::string log;
     GLuint v = compile(GL_VERTEX_SHADER, vs, log), f = compile(GL_FRAGMENT_SHADER, fs, log);
-    if (!v || !f) return log;
+    if (!v || !f) return error_ = log;
     GLuint p = glCreateProgram();
     glAttachShader(p, v);
     glAttachShader(p, f);
@@ -102,32 +107,36 @@ std::string init_heatmap_program(const std::string& dir) {
         char buf[4096];
         glGetProgramInfoLog(p, sizeof buf, nullptr, buf);
         glDeleteProgram(p);
-        return std::string("heatmap program link: ") + buf;
+        return error_ = std::string("heatmap program link: ") + buf;
     }
-    if (g_prog) glDeleteProgram(g_prog);
-    g_prog = p;
-    g_loc_proj = glGetUniformLocation(p, "ProjMtx");
-    g_loc_tex = glGetUniformLocation(p, "Texture");
-    g_loc_vmin = glGetUniformLocation(p, "vmin");
-    g_loc_vmax = glGetUniformLocation(p, "vmax");
-    g_loc_mode = glGetUniformLocation(p, "mode");
-    g_loc_opacity = glGetUniformLocation(p, "opacity");
-    return "";
+    if (prog_) glDeleteProgram(prog_);
+    prog_ = p;
+    loc_proj_ = glGetUniformLocation(p, "ProjMtx");
+    loc_tex_ = glGetUniformLocation(p, "Texture");
+    loc_vmin_ = glGetUniformLocation(p, "vmin");
+    loc_vmax_ = glGetUniformLocation(p, "vmax");
+    loc_mode_ = glGetUniformLocation(p, "mode");
+    loc_opacity_ = glGetUniformLocation(p, "opacity");
+    return error_ = "";
 }
 
-bool heatmap_program_ok() { return g_prog != 0; }
+const Texture& Gfx::ramp() {
+    if (!ramp_.valid()) {
+        float v[256];
+        for (int i = 0; i < 256; ++i) v[i] = 1.f - i / 255.f;  // top of the bar = vmax
+        ramp_.upload_float(v, 1, 256);
+    }
+    return ramp_;
+}
 
-void begin_frame_gl() { g_frame_cms.clear(); }
-
-void draw_colormapped(ImDrawList* dl, const Texture& tex, ImVec2 p0, ImVec2 p1, const Colormap& cm, ImVec2 uv0,
-                      ImVec2 uv1) {
+void Gfx::draw(ImDrawList* dl, const Texture& tex, ImVec2 p0, ImVec2 p1, const Colormap& cm, ImVec2 uv0, ImVec2 uv1) {
     if (!tex.valid()) return;
-    if (!g_prog) {  // shader failed: show a flat placeholder rather than garbage
+    if (!prog_) {  // shader failed: show a flat placeholder rather than garbage
         dl->AddRectFilled(p0, p1, IM_COL32(80, 0, 80, 255));
         return;
     }
-    g_frame_cms.push_back(cm);
-    dl->AddCallback(set_state, &g_frame_cms.back());
+    calls_.push_back({this, cm});
+    dl->AddCallback(set_state, &calls_.back());
     dl->AddImage(tex.id(), p0, p1, uv0, uv1);
     dl->AddCallback(ImDrawCallback_ResetRenderState, nullptr);
 }

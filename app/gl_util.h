@@ -1,10 +1,11 @@
 // OpenGL helpers for the app: float textures coloured by shaders/heatmap.*,
-// drawn inside ImGui through draw-list callbacks, and screenshots.
+// drawn inside ImGui through draw-list callbacks (Gfx), and screenshots.
 #pragma once
 #define GL_GLEXT_PROTOTYPES 1
 #include <GL/glcorearb.h>
 #include <imgui.h>
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -38,16 +39,37 @@ private:
     bool float_ = false;
 };
 
-// Compiles the heatmap program (embedded sources, or files under shader_dir
-// if given). Returns "" or the compiler's log, which the app shows.
-std::string init_heatmap_program(const std::string& shader_dir = "");
-bool heatmap_program_ok();
+// The heatmap program (shaders/heatmap.*) and what draws with it, one per window (AppContext::gfx):
+// float textures coloured by a Colormap inside ImGui's draw lists, through draw-list callbacks.
+class Gfx {
+public:
+    Gfx() = default;
+    ~Gfx();
+    Gfx(const Gfx&) = delete;
+    Gfx& operator=(const Gfx&) = delete;
+    // Compiles the program (embedded sources, or files under shader_dir if given). Returns "" or the
+    // compiler's log, which the app shows (error() keeps it).
+    std::string init(const std::string& shader_dir = "");
+    bool ok() const { return prog_ != 0; }
+    const std::string& error() const { return error_; }
+    // At the start of each frame: frees last frame's callback data.
+    void begin_frame() { calls_.clear(); }
+    // Draws tex over [p0, p1] coloured by `cm` (a copy is kept until rendering).
+    void draw(ImDrawList* dl, const Texture& tex, ImVec2 p0, ImVec2 p1, const Colormap& cm,
+              ImVec2 uv0 = ImVec2(0, 0), ImVec2 uv1 = ImVec2(1, 1));
+    // A vertical 0..1 ramp (top = 1) for colour bars.
+    const Texture& ramp();
 
-// Draws tex over [p0, p1] coloured by `cm` (a copy is kept until rendering).
-void draw_colormapped(ImDrawList* dl, const Texture& tex, ImVec2 p0, ImVec2 p1, const Colormap& cm,
-                      ImVec2 uv0 = ImVec2(0, 0), ImVec2 uv1 = ImVec2(1, 1));
-// Call at the start of each frame (frees last frame's callback data).
-void begin_frame_gl();
+    struct Call { const Gfx* gfx; Colormap cm; };  // what a draw-list callback reads
+    void bind(const Colormap& cm) const;           // the program and its uniforms, for a callback
+
+private:
+    GLuint prog_ = 0;
+    GLint loc_proj_ = -1, loc_vmin_ = -1, loc_vmax_ = -1, loc_mode_ = -1, loc_opacity_ = -1, loc_tex_ = -1;
+    std::deque<Call> calls_;
+    Texture ramp_;
+    std::string error_;
+};
 
 // Reads the back buffer's rectangle (top-left origin) as RGB rows, top first.
 std::vector<unsigned char> read_pixels(int x, int y, int w, int h, int fb_height);

@@ -15,7 +15,7 @@
 #include "core/io/image.h"
 #include "core/teach/teach.h"
 #include "tensor_access.h"
-#include "views_map.h"
+#include "model_map.h"
 #include "paths.h"
 #include "settings.h"
 
@@ -25,8 +25,7 @@ namespace {
 
 // Frames with a settled result: a trace on screen, no run or load in flight, no training.
 bool settled(const AppContext& app) {
-    return app.s.trace() && !app.s.busy() && !app.s.loading() && !app.train.running() &&
-           !app.ui.distance_autostart && !distance_average_running(app.tx);
+    return app.s.trace() && !app.s.busy() && !app.s.loading() && !app.tabs.working();
 }
 
 nlohmann::json rect_json(const Rect& r) { return {r.x, r.y, r.w, r.h}; }
@@ -34,9 +33,12 @@ nlohmann::json rect_json(const Rect& r) { return {r.x, r.y, r.w, r.h}; }
 class ScreenshotDriver : public Driver {
 public:
     explicit ScreenshotDriver(const AppArgs& a) : a_(a), keys_(a.key_codes) {}
+    // --while-running: once the keys are going, frames do not wait for the pass they start
+    double poll_wait_ms() const override { return a_.while_running && pressed_ ? 0.0 : 50.0; }
     void before_frame(AppContext& app) override {
         // keys sent by --keys go through the GLFW backend's own key callback
         if (app.s.trace() && !keys_.empty() && settled_frames_ >= 2) {
+            pressed_ = true;
             int k = keys_.front();
             ImGui_ImplGlfw_KeyCallback(app.win, k, 0, down_ ? GLFW_RELEASE : GLFW_PRESS, 0);
             if (down_) keys_.erase(keys_.begin());
@@ -51,16 +53,30 @@ public:
     }
     std::optional<int> after_render(AppContext& app, int W, int H) override {
         if (settled(app) || (!app.s.has_image() && !app.s.busy() && !app.s.loading())) ++settled_frames_;
+        if (a_.while_running && pressed_ && keys_.empty()) {
+            // the frame drawn while the pass the keys started runs: the previous trace is on screen
+            if (app.s.busy() && app.s.trace()) return shoot(app, W, H);
+            if (++frames_after_keys_ > 3) {
+                std::fprintf(stderr, "vitscope: --while-running: no forward pass was running after --keys (it finished "
+                                     "first, or the keys started none): use a slower model\n");
+                return 3;
+            }
+            return std::nullopt;
+        }
         if (settled_frames_ < 3 || !keys_.empty() || (a_.click && clicks_ < 4)) return std::nullopt;
         if (app.s.loading() || app.s.busy()) return std::nullopt;  // a click or key started a load or run: its result
         if (!exports_requested_) {
             // exports requested on the command line go through the same path as the buttons (next frame)
-            app.ui.request_view_png = a_.export_view;
-            app.ui.request_npy = a_.export_npy;
-            app.ui.request_npz = a_.export_npz;
+            app.exports.view_png = a_.export_view;
+            app.exports.npy = a_.export_npy;
+            app.exports.npz = a_.export_npz;
             exports_requested_ = true;
             return std::nullopt;
         }
+        return shoot(app, W, H);
+    }
+private:
+    int shoot(AppContext& app, int W, int H) {
         int rc = 0;
         auto px = read_pixels(0, 0, W, H, H);
         try {
@@ -72,11 +88,11 @@ public:
         if (!a_.layout_out.empty()) write_layout(a_.layout_out, app, W, H);
         return rc;
     }
-private:
     const AppArgs& a_;
     std::vector<int> keys_;
-    bool down_ = false, exports_requested_ = false;
+    bool down_ = false, exports_requested_ = false, pressed_ = false;
     int settled_frames_ = 0, clicks_ = 0;  // --click: frames since the press
+    int frames_after_keys_ = 0;            // --while-running: frames drawn after the keys with no pass running
 };
 
 class BenchDriver : public Driver {
@@ -114,7 +130,8 @@ private:
     bool timing_ = false;
 };
 
-// The state being drawn, for the crash handler (a segfault names the state it happened in).
+// The state being drawn, for the crash handler (a segfault names the state it happened in). A signal
+// handler can reach nothing else: the one global of the app's state, written only by the sweep.
 char g_sweep_state[512] = "";
 void on_crash(int sig) {
     const char* m1 = "vitscope --sweep: crashed (signal) while drawing: ";
@@ -126,8 +143,6 @@ void on_crash(int sig) {
     std::raise(sig);
 }
 
-const char* const kCancelledState = "distance, the cancelled average is said so";
-
 bool overlaps(const Rect& a, const Rect& b) {
     const float e = 0.5f;  // touching is fine
     return a.x + e < b.x + b.w && b.x + e < a.x + a.w && a.y + e < b.y + b.h && b.y + e < a.y + a.h;
@@ -137,6 +152,10 @@ bool inside(const Rect& a, const Rect& clip) {
     return a.x >= clip.x - e && a.y >= clip.y - e && a.x + a.w <= clip.x + clip.w + e && a.y + a.h <= clip.y + clip.h + e;
 }
 
+// The sweep: every stage x value/gradient on the Stage tab, every tab of the tab table (each adds its
+// own states and checks through its sweep hook), the overlays, the tour, the option toggles; two
+// frames per state. Every frame is checked: the shown tab's own checks, the state's, and what all
+// views share (errors, the status bar, labels, the probe's schema).
 class SweepDriver : public Driver {
 public:
     explicit SweepDriver(const AppArgs& a) : a_(a) {
@@ -151,7 +170,7 @@ public:
         if (states_.empty()) return;
         if (frame_in_state_ == 0 && next_ < states_.size()) {
             std::snprintf(g_sweep_state, sizeof g_sweep_state, "%s: %s", app.s.model_spec().c_str(), states_[next_].desc.c_str());
-            states_[next_].apply(app);
+            states_[next_].apply(app.s, app.ui);
         }
     }
     std::optional<int> after_render(AppContext& app, int, int) override {
@@ -163,8 +182,8 @@ public:
             }
             return std::nullopt;
         }
-        if (app.s.busy() || app.s.loading() || app.ui.distance_autostart || distance_average_running(app.tx))
-            return std::nullopt;  // wait for the state's result (and the Distance tab's average)
+        if (app.s.busy() || app.s.loading() || app.tabs.working())
+            return std::nullopt;  // wait for the state's result (and a tab's job: the Distance tab's average)
         // a tab chosen this frame shows from the next one: check what is drawn on the state's last frame
         if (frame_in_state_ == 1) check(app);
         else check_errors(app);
@@ -178,186 +197,99 @@ public:
         if (failures_.size() > 40) std::printf("... and %zu more\n", failures_.size() - 40);
         return failures_.empty() ? 0 : 1;
     }
-    void frame_failed(AppContext& app, const std::string& what) override {
-        fail(app, "exception while drawing: " + what);
-    }
+    void frame_failed(AppContext&, const std::string& what) override { fail("exception while drawing: " + what); }
 
 private:
-    struct State {
-        std::string desc;
-        std::function<void(AppContext&)> apply;
-    };
-
-    void fail(AppContext& app, const std::string& what) {
+    void fail(const std::string& what) {
         std::string where = next_ < states_.size() ? states_[next_].desc : "?";
-        (void)app;
         failures_.push_back("[" + where + "] " + what);
     }
 
     void check_errors(AppContext& app) {
-        for (auto& e : app.s.errors()) fail(app, "error in the window: " + e.title + ": " + e.detail.substr(0, 200));
+        for (auto& e : app.s.errors()) fail("error in the window: " + e.title + ": " + e.detail.substr(0, 200));
         app.s.dismiss_errors();
     }
 
     void check(AppContext& app) {
-        UiState& ui = app.ui;
-        Session& s = app.s;
+        const UiState& ui = app.ui;
+        const Session& s = app.s;
+        const Probe& p = app.probe;
+        const SweepFail f = [this](const std::string& what) { fail(what); };
         check_errors(app);
-        if (ui.tab == Tab::Stage && s.trace()) {
-            bool showing_grad = ui.numbers.count("stage.showing_grad") && ui.numbers["stage.showing_grad"] != 0;
-            bool drew = ui.rects.count("stage") != 0;
-            bool said = ui.strings.count("stage.message") && !ui.strings["stage.message"].empty();
-            if (ui.show_grad && !showing_grad && !said) fail(app, "gradient view shows nothing and does not say why");
-            if (!drew && !said) fail(app, "stage view drew no heatmap and gave no reason");
-            if (drew) {
-                double rows = ui.numbers["stage.rows"], cols = ui.numbers["stage.cols"];
-                double cw = ui.numbers["stage.cell_w"], ch = ui.numbers["stage.cell_h"];
-                if (rows > 1 && cols > 1 && std::abs(cw - ch) > 0.01)
-                    fail(app, "heatmap cells are not square: " + std::to_string(cw) + " x " + std::to_string(ch));
-            }
-        }
+        for (const std::string& k : p.undeclared()) fail("the probe has a key its schema does not declare: " + k);
+        app.tabs[ui.tab].sweep_check(s, ui, p, f);  // the shown tab's own checks (its sweep hook)
+        if (next_ < states_.size() && states_[next_].check) states_[next_].check(s, ui, p, f);
         if (s.trace() && ui.overlay == Overlay::Query && s.shown_config().depth > 0) {
             const int N = s.shown_config().patches();
-            bool in_range = ui.query >= 0 && ui.query <= N;
-            if (in_range && std::count(ui.strings["overlay.values"].begin(), ui.strings["overlay.values"].end(), ',') != N - 1)
-                fail(app, "query overlay for token " + std::to_string(ui.query) + " shows no row of " + std::to_string(N) + " values");
-            if (!in_range && ui.strings["overlay.message"].empty())
-                fail(app, "query token " + std::to_string(ui.query) + " is out of range and the image panel does not say so");
+            const bool in_range = ui.query >= 0 && ui.query <= N;
+            const std::string vals = p.string("overlay.values");
+            if (in_range && std::count(vals.begin(), vals.end(), ',') != N - 1)
+                fail("query overlay for token " + std::to_string(ui.query) + " shows no row of " + std::to_string(N) + " values");
+            if (!in_range && p.string("overlay.message").empty())
+                fail("query token " + std::to_string(ui.query) + " is out of range and the image panel does not say so");
         }
-        if (s.trace() && ui.tab == Tab::LogitLens && !ui.rects.count("lens") &&
-            (!ui.strings.count("lens.message") || ui.strings["lens.message"].empty()))
-            fail(app, "the logit lens tab drew no chart and gave no reason");
-        if (s.trace() && ui.tab == Tab::Positions && !ui.rects.count("pos.grid") &&
-            (!ui.strings.count("pos.message") || ui.strings["pos.message"].empty()))
-            fail(app, "the positions tab drew no maps and gave no reason");
-        if (s.trace() && ui.tab == Tab::Filters && !ui.rects.count("filters.0") &&
-            (!ui.strings.count("filters.message") || ui.strings["filters.message"].empty()))
-            fail(app, "the filters tab drew no filter and gave no reason");
-        if (s.trace() && ui.tab == Tab::Distance && !ui.rects.count("dist.plot") &&
-            (!ui.strings.count("dist.message") || ui.strings["dist.message"].empty()))
-            fail(app, "the distance tab drew no plot and gave no reason");
-        if (s.trace() && ui.tab == Tab::Distance && ui.rects.count("dist.plot")) {
-            const int L = int(ui.numbers["dist.layers"]), H = int(ui.numbers["dist.heads"]);
-            const std::string& st = ui.strings["dist.avg.state"];
-            if (st == "done" && !ui.rects.count("dist.avgdot." + std::to_string(L - 1) + "." + std::to_string(H - 1)))
-                fail(app, "the distance average is done but not drawn");
-            if ((st == "stale" || st == "cancelled" || st == "error") && ui.strings["dist.avg.message"].empty())
-                fail(app, "the distance average is " + st + " and the tab does not say so");
-            if (st != "done" && ui.rects.count("dist.avgdot.0.0")) fail(app, "an average that is " + st + " is drawn");
-            // every dot where its number says, on the axis 0 .. diagonal
-            std::vector<double> vals;
-            std::stringstream ss(ui.strings["dist.values"]);
-            for (std::string tok; std::getline(ss, tok, ',');) vals.push_back(std::stod(tok));
-            const Rect ax = ui.rects["dist.plot"];
-            if (int(vals.size()) != L * H) fail(app, "the distance tab lists " + std::to_string(vals.size()) + " values for " + std::to_string(L * H) + " dots");
-            else
-                for (int k = 0; k < L * H; ++k) {
-                    const Rect d = ui.rects["dist.dot." + std::to_string(k / H) + "." + std::to_string(k % H)];
-                    const double want = ax.y + ax.h * (1 - vals[size_t(k)] / ui.numbers["dist.ymax"]);
-                    if (std::abs(d.y + d.h / 2 - want) > 0.5) { fail(app, "a distance dot is not at its value"); break; }
-                }
-        }
-        if (next_ < states_.size() && states_[next_].desc == kCancelledState &&
-            (ui.strings["dist.avg.state"] != "cancelled" || ui.strings["dist.avg.message"].find("cancelled") == std::string::npos))
-            fail(app, "an average cancelled by an option change is not said cancelled (" + ui.strings["dist.avg.state"] + ")");
-        if (s.trace() && ui.tab == Tab::Patches && !ui.rects.count("patches.grid") &&
-            (!ui.strings.count("patches.message") || ui.strings["patches.message"].empty()))
-            fail(app, "the patches tab drew no tiles and gave no reason");
-        if (s.trace() && ui.tab == Tab::Patches && ui.rects.count("patches.grid")) {
-            const int N = s.shown_config().patches();
-            const bool bug = s.result().options.bug_reshape_patches;
-            if (!bug && ui.numbers["patches.rows_equal_tiles"] != N)
-                fail(app, "without the reshape bug, only " + std::to_string(int(ui.numbers["patches.rows_equal_tiles"])) +
-                              " of " + std::to_string(N) + " patches rows are their tiles");
-        }
-        // the math of one cell: the panel's result is the trace's value, or it says why there is none
-        if (s.trace() && ui.tab == Tab::Stage && ui.cell_r >= 0 && ui.cell_c >= 0) {
-            const TraceEntry* e = current_entry(s, ui);
-            bool has_math = ui.numbers.count("cellmath.ok") != 0;
-            bool said = ui.strings.count("cellmath.message") && !ui.strings["cellmath.message"].empty();
-            if (!has_math && !said) fail(app, "a cell is selected and the math panel shows nothing and does not say why");
-            if (has_math && ui.numbers["cellmath.ok"] != 1)
-                fail(app, "math panel's result " + std::to_string(ui.numbers["cellmath.value"]) + " is not the trace's " +
-                              std::to_string(ui.numbers["cellmath.recorded"]));
-            if (e && !ui.show_grad && cell_math_supported(e->name) && !has_math) {
-                Slice2D sl = slice2d(e->tensor, ui.head);
-                if (ui.cell_r < sl.rows && ui.cell_c < sl.cols)
-                    fail(app, "no math for an in-range cell of " + e->name + ": " + ui.strings["cellmath.message"]);
-            }
-        }
-        check_map(app);
-        if (!s.trace() || ui.strings["status"].find(s.result().grads ? "forward+backward" : "forward only") == std::string::npos)
-            fail(app, "status bar does not say what was computed: " + ui.strings["status"]);
+        check_tour(app);
+        if (!s.trace() || p.string("status").find(s.trace()->has_grads() ? "forward+backward" : "forward only") == std::string::npos)
+            fail("status bar does not say what was computed: " + p.string("status"));
         // labels: none clipped, none overlapping another of its panel
-        const auto& t = ui.texts;
+        const auto& t = p.texts;
         for (size_t i = 0; i < t.size(); ++i) {
             if (!inside(t[i].box, t[i].clip)) {
-                fail(app, "label '" + t[i].text + "' (" + t[i].group + ") leaves its panel");
+                fail("label '" + t[i].text + "' (" + t[i].group + ") leaves its panel");
                 break;
             }
             std::string gi = t[i].group.substr(0, t[i].group.find('.'));
             for (size_t j = i + 1; j < t.size(); ++j) {
                 if (t[j].group.substr(0, t[j].group.find('.')) != gi) continue;
                 if (overlaps(t[i].box, t[j].box)) {
-                    fail(app, "labels '" + t[i].text + "' and '" + t[j].text + "' overlap (" + t[i].group + ")");
+                    fail("labels '" + t[i].text + "' and '" + t[j].text + "' overlap (" + t[i].group + ")");
                     return;
                 }
             }
         }
     }
 
-    // The map and the tour (views_map.cpp): every box's shape is its stage's tensor's in the trace, the
-    // current stage's box is highlighted, the tour's stage is the one shown and its text the table's.
-    void check_map(AppContext& app) {
-        UiState& ui = app.ui;
-        Session& s = app.s;
-        const Trace* t = s.trace();
-        if (!t) return;
-        if (ui.tab == Tab::Map) {
-            if (!ui.rects.count("map")) fail(app, "the map tab drew no map");
-            if (ui.numbers["map.current"] < 0) fail(app, "the map highlights no box for the current stage");
-            ModelMap m = build_model_map(s, int(ui.numbers["map.layer"]));
-            for (const MapBox& b : m.boxes) {
-                int i = t->index_of(b.out_stage);
-                std::string want = i >= 0 ? shape_text(t->at(size_t(i)).tensor) : "(not in the trace)";
-                if (ui.strings["map.shape." + b.out_stage] != want)
-                    fail(app, "map arrow after " + b.id + " says " + ui.strings["map.shape." + b.out_stage] + ", the trace's " +
-                                  b.out_stage + " is " + want);
-                if (!ui.rects.count("map.box." + b.id)) fail(app, "map box " + b.id + " not drawn");
-            }
-        }
+    // The tour (a panel over any tab): its stage is the one shown and its text the table's; the map
+    // strips leave no box out; the status bar's GEMM field is whole.
+    void check_tour(AppContext& app) {
+        const UiState& ui = app.ui;
+        const Session& s = app.s;
+        const Probe& p = app.probe;
+        if (!s.trace()) return;
         if (ui.tour_step >= 0 && ui.tour_applied == ui.tour_step) {
-            const TraceEntry* e = current_entry(s, ui);
-            if (!e || (ui.strings["tour.stage"] != e->name && ui.strings["tour.off"] != e->name))
-                fail(app, "the tour is at " + ui.strings["tour.stage"] + " but the app shows " + (e ? e->name : "nothing"));
-            else if (ui.strings["tour.what"] != stage_info(e->name, s.shown_config(), s.result().options).what)
-                fail(app, "the tour's text for " + e->name + " is not the stage table's explanation");
+            const auto e = shown_stage(s, ui);
+            if (!e || (p.string("tour.stage") != e->info->name && p.string("tour.off") != e->info->name))
+                fail("the tour is at " + p.string("tour.stage") + " but the app shows " + (e ? e->info->name : "nothing"));
+            else if (p.string("tour.what") != e->info->what)
+                fail("the tour's text for " + e->info->name + " is not the stage table's explanation");
         }
         for (const char* g : {"strip.dropped", "tour.strip.dropped"})
-            if (ui.numbers[g] > 0) fail(app, std::string(g) + ": the map strip left out " + std::to_string(int(ui.numbers[g])) + " boxes");
+            if (p.number(g) > 0) fail(std::string(g) + ": the map strip left out " + std::to_string(int(p.number(g))) + " boxes");
         const float W = ImGui::GetIO().DisplaySize.x;
-        if (!ui.rects.count("status.gemm")) fail(app, "the status bar has no GEMM field");
-        else if (ui.rects["status.gemm"].x + ui.rects["status.gemm"].w > W + 0.5f || ui.rects["status.line"].x + ui.rects["status.line"].w > ui.rects["status.gemm"].x)
-            fail(app, "the status bar's GEMM field is clipped or overlapped");
+        auto gemm = p.rects.find("status.gemm"), line = p.rects.find("status.line");
+        if (gemm == p.rects.end() || line == p.rects.end()) fail("the status bar has no GEMM field");
+        else if (gemm->second.x + gemm->second.w > W + 0.5f || line->second.x + line->second.w > gemm->second.x)
+            fail("the status bar's GEMM field is clipped or overlapped");
     }
 
     void build(AppContext& app) {
-        const Trace& tr = *app.s.trace();
+        SweepPlan plan;
+        plan.session = &app.s;
+        plan.trace = app.s.trace();
+        const Trace& tr = *plan.trace;
         const Config& c = app.s.shown_config();
         const int T = int(tr.size()), L = c.depth, H = c.heads, N = c.patches();
-        std::vector<int> sel;
+        plan.T = T; plan.L = L; plan.H = H; plan.N = N;
+        std::vector<int>& sel = plan.stages;
         if (a_.sweep_stages <= 0 || a_.sweep_stages >= T) for (int i = 0; i < T; ++i) sel.push_back(i);
         else for (int k = 0; k < a_.sweep_stages; ++k) sel.push_back(int((int64_t(k) * (T - 1)) / std::max(1, a_.sweep_stages - 1)));
         auto stage_state = [&](int i, bool grad, Tab tab, const std::string& tag) {
-            State st;
-            st.desc = tag + " stage#" + std::to_string(i) + " (" + tr.at(size_t(std::min(i, T - 1))).name + ") " +
-                      (grad ? "gradient" : "value") + " tab " + tab_name(tab) + " scale " + std::to_string(i % 3) +
-                      " head " + std::to_string(i % std::max(1, H)) + (i % 3 == 0 ? " patch " + std::to_string(i % N) : "") +
-                      (i % 7 == 0 ? " zoom 3" : "");
-            st.apply = [i, grad, tab, H, N](AppContext& a) {
-                UiState& ui = a.ui;
-                int n = a.s.trace() ? int(a.s.trace()->size()) : 1;
-                ui.stage = std::min(i, n - 1);
+            std::string desc = tag + " stage#" + std::to_string(i) + " (" + tr.name(size_t(std::min(i, T - 1))) + ") " +
+                               (grad ? "gradient" : "value") + " tab " + tab_name(tab) + " scale " + std::to_string(i % 3) +
+                               " head " + std::to_string(i % std::max(1, H)) + (i % 3 == 0 ? " patch " + std::to_string(i % N) : "") +
+                               (i % 7 == 0 ? " zoom 3" : "");
+            plan.add(desc, [i, grad, tab, H, N](Session& s, UiState& ui) {
+                if (s.trace()) select_row(ui, *s.trace(), size_t(i));
                 ui.show_grad = grad;
                 ui.tab = tab;
                 ui.scale_mode = ScaleMode(i % 3);
@@ -365,128 +297,42 @@ private:
                 ui.channel = i % 3;
                 ui.patch = i % 3 == 0 ? i % std::max(1, N) : -1;
                 ui.zoom = i % 7 == 0 ? 3.f : 1.f;
-            };
-            states_.push_back(std::move(st));
+            });
         };
         for (int i : sel)
             for (bool g : {false, true}) stage_state(i, g, Tab::Stage, "stages");
-        for (int k = 0; k < kTabs; ++k) {
-            if (Tab(k) == Tab::Train) continue;  // drawn below, without starting a training run
-            stage_state(sel[sel.size() / 2], false, Tab(k), "tabs");
-        }
-        states_.push_back({"tabs: Train (form only)", [](AppContext& a) { a.ui.tab = Tab::Train; }});
+        // every tab of the table at a middle stage (drawing the Train tab starts no training)
+        for (const TabSpec& t : tab_table()) stage_state(sel[sel.size() / 2], false, t.tab, "tabs");
         for (Overlay ov : {Overlay::None, Overlay::Cls, Overlay::Rollout, Overlay::GradRollout})
             for (int layer : {0, std::max(0, L - 1)})
-                for (int head : {-1, std::max(0, H - 1)}) {
-                    State st;
-                    st.desc = std::string("overlay ") + overlay_name(ov) + " layer " + std::to_string(layer) + " head " +
-                              std::to_string(head);
-                    st.apply = [ov, layer, head](AppContext& a) {
-                        a.ui.tab = ov == Overlay::Cls ? Tab::AttentionMaps : Tab::Stage;
-                        a.ui.overlay = ov; a.ui.overlay_layer = layer; a.ui.overlay_head = head;
-                        a.ui.fusion = (layer + head + 3) % 3; a.ui.discard = head < 0 ? 0.f : 0.5f;
-                        a.ui.opacity = 1.f;
-                    };
-                    states_.push_back(std::move(st));
-                }
+                for (int head : {-1, std::max(0, H - 1)})
+                    plan.add(std::string("overlay ") + overlay_name(ov) + " layer " + std::to_string(layer) + " head " +
+                                 std::to_string(head),
+                             [ov, layer, head](Session&, UiState& ui) {
+                                 ui.tab = ov == Overlay::Cls ? Tab::AttentionMaps : Tab::Stage;
+                                 ui.overlay = ov; ui.overlay_layer = layer; ui.overlay_head = head;
+                                 ui.fusion = (layer + head + 3) % 3; ui.discard = head < 0 ? 0.f : 0.5f;
+                                 ui.opacity = 1.f;
+                             });
         // attention from any token: cls, the first, a middle and the last patch, and one past the end
         for (int q : {0, 1, N / 2 + 1, N, N + 5})
             for (int layer : {0, std::max(0, L - 1)}) {
                 int head = q % 2 ? std::max(0, H - 1) : -1;
-                State st;
-                st.desc = "overlay query token " + std::to_string(q) + " layer " + std::to_string(layer) + " head " + std::to_string(head);
-                st.apply = [q, layer, head](AppContext& a) {
-                    a.ui.tab = Tab::Stage;
-                    a.ui.overlay = Overlay::Query; a.ui.query = q;
-                    a.ui.overlay_layer = layer; a.ui.overlay_head = head; a.ui.opacity = 1.f;
-                };
-                states_.push_back(std::move(st));
+                plan.add("overlay query token " + std::to_string(q) + " layer " + std::to_string(layer) + " head " + std::to_string(head),
+                         [q, layer, head](Session&, UiState& ui) {
+                             ui.tab = Tab::Stage;
+                             ui.overlay = Overlay::Query; ui.query = q;
+                             ui.overlay_layer = layer; ui.overlay_head = head; ui.opacity = 1.f;
+                         });
             }
-        // the math of one cell: every stage kind it explains, at the first and last layer; first, last,
-        // middle and one out-of-range cell
-        for (int i = 0; i < T; ++i) {
-            const TraceEntry& e = tr.at(size_t(i));
-            if (!cell_math_supported(e.name) || (e.layer > 0 && e.layer < L - 1)) continue;
-            Slice2D sl = slice2d(e.tensor, 0);
-            const int rows = sl.rows, cols = sl.cols;
-            for (auto rc : {std::make_pair(0, 0), std::make_pair(rows - 1, cols - 1), std::make_pair(rows / 2, cols / 2),
-                            std::make_pair(rows + 2, 0)}) {
-                int head = (i + rc.first) % std::max(1, H);
-                State st;
-                st.desc = "cell math " + e.name + " [" + std::to_string(rc.first) + "," + std::to_string(rc.second) +
-                          "] head " + std::to_string(head);
-                st.apply = [i, rc, head](AppContext& a) {
-                    a.ui.tab = Tab::Stage; a.ui.show_grad = false; a.ui.stage = i; a.ui.head = head;
-                    a.ui.cell_r = rc.first; a.ui.cell_c = rc.second; a.ui.zoom = 1;
-                };
-                states_.push_back(std::move(st));
-            }
-        }
-        states_.push_back({"cell math on an unsupported stage", [](AppContext& a) {
-                               a.ui.tab = Tab::Stage; a.ui.stage = 0; a.ui.cell_r = 0; a.ui.cell_c = 0;
-                           }});
-        states_.push_back({"cell math on a gradient view", [L](AppContext& a) {
-                               a.ui.tab = Tab::Stage; a.ui.show_grad = true; a.ui.cell_r = 1; a.ui.cell_c = 1;
-                               if (const Trace* t = a.s.trace()) {
-                                   int k = t->index_of("blocks." + std::to_string(std::max(0, L - 1)) + ".attn.pattern");
-                                   if (k >= 0) a.ui.stage = k;
-                               }
-                           }});
-        states_.push_back({"cell math closed", [](AppContext& a) { a.ui.cell_r = a.ui.cell_c = -1; a.ui.show_grad = false; }});
-        for (auto pool : {Pooling::Mean, Pooling::Cls}) {
-            states_.push_back({std::string("logit lens, ") + (pool == Pooling::Mean ? "mean" : "cls") + " pooling",
-                               [pool](AppContext& a) {
-                                   Options o; o.pooling = pool; a.s.set_options(o); a.ui.tab = Tab::LogitLens;
-                               }});
-            states_.push_back({"logit lens, second frame", [](AppContext& a) { a.ui.tab = Tab::LogitLens; }});
-        }
-        for (int p : {N - 1, N / 2, -1})
-            states_.push_back({"positions, patch " + std::to_string(p), [p](AppContext& a) { a.ui.tab = Tab::Positions; a.ui.patch = p; }});
-        states_.push_back({"logit lens, options reset", [](AppContext& a) { a.s.set_options(Options{}); }});
-        // the Distance tab: a small average (the driver waits for it), then an options change that
-        // makes it stale (said, not drawn), then the patches as pictures with and without the bug
-        // (a state is applied again on every frame it waits: start the average once)
-        const bool can_average = distance_average_unavailable(app.s).empty();
-        auto started = std::make_shared<bool>(false);
-        if (can_average) {
-        states_.push_back({"distance, average over 2 test images", [started](AppContext& a) {
-                               a.ui.tab = Tab::Distance;
-                               if (*started) return;
-                               *started = true;
-                               a.ui.distance_images = 2; a.ui.distance_autostart = true;
-                           }});
-        states_.push_back({"distance, average drawn", [](AppContext& a) { a.ui.tab = Tab::Distance; }});
-        states_.push_back({"distance, options changed (average stale)", [](AppContext& a) {
-                               Options o; o.affine = false; a.s.set_options(o); a.ui.tab = Tab::Distance;
-                           }});
-        states_.push_back({"distance, options reset", [](AppContext& a) { a.s.set_options(Options{}); }});
-        // an option changed while an average runs cancels it: said, nothing drawn
-        auto step = std::make_shared<int>(0);
-        states_.push_back({"distance, an option change cancels a running average", [step](AppContext& a) {
-                               a.ui.tab = Tab::Distance;
-                               if (*step == 0) { a.ui.distance_images = 10000; a.ui.distance_autostart = true; *step = 1; }
-                               else if (*step == 1 && distance_average_running(a.tx)) {
-                                   Options o; o.unbiased = true; a.s.set_options(o); *step = 2;
-                               }
-                           }});
-        states_.push_back({kCancelledState, [](AppContext& a) { a.ui.tab = Tab::Distance; }});
-        states_.push_back({"distance, options reset again", [](AppContext& a) { a.s.set_options(Options{}); }});
-        }
-        for (int p : {-1, 0, N - 1})
-            states_.push_back({"patches, patch " + std::to_string(p), [p](AppContext& a) { a.ui.tab = Tab::Patches; a.ui.patch = p; }});
-        states_.push_back({"patches, BUG reshape", [N](AppContext& a) {
-                               Options o; o.bug_reshape_patches = true; a.s.set_options(o);
-                               a.ui.tab = Tab::Patches; a.ui.patch = N / 2;
-                           }});
-        states_.push_back({"patches, options reset", [](AppContext& a) { a.s.set_options(Options{}); }});
-        // the map of the model and the guided tour: first, block and last stages; tour steps and out of range
-        for (int i : {0, T / 2, T - 1})
-            states_.push_back({"map, stage#" + std::to_string(i), [i](AppContext& a) { a.ui.tab = Tab::Map; a.ui.stage = i; }});
+        // each tab's own states (its sweep hook), in the table's order
+        for (const TabSpec& t : tab_table()) app.tabs[t.tab].sweep_states(plan);
+        // the guided tour: steps and out of range, on the Stage and Map tabs
         for (int k : {0, 5, 12, 1000})
-            states_.push_back({"tour step " + std::to_string(k), [k](AppContext& a) { a.ui.tab = Tab::Stage; a.ui.tour_step = k; }});
-        states_.push_back({"tour step 3 on the map tab", [](AppContext& a) { a.ui.tab = Tab::Map; a.ui.tour_step = 3; }});
-        states_.push_back({"tour left", [](AppContext& a) { a.ui.tour_step = -1; a.ui.tab = Tab::Stage; }});
-        states_.push_back({"overlay query reset", [](AppContext& a) { a.ui.query = 0; a.ui.overlay = Overlay::Cls; }});
+            plan.add("tour step " + std::to_string(k), [k](Session&, UiState& ui) { ui.tab = Tab::Stage; ui.tour_step = k; });
+        plan.add("tour step 3 on the map tab", [](Session&, UiState& ui) { ui.tab = Tab::Map; ui.tour_step = 3; });
+        plan.add("tour left", [](Session&, UiState& ui) { ui.tour_step = -1; ui.tab = Tab::Stage; });
+        plan.add("overlay query reset", [](Session&, UiState& ui) { ui.query = 0; ui.overlay = Overlay::Cls; });
         struct Toggle { const char* name; bool affine, unbiased; std::optional<Pooling> pool; bool squash; bool bug_scale = false, bug_reshape = false; };
         const Toggle toggles[] = {{"affine off", false, false, std::nullopt, false},
                                   {"unbiased", true, true, std::nullopt, false},
@@ -498,40 +344,35 @@ private:
                                   {"BUG reshape patches", true, false, std::nullopt, false, false, true},
                                   {"both BUGs + mean pooling", true, false, Pooling::Mean, false, true, true}};
         for (const Toggle& tg : toggles) {
-            State st;
-            st.desc = std::string("toggle ") + tg.name;
-            st.apply = [tg](AppContext& a) {
+            plan.add(std::string("toggle ") + tg.name, [tg](Session& s, UiState& ui) {
                 Options o;
                 o.affine = tg.affine; o.unbiased = tg.unbiased;
                 o.bug_scale_after_softmax = tg.bug_scale; o.bug_reshape_patches = tg.bug_reshape;
-                set_pooling_choice(o, tg.pool);
-                a.s.set_options(o);
-                a.s.set_squash(tg.squash ? std::optional<bool>(true) : std::nullopt);
-                a.ui.tab = Tab::Changes;
-            };
-            states_.push_back(std::move(st));
-            states_.push_back({std::string("[") + tg.name + "] map and tour step 7",
-                               [](AppContext& a) { a.ui.tab = Tab::Map; a.ui.tour_step = 7; }});
-            states_.push_back({std::string("[") + tg.name + "] tour left", [](AppContext& a) { a.ui.tour_step = -1; }});
+                o.pooling = tg.pool;
+                s.set_options(o);
+                s.set_squash(tg.squash ? std::optional<bool>(true) : std::nullopt);
+                ui.tab = Tab::Changes;
+            });
+            plan.add(std::string("[") + tg.name + "] map and tour step 7", [](Session&, UiState& ui) { ui.tab = Tab::Map; ui.tour_step = 7; });
+            plan.add(std::string("[") + tg.name + "] tour left", [](Session&, UiState& ui) { ui.tour_step = -1; });
             // every 3rd stage of the selection under each toggle (all of them once above)
-            for (size_t k = 0; k < sel.size(); k += sel.size() > 24 ? 3 : 1) {
-                int i = sel[k];
-                stage_state(i, (k / 2) % 2 == 1, k % 2 ? Tab::Changes : Tab::Stage, std::string("[") + tg.name + "]");
-            }
+            for (size_t k = 0; k < sel.size(); k += sel.size() > 24 ? 3 : 1)
+                stage_state(sel[k], (k / 2) % 2 == 1, k % 2 ? Tab::Changes : Tab::Stage, std::string("[") + tg.name + "]");
         }
-        states_.push_back({"options reset", [](AppContext& a) { a.s.set_options(Options{}); a.s.set_squash(std::nullopt); }});
+        plan.add("options reset", [](Session& s, UiState&) { s.set_options(Options{}); s.set_squash(std::nullopt); });
         if (app.s.can_compute_grads()) {
             // the "compute gradients" button's path, then the gradient views it enables
-            states_.push_back({"compute gradients", [](AppContext& a) { a.s.set_grad_mode(GradMode::On); }});
+            plan.add("compute gradients", [](Session& s, UiState&) { s.set_grad_mode(GradMode::On); });
             for (size_t k = 0; k < sel.size(); k += std::max<size_t>(1, sel.size() / 12)) stage_state(sel[k], true, Tab::Stage, "[grads on]");
-            states_.push_back({"overlay grad (grads on)", [L](AppContext& a) {
-                                   a.ui.overlay = Overlay::GradRollout; a.ui.overlay_layer = std::max(0, L - 1);
-                               }});
+            plan.add("overlay grad (grads on)", [L](Session&, UiState& ui) {
+                ui.overlay = Overlay::GradRollout; ui.overlay_layer = std::max(0, L - 1);
+            });
         }
+        states_ = std::move(plan.states);
     }
 
     const AppArgs& a_;
-    std::vector<State> states_;
+    std::vector<SweepState> states_;
     size_t next_ = 0;
     int frame_in_state_ = 0, frames_ = 0, idle_ = 0;
     std::vector<std::string> failures_;
@@ -550,25 +391,30 @@ std::unique_ptr<Driver> make_driver(const AppArgs& a) {
 void write_layout(const std::string& path, AppContext& app, int W, int H) {
     Session& s = app.s;
     const UiState& ui = app.ui;
-    const TraceEntry* cur = current_entry(s, ui);
+    const Probe& p = app.probe;
+    const auto cur = shown_stage(s, ui);
+    auto options = [](const Options& o) {
+        return nlohmann::json{{"affine", o.affine}, {"unbiased", o.unbiased},
+                              {"pooling", o.pooling ? int(*o.pooling) : -1},
+                              {"bug_scale_after_softmax", o.bug_scale_after_softmax},
+                              {"bug_reshape_patches", o.bug_reshape_patches}};
+    };
     nlohmann::json j;
     j["window"] = {W, H};
     j["title"] = window_title(s);
-    j["stage"] = cur ? cur->name : "";
+    j["stage"] = cur ? cur->info->name : "";
     j["model"] = s.model_spec();
     j["image"] = s.image_path();
     j["error"] = s.error();
     j["errors"] = nlohmann::json::array();
     for (auto& e : s.errors()) j["errors"].push_back({{"title", e.title}, {"detail", e.detail}});
-    j["shader_error"] = ui.shader_error;
+    j["shader_error"] = app.gfx.error();
     j["data_dir"] = data_paths().root;
-    if (const Settings* st = current_settings()) j["settings_error"] = st->error();
-    else j["settings_error"] = "";
-    j["options"] = {{"affine", s.options().affine}, {"unbiased", s.options().unbiased},
-                    {"pooling", s.options().pooling ? int(*s.options().pooling) : -1},
-                    {"bug_scale_after_softmax", s.options().bug_scale_after_softmax},
-                    {"bug_reshape_patches", s.options().bug_reshape_patches}};
-    j["grads"] = s.result().grads != nullptr;
+    j["settings_error"] = app.settings ? app.settings->error() : "";
+    j["options"] = options(s.options());
+    j["shown_options"] = s.trace() ? options(s.shown_options()) : nlohmann::json();
+    j["busy"] = s.busy();
+    j["grads"] = s.trace() && s.trace()->has_grads();
     j["heads"] = s.config().heads;
     j["heads_from"] = s.model().heads_from;
     j["labels_from"] = s.model().labels_from;
@@ -578,13 +424,21 @@ void write_layout(const std::string& path, AppContext& app, int W, int H) {
     j["overlay"] = overlay_name(ui.overlay);
     j["query"] = ui.query;
     j["rects"] = nlohmann::json::object();
-    for (auto& [k, r] : ui.rects) j["rects"][k] = rect_json(r);
+    for (auto& [k, r] : p.rects) j["rects"][k] = rect_json(r);
     j["numbers"] = nlohmann::json::object();
-    for (auto& [k, v] : ui.numbers) j["numbers"][k] = v;
+    for (auto& [k, v] : p.numbers) j["numbers"][k] = v;
     j["strings"] = nlohmann::json::object();
-    for (auto& [k, v] : ui.strings) j["strings"][k] = v;
+    for (auto& [k, v] : p.strings) j["strings"][k] = v;
     j["texts"] = nlohmann::json::array();
-    for (auto& t : ui.texts) j["texts"].push_back({{"group", t.group}, {"text", t.text}, {"box", rect_json(t.box)}, {"clip", rect_json(t.clip)}});
+    for (auto& t : p.texts) j["texts"].push_back({{"group", t.group}, {"text", t.text}, {"box", rect_json(t.box)}, {"clip", rect_json(t.clip)}});
+    // the declared keys (probe.cpp): tests/gui/layout.py reads nothing else, and fails on any undeclared key written
+    j["schema"] = nlohmann::json::object();
+    for (ProbeKind k : {ProbeKind::Top, ProbeKind::Rect, ProbeKind::Number, ProbeKind::String, ProbeKind::Group})
+        j["schema"][probe_kind_name(k)] = nlohmann::json::array();
+    for (const ProbeKey& k : probe_schema()) j["schema"][probe_kind_name(k.kind)].push_back(k.pattern);
+    j["undeclared"] = p.undeclared();
+    for (auto it = j.begin(); it != j.end(); ++it)
+        if (!probe_declared(ProbeKind::Top, it.key())) j["undeclared"].push_back("top: " + it.key());
     std::ofstream(path) << j.dump(1);
 }
 

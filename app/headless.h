@@ -1,6 +1,7 @@
 // Headless drivers: what runs the frame loop when no user does. main() calls a driver's hooks
 // around every frame; a driver returns an exit code when it is done.
-//   ScreenshotDriver: --keys, --export-*, then --screenshot and --layout (JSON for tests)
+//   ScreenshotDriver: --keys, --export-*, then --screenshot and --layout (JSON for tests); with
+//                     --while-running, the screenshot while the pass the keys started runs
 //   BenchDriver:      --bench-frames N [--bench-toggle]: frame times
 //   SweepDriver:      --sweep: every stage x value/gradient x tab x overlay x toggle, 2 frames each,
 //                     in this one process; reports every failure (exception, error, a view that

@@ -17,7 +17,9 @@ Rect item_rect() {
 }
 }  // namespace
 
-void DrawHeadsPrompt(Session& s, UiState& ui) {
+void DrawHeadsPrompt(ViewCtx& v) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
     const std::optional<HeadsRequest>& rq = s.heads_request();
     if (!rq) return;
     const HeadsRequest r = *rq;  // a copy: answering clears the request
@@ -53,16 +55,16 @@ void DrawHeadsPrompt(Session& s, UiState& ui) {
         if (x > 0 && x + bw <= avail) ImGui::SameLine();
         else x = 0;
         if (ImGui::Button(label.c_str())) chosen = n;
-        ui.rects["heads.choice." + std::to_string(n)] = item_rect();
+        pr.rects["heads.choice." + std::to_string(n)] = item_rect();
         x += bw + ImGui::GetStyle().ItemSpacing.x;
     }
     ImGui::Spacing();
     const std::string cancel_label = "Cancel: keep " + s.model_spec();
     const bool cancel = ImGui::Button(cancel_label.c_str());
-    ui.rects["heads.cancel"] = item_rect();
+    pr.rects["heads.cancel"] = item_rect();
     ImVec2 pos = ImGui::GetWindowPos(), sz = ImGui::GetWindowSize();
-    ui.rects["heads.prompt"] = Rect{pos.x, pos.y, sz.x, sz.y};
-    ui.strings["heads.prompt"] = r.why;
+    pr.rects["heads.prompt"] = Rect{pos.x, pos.y, sz.x, sz.y};
+    pr.strings["heads.prompt"] = r.why;
     if (chosen > 0 || cancel) ImGui::CloseCurrentPopup();
     ImGui::EndPopup();
     ImGui::PopStyleColor();

@@ -20,16 +20,18 @@
 #include "paths.h"
 #include "settings_app.h"
 #include "tensor_access.h"
-#include "views_map.h"
+#include "model_map.h"
 
 using namespace vit;
 using namespace vit::app;
 
 namespace {
 
-std::vector<std::string> g_dropped;
-void on_drop(GLFWwindow*, int n, const char** paths) {
-    for (int i = 0; i < n; ++i) g_dropped.emplace_back(paths[i]);
+// Files dropped on the window go to the AppContext the window's user pointer names.
+void on_drop(GLFWwindow* win, int n, const char** paths) {
+    auto* app = static_cast<AppContext*>(glfwGetWindowUserPointer(win));
+    if (!app) return;
+    for (int i = 0; i < n; ++i) app->dropped.emplace_back(paths[i]);
 }
 
 GLFWwindow* open_window(const AppArgs& a) {
@@ -114,39 +116,37 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.layer >= 0) ui.overlay_layer = a.layer;
     if (a.head >= 0) { ui.head = a.head; ui.overlay_head = a.head; }
     if (a.tab) ui.tab = *a.tab;
-    ui.tour_step = a.tour;  // applied to the stage once the trace is in (views_map.cpp)
+    ui.tour_step = a.tour;  // applied to the stage once the trace is in (tabs/tab_map.cpp)
     if (a.opacity >= 0) ui.opacity = a.opacity;
-    if (a.distance_images > 0) { ui.distance_images = a.distance_images; ui.distance_autostart = true; }
-    ui.export_dir = a.export_dir;
+    app.export_dir = a.export_dir;
     ui.patch = a.patch;
     if (a.cell) { ui.cell_r = a.cell->first; ui.cell_c = a.cell->second; }
-    ui.hover = !a.headless() || a.hover.has_value();
+    app.hover = !a.headless() || a.hover.has_value();
     return ok;
 }
 
 // --stage, applied once the first trace is in. Returns false if the trace has no such stage.
 bool apply_stage(AppContext& app, const AppArgs& a) {
     const Trace* t = app.s.trace();
+    // --stage takes a full name, or with --layer a block stage's name within its block ("attn.pattern")
     std::string full = a.stage;
-    if (a.layer >= 0 && a.stage.rfind("blocks.", 0) != 0 && t->index_of(a.stage) < 0)
-        full = "blocks." + std::to_string(a.layer) + "." + a.stage;
-    int idx = t->index_of(full);
-    if (idx < 0) {
+    if (a.layer >= 0 && !parse_stage_name(a.stage)) full = "blocks." + std::to_string(a.layer) + "." + a.stage;
+    const std::optional<StageId> id = parse_stage_name(full);
+    if (!id || !select_stage(app.ui, *t, *id)) {
         app.s.add_error("No stage '" + full + "'", "this model's trace has no stage of that name (try 'vitscope-cli info')");
         std::fprintf(stderr, "vitscope: no stage '%s' in this model's trace (try 'vitscope-cli info')\n", full.c_str());
         return false;
     }
-    app.ui.stage = idx;
     return true;
 }
 
 // --cell, checked against the slice on screen once the stage is applied. False (and the message on
 // stderr) when it is outside: bad usage, exit 2.
 bool check_cell(AppContext& app, const AppArgs& a) {
-    const TraceEntry* e = current_entry(app.s, app.ui);
+    const auto e = shown_stage(app.s, app.ui);
     if (!a.cell || !e) return true;
-    const Slice2D sl = slice2d(e->tensor, app.ui.head);
-    const std::string what = e->name + (sl.slices > 1 ? ", head " + std::to_string(sl.slice) : std::string());
+    const Slice2D sl = slice2d(*e->value, app.ui.head);
+    const std::string what = e->info->name + (sl.slices > 1 ? ", head " + std::to_string(sl.slice) : std::string());
     const std::string why = cell_range_error(a, what, sl.rows, sl.cols);
     if (why.empty()) return true;
     std::fprintf(stderr, "vitscope: %s\n", why.c_str());
@@ -158,12 +158,12 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
     bool stage_applied = a.stage.empty(), cell_checked = false;
     while (!glfwWindowShouldClose(app.win)) {
         glfwPollEvents();
-        for (auto& p : g_dropped) {
+        for (auto& p : app.dropped) {
             std::string ext = std::filesystem::path(p).extension().string();
             if (ext == ".safetensors" || ext == ".pth" || ext == ".pt" || ext == ".bin") s.begin_load_model(p, a.heads);
             else s.load_image(p);
         }
-        g_dropped.clear();
+        app.dropped.clear();
         if (driver) driver->before_poll(app);
         // Small models finish within the frame; large ones keep the old trace on screen.
         s.poll(driver ? driver->poll_wait_ms() : 8.0);
@@ -184,7 +184,7 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
             ImGui::GetIO().MousePos = a.hover ? ImVec2(a.hover->first, a.hover->second) : ImVec2(-FLT_MAX, -FLT_MAX);
         }
         ImGui::NewFrame();
-        begin_frame_gl();
+        app.gfx.begin_frame();
         int W, H;
         glfwGetFramebufferSize(app.win, &W, &H);
         try {
@@ -224,7 +224,6 @@ int main(int argc, char** argv) {
     // Recent files and options: off in headless runs unless --settings names a file.
     Settings settings(settings_file(a.settings, a.no_settings, a.headless()));
     settings.load();
-    if (settings.enabled()) set_current_settings(&settings);
     if (!settings.error().empty()) std::fprintf(stderr, "vitscope: %s\n", settings.error().c_str());
     restore_launch(settings, a.model_given, a.model, a.image);
     GLFWwindow* win = open_window(a);
@@ -233,10 +232,13 @@ int main(int argc, char** argv) {
     {
         auto app = std::make_unique<AppContext>();
         app->win = win;
-        app->ui.shader_error = init_heatmap_program(a.shader_dir);
-        if (!app->ui.shader_error.empty()) std::fprintf(stderr, "vitscope: %s\n", app->ui.shader_error.c_str());
+        glfwSetWindowUserPointer(win, app.get());
+        if (settings.enabled()) app->settings = &settings;
+        if (std::string err = app->gfx.init(a.shader_dir); !err.empty()) std::fprintf(stderr, "vitscope: %s\n", err.c_str());
         // A bad file: the window stays open with the error panel. Headless runs exit 1 (message on
         // stderr), after saving the screenshot when one was asked for (it shows what a user would see).
+        // An unusable settings file: named in the error panel too (defaults in use, the file untouched).
+        if (!settings.error().empty()) app->s.add_error("Settings file not used: " + settings.path(), settings.error());
         const bool loaded = load_startup(*app, a, settings);
         if (!loaded && a.headless()) exit_code = 1;
         // --layer, --head, --patch, --query, --tour against the model asked for (when it loaded)
@@ -246,11 +248,12 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "vitscope: %s\n", range.c_str());
             exit_code = 2;
         } else if (loaded || !a.headless() || !a.screenshot.empty()) {
-            if (a.train_epochs > 0) app->train.StartHeadless(a.train_epochs, a.train_limit);
+            app->tabs.apply_args(a);  // --train-epochs, --distance-images
             std::unique_ptr<Driver> driver = make_driver(a);
             exit_code = run_loop(*app, a, driver.get(), exit_code, settings);
         }
         remember(settings, app->s, app->ui, true);
+        glfwSetWindowUserPointer(win, nullptr);
     }
     close_window(win);
     return exit_code;

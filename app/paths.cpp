@@ -45,17 +45,14 @@ DataPaths data_paths_for(const std::string& exe_path) {
     return none;
 }
 
-const DataPaths& data_paths() {
-    static const DataPaths d = [] {
-        std::error_code ec;
-        fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-        return ec ? DataPaths{"", "", "", "", "", "none"} : data_paths_for(exe.string());
-    }();
-    return d;
+DataPaths data_paths() {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? DataPaths{"", "", "", "", "", "none"} : data_paths_for(exe.string());
 }
 
 std::string default_sample_image() {
-    const DataPaths& d = data_paths();
+    const DataPaths d = data_paths();
     if (d.samples.empty()) return "";
     fs::path p = fs::path(d.samples) / "9_ankle_boot_test0.png";
     std::error_code ec;

@@ -20,8 +20,8 @@ struct DataPaths {
     std::string how;       // how it was found, for messages: "installed", "source tree", "none"
 };
 
-// Resolves once (from /proc/self/exe) and caches.
-const DataPaths& data_paths();
+// Resolves from /proc/self/exe (a few file checks: called at launch and for dumps, not per frame).
+DataPaths data_paths();
 // Resolves for an executable at exe_path (for tests).
 DataPaths data_paths_for(const std::string& exe_path);
 // The sample shown when no --image is given: samples/9_ankle_boot_test0.png, or "".

@@ -2,71 +2,58 @@
 
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include "core/kernels/ops.h"
+#include "core/model/finite.h"
 #include "core/train/train.h"
 
 namespace vit::app {
 
-Session::Session() : model_(std::make_shared<LoadedModel>(vit::load_model("default"))), model_spec_("default") {
-    worker_ = std::thread([this] {
-        std::unique_lock<std::mutex> lk(mu_);
-        for (;;) {
-            cv_.wait(lk, [this] { return have_job_ || quit_; });
-            if (quit_) return;
-            auto job = std::move(job_);
-            have_job_ = false;
-            lk.unlock();
-            Result r = job();
-            lk.lock();
-            pending_ = std::move(r);
-            have_result_ = true;
-            cv_.notify_all();
-        }
-    });
-}
+Session::Session(JobQueue& jobs)
+    : jobs_(jobs), model_(std::make_shared<LoadedModel>(vit::load_model("default"))), model_spec_("default") {}
 
 Session::~Session() {
-    if (loader_.joinable()) loader_.join();
-    {
-        std::lock_guard<std::mutex> g(mu_);
-        quit_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
+    // the jobs hold what they need (model, input, their result): nothing of this session
+    if (run_job_) run_job_->cancel();
+    if (load_job_) load_job_->cancel();
 }
 
 // The overrides of a load: heads, and for hf: models offline and the download's progress (read
-// by the UI thread through download()).
+// by the UI thread through download(); the box is shared, so a load job never points into the session).
 LoadOverrides Session::load_overrides(int heads) {
     LoadOverrides ov;
     ov.heads = heads;
     ov.hub.offline = offline_;
-    cancel_download_ = false;
-    ov.hub.progress = [this](const hub::Progress& p) {
-        std::lock_guard<std::mutex> g(download_mu_);
-        download_ = {true, p.waiting, p.repo_id, p.file, p.done, p.total, p.resumed_from, p.index, p.count};
-        return !cancel_download_.load();
+    download_->cancel = false;
+    std::shared_ptr<DownloadBox> box = download_;
+    ov.hub.progress = [box](const hub::Progress& p) {
+        std::lock_guard<std::mutex> g(box->mu);
+        box->now = {true, p.waiting, p.repo_id, p.file, p.done, p.total, p.resumed_from, p.index, p.count};
+        return !box->cancel.load();
     };
     return ov;
 }
 
 Session::Download Session::download() const {
-    std::lock_guard<std::mutex> g(download_mu_);
-    return download_;
+    std::lock_guard<std::mutex> g(download_->mu);
+    return download_->now;
+}
+
+void Session::DownloadBox::clear() {
+    std::lock_guard<std::mutex> g(mu);
+    now = Download{};
 }
 
 bool Session::load_model(const std::string& spec, int heads) {
     try {
         const LoadOverrides ov = load_overrides(heads);
         auto m = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
-        {
-            std::lock_guard<std::mutex> g(download_mu_);
-            download_ = Download{};
-        }
+        download_->clear();
         model_ = std::move(m);
         model_spec_ = spec;
         heads_request_.reset();
+        note_nonfinite_weights(spec);
         refresh_input();
         return true;
     } catch (const HeadsNeeded& e) {
@@ -74,10 +61,7 @@ bool Session::load_model(const std::string& spec, int heads) {
         error_ = "Could not load the model '" + spec + "': the number of heads is needed";
         return false;
     } catch (const std::exception& e) {
-        {
-            std::lock_guard<std::mutex> g(download_mu_);
-            download_ = Download{};
-        }
+        download_->clear();
         add_error("Could not load the model '" + spec + "'", e.what());
         return false;
     }
@@ -91,6 +75,12 @@ void Session::answer_heads(int n) {
     begin_load_model(spec, n);
 }
 
+// NaN / Inf in the file's tensors: loaded as they are, and named in the error panel.
+void Session::note_nonfinite_weights(const std::string& spec) {
+    if (!model_->nonfinite.empty())
+        add_error("Non-finite weights in '" + spec + "' (loaded as they are)", model_->nonfinite_warning());
+}
+
 void Session::add_error(const std::string& title, const std::string& detail) {
     error_ = title + ": " + detail.substr(0, detail.find('\n'));
     errors_.push_back({title, detail});
@@ -102,29 +92,20 @@ void Session::dismiss_error(size_t i) {
 }
 
 void Session::begin_load_model(const std::string& spec, int heads) {
-    if (loading_) { add_error("Could not load the model '" + spec + "'", "still loading the previous model (" + load_spec_ + ")"); return; }
-    if (loader_.joinable()) loader_.join();
-    loading_ = true;
-    load_done_ = false;
+    if (load_job_) load_job_->cancel();  // a newer request supersedes it: its model is dropped
     load_spec_ = spec;
-    load_heads_ = heads;
-    load_heads_request_.reset();
+    auto out = std::make_shared<LoadOut>();
+    load_out_ = out;
     const LoadOverrides ov = load_overrides(heads);
-    loader_ = std::thread([this, spec, ov] {
+    load_job_ = jobs_.submit("loading " + spec, all_threads(), [spec, ov, out](Job& job) {
+        job.set_step(hub::is_spec(spec) ? "finding or downloading" : "reading");
         try {
-            loaded_ = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
-        } catch (const HeadsNeeded& e) {
-            load_heads_request_ = HeadsRequest{spec, e.width, e.choices, e.what()};
-            loaded_.reset();
-        } catch (const std::exception& e) {
-            load_error_ = e.what();
-            loaded_.reset();
+            auto m = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
+            ops::cancellation_point();
+            out->model = std::move(m);
+        } catch (const HeadsNeeded& e) {  // not a failure: the window asks for the count
+            out->heads = HeadsRequest{spec, e.width, e.choices, e.what()};
         }
-        {
-            std::lock_guard<std::mutex> g(download_mu_);
-            download_ = Download{};
-        }
-        load_done_ = true;
     });
 }
 
@@ -137,9 +118,22 @@ void Session::set_weights(std::shared_ptr<LoadedModel> m, const std::string& lab
 // The image as the current model sees it (its size, channels, mean and std). With no image
 // there is no input and nothing runs: the views say so (never a run on zeros).
 void Session::refresh_input() {
-    if (!image_path_.empty()) input_ = preprocess(image_, preprocess_config());
-    else { input_ = Tensor3(); res_ = Result{}; ++version_; }
+    if (!image_path_.empty()) {
+        try {
+            input_ = name_out_of_memory(image_path_, "preprocessing the image", [&] { return preprocess_for_run(image_); });
+        } catch (const std::exception& e) {  // the image stays on screen; without an input nothing runs
+            add_error("Could not preprocess the image '" + image_path_ + "' for this model", e.what());
+            input_ = Tensor3();
+        }
+    } else { input_ = Tensor3(); res_ = Result{}; ++version_; }
+    ++input_version_;
     dirty_ = true;
+}
+
+// The image at the run's input size (the options' --image-size, else the model's own).
+Tensor3 Session::preprocess_for_run(const Image& im) const {
+    const RunDims rd = run_dims(config(), opt_);
+    return preprocess_at(im, preprocess_config(), rd.img_h, rd.img_w);
 }
 
 Config Session::preprocess_config() const {
@@ -160,7 +154,15 @@ void Session::set_grad_mode(GradMode m) {
     dirty_ = true;
 }
 
+Options base_options(const Options& o) {
+    Options b;
+    b.image_h = o.image_h;
+    b.image_w = o.image_w;
+    return b;
+}
+
 bool Session::want_grads() const {
+    if (!backward_unsupported(config(), opt_).empty()) return false;
     int64_t n = param_count(config());
     if (grad_mode_ == GradMode::Off) return false;
     if (grad_mode_ == GradMode::On) return n <= kMaxGradParams;
@@ -168,11 +170,12 @@ bool Session::want_grads() const {
 }
 
 bool Session::can_compute_grads() const {
-    return !want_grads() && param_count(config()) <= kMaxGradParams;
+    return !want_grads() && param_count(config()) <= kMaxGradParams && backward_unsupported(config(), opt_).empty();
 }
 
 std::string Session::grads_unavailable_reason() const {
     if (want_grads()) return "";
+    if (std::string why = backward_unsupported(config(), opt_); !why.empty()) return "no gradients: " + why;
     int64_t n = param_count(config());
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.1fM", double(n) / 1e6);
@@ -204,10 +207,11 @@ bool Session::load_labels(const std::string& path) {
 bool Session::load_image(const std::string& path) {
     try {
         Image im = vit::load_image(path);
-        Tensor3 x = preprocess(im, preprocess_config());
+        Tensor3 x = name_out_of_memory(path, "preprocessing the image", [&] { return preprocess_for_run(im); });
         image_ = std::move(im);
         image_path_ = path;
         input_ = std::move(x);
+        ++input_version_;
         dirty_ = true;
         return true;
     } catch (const std::exception& e) {
@@ -217,101 +221,111 @@ bool Session::load_image(const std::string& path) {
 }
 
 void Session::set_options(const Options& o) {
-    if (o != opt_) { opt_ = o; dirty_ = true; }
+    if (o == opt_) return;
+    const bool resize = o.image_h != opt_.image_h || o.image_w != opt_.image_w;
+    opt_ = o;
+    if (resize) refresh_input();  // another input size: the image is prepared again
+    dirty_ = true;
 }
 
-float Session::progress() const {
-    return running_ ? std::min(1.f, float(stages_done_.load()) / float(std::max(1, stages_total_))) : 1.f;
-}
+float Session::progress() const { return run_job_ ? std::max(0.f, run_job_->progress()) : 1.f; }
 
 void Session::launch() {
+    if (run_job_) run_job_->cancel();  // a newer request supersedes the pass in flight
     auto model = model_;
-    Tensor3 x = input_;
-    Options opt = opt_;
-    stages_done_ = 0;
+    auto xp = std::make_shared<const Tensor3>(input_);
+    const Options opt = opt_;
     const Config& c = model->weights.cfg;
-    stages_total_ = int(stage_names(c, opt).size()) * (opt == Options{} ? 1 : 2);
-    bool want_grads = this->want_grads();
-    std::string no_grads_why = grads_unavailable_reason();
-    // Small models run single-threaded: a fork/join per kernel costs more than it saves.
-    int threads = param_count(c) < 2'000'000 ? 1 : 0;
-    auto xp = std::make_shared<Tensor3>(std::move(x));
-    auto job = [this, model, xp, opt, want_grads, threads, no_grads_why]() {
+    const Options bopt = base_options(opt);
+    // The Changes baseline is computed once per model, input and input size, then reused.
+    std::shared_ptr<const Trace> base =
+        base_.trace && base_.model == model && base_.input_version == input_version_ && base_.options == bopt
+            ? base_.trace : nullptr;
+    const bool same_as_base = opt == bopt;
+    size_t rows = 0;
+    try {
+        rows = StageTable::get(c, opt)->size();
+    } catch (const std::exception&) {  // options the model cannot run: the job says why
+    }
+    const int total = int(rows) * (same_as_base || base ? 1 : 2);
+    const bool want_grads = this->want_grads();
+    auto out = std::make_shared<Result>();
+    out->model = model;
+    out->no_grads_why = grads_unavailable_reason();
+    run_out_ = out;
+    const ModelIdentity who{c.name, model->source};
+    run_job_ = jobs_.submit("forward pass", job_threads(param_count(c)),
+                            [model, xp, opt, bopt, base, same_as_base, want_grads, total, out, who](Job& job) {
         const Tensor3& x = *xp;
-        if (threads) ops::set_threads(threads);
-        else ops::set_threads(int(std::thread::hardware_concurrency()));
-        Result r;
-        r.model = model;
-        r.options = opt;
-        r.no_grads_why = no_grads_why;
+        Result& r = *out;
+        job.set_total(total);
         auto t0 = std::chrono::steady_clock::now();
+        auto t = std::make_shared<Trace>();
+        t->set_progress(&job.units());
+        RunRequest req;
+        req.grads = want_grads;  // the backward pass in the same run: one forward
+        req.model = who;
         try {
-            auto t = std::make_shared<Trace>();
-            t->set_progress(&stages_done_);
-            forward(model->weights, x, opt, *t);
-            t->set_progress(nullptr);
-            r.trace = t;
-            if (opt == Options{}) r.base = t;
-            else {
-                auto b = std::make_shared<Trace>();
-                b->set_progress(&stages_done_);
-                forward(model->weights, x, Options{}, *b);
-                b->set_progress(nullptr);
-                r.base = b;
-            }
-            if (want_grads) r.grads = std::make_shared<Trace>(gradient_trace(model->weights, x, opt, -1));
-        } catch (const std::exception& e) {
-            r.error = e.what();
+            forward(model->weights, x, opt, *t, req);
+        } catch (const std::bad_alloc&) {
+            throw std::runtime_error("out of memory (std::bad_alloc) while running the forward pass of " + model->source);
+        }
+        t->set_progress(nullptr);
+        r.trace = t;
+        if (auto nf = first_nonfinite_stage(*t)) r.nonfinite = nf->describe(t->size());
+        if (same_as_base) {
+            r.base = t;
+        } else if (base) {
+            r.base = base;
+        } else {
+            job.set_step("the default options' run (for Changes, once per model and image)");
+            auto b = std::make_shared<Trace>();
+            b->set_progress(&job.units());
+            RunRequest breq;
+            breq.model = who;
+            forward(model->weights, x, bopt, *b, breq);
+            b->set_progress(nullptr);
+            r.base = b;
         }
         r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        return r;
-    };
-    {
-        std::lock_guard<std::mutex> g(mu_);
-        job_ = std::move(job);
-        have_job_ = true;
-        have_result_ = false;
-    }
-    cv_.notify_all();
-    running_ = true;
+    });
     dirty_ = false;
 }
 
 bool Session::poll(double wait_ms) {
-    if (loading_ && load_done_) {
-        loader_.join();
-        loading_ = false;
-        if (loaded_) {
-            model_ = std::move(loaded_);
+    if (load_job_ && load_job_->finished()) {
+        const auto job = std::move(load_job_);
+        const auto out = std::move(load_out_);
+        download_->clear();
+        if (job->state() == Job::State::Done && out->model) {
+            model_ = std::move(out->model);
             model_spec_ = load_spec_;
             heads_request_.reset();
+            note_nonfinite_weights(model_spec_);
             refresh_input();
-        } else if (load_heads_request_) {
-            heads_request_ = std::move(load_heads_request_);
-            load_heads_request_.reset();
+        } else if (job->state() == Job::State::Done && out->heads) {
+            heads_request_ = std::move(out->heads);
             error_ = "Could not load the model '" + load_spec_ + "': the number of heads is needed";
-        } else {
-            add_error("Could not load the model '" + load_spec_ + "'", load_error_);
+        } else if (job->state() == Job::State::Failed) {
+            add_error("Could not load the model '" + load_spec_ + "'", job->error());
         }
     }
-    if (!running_ && dirty_ && input_.size()) launch();
-    if (!running_) return false;
-    Result r;
-    {
-        std::unique_lock<std::mutex> lk(mu_);
-        if (!cv_.wait_for(lk, std::chrono::microseconds(int64_t(wait_ms * 1000)), [this] { return have_result_; }))
-            return false;
-        r = std::move(pending_);
-        have_result_ = false;
-    }
-    running_ = false;
-    if (!r.error.empty()) {
-        add_error("The forward pass failed (" + model_spec_ + ")", r.error);
+    if (dirty_ && input_.size()) launch();
+    if (!run_job_ || !run_job_->wait_for(wait_ms)) return false;
+    const auto job = std::move(run_job_);
+    const auto out = std::move(run_out_);
+    if (job->state() == Job::State::Failed) {
+        add_error("The forward pass failed (" + model_spec_ + ")", job->error());
         return false;
     }
-    res_ = std::move(r);
+    if (job->state() != Job::State::Done || job->cancelled()) return false;
+    res_ = std::move(*out);
+    if (res_.base && res_.model) base_ = {res_.base, res_.model, input_version_, res_.base->options()};
     ++version_;
-    if (dirty_) launch();  // inputs changed while running
+    // Once per change of report, not at every re-run (a dismissed one stays dismissed while it holds).
+    if (!res_.nonfinite.empty() && res_.nonfinite != nonfinite_reported_)
+        add_error("NaN / Inf in the forward pass (" + model_spec_ + ")", res_.nonfinite);
+    nonfinite_reported_ = res_.nonfinite;
     return true;
 }
 

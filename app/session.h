@@ -1,14 +1,12 @@
 // What the app is looking at: a model, an image, the options, and the traces
-// the core computed from them. Forward passes run on a worker thread; the UI
-// keeps drawing the last complete trace and shows progress meanwhile.
+// the core computed from them. Forward passes and model loads run as jobs
+// (jobs.h); the UI keeps drawing the last complete trace and shows progress
+// meanwhile, and a newer request cancels the one in flight.
 #pragma once
 #include <atomic>
-#include <condition_variable>
-#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,19 +14,23 @@
 #include "core/model/forward.h"
 #include "core/io/image.h"
 #include "core/model/stages.h"
+#include "jobs.h"
 
 namespace vit::app {
 
 struct Result {
-    std::shared_ptr<const Trace> trace;       // with the current options
-    std::shared_ptr<const Trace> base;        // with the default options (for the difference view)
-    std::shared_ptr<const Trace> grads;       // d logit[pred] / d stage (null when not computed)
-    std::string no_grads_why;                 // why grads is null ("" when computed)
+    std::shared_ptr<const Trace> trace;       // the stages, and their gradients when computed (Trace::has_grads)
+    std::shared_ptr<const Trace> base;        // the default options, no interventions, same input (Changes)
+    std::string no_grads_why;                 // why the trace holds no gradients ("" when it does)
     std::shared_ptr<const LoadedModel> model; // the model that produced this result
-    Options options;                          // the options that produced trace
     double ms = 0;
     std::string error;
+    // Where NaN / Inf first appear in `trace` ("" when nowhere): vit::first_nonfinite_stage's words.
+    std::string nonfinite;
 };
+
+// The options the Changes view compares with: the defaults at the same input size, no interventions.
+Options base_options(const Options& o);
 
 // An error the window shows until the user dismisses it: which file, and the full reason.
 struct ErrorItem {
@@ -52,15 +54,15 @@ constexpr int64_t kMaxGradParams = 100'000'000;   // ViT-B: on request (seconds)
 
 class Session {
 public:
-    Session();
-    ~Session();
+    explicit Session(JobQueue& jobs);
+    ~Session();  // cancels its jobs (their results are dropped)
     // Each returns false and sets error() on a bad file; the old state stays.
-    // load_model blocks; begin_load_model loads on a background thread (large
-    // checkpoints and presets take seconds) and poll() swaps the model in.
+    // load_model blocks; begin_load_model loads as a job (large checkpoints and
+    // presets take seconds; a newer request cancels it) and poll() swaps the model in.
     // Every failure is also added to errors() (title naming the file, full reason).
     bool load_model(const std::string& spec, int heads = 0);
     void begin_load_model(const std::string& spec, int heads = 0);
-    bool loading() const { return loading_; }
+    bool loading() const { return load_job_ != nullptr; }
     // Set when a load stopped because the head count is unknown (not an error-panel entry: the
     // window asks). answer_heads loads the same file with n heads; cancel_heads keeps what is loaded.
     const std::optional<HeadsRequest>& heads_request() const { return heads_request_; }
@@ -77,7 +79,7 @@ public:
     void set_offline(bool offline) { offline_ = offline; }
     bool offline() const { return offline_; }
     Download download() const;
-    void cancel_download() { cancel_download_ = true; }
+    void cancel_download() { download_->cancel = true; }
     bool load_image(const std::string& path);
     bool load_labels(const std::string& path);
     void set_options(const Options& o);
@@ -94,14 +96,20 @@ public:
     std::string grads_unavailable_reason() const;
     bool can_compute_grads() const;         // small enough for the "compute gradients" button
 
-    // Starts a run if inputs changed; returns true when a new result was taken.
+    // Takes a finished load; starts a run if inputs changed (cancelling one in flight:
+    // the newer request supersedes it); returns true when a new result was taken.
     // Waits up to wait_ms for a run to finish (small models update in the same frame).
     bool poll(double wait_ms);
-    bool busy() const { return running_; }
+    bool busy() const { return run_job_ != nullptr; }
     float progress() const;  // 0..1 of the run in flight
 
     const Result& result() const { return res_; }
     const Trace* trace() const { return res_.trace.get(); }
+    // What is on screen: the trace drawn and the options and model it was computed with. Every view,
+    // export and explanation reads these, never options() or model() (what was requested since: a
+    // pass with them may still be running). With no trace, what is requested.
+    const Options& shown_options() const { return res_.trace ? res_.trace->options() : opt_; }
+    std::shared_ptr<const LoadedModel> shown_model() const { return res_.model ? res_.model : model_; }
     const Weights& weights() const { return model_->weights; }
     const Config& config() const { return model_->weights.cfg; }
     // The config of the model that produced the trace on screen (views read the trace with it:
@@ -124,9 +132,12 @@ public:
 private:
     void launch();
     void refresh_input();
+    JobQueue& jobs_;
+    void note_nonfinite_weights(const std::string& spec);
     std::shared_ptr<LoadedModel> model_;
     bool want_grads() const;
     std::string model_spec_, image_path_, error_;
+    std::string nonfinite_reported_;  // the last pass's Result::nonfinite, reported once
     std::vector<ErrorItem> errors_;
     std::optional<bool> squash_;
     GradMode grad_mode_ = GradMode::Auto;
@@ -134,27 +145,38 @@ private:
     Tensor3 input_;
     Options opt_;
     bool dirty_ = true;
-    bool running_ = false;
-    // One persistent worker thread: its OpenMP pool survives between runs.
-    std::thread worker_;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    std::function<Result()> job_;
-    bool have_job_ = false, have_result_ = false, quit_ = false;
-    Result pending_;
-    std::thread loader_;
-    std::atomic<bool> loading_{false}, load_done_{false};
-    std::shared_ptr<LoadedModel> loaded_;
+    // The forward pass in flight and the result it fills (read once it has finished).
+    std::shared_ptr<Job> run_job_;
+    std::shared_ptr<Result> run_out_;
+    // The model load in flight and what it loads.
+    std::shared_ptr<Job> load_job_;
+    // What a load job gives: the model, or the question of its head count.
+    struct LoadOut {
+        std::shared_ptr<LoadedModel> model;
+        std::optional<HeadsRequest> heads;
+    };
+    std::shared_ptr<LoadOut> load_out_;
+    std::string load_spec_;
     LoadOverrides load_overrides(int heads);
     bool offline_ = false;
-    std::atomic<bool> cancel_download_{false};
-    mutable std::mutex download_mu_;
-    Download download_;
-    std::string load_spec_, load_error_;
-    int load_heads_ = 0;
-    std::optional<HeadsRequest> heads_request_, load_heads_request_;
-    std::atomic<int> stages_done_{0};
-    int stages_total_ = 1;
+    // The download's progress, written by the load job, read by the UI thread.
+    struct DownloadBox {
+        std::mutex mu;
+        Download now;
+        std::atomic<bool> cancel{false};
+        void clear();
+    };
+    std::shared_ptr<DownloadBox> download_ = std::make_shared<DownloadBox>();
+    std::optional<HeadsRequest> heads_request_;
+    Tensor3 preprocess_for_run(const Image& im) const;
+    uint64_t input_version_ = 0;  // bumps with every new input
+    // The Changes baseline of the last result, reused while model, input and its options stay.
+    struct BaseCache {
+        std::shared_ptr<const Trace> trace;
+        std::shared_ptr<const LoadedModel> model;
+        uint64_t input_version = 0;
+        Options options;
+    } base_;
     Result res_;
     uint64_t version_ = 0;
 };

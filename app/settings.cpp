@@ -15,8 +15,6 @@ namespace vit::app {
 
 namespace {
 
-Settings* g_current = nullptr;
-
 const char* kOverlays[] = {"none", "cls", "rollout", "grad", "query"};
 const char* kFusions[] = {"mean", "max", "min"};
 const char* kScales[] = {"tensor", "slice", "symmetric"};
@@ -98,10 +96,73 @@ struct Reader {
     }
 };
 
-}  // namespace
+// How deep the text nests, found in one linear pass without parsing (strings and
+// their escapes skipped): a settings file is 3 levels deep, and a deeper one is
+// refused before the parser or anything recursive sees it.
+size_t nesting_depth(const std::string& t) {
+    size_t depth = 0, max_depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < t.size(); ++i) {
+        const char c = t[i];
+        if (in_string) {
+            if (c == '\\') ++i;
+            else if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == '"') in_string = true;
+        else if (c == '[' || c == '{') max_depth = std::max(max_depth, ++depth);
+        else if ((c == ']' || c == '}') && depth) --depth;
+    }
+    return max_depth;
+}
 
-Settings* current_settings() { return g_current; }
-void set_current_settings(Settings* s) { g_current = s; }
+// The top-level members of a JSON object as (key, the value's text), in one
+// linear pass over text that json::parse has already accepted: unknown members
+// are kept as the text they were, never as a tree to copy or dump.
+std::vector<std::pair<std::string, std::string>> top_level_members(const std::string& t) {
+    std::vector<std::pair<std::string, std::string>> out;
+    size_t i = 0;
+    auto ws = [&] { while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) ++i; };
+    auto string_end = [&](size_t at) {  // t[at] == '"'; the index after the closing quote
+        for (size_t k = at + 1; k < t.size(); ++k) {
+            if (t[k] == '\\') ++k;
+            else if (t[k] == '"') return k + 1;
+        }
+        return t.size();
+    };
+    if (t.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;  // a UTF-8 byte order mark, which json::parse accepts
+    ws();
+    if (i >= t.size() || t[i] != '{') return out;
+    ++i;
+    while (true) {
+        ws();
+        if (i >= t.size() || t[i] != '"') break;  // '}' (an empty object) or the end
+        const size_t k0 = i, k1 = string_end(i);
+        std::string key = json::parse(t.begin() + long(k0), t.begin() + long(k1)).get<std::string>();  // a string: flat
+        i = k1;
+        ws();
+        ++i;  // ':'
+        ws();
+        const size_t v0 = i;
+        size_t depth = 0;
+        while (i < t.size()) {
+            const char c = t[i];
+            if (c == '"') { i = string_end(i); continue; }
+            if (c == '[' || c == '{') ++depth;
+            else if (c == ']' || c == '}') { if (depth == 0) break; --depth; }
+            else if (c == ',' && depth == 0) break;
+            ++i;
+        }
+        size_t v1 = i;
+        while (v1 > v0 && (t[v1 - 1] == ' ' || t[v1 - 1] == '\t' || t[v1 - 1] == '\n' || t[v1 - 1] == '\r')) --v1;
+        out.emplace_back(std::move(key), t.substr(v0, v1 - v0));
+        if (i < t.size() && t[i] == ',') ++i;
+        else break;
+    }
+    return out;
+}
+
+}  // namespace
 
 std::string Settings::default_path() {
     const char* xdg = std::getenv("XDG_CONFIG_HOME");
@@ -145,15 +206,29 @@ void Settings::load() {
 bool Settings::parse(const std::string& text) {
     json j;
     std::string problem;
-    try {
-        j = json::parse(text);
-        if (!j.is_object()) problem = "not a JSON object";
-    } catch (const json::parse_error& e) {
-        problem = "not valid JSON (byte " + std::to_string(e.byte) + ")";
+    if (size_t depth = nesting_depth(text); depth > kMaxDepth) {
+        problem = "nested " + std::to_string(depth) + " levels deep, not a settings file (at most " +
+                  std::to_string(kMaxDepth) + ")";
+    } else {
+        try {
+            // Bounded as well while parsing (the depth check above already holds it).
+            size_t values = 0;
+            json::parser_callback_t cb = [&](int d, json::parse_event_t, json&) {
+                if (size_t(d) > kMaxDepth) throw std::length_error("nested too deep");
+                if (++values > kMaxValues) throw std::length_error("more than " + std::to_string(kMaxValues) + " JSON values");
+                return true;
+            };
+            j = json::parse(text, cb);
+            if (!j.is_object()) problem = "not a JSON object";
+        } catch (const json::parse_error& e) {
+            problem = "not valid JSON (byte " + std::to_string(e.byte) + ")";
+        } catch (const std::length_error& e) {
+            problem = std::string("not a settings file: ") + e.what();
+        }
     }
     if (!problem.empty()) {
         data_ = SettingsData{};
-        extra_ = "{}";
+        extra_.clear();
         error_ = "settings " + path_ + ": " + problem +
                  "; using defaults, and the file is left as it is (not written this session): fix or delete it";
         read_only_ = true;
@@ -175,9 +250,15 @@ bool Settings::parse(const std::string& text) {
     r.number("view", "discard", d.view.discard, 0.f, 1.f, true);
     r.choice("view", "scale", d.view.scale_mode, kScales);
     data_ = d;
-    json extra = j;
-    for (const char* k : {"version", "recent_models", "recent_images", "options", "view"}) extra.erase(k);
-    extra_ = extra.dump();
+    // Unknown keys (a later version's) as their text; the last of a repeated key wins, as in the parse.
+    extra_.clear();
+    for (auto& member : top_level_members(text)) {  // (not a structured binding: the lambda captures the key)
+        const std::string& k = member.first;
+        if (k == "version" || k == "recent_models" || k == "recent_images" || k == "options" || k == "view") continue;
+        auto same = std::find_if(extra_.begin(), extra_.end(), [&](auto& e) { return e.first == k; });
+        if (same != extra_.end()) same->second = member.second;
+        else extra_.push_back(member);
+    }
     if (r.problems.empty()) return true;
     std::string all;
     for (auto& p : r.problems) all += (all.empty() ? "" : "; ") + p;
@@ -188,7 +269,7 @@ bool Settings::parse(const std::string& text) {
 }
 
 std::string Settings::serialize() const {
-    json j = json::parse(extra_);
+    json j = json::object();
     j["version"] = 1;
     j["recent_models"] = data_.recent_models;
     j["recent_images"] = data_.recent_images;
@@ -198,9 +279,15 @@ std::string Settings::serialize() const {
     j["view"] = {{"overlay", kOverlays[std::clamp(data_.view.overlay, 0, 4)]},
                  {"opacity", std::round(double(data_.view.opacity) * 1000) / 1000},
                  {"fusion", kFusions[std::clamp(data_.view.fusion, 0, 2)]},
-                 {"discard", std::round(double(data_.view.discard) * 1000) / 1000},
+                 // [0, 1): rounded, but never up to 1, which the next launch would refuse
+                 {"discard", std::min(std::round(double(data_.view.discard) * 1000) / 1000, 0.999)},
                  {"scale", kScales[std::clamp(data_.view.scale_mode, 0, 2)]}};
-    return j.dump(2) + "\n";
+    std::string out = j.dump(2);  // ends with "\n}"
+    // The unknown keys' text as it was read, spliced in before the closing brace.
+    std::string tail;
+    for (auto& [k, v] : extra_) tail += ",\n  " + json(k).dump() + ": " + v;
+    out.insert(out.size() - 2, tail);
+    return out + "\n";
 }
 
 bool Settings::save(std::chrono::milliseconds min_interval) {

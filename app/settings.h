@@ -8,12 +8,17 @@
 //   what was bad, an error() that names the file and the field, and the file is
 //   left as it is: nothing is written back this session (the user's file is
 //   never replaced behind their back; fix or delete it to start afresh).
-// - Keys this version does not know are written back unchanged.
+//   That holds for any text at all: nesting is checked (a linear pass) before
+//   the JSON parser runs, so a file nested 500,000 levels deep is refused by
+//   name instead of overflowing the stack at every launch.
+// - Keys this version does not know are written back unchanged, as the text
+//   they were (never copied or dumped as a tree).
 // No ImGui, no GL: the app glue (restoring at launch, the Recent menus) lives
 // in settings_app.cpp.
 #pragma once
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/model/model.h"
@@ -49,6 +54,8 @@ class Settings {
 public:
     static constexpr size_t kMaxRecent = 10;
     static constexpr size_t kMaxFileBytes = size_t(1) << 20;
+    static constexpr size_t kMaxDepth = 32;        // levels of nesting (the file uses 2)
+    static constexpr size_t kMaxValues = 200'000;  // JSON values in the file
 
     // $XDG_CONFIG_HOME/vitscope/settings.json, else $HOME/.config/vitscope/settings.json;
     // "" when neither variable is set (settings are then off).
@@ -85,12 +92,8 @@ private:
     std::string path_, error_;
     bool read_only_ = false;
     SettingsData data_, written_;
-    std::string extra_ = "{}";  // unknown keys, as a JSON object
+    std::vector<std::pair<std::string, std::string>> extra_;  // unknown keys and their values' JSON text
     std::chrono::steady_clock::time_point last_write_{};
 };
-
-// The store the running app uses (null when off); the toolbar's Recent menus read it.
-Settings* current_settings();
-void set_current_settings(Settings* s);
 
 }  // namespace vit::app

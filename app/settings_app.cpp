@@ -84,8 +84,7 @@ void remember(Settings& st, const Session& s, const UiState& ui, bool final) {
     st.save(final ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1000));
 }
 
-std::string RecentMenu(bool models) {
-    Settings* st = current_settings();
+std::string RecentMenu(Settings* st, bool models) {
     if (!st) return "";
     const auto& items = models ? st->data().recent_models : st->data().recent_images;
     if (items.empty()) return "";
@@ -104,8 +103,7 @@ std::string RecentMenu(bool models) {
     return picked;
 }
 
-void DrawSettingsError() {
-    Settings* st = current_settings();
+void DrawSettingsError(Settings* st) {
     if (!st || st->error().empty()) return;
     ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "%s", st->error().c_str());
     ImGui::SameLine();

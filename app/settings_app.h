@@ -25,8 +25,8 @@ void restore_view(const Settings& st, Session& s, UiState& ui);
 void remember(Settings& st, const Session& s, const UiState& ui, bool final = false);
 
 // Inside the toolbar's model / image combo: a "Recent" submenu; returns the chosen entry or "".
-std::string RecentMenu(bool models);
+std::string RecentMenu(Settings* st, bool models);
 // A line in the status bar when the settings file had a problem ("" draws nothing).
-void DrawSettingsError();
+void DrawSettingsError(Settings* st);
 
 }  // namespace vit::app

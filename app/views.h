@@ -1,162 +1,78 @@
-// The app's views: each a Draw function over the session's trace and one
-// UiState holding what the user selected (Tracy / imgui_club style).
+// What every view draws with: the session (the trace on screen and what produced it), the user's
+// selection, the probe that records what was drawn, and the heatmap program. The panels around the
+// tabs (toolbar, navigator, image panel, predictions, status bar) are declared here with the state
+// each keeps; the tabs are units of their own (app/tabs/tab.h).
 #pragma once
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/io/hub.h"
 #include "core/teach/analysis.h"
 #include "gl_util.h"
+#include "probe.h"
 #include "session.h"
+#include "ui_state.h"
 
 namespace vit::app {
 
-struct Rect { float x = 0, y = 0, w = 0, h = 0; };
+class JobQueue;
+class Settings;
 
-enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters, Distance, Patches, Map };
-constexpr int kTabs = 10;
-// The key that selects a tab ("1" .. "9", M for the map), for tooltips and help.
-inline std::string tab_key(Tab t) { return t == Tab::Map ? std::string("M") : std::to_string(int(t) + 1); }
-// Query: the attention row of any token (ui.query: 0 = cls, 1..N = patches), vit::attention_from.
-enum class Overlay { None = 0, Cls, Rollout, GradRollout, Query };
-constexpr int kOverlayCount = 5;
-enum class ScaleMode { PerTensor = 0, PerSlice, Symmetric };
-const char* tab_name(Tab t);
-// Options::pooling as the app thinks of it: nullopt = the model's own pooling.
-inline std::optional<Pooling> pooling_choice(const Options& o) {
-    return o.pooling;
-}
-inline void set_pooling_choice(Options& o, std::optional<Pooling> p) { o.pooling = p; }
-const char* overlay_name(Overlay o);  // as --overlay takes it: none, cls, rollout, grad, query
-
-// A label drawn on screen (axis ticks, colour-bar figures, patch numbers), recorded so that tests
-// can check that no two overlap and none is clipped by its panel.
-struct DrawnText {
-    std::string group;   // "stage.rows", "stage.cols", "stage.colorbar", "image.patches", ...
-    std::string text;
-    Rect box, clip;      // where it was drawn, and the region it must stay inside
+struct ViewCtx {
+    Session& s;
+    UiState& ui;           // the selection (views may change it: a click selects)
+    Probe& probe;          // what was drawn where, this frame
+    Gfx& gfx;              // the heatmap program
+    bool hover;            // the mouse may hover (false in headless screenshots without --hover)
+    std::string& notice;   // one line for the status bar ("saved ...", "selected layer 3, head 2")
+    Settings* settings;    // the settings file (recent files), null when off
+    const JobQueue* jobs;  // the background work (the status bar shows it), null: none
 };
 
-struct UiState {
-    int stage = 0;            // index into the trace
-    int head = 0;             // slice of per-head tensors
-    int channel = 0;          // slice of the input
-    int patch = -1;           // selected patch (token = patch + 1), -1 none
-    int cell_r = -1, cell_c = -1;  // the cell whose math is shown (row, column of the shown slice), -1 none
-    int query = 0;            // query token of the Query overlay: 0 = cls, 1..N = patch token (patch + 1)
-    int map_layer = 0, tour_step = -1, tour_applied = -1;  // views_map.cpp: block layer on the map; tour step (-1: off)
-    ScaleMode scale_mode = ScaleMode::PerTensor;
-    bool show_grad = false;   // show d logit / d stage instead of the stage
-    Tab tab = Tab::Stage;
-    Overlay overlay = Overlay::Cls;
-    int overlay_layer = -1;   // -1: last
-    int overlay_head = -1;    // -1: mean over heads
-    float opacity = 0.65f;
-    int fusion = 0;           // rollout head fusion: mean, max, min
-    float discard = 0.f;
-    float zoom = 1.f, pan_x = 0.f, pan_y = 0.f;
-    int pred_class = -1;      // class for gradient views (-1: predicted)
-    bool hover = true;        // false in headless screenshots: no tooltip unless --hover asks
-    std::string status;       // one line shown in the status bar
-    bool request_view_png = false, request_npy = false, request_npz = false;
-    int distance_images = 100;      // the Distance tab's "Average over N test images"
-    bool distance_autostart = false; // --distance-images N: start that average once a trace is in
-    std::string export_dir = ".";
-    // For tests and the --layout dump: where things were drawn this frame.
-    std::map<std::string, Rect> rects;
-    std::map<std::string, double> numbers;
-    std::map<std::string, std::string> strings;  // texts shown (explanations, reasons, preprocessing)
-    std::vector<DrawnText> texts;
-    std::string shader_error;
-};
-
-struct DistanceAverage;  // views_distance.cpp
-
-// Textures live across frames and are uploaded only when what they show changes.
-struct Textures {
-    Texture stage, bar, image, overlay, diff, ln[4];
-    std::vector<Texture> grid, thumbs;
-    std::map<std::string, uint64_t> keys;  // what each texture currently holds
-    // Values derived from the trace, recomputed only with their texture (never per frame).
-    std::vector<float> overlay_vals;
-    std::vector<std::pair<float, float>> grid_range;   // min, max per attention-grid map
-    std::vector<std::pair<float, float>> thumb_range;
-    std::vector<StageChange> changes;
-    Array diff_vals;
-    std::map<std::string, Stats> stats;               // by version + stage
-    std::map<std::string, Colormap> ranges;           // colour range of each heatmap texture
-    Texture original;                                 // the image file as decoded, before preprocessing
-    std::shared_ptr<void> cellmath;                   // views_teach.cpp's cached vit::CellMath (or error)
-    Texture lens;                                     // the logit lens (L, K), vit::logit_lens
-    Array lens_vals;                                  // its numbers (exported as logit_lens.npy on its tab)
-    std::string lens_error;
-    Texture pos_grid, pos_large, pos_embed;           // position-embedding similarity (vit::pos_similarity)
-    Array pos_sim;                                    // (N, N)
-    std::string pos_error;
-    std::vector<Texture> filters;                     // principal components of patch_embed (vit::embed_filters)
-    std::vector<float> filter_var;
-    std::vector<std::vector<float>> filter_vals;      // each (C, P, P) as the core gave it
-    std::string filters_error;
-    // The Distance tab (views_distance.cpp): vit::attn_distance of the trace shown, and the
-    // average over test images (a background job; see DistanceAverage there).
-    Array dist_vals;                                  // (L, H)
-    std::string dist_error;
-    std::shared_ptr<DistanceAverage> dist_avg;
-    // The Patches tab: the preprocessed image and the tiles read back from the patches rows.
-    Texture patch_image, patch_rows_img, patch_rows;
-    Array patch_input;                                // the trace's input (C, S, S), denormalized to 0..1
-    std::string patch_error;
-    // Numbers behind the teaching tab shown (name -> array): what "Numbers .npy/.csv" exports.
-    std::vector<std::pair<std::string, Array>> tab_numbers;
-    Tab tab_numbers_tab = Tab::Stage;
+// Which derived values a cache holds: stale(name, key) is true (and remembers key) when name was
+// computed for another key (a trace version, a model, a slice).
+struct CacheKeys {
+    std::map<std::string, uint64_t> keys;
     bool stale(const std::string& name, uint64_t key) {
         auto it = keys.find(name);
         if (it != keys.end() && it->second == key) return false;
         keys[name] = key;
         return true;
     }
+    void forget(const std::string& name) { keys.erase(name); }
 };
 
-const TraceEntry* current_entry(const Session& s, const UiState& ui);
-void DrawToolbar(Session& s, UiState& ui);
-void DrawNavigator(Session& s, UiState& ui);
-void DrawStageView(Session& s, UiState& ui, Textures& tx);
-void DrawImagePanel(Session& s, UiState& ui, Textures& tx);
-void DrawPredictions(Session& s, UiState& ui);
-void DrawChanges(Session& s, UiState& ui, Textures& tx);
-void DrawAttentionGrid(Session& s, UiState& ui, Textures& tx);
-// views_teach.cpp: the math of one cell (vit::cell_math) of the current stage, in a panel.
-void DrawCellMath(Session& s, UiState& ui, Textures& tx, const Rect& area);
-// views_teach.cpp: the logit lens tab, layer x class probabilities (vit::logit_lens).
-void DrawLogitLens(Session& s, UiState& ui, Textures& tx);
-// views_teach.cpp: position-embedding similarity, one small map per patch in the patch layout.
-void DrawPositions(Session& s, UiState& ui, Textures& tx);
-// views_teach.cpp: the principal components of the patch-embedding filters, as P x P pictures.
-void DrawFilters(Session& s, UiState& ui, Textures& tx);
-// views_distance.cpp: mean attention distance (vit::attn_distance) as a layer x pixels dot plot, one
-// dot per head, with the average over N test images computed in the background.
-void DrawDistance(Session& s, UiState& ui, Textures& tx);
-// views_distance.cpp: the patches stage as pictures: the image cut into P x P tiles, then each
-// row of the patches matrix beside the tile it holds.
-void DrawPatchPictures(Session& s, UiState& ui, Textures& tx);
-// Every frame, whatever the tab: starts the --distance-images average once a trace is in, and
-// cancels a running average that no longer belongs to the trace on screen.
-void DistanceTick(Session& s, UiState& ui, Textures& tx);
-// True while the Distance tab's average runs (headless drivers wait for it).
-bool distance_average_running(const Textures& tx);
-// Why the average over test images cannot run for the trace on screen ("" when it can).
-std::string distance_average_unavailable(const Session& s);
-// Cancels and joins the average's thread (before the session goes away).
-void stop_distance_average(Textures& tx);
-// "random weights" for presets (their predictions mean nothing), "" otherwise.
-std::string weights_note(const Session& s);
-void DrawStatusBar(Session& s, UiState& ui);
-void DrawErrorPanel(Session& s, UiState& ui);  // every unread error in full, until dismissed
-void HandleKeys(Session& s, UiState& ui);
-bool DrawFileBrowser(const char* id, std::string& path, const std::vector<std::string>& exts);
+// Numbers a view drew, by name (a teaching tab's "Numbers .npy+.csv" export).
+using NamedArrays = std::vector<std::pair<std::string, Array>>;
 
+// The stage on screen: the row of the trace on screen that the selection (a stage id) names.
+struct ShownStage {
+    size_t row = 0;
+    const StageInfo* info = nullptr;  // the trace's own table row: its texts are for the options it was computed with
+    const Array* value = nullptr;
+    const Array* grad = nullptr;      // null when the trace holds no gradient of it
+};
+// Null when there is no trace. A selection the trace lacks (another model, other options) shows
+// the same kind of stage at the nearest block, else the first stage.
+std::optional<ShownStage> shown_stage(const Session& s, const UiState& ui);
+// The trace's row for an id: that stage, else the same kind at the nearest block, else row 0.
+size_t row_of(const Trace& t, StageId id);
+// Selects a row of the trace on screen (the selection is its id, so it survives a re-run).
+void select_row(UiState& ui, const Trace& t, size_t row);
+// Selects a stage by id when the trace has it; returns whether it did.
+bool select_stage(UiState& ui, const Trace& t, StageId id);
+// "random weights" for presets (their predictions mean nothing), "" otherwise: of the model on screen.
+std::string weights_note(const Session& s);
+// The names of the classes of the model on screen (the model's, or "class i").
+std::vector<std::string> class_labels(const Config& c, size_t n);
+// A number as the heatmaps print it: %.4f, or %.3e when very small or large.
+std::string fmt(float v);
+
+// ---- heatmaps (heatmap.cpp)
 // A tensor slice drawn as a heatmap with labelled axes, colour bar and hover readout.
 struct HeatmapArgs {
     const float* data = nullptr;
@@ -168,7 +84,7 @@ struct HeatmapArgs {
     bool zoomable = true;
     float max_w = 0, max_h = 0;  // 0: available region
     bool colorbar = true;
-    const char* rect_name = nullptr;
+    const char* rect_name = nullptr;  // records rect, range and cells under this name (probe schema)
     float cell = 0;              // > 0: this cell size (side-by-side panels share their rows)
     float strip_w = 0;           // > 0 with cols == 1: a column of this width (mean/std per token)
     std::vector<std::string> col_names;  // e.g. class names for a logits strip
@@ -176,9 +92,60 @@ struct HeatmapArgs {
     int* clicked_col = nullptr;  // and its column
     int mark_row = -1, mark_col = -1;  // a cell framed in cyan (the one whose math is shown)
 };
+// The draw list's clip rectangle (where a label must stay).
+Rect clip_rect(ImDrawList* dl);
 // Records a label and draws it (see DrawnText).
-void DrawLabel(ImDrawList* dl, UiState& ui, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,
+void DrawLabel(ImDrawList* dl, Probe& probe, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,
                const Rect& clip);
-void Heatmap(const char* id, Texture& tex, bool upload, const HeatmapArgs& a, UiState& ui, Textures& tx);
+void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const HeatmapArgs& a);
+// Range and colormap for a slice under the chosen scale mode.
+Colormap colormap_for(const float* all, size_t n_all, const float* slice, size_t n_slice, bool signed_values, ScaleMode mode);
+// Width the colour bar needs: the bar, a gap and its widest figure.
+float colorbar_width(const Colormap& cm);
+// A heatmap's cached texture and colour range, re-uploaded only when what it shows changes.
+struct HeatmapCache {
+    Texture tex;
+    Colormap range;
+    uint64_t key = 0;
+    bool valid = false;
+};
+// One tensor (any rank) as a heatmap of its current slice (head or channel), axes from `info`.
+void tensor_heatmap(ViewCtx& v, const char* id, const std::string& name, const Array& t, const StageInfo& info,
+                    HeatmapCache& cache, HeatmapArgs a, bool is_grad);
+
+// ---- the panels around the tabs (views_panels.cpp), each with the state it keeps
+struct FileBrowser {
+    std::string dir, filter;  // dir "": the working directory
+};
+bool DrawFileBrowser(FileBrowser& fb, const char* id, std::string& path, const std::vector<std::string>& exts);
+
+struct Toolbar {
+    char model_path[1024] = "", image_path[1024] = "";
+    FileBrowser browser;
+    std::optional<std::vector<std::string>> samples;  // the bundled sample images (listed once)
+    std::optional<std::vector<hub::Found>> found;     // "On this computer": listed when first opened, on Rescan
+};
+// The exports asked for this frame (the toolbar's buttons, --export-*); exports.cpp runs them.
+struct ExportRequest {
+    bool view_png = false, npy = false, npz = false;
+};
+// `tab_exports_numbers`: the shown tab exports the numbers it drew (its button says so).
+void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_numbers);
+void DrawNavigator(ViewCtx& v);
+
+// The image panel: the original, the model input with its overlay and the three attention thumbnails.
+struct ImagePanel {
+    CacheKeys keys;
+    Texture image, overlay, original;
+    std::vector<Texture> thumbs;
+    std::vector<float> overlay_vals;                  // recomputed only with their texture
+    std::vector<std::pair<float, float>> thumb_range; // min, max per thumbnail
+};
+void DrawImagePanel(ViewCtx& v, ImagePanel& panel);
+void DrawPredictions(ViewCtx& v);
+void DrawStatusBar(ViewCtx& v);
+void DrawErrorPanel(ViewCtx& v);  // every unread error in full, until dismissed
+// Keys that change the stage, head, options and zoom (the tabs' keys are the tab table's).
+void HandleKeys(ViewCtx& v);
 
 }  // namespace vit::app

@@ -15,15 +15,21 @@
 #include "paths.h"
 #include "settings_app.h"
 #include "views.h"
+#include "jobs.h"
+#include "tabs/tab.h"
 #include "core/teach/teach.h"
 
 namespace fs = std::filesystem;
 
 namespace vit::app {
 
-bool DrawFileBrowser(const char* id, std::string& path, const std::vector<std::string>& exts) {
-    static std::string dir = fs::current_path().string();
-    static std::string filter;
+bool DrawFileBrowser(FileBrowser& fb, const char* id, std::string& path, const std::vector<std::string>& exts) {
+    if (fb.dir.empty()) {
+        std::error_code ec;
+        fb.dir = fs::current_path(ec).string();
+    }
+    std::string& dir = fb.dir;
+    std::string& filter = fb.filter;
     bool chosen = false;
     ImGui::SetNextWindowSize(ImVec2(640, 460), ImGuiCond_Appearing);
     if (ImGui::BeginPopupModal(id, nullptr)) {
@@ -82,8 +88,11 @@ std::vector<std::string> sample_images() {
 
 }  // namespace
 
-void DrawToolbar(Session& s, UiState& ui) {
-    static char model_path[1024] = "", image_path[1024] = "";
+void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_numbers) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
+    char* model_path = tb.model_path;
+    char* image_path = tb.image_path;
     const int heads = 0;  // from the file, its config.json or the published shapes; else the window asks
     // Model
     ImGui::SetNextItemWidth(150);
@@ -95,15 +104,13 @@ void DrawToolbar(Session& s, UiState& ui) {
         ImGui::TextDisabled("torchvision / timm names");
         for (auto& a : preset_aliases())
             if (ImGui::Selectable((std::string(a.alias) + " (random weights)").c_str())) s.begin_load_model(a.alias);
-        if (std::string r = RecentMenu(true); !r.empty()) s.begin_load_model(r, heads);
+        if (std::string r = RecentMenu(v.settings, true); !r.empty()) s.begin_load_model(r, heads);
         if (ImGui::BeginMenu("On this computer")) {  // the Hugging Face cache and torch.hub (headers only)
-            static std::vector<hub::Found> found;
-            static bool scanned = false;
-            if (!scanned || ImGui::MenuItem("Rescan")) { found = hub::find_models(); scanned = true; }
-            for (const hub::Found& f : found)
+            if (!tb.found || ImGui::MenuItem("Rescan")) tb.found = hub::find_models();
+            for (const hub::Found& f : *tb.found)
                 if (f.id.vit && ImGui::MenuItem(hub::is_spec(f.spec) ? f.spec.c_str() : fs::path(f.spec).filename().c_str(), f.id.size.c_str()))
                     s.begin_load_model(f.spec, heads);
-            if (std::none_of(found.begin(), found.end(), [](const hub::Found& f) { return f.id.vit; }))
+            if (std::none_of(tb.found->begin(), tb.found->end(), [](const hub::Found& f) { return f.id.vit; }))
                 ImGui::TextDisabled("no ViT in %s or %s", hub::cache_dir().c_str(), hub::torch_checkpoints_dir().c_str());
             ImGui::EndMenu();
         }
@@ -111,46 +118,47 @@ void DrawToolbar(Session& s, UiState& ui) {
     }
     ImGui::SameLine();
     ImGui::SetNextItemWidth(220);
-    bool enter = ImGui::InputTextWithHint("##mpath", "checkpoint .safetensors/.pth", model_path, sizeof model_path,
+    bool enter = ImGui::InputTextWithHint("##mpath", "checkpoint .safetensors/.pth", model_path, sizeof tb.model_path,
                                           ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     ImGui::Text("heads %d", s.config().heads);  // in force; a file that does not say is asked about (heads_prompt.cpp)
-    if (ui.hover && ImGui::IsItemHovered())
+    if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("from %s", s.model().heads_from.empty() ? "the model's config" : s.model().heads_from.c_str());
-    ui.strings["toolbar.heads"] = std::to_string(s.config().heads);
+    pr.strings["toolbar.heads"] = std::to_string(s.config().heads);
     ImGui::SameLine();
     if (ImGui::Button("Load model") || enter) s.begin_load_model(model_path, heads);
     ImGui::SameLine();
     if (ImGui::Button("...##m")) ImGui::OpenPopup("Open checkpoint");
     std::string picked;
-    if (DrawFileBrowser("Open checkpoint", picked, {".safetensors", ".pth", ".pt", ".bin"})) {
-        std::snprintf(model_path, sizeof model_path, "%s", picked.c_str());
+    if (DrawFileBrowser(tb.browser, "Open checkpoint", picked, {".safetensors", ".pth", ".pt", ".bin"})) {
+        std::snprintf(model_path, sizeof tb.model_path, "%s", picked.c_str());
         s.begin_load_model(picked, heads);
     }
     ImGui::SameLine();
     ImGui::TextDisabled("|");
     ImGui::SameLine();
     // Image
-    static std::vector<std::string> samples = sample_images();
-    for (auto& p : samples) ui.strings["toolbar.samples"] += fs::path(p).filename().string() + "\n";  // what the menu lists
+    if (!tb.samples) tb.samples = sample_images();
+    const std::vector<std::string>& samples = *tb.samples;
+    for (auto& p : samples) pr.strings["toolbar.samples"] += fs::path(p).filename().string() + "\n";  // what the menu lists
     ImGui::SetNextItemWidth(170);
     std::string cur = fs::path(s.image_path()).filename().string();
     if (ImGui::BeginCombo("##img", cur.empty() ? "sample image" : cur.c_str())) {
         for (auto& p : samples)
             if (ImGui::Selectable(fs::path(p).filename().string().c_str(), p == s.image_path())) s.load_image(p);
-        if (std::string r = RecentMenu(false); !r.empty()) s.load_image(r);
+        if (std::string r = RecentMenu(v.settings, false); !r.empty()) s.load_image(r);
         ImGui::EndCombo();
     }
     ImGui::SameLine();
     ImGui::SetNextItemWidth(200);
-    bool ienter = ImGui::InputTextWithHint("##ipath", "image path (or drop a file)", image_path, sizeof image_path,
+    bool ienter = ImGui::InputTextWithHint("##ipath", "image path (or drop a file)", image_path, sizeof tb.image_path,
                                            ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     if (ImGui::Button("Load image") || ienter) s.load_image(image_path);
     ImGui::SameLine();
     if (ImGui::Button("...##i")) ImGui::OpenPopup("Open image");
-    if (DrawFileBrowser("Open image", picked, {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".psd", ".hdr", ".pgm", ".ppm", ".pnm"})) {
-        std::snprintf(image_path, sizeof image_path, "%s", picked.c_str());
+    if (DrawFileBrowser(tb.browser, "Open image", picked, {".png", ".jpg", ".jpeg", ".bmp"})) {  // what vit::image_formats() reads
+        std::snprintf(image_path, sizeof tb.image_path, "%s", picked.c_str());
         s.load_image(picked);
     }
     // Options (second row)
@@ -159,26 +167,25 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::SameLine();
     ImGui::Checkbox("unbiased std, N-1 (U)", &o.unbiased);
     ImGui::SameLine();
-    std::optional<Pooling> pc = pooling_choice(o);
-    int pool = pc ? int(*pc) + 1 : 0;
+    int pool = o.pooling ? int(*o.pooling) + 1 : 0;  // 0: the model's own pooling
     ImGui::SetNextItemWidth(130);
     const char* pools[] = {"model's pooling", "cls token", "mean of patches"};
     if (ImGui::Combo("pooling", &pool, pools, 3))
-        set_pooling_choice(o, pool == 0 ? std::nullopt : std::optional<Pooling>(Pooling(pool - 1)));
+        o.pooling = pool == 0 ? std::nullopt : std::optional<Pooling>(Pooling(pool - 1));
     // Two classic bugs (Options::bug_*), off by default; red when on, and the status bar says BUG.
-    auto bug_box = [&](const char* label, bool& v, const char* tip) {
+    auto bug_box = [&](const char* label, bool& on_off, const char* tip) {
         ImGui::SameLine();
-        const bool on = v;
+        const bool on = on_off;
         if (on) {
             ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 90, 90, 255));
             ImGui::PushStyleColor(ImGuiCol_FrameBg, IM_COL32(120, 20, 20, 255));
             ImGui::PushStyleColor(ImGuiCol_CheckMark, IM_COL32(255, 90, 90, 255));
         }
-        ImGui::Checkbox(label, &v);
+        ImGui::Checkbox(label, &on_off);
         if (on) ImGui::PopStyleColor(3);
-        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
         ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
-        ui.rects[std::string("toolbar.") + label] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+        pr.rects[std::string("toolbar.") + label] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     };
     bug_box("BUG: scale after softmax (B)", o.bug_scale_after_softmax,
             "a classic bug, on purpose: softmax(q k^T) / sqrt(d) instead of softmax(q k^T / sqrt(d));\n"
@@ -192,18 +199,15 @@ void DrawToolbar(Session& s, UiState& ui) {
     ImGui::SameLine();
     ImGui::TextDisabled("|");
     ImGui::SameLine();
-    if (ImGui::Button("Export view PNG")) ui.request_view_png = true;
+    if (ImGui::Button("Export view PNG")) req.view_png = true;
     ImGui::SameLine();
-    {  // on a teaching tab: the numbers it draws, as .npy and .csv
-        const bool teach = ui.tab == Tab::LogitLens || ui.tab == Tab::Positions || ui.tab == Tab::Filters ||
-                           ui.tab == Tab::Distance || ui.tab == Tab::Patches;
-        if (ImGui::Button(teach ? "Numbers .npy+.csv" : "Tensor .npy")) ui.request_npy = true;
-    }
+    // on a teaching tab: the numbers it draws, as .npy and .csv
+    if (ImGui::Button(tab_exports_numbers ? "Numbers .npy+.csv" : "Tensor .npy")) req.npy = true;
     ImGui::SameLine();
-    if (ImGui::Button("Trace .npz")) ui.request_npz = true;
+    if (ImGui::Button("Trace .npz")) req.npz = true;
     ImGui::SameLine();
     ImGui::TextDisabled("(?)");
-    if (ui.hover && ImGui::IsItemHovered()) {
+    if (v.hover && ImGui::IsItemHovered()) {
         ImGui::BeginTooltip();
         ImGui::Text("Keys");
         ImGui::BulletText("Up/Down or Left/Right: previous / next stage");
@@ -216,13 +220,17 @@ void DrawToolbar(Session& s, UiState& ui) {
         ImGui::BulletText("  (or click a patch on the image, or a row of attn.pattern / attn.scores)");
         ImGui::BulletText("Click a cell of attn.scores/pattern/z, LayerNorm normalized/out, mlp.post, logits:");
         ImGui::BulletText("  the math of that cell, with its numbers (Esc closes it)");
-        ImGui::BulletText("1-9: tabs (Stage, Attention maps, Changes, Train, Logit lens, Positions, Filters, Distance, Patches)");
-        ImGui::BulletText("M: the map of the model   T: guided tour on/off, N / P: next / back step, Esc leaves");
+        std::string tabs;
+        for (const TabSpec& t : tab_table()) tabs += std::string(tabs.empty() ? "" : ", ") + t.key + " " + t.name;
+        ImGui::BulletText("Tabs: %s", tabs.c_str());
+        ImGui::BulletText("T: guided tour on/off, N / P: next / back step, Esc leaves");
         ImGui::EndTooltip();
     }
 }
 
-void DrawNavigator(Session& s, UiState& ui) {
+void DrawNavigator(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
     const Trace* t = s.trace();
     if (!t) {
         ImGui::TextWrapped("%s", s.has_image() ? "Running the model..." : "No image loaded: nothing has run yet.");
@@ -232,21 +240,20 @@ void DrawNavigator(Session& s, UiState& ui) {
     int L = c.depth;
     ImGui::TextDisabled("Pipeline (%zu stages)", t->size());
     ImGui::SetNextItemWidth(-1);
-    const TraceEntry* e = current_entry(s, ui);
-    int layer = e ? e->layer : -1;
+    const auto e = shown_stage(s, ui);
+    int layer = e ? e->info->layer : -1;
     int lsel = std::max(0, layer);
     if (L > 0 && e && ImGui::SliderInt("##layer", &lsel, 0, L - 1, "layer %d")) {
-        std::string rest;
-        stage_layer(e->name, &rest);
-        if (layer < 0) rest = "attn.pattern";
-        int idx = t->index_of("blocks." + std::to_string(lsel) + "." + rest);
-        if (idx >= 0) ui.stage = idx;
+        // the same stage in the chosen block (from outside the blocks: that block's attention pattern)
+        const StageKind k = layer < 0 ? StageKind::AttnPattern : e->info->id.kind;
+        select_stage(ui, *t, StageId{k, lsel});
     }
+    const size_t shown_row = e ? e->row : 0;
     ImGui::BeginChild("stages", ImVec2(0, 0), false);
     int last_layer = -2;
     bool open = true;
     for (size_t i = 0; i < t->size(); ++i) {
-        const TraceEntry& en = t->at(i);
+        const StageInfo& en = t->info(i);
         if (en.layer != last_layer) {
             if (last_layer >= 0 && open) ImGui::TreePop();
             last_layer = en.layer;
@@ -259,12 +266,10 @@ void DrawNavigator(Session& s, UiState& ui) {
             }
         }
         if (!open) continue;
-        std::string rest;
-        stage_layer(en.name, &rest);
-        bool sel = int(i) == ui.stage;
-        if (ImGui::Selectable((rest + "##" + std::to_string(i)).c_str(), sel)) ui.stage = int(i);
+        const bool sel = i == shown_row;
+        if (ImGui::Selectable((stage_local_name(en.id) + "##" + std::to_string(i)).c_str(), sel)) select_row(ui, *t, i);
         if (sel && ImGui::IsWindowAppearing()) ImGui::SetScrollHereY();
-        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_text(en.tensor).c_str());
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_text(t->at(i)).c_str());
     }
     if (last_layer >= 0 && open) ImGui::TreePop();
     ImGui::EndChild();
@@ -288,12 +293,13 @@ std::string list_of(const std::vector<float>& v, int prec = 3) {
 std::vector<std::string> preprocessing_lines(const Image& im, const Config& c) {
     std::vector<std::string> v;
     const char* ch = im.channels == 1 ? "gray" : "RGB";
-    v.push_back("original " + std::to_string(im.width) + "x" + std::to_string(im.height) + " " + ch +
+    PreprocessPlan p = plan_preprocess(im, c);  // file_w x file_h: the size in the file, before any scaling on load
+    v.push_back("original " + std::to_string(p.file_w) + "x" + std::to_string(p.file_h) + " " + ch +
                 (im.file_channels == 2 || im.file_channels == 4 ? " (alpha dropped)" : "") +
                 (im.sixteen_bit ? ", 16-bit" : ""));
+    if (!p.scaled_on_load.empty()) v.push_back("-> " + p.scaled_on_load);
     if (im.channels == 3 && c.channels == 1) v.push_back("-> gray: 0.299 R + 0.587 G + 0.114 B");
     if (im.channels == 1 && c.channels == 3) v.push_back("-> RGB: gray copied to 3 channels");
-    PreprocessPlan p = plan_preprocess(im.width, im.height, c);
     const char* interp = c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear";
     std::string rs = std::to_string(p.resize_w) + "x" + std::to_string(p.resize_h);
     if (p.squash) v.push_back("-> squash to " + rs + " (" + interp + ", aspect not kept)");
@@ -322,18 +328,20 @@ void upload_rgb(Texture& tex, const float* chw, int C, int H, int W, bool clamp0
 }
 
 // The original image (aspect kept) with the region the model sees outlined, and the steps beside it.
-void draw_original(Session& s, UiState& ui, Textures& tx) {
+void draw_original(ViewCtx& v, ImagePanel& panel) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
     const Image& im = s.image();
     if (im.width <= 0 || rank(im.pixels) != 3) return;
     const Config c = s.preprocess_config();
     uint64_t key = std::hash<std::string>{}(s.image_path()) ^ (uint64_t(im.width) << 32) ^ uint64_t(im.height);
-    if (tx.stale("original", key)) {
+    if (panel.keys.stale("original", key)) {
         // a thumbnail-sized copy: a 4000-pixel photo is not uploaded whole
         int tw = im.width, th = im.height;
         float f = std::min(1.f, 256.f / float(std::max(tw, th)));
         tw = std::max(1, int(tw * f)); th = std::max(1, int(th * f));
         Tensor3 small = (tw == im.width && th == im.height) ? im.pixels : resize(im.pixels, th, tw, Interp::Bilinear);
-        upload_rgb(tx.original, small.data(), int(extent(small, 0)), th, tw, true);
+        upload_rgb(panel.original, small.data(), int(extent(small, 0)), th, tw, true);
     }
     const float box = 120;
     float f = box / float(std::max(im.width, im.height));
@@ -343,15 +351,15 @@ void draw_original(Session& s, UiState& ui, Textures& tx) {
     ImGui::Dummy(ImVec2(box, box));
     ImDrawList* dl = ImGui::GetWindowDrawList();
     ImVec2 q0(p0.x + (box - w) / 2, p0.y + (box - h) / 2);
-    dl->AddImage(tx.original.id(), q0, ImVec2(q0.x + w, q0.y + h));
-    ui.rects["original"] = Rect{q0.x, q0.y, w, h};
+    dl->AddImage(panel.original.id(), q0, ImVec2(q0.x + w, q0.y + h));
+    pr.rects["original"] = Rect{q0.x, q0.y, w, h};
     PreprocessPlan p = plan_preprocess(im.width, im.height, c);
     if (p.resize_w > 0 && p.resize_h > 0) {
         float sx = w / p.resize_w, sy = h / p.resize_h;
         ImVec2 a(q0.x + p.crop_left * sx, q0.y + p.crop_top * sy);
         ImVec2 b(a.x + std::min(p.crop_w, p.resize_w) * sx, a.y + std::min(p.crop_h, p.resize_h) * sy);
         dl->AddRect(a, b, IM_COL32(255, 214, 120, 255), 0, 0, 2);
-        ui.rects["original.crop"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+        pr.rects["original.crop"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     }
     ImGui::EndGroup();
     ImGui::SameLine();
@@ -363,47 +371,49 @@ void draw_original(Session& s, UiState& ui, Textures& tx) {
         all += line + "\n";
     }
     ImGui::PopTextWrapPos();
-    ui.strings["preprocess"] = all;
+    pr.strings["preprocess"] = all;
     bool squash = c.pre.squash;
     if (ImGui::Checkbox("squash (aspect lost)", &squash)) s.set_squash(squash);
-    if (ui.hover && ImGui::IsItemHovered())
+    if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("off: shorter side resized, then a centre crop (torchvision's Resize + CenterCrop)\n"
                           "on: straight resize to a square, as Hugging Face's ViTImageProcessor does");
     ImGui::EndGroup();
 }
 
-void draw_no_grads(Session& s, UiState& ui, const char* what) {
+void draw_no_grads(Session& s, Probe& pr, const char* what) {
     std::string why = s.result().no_grads_why.empty() ? s.grads_unavailable_reason() : s.result().no_grads_why;
     if (why.empty()) why = "the gradients are being computed";
     ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
     ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s needs gradients: %s.", what, why.c_str());
     ImGui::PopTextWrapPos();
-    ui.strings["overlay.message"] = why;
+    pr.strings["overlay.message"] = why;
     if (s.can_compute_grads() && ImGui::SmallButton("compute gradients")) s.set_grad_mode(GradMode::On);
 }
 
 }  // namespace
 
-void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
-    if (s.has_image()) draw_original(s, ui, tx);
+void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
+    if (s.has_image()) draw_original(v, panel);
     const Trace* t = s.trace();
     if (!t) {
         std::string why = s.has_image() ? "Running the model..." : "No image is loaded: load one with the toolbar or drop a file here.";
         ImGui::TextWrapped("%s", why.c_str());
-        ui.strings["image.message"] = why;
+        pr.strings["image.message"] = why;
         return;
     }
     const Config& c = s.shown_config();
     int S = c.image_size, G = c.grid(), N = c.patches(), L = c.depth, H = c.heads;
-    int in_i = t->index_of("input");
-    const Array* in = in_i >= 0 ? &t->at(size_t(in_i)).tensor : nullptr;
+    const Array* in = t->find(StageId{StageKind::Input});
     if (!in || rank(*in) != 3 || int(extent(*in, 1)) != S || int(extent(*in, 2)) != S) {
         ImGui::TextWrapped("The trace has no %dx%d input to show.", S, S);
         return;
     }
-    if (tx.stale("image", s.version())) {
+    if (panel.keys.stale("image", s.version())) {
         Tensor3 img = denormalize(Tensor3(*in), c);
-        upload_rgb(tx.image, img.data(), c.channels, S, S, true);
+        upload_rgb(panel.image, img.data(), c.channels, S, S, true);
     }
     ImGui::TextDisabled("model input %dx%d %s, as the model sees it", S, S, c.channels == 1 ? "gray" : "RGB");
     // overlay controls
@@ -444,35 +454,34 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         ImGui::SetNextItemWidth(90);
         ImGui::SliderFloat("discard", &ui.discard, 0.f, 0.95f, "%.2f");
     }
-    const Trace* grads = s.result().grads.get();
-    if (ui.overlay == Overlay::GradRollout && !grads) draw_no_grads(s, ui, "the gradient-weighted rollout");
+    const bool grads = t->has_grads();
+    if (ui.overlay == Overlay::GradRollout && !grads) draw_no_grads(s, pr, "the gradient-weighted rollout");
     ImGui::SetNextItemWidth(190);
     ImGui::SliderFloat("opacity", &ui.opacity, 0.f, 1.f, "%.2f");
     // the overlay values over the patch grid: recomputed only when what they depend on changes
     // (rollout is O(T^3 L): ~0.1 s for ViT-B, not something to redo every frame)
     uint64_t okey = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
                     uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003 + uint64_t(ui.query + 1) * 10000019;
-    bool ostale = tx.stale("overlay", okey);
+    bool ostale = panel.keys.stale("overlay", okey);
     if (ostale) {
-        std::vector<float>& ov = tx.overlay_vals;
+        std::vector<float>& ov = panel.overlay_vals;
         ov.clear();
         try {
             if (ui.overlay == Overlay::Cls && L > 0) ov = cls_attention(*t, ol, ui.overlay_head);
             else if (ui.overlay == Overlay::Rollout && L > 0) ov = attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard);
-            else if (ui.overlay == Overlay::GradRollout && L > 0 && grads) ov = grad_rollout(*t, *grads, ol);
+            else if (ui.overlay == Overlay::GradRollout && L > 0 && grads) ov = grad_rollout(*t, ol);
             else if (ui.overlay == Overlay::Query && L > 0 && ui.query >= 0 && ui.query <= N) {
                 Tensor1 row = attention_from(*t, ol, ui.overlay_head, ui.query);  // the core's numbers, not recomputed
                 ov.assign(row.data(), row.data() + row.size());
             }
         } catch (const std::exception& e) {
             ov.clear();
-            ui.strings["overlay.error"] = e.what();
+            pr.strings["overlay.error"] = e.what();
         }
         if (ov.size() != size_t(N)) ov.clear();
-        if (!ov.empty()) tx.overlay.upload_float(ov.data(), G, G);
+        if (!ov.empty()) panel.overlay.upload_float(ov.data(), G, G);
     }
-    const std::vector<float>& ov = tx.overlay_vals;
-    ui.numbers.erase("overlay.query");
+    const std::vector<float>& ov = panel.overlay_vals;
     if (ui.overlay == Overlay::Query) {
         std::string why;
         if (L == 0) why = "the model has no attention layers";
@@ -480,16 +489,16 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
             why = "query token " + std::to_string(ui.query) + " is out of range: 0 (cls) to " + std::to_string(N) + " (the last patch)";
         if (!why.empty()) {
             ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
-            ui.strings["overlay.message"] = why;
+            pr.strings["overlay.message"] = why;
         } else {
-            ui.numbers["overlay.query"] = ui.query;
+            pr.numbers["overlay.query"] = ui.query;
             std::string vals;
             char b[32];
             for (size_t i = 0; i < ov.size(); ++i) {
                 std::snprintf(b, sizeof b, "%s%.9g", i ? "," : "", double(ov[i]));
                 vals += b;
             }
-            ui.strings["overlay.values"] = vals;
+            pr.strings["overlay.values"] = vals;
         }
     }
     const bool thumbs = L > 0;
@@ -498,10 +507,10 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     side = std::max(side, 64.f);
     ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + side, p0.y + side);
     ImGui::InvisibleButton("img", ImVec2(side, side));
-    bool hovered = ui.hover && ImGui::IsItemHovered();
+    bool hovered = v.hover && ImGui::IsItemHovered();
     ImDrawList* dl = ImGui::GetWindowDrawList();
-    dl->AddImage(tx.image.id(), p0, p1);
-    ui.rects["image"] = Rect{p0.x, p0.y, side, side};
+    dl->AddImage(panel.image.id(), p0, p1);
+    pr.rects["image"] = Rect{p0.x, p0.y, side, side};
     if (!ov.empty()) {
         auto mm = std::minmax_element(ov.begin(), ov.end());
         Colormap cm;
@@ -509,9 +518,9 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         cm.vmin = *mm.first;
         cm.vmax = std::max(*mm.second, *mm.first + 1e-9f);
         cm.opacity = ui.opacity;
-        draw_colormapped(dl, tx.overlay, p0, p1, cm);
-        ui.numbers["overlay.argmax"] = double(mm.second - ov.begin());
-        ui.numbers["overlay.argmin"] = double(mm.first - ov.begin());
+        v.gfx.draw(dl, panel.overlay, p0, p1, cm);
+        pr.numbers["overlay.argmax"] = double(mm.second - ov.begin());
+        pr.numbers["overlay.argmin"] = double(mm.first - ov.begin());
     }
     // patch grid and indices (every k-th patch when the numbers would not fit their cells)
     float cell = side / G;
@@ -529,9 +538,9 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
             if (r % k || col % k) continue;
             ImVec2 at(p0.x + col * cell + 2, p0.y + r * cell + 1);
             if (at.x + numw - 4 > p1.x || at.y + numh > p1.y) continue;
-            DrawLabel(dl, ui, "image.patches", at, IM_COL32(255, 255, 255, 150), std::to_string(n), clip);
+            DrawLabel(dl, pr, "image.patches", at, IM_COL32(255, 255, 255, 150), std::to_string(n), clip);
         }
-        ui.numbers["image.patch_label_step"] = k;
+        pr.numbers["image.patch_label_step"] = k;
     }
     if (ui.patch >= 0 && ui.patch < N) {
         ImVec2 a(p0.x + (ui.patch % G) * cell, p0.y + (ui.patch / G) * cell);
@@ -541,7 +550,7 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         int qp = ui.query - 1;
         ImVec2 a(p0.x + (qp % G) * cell, p0.y + (qp / G) * cell);
         dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(0, 230, 255, 255), 0, 0, 3);
-        ui.rects["image.query"] = Rect{a.x, a.y, cell, cell};
+        pr.rects["image.query"] = Rect{a.x, a.y, cell, cell};
     }
     if (hovered) {
         ImVec2 m = ImGui::GetIO().MousePos;
@@ -563,22 +572,22 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     // The three maps side by side for the same layer: click one to put it over the image.
     const char* names[3] = {"cls attention", "rollout", "grad-weighted"};
     float tw = std::min(96.f, (ImGui::GetContentRegionAvail().x - 16) / 3);
-    if (tx.thumbs.size() != 3) { tx.thumbs.resize(3); tx.thumb_range.resize(3); }
+    if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); }
     for (int k3 = 0; k3 < 3; ++k3) {
         bool have = k3 < 2 || grads;
         uint64_t key = s.version() * 131 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 + uint64_t(ui.fusion) * 3 +
                        uint64_t(ui.discard * 1000) * 100003;
-        if (have && tx.stale("thumb" + std::to_string(k3), key)) {
+        if (have && panel.keys.stale("thumb" + std::to_string(k3), key)) {
             std::vector<float> m;
             try {
                 m = k3 == 0 ? cls_attention(*t, ol, ui.overlay_head)
                   : k3 == 1 ? attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard)
-                            : grad_rollout(*t, *grads, ol);
+                            : grad_rollout(*t, ol);
             } catch (const std::exception&) { m.clear(); }
             if (m.size() == size_t(N)) {
-                tx.thumbs[size_t(k3)].upload_float(m.data(), G, G);
+                panel.thumbs[size_t(k3)].upload_float(m.data(), G, G);
                 auto r = std::minmax_element(m.begin(), m.end());
-                tx.thumb_range[size_t(k3)] = {*r.first, *r.second};
+                panel.thumb_range[size_t(k3)] = {*r.first, *r.second};
             }
         }
         if (k3) ImGui::SameLine();
@@ -586,13 +595,13 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
         ImVec2 q = ImGui::GetCursorScreenPos();
         ImGui::PushID(k3);
         if (ImGui::InvisibleButton("t", ImVec2(tw, tw))) ui.overlay = Overlay(k3 + 1);
-        if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s up to layer %d: click to show it over the image", names[k3], ol);
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s up to layer %d: click to show it over the image", names[k3], ol);
         ImGui::PopID();
-        if (have && tx.thumbs[size_t(k3)].valid()) {
+        if (have && panel.thumbs[size_t(k3)].valid()) {
             Colormap cm;
-            cm.vmin = tx.thumb_range[size_t(k3)].first;
-            cm.vmax = std::max(tx.thumb_range[size_t(k3)].second, cm.vmin + 1e-9f);
-            draw_colormapped(dl, tx.thumbs[size_t(k3)], q, ImVec2(q.x + tw, q.y + tw), cm);
+            cm.vmin = panel.thumb_range[size_t(k3)].first;
+            cm.vmax = std::max(panel.thumb_range[size_t(k3)].second, cm.vmin + 1e-9f);
+            v.gfx.draw(dl, panel.thumbs[size_t(k3)], q, ImVec2(q.x + tw, q.y + tw), cm);
         } else {
             dl->AddText(ImVec2(q.x + 6, q.y + tw / 2 - 16), ImGui::GetColorU32(ImGuiCol_TextDisabled), "no\ngradients");
         }
@@ -603,17 +612,20 @@ void DrawImagePanel(Session& s, UiState& ui, Textures& tx) {
     }
 }
 
-void DrawPredictions(Session& s, UiState& ui) {
+void DrawPredictions(ViewCtx& v) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
     const Trace* t = s.trace();
-    if (!t || !t->has("probs")) return;
-    const Array& pt = t->get("probs");
+    const Array* probs = t ? t->find(StageId{StageKind::Probs}) : nullptr;
+    if (!probs) return;
+    const Array& pt = *probs;
     const float* pv = values(pt);
     auto p = [pv](size_t i) { return pv[i]; };
     const Config& c = s.shown_config();
     const std::vector<int> idx = top_k(pv, pt.size(), 5);  // the CLI's order too: ties by class index
     if (std::string note = weights_note(s); !note.empty()) {
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "Top predictions (%s: meaningless)", note.c_str());
-        ui.strings["predictions.note"] = note;
+        pr.strings["predictions.note"] = note;
     } else {
         ImGui::TextDisabled("Top predictions");
     }
@@ -625,35 +637,37 @@ void DrawPredictions(Session& s, UiState& ui) {
         ImGui::ProgressBar(p(size_t(i)), ImVec2(120, 0), buf);
         ImGui::SameLine();
         ImGui::Text("%s", name.c_str());
-        if (k == 0) ui.strings["prediction"] = name;
-        ui.strings["prediction." + std::to_string(k)] = std::to_string(i) + " " + name;
+        if (k == 0) pr.strings["prediction"] = name;
+        pr.strings["prediction." + std::to_string(k)] = std::to_string(i) + " " + name;
     }
 }
 
-std::string status_line(Session& s, const UiState& ui) {
-    const Config& c = s.config();
+std::string status_line(const Session& s, const std::string& notice) {
+    const Config& c = s.shown_config();  // the model of the trace on screen
     std::string line = c.describe();
-    line += " | " + s.model().source;
+    line += " | " + s.shown_model()->source;
     if (s.has_image()) line += " | image " + fs::path(s.image_path()).filename().string();
     else line += " | no image";
     if (s.trace()) {
         char b[64];
         std::snprintf(b, sizeof b, " %.1f ms", s.result().ms);
-        line += std::string(" | ") + (s.result().grads ? "forward+backward" : "forward only") + b;
+        line += std::string(" | ") + (s.trace()->has_grads() ? "forward+backward" : "forward only") + b;
     }
-    if (!ui.status.empty()) line += " | " + ui.status;
+    if (!notice.empty()) line += " | " + notice;
     return line;
 }
 
+namespace {
+
 // What the matrix products run on, in full (as vitscope-cli info's gemm: and blas: lines say it).
-static std::string gemm_text() {
+std::string gemm_text() {
     std::string t = "matrix products: " + ops::gemm_engine();
     if (!ops::gemm_engine_best()) t += " (not the best kernel for this CPU: see vitscope-cli info)";
     return t + "; LAPACK: " + blas::describe();
 }
 
 // Text cut to fit `w` pixels, with "..." when cut.
-static std::string fit_text(const std::string& t, float w, bool& cut) {
+std::string fit_text(const std::string& t, float w, bool& cut) {
     cut = false;
     if (ImGui::CalcTextSize(t.c_str()).x <= w) return t;
     cut = true;
@@ -665,30 +679,44 @@ static std::string fit_text(const std::string& t, float w, bool& cut) {
     return t.substr(0, lo) + "...";
 }
 
-void DrawStatusBar(Session& s, UiState& ui) {
-    if (s.loading()) {
-        ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "loading model...");
-        ImGui::SameLine();
-    }
-    if (s.busy()) {
-        ImGui::ProgressBar(s.progress(), ImVec2(200, 0), "running forward...");
-        ImGui::SameLine();
-    }
+}  // namespace
+
+void DrawStatusBar(ViewCtx& v) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
+    // every job in flight (jobs.h): its name, the step it is at and its progress
+    std::string jobs;
+    if (v.jobs)
+        for (const auto& j : v.jobs->active()) {
+            std::string label = j->name();
+            if (const std::string step = j->step(); !step.empty()) label += ": " + step;
+            if (j->state() == Job::State::Queued) label += " (waiting)";
+            if (j->cancelled()) label += " (cancelling)";
+            const float p = j->progress();
+            char pct[16] = "";
+            if (p >= 0) std::snprintf(pct, sizeof pct, " %.0f%%", 100.0 * p);
+            ImGui::ProgressBar(std::max(0.f, p), ImVec2(200, 0), label.c_str());
+            if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s%s", label.c_str(), pct);
+            ImGui::SameLine();
+            jobs += label + pct + "\n";
+        }
+    pr.strings["status.jobs"] = jobs;
     if (!s.errors().empty()) {
         ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "%zu error%s (see the error panel)", s.errors().size(),
                            s.errors().size() == 1 ? "" : "s");
         ImGui::SameLine();
     }
-    DrawSettingsError();
-    if (!ui.shader_error.empty()) {
-        ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "shader: %s", ui.shader_error.c_str());
+    DrawSettingsError(v.settings);
+    if (!v.gfx.error().empty()) {
+        ImGui::TextColored(ImVec4(1, 0.45f, 0.45f, 1), "shader: %s", v.gfx.error().c_str());
         ImGui::SameLine();
     }
-    std::string line = status_line(s, ui);
-    if (s.options().has_bug()) {
+    std::string line = status_line(s, v.notice);
+    const Options& shown = s.shown_options();  // the trace on screen's (the toolbar shows the ones asked for)
+    if (shown.has_bug()) {
         std::string bug = "BUG on:";
-        if (s.options().bug_scale_after_softmax) bug += " scale after softmax";
-        if (s.options().bug_reshape_patches) bug += std::string(s.options().bug_scale_after_softmax ? "," : "") + " reshape patches";
+        if (shown.bug_scale_after_softmax) bug += " scale after softmax";
+        if (shown.bug_reshape_patches) bug += std::string(shown.bug_scale_after_softmax ? "," : "") + " reshape patches";
         ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", bug.c_str());
         ImGui::SameLine();
         line = bug + " | " + line;
@@ -704,15 +732,15 @@ void DrawStatusBar(Session& s, UiState& ui) {
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     const float x_line = ImGui::GetCursorScreenPos().x;
     const float room = std::max(0.f, right - field_w - 2 * spacing - 9 - x_line);
-    std::string shown_line = line.substr(s.options().has_bug() ? line.find(" | ") + 3 : 0);
+    std::string shown_line = line.substr(shown.has_bug() ? line.find(" | ") + 3 : 0);
     bool cut = false;
     const std::string fitted = fit_text(shown_line, room, cut);
     ImGui::TextDisabled("%s", fitted.c_str());
     {
         ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
-        ui.rects["status.line"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+        pr.rects["status.line"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     }
-    if (cut && ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", line.c_str());
+    if (cut && v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", line.c_str());
     ImGui::SameLine(right - field_w - ImGui::GetWindowPos().x);
     ImGui::GetWindowDrawList()->AddLine(ImVec2(right - field_w - spacing - 4, ImGui::GetCursorScreenPos().y + 2),
                                         ImVec2(right - field_w - spacing - 4, ImGui::GetCursorScreenPos().y + ImGui::GetTextLineHeight() - 2),
@@ -721,16 +749,18 @@ void DrawStatusBar(Session& s, UiState& ui) {
     else ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", field.c_str());
     {
         ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
-        ui.rects["status.gemm"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+        pr.rects["status.gemm"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     }
-    if (ui.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full_gemm.c_str());
-    ui.strings["status.gemm"] = field;
-    ui.strings["status.gemm_full"] = full_gemm;
-    ui.numbers["status.cut"] = cut;
-    ui.strings["status"] = line + " | " + full_gemm;  // everything the bar says, in full
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full_gemm.c_str());
+    pr.strings["status.gemm"] = field;
+    pr.strings["status.gemm_full"] = full_gemm;
+    pr.numbers["status.cut"] = cut;
+    pr.strings["status"] = line + " | " + full_gemm;  // everything the bar says, in full
 }
 
-void DrawErrorPanel(Session& s, UiState& ui) {
+void DrawErrorPanel(ViewCtx& v) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
     if (s.errors().empty()) return;
     ImGuiIO& io = ImGui::GetIO();
     ImGui::SetNextWindowPos(ImVec2(io.DisplaySize.x * 0.5f, 90), ImGuiCond_Appearing, ImVec2(0.5f, 0));
@@ -762,29 +792,28 @@ void DrawErrorPanel(Session& s, UiState& ui) {
     }
     if (s.errors().size() > 1 && ImGui::Button("Dismiss all")) { s.dismiss_errors(); dismiss = SIZE_MAX; }
     ImVec2 pos = ImGui::GetWindowPos(), sz = ImGui::GetWindowSize();
-    ui.rects["errors"] = Rect{pos.x, pos.y, sz.x, sz.y};
-    ui.strings["errors"] = all;
+    pr.rects["errors"] = Rect{pos.x, pos.y, sz.x, sz.y};
+    pr.strings["errors"] = all;
     ImGui::End();
     ImGui::PopStyleColor(3);
     if (dismiss != SIZE_MAX) s.dismiss_error(dismiss);
 }
 
-void HandleKeys(Session& s, UiState& ui) {
+void HandleKeys(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
     const Trace* t = s.trace();
     if (!t || ImGui::GetIO().WantTextInput) return;
     auto pressed = [](int key) { return ImGui::IsKeyPressed(key); };
-    int n = int(t->size());
-    if (pressed(GLFW_KEY_RIGHT) || pressed(GLFW_KEY_DOWN)) ui.stage = std::min(n - 1, ui.stage + 1);
-    if (pressed(GLFW_KEY_LEFT) || pressed(GLFW_KEY_UP)) ui.stage = std::max(0, ui.stage - 1);
-    if (pressed(GLFW_KEY_HOME)) ui.stage = 0;
-    if (pressed(GLFW_KEY_END)) ui.stage = n - 1;
-    const TraceEntry* e = current_entry(s, ui);
-    if (e && e->layer >= 0 && (pressed(GLFW_KEY_PAGE_UP) || pressed(GLFW_KEY_PAGE_DOWN))) {
-        int l = e->layer + (pressed(GLFW_KEY_PAGE_DOWN) ? 1 : -1);
-        std::string rest;
-        stage_layer(e->name, &rest);
-        int idx = t->index_of("blocks." + std::to_string(l) + "." + rest);
-        if (idx >= 0) ui.stage = idx;
+    const size_t n = t->size(), row = row_of(*t, ui.stage);
+    if (pressed(GLFW_KEY_RIGHT) || pressed(GLFW_KEY_DOWN)) select_row(ui, *t, std::min(n - 1, row + 1));
+    if (pressed(GLFW_KEY_LEFT) || pressed(GLFW_KEY_UP)) select_row(ui, *t, row ? row - 1 : 0);
+    if (pressed(GLFW_KEY_HOME)) select_row(ui, *t, 0);
+    if (pressed(GLFW_KEY_END)) select_row(ui, *t, n - 1);
+    const auto e = shown_stage(s, ui);
+    if (e && e->info->layer >= 0 && (pressed(GLFW_KEY_PAGE_UP) || pressed(GLFW_KEY_PAGE_DOWN))) {
+        const int l = e->info->layer + (pressed(GLFW_KEY_PAGE_DOWN) ? 1 : -1);
+        select_stage(ui, *t, StageId{e->info->id.kind, l});  // the same stage in the next or previous block
     }
     bool shift = ImGui::GetIO().KeyShift;
     int H = std::max(1, s.shown_config().heads);
@@ -803,8 +832,8 @@ void HandleKeys(Session& s, UiState& ui) {
         if (ui.overlay != Overlay::Query) ui.overlay = Overlay::Query;
         else ui.query = ((ui.query + (shift ? -1 : 1)) % T + T) % T;
     }
-    for (int k = 0; k < std::min(kTabs, 9); ++k)  // keys 1-9 (the map, the tenth tab, is M)
-        if (pressed(GLFW_KEY_1 + k)) ui.tab = Tab(k);
+    for (const TabSpec& t : tab_table())
+        if (pressed(t.glfw_key)) ui.tab = t.tab;
 }
 
 }  // namespace vit::app

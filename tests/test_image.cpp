@@ -1,8 +1,12 @@
 // Image decoding and preprocessing on real files written by stb_image_write.
 #include <gtest/gtest.h>
+#include <stb_image.h>
 #include <stb_image_write.h>
+#include <zlib.h>
 
 #include <cmath>
+#include <random>
+#include <vector>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -158,4 +162,199 @@ TEST(Preprocess, ShorterSideThenCenterCropAndNormalize) {
     for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x.flat(i), 1.0f, 1e-5);  // (0.75 - 0.5) / 0.25
     auto back = denormalize(x, c);
     EXPECT_NEAR(back.flat(0), 0.75f, 1e-6);
+}
+
+// ---------------------------------------------------------------- issue 23 and issue 19 item 6
+
+namespace {
+// A PNG chunk with its CRC (zlib's crc32, independent of libpng).
+std::string png_chunk(const char* tag, const std::string& data) {
+    std::string c;
+    auto be = [&](uint32_t v) { for (int s = 24; s >= 0; s -= 8) c.push_back(char(v >> s & 0xff)); };
+    be(uint32_t(data.size()));
+    std::string td = std::string(tag, 4) + data;
+    c += td;
+    be(uint32_t(crc32(0, reinterpret_cast<const Bytef*>(td.data()), uInt(td.size()))));
+    return c;
+}
+std::string png_header(uint32_t w, uint32_t h, int depth, int colour, int interlace) {
+    std::string ihdr;
+    for (uint32_t v : {w, h}) for (int s = 24; s >= 0; s -= 8) ihdr.push_back(char(v >> s & 0xff));
+    ihdr += char(depth); ihdr += char(colour); ihdr += '\0'; ihdr += '\0'; ihdr += char(interlace);
+    return std::string("\x89PNG\r\n\x1a\n", 8) + png_chunk("IHDR", ihdr);
+}
+}  // namespace
+
+// resize_crop is the crop of the full resize, bit for bit, while computing only the kept pixels.
+TEST(Preprocess, ResizeCropIsTheCropOfTheFullResizeBitForBit) {
+    std::mt19937 g(5);
+    std::uniform_real_distribution<float> u(0, 1);
+    const int shapes[][2] = {{13, 29}, {3, 401}, {240, 300}, {97, 2}, {64, 64}};
+    for (auto& sh : shapes)
+        for (auto k : {Interp::Bilinear, Interp::Bicubic})
+            for (int r : {8, 16, 40}) {
+                Tensor3 x = Tensor3::from_shape({3, size_t(sh[0]), size_t(sh[1])});
+                for (auto& v : x) v = u(g);
+                const int H = sh[0], W = sh[1];
+                const int rh = H <= W ? r : int(int64_t(r) * H / W), rw = H <= W ? int(int64_t(r) * W / H) : r;
+                const int S = 8, top = crop_offset(rh - S), left = crop_offset(rw - S);
+                Tensor3 full = resize(x, rh, rw, k), crop = resize_crop(x, rh, rw, top, left, S, S, k);
+                ASSERT_EQ(shape_of(crop), (Shape{3, 8, 8}));
+                for (int c = 0; c < 3; ++c)
+                    for (int y = 0; y < S; ++y)
+                        for (int xx = 0; xx < S; ++xx)
+                            ASSERT_EQ(std::memcmp(&full(c, top + y, left + xx), &crop(c, y, xx), 4), 0)
+                                << H << "x" << W << " -> " << rh << "x" << rw << " at " << c << "," << y << "," << xx;
+            }
+    EXPECT_THROW(resize_crop(Tensor3::from_shape({1, 4, 4}), 8, 8, 4, 0, 8, 8, Interp::Bilinear), std::invalid_argument);
+}
+
+// Issue 23: a 16384x1 image on vit_b_16 is resized by its shorter side to 256 x 4,194,304 (12 GB as
+// floats); only the 224 x 224 the crop keeps are computed. The values are a linear ramp's, by hand.
+TEST(Preprocess, ExtremeAspectRatioComputesOnlyTheCrop) {
+    Config c = preset("vit_b_16");
+    Image im;
+    im.pixels = Tensor3::from_shape({1, 1, 16384});
+    for (size_t i = 0; i < 16384; ++i) im.pixels.flat(i) = float(i) / 16383.f;
+    im.width = 16384; im.height = 1; im.channels = 1;
+    PreprocessPlan p = plan_preprocess(im, c);
+    EXPECT_EQ(p.resize_h, 256);
+    EXPECT_EQ(p.resize_w, 256 * 16384);
+    Tensor3 x = preprocess(im, c);
+    ASSERT_EQ(shape_of(x), (Shape{3, 224, 224}));
+    // Upsampling 256x along x: output column i samples the ramp at (i + 0.5) / 256 - 0.5 input pixels,
+    // and every row is the single input row: value = ((left + j + 0.5) / 256 - 0.5) / 16383.
+    for (int j : {0, 100, 223}) {
+        const double src = (p.crop_left + j + 0.5) / 256.0 - 0.5;
+        const double want = (src / 16383.0 - c.pre.mean[0]) / c.pre.std[0];
+        EXPECT_NEAR(x(0, 0, j), want, 1e-5) << j;
+        EXPECT_EQ(x(0, 0, j), x(0, 223, j));
+        EXPECT_NEAR(x(2, 100, j), (src / 16383.0 - c.pre.mean[2]) / c.pre.std[2], 1e-5);
+    }
+}
+
+// Issue 19 item 6: large images are scaled down on load (here with a lowered limit so the files
+// stay small): PNG and BMP by a k x k box average (smaller blocks at the edges), JPEG by the
+// decoder's M/8 scaling; the plan says so and keeps the file's size.
+TEST(Image, OverTheLimitScaledDownOnLoadByBoxAverage) {
+    const int W = 22, H = 16;  // limit 50 px: k = 2 gives 11 x 8 = 88, k = 3 gives 8 x 6 (1-pixel edge blocks)
+    std::vector<unsigned char> px(size_t(W) * H);
+    for (int y = 0; y < H; ++y)
+        for (int x = 0; x < W; ++x) px[size_t(y) * W + size_t(x)] = (unsigned char)(x * 11 + y * 7);
+    std::string p = tmp("box.png"), b = tmp("box.bmp");
+    ASSERT_TRUE(stbi_write_png(p.c_str(), W, H, 1, px.data(), W));
+    ASSERT_TRUE(stbi_write_bmp(b.c_str(), W, H, 1, px.data()));
+    for (auto& f : {p, b}) {
+        SCOPED_TRACE(f);
+        Image im = decode_image(read_bytes(f), f, 50);
+        EXPECT_EQ(im.file_width, W);
+        EXPECT_EQ(im.file_height, H);
+        ASSERT_EQ(im.width, 8);
+        ASSERT_EQ(im.height, 6);
+        EXPECT_EQ(im.scaled_by, "3x3 box average");
+        for (int oy = 0; oy < 6; ++oy)
+            for (int ox = 0; ox < 8; ++ox) {
+                double s = 0;
+                int n = 0;
+                for (int y = oy * 3; y < std::min(H, oy * 3 + 3); ++y)
+                    for (int x = ox * 3; x < std::min(W, ox * 3 + 3); ++x) { s += px[size_t(y) * W + size_t(x)]; ++n; }
+                const float want = float(s / n / 255.0);
+                EXPECT_NEAR(im.pixels(0, oy, ox), want, 1e-6) << ox << "," << oy;
+            }
+        Config c = preset("fmnist");
+        PreprocessPlan plan = plan_preprocess(im, c);
+        EXPECT_EQ(plan.file_w, W);
+        EXPECT_NE(plan.scaled_on_load.find("from 22x16 to 8x6 (3x3 box average)"), std::string::npos) << plan.scaled_on_load;
+    }
+    // Under the limit: untouched, and the plan says nothing.
+    Image whole = decode_image(read_bytes(p), p);
+    EXPECT_EQ(whole.width, W);
+    EXPECT_TRUE(whole.scaled_by.empty());
+    EXPECT_TRUE(plan_preprocess(whole, preset("fmnist")).scaled_on_load.empty());
+}
+
+TEST(Image, LargeJpegDecodedAtAScaleThatFits) {
+    std::vector<unsigned char> px(64 * 48 * 3, 128);
+    std::string j = tmp("scale.jpg");
+    ASSERT_TRUE(stbi_write_jpg(j.c_str(), 64, 48, 3, px.data(), 95));
+    Image im = decode_image(read_bytes(j), j, 1000);  // 64 x 48 = 3072 px: 4/8 gives 32 x 24 = 768
+    EXPECT_EQ(im.width, 32);
+    EXPECT_EQ(im.height, 24);
+    EXPECT_EQ(im.file_width, 64);
+    EXPECT_EQ(im.scaled_by, "the JPEG decoder's 4/8 DCT scaling");
+    EXPECT_NEAR(im.pixels(1, 10, 10), 128 / 255.f, 3 / 255.f);
+}
+
+// libpng's decoding against stb_image's (the library's own, independent PNG decoder) on the fuzz
+// corpus's PNGs: palette, gray, gray+alpha, RGBA, 16-bit, Adam7-interlaced.
+TEST(Image, LibpngAgreesWithStbImageOnEveryCorpusPng) {
+    const std::string dir = std::string(VITSCOPE_SOURCE_DIR) + "/tests/fuzz/corpus/image/";
+    int n = 0;
+    for (auto& e : std::filesystem::directory_iterator(dir)) {
+        if (e.path().extension() != ".png") continue;
+        SCOPED_TRACE(e.path().string());
+        const std::string bytes = read_bytes(e.path().string());
+        Image im = decode_image(bytes, e.path().string());
+        int w, h, comp;
+        const bool sixteen = stbi_is_16_bit_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()), int(bytes.size()));
+        void* ref = sixteen ? static_cast<void*>(stbi_load_16_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
+                                                                          int(bytes.size()), &w, &h, &comp, 0))
+                            : static_cast<void*>(stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
+                                                                       int(bytes.size()), &w, &h, &comp, 0));
+        ASSERT_NE(ref, nullptr);
+        ASSERT_EQ(im.width, w);
+        ASSERT_EQ(im.height, h);
+        EXPECT_EQ(im.sixteen_bit, sixteen);
+        const int keep = comp <= 2 ? 1 : 3;
+        ASSERT_EQ(im.channels, keep);
+        for (int y = 0; y < h; ++y)
+            for (int x = 0; x < w; ++x)
+                for (int c = 0; c < keep; ++c) {
+                    const size_t i = (size_t(y) * w + x) * comp + c;
+                    const float want = sixteen ? static_cast<uint16_t*>(ref)[i] / 65535.f : static_cast<stbi_uc*>(ref)[i] / 255.f;
+                    ASSERT_EQ(im.pixels(c, y, x), want) << x << "," << y << "," << c;
+                }
+        stbi_image_free(ref);
+        ++n;
+    }
+    EXPECT_GE(n, 7);
+}
+
+TEST(ImageBad, WholeImageDecodesOverTheirBudgetRefusedByName) {
+    // An interlaced 12000 x 12000 RGB PNG needs all 432 MB of its rows at once: refused before a row is read.
+    std::string png = png_header(12000, 12000, 8, 2, 1) + png_chunk("IDAT", "") + png_chunk("IEND", "");
+    try {
+        decode_image(png, "interlaced_big.png");
+        ADD_FAILURE() << "accepted";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("interlaced_big.png"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("interlaced"), std::string::npos) << e.what();
+    }
+    // The same size non-interlaced is read row by row: what stops this one is its missing image data.
+    try {
+        decode_image(png_header(12000, 12000, 8, 2, 0) + png_chunk("IDAT", "") + png_chunk("IEND", ""), "flat_big.png");
+        ADD_FAILURE() << "accepted";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("flat_big.png: corrupt or truncated PNG"), std::string::npos) << e.what();
+    }
+    // Over 16384 per side: refused on the header, whatever the format.
+    try {
+        decode_image(png_header(16385, 2, 8, 0, 0) + png_chunk("IEND", ""), "wide.png");
+        ADD_FAILURE() << "accepted";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("16385x2"), std::string::npos) << e.what();
+    }
+}
+
+// The help lists what decode_image reads, and nothing else.
+TEST(Image, FormatsListedAreTheFormatsRead) {
+    EXPECT_EQ(image_formats(), "PNG (8/16-bit), JPEG, BMP");
+    for (const char* sig : {"GIF89a", "8BPS", "P6\n", "#?RADIANCE\n", "II*\0"}) {
+        try {
+            decode_image(std::string(sig, std::strlen(sig) + 1) + std::string(64, '\0'), "other.x");
+            ADD_FAILURE() << sig;
+        } catch (const FileError& e) {
+            EXPECT_NE(std::string(e.what()).find("reads PNG, JPEG and BMP"), std::string::npos) << e.what();
+        }
+    }
 }

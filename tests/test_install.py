@@ -31,6 +31,9 @@ import sys
 import tempfile
 import zipfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gui"))
+from layout import load_layout  # noqa: E402
+
 import numpy as np
 from PIL import Image
 
@@ -165,7 +168,7 @@ try:
             cmd = [xvfb, "-a", "-s", "-screen 0 1280x800x24"] + hidden(
                 [app, "--width", "1280", "--height", "800", "--screenshot", out + ".png", "--layout", out + ".json"] + extra)
             r = run(cmd, cwd=work, env=env)
-            lay = json.load(open(out + ".json")) if os.path.exists(out + ".json") else {}
+            lay = load_layout(out + ".json") if os.path.exists(out + ".json") else {}
             return r, lay, out + ".png"
 
         r, lay, png = launch([], "plain")

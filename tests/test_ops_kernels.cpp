@@ -2,7 +2,9 @@
 // time) against plain double-precision arithmetic, on sizes with vector tails.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <future>
 #include <random>
 #include <vector>
 
@@ -91,4 +93,68 @@ TEST(OpsKernels, ResultsDoNotDependOnTheThreadCount) {
     }
     set_threads(before);
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
+}
+
+// The thread count is the calling thread's own (a job sets it for itself with a Budget): another
+// thread's setting changes nothing here, and a Budget's count goes back when it ends.
+TEST(OpsThreads, EachThreadHasItsOwnCount) {
+    const int before = threads();
+    const int fresh = std::async(std::launch::async, [] { return threads(); }).get();  // a thread that set nothing
+    set_threads(fresh + 2);
+    std::promise<void> inside, release;
+    auto released = release.get_future().share();
+    auto other = std::async(std::launch::async, [&] {
+        std::vector<int> seen{threads()};  // not this thread's count: the default
+        {
+            Budget b(fresh + 5);
+            seen.push_back(threads());
+            inside.set_value();
+            released.wait();  // the main thread checks its own count while this budget holds
+            seen.push_back(threads());
+        }
+        seen.push_back(threads());
+        return seen;
+    });
+    inside.get_future().wait();
+    EXPECT_EQ(threads(), fresh + 2) << "another thread's Budget changed this thread's count";
+    release.set_value();
+    const std::vector<int> seen = other.get();
+    EXPECT_EQ(seen, (std::vector<int>{fresh, fresh + 5, fresh + 5, fresh}));
+    EXPECT_EQ(threads(), fresh + 2);
+    set_threads(before);
+}
+
+// A Budget's cancel flag makes the kernels of its thread throw Cancelled (never inside a parallel
+// region), and only on its thread; the budget ended, the kernels run again.
+TEST(OpsThreads, CancelFlagStopsThisThreadsKernels) {
+    const int R = 8, I = 16, O = 8;
+    auto in = randn(size_t(R) * I, 1, 1.f), W = randn(size_t(O) * I, 2, 1.f);
+    std::vector<float> out(size_t(R) * O);
+    std::atomic<bool> flag{false};
+    {
+        Budget b(2, &flag);
+        EXPECT_NO_THROW(linear(out.data(), in.data(), W.data(), nullptr, R, I, O));
+        flag = true;
+        EXPECT_THROW(linear(out.data(), in.data(), W.data(), nullptr, R, I, O), Cancelled);
+        EXPECT_THROW(gelu(out.data(), out.data(), out.size()), Cancelled);
+        EXPECT_THROW(softmax_rows(out.data(), out.data(), R, O), Cancelled);
+        bool threw = false;
+#pragma omp parallel num_threads(1)
+        {
+            try {
+                linear(out.data(), in.data(), W.data(), nullptr, R, I, O);
+            } catch (const Cancelled&) {
+                threw = true;
+            }
+        }
+        EXPECT_FALSE(threw) << "a kernel threw inside a parallel region";
+        // another thread, without a budget, is not cancelled by this one's flag
+        auto other = std::async(std::launch::async, [&] {
+            std::vector<float> o2(out.size());
+            linear(o2.data(), in.data(), W.data(), nullptr, R, I, O);
+            return true;
+        });
+        EXPECT_TRUE(other.get());
+    }
+    EXPECT_NO_THROW(linear(out.data(), in.data(), W.data(), nullptr, R, I, O));
 }

@@ -200,6 +200,57 @@ TEST(Settings, UnknownKeysSurviveARewrite) {
     EXPECT_NE(slurp(f).find("\"future_feature\""), std::string::npos) << slurp(f);
 }
 
+// Issue 23: a file nested 100k-500k levels deep (under the 1 MiB cap) overflowed the stack in
+// parse() on every launch. It is refused by name, left as it is, and defaults are used.
+TEST(Settings, DeeplyNestedFileIsRefusedNotACrash) {
+    TempDir t;
+    fs::path f = t.p / "settings.json";
+    for (size_t depth : {size_t(33), size_t(100000), size_t(500000)}) {
+        for (bool in_object : {false, true}) {
+            SCOPED_TRACE(std::to_string(depth) + (in_object ? " under a key" : " at the top"));
+            std::string text = in_object ? "{\"future\": " + std::string(depth, '[') + std::string(depth, ']') + "}"
+                                         : std::string(depth, '[') + std::string(depth, ']');
+            spit(f, text);
+            Settings s(f.string());
+            s.load();
+            EXPECT_NE(s.error().find(f.string()), std::string::npos) << s.error();
+            EXPECT_NE(s.error().find("levels deep"), std::string::npos) << s.error();
+            EXPECT_TRUE(s.data() == vit::app::SettingsData{});
+            EXPECT_FALSE(s.writable());
+            s.add_recent_image("/i/new.png");
+            EXPECT_TRUE(s.save());
+            EXPECT_EQ(slurp(f), text);
+        }
+    }
+    // Brackets inside strings are not nesting.
+    Settings q((t.p / "q.json").string());
+    EXPECT_TRUE(q.parse("{\"note\": \"" + std::string(1000, '[') + "\\\"\", \"recent_images\": [\"/a\"]}")) << q.error();
+    EXPECT_EQ(q.data().recent_images, (std::vector<std::string>{"/a"}));
+}
+
+// Unknown keys go back as the text they were, nested values included, and the known ones are rewritten.
+TEST(Settings, UnknownKeysKeptAsTextWithoutATree) {
+    TempDir t;
+    fs::path f = t.p / "settings.json";
+    const std::string deep = std::string(30, '[') + "1.50" + std::string(30, ']');
+    spit(f, "\xEF\xBB\xBF{\"b\": {\"x\": [1, \"}]\\\"\", 2e3]}, \"recent_models\": [\"vit-s16\"], \"deep\": " + deep +
+                ", \"b\": \"second\", \"view\": {\"opacity\": 0.5}}");
+    Settings s(f.string());
+    s.load();
+    ASSERT_TRUE(s.error().empty()) << s.error();
+    s.add_recent_model("vit-b16");
+    ASSERT_TRUE(s.save()) << s.error();
+    const std::string out = slurp(f);
+    EXPECT_NE(out.find("\"deep\": " + deep), std::string::npos) << out;    // the text as it was ("1.50", not 1.5)
+    EXPECT_NE(out.find("\"b\": \"second\""), std::string::npos) << out;  // the last of a repeated key
+    EXPECT_EQ(out.find("\"x\""), std::string::npos) << out;
+    Settings r(f.string());
+    r.load();
+    ASSERT_TRUE(r.error().empty()) << r.error();
+    EXPECT_EQ(r.data().recent_models, (std::vector<std::string>{"vit-b16", "vit-s16"}));
+    EXPECT_FLOAT_EQ(r.data().view.opacity, 0.5f);
+}
+
 TEST(Settings, NotARegularFileOrTooLarge) {
     TempDir t;
     fs::create_directories(t.p / "dir.json");

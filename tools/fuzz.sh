@@ -2,6 +2,7 @@
 # Long fuzzing runs: every libFuzzer harness (or the named ones), one after
 # the other, for MINUTES each, with ASan + UBSan.
 #   tools/fuzz.sh MINUTES [HARNESS...]     harnesses: safetensors model npy image idx labels optim pth
+#                                          pickle settings input image_full
 # The corpus grows in $BUILD/san/fuzz/corpus/<harness> (kept between runs);
 # crashes, leaks, timeouts and out-of-memory inputs land in
 # $BUILD/san/fuzz/findings/<harness>/. Minimize one with
@@ -15,7 +16,7 @@ SAN=$BUILD/san
 minutes=${1:?usage: tools/fuzz.sh MINUTES [HARNESS...]}
 shift
 harnesses=("$@")
-((${#harnesses[@]})) || harnesses=(safetensors model npy image idx labels optim pth)
+((${#harnesses[@]})) || harnesses=(safetensors model npy image idx labels optim pth pickle settings input image_full)
 
 cmake -S "$ROOT" -B "$SAN" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DVITSCOPE_FUZZ=ON -DVITSCOPE_BUILD_APP=OFF >/dev/null
@@ -33,12 +34,14 @@ for h in "${harnesses[@]}"; do
   case $h in
     safetensors|model|optim) dict=(-dict="$src/dict/safetensors.dict") ;;
     npy) dict=(-dict="$src/dict/npy.dict") ;;
-    image) dict=(-dict="$src/dict/image.dict") ;;
-    pth) dict=(-dict="$src/dict/pickle.dict") ;;
+    image|image_full) dict=(-dict="$src/dict/image.dict") ;;
+    pth|pickle) dict=(-dict="$src/dict/pickle.dict") ;;
   esac
+  timeout=10
+  [[ $h == image_full ]] && timeout=60  # real size limits: 268 M pixels take seconds under ASan (run_fuzz_test.sh)
   # -fork=1: a finding is saved and the run goes on to the end of its time.
   "$SAN/tests/fuzz/fuzz_$h" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
-    -max_total_time=$((minutes * 60)) -timeout=10 -rss_limit_mb=2560 -max_len=65536 -print_final_stats=1 \
+    -max_total_time=$((minutes * 60)) -timeout=$timeout -rss_limit_mb=2560 -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$findings/" "${dict[@]}" "$corpus" "$src/corpus/$h" \
     $([[ -d $src/regressions/$h ]] && echo "$src/regressions/$h") >"$log" 2>&1 || true
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || true)

@@ -16,7 +16,7 @@ PACKAGES=(
   libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri libstb-dev
   xtensor-dev libxtensor-dev xtl-dev libxsimd-dev libopenblas-dev libdnnl-dev
   nlohmann-json3-dev libzip-dev zlib1g-dev libcli11-dev libgtest-dev
-  libjpeg62-turbo-dev libcurl4-openssl-dev ca-certificates clang libclang-rt-14-dev libomp-dev
+  libjpeg62-turbo-dev libpng-dev libcurl4-openssl-dev ca-certificates clang libclang-rt-14-dev libomp-dev
   python3-torch python3-torchvision python3-numpy python3-pil
   dataset-fashion-mnist xvfb xauth fonts-dejavu-core
 )
@@ -49,7 +49,7 @@ sanitize() {
   echo "==> sanitizer build (clang, ASan + UBSan, libFuzzer) in $SAN"
   cmake -S "$ROOT" -B "$SAN" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DVITSCOPE_FUZZ=ON -DVITSCOPE_BUILD_APP=OFF >/dev/null
-  cmake --build "$SAN" -j"$(nproc)" --target vitscope_tests fuzzers
+  cmake --build "$SAN" -j"$(nproc)" --target vitscope_tests vitscope_jobs_tests fuzzers
   (cd "$SAN" && ctest --output-on-failure -j"$(nproc)" "$@") || rc=$?
   echo "==> sanitizer build and tests took $((SECONDS - t0)) s"
   return $rc

@@ -441,6 +441,7 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
     LoadedModel lm;
     lm.source = what;
     lm.metadata = meta;
+    lm.nonfinite = nonfinite_tensors(src);  // by the file's own names, before the mapping moves them
     // Which family? Hugging Face keys may lack the "vit." prefix (ViTModel).
     std::string hf;
     Family fam;
@@ -700,6 +701,11 @@ LoadedModel weights_from_tensors(std::map<std::string, Array> src,
     return lm;
 }
 
+std::string LoadedModel::nonfinite_warning() const {
+    if (nonfinite.empty()) return "";
+    return source + ": " + describe_nonfinite_tensors(nonfinite);
+}
+
 const char* const kCheckpointFormats =
     ".safetensors, or a PyTorch torch.save zip checkpoint .pth / .pt / .bin";
 
@@ -774,7 +780,7 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
             c.class_names = imagenet1k_class_names();
             lm.labels_from = "ImageNet-1k (the default for 1000 classes)";
         }
-        lm.weights = init_weights(c, seed);
+        lm.weights = name_out_of_memory("preset " + spec, "creating its random weights", [&] { return init_weights(c, seed); });
         lm.source = "preset:" + spec;
         return lm;
     }
@@ -793,7 +799,8 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         return load_checkpoint_files(spec, dir + "/config.json",
                                      is_regular_file(dir + "/preprocessor_config.json") ? dir + "/preprocessor_config.json" : "", ov);
     const SideConfig side = read_side_config(dir);
-    return model_from_safetensors(read_checkpoint(spec), spec, ov, &side);
+    return name_out_of_memory(spec, "reading the checkpoint",
+                              [&] { return model_from_safetensors(read_checkpoint(spec), spec, ov, &side); });
 }
 
 namespace {
@@ -994,18 +1001,24 @@ LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, cons
     return weights_from_tensors(std::move(st.tensors), st.metadata, what, ov, side);
 }
 
-void apply_labels_file(Config& c, const std::string& path) { apply_labels(c, read_file(path, 1 << 24), path); }
+void apply_labels_file(Config& c, const std::string& path) {
+    name_out_of_memory(path, "reading the class names", [&] { apply_labels(c, read_file(path, 1 << 24), path); });
+}
 
 void apply_labels(Config& c, const std::string& text, const std::string& path) {
+    // Names are kept only up to the model's count (a 16 MB file of 8 M one-letter lines would
+    // otherwise hold 8 M strings); the rest are only counted, for the message.
     std::vector<std::string> names;
+    size_t count = 0;
     std::stringstream ss(text);
     std::string line;
     while (std::getline(ss, line)) {
         while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-        if (!line.empty()) names.push_back(line);
+        if (line.empty()) continue;
+        if (++count <= size_t(c.classes)) names.push_back(line);
     }
-    if (names.size() != size_t(c.classes))
-        throw FileError(path + ": " + std::to_string(names.size()) + " class names for a model with " +
+    if (count != size_t(c.classes))
+        throw FileError(path + ": " + std::to_string(count) + " class names for a model with " +
                         std::to_string(c.classes) + " classes");
     c.class_names = std::move(names);
 }

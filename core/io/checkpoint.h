@@ -4,11 +4,14 @@
 #include <map>
 #include <string>
 
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "core/io/hub.h"
 #include "core/io/io.h"
+#include "core/model/finite.h"
 #include "core/model/model.h"
-#include <optional>
-#include <vector>
 
 namespace vit {
 
@@ -31,6 +34,11 @@ struct LoadedModel {
     std::map<std::string, std::string> metadata;
     std::string heads_from;    // where the head count came from ("--heads", "__metadata__ num_heads", ...)
     std::string labels_from;   // where the class names came from ("" when the model has none)
+    // The file's tensors (by the file's names) that hold NaN or Inf: loaded as they
+    // are (a teaching tool shows what they do), and named by nonfinite_warning().
+    std::vector<std::pair<std::string, NonFinite>> nonfinite;
+    // "x.safetensors: 2 tensors hold non-finite values: ..." ("" when there are none).
+    std::string nonfinite_warning() const;
 };
 
 // What a Hugging Face config.json beside a checkpoint says (the fields ViTScope reads).

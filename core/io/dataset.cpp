@@ -1,13 +1,16 @@
 // IDX files (gzipped or not): Debian's dataset-fashion-mnist.
 #include "core/io/dataset.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <functional>
+#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <xtensor/xadapt.hpp>
 
 #include "core/io/image.h"
@@ -16,100 +19,178 @@
 namespace vit {
 
 namespace {
-uint32_t be32(const std::string& s, size_t o) {
-    return uint32_t(uint8_t(s[o])) << 24 | uint32_t(uint8_t(s[o + 1])) << 16 | uint32_t(uint8_t(s[o + 2])) << 8 |
-           uint32_t(uint8_t(s[o + 3]));
+uint32_t be32(const unsigned char* s) {
+    return uint32_t(s[0]) << 24 | uint32_t(s[1]) << 16 | uint32_t(s[2]) << 8 | uint32_t(s[3]);
 }
 // At most 512 MiB of pixels (Fashion-MNIST's training set is 47 MB).
 constexpr uint64_t kMaxIdxBytes = uint64_t(1) << 29;
 
-// The file's bytes, gunzipped in memory if it is gzip. The header (its first
-// `head` bytes) is parsed by `total` as soon as it is out, which validates it
-// and returns the whole size the file must have: nothing past that size is
-// ever inflated, so a small .gz cannot make us allocate gigabytes.
-std::string idx_bytes(const std::string& raw, const std::string& path, size_t head,
-                      const std::function<uint64_t(const std::string&)>& total) {
-    if (raw.size() < 2 || uint8_t(raw[0]) != 0x1f || uint8_t(raw[1]) != 0x8b) {
-        if (raw.size() >= head) total(raw);
-        return raw;
+// The next bytes of a file into buf (at most cap); 0 at its end. Throws FileError.
+using Source = std::function<size_t(char* buf, size_t cap)>;
+
+// One IDX file, gzipped or not: its `head` header bytes go to `check`, which
+// validates them and returns how many bytes follow the header; those go straight
+// into the returned vector, sized once from the header. Nothing is held twice
+// (neither the inflated file nor a copy of it) and nothing past the size the
+// header states is inflated, so a small .gz cannot make us allocate gigabytes.
+std::vector<uint8_t> read_idx(const Source& next, const std::string& path, const char* kind, size_t head,
+                              const std::function<uint64_t(const unsigned char*)>& check) {
+    std::vector<char> in(size_t(1) << 16);
+    size_t in_n = 0;
+    while (in_n < 2) {  // enough to tell gzip from a raw file
+        size_t r = next(in.data() + in_n, in.size() - in_n);
+        if (!r) break;
+        in_n += r;
+    }
+    const bool gz = in_n >= 2 && uint8_t(in[0]) == 0x1f && uint8_t(in[1]) == 0x8b;
+    unsigned char header[16] = {};
+    std::vector<uint8_t> out;
+    uint64_t want = 0;  // payload bytes, once the header is known
+    size_t got_head = 0;
+    uint64_t got = 0;
+    auto short_file = [&]() -> FileError {
+        if (got_head < head)
+            return FileError(path + ": not an IDX " + kind + " file (only " + std::to_string(got_head) + " bytes, shorter than its header)");
+        return FileError(path + ": " + std::to_string(got) + " bytes after the header, which says " + std::to_string(want) +
+                         ": truncated or corrupt");
+    };
+    // Places decoded bytes: the header first, then the payload; false if there are more than the header says.
+    auto place = [&](const char* p, size_t n) {
+        while (n && got_head < head) { header[got_head++] = uint8_t(*p++); --n; if (got_head == head) { want = check(header); out.resize(size_t(want)); } }
+        if (!n) return true;
+        if (n > want - got) return false;
+        std::memcpy(out.data() + got, p, n);
+        got += n;
+        return true;
+    };
+    auto too_much = [&] { return FileError(path + ": more data than its header says (" + std::to_string(head + want) + " bytes): corrupt"); };
+    if (!gz) {
+        if (!place(in.data(), in_n)) throw too_much();
+        while (true) {
+            if (got_head == head && got < want) {  // read straight into the payload
+                size_t r = next(reinterpret_cast<char*>(out.data()) + got, size_t(std::min<uint64_t>(want - got, 1u << 30)));
+                if (!r) break;
+                got += r;
+                continue;
+            }
+            size_t r = next(in.data(), in.size());
+            if (!r) break;
+            if (!place(in.data(), r)) throw too_much();
+        }
+        if (got_head < head || got != want) throw short_file();
+        return out;
     }
     z_stream z{};
     if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) throw FileError(path + ": cannot start gzip decoding");
-    std::string out;
-    uint64_t want = 0;  // 0 until the header is out
-    size_t in_at = 0;
-    char buf[1 << 16];
+    std::unique_ptr<z_stream, int (*)(z_stream*)> end_z(&z, inflateEnd);
+    char buf[1 << 14];
     int r = Z_OK;
-    while (in_at < raw.size()) {
-        z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data() + in_at));
-        z.avail_in = uInt(std::min<size_t>(raw.size() - in_at, 1u << 30));
-        z.next_out = reinterpret_cast<Bytef*>(buf);
-        z.avail_out = sizeof buf;
-        size_t before = z.avail_in;
+    bool input_done = false;
+    z.next_in = reinterpret_cast<Bytef*>(in.data());
+    z.avail_in = uInt(in_n);
+    while (true) {
+        if (z.avail_in == 0 && !input_done) {
+            size_t n = next(in.data(), in.size());
+            if (!n) input_done = true;
+            z.next_in = reinterpret_cast<Bytef*>(in.data());
+            z.avail_in = uInt(n);
+        }
+        // Inflate straight into the payload once the header is out (never past its end).
+        const bool direct = got_head == head && got < want;
+        Bytef* dst = direct ? out.data() + got : reinterpret_cast<Bytef*>(buf);
+        const uInt cap = direct ? uInt(std::min<uint64_t>(want - got, 1u << 30)) : uInt(sizeof buf);
+        z.next_out = dst;
+        z.avail_out = cap;
         r = inflate(&z, Z_NO_FLUSH);
-        in_at += before - z.avail_in;
-        if (r != Z_OK && r != Z_STREAM_END && r != Z_BUF_ERROR) {
-            std::string m = z.msg ? z.msg : "error " + std::to_string(r);
-            inflateEnd(&z);
-            throw FileError(path + ": corrupt gzip data (" + m + ")");
-        }
-        out.append(buf, sizeof buf - z.avail_out);
-        if (!want && out.size() >= head) {
-            try { want = total(out); } catch (...) { inflateEnd(&z); throw; }
-        }
-        if (want && out.size() > want) {
-            inflateEnd(&z);
-            throw FileError(path + ": more data than its header says (" + std::to_string(want) + " bytes): corrupt");
-        }
+        if (r != Z_OK && r != Z_STREAM_END && r != Z_BUF_ERROR)
+            throw FileError(path + ": corrupt gzip data (" + (z.msg ? std::string(z.msg) : "error " + std::to_string(r)) + ")");
+        const size_t made = cap - z.avail_out;
+        if (direct) got += made;
+        else if (!place(buf, made)) throw too_much();
         if (r == Z_STREAM_END) {
-            if (in_at < raw.size()) inflateReset(&z);  // another gzip member follows (as gzread reads)
-            else break;
-        } else if (r == Z_BUF_ERROR && sizeof buf == z.avail_out) break;  // no progress: input ends mid-stream
+            if (z.avail_in == 0 && !input_done) {  // is another gzip member next (as gzread reads)?
+                size_t n = next(in.data(), in.size());
+                if (!n) input_done = true;
+                z.next_in = reinterpret_cast<Bytef*>(in.data());
+                z.avail_in = uInt(n);
+            }
+            if (z.avail_in == 0) break;
+            inflateReset(&z);
+        } else if (r == Z_BUF_ERROR && made == 0 && z.avail_in == 0 && input_done) {
+            throw FileError(path + ": truncated gzip data");
+        }
     }
-    inflateEnd(&z);
-    if (r != Z_STREAM_END) throw FileError(path + ": truncated gzip data");
+    if (got_head < head || got != want) throw short_file();
     return out;
+}
+
+Source from_string(const std::string& s) {
+    auto at = std::make_shared<size_t>(0);
+    return [&s, at](char* buf, size_t cap) {
+        size_t n = std::min(cap, s.size() - *at);
+        std::memcpy(buf, s.data() + *at, n);
+        *at += n;
+        return n;
+    };
+}
+
+Source from_file(std::FILE* f, const std::string& path) {
+    return [f, path](char* buf, size_t cap) {
+        size_t n = std::fread(buf, 1, cap, f);
+        if (n == 0 && std::ferror(f)) throw FileError(path + ": read failed: " + std::strerror(errno));
+        return n;
+    };
+}
+
+Dataset parse_sources(const Source& im_src, const Source& lb_src, const std::string& ip, const std::string& lp) {
+    // Headers are validated before any pixel is inflated or allocated.
+    uint32_t n = 0, rows = 0, cols = 0;
+    std::vector<uint8_t> im = read_idx(im_src, ip, "image", 16, [&](const unsigned char* h) -> uint64_t {
+        if (be32(h) != 0x00000803)
+            throw FileError(ip + ": not an IDX image file (magic must be 0x00000803: unsigned bytes, 3 dimensions)");
+        n = be32(h + 4); rows = be32(h + 8); cols = be32(h + 12);
+        if (rows == 0 || cols == 0 || rows > 4096 || cols > 4096)
+            throw FileError(ip + ": implausible image size " + std::to_string(rows) + "x" + std::to_string(cols));
+        if (uint64_t(n) * rows * cols > kMaxIdxBytes)
+            throw FileError(ip + ": " + std::to_string(n) + " images of " + std::to_string(rows) + "x" + std::to_string(cols) +
+                            " are over the limit of " + std::to_string(kMaxIdxBytes) + " bytes of pixels");
+        return uint64_t(n) * rows * cols;
+    });
+    uint32_t nl = 0;
+    std::vector<uint8_t> lb = read_idx(lb_src, lp, "label", 8, [&](const unsigned char* h) -> uint64_t {
+        if (be32(h) != 0x00000801) throw FileError(lp + ": not an IDX label file (magic must be 0x00000801)");
+        nl = be32(h + 4);
+        if (nl != n)
+            throw FileError(ip + " has " + std::to_string(n) + " images but " + lp + " has " + std::to_string(nl) + " labels");
+        return nl;
+    });
+    Dataset d;
+    d.n = int(n); d.rows = int(rows); d.cols = int(cols);
+    d.images = std::move(im);
+    d.labels = std::move(lb);
+    return d;
 }
 }  // namespace
 
 Dataset load_idx(const std::string& ip, const std::string& lp) {
-    return parse_idx(read_file(ip, size_t(1) << 30), read_file(lp, size_t(1) << 30), ip, lp);
+    auto open = [](const std::string& p) {
+        struct stat sb;
+        if (::stat(p.c_str(), &sb) != 0) throw FileError(p + ": " + std::strerror(errno));
+        if (S_ISDIR(sb.st_mode)) throw FileError(p + ": is a directory, not a file");
+        std::FILE* f = std::fopen(p.c_str(), "rb");
+        if (!f) throw FileError(p + ": cannot open: " + std::strerror(errno));
+        return std::unique_ptr<std::FILE, int (*)(std::FILE*)>(f, std::fclose);
+    };
+    auto fi = open(ip), fl = open(lp);
+    try {
+        return parse_sources(from_file(fi.get(), ip), from_file(fl.get(), lp), ip, lp);
+    } catch (const std::bad_alloc&) {
+        throw FileError(ip + ": out of memory while reading the dataset (with " + lp + ")");
+    }
 }
 
 Dataset parse_idx(const std::string& im_raw, const std::string& lb_raw, const std::string& ip, const std::string& lp) {
-    // Headers are validated before any pixel is inflated or allocated.
-    std::string im = idx_bytes(im_raw, ip, 16, [&](const std::string& h) -> uint64_t {
-        if (be32(h, 0) != 0x00000803)
-            throw FileError(ip + ": not an IDX image file (magic must be 0x00000803: unsigned bytes, 3 dimensions)");
-        uint64_t n = be32(h, 4), rows = be32(h, 8), cols = be32(h, 12);
-        if (rows == 0 || cols == 0 || rows > 4096 || cols > 4096)
-            throw FileError(ip + ": implausible image size " + std::to_string(rows) + "x" + std::to_string(cols));
-        if (n * rows * cols > kMaxIdxBytes)
-            throw FileError(ip + ": " + std::to_string(n) + " images of " + std::to_string(rows) + "x" + std::to_string(cols) +
-                            " are over the limit of " + std::to_string(kMaxIdxBytes) + " bytes of pixels");
-        return 16 + n * rows * cols;
-    });
-    std::string lb = idx_bytes(lb_raw, lp, 8, [&](const std::string& h) -> uint64_t {
-        if (be32(h, 0) != 0x00000801) throw FileError(lp + ": not an IDX label file (magic must be 0x00000801)");
-        if (be32(h, 4) > kMaxIdxBytes) throw FileError(lp + ": " + std::to_string(be32(h, 4)) + " labels: too many");
-        return 8 + uint64_t(be32(h, 4));
-    });
-    if (im.size() < 16 || be32(im, 0) != 0x00000803)
-        throw FileError(ip + ": not an IDX image file (magic must be 0x00000803: unsigned bytes, 3 dimensions)");
-    if (lb.size() < 8 || be32(lb, 0) != 0x00000801)
-        throw FileError(lp + ": not an IDX label file (magic must be 0x00000801)");
-    Dataset d;
-    uint32_t n = be32(im, 4), rows = be32(im, 8), cols = be32(im, 12), nl = be32(lb, 4);
-    if (n != nl)
-        throw FileError(ip + " has " + std::to_string(n) + " images but " + lp + " has " + std::to_string(nl) + " labels");
-    if (im.size() != 16 + size_t(n) * rows * cols)
-        throw FileError(ip + ": " + std::to_string(im.size() - 16) + " bytes of pixels for " + std::to_string(n) + " images of " +
-                        std::to_string(rows) + "x" + std::to_string(cols) + ": truncated or corrupt");
-    if (lb.size() != 8 + size_t(n)) throw FileError(lp + ": " + std::to_string(lb.size() - 8) + " labels for " + std::to_string(n) + " images: truncated or corrupt");
-    d.n = int(n); d.rows = int(rows); d.cols = int(cols);
-    d.images.assign(im.begin() + 16, im.end());
-    d.labels.assign(lb.begin() + 8, lb.end());
-    return d;
+    return parse_sources(from_string(im_raw), from_string(lb_raw), ip, lp);
 }
 
 std::string default_fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <random>
 
@@ -39,6 +40,39 @@ SafeTensors parse_mapped(const std::string& path, const std::function<SafeTensor
     }
 }
 
+std::string terminal_safe(const std::string& t, bool keep_newlines) {
+    std::string out;
+    out.reserve(t.size());
+    auto hex = [&](unsigned char c) {
+        static const char* d = "0123456789abcdef";
+        out += "\\x";
+        out += d[c >> 4];
+        out += d[c & 15];
+    };
+    for (size_t i = 0; i < t.size();) {
+        const unsigned char c = static_cast<unsigned char>(t[i]);
+        if (c == '\\') { out += "\\\\"; ++i; continue; }
+        if (c == '\n' && keep_newlines) { out += c; ++i; continue; }
+        if (c < 0x20 || c == 0x7f) { hex(c); ++i; continue; }
+        if (c < 0x80) { out += char(c); ++i; continue; }
+        // A well-formed UTF-8 sequence (no overlongs, no surrogates) passes, except the C1 controls.
+        const int n = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        bool ok = n && i + size_t(n) <= t.size() && c >= 0xc2 && c <= 0xf4;
+        uint32_t cp = n ? c & (0x7f >> n) : 0;
+        for (int k = 1; ok && k < n; ++k) {
+            const unsigned char cc = static_cast<unsigned char>(t[i + size_t(k)]);
+            ok = (cc >> 6) == 2;
+            cp = cp << 6 | (cc & 0x3f);
+        }
+        ok = ok && !(n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) && !(n == 4 && (cp < 0x10000 || cp > 0x10ffff));
+        if (!ok) { hex(c); ++i; continue; }
+        if (cp >= 0x80 && cp <= 0x9f) { for (int k = 0; k < n; ++k) hex(static_cast<unsigned char>(t[i + size_t(k)])); }
+        else out.append(t, i, size_t(n));
+        i += size_t(n);
+    }
+    return out;
+}
+
 std::string read_file(const std::string& path, size_t max_bytes) {
     struct stat sb;
     if (::stat(path.c_str(), &sb) != 0) throw FileError(path + ": " + std::strerror(errno));
@@ -48,7 +82,9 @@ std::string read_file(const std::string& path, size_t max_bytes) {
     f.seekg(0, std::ios::end);
     std::streamoff len = f.tellg();
     if (len < 0) throw FileError(path + ": cannot determine the file size");
-    if (size_t(len) > max_bytes) throw FileError(path + ": file is too large (" + std::to_string(len) + " bytes)");
+    if (size_t(len) > max_bytes)
+        throw FileError(path + ": file is too large (" + std::to_string(len) + " bytes; at most " + std::to_string(max_bytes) +
+                        " are read)");
     std::string s(size_t(len), '\0');
     f.seekg(0);
     if (len && !f.read(&s[0], len)) throw FileError(path + ": read failed");
@@ -83,7 +119,9 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     }
 }
 
-std::string npy_bytes(const float* data, const Shape& tshape) {
+namespace {
+// The .npy header of a float32 C-order array (the bytes before its data).
+std::string npy_header(const Shape& tshape) {
     std::string shape = "(";
     for (size_t i = 0; i < tshape.size(); ++i) shape += std::to_string(tshape[i]) + (tshape.size() == 1 || i + 1 < tshape.size() ? "," : "");
     shape += ")";
@@ -96,6 +134,12 @@ std::string npy_bytes(const float* data, const Shape& tshape) {
     out.push_back(char(hl & 0xff));
     out.push_back(char(hl >> 8));
     out += dict;
+    return out;
+}
+}  // namespace
+
+std::string npy_bytes(const float* data, const Shape& tshape) {
+    std::string out = npy_header(tshape);
     out.append(reinterpret_cast<const char*>(data), 4 * shape_numel(tshape));
     return out;
 }
@@ -202,7 +246,60 @@ Array parse_npy(const std::string& b, const std::string& what) {
     return t;
 }
 
-Array read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
+Array read_npy(const std::string& path) {
+    return name_out_of_memory(path, "reading the .npy", [&] { return parse_npy(read_file(path), path); });
+}
+
+namespace {
+// One .npy entry streamed into the zip as libzip asks for it: the header, then
+// the tensor's bytes straight from the caller's memory. Nothing is copied, so
+// writing a trace needs no second copy of it (200 MB for ViT-B).
+struct NpyEntry {
+    std::string head, text;         // text: an entry that owns its data (the 0-d unicode arrays)
+    const char* data = nullptr;
+    uint64_t size = 0, pos = 0;
+};
+zip_int64_t npy_source(void* ud, void* out, zip_uint64_t len, zip_source_cmd_t cmd) {
+    auto* e = static_cast<NpyEntry*>(ud);
+    const uint64_t total = e->head.size() + e->size;
+    switch (cmd) {
+        case ZIP_SOURCE_OPEN: e->pos = 0; return 0;
+        case ZIP_SOURCE_READ: {
+            const uint64_t n = std::min<uint64_t>(len, total - e->pos);
+            char* o = static_cast<char*>(out);
+            for (uint64_t done = 0; done < n;) {
+                uint64_t k;
+                if (e->pos < e->head.size()) {
+                    k = std::min<uint64_t>(n - done, e->head.size() - e->pos);
+                    std::memcpy(o + done, e->head.data() + e->pos, size_t(k));
+                } else {
+                    k = n - done;
+                    std::memcpy(o + done, e->data + (e->pos - e->head.size()), size_t(k));
+                }
+                done += k;
+                e->pos += k;
+            }
+            return zip_int64_t(n);
+        }
+        case ZIP_SOURCE_CLOSE: return 0;
+        case ZIP_SOURCE_STAT: {
+            auto* st = static_cast<zip_stat_t*>(out);
+            zip_stat_init(st);
+            st->size = total;
+            st->valid |= ZIP_STAT_SIZE;
+            return sizeof(zip_stat_t);
+        }
+        case ZIP_SOURCE_ERROR: {
+            int* ze = static_cast<int*>(out);
+            ze[0] = ze[1] = 0;
+            return 2 * sizeof(int);
+        }
+        case ZIP_SOURCE_FREE: return 0;
+        case ZIP_SOURCE_SUPPORTS: return ZIP_SOURCE_SUPPORTS_READABLE;
+        default: return -1;
+    }
+}
+}  // namespace
 
 void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
                const std::vector<std::pair<std::string, std::string>>& texts) {
@@ -211,14 +308,21 @@ void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
     int err = 0;
     zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
     if (!z) throw FileError(path + ": cannot create the .npz (libzip error " + std::to_string(err) + ")");
-    std::vector<std::string> bufs;
-    bufs.reserve(tensors.size() + texts.size());  // sources point into these until zip_close
+    std::deque<NpyEntry> entries;  // read by the sources until zip_close; a deque never moves them
     for (size_t e = 0; e < tensors.size() + texts.size(); ++e) {
         const bool is_text = e >= tensors.size();
         const std::string& name = is_text ? texts[e - tensors.size()].first : tensors[e].name;
-        bufs.push_back(is_text ? npy_text_bytes(texts[e - tensors.size()].second)
-                               : npy_bytes(tensors[e].data, tensors[e].shape));
-        zip_source_t* src = zip_source_buffer(z, bufs.back().data(), bufs.back().size(), 0);
+        NpyEntry& ne = entries.emplace_back();
+        if (is_text) {
+            ne.text = npy_text_bytes(texts[e - tensors.size()].second);
+            ne.data = ne.text.data();
+            ne.size = ne.text.size();
+        } else {
+            ne.head = npy_header(tensors[e].shape);
+            ne.data = reinterpret_cast<const char*>(tensors[e].data);
+            ne.size = 4 * uint64_t(shape_numel(tensors[e].shape));
+        }
+        zip_source_t* src = zip_source_function(z, npy_source, &ne);
         zip_int64_t idx = src ? zip_file_add(z, (name + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8) : -1;
         if (idx < 0) {
             if (src) zip_source_free(src);

@@ -1,9 +1,16 @@
 #include "core/io/image.h"
 
-// stb_image compiled here, privately (static functions), for PNG and BMP only:
-// its JPEG decoder has undefined behaviour on hostile Huffman tables
-// (stb_image.h:1990) and its PSD/HDR/PIC/GIF/TGA/PNM paths are neither needed
-// nor safe, so they are not even compiled. JPEG goes to libjpeg-turbo.
+// Decoders, each bounded before it allocates:
+// - PNG through libpng, row by row, so a PNG over the kept-pixel limit is
+//   averaged down while it is read (an interlaced PNG is read whole first,
+//   within kMaxWholeBytes);
+// - JPEG through libjpeg-turbo, which scales in the DCT (M/8) when the image is
+//   over the limit, with a cap on progressive scans and on its memory;
+// - BMP through stb_image built with its BMP decoder only (read whole, within
+//   kMaxWholeBytes, then averaged down if needed). stb's JPEG decoder has
+//   undefined behaviour on hostile Huffman tables (stb_image.h:1990) and its
+//   PSD/HDR/PIC/GIF/TGA/PNM paths are neither needed nor safe, so none of them
+//   is compiled: those formats are refused by name.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #pragma GCC diagnostic ignored "-Wsign-compare"
@@ -11,30 +18,29 @@
 #pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
-#define STBI_ONLY_PNG
 #define STBI_ONLY_BMP
 #define STBI_NO_STDIO
 #define STBI_NO_LINEAR
 #define STBI_NO_HDR
 #define STBI_MAX_DIMENSIONS 16384
-// stb copies 0 bytes from/to a null buffer (a PNG whose first IDAT chunk is
-// empty: memcpy(NULL, p, 0), UB found by the fuzzer): its memcpy skips n == 0.
 #include <cstring>
-static inline void* vit_stbi_memcpy(void* d, const void* s, size_t n) { return n ? std::memcpy(d, s, n) : d; }
-#define memcpy vit_stbi_memcpy
 #include <stb_image.h>
-#undef memcpy
 #pragma GCC diagnostic pop
 #include <stb_image_write.h>
 
 #include <csetjmp>
 #include <cstdio>
 #include <jpeglib.h>
+#include <jerror.h>
+#include <png.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <vector>
 
 #include "core/io/io.h"
@@ -43,25 +49,108 @@ static inline void* vit_stbi_memcpy(void* d, const void* s, size_t n) { return n
 #include <xtensor/xmath.hpp>
 #include <xtensor/xview.hpp>
 
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "16-bit PNG samples are swapped to little-endian here"
+#endif
+
 namespace vit {
 
 namespace {
-// Checked on the header, before a pixel is decoded: a 24 MP camera photo fits,
-// and decoding plus preprocessing stay within ~1 GB and ~2 s.
-constexpr int64_t kMaxSide = 16384, kMaxPixels = 25'000'000;
+// Checked on the header, before a pixel is decoded.
+constexpr int64_t kMaxSide = 16384;
+// What is kept: an image over 25 megapixels (a 12-50 MP phone photo, a 9000x9000
+// scan) is scaled down on load to at most this, so the float image (12 bytes a
+// pixel for RGB) stays within 300 MB.
+constexpr int64_t kKeepPixels = 25'000'000;
+// BMP and interlaced PNG are decoded whole before they are scaled: at most this many bytes of samples.
+constexpr int64_t kMaxWholeBytes = int64_t(256) << 20;
+constexpr long kJpegMaxMemory = 384L << 20;  // libjpeg's own buffers (a progressive JPEG keeps every coefficient)
 constexpr int kMaxJpegScans = 64;  // progressive JPEGs have ~10; each scan is a pass over the image
 
 const char* kFormats = "ViTScope reads PNG, JPEG and BMP images";
 
-[[noreturn]] void too_large(const std::string& what, int64_t w, int64_t h, int64_t max_pixels) {
-    throw FileError(what + ": image too large: " + std::to_string(w) + "x" + std::to_string(h) +
-                    " (the limit is " + std::to_string(kMaxSide) + " per side and " +
-                    std::to_string(max_pixels) + " pixels)");
+[[noreturn]] void too_large(const std::string& what, int64_t w, int64_t h) {
+    throw FileError(what + ": image too large: " + std::to_string(w) + "x" + std::to_string(h) + " (the limit is " +
+                    std::to_string(kMaxSide) + " pixels per side)");
 }
-void check_size(const std::string& what, int64_t w, int64_t h, int64_t max_pixels) {
+void check_size(const std::string& what, int64_t w, int64_t h) {
     if (w <= 0 || h <= 0) throw FileError(what + ": image has no pixels (" + std::to_string(w) + " x " + std::to_string(h) + ")");
-    if (w > kMaxSide || h > kMaxSide || w * h > max_pixels) too_large(what, w, h, max_pixels);
+    if (w > kMaxSide || h > kMaxSide) too_large(what, w, h);
 }
+[[noreturn]] void too_large_whole(const std::string& what, const char* kind, int64_t w, int64_t h, int64_t bytes) {
+    throw FileError(what + ": " + kind + " of " + std::to_string(w) + "x" + std::to_string(h) + " is decoded whole before it " +
+                    "is scaled down, and its " + std::to_string(bytes >> 20) + " MB of samples are over the " +
+                    std::to_string(kMaxWholeBytes >> 20) + " MB limit (a PNG saved non-interlaced, or a JPEG, of this "
+                    "size is scaled down while it is read)");
+}
+
+// The smallest integer k with ceil(w/k) * ceil(h/k) <= keep.
+int shrink_factor(int64_t w, int64_t h, int64_t keep) {
+    int k = 1;
+    while (((w + k - 1) / k) * ((h + k - 1) / k) > keep) ++k;
+    return k;
+}
+
+// Rows of interleaved samples in (n per pixel, the first `keep` of them used);
+// a (keep, ceil(h/k), ceil(w/k)) float image out, each pixel the mean of its k x k
+// block of the file's pixels (blocks at the right and bottom edges hold fewer and
+// are averaged over what they hold). k = 1 stores sample / scale, as before any scaling.
+class Shrinker {
+public:
+    Shrinker(int w, int h, int n, int keep, int k, float scale)
+        : w_(w), h_(h), n_(n), keep_(keep), k_(k), ow_((w + k - 1) / k), oh_((h + k - 1) / k), scale_(scale) {
+        out_ = Tensor3::from_shape({size_t(keep), size_t(oh_), size_t(ow_)});
+        if (k > 1) acc_.assign(size_t(keep) * size_t(ow_), 0.0);
+    }
+    template <class T>
+    void row(const T* px) {
+        if (y_ >= h_) return;
+        const size_t plane = size_t(oh_) * size_t(ow_), n = size_t(n_);
+        if (k_ == 1) {
+            float* d = out_.data() + size_t(y_) * size_t(w_);
+            for (int c = 0; c < keep_; ++c, d += plane) {
+                const T* p = px + c;
+                for (int x = 0; x < w_; ++x, p += n) d[x] = *p / scale_;
+            }
+        } else {
+            double* acc = acc_.data();
+            for (int c = 0; c < keep_; ++c, acc += ow_) {
+                const T* p = px + c;
+                for (int ox = 0, x = 0; ox < ow_; ++ox) {
+                    double s = 0;  // this row's part of block ox
+                    for (const int x1 = std::min(w_, x + k_); x < x1; ++x, p += n) s += *p;
+                    acc[ox] += s;
+                }
+            }
+            ++rows_in_block_;
+            if (rows_in_block_ == k_ || y_ + 1 == h_) {
+                const int oy = y_ / k_;
+                for (int c = 0; c < keep_; ++c) {
+                    double* a = acc_.data() + size_t(c) * size_t(ow_);
+                    float* d = out_.data() + size_t(c) * plane + size_t(oy) * size_t(ow_);
+                    for (int ox = 0; ox < ow_; ++ox) {
+                        const int cols = std::min(k_, w_ - ox * k_);
+                        d[ox] = float(a[ox] / (double(rows_in_block_) * cols * scale_));
+                        a[ox] = 0;
+                    }
+                }
+                rows_in_block_ = 0;
+            }
+        }
+        ++y_;
+    }
+    bool complete() const { return y_ == h_; }
+    Tensor3 take() { return std::move(out_); }
+    int out_w() const { return ow_; }
+    int out_h() const { return oh_; }
+
+private:
+    int w_, h_, n_, keep_, k_, ow_, oh_;
+    float scale_;
+    int y_ = 0, rows_in_block_ = 0;
+    Tensor3 out_;
+    std::vector<double> acc_;
+};
 
 std::string stb_reason() {
     const char* r = stbi_failure_reason();
@@ -84,8 +173,14 @@ Format sniff(const std::string& b, std::string& name) {
     return Format::Other;
 }
 
+std::string dims(int64_t w, int64_t h) { return std::to_string(w) + "x" + std::to_string(h); }
+
+// ------------------------------------------------------------------ JPEG
+
 // libjpeg-turbo with its errors and warnings turned into a message (via
 // longjmp, so no C++ object lives across it) and a cap on progressive scans.
+// Each method that calls libjpeg sets its own jump target and returns false
+// with msg set on any error or warning.
 struct JpegErr {
     jpeg_error_mgr pub;
     jpeg_progress_mgr progress;
@@ -108,64 +203,157 @@ void jpeg_progress(j_common_ptr ci) {
         std::longjmp(e->jump, 1);
     }
 }
-struct JpegOut {
-    unsigned char* px = nullptr;  // malloc'd, interleaved
-    int w = 0, h = 0, n = 0, file_n = 0;
-    bool too_large = false, cmyk = false;
+class Jpeg {
+public:
+    Jpeg(const unsigned char* data, size_t len) : data_(data), len_(len) {
+        std::memset(&ci_, 0, sizeof ci_);
+        ci_.err = jpeg_std_error(&err_.pub);
+        err_.pub.error_exit = jpeg_fail;
+        err_.pub.emit_message = jpeg_message;
+        err_.msg[0] = 0;
+    }
+    ~Jpeg() { if (created_) jpeg_destroy_decompress(&ci_); }
+    Jpeg(const Jpeg&) = delete;
+    Jpeg& operator=(const Jpeg&) = delete;
+    const char* msg() const { return err_.msg; }
+    // libjpeg's own buffers outgrew kJpegMaxMemory (a large progressive JPEG keeps every coefficient).
+    bool out_of_memory() const { return err_.pub.msg_code == JERR_NO_BACKING_STORE || err_.pub.msg_code == JERR_OUT_OF_MEMORY; }
+    bool header() {
+        if (setjmp(err_.jump)) return false;
+        jpeg_create_decompress(&ci_);
+        created_ = true;
+        err_.progress.progress_monitor = jpeg_progress;
+        ci_.progress = &err_.progress;
+        jpeg_mem_src(&ci_, data_, static_cast<unsigned long>(len_));
+        jpeg_read_header(&ci_, TRUE);
+        return true;
+    }
+    int width() const { return int(std::min<JDIMENSION>(ci_.image_width, INT_MAX)); }
+    int height() const { return int(std::min<JDIMENSION>(ci_.image_height, INT_MAX)); }
+    int components() const { return ci_.num_components; }
+    bool cmyk() const { return ci_.jpeg_color_space == JCS_CMYK || ci_.jpeg_color_space == JCS_YCCK; }
+    // Decoding at scale/8 (libjpeg-turbo's DCT scaling).
+    bool start(int scale) {
+        if (setjmp(err_.jump)) return false;
+        ci_.out_color_space = ci_.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
+        ci_.scale_num = unsigned(scale);
+        ci_.scale_denom = 8;
+        ci_.mem->max_memory_to_use = kJpegMaxMemory;
+        jpeg_start_decompress(&ci_);
+        return true;
+    }
+    int out_w() const { return int(ci_.output_width); }
+    int out_h() const { return int(ci_.output_height); }
+    int out_n() const { return ci_.output_components; }
+    bool rows(unsigned char* row, Shrinker* s) {
+        if (setjmp(err_.jump)) return false;
+        while (ci_.output_scanline < ci_.output_height) {
+            JSAMPROW r = row;
+            jpeg_read_scanlines(&ci_, &r, 1);
+            s->row(row);
+        }
+        jpeg_finish_decompress(&ci_);
+        return true;
+    }
+
+private:
+    const unsigned char* data_;
+    size_t len_;
+    jpeg_decompress_struct ci_;
+    JpegErr err_;
+    bool created_ = false;
 };
-// Returns false with e->msg set on any error or warning.
-bool decode_jpeg(const unsigned char* data, size_t len, JpegOut* o, JpegErr* e, int64_t max_pixels) {
-    jpeg_decompress_struct ci;
-    ci.err = jpeg_std_error(&e->pub);
-    e->pub.error_exit = jpeg_fail;
-    e->pub.emit_message = jpeg_message;
-    e->msg[0] = 0;
-    if (setjmp(e->jump)) {
-        jpeg_destroy_decompress(&ci);
-        std::free(o->px);
-        o->px = nullptr;
-        return false;
-    }
-    jpeg_create_decompress(&ci);
-    e->progress.progress_monitor = jpeg_progress;
-    ci.progress = &e->progress;
-    jpeg_mem_src(&ci, data, static_cast<unsigned long>(len));
-    jpeg_read_header(&ci, TRUE);
-    o->w = int(ci.image_width); o->h = int(ci.image_height); o->file_n = ci.num_components;
-    if (int64_t(ci.image_width) > kMaxSide || int64_t(ci.image_height) > kMaxSide ||
-        int64_t(ci.image_width) * ci.image_height > max_pixels || ci.image_width == 0 || ci.image_height == 0) {
-        o->too_large = true;
-        jpeg_destroy_decompress(&ci);
-        return false;
-    }
-    if (ci.jpeg_color_space == JCS_CMYK || ci.jpeg_color_space == JCS_YCCK) {
-        o->cmyk = true;
-        jpeg_destroy_decompress(&ci);
-        return false;
-    }
-    ci.out_color_space = ci.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
-    ci.mem->max_memory_to_use = size_t(1) << 30;
-    jpeg_start_decompress(&ci);
-    o->n = ci.output_components;
-    size_t stride = size_t(ci.output_width) * ci.output_components;
-    o->px = static_cast<unsigned char*>(std::malloc(stride * ci.output_height));
-    if (!o->px) {
-        std::snprintf(e->msg, sizeof e->msg, "out of memory");
-        jpeg_destroy_decompress(&ci);
-        return false;
-    }
-    while (ci.output_scanline < ci.output_height) {
-        JSAMPROW row = o->px + stride * ci.output_scanline;
-        jpeg_read_scanlines(&ci, &row, 1);
-    }
-    jpeg_finish_decompress(&ci);
-    jpeg_destroy_decompress(&ci);
-    return true;
+
+// ------------------------------------------------------------------ PNG
+
+struct PngSrc { const unsigned char* p; size_t n, at; char msg[256]; };
+void png_read_mem(png_structp png, png_bytep out, size_t len) {
+    auto* in = static_cast<PngSrc*>(png_get_io_ptr(png));
+    if (len > in->n - in->at) png_error(png, "the file ends early (truncated)");
+    std::memcpy(out, in->p + in->at, len);
+    in->at += len;
 }
+void png_fail(png_structp png, png_const_charp m) {
+    auto* in = static_cast<PngSrc*>(png_get_error_ptr(png));
+    std::snprintf(in->msg, sizeof in->msg, "%s", m ? m : "error");
+    png_longjmp(png, 1);
+}
+void png_warn(png_structp, png_const_charp) {}  // ancillary chunks only (a bad text chunk): the pixels are unaffected
+
+// libpng; each method that calls it sets its own jump target (png_fail longjmps
+// there) and returns false with msg() set.
+class Png {
+public:
+    Png(const unsigned char* data, size_t len) {
+        src_ = PngSrc{data, len, 0, {0}};
+        png_ = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src_, png_fail, png_warn);
+        if (!png_) throw std::bad_alloc();
+        info_ = png_create_info_struct(png_);
+        if (!info_) { png_destroy_read_struct(&png_, nullptr, nullptr); throw std::bad_alloc(); }
+        png_set_read_fn(png_, &src_, png_read_mem);
+    }
+    ~Png() { png_destroy_read_struct(&png_, &info_, nullptr); }
+    Png(const Png&) = delete;
+    Png& operator=(const Png&) = delete;
+    const char* msg() const { return src_.msg; }
+    bool header() {
+        if (setjmp(png_jmpbuf(png_))) return false;
+        png_set_user_limits(png_, uint32_t(kMaxSide), uint32_t(kMaxSide));
+        png_set_chunk_malloc_max(png_, size_t(8) << 20);  // a compressed text or ICC chunk inflates to at most 8 MB
+        png_set_benign_errors(png_, 0);  // too much or too little image data is an error, as stb_image had it
+        png_read_info(png_, info_);
+        return true;
+    }
+    int width() const { return int(png_get_image_width(png_, info_)); }
+    int height() const { return int(png_get_image_height(png_, info_)); }
+    int depth() const { return png_get_bit_depth(png_, info_); }
+    bool interlaced() const { return png_get_interlace_type(png_, info_) != PNG_INTERLACE_NONE; }
+    // Palette to RGB, 1/2/4-bit gray to 8 bits (scaled to 0..255 as PIL does), 16-bit to the host's byte order.
+    bool start() {
+        if (setjmp(png_jmpbuf(png_))) return false;
+        const int colour = png_get_color_type(png_, info_);
+        if (colour == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png_);
+        if (colour == PNG_COLOR_TYPE_GRAY && depth() < 8) png_set_expand_gray_1_2_4_to_8(png_);
+        if (depth() == 16) png_set_swap(png_);
+        png_set_interlace_handling(png_);
+        png_read_update_info(png_, info_);
+        return true;
+    }
+    int channels() const { return png_get_channels(png_, info_); }
+    size_t rowbytes() const { return png_get_rowbytes(png_, info_); }
+    // Row by row into the shrinker (non-interlaced).
+    bool rows(unsigned char* row, Shrinker* s, bool sixteen) {
+        if (setjmp(png_jmpbuf(png_))) return false;
+        for (int y = 0, h = height(); y < h; ++y) {
+            png_read_row(png_, row, nullptr);
+            if (sixteen) s->row(reinterpret_cast<const uint16_t*>(row));
+            else s->row(row);
+        }
+        png_read_end(png_, nullptr);
+        return true;
+    }
+    // The whole image (interlaced: every pass updates every row).
+    bool image(unsigned char** rows) {
+        if (setjmp(png_jmpbuf(png_))) return false;
+        png_read_image(png_, rows);
+        png_read_end(png_, nullptr);
+        return true;
+    }
+
+private:
+    PngSrc src_;
+    png_structp png_ = nullptr;
+    png_infop info_ = nullptr;
+};
+
+int keep_of(int n) { return (n == 1 || n == 2) ? 1 : 3; }  // drop alpha
+
+std::string shrunk_by(int k) { return std::to_string(k) + "x" + std::to_string(k) + " box average"; }
+
 }  // namespace
 
 Image decode_image(const std::string& bytes, const std::string& what, int64_t max_pixels) {
-    if (max_pixels <= 0 || max_pixels > kMaxPixels) max_pixels = kMaxPixels;
+    const int64_t keep_px = max_pixels > 0 && max_pixels < kKeepPixels ? max_pixels : kKeepPixels;
     if (bytes.empty()) throw FileError(what + ": file is empty");
     if (bytes.size() > size_t(INT32_MAX)) throw FileError(what + ": file is too large");
     std::string other;
@@ -173,67 +361,111 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
     if (fmt == Format::Other)
         throw FileError(what + (other.empty() ? ": not an image (unrecognised format): " : ": " + other + " is not supported: ") +
                         kFormats);
-    auto* b = reinterpret_cast<const stbi_uc*>(bytes.data());
-    int len = int(bytes.size());
+    auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
     Image img;
-    auto fill = [&](int w, int h, int n, auto* px, float scale) {
-        int keep = (n == 1 || n == 2) ? 1 : 3;  // drop alpha
-        img.width = w; img.height = h; img.channels = keep;
-        img.pixels = Tensor3::from_shape({size_t(keep), size_t(h), size_t(w)});
-        float* dst = img.pixels.data();
-        auto plane = size_t(w) * h;
-        for (size_t i = 0; i < plane; ++i)
-            for (int c = 0; c < keep; ++c) dst[c * plane + i] = px[i * n + c] / scale;
+    auto finish = [&](Shrinker& s, int fw, int fh, int keep, const std::string& how) {
+        img.pixels = s.take();
+        img.width = s.out_w(); img.height = s.out_h(); img.channels = keep;
+        img.file_width = fw; img.file_height = fh;
+        if (img.width != fw || img.height != fh) img.scaled_by = how;
     };
-    if (fmt == Format::Jpeg) {
-        JpegOut o;
-        JpegErr e;
-        if (!decode_jpeg(b, bytes.size(), &o, &e, max_pixels)) {
-            if (o.too_large) { check_size(what, o.w, o.h, max_pixels); too_large(what, o.w, o.h, max_pixels); }
-            if (o.cmyk) throw FileError(what + ": CMYK JPEG is not supported (save it as RGB)");
-            throw FileError(what + ": corrupt or truncated JPEG (" + e.msg + ")");
+    try {
+        if (fmt == Format::Jpeg) {
+            Jpeg j(b, bytes.size());
+            if (!j.header()) throw FileError(what + ": corrupt or truncated JPEG (" + j.msg() + ")");
+            check_size(what, j.width(), j.height());
+            if (j.cmyk()) throw FileError(what + ": CMYK JPEG is not supported (save it as RGB)");
+            int scale = 8;  // the largest M/8 that fits
+            auto scaled = [&](int m) { return ((int64_t(j.width()) * m + 7) / 8) * ((int64_t(j.height()) * m + 7) / 8); };
+            while (scale > 1 && scaled(scale) > keep_px) --scale;
+            auto jpeg_failed = [&] {
+                if (j.out_of_memory())
+                    return FileError(what + ": this " + dims(j.width(), j.height()) + " JPEG needs more than the " +
+                                     std::to_string(kJpegMaxMemory >> 20) + " MB its decoder may use (a progressive JPEG "
+                                     "keeps every coefficient while it is read; a baseline one of this size decodes)");
+                return FileError(what + ": corrupt or truncated JPEG (" + j.msg() + ")");
+            };
+            if (!j.start(scale)) throw jpeg_failed();
+            img.file_channels = j.components();
+            Shrinker s(j.out_w(), j.out_h(), j.out_n(), keep_of(j.out_n()), 1, 255.f);
+            std::vector<unsigned char> row(size_t(j.out_w()) * size_t(j.out_n()));
+            if (!j.rows(row.data(), &s)) throw jpeg_failed();
+            finish(s, j.width(), j.height(), keep_of(j.out_n()),
+                   "the JPEG decoder's " + std::to_string(scale) + "/8 DCT scaling");
+            return img;
         }
-        img.file_channels = o.file_n;
-        try { fill(o.w, o.h, o.n, o.px, 255.f); } catch (...) { std::free(o.px); throw; }
-        std::free(o.px);
-        return img;
-    }
-    int w = 0, h = 0, n = 0;
-    if (!stbi_info_from_memory(b, len, &w, &h, &n)) {
-        // stb refuses over STBI_MAX_DIMENSIONS before we can see the size: read it from the header.
-        if (fmt == Format::Png && bytes.size() >= 24) {
-            auto be = [&](size_t o) { return int64_t(uint8_t(bytes[o])) << 24 | uint8_t(bytes[o + 1]) << 16 | uint8_t(bytes[o + 2]) << 8 | uint8_t(bytes[o + 3]); };
-            int64_t pw = be(16), ph = be(20);
-            if (pw > kMaxSide || ph > kMaxSide) too_large(what, pw, ph, max_pixels);
-        } else if (fmt == Format::Bmp && bytes.size() >= 26) {
-            int32_t bw, bh;
-            std::memcpy(&bw, bytes.data() + 18, 4);
-            std::memcpy(&bh, bytes.data() + 22, 4);
-            int64_t aw = std::abs(int64_t(bw)), ah = std::abs(int64_t(bh));
-            if (aw > kMaxSide || ah > kMaxSide) too_large(what, aw, ah, max_pixels);
+        if (fmt == Format::Png) {
+            // The size from IHDR first: libpng's own limit check would not say what the size is.
+            if (bytes.size() >= 24) {
+                auto be = [&](size_t o) { return int64_t(b[o]) << 24 | int64_t(b[o + 1]) << 16 | int64_t(b[o + 2]) << 8 | int64_t(b[o + 3]); };
+                if (be(16) > kMaxSide || be(20) > kMaxSide) too_large(what, be(16), be(20));
+            }
+            Png p(b, bytes.size());
+            if (!p.header()) throw FileError(what + ": corrupt or truncated PNG (" + p.msg() + ")");
+            check_size(what, p.width(), p.height());
+            const bool sixteen = p.depth() == 16;
+            if (!p.start()) throw FileError(what + ": corrupt or truncated PNG (" + p.msg() + ")");
+            const int n = p.channels(), w = p.width(), h = p.height();
+            const int k = shrink_factor(w, h, keep_px);
+            img.file_channels = n;
+            img.sixteen_bit = sixteen;
+            Shrinker s(w, h, n, keep_of(n), k, sixteen ? 65535.f : 255.f);
+            if (!p.interlaced()) {
+                std::vector<unsigned char> row(p.rowbytes());
+                if (!p.rows(row.data(), &s, sixteen)) throw FileError(what + ": corrupt or truncated PNG (" + p.msg() + ")");
+            } else {
+                const int64_t total = int64_t(p.rowbytes()) * h;
+                if (total > kMaxWholeBytes) too_large_whole(what, "an interlaced PNG", w, h, total);
+                std::vector<unsigned char> all(static_cast<size_t>(total));
+                std::vector<unsigned char*> rows(static_cast<size_t>(h));
+                for (int y = 0; y < h; ++y) rows[size_t(y)] = all.data() + size_t(y) * p.rowbytes();
+                if (!p.image(rows.data())) throw FileError(what + ": corrupt or truncated PNG (" + p.msg() + ")");
+                for (int y = 0; y < h; ++y) {
+                    if (sixteen) s.row(reinterpret_cast<const uint16_t*>(rows[size_t(y)]));
+                    else s.row(rows[size_t(y)]);
+                }
+            }
+            finish(s, w, h, keep_of(n), shrunk_by(k));
+            return img;
         }
-        throw FileError(what + ": corrupt or truncated image" + stb_reason());
-    }
-    // stb reports a top-down BMP's height negative (and would abs() INT_MIN itself).
-    check_size(what, w, fmt == Format::Bmp ? std::abs(int64_t(h)) : int64_t(h), max_pixels);
-    img.file_channels = n;
-    img.sixteen_bit = stbi_is_16_bit_from_memory(b, len);
-    int ww, hh, nn;
-    if (img.sixteen_bit) {
-        stbi_us* px = stbi_load_16_from_memory(b, len, &ww, &hh, &nn, 0);
-        if (!px) throw FileError(what + ": corrupt or truncated image" + stb_reason());
-        try { fill(ww, hh, nn, px, 65535.f); } catch (...) { stbi_image_free(px); throw; }
-        stbi_image_free(px);
-    } else {
+        // BMP
+        const int len = int(bytes.size());
+        int w = 0, h = 0, n = 0;
+        if (!stbi_info_from_memory(b, len, &w, &h, &n)) {
+            // stb refuses over STBI_MAX_DIMENSIONS before we can see the size: read it from the header.
+            if (bytes.size() >= 26) {
+                int32_t bw, bh;
+                std::memcpy(&bw, bytes.data() + 18, 4);
+                std::memcpy(&bh, bytes.data() + 22, 4);
+                int64_t aw = std::abs(int64_t(bw)), ah = std::abs(int64_t(bh));
+                if (aw > kMaxSide || ah > kMaxSide) too_large(what, aw, ah);
+            }
+            throw FileError(what + ": corrupt or truncated image" + stb_reason());
+        }
+        // stb reports a top-down BMP's height negative (and would abs() INT_MIN itself).
+        const int64_t ah = std::abs(int64_t(h));
+        check_size(what, w, ah);
+        if (int64_t(w) * ah * std::max(n, 1) > kMaxWholeBytes) too_large_whole(what, "a BMP", w, ah, int64_t(w) * ah * n);
+        int ww, hh, nn;
         stbi_uc* px = stbi_load_from_memory(b, len, &ww, &hh, &nn, 0);
         if (!px) throw FileError(what + ": corrupt or truncated image" + stb_reason());
-        try { fill(ww, hh, nn, px, 255.f); } catch (...) { stbi_image_free(px); throw; }
-        stbi_image_free(px);
+        std::unique_ptr<stbi_uc, void (*)(void*)> own(px, stbi_image_free);
+        img.file_channels = n;
+        const int k = shrink_factor(ww, hh, keep_px);
+        Shrinker s(ww, hh, nn, keep_of(nn), k, 255.f);
+        for (int y = 0; y < hh; ++y) s.row(px + size_t(y) * size_t(ww) * size_t(nn));
+        finish(s, ww, hh, keep_of(nn), shrunk_by(k));
+        return img;
+    } catch (const std::bad_alloc&) {
+        throw FileError(what + ": out of memory while decoding the image");
     }
-    return img;
 }
 
-Image load_image(const std::string& path) { return decode_image(read_file(path, size_t(1) << 30), path); }
+Image load_image(const std::string& path) {
+    return name_out_of_memory(path, "reading the image", [&] { return decode_image(read_file(path, kMaxImageFileBytes), path); });
+}
+
+std::string image_formats() { return "PNG (8/16-bit), JPEG, BMP"; }
 
 Tensor3 convert_channels(const Tensor3& chw, int channels) {
     const size_t C = chw.shape(0), H = chw.shape(1), W = chw.shape(2);
@@ -259,14 +491,19 @@ double filter(double x, Interp k) {
 
 struct Taps { std::vector<int> start, count; std::vector<double> w; int max = 0; };
 
-// PIL-style separable resampling weights for one axis.
-Taps taps(int in, int out, Interp k) {
+// PIL-style separable resampling weights for one axis, for the outputs [o0, o1)
+// of a resize from `in` to `out` samples (entry i - o0 holds output i): only the
+// outputs a crop keeps are ever weighed, so a 16384x1 image resized by its
+// shorter side to 256 (4 M columns) costs the 224 columns it keeps.
+Taps taps(int in, int out, Interp k, int o0, int o1) {
     Taps t;
     double scale = double(in) / out, fs = std::max(scale, 1.0);
     double support = (k == Interp::Bilinear ? 1.0 : 2.0) * fs;
     t.max = int(std::ceil(support)) * 2 + 1;
-    t.start.resize(out); t.count.resize(out); t.w.assign(size_t(out) * t.max, 0.0);
-    for (int i = 0; i < out; ++i) {
+    const int n_out = o1 - o0;
+    t.start.resize(size_t(n_out)); t.count.resize(size_t(n_out)); t.w.assign(size_t(n_out) * size_t(t.max), 0.0);
+    for (int i = o0; i < o1; ++i) {
+        const size_t r = size_t(i - o0);
         double center = (i + 0.5) * scale;
         int lo = std::max(0, int(center - support + 0.5));
         int hi = std::min(in, int(center + support + 0.5));
@@ -274,50 +511,82 @@ Taps taps(int in, int out, Interp k) {
         int n = hi - lo;
         for (int j = 0; j < n; ++j) {
             double v = filter((j + lo - center + 0.5) / fs, k);
-            t.w[size_t(i) * t.max + j] = v;
+            t.w[r * size_t(t.max) + size_t(j)] = v;
             sum += v;
         }
-        if (sum != 0) for (int j = 0; j < n; ++j) t.w[size_t(i) * t.max + j] /= sum;
-        t.start[i] = lo; t.count[i] = n;
+        if (sum != 0) for (int j = 0; j < n; ++j) t.w[r * size_t(t.max) + size_t(j)] /= sum;
+        t.start[r] = lo; t.count[r] = n;
     }
     return t;
 }
 
 }  // namespace
 
-Tensor3 resize(const Tensor3& chw, int oh, int ow, Interp k) {
+Tensor3 resize_crop(const Tensor3& chw, int rh, int rw, int top, int left, int oh, int ow, Interp k) {
     const size_t C = chw.shape(0), H = chw.shape(1), W = chw.shape(2);
-    if (size_t(oh) == H && size_t(ow) == W) return chw;
-    Taps tx = taps(int(W), ow, k), ty = taps(int(H), oh, k);
-    Tensor3 tmp = Tensor3::from_shape({C, H, size_t(ow)}), out = Tensor3::from_shape({C, size_t(oh), size_t(ow)});
+    if (rh <= 0 || rw <= 0 || oh <= 0 || ow <= 0 || top < 0 || left < 0 || int64_t(top) + oh > rh || int64_t(left) + ow > rw)
+        throw std::invalid_argument("resize_crop: the crop " + dims(ow, oh) + " at (" + std::to_string(left) + ", " +
+                                    std::to_string(top) + ") is not inside the resized " + dims(rw, rh));
+    if (size_t(rh) == H && size_t(rw) == W)  // no resize: the crop alone
+        return xt::view(chw, xt::all(), xt::range(size_t(top), size_t(top + oh)), xt::range(size_t(left), size_t(left + ow)));
+    // The same arithmetic, in the same order, as resizing everything and cropping
+    // afterwards (horizontal pass, then vertical): the kept pixels are bit-identical.
+    Taps tx = taps(int(W), rw, k, left, left + ow), ty = taps(int(H), rh, k, top, top + oh);
+    int y0 = int(H), y1 = 0;  // the input rows the kept output rows read
+    for (int y = 0; y < oh; ++y)
+        if (ty.count[size_t(y)] > 0) { y0 = std::min(y0, ty.start[size_t(y)]); y1 = std::max(y1, ty.start[size_t(y)] + ty.count[size_t(y)]); }
+    if (y1 < y0) y1 = y0;
+    const size_t rows = size_t(y1 - y0);
+    Tensor3 tmp = Tensor3::from_shape({C, rows, size_t(ow)}), out = Tensor3::from_shape({C, size_t(oh), size_t(ow)});
+    // (Plain pointers in the loops: a 25-megapixel photo goes through them.)
+    const double* txw = tx.w.data();
+    const int *txs = tx.start.data(), *txc = tx.count.data();
     for (size_t c = 0; c < C; ++c)
-        for (size_t y = 0; y < H; ++y) {
-            const float* row = chw.data() + (c * H + y) * W;
-            float* o = tmp.data() + (c * H + y) * ow;
+        for (size_t y = 0; y < rows; ++y) {
+            const float* row = chw.data() + (c * H + size_t(y0) + y) * W;
+            float* o = tmp.data() + (c * rows + y) * size_t(ow);
             for (int x = 0; x < ow; ++x) {
+                const double* w = txw + size_t(x) * size_t(tx.max);
+                const float* r = row + txs[x];
                 double s = 0;
-                for (int j = 0; j < tx.count[x]; ++j) s += tx.w[size_t(x) * tx.max + j] * row[tx.start[x] + j];
+                for (int j = 0; j < txc[x]; ++j) s += w[j] * r[j];
                 o[x] = float(s);
             }
         }
+    const double* tyw = ty.w.data();
+    const int *tys = ty.start.data(), *tyc = ty.count.data();
     for (size_t c = 0; c < C; ++c)
         for (int y = 0; y < oh; ++y) {
-            float* o = out.data() + (c * oh + y) * ow;
+            float* o = out.data() + (c * size_t(oh) + size_t(y)) * size_t(ow);
+            const double* w = tyw + size_t(y) * size_t(ty.max);
+            const float* col = tmp.data() + (c * rows + size_t(tys[y] - y0)) * size_t(ow);
             for (int x = 0; x < ow; ++x) {
                 double s = 0;
-                for (int j = 0; j < ty.count[y]; ++j)
-                    s += ty.w[size_t(y) * ty.max + j] * tmp.data()[(c * H + ty.start[y] + j) * ow + x];
+                for (int j = 0; j < tyc[y]; ++j) s += w[j] * col[size_t(j) * size_t(ow) + size_t(x)];
                 o[x] = float(s);
             }
         }
     return out;
 }
 
-Tensor3 resize_shorter(const Tensor3& chw, int size, Interp k) {
+Tensor3 resize(const Tensor3& chw, int oh, int ow, Interp k) {
     const size_t H = chw.shape(1), W = chw.shape(2);
+    if (size_t(oh) == H && size_t(ow) == W) return chw;
+    return resize_crop(chw, oh, ow, 0, 0, oh, ow, k);
+}
+
+namespace {
+// torchvision Resize(int): the shorter side to r, the longer int(r * long / short).
+void shorter_side(int64_t w, int64_t h, int r, int& rw, int& rh) {
+    auto longer = [&](int64_t l, int64_t s) { return int(std::clamp<int64_t>(int64_t(r) * l / s, 1, INT_MAX)); };
+    if (h <= w) { rh = r; rw = longer(w, h); }
+    else { rw = r; rh = longer(h, w); }
+}
+}  // namespace
+
+Tensor3 resize_shorter(const Tensor3& chw, int size, Interp k) {
     int oh, ow;
-    if (H <= W) { oh = size; ow = int(std::max<int64_t>(1, int64_t(size) * int64_t(W) / int64_t(H))); }
-    else { ow = size; oh = int(std::max<int64_t>(1, int64_t(size) * int64_t(H) / int64_t(W))); }
+    shorter_side(int64_t(chw.shape(2)), int64_t(chw.shape(1)), size, ow, oh);
     return resize(chw, oh, ow, k);
 }
 
@@ -340,19 +609,25 @@ Tensor3 center_crop(const Tensor3& chw, int oh, int ow) {
 PreprocessPlan plan_preprocess(int width, int height, const Config& c) {
     PreprocessPlan p;
     const int S = c.image_size;
+    const int r = c.pre.resize > 0 ? c.pre.resize : S;
     p.squash = c.pre.squash;
-    if (c.pre.squash) {
-        int r = c.pre.resize > 0 ? c.pre.resize : S;
-        p.resize_w = p.resize_h = r;
-    } else {
-        int r = c.pre.resize > 0 ? c.pre.resize : S;
-        // torchvision Resize(int): the shorter side to r, the longer int(r * long / short)
-        if (height <= width) { p.resize_h = r; p.resize_w = int(std::max<int64_t>(1, int64_t(r) * width / height)); }
-        else { p.resize_w = r; p.resize_h = int(std::max<int64_t>(1, int64_t(r) * height / width)); }
-    }
+    if (c.pre.squash) p.resize_w = p.resize_h = r;
+    else shorter_side(width, height, r, p.resize_w, p.resize_h);
     p.crop_w = p.crop_h = S;
     p.crop_left = p.resize_w >= S ? crop_offset(p.resize_w - S) : 0;
     p.crop_top = p.resize_h >= S ? crop_offset(p.resize_h - S) : 0;
+    p.file_w = width;
+    p.file_h = height;
+    return p;
+}
+
+PreprocessPlan plan_preprocess(const Image& img, const Config& c) {
+    PreprocessPlan p = plan_preprocess(img.width, img.height, c);
+    if (img.file_width > 0 && img.file_height > 0) { p.file_w = img.file_width; p.file_h = img.file_height; }
+    if (!img.scaled_by.empty())
+        p.scaled_on_load = "scaled down on load from " + dims(p.file_w, p.file_h) + " to " + dims(img.width, img.height) +
+                           " (" + img.scaled_by + "): over the " + std::to_string(kKeepPixels / 1'000'000) +
+                           "-megapixel limit";
     return p;
 }
 
@@ -366,13 +641,37 @@ Tensor3 per_channel(const std::vector<float>& v) {
 }  // namespace
 
 Tensor3 preprocess(const Image& img, const Config& c) {
-    Tensor3 x = convert_channels(img.pixels, c.channels);
     const int S = c.image_size;
+    const size_t C = img.pixels.shape(0);
+    // RGB -> gray before resizing (as PIL converts first); gray -> RGB after it: the
+    // three planes would be resized identically, so one is resized and then copied.
+    Tensor3 gray;
+    if (c.channels == 1 && C == 3) gray = convert_channels(img.pixels, 1);
+    const Tensor3& x = gray.size() ? gray : img.pixels;
     PreprocessPlan p = plan_preprocess(int(x.shape(2)), int(x.shape(1)), c);
-    x = resize(x, p.resize_h, p.resize_w, c.pre.interp);
-    if (p.resize_h != S || p.resize_w != S) x = center_crop(x, S, S);
+    Tensor3 y;
+    if (p.resize_w >= S && p.resize_h >= S)
+        y = resize_crop(x, p.resize_h, p.resize_w, p.crop_top, p.crop_left, S, S, c.pre.interp);
+    else  // a resize smaller than the crop (never in a validated config): the whole resize, then the crop's own fallback
+        y = center_crop(resize(x, p.resize_h, p.resize_w, c.pre.interp), S, S);
+    if (int(y.shape(0)) != c.channels) y = convert_channels(y, c.channels);
     // transforms.Normalize(mean, std): (x - mean[:, None, None]) / std[:, None, None]
-    return (x - per_channel(c.pre.mean)) / per_channel(c.pre.std);
+    return (y - per_channel(c.pre.mean)) / per_channel(c.pre.std);
+}
+
+Tensor3 input_from_array(Array a, const Config& c, const std::string& what) {
+    const Shape want{size_t(c.channels), size_t(c.image_size), size_t(c.image_size)};
+    // Another height and width run at that size (the position embeddings resized), when they are
+    // multiples of the patch within the size limit.
+    const bool fits = a.dimension() == 3 && a.shape(0) == size_t(c.channels) && a.shape(1) >= size_t(c.patch) &&
+                      a.shape(2) >= size_t(c.patch) && a.shape(1) % size_t(c.patch) == 0 &&
+                      a.shape(2) % size_t(c.patch) == 0 && a.shape(1) <= size_t(kMaxImageSize) &&
+                      a.shape(2) <= size_t(kMaxImageSize);
+    if (!fits)
+        throw FileError(what + ": input has shape " + shape_str_of(a) + "; this model (" + c.name + ") takes " +
+                        shape_str(want) + " (channels, height, width), already normalized, or another height and "
+                        "width that are multiples of its patch size " + std::to_string(c.patch));
+    return Tensor3(std::move(a));
 }
 
 Tensor3 denormalize(const Tensor3& input, const Config& c) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -18,6 +19,18 @@ namespace vit {
 struct FileError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
+
+// Runs f(); a std::bad_alloc escaping it (memory the input asked for that the
+// process could not get) becomes a FileError naming `what` and what was being
+// done: no bad_alloc reaches the user without the file it came from.
+template <class F>
+auto name_out_of_memory(const std::string& what, const char* doing, F&& f) -> decltype(f()) {
+    try {
+        return f();
+    } catch (const std::bad_alloc&) {
+        throw FileError(what + ": out of memory while " + doing + " (std::bad_alloc: more memory than this process could get)");
+    }
+}
 
 struct SafeTensors {
     std::map<std::string, Array> tensors;             // converted to float32
@@ -66,6 +79,12 @@ std::string npy_text_bytes(const std::string& text);
 // order, then the texts (0-d unicode arrays, e.g. "__options__").
 void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
                const std::vector<std::pair<std::string, std::string>>& texts = {});
+
+// Text from a file (class names, tensor names, paths) made safe to print on a
+// terminal: control characters (ESC, CR, BEL, ..., DEL, and the C1 controls
+// U+0080..U+009F) and invalid UTF-8 bytes are written as \xNN escapes; a
+// backslash is doubled. keep_newlines leaves '\n' (multi-line messages) as it is.
+std::string terminal_safe(const std::string& text, bool keep_newlines = false);
 
 // Whole-file read with a clear error; max_bytes guards against absurd files.
 std::string read_file(const std::string& path, size_t max_bytes = size_t(1) << 36);

@@ -198,22 +198,26 @@ public:
             switch (op) {
                 case 0x80: take(1); break;               // PROTO
                 case 0x95: take(8); break;               // FRAME: a hint only
-                case '}': push(mk(Val::Dict)); break;    // EMPTY_DICT
-                case ']': push(mk(Val::List)); break;    // EMPTY_LIST
-                case ')': push(mk(Val::Tuple)); break;   // EMPTY_TUPLE
-                case '(': marks_.push_back(stack_.size()); break;  // MARK
-                case 'X': push_str(le(4)); break;        // BINUNICODE
-                case 0x8c: push_str(le(1)); break;       // SHORT_BINUNICODE
-                case 0x8d: push_str(le(8)); break;       // BINUNICODE8
-                case 'K': push_int(int64_t(le(1))); break;             // BININT1
-                case 'M': push_int(int64_t(le(2))); break;             // BININT2
-                case 'J': push_int(int64_t(int32_t(uint32_t(le(4))))); break;  // BININT
+                case '}': push(mk(Val::Dict), at); break;    // EMPTY_DICT
+                case ']': push(mk(Val::List), at); break;    // EMPTY_LIST
+                case ')': push(mk(Val::Tuple), at); break;   // EMPTY_TUPLE
+                case '(':                                // MARK
+                    if (marks_.size() >= kMaxValues) fail_at(at, "more than " + std::to_string(kMaxValues) + " open MARKs; a state dict needs a few (refusing)");
+                    charge(sizeof(size_t), "MARK stack", at);
+                    marks_.push_back(stack_.size());
+                    break;
+                case 'X': push_str(le(4), at); break;    // BINUNICODE
+                case 0x8c: push_str(le(1), at); break;   // SHORT_BINUNICODE
+                case 0x8d: push_str(le(8), at); break;   // BINUNICODE8
+                case 'K': push_int(int64_t(le(1)), at); break;             // BININT1
+                case 'M': push_int(int64_t(le(2)), at); break;             // BININT2
+                case 'J': push_int(int64_t(int32_t(uint32_t(le(4)))), at); break;  // BININT
                 case 0x8a: {                             // LONG1
                     uint64_t k = le(1);
                     if (k > 8) fail("an integer of " + std::to_string(k) + " bytes (at byte " + std::to_string(at) + ") is too large");
                     uint64_t v = k ? le(k) : 0;
                     if (k && k < 8 && (v >> (8 * k - 1) & 1)) v |= ~uint64_t(0) << (8 * k);  // sign-extend
-                    push_int(int64_t(v));
+                    push_int(int64_t(v), at);
                     break;
                 }
                 case 'G': {                              // BINFLOAT, big-endian
@@ -222,32 +226,35 @@ public:
                     for (int i = 0; i < 8; ++i) bits = bits << 8 | b[i];
                     Val* v = mk(Val::Float);
                     std::memcpy(&v->f, &bits, 8);
-                    push(v);
+                    push(v, at);
                     break;
                 }
-                case 'N': push(mk(Val::None)); break;
-                case 0x88: case 0x89: { Val* v = mk(Val::Bool); v->i = op == 0x88; push(v); break; }  // NEWTRUE/FALSE
+                case 'N': push(mk(Val::None), at); break;
+                case 0x88: case 0x89: { Val* v = mk(Val::Bool); v->i = op == 0x88; push(v, at); break; }  // NEWTRUE/FALSE
                 case 0x85: case 0x86: case 0x87: {       // TUPLE1..3
                     size_t k = op - 0x84;
                     if (stack_.size() < k + floor()) fail_at(at, "TUPLE" + std::to_string(k) + " on a short stack");
                     Val* t = mk(Val::Tuple);
+                    charge(k * sizeof(Val*), "tuples", at);
                     t->items.assign(stack_.end() - k, stack_.end());
                     stack_.resize(stack_.size() - k);
-                    push(t);
+                    push(t, at);
                     break;
                 }
                 case 't': {                              // TUPLE
                     Val* t = mk(Val::Tuple);
                     size_t m = pop_mark(at);
+                    charge((stack_.size() - m) * sizeof(Val*), "tuples", at);
                     t->items.assign(stack_.begin() + m, stack_.end());
                     stack_.resize(m);
-                    push(t);
+                    push(t, at);
                     break;
                 }
                 case 's': {                              // SETITEM
                     if (stack_.size() < 3 + floor()) fail_at(at, "SETITEM on a short stack");
                     Val* v = stack_.back(); stack_.pop_back();
                     Val* k = stack_.back(); stack_.pop_back();
+                    charge(2 * sizeof(Val*), "dicts", at);
                     expect(stack_.back(), Val::Dict, at, "SETITEM")->dict.emplace_back(k, v);
                     break;
                 }
@@ -256,6 +263,7 @@ public:
                     if ((stack_.size() - m) % 2) fail_at(at, "SETITEMS with an odd number of items");
                     if (m == 0 || m <= floor()) fail_at(at, "SETITEMS without a dict");
                     Val* d = expect(stack_[m - 1], Val::Dict, at, "SETITEMS");
+                    charge((stack_.size() - m) * sizeof(Val*), "dicts", at);
                     for (size_t i = m; i < stack_.size(); i += 2) d->dict.emplace_back(stack_[i], stack_[i + 1]);
                     stack_.resize(m);
                     break;
@@ -263,6 +271,7 @@ public:
                 case 'a': {                              // APPEND
                     if (stack_.size() < 2 + floor()) fail_at(at, "APPEND on a short stack");
                     Val* v = stack_.back(); stack_.pop_back();
+                    charge(sizeof(Val*), "lists", at);
                     expect(stack_.back(), Val::List, at, "APPEND")->items.push_back(v);
                     break;
                 }
@@ -270,26 +279,27 @@ public:
                     size_t m = pop_mark(at);
                     if (m == 0 || m <= floor()) fail_at(at, "APPENDS without a list");
                     Val* l = expect(stack_[m - 1], Val::List, at, "APPENDS");
+                    charge((stack_.size() - m) * sizeof(Val*), "lists", at);
                     l->items.insert(l->items.end(), stack_.begin() + m, stack_.end());
                     stack_.resize(m);
                     break;
                 }
                 case 'c': {                              // GLOBAL "module\nname\n"
                     std::string mod = line(at), name = line(at);
-                    push(global(mod, name));
+                    push(global(mod, name), at);
                     break;
                 }
                 case 0x93: {                             // STACK_GLOBAL
                     Val* name = pop(at);
                     Val* mod = pop(at);
                     if (mod->kind != Val::Str || name->kind != Val::Str) fail_at(at, "STACK_GLOBAL of non-strings");
-                    push(global(mod->s, name->s));
+                    push(global(mod->s, name->s), at);
                     break;
                 }
                 case 'R': {                              // REDUCE
                     Val* args = pop(at);
                     Val* fn = pop(at);
-                    push(reduce(fn, args, at));
+                    push(reduce(fn, args, at), at);
                     break;
                 }
                 case 'b': {                              // BUILD: only the OrderedDict's _metadata and a parameter's state
@@ -304,9 +314,9 @@ public:
                 case 'q': memo_put(le(1), at); break;   // BINPUT
                 case 'r': memo_put(le(4), at); break;   // LONG_BINPUT
                 case 0x94: memo_put(memo_.size(), at); break;  // MEMOIZE
-                case 'h': push(memo_get(le(1), at)); break;    // BINGET
-                case 'j': push(memo_get(le(4), at)); break;    // LONG_BINGET
-                case 'Q': push(persistent(pop(at), at)); break;  // BINPERSID
+                case 'h': push(memo_get(le(1), at), at); break;    // BINGET
+                case 'j': push(memo_get(le(4), at), at); break;    // LONG_BINGET
+                case 'Q': push(persistent(pop(at), at), at); break;  // BINPERSID
                 case '.': {                              // STOP
                     if (stack_.size() != 1 || !marks_.empty()) fail_at(at, "STOP with " + std::to_string(stack_.size()) + " values on the stack");
                     return stack_.back();
@@ -328,11 +338,30 @@ private:
     Val* mk(Val::Kind k) {
         if (arena_.size() >= kMaxValues)
             fail("more than " + std::to_string(kMaxValues) + " pickled values; a state dict needs far fewer (refusing)");
+        charge(sizeof(Val) + 2 * sizeof(void*), "values", pos_);
         arena_.emplace_back();
         arena_.back().kind = k;
         return &arena_.back();
     }
-    void push(Val* v) { stack_.push_back(v); }
+    // Every byte the unpickler keeps is counted before it is kept: values, the
+    // stack (each push: BINGET can push one memoized value millions of times),
+    // marks, memo entries, container items, strings and tensor views. `part`
+    // names what grew past the budget.
+    void charge(uint64_t bytes, const char* part, size_t at) {
+        if (bytes > kBudget - spent_)
+            fail_at(at, "the pickle's " + std::string(part) + " would take the unpickler past its " +
+                            std::to_string(kBudget >> 20) + " MB memory budget (" + std::to_string(arena_.size()) +
+                            " values, " + std::to_string(memo_.size()) + " memo entries, stack depth " +
+                            std::to_string(stack_.size()) + ", " + std::to_string(marks_.size()) +
+                            " open MARKs); a state dict needs a few MB (refusing)");
+        spent_ += bytes;
+    }
+    void push(Val* v, size_t at) {
+        if (stack_.size() >= kMaxValues)
+            fail_at(at, "the stack grows past " + std::to_string(kMaxValues) + " values; a state dict needs a few (refusing)");
+        charge(sizeof(Val*), "stack", at);
+        stack_.push_back(v);
+    }
     size_t floor() const { return marks_.empty() ? 0 : marks_.back(); }
     Val* pop(size_t at) {
         if (stack_.size() <= floor()) fail_at(at, "a value is missing from the stack");
@@ -362,13 +391,14 @@ private:
         for (int i = k - 1; i >= 0; --i) v = v << 8 | b[i];
         return v;
     }
-    void push_str(uint64_t len) {
+    void push_str(uint64_t len, size_t at) {
         const unsigned char* b = take(len);
         Val* v = mk(Val::Str);
+        charge(len, "strings", at);
         v->s.assign(reinterpret_cast<const char*>(b), size_t(len));
-        push(v);
+        push(v, at);
     }
-    void push_int(int64_t x) { Val* v = mk(Val::Int); v->i = x; push(v); }
+    void push_int(int64_t x, size_t at) { Val* v = mk(Val::Int); v->i = x; push(v, at); }
     std::string line(size_t at) {
         size_t e = pos_;
         while (e < n_ && e - pos_ < 256 && p_[e] != '\n') ++e;
@@ -379,7 +409,13 @@ private:
     }
     void memo_put(uint64_t idx, size_t at) {
         if (stack_.empty()) fail_at(at, "memoizing from an empty stack");
-        memo_[idx] = stack_.back();
+        auto it = memo_.find(idx);
+        if (it != memo_.end()) { it->second = stack_.back(); return; }
+        if (memo_.size() >= kMaxValues)
+            fail_at(at, "more than " + std::to_string(kMaxValues) + " memo entries (MEMOIZE / BINPUT); a state dict "
+                        "needs one per value, a few thousand (refusing)");
+        charge(kMemoEntryBytes, "memo", at);
+        memo_.emplace(idx, stack_.back());
     }
     Val* memo_get(uint64_t idx, size_t at) {
         auto it = memo_.find(idx);
@@ -430,6 +466,7 @@ private:
                 if (a.size() < 6 || a.size() > 7) fail_at(at, "_rebuild_tensor_v2 with " + std::to_string(a.size()) + " arguments");
                 if (a[0]->kind != Val::Storage) fail_at(at, "_rebuild_tensor_v2 of a " + std::string(kind_name(a[0]->kind)) + ", not a storage");
                 Val* t = mk(Val::Tensor);
+                if (a[2]->kind == Val::Tuple) charge(sizeof(Val::View) + 2 * sizeof(uint64_t) * a[2]->items.size(), "tensor views", at);
                 views_.emplace_back();
                 t->view = &views_.back();
                 t->storage = a[0];
@@ -468,6 +505,7 @@ private:
         uint64_t numel;
         if (!int_of(a[4], numel)) fail_at(at, "storage size is not a non-negative integer");
         Val* s = mk(Val::Storage);
+        charge(a[2]->s.size(), "storage keys", at);  // a memoized id can be persisted again and again
         s->dt = a[1]->dt;
         s->s = a[2]->s;
         s->numel = numel;
@@ -480,7 +518,11 @@ private:
         return s;
     }
 
-    static constexpr size_t kMaxValues = 1000000;  // ~150 MB at most; ViT-H's pickle has ~6,000
+    // Values, memo entries, stack depth and open MARKs, each; ViT-H's pickle has ~6,000 values.
+    static constexpr size_t kMaxValues = 1000000;
+    static constexpr uint64_t kBudget = uint64_t(128) << 20;  // all that the unpickler keeps, in bytes
+    static constexpr uint64_t kMemoEntryBytes = 64;           // an unordered_map node and its bucket
+    uint64_t spent_ = 0;
     const unsigned char* p_;
     size_t n_, pos_ = 0;
     Archive& ar_;

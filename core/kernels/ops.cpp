@@ -50,7 +50,8 @@ constexpr double kWindow = 0.25;        // s: the decay time of the gain sum
 constexpr double kEvidence = 2e-3;      // s: the sum must be this far below zero (not one early stall)
 constexpr double kWarmup = 0.2;         // s after a thread's first region: first calls JIT-compile
                                         // oneDNN's kernels and fault pages in; they say nothing of the load
-std::atomic<int> g_requested{0};        // set_threads(); 0: OpenMP's default (g_default)
+thread_local int t_requested = 0;       // set_threads() on this thread; 0: OpenMP's default (g_default)
+thread_local const std::atomic<bool>* t_cancel = nullptr;  // this thread's job's cancel flag (Budget)
 int g_default = 1;                      // omp_get_max_threads() at start (OMP_NUM_THREADS or the cores)
 bool g_fallback = true;                 // VITSCOPE_THREAD_FALLBACK=0 turns it off (to measure without it)
 
@@ -64,10 +65,7 @@ struct Governor {
 };
 thread_local Governor t_gov;
 
-int requested() {
-    int r = g_requested.load(std::memory_order_relaxed);
-    return r > 0 ? r : g_default;
-}
+int requested() { return t_requested > 0 ? t_requested : g_default; }
 
 // Threads for a region started now by this thread.
 int team() {
@@ -113,6 +111,7 @@ void report(double wall, double single, bool stall) {
 // back to one.
 template <class F>
 void parallel_parts(int parts, F&& body) {
+    cancellation_point();
     const int nt = parts > 1 ? std::min(team(), parts) : 1;
     if (nt <= 1) {
         for (int p = 0; p < parts; ++p) body(p, parts);
@@ -167,8 +166,24 @@ struct PoolInit {
 
 int threads() { return requested(); }
 void set_threads(int n) {
-    g_requested = n > 0 ? n : 1;
-    if (!t_gov.single) omp_set_num_threads(g_requested);
+    t_requested = n > 0 ? n : 1;
+    if (!t_gov.single) omp_set_num_threads(t_requested);
+}
+
+Budget::Budget(int threads, const std::atomic<bool>* cancel) : threads_(t_requested), cancel_(t_cancel) {
+    set_threads(threads);
+    t_cancel = cancel;
+}
+
+Budget::~Budget() {
+    t_cancel = cancel_;
+    t_requested = threads_;
+    if (!t_gov.single) omp_set_num_threads(requested());
+}
+
+void cancellation_point() {
+    // omp_get_level counts inactive regions too: never throw out of any parallel region
+    if (t_cancel && t_cancel->load(std::memory_order_relaxed) && omp_get_level() == 0) throw Cancelled();
 }
 
 std::string threading() {
@@ -183,6 +198,7 @@ std::string threading() {
 
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
+    cancellation_point();
     if (!use_openblas()) return gemm::sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
                 K, alpha, A, lda, B, ldb, beta, C, ldc);
@@ -216,6 +232,7 @@ bool gemm_engine_best() { return !use_openblas() || blas::info().best; }
 
 void linear(float* out, const float* in, const float* Wt, const float* b, int R, int I, int O,
             const gemm::Packs* packs) {
+    cancellation_point();
     const double size = double(R) * I * O;
     // Two threads pay from ~2e6 multiply-adds: below, the fork/join and two half-size oneDNN calls cost
     // more than they save (docs/kernels.md).

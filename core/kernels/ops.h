@@ -2,22 +2,53 @@
 // Layout is row-major throughout; outputs come first, then inputs, then sizes
 // (llm.c style). Each names the PyTorch line it equals.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 namespace vit::gemm { class Packs; }
 
 namespace vit::ops {
 
-// Threads used by the kernels (OpenMP; BLAS itself runs single-threaded).
-// While other processes hold the cores, a calling thread's regions fall back to
-// one thread for a while (see ops.cpp); threads() is still the count asked for.
+// Threads used by the kernels the calling thread runs (OpenMP; BLAS itself runs
+// single-threaded). The count is the calling thread's own: a thread that never set
+// one uses the process default (OMP_NUM_THREADS, else the cores), and setting it on
+// one thread changes nothing for the others, so each job of the app sets its own
+// (see Budget). While other processes hold the cores, a calling thread's regions
+// fall back to one thread for a while (see ops.cpp); threads() is still the count
+// asked for.
 int threads();
 void set_threads(int n);
 // "2 threads" or "2 threads, 14 stalled regions; one thread was faster 3 times"
 // (the calling thread's record).
 std::string threading();
+
+// Thrown by a kernel called on a thread whose cancel flag (Budget) is set: the
+// kernels are the cancellation points of a long computation (a forward pass, an
+// average over images), which unwinds to the job that runs it.
+struct Cancelled : std::runtime_error {
+    Cancelled() : std::runtime_error("cancelled") {}
+};
+
+// A job's budget on the thread that runs it, for the budget's lifetime: the threads
+// its kernels use and the flag that cancels them. The previous count and flag come
+// back when it ends. Kernels check the flag only outside parallel regions.
+class Budget {
+public:
+    explicit Budget(int threads, const std::atomic<bool>* cancel = nullptr);
+    ~Budget();
+    Budget(const Budget&) = delete;
+    Budget& operator=(const Budget&) = delete;
+
+private:
+    int threads_;
+    const std::atomic<bool>* cancel_;
+};
+// Throws Cancelled when the calling thread's budget was cancelled (and it is not
+// inside a parallel region); kernels call it, long loops outside the kernels may too.
+void cancellation_point();
 
 // Runs body(i) for i in [0, n), the range split evenly across the threads asked
 // for (one thread when not `worth` or already inside a parallel region); on a busy

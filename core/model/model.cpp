@@ -140,6 +140,13 @@ void Config::validate() const {
         bad("a model without a cls token cannot pool it (pooling must be mean or map)");
     if (pooling == Pooling::Map && has_logits()) bad("attention pooling (map) has no classifier here");
     if (pos_grid < 0 || pos_grid > kMaxImageSize) bad("pos_grid must be in 0.." + std::to_string(kMaxImageSize));
+    // The resize is the crop's surround: at least the crop (torchvision's CenterCrop would
+    // pad a smaller one) and at most twice it (crop_pct 0.5; published models use 0.875-1).
+    // Every image is resized to it before the crop, so it is tied to image_size here.
+    if (pre.resize != 0 && (pre.resize < image_size || pre.resize > 2 * image_size))
+        bad("field 'resize' is " + std::to_string(pre.resize) + "; with image_size " + std::to_string(image_size) +
+            " it must be 0 (resize to image_size) or in " + std::to_string(image_size) + ".." +
+            std::to_string(2 * image_size) + " (the centre crop keeps image_size of it)");
     // Parameters and the floats one traced forward pass records at the native size.
     const double T = tokens();
     const double params = double(param_count(*this));

@@ -1025,6 +1025,11 @@ const char* stage_kind_name(StageKind k) { return kKindNames[size_t(k)]; }
 
 std::string stage_name(StageId id) { return expand(stage_def(id.kind).pattern, id.layer); }
 
+std::string stage_local_name(StageId id) {
+    const std::string p = stage_def(id.kind).pattern;
+    return p.rfind("blocks.{l}.", 0) == 0 ? p.substr(11) : p;
+}
+
 bool before_registers(StageKind k) { return k == K::Tokens || k == K::PosEmbed || k == K::Embed; }
 
 std::string token_label(const StageTable& t, int i, bool long_form, bool before_regs) {

@@ -137,6 +137,8 @@ bool before_registers(StageKind k);
 
 // The name of a stage of any table ("blocks.3.attn.pattern"), from its definition's pattern.
 std::string stage_name(StageId id);
+// The name within its block ("attn.pattern" for blocks.3.attn.pattern; the whole name outside).
+std::string stage_local_name(StageId id);
 // Parses a name ("blocks.3.attn.pattern", "logits") into an id; nullopt for a name no kind has.
 std::optional<StageId> parse_stage_name(const std::string& name);
 

@@ -243,4 +243,130 @@ put("hfconfig", "preprocessor_siglip.json", js({
     "image_processor_type": "SiglipImageProcessor", "image_std": [0.5, 0.5, 0.5], "resample": 3,
     "rescale_factor": 0.00392156862745098, "size": {"height": 384, "width": 384}}))
 
+put("labels", "terminal_escapes.txt", "\n".join(["\x1b[2J\x1b[31mred", "bell\x07", "\u0085c1 control", "back\\slash",
+                                                  "cr\rhidden", "ok", "\xe4\xf6", "7", "8", "9"]).encode("utf-8", "surrogatepass"))
+
+# ---- issue 23: the harnesses that joined then, seeded with the issue's cases (scaled to fit
+# libFuzzer's 64 KB max_len where the originals are larger)
+
+# pickle: data.pkl alone (fuzz_pickle.cpp wraps it in a zip beside storages "0": 4096 float32,
+# "1": 4096 float16, "2": one int64). Pickled as torch.save does, without torch: stand-in
+# modules give the globals their torch names.
+import collections, pickle, sys, types
+torch_mod, utils_mod = types.ModuleType("torch"), types.ModuleType("torch._utils")
+class FloatStorage: pass
+class HalfStorage: pass
+class LongStorage: pass
+for cls in (FloatStorage, HalfStorage, LongStorage):
+    cls.__module__, cls.__qualname__ = "torch", cls.__name__
+    setattr(torch_mod, cls.__name__, cls)
+def _rebuild_tensor_v2(*a): pass
+_rebuild_tensor_v2.__module__ = "torch._utils"
+utils_mod._rebuild_tensor_v2 = _rebuild_tensor_v2
+torch_mod._utils = utils_mod
+sys.modules["torch"], sys.modules["torch._utils"] = torch_mod, utils_mod
+
+class Storage:
+    def __init__(self, key, numel, stype):
+        self.key, self.numel, self.stype = key, numel, stype
+class View:
+    def __init__(self, storage, offset, size, stride=None):
+        if stride is None:
+            stride, acc = [], 1
+            for d in reversed(size):
+                stride.insert(0, acc)
+                acc *= d
+        self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
+    def __reduce_ex__(self, proto):
+        return (_rebuild_tensor_v2, (self.storage, self.offset, tuple(self.size), tuple(self.stride), False,
+                                     collections.OrderedDict()))
+class TorchLike(pickle.Pickler):
+    def persistent_id(self, obj):
+        return ("storage", obj.stype, obj.key, "cpu", obj.numel) if isinstance(obj, Storage) else None
+def pkl(obj):
+    b = io.BytesIO()
+    TorchLike(b, protocol=2).dump(obj)
+    return b.getvalue()
+
+F32, F16, I64 = Storage("0", 4096, FloatStorage), Storage("1", 4096, HalfStorage), Storage("2", 1, LongStorage)
+def state_dict(store, rename=lambda k: k):
+    sd, off = collections.OrderedDict(), 0
+    for name, a in timm().items():
+        sd[rename(name)] = View(store, off, list(a.shape))
+        off += a.size
+    return sd
+put("pickle", "timm_f32.pkl", pkl(state_dict(F32)))
+put("pickle", "timm_f16.pkl", pkl(state_dict(F16)))
+put("pickle", "wrapped_module.pkl", pkl({"model": state_dict(F32, lambda k: "module." + k), "epoch": 3,
+                                         "step": View(I64, 0, [])}))
+shared = state_dict(F32)
+shared["head.weight"] = View(F32, 7, [K, D], [1, K])  # a transposed view, overlapping others
+put("pickle", "views_shared.pkl", pkl(shared))
+# the issue's cases: MEMOIZE after MEMOIZE (the memo bomb), MARK only, BINGET onto the stack,
+# and one 64-dimensional view rebuilt again and again from memoized arguments
+put("pickle", "memo_bomb.pkl", b"\x80\x02N" + b"\x94" * 65000 + b".")
+put("pickle", "mark_only.pkl", b"\x80\x02" + b"(" * 65000 + b"N.")
+put("pickle", "binget_stack.pkl", b"\x80\x02N\x94" + b"h\x00" * 32000 + b".")
+class SharedArgsView:  # every rebuild from the same memoized 64-dimensional arguments
+    args = None
+    def __reduce_ex__(self, proto):
+        if SharedArgsView.args is None:
+            SharedArgsView.args = (F32, 0, (1,) * 64, (1,) * 64, False, collections.OrderedDict())
+        return (_rebuild_tensor_v2, SharedArgsView.args)
+put("pickle", "view_bomb.pkl", pkl([SharedArgsView() for _ in range(5000)]))
+
+# model: NaN and Inf in the weights (loaded, and named); a config whose resize (8192) is not
+# related to its image size (8)
+nan_w = timm()
+nan_w["blocks.0.attn.qkv.weight"][0, 0], nan_w["blocks.0.attn.qkv.weight"][1, 1], nan_w["head.bias"][2] = np.nan, np.inf, -np.inf
+for name, b in {"timm_nan_inf": safetensors(nan_w, {"num_heads": "2"}),
+                "timm_config_resize_8192": safetensors(timm(), {"vitscope.config": json.dumps(dict(cfg, resize=8192)),
+                                                                 "num_heads": "2"})}.items():
+    put("model", name + ".safetensors", b)
+    put("safetensors", name + ".safetensors", b)
+
+# settings: a good file, unknown keys, bad fields, and the issue's deep nesting (30,000 levels here)
+put("settings", "good.json", json.dumps({"version": 1, "recent_models": ["vit-s16", "/m/a.pth"],
+    "recent_images": ["/i/a.png"], "options": {"affine": False, "unbiased": True, "pooling": "mean"},
+    "view": {"overlay": "rollout", "opacity": 0.5, "fusion": "max", "discard": 0.9, "scale": "slice"}}, indent=2).encode())
+put("settings", "unknown_keys.json", b'{"version": 2, "future": {"a": [1, 2, {"b": null}]}, "n": 1.50, "s": "x\\u00e4"}')
+put("settings", "bad_fields.json", b'{"recent_models": ["", 7], "options": {"pooling": "max"}, "view": {"opacity": 2}}')
+put("settings", "deep_arrays.json", b"[" * 30000 + b"]" * 30000)
+put("settings", "deep_under_key.json", b'{"x": ' + b"[" * 30000 + b"]" * 30000 + b"}")
+
+# input: (3, 8, 8) for toy-rgb8, the wrong shape, NaN and Inf in it
+def npy_bytes(a):
+    b = io.BytesIO()
+    np.save(b, a)
+    return b.getvalue()
+put("input", "good.npy", npy_bytes(r(3, 8, 8)))
+put("input", "wrong_shape.npy", npy_bytes(r(3, 8, 9)))
+nan_in = r(3, 8, 8)
+nan_in[0, 1, 2], nan_in[2, 7, 7], nan_in[1, 0, 0] = np.nan, np.inf, -np.inf
+put("input", "nan_inf.npy", npy_bytes(nan_in))
+put("input", "f8.npy", npy_bytes(r(3, 8, 8).astype(np.float64)))
+
+# image_full: the corpus of the image harness, and the issue's extreme aspect ratios and sizes
+for name in sorted(os.listdir(os.path.join(OUT, "image"))):
+    put("image_full", name, open(os.path.join(OUT, "image", name), "rb").read())
+put("image_full", "wide_16384x4.png", img_bytes(Image.fromarray(np.zeros((4, 16384, 3), np.uint8)), "PNG", optimize=True))
+put("image_full", "wide_16384x1.png", img_bytes(Image.fromarray((np.arange(16384) % 256).astype(np.uint8)[None, :]), "PNG", optimize=True))
+put("image_full", "tall_16x16384.png", img_bytes(Image.fromarray(np.zeros((16384, 16), np.uint8)), "PNG", optimize=True))
+# 16384 x 16384 1-bit gray (268 MP, scaled down while read): 33 MB of zlib'd zeros in ~33 KB
+put("image_full", "big_16384x16384_1bit.png", img_bytes(Image.new("1", (16384, 16384)), "PNG", optimize=True))
+def interlaced_png(px):  # Adam7, filter 0 on every scanline (PIL cannot write interlaced PNGs)
+    h, w, _ = px.shape
+    raw = b""
+    for x0, y0, dx, dy in [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]:
+        if x0 >= w or y0 >= h:
+            continue
+        for y in range(y0, h, dy):
+            raw += b"\0" + px[y, x0::dx].tobytes()
+    def chunk(tag, data):
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xffffffff)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1)) +
+            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+import zlib
+put("image_full", "interlaced.png", interlaced_png(np.asarray(rgb)))
+put("image", "interlaced.png", interlaced_png(np.asarray(rgb)))
 print("corpus written to", OUT)

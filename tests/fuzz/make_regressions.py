@@ -107,8 +107,10 @@ def png(w, h, bitdepth=8, colour=2, idat=None):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat or zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
 
 put("image", "png_20000x20000.png", png(20000, 20000))
-# a decompression bomb: 6000 x 6000 RGB (36 MP, over the 25 MP limit) of zeros in ~100 KB
-put("image", "png_bomb_6000x6000.png", png(6000, 6000, idat=zlib.compress(b"\0" * (6000 * 3 + 1) * 6000, 9)))
+# a decompression bomb: 6000 x 6000 RGB (36 MP, over the 25 MP limit) of zeros in ~100 KB; since
+# issue 23 (large photos are scaled down on load) it is read row by row and kept at 3000 x 3000:
+# "scaled_" inputs must end with exit 0 and a note naming the file, within the same limits
+put("image", "scaled_png_bomb_6000x6000.png", png(6000, 6000, idat=zlib.compress(b"\0" * (6000 * 3 + 1) * 6000, 9)))
 bmp = bytearray(mc.img_bytes(rgb, "BMP"))
 bmp[18:26] = struct.pack("<ii", 100000, -100000)
 put("image", "bmp_100000x100000.bmp", bytes(bmp))

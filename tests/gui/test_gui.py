@@ -5,13 +5,15 @@ Each check runs `vitscope --screenshot` and reads the PNG's pixels. Expected
 colours come from outside the app: tensor values from `vitscope-cli trace`
 (read with numpy) and matplotlib's published viridis colours."""
 import argparse
-import json
 import os
 import subprocess
 import sys
 
 import numpy as np
 from PIL import Image
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from layout import load_layout  # noqa: E402
 
 FAIL = []
 # matplotlib's viridis at t = 0, 1/4, 1/2, 3/4, 1 (its _viridis_data entries 0, 64, 128, 192, 255)
@@ -42,7 +44,7 @@ class App:
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise SystemExit(f"vitscope {' '.join(args)} failed ({r.returncode}): {r.stderr}")
-        return np.asarray(Image.open(png).convert("RGB")).astype(float), json.load(open(lay))
+        return np.asarray(Image.open(png).convert("RGB")).astype(float), load_layout(lay)
 
     def trace(self, *args):
         out = os.path.join(self.dir, "t.npz")

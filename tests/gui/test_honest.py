@@ -157,7 +157,7 @@ def tour_steps(app):
 def check_out_of_range(app):
     # the default model: 6 blocks, 4 heads, 7 x 7 = 49 patches, 50 tokens (the README's figures)
     steps = len(tour_steps(app))
-    expect(steps == 32, f"the tour has {steps} steps (32 in the README)")
+    expect(steps == 33, f"the tour has {steps} steps (33 in the README)")
     cases = [(["--layer", "6"], "--layer 6", ["--layer", "5"]),
              (["--head", "4"], "--head 4", ["--head", "3"]),
              (["--head", "7"], "--head 7", None),

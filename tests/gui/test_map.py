@@ -56,7 +56,7 @@ def info(app, *args):
         elif part == "s" and line.startswith("  "):
             names.append(line.split()[0])
         elif part == "e" and line.startswith("  "):
-            n, title, what = line[2:].split("\t")
+            n, title, what = line[2:].split("\t")[:3]
             texts[n] = (title, what)
     return names, texts, out
 

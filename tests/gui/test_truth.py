@@ -7,7 +7,6 @@ torchvision.transforms, hand arithmetic.
 Every check here failed on the code before issue 8 (a crash, a missing panel, a silent fallback,
 a stretched cell, an overlapping label, a missing number)."""
 import argparse
-import json
 import os
 import struct
 import subprocess
@@ -16,6 +15,9 @@ import zlib
 
 import numpy as np
 from PIL import Image
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from layout import load_layout  # noqa: E402
 
 FAIL = []
 
@@ -39,7 +41,7 @@ class App:
         r = subprocess.run([self.app, *pre, *args, "--screenshot", png, "--layout", lay],
                            capture_output=True, text=True, timeout=300)
         img = np.asarray(Image.open(png).convert("RGB")).astype(float) if os.path.exists(png) else None
-        layout = json.load(open(lay)) if os.path.exists(lay) else None
+        layout = load_layout(lay) if os.path.exists(lay) else None
         return r.returncode, r.stderr, img, layout
 
     def shot(self, *args, **kw):

@@ -1,4 +1,4 @@
-// Issue 10 item 7: a map of the loaded model and a guided tour of its stages (views_map.cpp).
+// Issue 10 item 7: a map of the loaded model and a guided tour of its stages (tabs/tab_map.cpp).
 //
 // Both are generated from the one stage table (core/model/stages.h) for the config and options that
 // produced the trace on screen, with the trace's own shapes: nothing about the architecture is
@@ -19,8 +19,10 @@ struct MapBox {
     std::string sub;                  // from the config and options: "12 heads", "no affine", "mean", "BUG: ..."
     int row = 0;                      // 0: embedding, 1: the encoder block (layer `layer`), 2: the head
     int layer = -1;                   // block layer of its stages, -1 outside the blocks
-    std::vector<std::string> stages;  // its stages, in execution order
-    std::string out_stage;            // the stage whose shape is on the arrow leaving it
+    std::vector<StageId> ids;         // its stages, in execution order
+    std::vector<std::string> stages;  // their names (for display)
+    StageId out_id;                   // the stage whose shape is on the arrow leaving it
+    std::string out_stage;            // its name
     std::string out_shape;            // "(50, 64)": the trace's tensor, else the stage table's shape
     bool bug = false;                 // a BUG switch changes what this box computes
 };
@@ -36,11 +38,10 @@ struct ModelMap {
 ModelMap build_model_map(const Session& s, int layer);
 
 // The tour: every stage outside the blocks and of block 0, in execution order.
-std::vector<std::string> tour_stages(const Session& s);
+std::vector<StageId> tour_stages(const Session& s);
 
-void DrawModelMap(Session& s, UiState& ui);           // the Map tab
-void DrawMapStrip(Session& s, UiState& ui);           // one row of the map's boxes above the stage view
-void DrawTour(Session& s, UiState& ui, const Rect& area);  // the tour panel, while ui.tour_step >= 0
-void HandleMapKeys(Session& s, UiState& ui);           // M: map tab, T: tour on/off, N / P: next / back
+void DrawMapStrip(ViewCtx& v);                   // one row of the map's boxes above the stage view
+void DrawTour(ViewCtx& v, const Rect& area);     // the tour panel, while ui.tour_step >= 0
+void HandleTourKeys(ViewCtx& v);                 // T: tour on/off, N / P: next / back, Esc: leave
 
 }  // namespace vit::app

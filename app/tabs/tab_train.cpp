@@ -1,23 +1,69 @@
-#include "views_train.h"
+// The Train tab: trains a ViT on Fashion-MNIST in the background with live loss and accuracy
+// curves; the other views can follow the live model, so the fixed image's prediction and attention
+// overlay change as it learns.
+#include <imgui.h>
 
+#include <atomic>
+#include <cfloat>
 #include <cstdio>
+#include <memory>
+#include <mutex>
+#include <chrono>
+#include <thread>
+#include <vector>
 
+#include "app/app_args.h"
+#include "app/jobs.h"
+#include "app/tabs/tab.h"
+#include "core/kernels/ops.h"
 #include "core/io/checkpoint.h"
+#include "core/train/trainer.h"
 
 namespace vit::app {
 
-TrainPanel::~TrainPanel() { stop(); }
+namespace {
 
-void TrainPanel::stop() {
-    stop_ = true;
+class TrainTab : public TabView {
+public:
+    explicit TrainTab(JobQueue& jobs) : jobs_(jobs) {}
+    ~TrainTab() override;
+    void draw(ViewCtx& v) override;
+    void tick(ViewCtx& v) override;  // hands a new weights snapshot to the session when following
+    bool working() const override { return job_ && !job_->finished(); }
+    // --train-epochs/--train-limit: starts training at launch with the form's config.
+    void apply_args(const AppArgs& a) override;
+
+private:
+    void start(const Config& c, const TrainSettings& ts);
+    void stop();
+    JobQueue& jobs_;
+    std::shared_ptr<Job> job_;      // the training run (a job: app/jobs.h), null before the first
+    std::atomic<bool> paused_{false};
+    std::mutex mu_;                 // guards what the job reports: curves, last step, snapshot, message
+    std::vector<float> loss_, acc_, test_acc_;
+    StepInfo last_;
+    std::shared_ptr<LoadedModel> snapshot_;
+    uint64_t snapshot_version_ = 0, taken_version_ = 0;
+    std::string message_;
+    bool follow_ = true;
+    std::unique_ptr<Dataset> train_, test_;
+    // form
+    int width_ = 64, depth_ = 6, heads_ = 4, mlp_ = 128, patch_ = 4, epochs_ = 5, batch_ = 128, limit_ = 0;
+    float lr_ = 1e-3f;
+    char save_path_[512] = "vitscope-trained.safetensors";
+};
+
+TrainTab::~TrainTab() { stop(); }
+
+void TrainTab::stop() {
     paused_ = false;
-    if (worker_.joinable()) worker_.join();
-    running_ = false;
+    if (!job_) return;
+    job_->cancel();
+    job_->wait();
 }
 
-void TrainPanel::start(const Config& c, const TrainSettings& ts) {
+void TrainTab::start(const Config& c, const TrainSettings& ts) {
     stop();
-    stop_ = false;
     {
         std::lock_guard<std::mutex> g(mu_);
         loss_.clear(); acc_.clear(); test_acc_.clear();
@@ -31,8 +77,8 @@ void TrainPanel::start(const Config& c, const TrainSettings& ts) {
         message_ = e.what();
         return;
     }
-    running_ = true;
-    worker_ = std::thread([this, c, ts] {
+    // every core: the trainer splits each batch across its threads (the job's budget, ops::threads())
+    job_ = jobs_.submit("training", all_threads(), [this, c, ts](Job& job) {
         try {
             Trainer tr(init_weights(c, ts.seed), ts, *train_);
             auto snap = [&] {
@@ -44,9 +90,11 @@ void TrainPanel::start(const Config& c, const TrainSettings& ts) {
                 ++snapshot_version_;
             };
             snap();
-            while (!tr.done() && !stop_) {
+            while (!tr.done() && !job.cancelled()) {
+                job.set_step("epoch " + std::to_string(tr.epoch() + 1) + " of " + std::to_string(ts.epochs));
                 bool ok = tr.run_epoch([&](const StepInfo& i) {
-                    while (paused_ && !stop_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+                    job.set_progress(float(double(i.step) / double(std::max<int64_t>(1, i.total_steps))));
+                    while (paused_ && !job.cancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
                     {
                         std::lock_guard<std::mutex> g(mu_);
                         loss_.push_back(i.loss);
@@ -54,7 +102,7 @@ void TrainPanel::start(const Config& c, const TrainSettings& ts) {
                         last_ = i;
                     }
                     if (i.step_in_epoch % 40 == 0) snap();
-                    return !stop_.load();
+                    return !job.cancelled();
                 });
                 if (!ok) break;
                 EvalResult r = evaluate(tr.weights(), *test_, 2000);
@@ -62,15 +110,18 @@ void TrainPanel::start(const Config& c, const TrainSettings& ts) {
                 test_acc_.push_back(float(r.accuracy));
             }
             snap();
+        } catch (const ops::Cancelled&) {
+            // stopped inside the evaluation: the last snapshot stays
         } catch (const std::exception& e) {
             std::lock_guard<std::mutex> g(mu_);
             message_ = e.what();
         }
-        running_ = false;
     });
 }
 
-void TrainPanel::StartHeadless(int epochs, int limit) {
+void TrainTab::apply_args(const AppArgs& a) {
+    if (a.train_epochs <= 0) return;
+    const int epochs = a.train_epochs, limit = a.train_limit;
     epochs_ = epochs;
     limit_ = limit;
     Config c = preset("fmnist");
@@ -81,7 +132,8 @@ void TrainPanel::StartHeadless(int epochs, int limit) {
     start(c, ts);
 }
 
-void TrainPanel::Poll(Session& s) {
+void TrainTab::tick(ViewCtx& v) {
+    Session& s = v.s;
     if (!follow_) return;
     std::shared_ptr<LoadedModel> m;
     {
@@ -94,11 +146,12 @@ void TrainPanel::Poll(Session& s) {
     else taken_version_ = 0;  // try again next frame
 }
 
-void TrainPanel::Draw(Session& s, UiState& ui, Textures& tx) {
+void TrainTab::draw(ViewCtx& v) {
+    Probe& pr = v.probe;
     ImGui::TextWrapped("Train a ViT on Fashion-MNIST (60,000 images from Debian's dataset-fashion-mnist) right here. "
                        "With 'follow' on, the other views show the model as it learns: watch the prediction and "
                        "the cls attention over the image change from noise to structure.");
-    bool busy = running_;
+    const bool busy = working();
     ImGui::BeginDisabled(busy);
     ImGui::SetNextItemWidth(90); ImGui::InputInt("width", &width_, 16); ImGui::SameLine();
     ImGui::SetNextItemWidth(90); ImGui::InputInt("depth", &depth_, 1); ImGui::SameLine();
@@ -147,10 +200,10 @@ void TrainPanel::Draw(Session& s, UiState& ui, Textures& tx) {
         loss = loss_; acc = acc_; test = test_acc_; li = last_; msg = message_;
     }
     if (!msg.empty()) ImGui::TextColored(ImVec4(1, 0.8f, 0.4f, 1), "%s", msg.c_str());
-    ui.numbers["train.steps"] = double(loss.size());
-    ui.numbers["train.epochs_done"] = double(test.size());
-    if (!loss.empty()) { ui.numbers["train.first_loss"] = loss.front(); ui.numbers["train.last_loss"] = loss.back(); }
-    if (!test.empty()) ui.numbers["train.test_acc"] = test.back();
+    pr.numbers["train.steps"] = double(loss.size());
+    pr.numbers["train.epochs_done"] = double(test.size());
+    if (!loss.empty()) { pr.numbers["train.first_loss"] = loss.front(); pr.numbers["train.last_loss"] = loss.back(); }
+    if (!test.empty()) pr.numbers["train.test_acc"] = test.back();
     if (!loss.empty()) {
         double frac = double(li.step) / std::max<int64_t>(1, li.total_steps);
         char buf[160];
@@ -159,7 +212,7 @@ void TrainPanel::Draw(Session& s, UiState& ui, Textures& tx) {
         ImGui::ProgressBar(float(frac), ImVec2(-1, 0), buf);
         float w = ImGui::GetContentRegionAvail().x;
         ImVec2 c0 = ImGui::GetCursorScreenPos();
-        ui.rects["train.loss"] = Rect{c0.x, c0.y, w, 140};
+        pr.rects["train.loss"] = Rect{c0.x, c0.y, w, 140};
         ImGui::PlotLines("##loss", loss.data(), int(loss.size()), 0, ("training loss " + std::to_string(loss.back())).c_str(),
                          0.f, FLT_MAX, ImVec2(w, 140));
         ImGui::PlotLines("##acc", acc.data(), int(acc.size()), 0,
@@ -177,5 +230,9 @@ void TrainPanel::Draw(Session& s, UiState& ui, Textures& tx) {
                        "because b reaches e along two paths whose contributions add, exactly as a residual "
                        "connection's gradient adds the skip path and the block's path.");
 }
+
+}  // namespace
+
+std::unique_ptr<TabView> make_train_tab(JobQueue& jobs) { return std::make_unique<TrainTab>(jobs); }
 
 }  // namespace vit::app

@@ -1,8 +1,9 @@
-// Issue 10 item 7: the map of the loaded model (the Map tab) and the guided tour (a panel over the
-// centre views). Both are generated from stage_table(config, options) for the model and options that
-// produced the trace on screen, and the shapes on the arrows are the trace's tensors' shapes (the
-// table's, said so, when there is no trace). Nothing here names a shape or a layer count.
-#include "views_map.h"
+// The Map tab (issue 10 item 7): the map of the loaded model; and, generated from the same map, the
+// strip of boxes above the Stage tab and the guided tour (a panel over the centre views). All are
+// generated from stage_table(config, options) for the model and options that produced the trace on
+// screen, and the shapes on the arrows are the trace's tensors' shapes (the table's, said so, when
+// there is no trace). Nothing here names a shape or a layer count.
+#include "app/model_map.h"
 
 #include <GLFW/glfw3.h>
 #include <imgui.h>
@@ -11,7 +12,8 @@
 #include <cfloat>
 #include <cmath>
 
-#include "tensor_access.h"
+#include "app/tabs/tab.h"
+#include "app/tensor_access.h"
 
 namespace vit::app {
 
@@ -23,75 +25,38 @@ const ImU32 kBugFill = IM_COL32(150, 30, 30, 255), kBugBorder = IM_COL32(255, 80
 const ImU32 kText = IM_COL32(232, 232, 232, 255), kSub = IM_COL32(165, 175, 190, 255), kDark = IM_COL32(20, 20, 20, 255);
 const ImU32 kArrow = IM_COL32(170, 180, 195, 255), kShape = IM_COL32(140, 215, 255, 255);
 
-// The options and config that produced what is on screen: the trace's, else the session's.
-const Options& shown_options(const Session& s) { return s.trace() ? s.result().options : s.options(); }
+// The options that produced what is on screen: the trace's, else the requested ones (no trace).
+const Options& shown_options(const Session& s) { return s.shown_options(); }
+
 
 std::string shape_of_stage(const Session& s, const StageInfo& st) {
-    if (const Trace* t = s.trace()) {
-        int i = t->index_of(st.name);
-        if (i >= 0) return shape_text(t->at(size_t(i)).tensor);
-    }
+    if (const Trace* t = s.trace())
+        if (const Array* a = t->find(st.id)) return shape_text(*a);
     return shape_str(st.shape);
 }
 
-// Which box a stage belongs to, its label and its row.
-void box_of(const StageInfo& st, std::string& id, std::string& label, int& row) {
-    row = st.layer >= 0 ? 1 : 0;
-    switch (st.kind) {
-        case Stage::Input: id = "input"; label = "image"; return;
-        case Stage::Patches: id = "patches"; label = "patches"; return;
-        case Stage::PatchEmbed: id = "patch_embed"; label = "embed"; return;
-        case Stage::Tokens: id = "tokens"; label = "+cls"; return;
-        case Stage::Embed: id = "embed"; label = "+pos"; return;
-        case Stage::LnMean: case Stage::LnStd: case Stage::LnNormalized: case Stage::LnOut:
-            id = st.ln == LnSite::Ln1 ? "ln1" : st.ln == LnSite::Ln2 ? "ln2" : "ln_final";
-            label = "LN";
-            if (st.ln == LnSite::Final) row = 2;
-            return;
-        case Stage::AttnQ: case Stage::AttnK: case Stage::AttnV: case Stage::AttnScores: case Stage::AttnPattern:
-        case Stage::AttnZ: case Stage::AttnOut: id = "attn"; label = "MHA"; return;
-        case Stage::ResidMid: id = "resid_mid"; label = "+"; return;
-        case Stage::MlpPre: case Stage::MlpPost: case Stage::MlpOut: id = "mlp"; label = "MLP"; return;
-        case Stage::ResidPost: id = "resid_post"; label = "+"; return;
-        case Stage::Pooled: id = "pooled"; label = "pool"; row = 2; return;
-        case Stage::Logits: id = "logits"; label = "head"; row = 2; return;
-        case Stage::Probs: id = "probs"; label = "softmax"; row = 2; return;
+// The table of what is on screen: the trace's own, else the one the model and options would record
+// (null when the options do not fit the model: the map says why).
+std::shared_ptr<const StageTable> shown_table(const Session& s, std::string* why) {
+    if (const Trace* t = s.trace()) return t->table_ptr();
+    try {
+        return StageTable::get(s.shown_config(), s.shown_options());
+    } catch (const std::exception& e) {
+        if (why) *why = e.what();
+        return nullptr;
     }
-    id = st.name; label = st.name;
-}
-
-// The box's second words, from the config and the options in force.
-void describe_box(MapBox& b, const Config& c, const Options& o) {
-    const std::string id = b.id;
-    if (id == "input") b.sub = std::string(c.channels == 1 ? "gray " : c.channels == 3 ? "RGB " : "") +
-                                std::to_string(c.image_size) + "x" + std::to_string(c.image_size);
-    else if (id == "patches") {
-        b.bug = o.bug_reshape_patches;
-        b.sub = b.bug ? "BUG: plain reshape" : std::to_string(c.patch) + "x" + std::to_string(c.patch) + " tiles";
-    } else if (id == "patch_embed") b.sub = "linear to " + std::to_string(c.width);
-    else if (id == "embed") b.sub = "learned";
-    else if (id == "ln1" || id == "ln2" || id == "ln_final") {
-        b.sub = o.affine ? "affine" : "no affine";
-        if (o.unbiased) b.sub += ", N-1";
-    } else if (id == "attn") {
-        b.bug = o.bug_scale_after_softmax;
-        b.sub = b.bug ? "BUG: scale after softmax" : std::to_string(c.heads) + " heads of " + std::to_string(c.head_dim());
-    } else if (id == "resid_mid" || id == "resid_post") b.sub = "residual";
-    else if (id == "mlp") b.sub = "GELU, " + std::to_string(c.mlp) + " hidden";
-    else if (id == "pooled") b.sub = o.pooling_for(c) == Pooling::Mean ? "mean of patches" : "cls token";
-    else if (id == "logits") b.sub = std::to_string(c.classes) + " classes";
 }
 
 float text_w(const std::string& s, float size) {
     return ImGui::GetFont()->CalcTextSizeA(size, FLT_MAX, 0, s.c_str()).x;
 }
 
-// A label drawn and recorded (views.h DrawnText), at a given font size.
-void label(ImDrawList* dl, UiState& ui, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,
+// A label drawn and recorded (probe.h DrawnText), at a given font size.
+void label(ImDrawList* dl, Probe& pr, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,
            float size, const Rect& clip) {
     ImVec2 sz = ImGui::GetFont()->CalcTextSizeA(size, FLT_MAX, 0, text.c_str());
     dl->AddText(ImGui::GetFont(), size, pos, col, text.c_str());
-    ui.texts.push_back({group, text, Rect{pos.x, pos.y, sz.x, sz.y}, clip});
+    pr.text(group, text, Rect{pos.x, pos.y, sz.x, sz.y}, clip);
 }
 
 void arrow_head(ImDrawList* dl, ImVec2 tip, ImVec2 dir, ImU32 col, float s = 6) {
@@ -100,26 +65,25 @@ void arrow_head(ImDrawList* dl, ImVec2 tip, ImVec2 dir, ImU32 col, float s = 6) 
                           ImVec2(tip.x - dir.x * s - n.x * s * 0.6f, tip.y - dir.y * s - n.y * s * 0.6f), col);
 }
 
-int current_box(const ModelMap& m, const TraceEntry* e) {
+int current_box(const ModelMap& m, const std::optional<ShownStage>& e) {
     if (!e) return -1;
     for (size_t i = 0; i < m.boxes.size(); ++i)
-        for (auto& n : m.boxes[i].stages)
-            if (n == e->name) return int(i);
+        for (StageId id : m.boxes[i].ids)
+            if (id == e->info->id) return int(i);
     return -1;
 }
 
 // Goes to a box's first stage (in the layer the map shows).
 void go_to_box(const Session& s, UiState& ui, const MapBox& b) {
     const Trace* t = s.trace();
-    if (!t || b.stages.empty()) return;
-    int i = t->index_of(b.stages.front());
-    if (i >= 0) { ui.stage = i; ui.tab = ui.tab == Tab::Map ? Tab::Map : ui.tab; }
+    if (!t || b.ids.empty()) return;
+    select_stage(ui, *t, b.ids.front());
 }
 
 // The layer the map shows: the current stage's when it is in a block, else the last one chosen.
 int map_layer(const Session& s, UiState& ui) {
     const int L = s.shown_config().depth;
-    if (const TraceEntry* e = current_entry(s, ui); e && e->layer >= 0) ui.map_layer = e->layer;
+    if (const auto e = shown_stage(s, ui); e && e->info->layer >= 0) ui.map_layer = e->info->layer;
     ui.map_layer = std::clamp(ui.map_layer, 0, std::max(0, L - 1));
     return ui.map_layer;
 }
@@ -133,7 +97,10 @@ std::string missing_reason(const Session& s) {
 }
 
 // A horizontal strip of the boxes (names only), the current one highlighted; clicking goes there.
-void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width, const std::string& group) {
+void draw_strip(ViewCtx& v, const ModelMap& m, int cur, float width, const std::string& group) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
     ImDrawList* dl = ImGui::GetWindowDrawList();
     const float pad = 5, gap = 9;
     float text = 0;  // the labels' width at 15 px; padding and arrows do not scale with the font
@@ -143,7 +110,7 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
     const float h = size + 8;
     ImVec2 o = ImGui::GetCursorScreenPos();
     ImGui::Dummy(ImVec2(width, h + 4));
-    ui.numbers[group + ".dropped"] = 0;
+    pr.numbers[group + ".dropped"] = 0;
     const Rect clip{o.x, o.y, width, h + 4};
     float x = o.x;
     const int L = m.depth;
@@ -151,9 +118,9 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
         const MapBox& b = m.boxes[i];
         const float w = text_w(b.label, size) + 2 * pad;
         if (x + w > o.x + width + 0.5f) {  // never drawn outside the panel: the rest is said to be missing
-            ui.numbers[group + ".dropped"] = double(m.boxes.size() - i);
+            pr.numbers[group + ".dropped"] = double(m.boxes.size() - i);
             const std::string more = "+" + std::to_string(m.boxes.size() - i);
-            if (x + text_w(more, size) <= o.x + width) label(dl, ui, group, ImVec2(x, o.y + 6), kSub, more, size, clip);
+            if (x + text_w(more, size) <= o.x + width) label(dl, pr, group, ImVec2(x, o.y + 6), kSub, more, size, clip);
             break;
         }
         ImVec2 p0(x, o.y + 2), p1(x + w, o.y + 2 + h);
@@ -161,12 +128,12 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
         ImU32 fill = is_cur ? kCurFill : b.bug ? kBugFill : b.row == 1 ? IM_COL32(48, 62, 48, 255) : kBoxFill;
         dl->AddRectFilled(p0, p1, fill, 3);
         dl->AddRect(p0, p1, b.bug ? kBugBorder : kBoxBorder, 3, 0, b.bug ? 2.f : 1.f);
-        label(dl, ui, group, ImVec2(x + pad, o.y + 6), is_cur ? kDark : kText, b.label, size, clip);
-        ui.rects[group + "." + b.id] = Rect{p0.x, p0.y, w, h};
+        label(dl, pr, group, ImVec2(x + pad, o.y + 6), is_cur ? kDark : kText, b.label, size, clip);
+        pr.rects[group + "." + b.id] = Rect{p0.x, p0.y, w, h};
         ImGui::SetCursorScreenPos(p0);
         ImGui::PushID(int(i) + 5000);
         if (ImGui::InvisibleButton("sb", ImVec2(w, h))) go_to_box(s, ui, b);
-        if (ui.hover && ImGui::IsItemHovered())
+        if (v.hover && ImGui::IsItemHovered())
             ImGui::SetTooltip("%s%s: %s", b.label.c_str(), b.layer >= 0 ? (" (block " + std::to_string(b.layer) + " of " + std::to_string(L) + ")").c_str() : "",
                               b.stages.front().c_str());
         ImGui::PopID();
@@ -181,7 +148,7 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
     if (L > 0) {
         const std::string bl = "block " + std::to_string(m.layer) + " of " + std::to_string(L);
         const float bw = text_w(bl, size);
-        if (x + 4 + bw <= o.x + width) label(dl, ui, group, ImVec2(x + 4, o.y + 6), IM_COL32(150, 230, 150, 255), bl, size, clip);
+        if (x + 4 + bw <= o.x + width) label(dl, pr, group, ImVec2(x + 4, o.y + 6), IM_COL32(150, 230, 150, 255), bl, size, clip);
     }
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + h + 6));
 }
@@ -191,48 +158,54 @@ void draw_strip(Session& s, UiState& ui, const ModelMap& m, int cur, float width
 ModelMap build_model_map(const Session& s, int layer) {
     ModelMap m;
     const Config& c = s.shown_config();
-    const Options& o = shown_options(s);
     m.depth = c.depth;
     m.layer = std::clamp(layer, 0, std::max(0, c.depth - 1));
     m.from_trace = s.trace() != nullptr;
     m.missing = missing_reason(s);
-    for (const StageInfo& st : stage_table(c, o)) {
+    std::string why;
+    const auto table = shown_table(s, &why);
+    if (!table) {
+        m.missing = "No map: " + why;
+        return m;
+    }
+    // the boxes are the table's: each stage names its box (core/model/stages.cpp)
+    for (const StageInfo& st : *table) {
         if (st.layer >= 0 && st.layer != m.layer) continue;
-        std::string id, lab;
-        int row = 0;
-        box_of(st, id, lab, row);
-        if (m.boxes.empty() || m.boxes.back().id != id) {
+        if (m.boxes.empty() || m.boxes.back().id != st.box.id) {
             MapBox b;
-            b.id = id; b.label = lab; b.row = row; b.layer = st.layer;
-            describe_box(b, c, o);
+            b.id = st.box.id; b.label = st.box.label; b.row = st.box.row; b.layer = st.layer;
+            b.sub = st.box.sub; b.bug = st.box.bug;
             m.boxes.push_back(std::move(b));
         }
         MapBox& b = m.boxes.back();
+        b.ids.push_back(st.id);
         b.stages.push_back(st.name);
+        b.out_id = st.id;
         b.out_stage = st.name;
         b.out_shape = shape_of_stage(s, st);
     }
     return m;
 }
 
-std::vector<std::string> tour_stages(const Session& s) {
-    std::vector<std::string> v;
-    if (const Trace* t = s.trace()) {
-        for (size_t i = 0; i < t->size(); ++i)
-            if (t->at(i).layer <= 0) v.push_back(t->at(i).name);
-        return v;
-    }
-    for (const StageInfo& st : stage_table(s.shown_config(), shown_options(s)))
-        if (st.layer <= 0) v.push_back(st.name);
+std::vector<StageId> tour_stages(const Session& s) {
+    std::vector<StageId> v;
+    if (const auto table = shown_table(s, nullptr))
+        for (const StageInfo& st : *table)
+            if (st.layer <= 0) v.push_back(st.id);
     return v;
 }
 
-void DrawModelMap(Session& s, UiState& ui) {
+namespace {
+
+void draw_model_map(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
     const Config& c = s.shown_config();
     const Options& o = shown_options(s);
     const int layer = map_layer(s, ui);
     ModelMap m = build_model_map(s, layer);
-    const TraceEntry* e = current_entry(s, ui);
+    const auto e = shown_stage(s, ui);
     const int cur = current_box(m, e);
     const int L = m.depth;
     ImGui::PushTextWrapPos(0);
@@ -240,7 +213,7 @@ void DrawModelMap(Session& s, UiState& ui) {
                         m.from_trace ? "the trace's" : "the config's: no trace");
     if (!m.missing.empty()) {
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", m.missing.c_str());
-        ui.strings["map.message"] = m.missing;
+        pr.strings["map.message"] = m.missing;
     }
     ImGui::PopTextWrapPos();
 
@@ -268,7 +241,7 @@ void DrawModelMap(Session& s, UiState& ui) {
     const float x0 = origin.x + skip_w, cx = x0 + col_w / 2;
     const float total_h = float(n) * (box_h + gap) + pads;
     ImGui::Dummy(ImVec2(skip_w + col_w + loop_w, total_h + 4));
-    ui.rects["map"] = Rect{origin.x, origin.y, skip_w + col_w + loop_w, total_h + 4};
+    pr.rects["map"] = Rect{origin.x, origin.y, skip_w + col_w + loop_w, total_h + 4};
     // labels must stay inside the column and the window (the sweep checks both)
     const ImVec2 wc = dl->GetClipRectMax();
     const Rect clip{origin.x, origin.y, std::min(skip_w + col_w + loop_w, wc.x - origin.x), std::min(total_h + 4, wc.y - origin.y)};
@@ -281,7 +254,7 @@ void DrawModelMap(Session& s, UiState& ui) {
         const bool last_in_block = b.row == 1 && (i + 1 == n || m.boxes[i + 1].row != 1);
         if (first_in_block) {
             block_top = y;
-            label(dl, ui, "map.block", ImVec2(cx + 8, y + 3), kSub,
+            label(dl, pr, "map.block", ImVec2(cx + 8, y + 3), kSub,
                   "block " + std::to_string(m.layer) + " of 0.." + std::to_string(L - 1), 13, clip);
             y += th + 8;
             ln1_entry = y - 4;  // below the header: where the block's input (and the loop back) enters
@@ -292,12 +265,12 @@ void DrawModelMap(Session& s, UiState& ui) {
         dl->AddRect(p0, p1, b.bug ? kBugBorder : is_cur ? IM_COL32(255, 230, 150, 255) : kBoxBorder, 4, 0,
                     b.bug || is_cur ? 2.5f : 1.f);
         const float lw = text_w(b.label, 15);
-        label(dl, ui, "map.boxes", ImVec2(x0 + 8, y + box_h / 2 - th / 2), is_cur ? kDark : kText, b.label, 15, clip);
+        label(dl, pr, "map.boxes", ImVec2(x0 + 8, y + box_h / 2 - th / 2), is_cur ? kDark : kText, b.label, 15, clip);
         if (!b.sub.empty() && 8 + lw + 10 + text_w(b.sub, 13) + 6 <= col_w)
-            label(dl, ui, "map.boxes", ImVec2(x0 + 8 + lw + 10, y + box_h / 2 - 13.f / 2 - 1),
+            label(dl, pr, "map.boxes", ImVec2(x0 + 8 + lw + 10, y + box_h / 2 - 13.f / 2 - 1),
                   is_cur ? IM_COL32(60, 40, 0, 255) : b.bug ? IM_COL32(255, 200, 200, 255) : kSub, b.sub, 13, clip);
-        ui.rects["map.box." + b.id] = Rect{p0.x, p0.y, col_w, box_h};
-        ui.strings["map.box." + b.id + ".stages"] = [&] {
+        pr.rects["map.box." + b.id] = Rect{p0.x, p0.y, col_w, box_h};
+        pr.strings["map.box." + b.id + ".stages"] = [&] {
             std::string v;
             for (auto& st : b.stages) v += (v.empty() ? "" : ",") + st;
             return v;
@@ -306,7 +279,7 @@ void DrawModelMap(Session& s, UiState& ui) {
         ImGui::SetCursorScreenPos(p0);
         ImGui::PushID(int(i));
         if (ImGui::InvisibleButton("box", ImVec2(col_w, box_h))) go_to_box(s, ui, b);
-        if (ui.hover && ImGui::IsItemHovered()) {
+        if (v.hover && ImGui::IsItemHovered()) {
             ImGui::BeginTooltip();
             ImGui::Text("%s%s: click to go to %s", b.label.c_str(), b.sub.empty() ? "" : (" (" + b.sub + ")").c_str(), b.stages.front().c_str());
             for (auto& st : b.stages) ImGui::TextDisabled("%s", st.c_str());
@@ -330,9 +303,9 @@ void DrawModelMap(Session& s, UiState& ui) {
         dl->AddLine(ImVec2(cx, a0 + 1), ImVec2(cx, end - 2), kArrow, 1.5f);
         if (i + 1 < n || true) arrow_head(dl, ImVec2(cx, end), ImVec2(0, 1), kArrow, 6);
         const ImVec2 lp(cx + 8, (a0 + a1) / 2 - th / 2);
-        label(dl, ui, "map.shapes", lp, kShape, b.out_shape, 15, clip);
-        ui.strings["map.shape." + b.out_stage] = b.out_shape;
-        ui.rects["map.shape." + b.out_stage] = Rect{lp.x, lp.y, text_w(b.out_shape, 15), th};
+        label(dl, pr, "map.shapes", lp, kShape, b.out_shape, 15, clip);
+        pr.strings["map.shape." + b.out_stage] = b.out_shape;
+        pr.rects["map.shape." + b.out_stage] = Rect{lp.x, lp.y, text_w(b.out_shape, 15), th};
         y = a1;
         if (last_in_block) {
             y += th + 8;
@@ -346,25 +319,25 @@ void DrawModelMap(Session& s, UiState& ui) {
             dl->AddLine(ImVec2(lx, ln1_entry), ImVec2(cx + 2, ln1_entry), IM_COL32(120, 200, 120, 255), 1.5f);
             arrow_head(dl, ImVec2(cx + 1, ln1_entry), ImVec2(-1, 0), IM_COL32(120, 200, 120, 255), 5);
             const std::string xl = "x " + std::to_string(L);
-            label(dl, ui, "map.block", ImVec2(lx + 4, (ly0 + ln1_entry) / 2 - th / 2), IM_COL32(150, 230, 150, 255), xl, 15, clip);
-            ui.strings["map.repeat"] = xl;
+            label(dl, pr, "map.block", ImVec2(lx + 4, (ly0 + ln1_entry) / 2 - th / 2), IM_COL32(150, 230, 150, 255), xl, 15, clip);
+            pr.strings["map.repeat"] = xl;
         }
     }
-    ui.strings["map.order"] = order;
-    ui.numbers["map.layer"] = m.layer;
-    ui.numbers["map.depth"] = L;
-    ui.numbers["map.from_trace"] = m.from_trace;
-    ui.numbers["map.current"] = cur;
-    if (cur >= 0) ui.strings["map.current"] = m.boxes[size_t(cur)].id;
+    pr.strings["map.order"] = order;
+    pr.numbers["map.layer"] = m.layer;
+    pr.numbers["map.depth"] = L;
+    pr.numbers["map.from_trace"] = m.from_trace;
+    pr.numbers["map.current"] = cur;
+    if (cur >= 0) pr.strings["map.current"] = m.boxes[size_t(cur)].id;
 
     // beside the map: where you are, the stages of the current box, the layer, the options, the tour
     ImGui::SetCursorScreenPos(ImVec2(origin.x + skip_w + col_w + loop_w + 16, origin.y));
     ImGui::BeginChild("mapside", ImVec2(0, std::max(60.f, avail.y)), false);
     const Trace* t = s.trace();
     if (e && cur >= 0) {
-        const StageInfo info = stage_info(e->name, c, o);
+        const StageInfo& info = *e->info;
         ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s", info.title.c_str());
-        ImGui::TextDisabled("%s  %s", e->name.c_str(), shape_text(e->tensor).c_str());
+        ImGui::TextDisabled("%s  %s", info.name.c_str(), shape_text(*e->value).c_str());
         ImGui::PushTextWrapPos(0);
         ImGui::TextUnformatted(info.what.c_str());
         ImGui::PopTextWrapPos();
@@ -372,10 +345,10 @@ void DrawModelMap(Session& s, UiState& ui) {
         const MapBox& b = m.boxes[size_t(cur)];
         ImGui::TextDisabled("stages of %s%s (click one):", b.label.c_str(),
                             b.layer >= 0 ? (" in block " + std::to_string(b.layer)).c_str() : "");
-        for (auto& st : b.stages) {
-            int i = t ? t->index_of(st) : -1;
-            std::string txt = st + "  " + (i >= 0 ? shape_text(t->at(size_t(i)).tensor) : std::string());
-            if (ImGui::Selectable(txt.c_str(), i == ui.stage) && i >= 0) ui.stage = i;
+        for (size_t k = 0; k < b.ids.size(); ++k) {
+            const Array* a = t ? t->find(b.ids[k]) : nullptr;
+            std::string txt = b.stages[k] + "  " + (a ? shape_text(*a) : std::string());
+            if (ImGui::Selectable(txt.c_str(), b.ids[k] == e->info->id) && a) select_stage(ui, *t, b.ids[k]);
         }
     } else if (t) {
         ImGui::TextDisabled("The current stage is not on the map.");
@@ -386,12 +359,7 @@ void DrawModelMap(Session& s, UiState& ui) {
         ImGui::SetNextItemWidth(std::min(260.f, ImGui::GetContentRegionAvail().x));
         if (ImGui::SliderInt("##block", &l, 0, L - 1, "block layer %d (PageUp/PageDown)")) {
             ui.map_layer = l;
-            if (e && e->layer >= 0 && t) {
-                std::string rest;
-                stage_layer(e->name, &rest);
-                int i = t->index_of("blocks." + std::to_string(l) + "." + rest);
-                if (i >= 0) ui.stage = i;
-            }
+            if (e && e->info->layer >= 0 && t) select_stage(ui, *t, StageId{e->info->id.kind, l});
         }
     }
     ImGui::Separator();
@@ -401,7 +369,7 @@ void DrawModelMap(Session& s, UiState& ui) {
     if (o.bug_reshape_patches) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "BUG on: patches are a plain reshape, not P x P tiles (R)");
     if (o.bug_scale_after_softmax) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "BUG on: attention scaled after the softmax (B)");
     ImGui::PopTextWrapPos();
-    ui.strings["map.options"] = o.describe();
+    pr.strings["map.options"] = o.describe();
     ImGui::Spacing();
     if (ImGui::Button(ui.tour_step >= 0 ? "Leave the tour (T)" : "Start the guided tour (T)")) {
         ui.tour_step = ui.tour_step >= 0 ? -1 : 0;
@@ -411,25 +379,66 @@ void DrawModelMap(Session& s, UiState& ui) {
     ImGui::EndChild();
 }
 
-void DrawMapStrip(Session& s, UiState& ui) {
+class MapTab : public TabView {
+public:
+    void draw(ViewCtx& v) override { draw_model_map(v); }
+    void sweep_states(SweepPlan& plan) override {
+        for (int i : {0, plan.T / 2, plan.T - 1})
+            plan.add("map, stage#" + std::to_string(i), [i](Session& s, UiState& ui) {
+                ui.tab = Tab::Map;
+                if (s.trace()) select_row(ui, *s.trace(), size_t(std::max(0, i)));
+            });
+    }
+    // Every box's shape is its stage's tensor's in the trace, the current stage's box is highlighted.
+    void sweep_check(const Session& s, const UiState&, const Probe& p, const SweepFail& fail) const override {
+        const Trace* t = s.trace();
+        if (!t) return;
+        if (!p.rects.count("map")) fail("the map tab drew no map");
+        if (p.number("map.current", -1) < 0) fail("the map highlights no box for the current stage");
+        ModelMap m = build_model_map(s, int(p.number("map.layer")));
+        for (const MapBox& b : m.boxes) {
+            const Array* a = t->find(b.out_id);
+            std::string want = a ? shape_text(*a) : "(not in the trace)";
+            if (p.string("map.shape." + b.out_stage) != want)
+                fail("map arrow after " + b.id + " says " + p.string("map.shape." + b.out_stage) + ", the trace's " +
+                     b.out_stage + " is " + want);
+            if (!p.rects.count("map.box." + b.id)) fail("map box " + b.id + " not drawn");
+        }
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<TabView> make_map_tab(JobQueue&) { return std::make_unique<MapTab>(); }
+
+void DrawMapStrip(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
     if (ui.tour_step >= 0) return;  // the tour panel has its own
     ModelMap m = build_model_map(s, map_layer(s, ui));
-    const int cur = current_box(m, current_entry(s, ui));
+    const int cur = current_box(m, shown_stage(s, ui));
     ImGui::PushID("mapstrip");
-    draw_strip(s, ui, m, cur, ImGui::GetContentRegionAvail().x, "strip");
+    draw_strip(v, m, cur, ImGui::GetContentRegionAvail().x, "strip");
     ImGui::PopID();
-    ui.numbers["strip.current"] = cur;
+    pr.numbers["strip.current"] = cur;
 }
 
-void DrawTour(Session& s, UiState& ui, const Rect& area) {
+void DrawTour(ViewCtx& v, const Rect& area) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
     if (ui.tour_step < 0) return;
-    const std::vector<std::string> steps = tour_stages(s);
+    const std::vector<StageId> steps = tour_stages(s);
     const int n = int(steps.size());
     if (n == 0) return;
     ui.tour_step = std::clamp(ui.tour_step, 0, n - 1);
-    const std::string& name = steps[size_t(ui.tour_step)];
+    const StageId step = steps[size_t(ui.tour_step)];
     const Config& c = s.shown_config();
-    const StageInfo info = stage_info(name, c, shown_options(s));
+    const auto table = shown_table(s, nullptr);
+    if (!table) return;
+    const StageInfo& info = table->info(step);
+    const std::string& name = info.name;
     // as tall as its text, anchored to the bottom of the centre views, at most 45% of them
     const float w = area.w - 12;
     ImGui::SetNextWindowPos(ImVec2(area.x + 6, area.y + area.h - 6), ImGuiCond_Always, ImVec2(0, 1));
@@ -440,20 +449,18 @@ void DrawTour(Session& s, UiState& ui, const Rect& area) {
                  ImGuiWindowFlags_NoSavedSettings);
     {
         ImVec2 p = ImGui::GetWindowPos(), z = ImGui::GetWindowSize();
-        ui.rects["tour"] = Rect{p.x, p.y, z.x, z.y};
+        pr.rects["tour"] = Rect{p.x, p.y, z.x, z.y};
     }
-    const int layer = std::max(0, stage_layer(name));
+    const int layer = std::max(0, step.layer);
     ModelMap m = build_model_map(s, layer);
     int cur = -1;
     for (size_t i = 0; i < m.boxes.size() && cur < 0; ++i)
-        for (auto& st : m.boxes[i].stages)
-            if (st == name) cur = int(i);
-    draw_strip(s, ui, m, cur, ImGui::GetContentRegionAvail().x, "tour.strip");
+        for (StageId id : m.boxes[i].ids)
+            if (id == step) cur = int(i);
+    draw_strip(v, m, cur, ImGui::GetContentRegionAvail().x, "tour.strip");
     std::string shape;
-    if (const Trace* t = s.trace()) {
-        int i = t->index_of(name);
-        if (i >= 0) shape = shape_text(t->at(size_t(i)).tensor);
-    }
+    if (const Trace* t = s.trace())
+        if (const Array* a = t->find(step)) shape = shape_text(*a);
     if (shape.empty()) shape = shape_str(info.shape) + " (from the config: no trace)";
     ImGui::TextDisabled("step %d of %d", ui.tour_step + 1, n);
     ImGui::SameLine();
@@ -466,16 +473,16 @@ void DrawTour(Session& s, UiState& ui, const Rect& area) {
                            "(PageDown shows the same stage one block later).", c.depth, c.depth - 1);
     ImGui::TextUnformatted(info.what.c_str());
     ImGui::PopTextWrapPos();
-    if (const TraceEntry* e = current_entry(s, ui); e && e->name != name && ui.tour_applied == ui.tour_step) {
+    if (const auto e = shown_stage(s, ui); e && e->info->id != step && ui.tour_applied == ui.tour_step) {
         // the user stepped off the tour's path (arrows, PageDown, a click): said, not hidden
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "You are at %s, off the tour's path: Back / Next continue from step %d.",
-                           e->name.c_str(), ui.tour_step + 1);
-        ui.strings["tour.off"] = e->name;
+                           e->info->name.c_str(), ui.tour_step + 1);
+        pr.strings["tour.off"] = e->info->name;
     }
     if (!s.trace()) {
         std::string why = missing_reason(s);
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
-        ui.strings["tour.message"] = why;
+        pr.strings["tour.message"] = why;
     }
     ImGui::Spacing();
     ImGui::BeginDisabled(ui.tour_step == 0);
@@ -489,47 +496,47 @@ void DrawTour(Session& s, UiState& ui, const Rect& area) {
     if (ImGui::Button("Leave the tour (T)")) open = false;
     ImGui::SameLine();
     ImGui::TextDisabled("the map of the whole model: M");
-    ui.strings["tour.stage"] = name;
-    ui.strings["tour.title"] = info.title;
-    ui.strings["tour.what"] = info.what;
-    ui.numbers["tour.step"] = ui.tour_step;
-    ui.numbers["tour.steps"] = n;
+    pr.strings["tour.stage"] = name;
+    pr.strings["tour.title"] = info.title;
+    pr.strings["tour.what"] = info.what;
+    pr.numbers["tour.step"] = ui.tour_step;
+    pr.numbers["tour.steps"] = n;
     ImGui::End();
     if (!open) { ui.tour_step = -1; ui.tour_applied = -1; }
 }
 
-void HandleMapKeys(Session& s, UiState& ui) {
+void HandleTourKeys(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
     // the tour drives the stage selection: a new step moves it; moving to a stage of the tour moves the tour
     auto sync = [&] {
         if (ui.tour_step < 0) return;
         const Trace* t = s.trace();
         if (!t) return;
-        const std::vector<std::string> steps = tour_stages(s);
+        const std::vector<StageId> steps = tour_stages(s);
         if (steps.empty()) return;
         ui.tour_step = std::clamp(ui.tour_step, 0, int(steps.size()) - 1);
         if (ui.tour_applied != ui.tour_step) {
-            int i = t->index_of(steps[size_t(ui.tour_step)]);
-            if (i >= 0) ui.stage = i;
+            select_stage(ui, *t, steps[size_t(ui.tour_step)]);
             ui.tour_applied = ui.tour_step;
             return;
         }
-        if (const TraceEntry* e = current_entry(s, ui)) {
-            auto it = std::find(steps.begin(), steps.end(), e->name);
+        if (const auto e = shown_stage(s, ui)) {
+            auto it = std::find(steps.begin(), steps.end(), e->info->id);
             if (it != steps.end()) ui.tour_step = ui.tour_applied = int(it - steps.begin());
         }
     };
     if (!ImGui::GetIO().WantTextInput) {
         auto pressed = [](int key) { return ImGui::IsKeyPressed(key); };
-        if (pressed(GLFW_KEY_M)) ui.tab = Tab::Map;
         if (pressed(GLFW_KEY_T)) {
             if (ui.tour_step >= 0) {
                 ui.tour_step = -1;
             } else {
                 // start where the user is when that is a stage of the tour, else at the beginning
                 ui.tour_step = 0;
-                const std::vector<std::string> steps = tour_stages(s);
-                if (const TraceEntry* e = current_entry(s, ui)) {
-                    auto it = std::find(steps.begin(), steps.end(), e->name);
+                const std::vector<StageId> steps = tour_stages(s);
+                if (const auto e = shown_stage(s, ui)) {
+                    auto it = std::find(steps.begin(), steps.end(), e->info->id);
                     if (it != steps.end()) ui.tour_step = int(it - steps.begin());
                 }
                 if (ui.tab == Tab::Map) ui.tab = Tab::Stage;

@@ -1,0 +1,231 @@
+#include "probe.h"
+
+#include <algorithm>
+
+namespace vit::app {
+
+namespace {
+
+using K = ProbeKind;
+
+// The heatmaps that record their rectangle, range and cells (HeatmapArgs::rect_name).
+const std::string kHeatmaps = "{stage|diff|lens|pos.large|pos.embed|ln.mean|ln.std|ln.normalized|ln.out}";
+// The boxes of the map (model_map.cpp box_of): a new kind of box is declared here.
+const std::string kBoxes = "{input|patches|patch_embed|tokens|embed|dropped|registers|ln_pre|ln1|attn|ls1|resid_mid|ln2|mlp|ls2|resid_post|ln_final|pooled|map|logits|probs|embedding}";
+
+std::vector<ProbeKey> make_schema() {
+    std::vector<ProbeKey> v = {
+        // ---- the --layout dump's own fields (headless.cpp write_layout)
+        {K::Top, "window", "framebuffer [W, H]"},
+        {K::Top, "title", "the window title"},
+        {K::Top, "stage", "the current stage's name (\"\" when no trace)"},
+        {K::Top, "model", "the model spec loaded"},
+        {K::Top, "image", "the image path loaded"},
+        {K::Top, "error", "the last error, one line"},
+        {K::Top, "errors", "every unread error: [{title, detail}]"},
+        {K::Top, "shader_error", "the heatmap shader's compile log"},
+        {K::Top, "data_dir", "where the app found its data"},
+        {K::Top, "settings_error", "the settings file's problem"},
+        {K::Top, "options", "the options requested (the toolbar's)"},
+        {K::Top, "shown_options", "the options of the trace on screen (null: no trace)"},
+        {K::Top, "busy", "a forward pass is running"},
+        {K::Top, "grads", "the trace on screen has gradients"},
+        {K::Top, "heads", "the heads in force"},
+        {K::Top, "heads_from", "where the head count came from"},
+        {K::Top, "labels_from", "where the class names came from"},
+        {K::Top, "heads_request", "the question of the head count (spec, width, choices), null when none"},
+        {K::Top, "tab", "the tab shown, by name"},
+        {K::Top, "overlay", "the overlay, as --overlay names it"},
+        {K::Top, "query", "the query token"},
+        {K::Top, "rects", "where things were drawn: {key: [x, y, w, h]}"},
+        {K::Top, "numbers", "numbers drawn: {key: value}"},
+        {K::Top, "strings", "texts shown: {key: text}"},
+        {K::Top, "texts", "labels: [{group, text, box, clip}]"},
+        {K::Top, "schema", "this list"},
+        {K::Top, "undeclared", "keys written that this list does not declare (must be empty)"},
+
+        // ---- frame, panels, status bar
+        {K::Rect, "center", "the centre panel (the tabs)"},
+        {K::Rect, "toolbar.<checkbox>", "a toolbar BUG switch"},
+        {K::Rect, "status.line", "the status bar's line"},
+        {K::Rect, "status.gemm", "the status bar's GEMM field"},
+        {K::Rect, "errors", "the error panel"},
+        {K::Rect, "original", "the image file as decoded"},
+        {K::Rect, "original.crop", "the region the model sees, on the original"},
+        {K::Rect, "image", "the model input"},
+        {K::Rect, "image.query", "the query patch's frame"},
+        {K::Rect, "compute_grads", "the 'Compute gradients' button"},
+        {K::Number, "status.cut", "1 when the status line was cut to fit"},
+        {K::Number, "image.patch_label_step", "every k-th patch is numbered"},
+        {K::Group, "image.patches", "patch numbers on the model input"},
+        {K::Number, "overlay.argmax", "the overlay's hottest patch"},
+        {K::Number, "overlay.argmin", "the overlay's coldest patch"},
+        {K::Number, "overlay.query", "the query token drawn"},
+        {K::String, "title", "the window title"},
+        {K::String, "status", "everything the status bar says, in full"},
+        {K::String, "status.gemm", "the GEMM field"},
+        {K::String, "status.gemm_full", "the GEMM field's tooltip"},
+        {K::String, "status.jobs", "the jobs running: name and progress, one per line"},
+        {K::String, "errors", "the error panel's text"},
+        {K::String, "preprocess", "the preprocessing steps"},
+        {K::String, "image.message", "why the image panel shows no input"},
+        {K::String, "overlay.message", "why the overlay shows nothing"},
+        {K::String, "overlay.error", "the overlay's computation failed"},
+        {K::String, "overlay.values", "the overlay's values, comma-separated"},
+        {K::String, "prediction", "the top-1 class name"},
+        {K::String, "predictions.note", "why the predictions mean nothing"},
+        {K::String, "heads.prompt", "why the window asks for the head count"},
+        {K::Rect, "heads.prompt", "the heads question"},
+        {K::Rect, "heads.choice.<n>", "a head count to choose"},
+        {K::Rect, "heads.cancel", "cancel the heads question"},
+        {K::String, "toolbar.heads", "the heads in force, as the toolbar shows them"},
+        {K::String, "toolbar.samples", "the sample images the menu lists"},
+        {K::String, "prediction.<k>", "the k-th prediction: class index and name"},
+
+        // ---- heatmaps (heatmap.cpp) and the statistics beside the stage view
+        {K::Rect, kHeatmaps, "a heatmap's cells"},
+        {K::Rect, kHeatmaps + ".cell", "the framed cell (the math panel's)"},
+        {K::Number, kHeatmaps + ".{vmin|vmax|mode|rows|cols|cell_w|cell_h}", "a heatmap's range, colour map and cells"},
+        {K::Group, kHeatmaps + ".{rows|cols|colorbar}", "a heatmap's axis and colour-bar labels"},
+        {K::Number, "stats.{shown|all}.{min|max|mean|std|n}", "statistics of the slice shown and the whole tensor"},
+
+        // ---- Stage tab (tabs/tab_stage.cpp)
+        {K::Number, "stage.showing_grad", "1 when the gradient is drawn"},
+        {K::String, "stage.message", "why the stage view shows no heatmap"},
+        {K::String, "stage.title", "the stage's title"},
+        {K::String, "stage.what", "the stage's explanation"},
+        {K::String, "stage.torch", "the stage's PyTorch line"},
+        {K::String, "stage.options", "the options the trace on screen was computed with"},
+        {K::String, "stage.running", "a pass with other options is running (said above the view)"},
+        {K::Rect, "bar.<class>", "a logit's bar"},
+        {K::Group, "bars.{names|values}", "the bar chart's labels"},
+        {K::Number, "bars.{zero_x|px_per_unit|shown}", "the bar chart's scale"},
+        {K::Rect, "cellmath", "the math panel"},
+        {K::Number, "cellmath.{ok|value|recorded|scale|terms}", "the math of one cell"},
+        {K::String, "cellmath.{stage|index|formula|lines|message}", "the math panel's texts"},
+
+        // ---- Attention maps, Changes
+        {K::Rect, "grid.<layer>.<head or mean>", "one map of the attention grid"},
+        {K::String, "changes.message", "why the Changes tab shows no difference map"},
+        {K::String, "changes.options", "the options the difference is of"},
+
+        // ---- Train
+        {K::Rect, "train.loss", "the loss curve"},
+        {K::Number, "train.{steps|epochs_done|first_loss|last_loss|test_acc}", "the training run"},
+
+        // ---- Logit lens, Positions, Filters
+        {K::Rect, "lens", "the logit lens chart"},
+        {K::String, "lens.{message|note|reads|top|values}", "the logit lens's texts and numbers"},
+        {K::Rect, "pos.{grid|selected}", "the position-similarity maps"},
+        {K::Number, "pos.patch", "the patch shown large"},
+        {K::String, "pos.{message|values}", "the Positions tab's texts and numbers"},
+        {K::Rect, "filters.<i>", "a patch-embedding filter"},
+        {K::Number, "filters.{k|channels}", "the filters drawn"},
+        {K::String, "filters.{message|variance}", "the Filters tab's texts and numbers"},
+
+        // ---- Distance
+        {K::Rect, "dist.plot", "the plot's axes"},
+        {K::Rect, "dist.dot.<layer>.<head>", "this image's dot"},
+        {K::Rect, "dist.avgdot.<layer>.<head>", "the average's ring"},
+        {K::Number, "dist.{ymax|layers|heads|uniform}", "the plot's scale"},
+        {K::Number, "dist.avg.{n|images}", "the average's size"},
+        {K::String, "dist.{message|values|label|hover|uniform.label}", "the Distance tab's texts and numbers"},
+        {K::String, "dist.avg.{state|message|label|values}", "the average's state and numbers"},
+        {K::Group, "dist.{title|x|xlabel|y}", "the plot's labels"},
+
+        // ---- Patches
+        {K::Rect, "patches.grid", "the tiles"},
+        {K::Rect, "patches.seq.{tile|strip}.<n>", "row n of the sequence"},
+        {K::Number, "patches.{rows_equal_tiles|vmax|tile|gap|grid_n|first_shown}", "the Patches tab's numbers"},
+        {K::String, "patches.{message|mismatch}", "the Patches tab's texts"},
+        {K::Group, "patches.{grid|seq|channels}", "tile and row numbers"},
+
+        // ---- Map, strip and tour (model_map.cpp, tabs/tab_map.cpp)
+        {K::Rect, "map", "the map"},
+        {K::Rect, "map.box." + kBoxes, "a box of the map"},
+        {K::Rect, "map.shape.<stage>", "the shape on the arrow after a stage"},
+        {K::Number, "map.{layer|depth|from_trace|current}", "the map's block layer and current box"},
+        {K::String, "map.{message|order|repeat|current|options}", "the map's texts"},
+        {K::String, "map.box." + kBoxes + ".stages", "a box's stages"},
+        {K::String, "map.shape.<stage>", "the shape on the arrow after a stage"},
+        {K::Group, "map.{block|boxes|shapes}", "the map's labels"},
+        {K::Rect, "{strip|tour.strip}." + kBoxes, "a box of the map strip"},
+        {K::Number, "{strip|tour.strip}.dropped", "boxes the strip left out"},
+        {K::Number, "strip.current", "the current box on the strip"},
+        {K::Group, "{strip|tour.strip}", "the strip's labels"},
+        {K::Rect, "tour", "the tour panel"},
+        {K::Number, "tour.{step|steps}", "the tour's step"},
+        {K::String, "tour.{stage|title|what|off|message}", "the tour's texts"},
+    };
+    return v;
+}
+
+const std::vector<ProbeKey> kSchema = make_schema();
+
+// Whether `key` matches `pat` from positions i and j: literal text, <...> (one or more characters)
+// and {a|b|c} (one of the words).
+bool match(const std::string& pat, size_t i, const std::string& key, size_t j) {
+    if (i == pat.size()) return j == key.size();
+    if (pat[i] == '<') {
+        const size_t end = pat.find('>', i);
+        for (size_t k = j + 1; k <= key.size(); ++k)
+            if (match(pat, end + 1, key, k)) return true;
+        return false;
+    }
+    if (pat[i] == '{') {
+        const size_t end = pat.find('}', i);
+        size_t a = i + 1;
+        while (a <= end) {
+            size_t b = pat.find_first_of("|}", a);
+            const std::string word = pat.substr(a, b - a);
+            if (key.compare(j, word.size(), word) == 0 && match(pat, end + 1, key, j + word.size())) return true;
+            a = b + 1;
+        }
+        return false;
+    }
+    return j < key.size() && pat[i] == key[j] && match(pat, i + 1, key, j + 1);
+}
+
+}  // namespace
+
+const std::vector<ProbeKey>& probe_schema() { return kSchema; }
+
+const char* probe_kind_name(ProbeKind k) {
+    switch (k) {
+        case ProbeKind::Top: return "top";
+        case ProbeKind::Rect: return "rects";
+        case ProbeKind::Number: return "numbers";
+        case ProbeKind::String: return "strings";
+        case ProbeKind::Group: return "groups";
+    }
+    return "?";
+}
+
+bool probe_declared(ProbeKind kind, const std::string& key) {
+    for (const ProbeKey& k : kSchema)
+        if (k.kind == kind && match(k.pattern, 0, key, 0)) return true;
+    return false;
+}
+
+void Probe::clear() {
+    rects.clear();
+    numbers.clear();
+    strings.clear();
+    texts.clear();
+}
+
+std::vector<std::string> Probe::undeclared() const {
+    std::vector<std::string> v;
+    auto note = [&](ProbeKind kind, const std::string& key) {
+        if (!probe_declared(kind, key)) v.push_back(std::string(probe_kind_name(kind)) + ": " + key);
+    };
+    for (auto& [k, r] : rects) note(ProbeKind::Rect, k);
+    for (auto& [k, n] : numbers) note(ProbeKind::Number, k);
+    for (auto& [k, s] : strings) note(ProbeKind::String, k);
+    for (auto& t : texts) note(ProbeKind::Group, t.group);
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+}
+
+}  // namespace vit::app

@@ -1,0 +1,154 @@
+// The Positions tab: the cosine similarity of the position embeddings (vit::pos_similarity), one
+// small map per patch in the patch layout, one of them large, and pos_embed itself.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "app/tabs/tab.h"
+#include "core/teach/teach.h"
+
+namespace vit::app {
+
+namespace {
+
+class PositionsTab : public TabView {
+public:
+    void draw(ViewCtx& v) override {
+        Session& s = v.s;
+        UiState& ui = v.ui;
+        Probe& pr = v.probe;
+        if (!s.trace()) {
+            std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so no model has run yet.";
+            ImGui::TextDisabled("%s", why.c_str());
+            pr.strings["pos.message"] = why;
+            return;
+        }
+        const auto model = s.shown_model();
+        const Weights& w = model->weights;
+        const Config& c = w.cfg;
+        const int G = c.grid(), N = c.patches();
+        const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(model.get()));
+        if (keys_.stale("pos", key)) {
+            error_.clear();
+            sim_ = Array();
+            try {
+                sim_ = pos_similarity(w);  // the core's numbers
+            } catch (const std::exception& e) {
+                error_ = e.what();
+            }
+            if (sim_.dimension() == 2 && int(sim_.shape(0)) == N && int(sim_.shape(1)) == N) {
+                // one G x G map per patch, laid out as the patches are: (G*G) x (G*G) texels
+                std::vector<float> big(size_t(N) * size_t(N));
+                const float* sv = sim_.data();
+                for (int p = 0; p < N; ++p)
+                    for (int k = 0; k < N; ++k)
+                        big[size_t((p / G) * G + k / G) * size_t(G * G) + size_t((p % G) * G + k % G)] = sv[size_t(p) * N + k];
+                grid_.upload_float(big.data(), G * G, G * G);
+            } else if (error_.empty()) {
+                error_ = "pos_similarity gave no (N, N) matrix for N = " + std::to_string(N) + " patches";
+            }
+        }
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextWrapped("Position embeddings: for each patch, the cosine similarity of its position embedding with every "
+                           "other patch's, drawn in the patch layout (one small %dx%d map per patch; ViT paper Fig. 7). "
+                           "A trained model learns that near patches are alike. Click a map to show it large.", G, G);
+        if (std::string note = weights_note(s); !note.empty())
+            ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: these embeddings are random, with no learned structure", note.c_str());
+        ImGui::PopTextWrapPos();
+        if (sim_.size() == 0 || !error_.empty()) {
+            std::string why = "no position similarity for this model: " + error_;
+            ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
+            pr.strings["pos.message"] = why;
+            return;
+        }
+        const int p = ui.patch >= 0 && ui.patch < N ? ui.patch : 0;
+        ImVec2 avail = ImGui::GetContentRegionAvail();
+        float side = std::max(64.f, std::min(avail.x * 0.5f, avail.y - 8));
+        ImDrawList* dl = ImGui::GetWindowDrawList();
+        ImGui::BeginGroup();
+        ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + side, p0.y + side);
+        ImGui::InvisibleButton("posgrid", ImVec2(side, side));
+        bool hovered = v.hover && ImGui::IsItemHovered();
+        bool clicked = v.hover && ImGui::IsItemClicked(ImGuiMouseButton_Left);
+        Colormap cm;
+        cm.mode = Colormap::Diverging; cm.vmin = -1; cm.vmax = 1;  // cosine similarity
+        v.gfx.draw(dl, grid_, p0, p1, cm);
+        const float m = side / G;
+        ImU32 gap = ImGui::GetColorU32(ImGuiCol_WindowBg);
+        for (int k = 1; k < G; ++k) {  // gaps between the maps
+            dl->AddLine(ImVec2(p0.x + k * m, p0.y), ImVec2(p0.x + k * m, p1.y), gap, std::max(1.f, m * 0.08f));
+            dl->AddLine(ImVec2(p0.x, p0.y + k * m), ImVec2(p1.x, p0.y + k * m), gap, std::max(1.f, m * 0.08f));
+        }
+        ImVec2 s0(p0.x + (p % G) * m, p0.y + (p / G) * m);
+        dl->AddRect(s0, ImVec2(s0.x + m, s0.y + m), IM_COL32(0, 230, 255, 255), 0, 0, 2);
+        pr.rects["pos.grid"] = Rect{p0.x, p0.y, side, side};
+        pr.rects["pos.selected"] = Rect{s0.x, s0.y, m, m};
+        if (hovered || clicked) {
+            ImVec2 mp = ImGui::GetIO().MousePos;
+            int gx = std::clamp(int((mp.x - p0.x) / m), 0, G - 1), gy = std::clamp(int((mp.y - p0.y) / m), 0, G - 1);
+            if (hovered) ImGui::SetTooltip("patch %d (row %d, col %d): click to show its map large", gy * G + gx, gy, gx);
+            if (clicked) ui.patch = gy * G + gx;
+        }
+        ImGui::EndGroup();
+        ImGui::SameLine();
+        ImGui::BeginGroup();
+        ImGui::Text("patch %d (row %d, col %d) against every patch", p, p / G, p % G);
+        HeatmapArgs a;
+        a.data = sim_.data() + size_t(p) * size_t(N);
+        a.rows = G; a.cols = G; a.row_label = "patch row"; a.col_label = "patch column";
+        a.cm = cm; a.zoomable = false; a.colorbar = true; a.rect_name = "pos.large";
+        a.max_h = std::max(80.f, avail.y * 0.55f);
+        a.mark_row = p / G; a.mark_col = p % G;
+        Heatmap(v, "poslarge", large_, keys_.stale("pos.large", key * 31 + uint64_t(p)), a);
+        // pos_embed itself, (T, D): row 0 is the cls position
+        const Array& pe = w.pos;
+        if (pe.dimension() == 2 && pe.size() > 0) {
+            ImGui::TextDisabled("pos_embed itself: tokens (row 0 = cls) x width");
+            float lo = pe.data()[0], hi = lo;
+            for (size_t i = 0; i < pe.size(); ++i) { lo = std::min(lo, pe.data()[i]); hi = std::max(hi, pe.data()[i]); }
+            HeatmapArgs b;
+            b.data = pe.data(); b.rows = int(pe.shape(0)); b.cols = int(pe.shape(1));
+            b.row_label = "tokens"; b.col_label = "width";
+            b.cm.mode = Colormap::Diverging; b.cm.vmax = std::max({std::fabs(lo), std::fabs(hi), 1e-6f}); b.cm.vmin = -b.cm.vmax;
+            b.zoomable = false; b.colorbar = true; b.rect_name = "pos.embed";
+            Heatmap(v, "posembed", embed_, keys_.stale("pos.embed", key), b);
+        }
+        ImGui::EndGroup();
+        std::string vals;
+        char buf[32];
+        for (int k = 0; k < N; ++k) {
+            std::snprintf(buf, sizeof buf, "%s%.9g", k ? "," : "", double(sim_.data()[size_t(p) * size_t(N) + size_t(k)]));
+            vals += buf;
+        }
+        pr.strings["pos.values"] = vals;
+        pr.numbers["pos.patch"] = p;
+        numbers_.push_back({"pos_similarity", sim_});  // what "Numbers .npy/.csv" exports on this tab
+    }
+
+
+    void sweep_states(SweepPlan& plan) override {
+        for (int p : {plan.N - 1, plan.N / 2, -1})
+            plan.add("positions, patch " + std::to_string(p), [p](Session&, UiState& ui) {
+                ui.tab = Tab::Positions;
+                ui.patch = p;
+            });
+    }
+    void sweep_check(const Session& s, const UiState&, const Probe& p, const SweepFail& fail) const override {
+        if (s.trace() && !p.rects.count("pos.grid") && p.string("pos.message").empty())
+            fail("the positions tab drew no maps and gave no reason");
+    }
+
+private:
+    CacheKeys keys_;
+    Texture grid_, large_, embed_;  // one small map per patch; one large; pos_embed itself
+    Array sim_;                     // (N, N) cosine similarity (vit::pos_similarity)
+    std::string error_;
+};
+
+}  // namespace
+
+std::unique_ptr<TabView> make_positions_tab(JobQueue&) { return std::make_unique<PositionsTab>(); }
+
+}  // namespace vit::app

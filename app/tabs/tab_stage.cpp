@@ -1,0 +1,574 @@
+// The Stage tab: one stage of the trace on screen as a heatmap with its explanation, PyTorch line,
+// statistics and (for a LayerNorm) its four parts side by side; the strip of the map above it; and
+// over it, when a cell is selected, the math of that cell (vit::cell_math).
+#include <imgui.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+#include "app/model_map.h"
+#include "app/tabs/tab.h"
+#include "app/tensor_access.h"
+#include "core/teach/teach.h"
+
+namespace vit::app {
+
+namespace {
+
+const char* const kLnRects[4] = {"ln.mean", "ln.std", "ln.normalized", "ln.out"};
+
+// The math of the selected cell, computed once per trace, stage and cell.
+struct CachedMath {
+    uint64_t version = 0;
+    std::string stage, index_text;
+    std::optional<CellMath> math;
+    std::string error;  // why there is no math for this cell (the core's message)
+};
+
+class StageTab : public TabView {
+public:
+    void draw(ViewCtx& v) override {
+        DrawMapStrip(v);
+        draw_stage(v);
+    }
+    void draw_over(ViewCtx& v, const Rect& centre) override;
+    void sweep_states(SweepPlan& plan) override;
+    void sweep_check(const Session& s, const UiState& ui, const Probe& p, const SweepFail& fail) const override;
+
+private:
+    void draw_stage(ViewCtx& v);
+    HeatmapCache stage_, ln_[4];
+    std::map<std::string, Stats> stats_;  // by trace version, stage and slice
+    CachedMath math_;
+};
+
+std::string join_index(const std::vector<size_t>& idx) {
+    std::string s;
+    for (size_t i = 0; i < idx.size(); ++i) s += (i ? "," : "") + std::to_string(idx[i]);
+    return s;
+}
+
+const Stats& cached_stats(std::map<std::string, Stats>& cache, const std::string& key, const float* d, size_t n) {
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+        if (cache.size() > 256) cache.clear();  // keys carry the trace version: old ones are dead
+        it = cache.emplace(key, stats(d, n, 40)).first;
+    }
+    return it->second;
+}
+
+// Statistics of exactly what is shown (the slice) with the whole tensor's beside them.
+void stats_panel(const Array& t, const Slice2D& sl, const std::string& shown_what, std::map<std::string, Stats>& cache,
+                 Probe& pr, const std::string& key) {
+    if (t.size() == 0 || !sl.data) { ImGui::TextDisabled("(no values)"); return; }
+    const bool is_slice = sl.size() != t.size();
+    const Stats& shown = cached_stats(cache, key + "#slice", sl.data, sl.size());
+    const Stats& all = is_slice ? cached_stats(cache, key + "#all", t.data(), t.size()) : shown;
+    ImGui::TextDisabled("%s", is_slice ? shown_what.c_str() : "shown = whole tensor");
+    if (ImGui::BeginTable("stats", is_slice ? 3 : 2, ImGuiTableFlags_SizingFixedFit)) {
+        ImGui::TableSetupColumn("");
+        ImGui::TableSetupColumn("shown");
+        if (is_slice) ImGui::TableSetupColumn("whole tensor");
+        ImGui::TableHeadersRow();
+        auto row = [&](const char* n, float a, float b) {
+            ImGui::TableNextRow();
+            ImGui::TableNextColumn(); ImGui::TextUnformatted(n);
+            ImGui::TableNextColumn(); ImGui::TextUnformatted(fmt(a).c_str());
+            if (is_slice) { ImGui::TableNextColumn(); ImGui::TextDisabled("%s", fmt(b).c_str()); }
+        };
+        row("min", shown.min, all.min);
+        row("max", shown.max, all.max);
+        row("mean", shown.mean, all.mean);
+        row("std", shown.std, all.std);
+        ImGui::EndTable();
+    }
+    pr.numbers["stats.shown.min"] = shown.min; pr.numbers["stats.shown.max"] = shown.max;
+    pr.numbers["stats.shown.mean"] = shown.mean; pr.numbers["stats.shown.std"] = shown.std;
+    pr.numbers["stats.shown.n"] = double(sl.size());
+    pr.numbers["stats.all.min"] = all.min; pr.numbers["stats.all.max"] = all.max;
+    pr.numbers["stats.all.mean"] = all.mean; pr.numbers["stats.all.std"] = all.std;
+    pr.numbers["stats.all.n"] = double(t.size());
+    ImGui::TextDisabled("histogram of the shown values (%zu)", sl.size());
+    ImGui::PlotHistogram("##hist", shown.hist.data(), int(shown.hist.size()), 0, nullptr, 0.f, FLT_MAX,
+                         ImVec2(std::max(60.f, ImGui::GetContentRegionAvail().x), 90));
+    ImGui::TextDisabled("%s  ...  %s", fmt(shown.min).c_str(), fmt(shown.max).c_str());
+}
+
+// A horizontal bar per class, its name on the left and value on the right (all of them up to 30,
+// else the 20 largest by magnitude, said so).
+void class_bars(const float* v, size_t n, const Config& c, Probe& pr) {
+    std::vector<std::string> names = class_labels(c, n);
+    std::vector<int> idx(n);
+    for (size_t i = 0; i < n; ++i) idx[i] = int(i);
+    size_t shown = n;
+    if (n > 30) {
+        shown = 20;
+        std::partial_sort(idx.begin(), idx.begin() + long(shown), idx.end(),
+                          [&](int a, int b) { return std::fabs(v[a]) > std::fabs(v[b]); });
+        ImGui::TextDisabled("the %zu largest of %zu classes by magnitude", shown, n);
+    }
+    float lo = 0, hi = 0;
+    for (size_t k = 0; k < shown; ++k) { lo = std::min(lo, v[idx[k]]); hi = std::max(hi, v[idx[k]]); }
+    if (hi - lo <= 0) hi = lo + 1;
+    const float th = ImGui::GetTextLineHeight(), rowh = th + 4;
+    float name_w = 0, val_w = 0;
+    for (size_t k = 0; k < shown; ++k) {
+        name_w = std::max(name_w, ImGui::CalcTextSize(names[idx[k]].c_str()).x);
+        val_w = std::max(val_w, ImGui::CalcTextSize(fmt(v[idx[k]]).c_str()).x);
+    }
+    ImVec2 o = ImGui::GetCursorScreenPos();
+    float W = ImGui::GetContentRegionAvail().x;
+    float bar0 = o.x + name_w + 10, bar_w = std::max(40.f, W - name_w - val_w - 30);
+    float scale = bar_w / (hi - lo), zero = bar0 + (0 - lo) * scale;
+    ImGui::Dummy(ImVec2(W, rowh * float(shown) + 2));
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    Rect clip = clip_rect(dl);
+    ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text);
+    for (size_t k = 0; k < shown; ++k) {
+        int i = idx[k];
+        float y = o.y + rowh * float(k);
+        DrawLabel(dl, pr, "bars.names", ImVec2(o.x, y + 2), tc, names[size_t(i)], clip);
+        float x0 = std::min(zero, zero + v[i] * scale), x1 = std::max(zero, zero + v[i] * scale);
+        dl->AddRectFilled(ImVec2(x0, y + 3), ImVec2(std::max(x1, x0 + 1), y + rowh - 1),
+                          v[i] >= 0 ? IM_COL32(90, 170, 230, 255) : IM_COL32(230, 120, 90, 255));
+        pr.rects["bar." + std::to_string(i)] = Rect{x0, y + 3, x1 - x0, rowh - 4};
+        DrawLabel(dl, pr, "bars.values", ImVec2(bar0 + bar_w + 8, y + 2), tc, fmt(v[i]), clip);
+    }
+    dl->AddLine(ImVec2(zero, o.y), ImVec2(zero, o.y + rowh * float(shown)), IM_COL32(200, 200, 200, 200));
+    pr.numbers["bars.zero_x"] = zero;
+    pr.numbers["bars.px_per_unit"] = scale;
+    pr.numbers["bars.shown"] = double(shown);
+}
+
+// Why a stage has no recorded gradient (the backward pass's own structure, said plainly).
+std::string no_grad_reason(const StageInfo& s) {
+    if (s.ln != LnSite::None && (ln_part(s.id.kind) == LnPart::Mean || ln_part(s.id.kind) == LnPart::Std))
+        return "the backward pass goes through LayerNorm in one step (d normalized -> d x), so the per-token mean and "
+               "std get no gradient of their own";
+    if (s.id.kind == StageKind::Probs)
+        return "the gradient is of a logit, before the softmax: probs is computed from the logits, so no gradient "
+               "flows into it";
+    return "the stage table gives " + s.name + " no gradient (the backward pass does not record it)";
+}
+
+void draw_grads_missing(Session& s, Probe& pr, const std::string& why) {
+    ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s.", why.c_str());
+    ImGui::PopTextWrapPos();
+    pr.strings["stage.message"] = why;
+    if (s.can_compute_grads()) {
+        if (ImGui::Button("Compute gradients for this model")) s.set_grad_mode(GradMode::On);
+        pr.rects["compute_grads"] = Rect{ImGui::GetItemRectMin().x, ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x,
+                                         ImGui::GetItemRectSize().y};
+        ImGui::TextDisabled("(one backward pass per forward pass from now on; slower for large models)");
+    }
+}
+
+
+void StageTab::draw_stage(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
+    const Trace* trace = s.trace();
+    const auto e = shown_stage(s, ui);
+    if (!e) {
+        std::string why = !s.has_image() ? "No image is loaded, so the model has not run: load one with the toolbar "
+                                           "(or drop a file on the window)."
+                        : s.busy() ? "Running the model..." : "No trace yet.";
+        ImGui::TextDisabled("%s", why.c_str());
+        pr.strings["stage.message"] = why;
+        return;
+    }
+    select_row(ui, *trace, e->row);  // the selection names what is shown (a re-run may have moved it)
+    const Config& c = s.shown_config();
+    const std::string& name = e->info->name;
+    const std::string rest = stage_local_name(e->info->id);
+    const std::string gname = name + ".grad";
+    const bool grad_ok = e->grad != nullptr;
+    const bool showing_grad = ui.show_grad && grad_ok;
+    const Array* t = showing_grad ? e->grad : e->value;
+    // the trace's own table row: its texts are for the options it was computed with
+    StageInfo info = *e->info;  // the value's description; a gradient has the value's axes
+    const int pred = trace->has_grads() ? trace->grad_class() : -1;
+    if (showing_grad) {
+        std::string cls = pred >= 0 ? class_labels(c, size_t(c.classes))[size_t(std::min(pred, c.classes - 1))] : "?";
+        info.title = "Gradient: d logit[" + std::to_string(pred) + "] / d " + rest;
+        info.what = "How much the predicted class's logit (" + std::to_string(pred) + ", " + cls +
+                    ") changes per unit change of each value of " + name + ": one backward pass from that logit. "
+                    "Positive (red) raises it, negative (blue) lowers it.";
+        info.torch = "logits[0, " + std::to_string(pred) + "].backward();  " + rest + ".grad   # after " + rest + ".retain_grad()";
+        info.signed_values = true;
+        info.from.clear();
+    }
+    if (ImGui::ArrowButton("prev", ImGuiDir_Left)) select_row(ui, *trace, e->row ? e->row - 1 : 0);
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("previous stage (Left / Up)");
+    ImGui::SameLine();
+    if (ImGui::ArrowButton("next", ImGuiDir_Right)) select_row(ui, *trace, std::min(trace->size() - 1, e->row + 1));
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("next stage (Right / Down)");
+    ImGui::SameLine();
+    ImGui::TextDisabled("%zu/%zu", e->row + 1, trace->size());
+    ImGui::SameLine();
+    if (e->info->id.kind == StageKind::Patches || e->info->id.kind == StageKind::Input) {  // the same numbers as pictures (tab_patches.cpp)
+        if (ImGui::SmallButton("As pictures")) ui.tab = Tab::Patches;
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("the image cut into its tiles, and each row of patches beside its tile (key %s, --tab %d)",
+                              tab_spec(Tab::Patches).key, int(Tab::Patches));
+        ImGui::SameLine();
+    }
+    ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 214, 120, 255));
+    ImGui::Text("%s", info.title.c_str());
+    ImGui::PopStyleColor();
+    ImGui::SameLine();
+    std::string ax;
+    for (size_t i = 0; i < info.axes.size(); ++i) ax += (i ? " x " : "") + info.axes[i];
+    ImGui::TextDisabled("  %s   shape %s = %s", showing_grad ? gname.c_str() : name.c_str(), shape_text(*t).c_str(), ax.c_str());
+    if (!info.from.empty()) {  // shapes in -> out
+        std::string in;
+        for (StageId f : info.from)
+            if (const Array* fa = trace->find(f)) in += (in.empty() ? "" : " + ") + trace->table().name(f) + " " + shape_text(*fa);
+        if (!in.empty()) ImGui::TextDisabled("in: %s  ->  out: %s", in.c_str(), shape_text(*t).c_str());
+    }
+    ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
+    ImGui::TextUnformatted(info.what.c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(140, 220, 160, 255));
+    ImGui::Text(">>> %s", info.torch.c_str());
+    ImGui::PopStyleColor();
+    pr.strings["stage.title"] = info.title;
+    pr.strings["stage.what"] = info.what;
+    pr.strings["stage.torch"] = info.torch;
+    const Options& opt = trace->options();
+    if (s.busy() && s.options() != opt) {
+        // the toolbar shows the options just asked for; this view, until their pass is done, the trace's
+        const std::string shown = opt.describe(), running = s.options().describe();
+        ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "Shown: the trace computed with %s. A pass with %s is running; "
+                           "this view changes when it is done.", shown.c_str(), running.c_str());
+        ImGui::PopTextWrapPos();
+        pr.strings["stage.options"] = shown;
+        pr.strings["stage.running"] = running;
+    }
+    // slice and scale controls
+    if (rank(*t) == 3) {
+        int S = int(extent(*t, 0));
+        int& sel = info.per_head ? ui.head : ui.channel;
+        sel = std::clamp(sel, 0, S - 1);
+        ImGui::SetNextItemWidth(160);
+        ImGui::SliderInt(info.per_head ? "head (H / Shift+H)" : "channel", &sel, 0, S - 1);
+        ImGui::SameLine();
+    }
+    ImGui::SetNextItemWidth(130);
+    const char* modes[] = {"per tensor", "per slice", "symmetric"};
+    int mode = int(ui.scale_mode);
+    if (ImGui::Combo("scale", &mode, modes, 3)) ui.scale_mode = ScaleMode(mode);
+    ImGui::SameLine();
+    ImGui::Checkbox("gradient (G)", &ui.show_grad);
+    ImGui::SameLine();
+    ImGui::TextDisabled("  zoom %.0f%%  (wheel; drag to pan; 0 resets)", ui.zoom * 100);
+    ImGui::Separator();
+    pr.numbers["stage.showing_grad"] = showing_grad;
+
+    if (ui.show_grad && !grad_ok) {
+        // Say why, in place; never touch data that is not there.
+        if (!trace->has_grads()) {
+            std::string why = s.result().no_grads_why.empty() ? s.grads_unavailable_reason() : s.result().no_grads_why;
+            if (why.empty()) why = "the gradients of this model are being computed";
+            draw_grads_missing(s, pr, why);
+        } else {
+            std::string why = "no gradient is recorded for this stage: " + no_grad_reason(*e->info);
+            ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
+            ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s.", why.c_str());
+            ImGui::PopTextWrapPos();
+            pr.strings["stage.message"] = why;
+        }
+        return;
+    }
+
+    const bool is_ln = e->info->ln != LnSite::None && !showing_grad;
+    const std::string key = std::to_string(s.version()) + name + (showing_grad ? "g" : "");
+    if (is_ln) {
+        // mean, std, normalized and out side by side, rows aligned: one cell size for all four
+        const LnSite site = e->info->ln;
+        const int layer = e->info->layer;
+        const char* parts[4] = {".mean", ".std", ".normalized", ".out"};
+        StageId ids[4];
+        const Array* pt[4] = {};
+        for (int i = 0; i < 4; ++i) {
+            ids[i] = StageId{ln_kind(site, LnPart(i)), layer};
+            pt[i] = trace->find(ids[i]);
+        }
+        float total = ImGui::GetContentRegionAvail().x, h = ImGui::GetContentRegionAvail().y - 210;
+        int rows = 0, cols = 1;
+        for (int i = 2; i < 4; ++i)
+            if (pt[i] && rank(*pt[i]) == 2) { rows = int(extent(*pt[i], 0)); cols = std::max(cols, int(extent(*pt[i], 1))); }
+        const float th = ImGui::GetTextLineHeight(), pad = 2 * ImGui::GetStyle().ItemSpacing.x + 8;
+        const float left = ImGui::CalcTextSize(std::to_string(std::max(rows - 1, 0)).c_str()).x + 8;
+        // Each panel's width is what it needs: row labels, its cells, its colour bar (measured from
+        // the range it will show); the two wide panels share what is left, with one cell size.
+        float need[4], fixed_w = 0;
+        for (int i = 0; i < 4; ++i) {
+            Colormap cm;
+            if (pt[i]) cm = colormap_for(pt[i]->data(), pt[i]->size(), pt[i]->data(), pt[i]->size(),
+                                         trace->info(ids[i]).signed_values, ui.scale_mode);
+            need[i] = left + colorbar_width(cm) + pad + (i < 2 ? 24.f : 0.f);
+            fixed_w += need[i] + ImGui::GetStyle().ItemSpacing.x;
+        }
+        float cell = rows > 0 ? std::max(0.05f, std::min((total - fixed_w) / (2.f * cols), (h - 3 * th - 8) / rows)) : 1.f;
+        float widths[4] = {need[0], need[1], need[2] + cols * cell, need[3] + cols * cell};
+        for (int i = 0; i < 4; ++i) {
+            if (i) ImGui::SameLine();
+            float w = widths[i];
+            ImGui::BeginGroup();
+            const std::string pn = trace->table().name(ids[i]);
+            const bool cur = ids[i] == e->info->id;
+            ImGui::TextColored(cur ? ImVec4(1, 0.84f, 0.47f, 1) : ImVec4(0.8f, 0.8f, 0.8f, 1), "%s", parts[i] + 1);
+            ImGui::BeginChild(pn.c_str(), ImVec2(w, h), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+            HeatmapArgs a;
+            a.max_w = w; a.max_h = h; a.colorbar = true; a.zoomable = false; a.cell = cell;
+            a.rect_name = cur ? "stage" : kLnRects[i];
+            int crow = -1, ccol = -1;
+            if (i >= 2 && pt[i] && trace->info(ids[i]).cell != CellRule::None) {  // normalized, out: click a cell for its math
+                a.clicked_row = &crow; a.clicked_col = &ccol;
+                if (cur) { a.mark_row = ui.cell_r; a.mark_col = ui.cell_c; }
+            }
+            if (!pt[i]) {
+                ImGui::TextDisabled("(%s is not in this trace)", pn.c_str());
+            } else if (rank(*pt[i]) == 1) {  // a column per token
+                Array col = make_tensor({pt[i]->size(), 1});
+                std::copy_n(pt[i]->data(), pt[i]->size(), col.data());
+                StageInfo ci = trace->info(ids[i]);
+                ci.axes = {"tokens", pn.substr(pn.rfind('.') + 1)};
+                a.strip_w = 24;
+                tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, col, ci, ln_[i], a, false);
+            } else {
+                tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, *pt[i], trace->info(ids[i]), ln_[i], a, false);
+            }
+            if (cur && pr.rects.count("stage")) pr.rects[kLnRects[i]] = pr.rects["stage"];
+            if (crow >= 0 && ccol >= 0) {
+                ui.cell_r = crow; ui.cell_c = ccol;
+                select_stage(ui, *trace, ids[i]);
+            }
+            ImGui::EndChild();
+            ImGui::EndGroup();
+        }
+        ImGui::Separator();
+        ImGui::BeginChild("lnstats", ImVec2(0, 0));
+        ImGui::Columns(2, nullptr, false);
+        stats_panel(*t, slice2d(*t, 0), "", stats_, pr, key);
+        ImGui::NextColumn();
+        ImGui::TextWrapped("Toggle elementwise_affine (A) and unbiased std (U) in the toolbar: without affine, "
+                           "out == normalized; with N-1, normalized shrinks by sqrt((D-1)/D). The Changes tab "
+                           "shows the effect on every later stage.");
+        ImGui::Columns(1);
+        ImGui::EndChild();
+        return;
+    }
+    float stats_w = 270;
+    ImGui::BeginChild("heat", ImVec2(ImGui::GetContentRegionAvail().x - stats_w, 0), false,
+                      ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+    const bool classes_axis = rank(*t) == 1 && !info.axes.empty() && info.axes.back() == "classes" &&
+                              int(t->size()) == c.classes;
+    HeatmapArgs a;
+    a.colorbar = true; a.rect_name = "stage"; a.zoomable = true;
+    if (rank(*t) == 1) a.max_h = 120;
+    if (classes_axis) a.col_names = class_labels(c, t->size());
+    // A row of an attention pattern (or scores) is one query token: clicking it shows that token's
+    // attention over the image (the Query overlay, vit::attention_from) for this layer and head.
+    const StageKind kind = e->info->id.kind;
+    const bool query_rows = (kind == StageKind::AttnPattern || kind == StageKind::AttnScores) && rank(*t) == 3;
+    int clicked_row = -1, clicked_col = -1;
+    if (query_rows) a.clicked_row = &clicked_row;
+    const bool math_cells = !showing_grad && e->info->cell != CellRule::None;  // click a cell: its math (draw_over)
+    if (math_cells) {
+        a.clicked_row = &clicked_row; a.clicked_col = &clicked_col;
+        a.mark_row = rank(*t) == 1 ? 0 : ui.cell_r; a.mark_col = ui.cell_c;
+    }
+    if (query_rows) ImGui::TextDisabled("click a row: that query token's attention over the image (overlay \"query\")");
+    tensor_heatmap(v, "stage", name, *t, info, stage_, a, showing_grad);
+    if (math_cells && clicked_row >= 0 && clicked_col >= 0) { ui.cell_r = clicked_row; ui.cell_c = clicked_col; }
+    if (query_rows && clicked_row >= 0) {
+        ui.query = clicked_row;
+        ui.overlay = Overlay::Query;
+        ui.overlay_layer = e->info->layer;
+        ui.overlay_head = ui.head;
+    }
+    if (classes_axis) {
+        ImGui::Separator();
+        class_bars(t->data(), t->size(), c, pr);
+    } else if (rank(*t) == 1) {  // also as bars
+        ImGui::PlotHistogram("##bars", t->data(), int(t->size()), 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-1, 120));
+    }
+    ImGui::EndChild();
+    ImGui::SameLine();
+    ImGui::BeginChild("stats", ImVec2(0, 0), true);
+    ImGui::TextDisabled("statistics");
+    Slice2D sl = slice2d(*t, rank(*t) == 3 ? (info.per_head ? ui.head : ui.channel) : 0);
+    std::string what = rank(*t) == 3 ? std::string(info.per_head ? "shown = head " : "shown = channel ") +
+                                           std::to_string(sl.slice) + " of " + std::to_string(sl.slices)
+                                     : "";
+    stats_panel(*t, sl, what, stats_, pr, key + "#" + std::to_string(sl.slice));
+    if (ui.patch >= 0) ImGui::TextColored(ImVec4(1, 0.3f, 0.8f, 1), "patch %d = token %d highlighted", ui.patch, ui.patch + 1);
+    ImGui::EndChild();
+}
+
+void StageTab::draw_over(ViewCtx& v, const Rect& area) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
+    if (ui.cell_r < 0 || ui.cell_c < 0) return;
+    const Trace* t = s.trace();
+    const auto e = shown_stage(s, ui);
+    if (!t || !e) return;
+    const float w = std::min(470.f, area.w * 0.6f), h = std::min(380.f, area.h * 0.55f);
+    const Rect r{area.x + area.w - w - 6, area.y + area.h - h - 6, w, h};
+    ImGui::SetNextWindowPos(ImVec2(r.x, r.y));
+    ImGui::SetNextWindowSize(ImVec2(r.w, r.h));
+    ImGui::SetNextWindowBgAlpha(0.96f);
+    bool open = true;
+    ImGui::Begin("The math of one cell", &open, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize |
+                 ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings);
+    pr.rects["cellmath"] = r;
+    const std::string& name = e->info->name;
+    std::string why;
+    std::vector<size_t> idx;
+    const Array& a = *e->value;
+    const size_t R = rank(a);
+    if (ui.show_grad) why = "The math panel explains values: turn off the gradient view (G) to see it.";
+    else if (e->info->cell == CellRule::None)
+        why = name + " is not one the math panel explains: it explains attn.scores, attn.pattern, attn.z, "
+                     "a LayerNorm's normalized and out, mlp.post and logits. Esc clears the cell.";
+    else if (R == 1 && ui.cell_r != 0)
+        why = name + " is a vector: its cells are row 0 (got row " + std::to_string(ui.cell_r) + ").";
+    else if (R == 1) idx = {size_t(ui.cell_c)};
+    else if (R == 2) idx = {size_t(ui.cell_r), size_t(ui.cell_c)};
+    else if (R == 3) idx = {size_t(slice2d(a, ui.head).slice), size_t(ui.cell_r), size_t(ui.cell_c)};
+    else why = name + " has rank " + std::to_string(R) + ": no cell to explain.";
+    const CachedMath* cm = nullptr;
+    if (why.empty()) {
+        CachedMath* c = &math_;
+        std::string it = join_index(idx);
+        if (c->version != s.version() || c->stage != name || c->index_text != it) {
+            c->version = s.version(); c->stage = name; c->index_text = it;
+            c->math.reset(); c->error.clear();
+            try {
+                // the weights and options that produced this trace (not the ones a run in flight uses)
+                c->math = cell_math(s.shown_model()->weights, *t, e->info->id, idx, 12);
+            } catch (const std::exception& ex) {
+                c->error = ex.what();
+            }
+        }
+        cm = c;
+        if (!c->math) why = c->error.empty() ? "no math for this cell" : c->error;
+    }
+    ImGui::PushTextWrapPos(0);
+    if (!why.empty()) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
+        pr.strings["cellmath.message"] = why;
+    } else {
+        const CellMath& m = *cm->math;
+        ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s[%s]", m.name.c_str(), cm->index_text.c_str());
+        ImGui::TextDisabled("%s", m.formula.c_str());
+        ImGui::Separator();
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "= %.9g   (recomputed in double from the numbers below)", m.value);
+        ImGui::TextUnformatted(buf);
+        std::snprintf(buf, sizeof buf, "the trace holds %.9g", double(m.recorded));
+        ImGui::TextUnformatted(buf);
+        double diff = std::fabs(m.value - double(m.recorded));
+        double tol = 1e-6 * std::max(std::fabs(double(m.recorded)), m.scale);
+        std::snprintf(buf, sizeof buf, "|difference| %.3g %s 1e-6 x %.3g (float rounding)", diff, diff <= tol ? "<=" : ">",
+                      std::max(std::fabs(double(m.recorded)), m.scale));
+        ImGui::TextColored(diff <= tol ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.4f, 0.4f, 1), "%s", buf);
+        ImGui::Separator();
+        std::string all;
+        for (const std::string& line : m.lines) {
+            ImGui::TextUnformatted(line.c_str());
+            all += line + "\n";
+        }
+        pr.strings["cellmath.stage"] = m.name;
+        pr.strings["cellmath.index"] = cm->index_text;
+        pr.strings["cellmath.formula"] = m.formula;
+        pr.strings["cellmath.lines"] = all;
+        pr.numbers["cellmath.value"] = m.value;
+        pr.numbers["cellmath.recorded"] = m.recorded;
+        pr.numbers["cellmath.scale"] = m.scale;
+        pr.numbers["cellmath.terms"] = double(m.terms.size());
+        pr.numbers["cellmath.ok"] = diff <= tol;
+    }
+    ImGui::PopTextWrapPos();
+    ImGui::End();
+    if (!open) ui.cell_r = ui.cell_c = -1;
+}
+
+
+// The sweep: the math of one cell for every stage kind it explains, at the first and last layer
+// (first, last, middle and one out-of-range cell), then on a stage it does not explain and on a gradient.
+void StageTab::sweep_states(SweepPlan& plan) {
+    const Trace& tr = *plan.trace;
+    const int L = plan.L, H = plan.H;
+    for (int i = 0; i < plan.T; ++i) {
+        const StageInfo& e = tr.info(size_t(i));
+        if (e.cell == CellRule::None || (e.layer > 0 && e.layer < L - 1)) continue;
+        Slice2D sl = slice2d(tr.at(size_t(i)), 0);
+        const int rows = sl.rows, cols = sl.cols;
+        for (auto rc : {std::make_pair(0, 0), std::make_pair(rows - 1, cols - 1), std::make_pair(rows / 2, cols / 2),
+                        std::make_pair(rows + 2, 0)}) {
+            int head = (i + rc.first) % std::max(1, H);
+            plan.add("cell math " + e.name + " [" + std::to_string(rc.first) + "," + std::to_string(rc.second) + "] head " +
+                         std::to_string(head),
+                     [id = e.id, rc, head](Session&, UiState& ui) {
+                         ui.tab = Tab::Stage; ui.show_grad = false; ui.stage = id; ui.head = head;
+                         ui.cell_r = rc.first; ui.cell_c = rc.second; ui.zoom = 1;
+                     });
+        }
+    }
+    plan.add("cell math on an unsupported stage", [](Session&, UiState& ui) {
+        ui.tab = Tab::Stage; ui.stage = StageId{StageKind::Input}; ui.cell_r = 0; ui.cell_c = 0;
+    });
+    plan.add("cell math on a gradient view", [L](Session& s, UiState& ui) {
+        ui.tab = Tab::Stage; ui.show_grad = true; ui.cell_r = 1; ui.cell_c = 1;
+        if (const Trace* t = s.trace()) select_stage(ui, *t, StageId{StageKind::AttnPattern, std::max(0, L - 1)});
+    });
+    plan.add("cell math closed", [](Session&, UiState& ui) { ui.cell_r = ui.cell_c = -1; ui.show_grad = false; });
+}
+
+// On every frame of the Stage tab: a heatmap or the reason there is none, square cells, and the
+// math of a selected cell equal to the trace's value (or the reason there is none).
+void StageTab::sweep_check(const Session& s, const UiState& ui, const Probe& p, const SweepFail& fail) const {
+    if (!s.trace()) return;
+    const bool showing_grad = p.number("stage.showing_grad") != 0;
+    const bool drew = p.rects.count("stage") != 0;
+    const bool said = !p.string("stage.message").empty();
+    if (ui.show_grad && !showing_grad && !said) fail("gradient view shows nothing and does not say why");
+    if (!drew && !said) fail("stage view drew no heatmap and gave no reason");
+    if (drew) {
+        const double rows = p.number("stage.rows"), cols = p.number("stage.cols");
+        const double cw = p.number("stage.cell_w"), ch = p.number("stage.cell_h");
+        if (rows > 1 && cols > 1 && std::abs(cw - ch) > 0.01)
+            fail("heatmap cells are not square: " + std::to_string(cw) + " x " + std::to_string(ch));
+    }
+    if (ui.cell_r >= 0 && ui.cell_c >= 0) {
+        const auto e = shown_stage(s, ui);
+        const bool has_math = p.numbers.count("cellmath.ok") != 0;
+        const bool said_why = !p.string("cellmath.message").empty();
+        if (!has_math && !said_why) fail("a cell is selected and the math panel shows nothing and does not say why");
+        if (has_math && p.number("cellmath.ok") != 1)
+            fail("math panel's result " + std::to_string(p.number("cellmath.value")) + " is not the trace's " +
+                 std::to_string(p.number("cellmath.recorded")));
+        if (e && !ui.show_grad && e->info->cell != CellRule::None && !has_math) {
+            Slice2D sl = slice2d(*e->value, ui.head);
+            if (ui.cell_r < sl.rows && ui.cell_c < sl.cols)
+                fail("no math for an in-range cell of " + e->info->name + ": " + p.string("cellmath.message"));
+        }
+    }
+}
+
+}  // namespace
+
+std::unique_ptr<TabView> make_stage_tab(JobQueue&) { return std::make_unique<StageTab>(); }
+
+}  // namespace vit::app

@@ -1,0 +1,40 @@
+// What the user selected: the stage, head, patch, tab, overlay and view settings. Nothing else:
+// caches belong to the view that fills them (each tab's own state, app/tabs/), what was drawn
+// where belongs to the probe (probe.h), background work to the jobs (jobs.h).
+#pragma once
+#include "core/model/stage_id.h"
+
+namespace vit::app {
+
+// The centre tabs, in the order of the tab bar. Their names, keys and exports are the tab table's
+// (app/tabs/tab.h): nothing else lists them.
+enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters, Distance, Patches, Map };
+// Query: the attention row of any token (UiState::query: 0 = cls, 1..N = patches), vit::attention_from.
+enum class Overlay { None = 0, Cls, Rollout, GradRollout, Query };
+constexpr int kOverlayCount = 5;
+enum class ScaleMode { PerTensor = 0, PerSlice, Symmetric };
+const char* overlay_name(Overlay o);  // as --overlay takes it: none, cls, rollout, grad, query
+
+struct UiState {
+    StageId stage;            // the stage shown (by identity: it survives a re-run with other options)
+    int head = 0;             // slice of per-head tensors
+    int channel = 0;          // slice of the input
+    int patch = -1;           // selected patch (token = patch + 1), -1 none
+    int cell_r = -1, cell_c = -1;  // the cell whose math is shown (row, column of the shown slice), -1 none
+    int query = 0;            // query token of the Query overlay: 0 = cls, 1..N = patch token (patch + 1)
+    int map_layer = 0;        // the block layer the map shows
+    int tour_step = -1;       // the guided tour's step (-1: off)
+    int tour_applied = -1;    // the step whose stage was last selected (model_map.cpp)
+    ScaleMode scale_mode = ScaleMode::PerTensor;
+    bool show_grad = false;   // show d logit / d stage instead of the stage
+    Tab tab = Tab::Stage;
+    Overlay overlay = Overlay::Cls;
+    int overlay_layer = -1;   // -1: last
+    int overlay_head = -1;    // -1: mean over heads
+    float opacity = 0.65f;
+    int fusion = 0;           // rollout head fusion: mean, max, min
+    float discard = 0.f;
+    float zoom = 1.f, pan_x = 0.f, pan_y = 0.f;
+};
+
+}  // namespace vit::app

@@ -1,0 +1,216 @@
+// Issue 23, "hostile inputs, round three": the budgets and reports of the core
+// readers, each against numbers worked out by hand here (the end-to-end cases,
+// with the CLI under a memory limit, are in test_hostile.py).
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "core/io/checkpoint.h"
+#include "core/io/dataset.h"
+#include "core/io/image.h"
+#include "core/io/io.h"
+#include "core/io/pth.h"
+#include "core/model/finite.h"
+#include "core/model/forward.h"
+#include "fuzz/stored_zip.h"
+
+#include <xtensor/xbuilder.hpp>
+
+using namespace vit;
+
+namespace {
+std::string what_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "";
+}
+// data.pkl behind a valid zip with one float storage of 16 values.
+std::string pth_with(const std::string& pkl) {
+    return fuzz::stored_zip({{"archive/data.pkl", pkl}, {"archive/data/0", std::string(64, '\0')}, {"archive/version", "3\n"}});
+}
+std::map<std::string, Array> timm_tensors(const Weights& w) {
+    std::map<std::string, Array> m;
+    for_each_param([&](const std::string& n, const auto& t) { m.emplace(n, Array(t)); }, w);
+    const Config& c = w.cfg;
+    m["patch_embed.proj.weight"].reshape({size_t(c.width), size_t(c.channels), size_t(c.patch), size_t(c.patch)});
+    return m;
+}
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN(), kInf = std::numeric_limits<float>::infinity();
+}  // namespace
+
+// The memo bomb (one value, then MEMOIZE after MEMOIZE), a MARK-only pickle, BINGET onto the
+// stack: each stops at the first 1,000,000 with the file, data.pkl and the structure named.
+TEST(HostilePickle, MemoMarksAndStackAreBounded) {
+    struct Case { std::string pkl, words; };
+    const Case cases[] = {
+        {"\x80\x02N" + std::string(1'200'000, '\x94') + ".", "memo entries"},
+        {"\x80\x02" + std::string(1'200'000, '(') + "N.", "open MARKs"},
+        {"\x80\x02N\x94" + [] { std::string s; for (int i = 0; i < 1'200'000; ++i) s += std::string("h\0", 2); return s; }() + ".", "stack"},
+    };
+    for (auto& c : cases) {
+        SCOPED_TRACE(c.words);
+        std::string m = what_of([&] { parse_pth(pth_with(c.pkl), "bomb.pth"); });
+        EXPECT_NE(m.find("bomb.pth: archive/data.pkl: "), std::string::npos) << m;
+        EXPECT_NE(m.find(c.words), std::string::npos) << m;
+        EXPECT_NE(m.find("1000000"), std::string::npos) << m;
+    }
+    // Below the caps the same shapes are fine (a pickle of one None is not a state dict).
+    std::string m = what_of([&] { parse_pth(pth_with("\x80\x02N" + std::string(1000, '\x94') + "."), "small.pth"); });
+    EXPECT_NE(m.find("holds a None, not a state dict"), std::string::npos) << m;
+}
+
+// What no count cap catches, the byte budget does: one memoized 64-dimensional view rebuilt
+// 200,000 times (each rebuild keeps its own shape and strides, ~1 KB).
+TEST(HostilePickle, ViewsRebuiltFromMemoizedArgumentsHitTheBudget) {
+    using namespace std::string_literals;
+    std::string size;
+    for (int i = 0; i < 64; ++i) size += "K\x01"s;
+    std::string p = "\x80\x02"s + "ctorch._utils\n_rebuild_tensor_v2\nq\x00"s +
+                    // (storage "0": 16 floats, offset 0, size (1,)*64, stride (1,)*64, False, OrderedDict())
+                    "((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x10tQ"s +
+                    "K\x00("s + size + "t("s + size + "t\x89"s + "ccollections\nOrderedDict\n)R"s + "tq\x01"s + "("s;
+    for (int i = 0; i < 200'000; ++i) p += "h\x00h\x01R"s;
+    p += "l."s;
+    std::string m = what_of([&] { parse_pth(pth_with(p), "views.pth"); });
+    EXPECT_NE(m.find("views.pth: archive/data.pkl: "), std::string::npos) << m;
+    EXPECT_NE(m.find("tensor views would take the unpickler past its 128 MB memory budget"), std::string::npos) << m;
+}
+
+// A config's resize must lie in image_size..2*image_size (the checkpoint with resize 8192 on 8x8).
+TEST(HostileConfig, ResizeIsTiedToImageSize) {
+    Config c = preset("toy-rgb8");
+    auto load_with = [&](int resize) {
+        Config k = c;
+        k.pre.resize = resize;
+        return what_of([&] {
+            weights_from_tensors(timm_tensors(init_weights(c, 1)),
+                                 {{"vitscope.config", config_to_json(k)}, {"num_heads", "2"}}, "resize.safetensors", {});
+        });
+    };
+    for (int bad : {8192, 17, 7}) {
+        std::string m = load_with(bad);
+        EXPECT_NE(m.find("resize.safetensors"), std::string::npos) << m;
+        EXPECT_NE(m.find("field 'resize' is " + std::to_string(bad)), std::string::npos) << m;
+        EXPECT_NE(m.find("8..16"), std::string::npos) << m;
+    }
+    for (int good : {0, 8, 9, 16}) EXPECT_EQ(load_with(good), "") << good;
+    for (auto& n : preset_names()) EXPECT_NO_THROW(preset(n).validate()) << n;
+    for (auto& a : preset_aliases()) EXPECT_NO_THROW(preset(a.alias).validate()) << a.alias;
+}
+
+TEST(HostileNonFinite, CountsByHand) {
+    const float v[] = {1.f, kNaN, -kInf, 2.f, kInf, kNaN, -0.f, std::numeric_limits<float>::denorm_min()};
+    NonFinite nf = count_nonfinite(v, 8);
+    EXPECT_EQ(nf.nan, 2u);
+    EXPECT_EQ(nf.pos_inf, 1u);
+    EXPECT_EQ(nf.neg_inf, 1u);
+    EXPECT_EQ(nf.first, 1u);
+    EXPECT_EQ(nf.describe(), "2 NaN, 1 +Inf, 1 -Inf of 8 values, first at flat index 1");
+    EXPECT_FALSE(count_nonfinite(v, 1).any());
+    EXPECT_EQ(count_nonfinite(v + 2, 6).first, 0u);
+}
+
+// NaN / Inf in a file's tensors are named at load by the file's own tensor names.
+TEST(HostileNonFinite, NamedAtLoadByTheFilesNames) {
+    Weights w = init_weights(preset("toy-rgb8"), 3);
+    auto m = timm_tensors(w);
+    m["blocks.0.attn.qkv.weight"](0, 0) = kNaN;
+    m["blocks.0.attn.qkv.weight"](3, 1) = kInf;
+    m["head.bias"](2) = -kInf;
+    LoadedModel lm = weights_from_tensors(std::move(m), {{"num_heads", "2"}}, "nan.safetensors", {});
+    ASSERT_EQ(lm.nonfinite.size(), 2u);
+    EXPECT_EQ(lm.nonfinite[0].first, "blocks.0.attn.qkv.weight");
+    EXPECT_EQ(lm.nonfinite[0].second.nan, 1u);
+    EXPECT_EQ(lm.nonfinite[0].second.pos_inf, 1u);
+    EXPECT_EQ(lm.nonfinite[1].first, "head.bias");
+    const std::string warn = lm.nonfinite_warning();
+    EXPECT_NE(warn.find("nan.safetensors: 2 tensors hold non-finite values: blocks.0.attn.qkv.weight (1 NaN, 1 +Inf of 108"),
+              std::string::npos) << warn;
+    EXPECT_TRUE(weights_from_tensors(timm_tensors(w), {{"num_heads", "2"}}, "ok", {}).nonfinite.empty());
+}
+
+// The first stage, in execution order, that holds NaN / Inf: a NaN in W_qkv first shows in
+// attn.q (every LayerNorm before it is finite); a NaN in the input, in `input` itself.
+TEST(HostileNonFinite, FirstStageOfAPass) {
+    Weights w = init_weights(preset("toy-rgb8"), 3);
+    Tensor3 x = xt::zeros<float>({3, 8, 8});
+    EXPECT_FALSE(first_nonfinite_stage(run(w, x)).has_value());
+    Weights bad = w;
+    bad.blocks[0].qkv_w(0, 0) = kNaN;  // row 0 is q's first output feature
+    Trace t = run(bad, x);
+    auto nf = first_nonfinite_stage(t);
+    ASSERT_TRUE(nf.has_value());
+    EXPECT_EQ(nf->stage, "blocks.0.attn.q");
+    EXPECT_EQ(t.name(nf->index), "blocks.0.attn.q");
+    EXPECT_EQ(nf->counts.nan, size_t(w.cfg.tokens()));  // feature 0 of head 0, in every token
+    EXPECT_NE(nf->describe(t.size()).find("first at stage 'blocks.0.attn.q'"), std::string::npos);
+    Tensor3 xi = x;
+    xi(1, 2, 3) = kInf;
+    auto in = first_nonfinite_stage(run(w, xi));
+    ASSERT_TRUE(in.has_value());
+    EXPECT_EQ(in->stage, "input");
+    EXPECT_EQ(in->counts.pos_inf, 1u);
+    EXPECT_EQ(in->counts.first, size_t(1 * 64 + 2 * 8 + 3));
+}
+
+TEST(HostileInput, WrongShapeNamesTheFileAndBothShapes) {
+    Config c = preset("toy-rgb8");
+    std::string m = what_of([&] { input_from_array(xt::zeros<float>({3, 8, 9}), c, "in.npy"); });
+    EXPECT_NE(m.find("in.npy: input has shape (3, 8, 9); this model (toy-rgb8) takes (3, 8, 8)"), std::string::npos) << m;
+    m = what_of([&] { input_from_array(xt::zeros<float>({192}), c, "flat.npy"); });
+    EXPECT_NE(m.find("flat.npy: input has shape (192,)"), std::string::npos) << m;
+    EXPECT_EQ(shape_of(input_from_array(xt::zeros<float>({3, 8, 8}), c, "ok.npy")), (Shape{3, 8, 8}));
+}
+
+// Class names and other text from files on a terminal: every control character escaped.
+TEST(HostileText, TerminalSafe) {
+    EXPECT_EQ(terminal_safe("\x1b[2J\x1b[31mred"), "\\x1b[2J\\x1b[31mred");
+    EXPECT_EQ(terminal_safe("a\x07" "b\rc\x7f"), "a\\x07b\\x0dc\\x7f");
+    EXPECT_EQ(terminal_safe("C1 \xc2\x9b" "31m"), "C1 \\xc2\\x9b31m");           // U+009B, CSI
+    EXPECT_EQ(terminal_safe("bad \xff\xc0\x80 end"), "bad \\xff\\xc0\\x80 end");  // invalid and overlong
+    EXPECT_EQ(terminal_safe("Ankle boot \xc3\xa4 \xe7\x8c\xab"), "Ankle boot \xc3\xa4 \xe7\x8c\xab");  // UTF-8 kept
+    EXPECT_EQ(terminal_safe("back\\slash"), "back\\\\slash");
+    EXPECT_EQ(terminal_safe("two\nlines"), "two\\x0alines");
+    EXPECT_EQ(terminal_safe("two\nlines", true), "two\nlines");
+}
+
+// IDX payloads are read once into a vector sized from the header (no second copy, no slack);
+// a gzip of two members reads as one file, as gzread reads it.
+TEST(HostileIdx, HeldOnceAndMultiMemberGzip) {
+    auto be32 = [](uint32_t v) { std::string s; for (int k = 24; k >= 0; k -= 8) s.push_back(char(v >> k & 0xff)); return s; };
+    std::string im = be32(0x803) + be32(3) + be32(4) + be32(5), lb = be32(0x801) + be32(3) + "\x01\x02\x03";
+    for (int i = 0; i < 60; ++i) im.push_back(char(i));
+    auto gz = [](const std::string& s) {
+        z_stream z{};
+        deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+        std::string out(s.size() + 128, '\0');
+        z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
+        z.avail_in = uInt(s.size());
+        z.next_out = reinterpret_cast<Bytef*>(&out[0]);
+        z.avail_out = uInt(out.size());
+        deflate(&z, Z_FINISH);
+        out.resize(out.size() - z.avail_out);
+        deflateEnd(&z);
+        return out;
+    };
+    Dataset d = parse_idx(gz(im.substr(0, 30)) + gz(im.substr(30)), lb, "im.gz", "lb");
+    EXPECT_EQ(d.n, 3);
+    EXPECT_EQ(d.images.size(), 60u);
+    EXPECT_EQ(d.images.capacity(), 60u);
+    EXPECT_EQ(d.images[59], 59);
+    EXPECT_EQ(d.labels[2], 3);
+    std::string m = what_of([&] { parse_idx(gz(im + "x"), lb, "long.gz", "lb"); });
+    EXPECT_NE(m.find("long.gz: more data than its header says"), std::string::npos) << m;
+    m = what_of([&] { parse_idx(gz(im).substr(0, 20), lb, "cut.gz", "lb"); });
+    EXPECT_NE(m.find("cut.gz"), std::string::npos) << m;
+    m = what_of([&] { parse_idx(im, be32(0x801) + be32(4) + "\x01\x02\x03\x04", "im", "four"); });
+    EXPECT_NE(m.find("im has 3 images but four has 4 labels"), std::string::npos) << m;
+}
