@@ -91,11 +91,16 @@ public:
         return a;
     }
     bool all() const { return keep_ == Keep::All; }
-    // Skips the rows before `id` (a pass that starts at a later block).
-    void skip_to(StageId id) {
-        const int r = table_.index(id);
-        if (r < int(i_)) throw std::logic_error("Recorder::skip_to: " + stage_name(id) + " is behind");
-        i_ = size_t(r);
+    // Skips the rows before block `layer` (a pass that starts at a later block; layer == depth:
+    // at the first stage after the blocks).
+    void skip_to_block(int layer) {
+        size_t r = i_;
+        if (layer < table_.depth())
+            while (r < table_.size() && table_[r].layer != layer) ++r;
+        else  // after the blocks: the first row outside a block that follows one
+            while (r < table_.size() && !(table_[r].layer < 0 && r > 0 && table_[r - 1].layer >= 0)) ++r;
+        if (r == table_.size()) throw std::logic_error("Recorder::skip_to_block: no block " + std::to_string(layer));
+        i_ = r;
     }
     const StageInfo& info(StageId id) const { return table_.info(id); }
     void done() const {
@@ -257,6 +262,24 @@ void patch_stage(const Options& opt, const StageInfo& s, Array& a, size_t B) {
     }
 }
 
+// The same for attn.z when a pass that records nothing writes the heads straight into their
+// concatenation zcat (B, T, H*d): head h of token t is columns h*d .. (h+1)*d of row t.
+void patch_zcat(const Options& opt, const StageInfo& s, float* zcat, size_t B) {
+    const auto& p = opt.iv.patch;
+    if (!p || p->stage != s.id) return;
+    const size_t H = s.shape[0], T = s.shape[1], d = s.shape[2];
+    Array rows = empty_array({B, H, T, d});  // z as the recorded pass has it, patched there, then put back
+    for (size_t img = 0; img < B; ++img)
+        for (size_t h = 0; h < H; ++h)
+            for (size_t t = 0; t < T; ++t)
+                std::copy_n(zcat + (img * T + t) * H * d + h * d, d, rows.data() + ((img * H + h) * T + t) * d);
+    patch_stage(opt, s, rows, B);
+    for (size_t img = 0; img < B; ++img)
+        for (size_t h = 0; h < H; ++h)
+            for (size_t t = 0; t < T; ++t)
+                std::copy_n(rows.data() + ((img * H + h) * T + t) * d, d, zcat + (img * T + t) * H * d + h * d);
+}
+
 // Head ablation (an intervention): head h's slice of the heads' outputs set to 0, or to its mean
 // over the tokens. z is (B, H, T, d) when recorded, else the concatenation (B, T, D) with head h in
 // columns h*d .. (h+1)*d.
@@ -286,6 +309,16 @@ bool sublayer_ablated(const Options& opt, int layer, bool mlp) {
     return false;
 }
 
+// The options whose table gives the stages' order and shapes for a pass that records nothing: the
+// interventions that change no shape removed, the dropped patches replaced by as many first ones.
+Options shape_options(const Options& opt) {
+    Options o = opt;
+    const size_t dropped = opt.iv.dropped.size();
+    o.iv = {};
+    for (size_t i = 0; i < dropped; ++i) o.iv.dropped.push_back(int(i));
+    return o;
+}
+
 }  // namespace
 
 const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& opt, Trace& acts, Keep keep,
@@ -298,8 +331,9 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
                  H = c.heads, d = c.head_dim(), M = c.mlp, Mi = c.mlp_in(), K = c.classes;
     if (!opt.iv.empty() && keep == Keep::ForBackward)
         throw std::invalid_argument("training runs without interventions");
-    if (from && (from->layer < 0 || from->layer >= c.depth || !from->stream))
-        throw std::invalid_argument("RunFrom: no block " + std::to_string(from ? from->layer : -1) + " to start at");
+    if (from && (from->layer < 0 || from->layer > c.depth || !from->stream))
+        throw std::invalid_argument("RunFrom: no block " + std::to_string(from ? from->layer : -1) + " to start at (0.." +
+                                    std::to_string(c.depth) + ", " + std::to_string(c.depth) + ": after the last block)");
     if (!from && (x.shape(1) != C || x.shape(2) != Hi || x.shape(3) != Wi))
         throw std::invalid_argument("input has shape " + shape_str_of(x) + " but model '" + c.name + "' takes " +
                                     shape_str({B, C, Hi, Wi}) + " in this run");
@@ -307,13 +341,17 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     if (keep == Keep::All && B != 1) throw std::invalid_argument("a traced run records one image");
     const size_t R = B * T;  // rows of the residual stream: (b, t), b-major
     const Pooling pool = opt.pooling_for(c);
-    // A traced run packs the weight matrices once for the GEMM kernel and reuses
-    // them; training changes them every step, so it hands them over as they are.
-    const gemm::Packs* packs = keep == Keep::All ? &w.packs : nullptr;
+    // A traced run (and a sweep's pass) packs the weight matrices once for the GEMM kernel and
+    // reuses them; training changes them every step, so it hands them over as they are.
+    const gemm::Packs* packs = keep == Keep::ForBackward ? nullptr : &w.packs;
 
     std::optional<profile::Scope> table_prof;
     table_prof.emplace([] { return std::string("stage table (names, texts)"); }, 0);
-    std::shared_ptr<const StageTable> table = StageTable::get(c, opt);
+    // A pass that records nothing reads the table only for the order and shapes of the stages, which
+    // interventions do not change except through how many patches are dropped (not which): the
+    // sweeps' passes (one ablated head, one dropped patch each) share one table instead of filling the
+    // cache with a table per pass.
+    std::shared_ptr<const StageTable> table = StageTable::get(c, keep == Keep::Output ? shape_options(opt) : opt);
     acts.begin(table, opt, model.name.empty() ? ModelIdentity{c.name, model.source} : model);
     Recorder rec(*table, B, keep, acts, ws);
     table_prof.reset();
@@ -324,7 +362,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     const float* xres = nullptr;  // the residual stream (B*T, D)
     const size_t first_block = from ? size_t(from->layer) : 0;
     if (from) {
-        rec.skip_to({ln_kind(LnSite::Ln1, LnPart::Mean), from->layer});
+        rec.skip_to_block(from->layer);
         xres = from->stream;
     } else {
 
@@ -459,6 +497,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
             attention(sc, pa, z, zcat.data(), D, q, k, v, B, H, T, T, d, alpha, post);
         }
         if (z && opt.iv.patch) patch(StageKind::AttnZ, li, rec.last_of(StageKind::AttnZ));
+        if (!z && opt.iv.patch) patch_zcat(opt, rec.info({StageKind::AttnZ, li}), zcat.data(), B);
         if (!opt.iv.heads.empty()) ablate_heads(opt, li, z ? z : zcat.data(), !z, B, H, T, d);
         if (z) {  // heads concatenated: z.transpose(0, 1).reshape(T, D)
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);

@@ -62,4 +62,22 @@ struct RunRequest {
 void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& trace, const RunRequest& req = {});
 Trace run(const Weights& w, const Tensor3& input, const Options& opt = {}, const RunRequest& req = {});
 
+// The first block whose stages can differ between passes with options a and b on the same model and
+// input: 0..depth-1, depth when only the stages after the blocks can differ (pooling, a patched
+// ln_final.out), or -1 when stages before the blocks can differ too (the switches, the input size,
+// dropped patches, a patched embedding). With a == b: depth.
+int first_changed_block(const Config& c, const Options& a, const Options& b);
+
+// The residual stream entering block `layer` of a traced pass (layer == depth: leaving the last block),
+// its table's stage: ln_pre.out, with_registers, embed.kept or embed before block 0, else resid_post.
+StageId stream_into(const StageTable& t, int layer);
+
+// A traced pass with `opt` that reuses the stages of `prev` before block `layer` (copied in, as they
+// are) and computes the rest from prev's residual stream entering that block. prev must be a pass of
+// the same weights and input whose stages before `layer` are those of `opt` (first_changed_block of
+// their options is at least `layer`; checked, std::invalid_argument otherwise). The result equals a
+// full forward() bit for bit. No gradients.
+void forward_from(const Weights& w, const Trace& prev, const Options& opt, int layer, Trace& out,
+                  const RunRequest& req = {});
+
 }  // namespace vit

@@ -88,10 +88,38 @@ RunDims run_dims(const Config& c, const Options& o) {
             throw std::invalid_argument("head ablation " + std::to_string(h.layer) + "." + std::to_string(h.head) +
                                         " is outside the model (blocks 0.." + std::to_string(c.depth - 1) +
                                         ", heads 0.." + std::to_string(c.heads - 1) + ")");
-    for (const SublayerAblation& s : iv.sublayers)
+    for (size_t i = 0; i < iv.heads.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (iv.heads[i].layer == iv.heads[j].layer && iv.heads[i].head == iv.heads[j].head)
+                throw std::invalid_argument("head " + std::to_string(iv.heads[i].layer) + "." +
+                                            std::to_string(iv.heads[i].head) + " is ablated twice");
+    for (size_t i = 0; i < iv.sublayers.size(); ++i) {
+        const SublayerAblation& s = iv.sublayers[i];
         if (s.layer < 0 || s.layer >= c.depth)
             throw std::invalid_argument("ablation of block " + std::to_string(s.layer) + " is outside the model (blocks 0.." +
                                         std::to_string(c.depth - 1) + ")");
+        for (size_t j = 0; j < i; ++j)
+            if (iv.sublayers[j] == s)
+                throw std::invalid_argument("blocks." + std::to_string(s.layer) + (s.mlp ? ".mlp.out" : ".attn.out") +
+                                            " is ablated twice");
+    }
+    if (iv.patch) {
+        const ActivationPatch& p = *iv.patch;
+        const StageDef& def = stage_def(p.stage.kind);
+        std::string points;
+        for (const StageDef& d : stage_defs())
+            if (d.patchable) points += (points.empty() ? "" : ", ") + std::string(d.pattern);
+        if (!def.patchable)
+            throw std::invalid_argument("stage " + stage_name(p.stage) + " cannot be patched (the patch points are " +
+                                        points + ")");
+        if (def.block ? p.stage.layer < 0 || p.stage.layer >= c.depth : p.stage.layer != -1)
+            throw std::invalid_argument("stage " + stage_name(p.stage) + " is outside the model (blocks 0.." +
+                                        std::to_string(c.depth - 1) + ")");
+        for (size_t i = 0; i < p.tokens.size(); ++i)
+            if (p.tokens[i] < 0 || (i && p.tokens[i] <= p.tokens[i - 1]))
+                throw std::invalid_argument("patched token " + std::to_string(p.tokens[i]) +
+                                            ": token indices must be 0 or more, in increasing order, each once");
+    }
     r.kept.clear();
     size_t di = 0;
     for (size_t i = 0; i < iv.dropped.size(); ++i)

@@ -216,10 +216,12 @@ void d_embed_kept(const Ctx& x, StageInfo& s) {
     s.from = {{K::Embed, -1}};
     s.intervened = true;
     s.title = "Patches dropped";
+    Interventions only_dropped;
+    only_dropped.dropped = x.o.iv.dropped;
     s.what = "An intervention: " + std::to_string(dropped) + " of the " + str(x.N) + " patch tokens are removed from "
-             "the sequence right after the position embeddings are added (" + x.o.iv.describe() + "). The model runs on "
-             "the " + std::to_string(x.kept()) + " patches left, as MAE's encoder does: every later stage has " +
-             str(x.T) + " tokens instead of " + str(x.T - size_t(dropped) + size_t(dropped)) + ".";
+             "the sequence right after the position embeddings are added (" + only_dropped.describe() + "). The model "
+             "runs on the " + std::to_string(x.kept()) + " patches left, as MAE's encoder does: every later stage has " +
+             str(x.T) + " tokens instead of " + str(x.T + size_t(dropped)) + ".";
     s.torch = "x = x[:, keep]  # keep = the prefix tokens and the patches not dropped";
     s.box.sub = std::to_string(dropped) + " dropped";
 }
@@ -1156,7 +1158,8 @@ std::string stage_table_json(const StageTable& t) {
         rows.push_back({{"name", s.name}, {"kind", stage_kind_name(s.id.kind)}, {"layer", s.layer}, {"shape", s.shape},
                         {"axes", s.axes}, {"from", from}, {"has_grad", s.has_grad}, {"kept", s.kept},
                         {"cell", rule ? nlohmann::json(rule) : nlohmann::json()}, {"box", box}, {"hook", s.hook},
-                        {"title", s.title}, {"what", s.what}, {"torch", s.torch}});
+                        {"title", s.title}, {"what", s.what}, {"torch", s.torch}, {"patchable", s.patchable},
+                        {"intervened", s.intervened}});
     }
     return rows.dump(1);
 }

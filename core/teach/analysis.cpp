@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace vit {
@@ -39,6 +40,17 @@ void need_cls(const Trace& t, const char* what) {
 }
 }  // namespace
 
+std::vector<float> on_patch_grid(const Trace& t, const std::vector<float>& kept) {
+    const RunDims& rd = t.table().dims();
+    if (kept.size() != rd.kept.size())
+        throw std::invalid_argument(std::to_string(kept.size()) + " values for the " + std::to_string(rd.kept.size()) +
+                                    " patch tokens of the run");
+    if (!rd.dropped()) return kept;
+    std::vector<float> out(size_t(rd.N), std::numeric_limits<float>::quiet_NaN());
+    for (size_t i = 0; i < kept.size(); ++i) out[size_t(rd.kept[i])] = kept[i];
+    return out;
+}
+
 std::vector<float> cls_attention(const Trace& t, int layer, int head) {
     need_cls(t, "cls attention");
     const Array& p = pattern(t, layer);
@@ -49,7 +61,7 @@ std::vector<float> cls_attention(const Trace& t, int layer, int head) {
         for (size_t j = pre; j < T; ++j) out[j - pre] += p(h, 0, j);  // row 0 = the cls query, over the patches
     }
     if (head < 0) for (auto& v : out) v /= float(H);
-    return out;
+    return on_patch_grid(t, out);
 }
 
 std::vector<float> probe_attention(const Trace& t, int head) {
@@ -63,7 +75,7 @@ std::vector<float> probe_attention(const Trace& t, int head) {
         for (size_t j = pre; j < T; ++j) out[j - pre] += (*p)(h, 0, j);
     }
     if (head < 0) for (auto& v : out) v /= float(H);
-    return out;
+    return on_patch_grid(t, out);
 }
 
 namespace {
@@ -122,7 +134,7 @@ std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float d
     }
     std::vector<float> out(T - pre);
     for (size_t j = pre; j < T; ++j) out[j - pre] = float(R[j]);  // row 0: the cls token, over the patches
-    return out;
+    return on_patch_grid(t, out);
 }
 
 std::vector<float> grad_rollout(const Trace& t, int upto) {
@@ -146,7 +158,7 @@ std::vector<float> grad_rollout(const Trace& t, int upto) {
     }
     std::vector<float> out(T - pre);
     for (size_t j = pre; j < T; ++j) out[j - pre] = float(R[j]);
-    return out;
+    return on_patch_grid(t, out);
 }
 
 std::vector<StageChange> trace_changes(const Trace& base, const Trace& now) {

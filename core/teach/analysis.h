@@ -19,6 +19,11 @@ Stats stats(const float* x, size_t n, int bins = 40);
 
 enum class Fusion { Mean, Max, Min };
 
+// The maps over the patch grid below have one value per patch of the run's grid (N, row-major).
+// With patches dropped (an intervention), a dropped patch has no token and its value is NaN (the
+// views draw it as absent); `kept` values, one per patch token of the run in order, go on the grid so.
+std::vector<float> on_patch_grid(const Trace& t, const std::vector<float>& kept);
+
 // The cls token's attention to every patch (N), at `layer`, for `head` (-1: mean over heads).
 // Throws std::invalid_argument for a model without a cls token (SigLIP: probe_attention).
 std::vector<float> cls_attention(const Trace& t, int layer, int head);
