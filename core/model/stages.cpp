@@ -1049,6 +1049,10 @@ std::string token_label(const StageTable& t, int i, bool long_form, bool before_
         if (k == 0) return "dist";
         --k;
     }
+    if (!before_regs && r.dropped()) {  // the blocks' sequence holds the patches kept, in order
+        if (k < 0 || k >= r.kept_n()) return "token " + std::to_string(i);
+        k = r.kept[size_t(k)];
+    }
     if (k < 0 || k >= r.N) return "token " + std::to_string(i);
     if (!long_form) return "p" + std::to_string(k);
     return "patch " + std::to_string(k) + " (row " + std::to_string(k / r.gw) + ", col " + std::to_string(k % r.gw) + ")";
@@ -1068,7 +1072,11 @@ std::string token_range_text(const StageTable& t) {
     part(c.cls_token, "cls");
     part(c.registers, c.registers == 1 ? "reg0" : "reg0..reg" + std::to_string(c.registers - 1));
     part(c.dist_token, "dist");
-    part(r.N, "patches p0..p" + std::to_string(r.N - 1));
+    if (r.dropped())
+        part(r.kept_n(), "the " + std::to_string(r.kept_n()) + " patches kept of p0..p" + std::to_string(r.N - 1) + " (" +
+                             std::to_string(r.N - r.kept_n()) + " dropped)");
+    else
+        part(r.N, "patches p0..p" + std::to_string(r.N - 1));
     return s;
 }
 

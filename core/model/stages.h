@@ -128,7 +128,8 @@ private:
 
 // The name of token i of a run's sequence: "cls", "reg0", "dist", "p12" (long form: "patch 12
 // (row 1, col 5)"). before_registers: the order of the stages before the registers are inserted
-// (tokens, pos_embed, embed): cls, dist, patches.
+// (tokens, pos_embed, embed): cls, dist, patches. With patches dropped, a token of the blocks'
+// sequence names the patch it holds (the run's kept patches, in order).
 std::string token_label(const StageTable& t, int i, bool long_form = false, bool before_registers = false);
 // What the token indices mean, for messages: "0 = cls, 1..4 = reg0..reg3, 5..260 = patches p0..p255".
 std::string token_range_text(const StageTable& t);

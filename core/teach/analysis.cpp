@@ -161,14 +161,43 @@ std::vector<float> grad_rollout(const Trace& t, int upto) {
     return on_patch_grid(t, out);
 }
 
+Array comparable_base(const Trace& base, const Trace& now, StageId id) {
+    const Array* ap = base.find(id);
+    const Array* bp = now.find(id);
+    if (!ap || !bp || !bp->size()) return Array();
+    if (ap->shape() == bp->shape()) return *ap;
+    const RunDims &rb = base.table().dims(), &rn = now.table().dims();
+    if (rb.dropped() || !rn.dropped() || rb.N != rn.N || rb.prefix != rn.prefix || ap->dimension() != bp->dimension())
+        return Array();
+    // The base's tokens that `now` kept: the prefix, then the kept patches (stages before the blocks'
+    // order, tokens / pos_embed / embed, have every patch in both).
+    std::vector<size_t> keep;
+    for (int i = 0; i < rn.prefix; ++i) keep.push_back(size_t(i));
+    for (int p : rn.kept) keep.push_back(size_t(rn.prefix + p));
+    Array a = *ap;
+    for (size_t ax = 0; ax < a.dimension(); ++ax) {
+        if (a.shape(ax) == bp->shape(ax)) continue;
+        if (a.shape(ax) != size_t(rb.T) || bp->shape(ax) != size_t(rn.T)) return Array();
+        Shape sh(a.shape().begin(), a.shape().end());
+        const size_t outer = shape_numel(Shape(sh.begin(), sh.begin() + long(ax))),
+                     inner = shape_numel(Shape(sh.begin() + long(ax) + 1, sh.end()));
+        sh[ax] = keep.size();
+        Array g = Array::from_shape(sh);
+        for (size_t o = 0; o < outer; ++o)
+            for (size_t k = 0; k < keep.size(); ++k)
+                std::copy_n(a.data() + (o * size_t(rb.T) + keep[k]) * inner, inner, g.data() + (o * keep.size() + k) * inner);
+        a = std::move(g);
+    }
+    return a.shape() == bp->shape() ? a : Array();
+}
+
 std::vector<StageChange> trace_changes(const Trace& base, const Trace& now) {
     std::vector<StageChange> out;
     for (size_t r = 0; r < now.size(); ++r) {
         const StageId id = now.info(r).id;
-        const Array* ap = base.find(id);
         const Array& b = now.at(r);
-        if (!ap || !b.size() || ap->shape() != b.shape()) continue;
-        const Array& a = *ap;
+        const Array a = comparable_base(base, now, id);
+        if (!a.size() || a.shape() != b.shape()) continue;
         double dn = 0, bn = 0;
         for (size_t k = 0; k < a.size(); ++k) {
             double df = double(b.data()[k]) - a.data()[k];
