@@ -20,7 +20,7 @@ const std::pair<const char*, int> kKeys[] = {
     {"PageUp", GLFW_KEY_PAGE_UP}, {"PageDown", GLFW_KEY_PAGE_DOWN}, {"Home", GLFW_KEY_HOME}, {"End", GLFW_KEY_END},
     {"Escape", GLFW_KEY_ESCAPE}, {"a", GLFW_KEY_A}, {"u", GLFW_KEY_U}, {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G},
     {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R}, {"t", GLFW_KEY_T}, {"n", GLFW_KEY_N}, {"p", GLFW_KEY_P},
-    {"0", GLFW_KEY_0}};
+    {"0", GLFW_KEY_0}, {"k", GLFW_KEY_K}, {"d", GLFW_KEY_D}};
 
 int key_code(const std::string& k) {
     for (const auto& [name, code] : kKeys)

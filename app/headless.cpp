@@ -399,7 +399,8 @@ void write_layout(const std::string& path, AppContext& app, int W, int H) {
         return nlohmann::json{{"affine", o.affine}, {"unbiased", o.unbiased},
                               {"pooling", o.pooling ? int(*o.pooling) : -1},
                               {"bug_scale_after_softmax", o.bug_scale_after_softmax},
-                              {"bug_reshape_patches", o.bug_reshape_patches}};
+                              {"bug_reshape_patches", o.bug_reshape_patches},
+                              {"interventions", o.iv.describe()}};
     };
     nlohmann::json j;
     j["window"] = {W, H};

@@ -1,5 +1,7 @@
 #include "interventions_ui.h"
 
+#include <GLFW/glfw3.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -108,6 +110,8 @@ void NavigatorHeads(ViewCtx& v, int layer) {
         if (off) ImGui::PushStyleColor(ImGuiCol_Button, IM_COL32(150, 40, 40, 255));
         if (ImGui::SmallButton(("h" + std::to_string(h)).c_str())) toggle_head(s, layer, h);
         if (off) ImGui::PopStyleColor();
+        const ImVec2 b0 = ImGui::GetItemRectMin(), b1 = ImGui::GetItemRectMax();
+        v.probe.rects["nav.head." + std::to_string(layer) + "." + std::to_string(h)] = Rect{b0.x, b0.y, b1.x - b0.x, b1.y - b0.y};
         if (v.hover && ImGui::IsItemHovered())
             ImGui::SetTooltip("head %d of block %d: %s", h, layer,
                               off ? "knocked out (click to restore)" : "click to knock it out (its slice of attn.z set to 0)");
@@ -123,6 +127,11 @@ void DrawInterventionStrip(ViewCtx& v, InterventionsUi& st) {
     UiState& ui = v.ui;
     Probe& pr = v.probe;
     const Options& want = s.options();
+    // K: knock-out mode, D: paint patches to drop (the keys of the two modes below)
+    if (s.trace() && !ImGui::GetIO().WantTextInput) {
+        if (ImGui::IsKeyPressed(GLFW_KEY_K)) ui.knock_out = !ui.knock_out;
+        if (ImGui::IsKeyPressed(GLFW_KEY_D)) ui.paint_drop = !ui.paint_drop;
+    }
     const ImVec2 a = ImGui::GetCursorScreenPos();
     ImGui::TextColored(kIvText, "Interventions:");
     // What ran: the trace on screen's interventions (a pass with the ones asked for may be running).
@@ -166,12 +175,12 @@ void DrawInterventionStrip(ViewCtx& v, InterventionsUi& st) {
         pr.numbers["iv.from_block"] = s.result().from_block;
     }
     // the modes and the patching panel
-    ImGui::Checkbox("click a map to knock out its head", &ui.knock_out);
+    ImGui::Checkbox("click a map to knock out its head (K)", &ui.knock_out);
     if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("on: a click on a map of the Attention maps tab knocks that head out (or restores it);\n"
                           "off: a click opens its pattern. A right click always knocks out.");
     ImGui::SameLine();
-    ImGui::Checkbox("paint patches to drop", &ui.paint_drop);
+    ImGui::Checkbox("paint patches to drop (D)", &ui.paint_drop);
     if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("on: clicking (or dragging over) patches of the model input drops them from the sequence\n"
                           "(or puts them back); the pass runs on the patches left");

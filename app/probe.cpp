@@ -113,6 +113,7 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, "iv.strip", "the list of interventions above the tabs"},
         {K::Rect, "iv.item.<i>", "one intervention in the list (a click removes it)"},
         {K::Rect, "iv.patch_panel", "the activation-patching panel"},
+        {K::Rect, "nav.head.<layer>.<head>", "the navigator's switch that knocks a head out"},
         {K::Number, "iv.{count|from_block}", "interventions asked for; the block the pass on screen was recomputed from"},
         {K::String, "iv.{list|patch_error}", "the interventions of the trace on screen; why a patch was not applied"},
         {K::String, "{image|grid|uses}.dropped", "the hatch's legend: patches dropped"},

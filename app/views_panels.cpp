@@ -225,6 +225,7 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
         for (const TabSpec& t : tab_table()) tabs += std::string(tabs.empty() ? "" : ", ") + t.key + " " + t.name;
         ImGui::BulletText("Tabs: %s", tabs.c_str());
         ImGui::BulletText("T: guided tour on/off, N / P: next / back step, Esc leaves");
+        ImGui::BulletText("K: a click on an attention map knocks its head out   D: paint patches to drop");
         ImGui::EndTooltip();
     }
 }
