@@ -20,7 +20,7 @@ const std::pair<const char*, int> kKeys[] = {
     {"PageUp", GLFW_KEY_PAGE_UP}, {"PageDown", GLFW_KEY_PAGE_DOWN}, {"Home", GLFW_KEY_HOME}, {"End", GLFW_KEY_END},
     {"Escape", GLFW_KEY_ESCAPE}, {"a", GLFW_KEY_A}, {"u", GLFW_KEY_U}, {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G},
     {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R}, {"t", GLFW_KEY_T}, {"n", GLFW_KEY_N}, {"p", GLFW_KEY_P},
-    {"0", GLFW_KEY_0}};
+    {"0", GLFW_KEY_0}, {"k", GLFW_KEY_K}, {"d", GLFW_KEY_D}};
 
 int key_code(const std::string& k) {
     for (const auto& [name, code] : kKeys)
@@ -65,6 +65,14 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_flag("--bug-reshape-patches", a.bug_reshape_patches, "a classic bug on purpose: patchify with a plain reshape instead of unfold");
     cli.add_flag("--squash", a.squash, "resize the image straight to the model's square (aspect lost) instead of resize + centre crop");
     cli.add_flag("--no-grads", a.no_grads, "forward pass only: no gradients (gradient views say so)");
+    cli.add_option("--ablate-head", a.ablate_heads, "knock out head H of block L (its slice of attn.z set to 0; :mean: "
+                   "to its mean over the tokens); repeatable")->type_name("L.H[:mean]");
+    cli.add_option("--ablate", a.ablate, "set blocks.L.attn.out or blocks.L.mlp.out to 0; repeatable")->type_name("STAGE");
+    cli.add_option("--drop-patches", a.drop_patches, "drop these patches (0-based, row-major) from the sequence")
+        ->type_name("i,j,...");
+    cli.add_option("--patch-from", a.patch_from, "activation patching: the other input (an image or a normalized .npy)");
+    cli.add_option("--patch-stage", a.patch_stage, "activation patching: the stage taken from the other input's run");
+    cli.add_option("--patch-tokens", a.patch_tokens, "activation patching: only these token rows (cls = 0)")->type_name("i,j,...");
     cli.add_option("--screenshot", a.screenshot, "render headless-style, save a PNG of the window and exit");
     cli.add_option("--layout", a.layout_out, "with --screenshot: write where views were drawn (JSON, for tests)");
     cli.add_option("--keys", a.keys, "with --screenshot: key presses to send first, e.g. Right,Right,a");

@@ -37,6 +37,10 @@ struct AppArgs {
     bool model_given = false;    // --model was on the command line (else the last one is restored)
     std::string settings;        // --settings FILE
     bool no_settings = false;    // --no-settings
+    // Interventions, as vitscope-cli takes them (checked against the model once it is loaded:
+    // apply_intervention_flags, interventions_ui.h)
+    std::vector<std::string> ablate_heads, ablate;  // --ablate-head L.H[:mean], --ablate STAGE (repeatable)
+    std::string drop_patches, patch_from, patch_stage, patch_tokens;
 
     bool headless() const { return !screenshot.empty() || bench_frames > 0 || sweep; }
 };

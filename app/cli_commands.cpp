@@ -13,6 +13,7 @@
 #include "core/io/io.h"
 #include "core/kernels/ops.h"
 #include "core/model/stages.h"
+#include "core/teach/interventions.h"
 #include "core/teach/teach.h"
 #include "core/train/trainer.h"
 
@@ -57,6 +58,9 @@ struct Commands::State {
     // models
     std::string hf_cache, torch_dir;
     bool json_out = false;
+    // trace / analyze / info: interventions (issue 21); analyze: the sweeps
+    InterventionFlags iv;
+    bool head_importance = false, occlusion = false;
 };
 
 namespace {
@@ -263,6 +267,24 @@ void option_flags(CLI::App* c, Commands::State& s) {
                 "BUG on purpose (teaching): patches = img.reshape(N, C*P*P) instead of unfold");
 }
 
+void intervention_flags(CLI::App* c, Commands::State& s) {
+    c->add_option("--ablate-head", s.iv.ablate_heads, "knock out head H of block L: its slice of blocks.L.attn.z (the "
+                  "input of the output projection) set to 0, or with :mean to its mean over the tokens; repeatable")
+        ->type_name("L.H[:mean]");
+    c->add_option("--ablate", s.iv.ablate, "set a sub-layer's output to 0 so the residual stream passes it unchanged: "
+                  "blocks.L.attn.out or blocks.L.mlp.out; repeatable")->type_name("STAGE");
+    c->add_option("--drop-patches", s.iv.drop_patches, "remove these patch tokens (0-based patch indices, row-major) from "
+                  "the sequence right after the position embeddings are added: the pass runs on the shorter sequence")
+        ->type_name("i,j,...");
+    c->add_option("--patch-from", s.iv.patch_from, "activation patching: run this other input (an image, or a normalized "
+                  ".npy as --input) with the same options and no interventions, and put its --patch-stage into this run")
+        ->type_name("IMAGE|X.npy");
+    c->add_option("--patch-stage", s.iv.patch_stage, "the stage to patch: embed, blocks.L.{ln1.out, attn.z, attn.out, "
+                  "resid_mid, ln2.out, mlp.post, mlp.out, resid_post} or ln_final.out");
+    c->add_option("--patch-tokens", s.iv.patch_tokens, "patch only these token rows of the stage (cls = 0; default: all)")
+        ->type_name("i,j,...");
+}
+
 // The model's input from --image or --input (a normalized (C, H, W) .npy); `fallback` when neither is given.
 Tensor3 model_input(const Commands::State& s, const Config& c, bool* fallback) {
     if (fallback) *fallback = false;
@@ -294,6 +316,11 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
     auto* inp = an->add_option("--input", s.input, "an already-normalized (C, H, W) float .npy instead of an image");
     img->excludes(inp);
     option_flags(an, s);
+    intervention_flags(an, s);
+    an->add_flag("--head-importance", s.head_importance, "also write head_importance (L, H): for the class the run without "
+                 "interventions predicts, its logit minus the logit with that one head zero-ablated (embedding models: "
+                 "1 - cosine of the embeddings)");
+    an->add_flag("--occlusion", s.occlusion, "also write occlusion (N): the same with that one patch dropped");
     an->add_option("--average", s.average, "also write attn_distance_avg: the mean over the first N Fashion-MNIST "
                                            "test images (through the model's preprocessing: gray repeated to RGB and resized for an RGB model)")->check(CLI::Range(1, 100000));
     an->add_option("--data", s.data, "directory with the IDX files (for --average)")->default_val(default_fashion_mnist_dir());
@@ -307,13 +334,29 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             const Tensor3 x = model_input(s, c, &zero_input);
             Options opt = options_from(s);
             input_size_into(opt, x, c);
+            interventions_from_flags(s.iv, w, opt);
             const Trace t = run_named(lm, x, opt);
             report_nonfinite(t, lm.source);
             const EmbedFilters ef = embed_filters(w);
-            const Tensor2 pos = pos_similarity(w), dist = attn_distance(t), lens = logit_lens(w, t);
+            const Tensor2 pos = pos_similarity(w), dist = attn_distance(t);
             std::vector<ArrayRef> items{array_ref("embed_filters", ef.filters), array_ref("embed_filters_var", ef.variance),
-                                        array_ref("pos_similarity", pos), array_ref("attn_distance", dist),
-                                        array_ref("logit_lens", lens)};
+                                        array_ref("pos_similarity", pos), array_ref("attn_distance", dist)};
+            Tensor2 lens;
+            if (c.has_logits()) {  // an embedding model has no classes to read through a lens
+                lens = logit_lens(w, t);
+                items.push_back(array_ref("logit_lens", lens));
+            }
+            // The sweeps start from the run without interventions (the trace above when there are none).
+            SweepResult hi, oc;
+            const Trace* clean = opt.iv.empty() ? &t : nullptr;
+            if (s.head_importance) {
+                hi = head_importance(w, x, opt, {}, clean);
+                items.push_back(array_ref("head_importance", hi.values));
+            }
+            if (s.occlusion) {
+                oc = occlusion(w, x, opt, {}, clean);
+                items.push_back(array_ref("occlusion", oc.values));
+            }
             Tensor2 avg;
             int done = 0;
             if (s.average > 0) {
@@ -323,7 +366,18 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             }
             write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
             std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
-            std::printf("options: %s\n", opt.describe().c_str());
+            std::printf("options: %s\n", safe(opt.describe()).c_str());
+            for (const SweepResult* r : {s.head_importance ? &hi : nullptr, s.occlusion ? &oc : nullptr}) {
+                if (!r) continue;
+                const bool heads = r == &hi;
+                const size_t best = size_t(std::max_element(r->values.begin(), r->values.end()) - r->values.begin());
+                std::printf("%s %s: %s, against the run without interventions; largest %s %.4f (%d passes)\n",
+                            heads ? "head_importance" : "occlusion", shape_str_of(r->values).c_str(),
+                            r->target.measure().c_str(),
+                            heads ? ("head " + std::to_string(best / size_t(c.heads)) + "." + std::to_string(best % size_t(c.heads))).c_str()
+                                  : ("patch " + std::to_string(best)).c_str(),
+                            double(r->values.data()[best]), r->passes);
+            }
             if (zero_input) std::printf("input: none given, an all-zero normalized input (the mean colour)\n");
             std::printf("embed_filters %s, variance explained by the first %zu: %.1f%%\n",
                         shape_str_of(ef.filters).c_str(), ef.variance.size(), 100.0 * xt::sum(ef.variance)());
@@ -351,6 +405,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     auto* inp = tr->add_option("--input", s.input, "an already-normalized (C, H, W) float .npy instead of an image");
     img->excludes(inp);
     option_flags(tr, s);
+    intervention_flags(tr, s);
     tr->add_flag("--grads", s.grads, "also the backward pass: d logit[class] / d stage as <stage>.grad for every "
                                      "stage that has a gradient");
     tr->add_option("--class", s.grad_class, "the class whose logit --grads differentiates (default: the predicted one)")
@@ -366,6 +421,9 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             const Tensor3 x = model_input(s, c, nullptr);
             Options opt = options_from(s);
             input_size_into(opt, x, c);
+            interventions_from_flags(s.iv, lm.weights, opt);
+            if (s.grads && !opt.iv.empty())
+                throw UsageError("--grads: the backward pass does not run with interventions (" + opt.iv.describe() + ")");
             RunRequest req;
             req.grads = s.grads;
             req.grad_class = s.grad_class;
@@ -378,6 +436,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 if (const Array* g = t.grad_at(i)) items.push_back(array_ref(t.name(i) + ".grad", *g));
             name_out_of_memory(s.out, "writing the trace", [&] { write_npz(s.out, items, {{"__options__", options_json(opt, c)}}); });
             if (opt.has_bug()) std::printf("options: %s\n", opt.describe().c_str());
+            if (!opt.iv.empty()) std::printf("interventions: %s\n", safe(opt.iv.describe()).c_str());
             std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
             if (opt.image_h) std::printf("input: %dx%d\n", opt.image_h, opt.image_w);
             std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, safe(s.out).c_str());
@@ -413,6 +472,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     info->add_flag("--stage-table", s.stage_table_json, "print only the stage table for these options as JSON (name, "
                                                         "kind, layer, shape, gradient, cell math, map box, hook, texts)");
     option_flags(info, s);
+    intervention_flags(info, s);
     info->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
@@ -453,7 +513,9 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 lm = load(s);
             }
             const Config& c = lm.weights.cfg;
-            const auto table = StageTable::get(c, options_from(s));
+            Options io = options_from(s);
+            interventions_from_flags(s.iv, lm.weights, io, false, false);  // the table needs no patch values
+            const auto table = StageTable::get(c, io);
             if (s.stage_table_json) {
                 std::printf("%s\n", stage_table_json(*table).c_str());
                 return 0;
@@ -492,10 +554,11 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 std::printf("non-finite in a pass on an all-zero input: %s\n",
                             nf ? nf->describe(t.size()).c_str() : "none (the non-finite weights do not reach any stage)");
             }
+            if (!io.iv.empty()) std::printf("interventions: %s\n", safe(io.iv.describe()).c_str());
             std::printf("stages:\n");
             for (const StageInfo& st : *table) std::printf("  %-28s %s\n", st.name.c_str(), shape_str(st.shape).c_str());
             if (s.explain) {  // the stage table's texts, as the app's views and tour show them
-                std::printf("explanations (%s):\n", options_from(s).describe().c_str());
+                std::printf("explanations (%s):\n", safe(io.describe()).c_str());
                 for (const StageInfo& st : *table)
                     std::printf("  %s\t%s\t%s\t%s\n", st.name.c_str(), st.title.c_str(), st.what.c_str(), st.torch.c_str());
             }

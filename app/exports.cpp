@@ -17,11 +17,13 @@ std::string safe_name(std::string s) {
 }
 
 
-// An array as CSV: a '#' line with its name and shape (numpy.loadtxt skips it), then one line per
-// index of the first axis with the rest flattened (a 1-D array is one line), %.9g (float round-trips).
-std::string csv_bytes(const std::string& name, const Array& a) {
+// An array as CSV: '#' lines with its name and shape and the options (interventions included) that
+// produced it (numpy.loadtxt skips them), then one line per index of the first axis with the rest
+// flattened (a 1-D array is one line), %.9g (float round-trips).
+std::string csv_bytes(const std::string& name, const Array& a, const std::string& options) {
     const Shape sh = shape_of(a);
     std::string out = "# " + name + " " + shape_str(sh) + (sh.size() > 2 ? ": rows are the first axis, the rest flattened (C order)" : "") + "\n";
+    out += "# options: " + options + "\n";
     const size_t rows = sh.size() <= 1 ? 1 : sh[0], cols = rows ? a.size() / std::max<size_t>(rows, 1) : 0;
     char b[32];
     for (size_t r = 0; r < rows; ++r) {
@@ -81,7 +83,9 @@ std::vector<std::string> run_exports(AppContext& app, int W, int H) {
         for (const auto& [name, arr] : numbers) {
             std::string p = app.export_dir + "/" + safe_name(name);
             attempt(what.c_str(), p + ".npy", [&] { write_file_atomic(p + ".npy", npy_bytes(arr.data(), shape_of(arr))); });
-            attempt(what.c_str(), p + ".csv", [&] { write_file_atomic(p + ".csv", csv_bytes(name, arr)); });
+            attempt(what.c_str(), p + ".csv", [&] {
+                write_file_atomic(p + ".csv", csv_bytes(name, arr, options_json(s.shown_options(), s.shown_config())));
+            });
         }
     } else if (req.npy) {
         if (!cur) nothing("the tensor");

@@ -50,6 +50,7 @@ void draw_frame(AppContext& app, int W, int H) {
     place(centre.x, centre.y, centre.w, centre.h);
     ImGui::Begin("center", nullptr, fixed);
     app.probe.rects["center"] = centre;
+    DrawInterventionStrip(v, app.iv);  // always shown, inside the centre: an exported view carries it
     if (ImGui::BeginTabBar("tabs")) {
         for (const TabSpec& spec : tab_table()) {
             const Tab tb = spec.tab;
@@ -72,6 +73,7 @@ void draw_frame(AppContext& app, int W, int H) {
     ImGui::Begin("status", nullptr, fixed);
     DrawStatusBar(v);
     ImGui::End();
+    DrawPatchPanel(v, app.iv);
     DrawErrorPanel(v);
     DrawHeadsPrompt(v);  // a checkpoint without a head count: ask, never guess
     std::string title = window_title(app.s);

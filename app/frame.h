@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include "interventions_ui.h"
 #include "probe.h"
 #include "tabs/tab.h"
 #include "views.h"
@@ -25,6 +26,7 @@ struct AppContext {
     Tabs tabs;                      // the centre tabs, each with its state (tabs/tab.h)
     Toolbar toolbar;
     ImagePanel image;
+    InterventionsUi iv;             // the interventions' controls (interventions_ui.h)
     Probe probe;                    // what was drawn where this frame (--layout, the sweep)
     ExportRequest exports;          // asked for this frame (toolbar buttons, --export-*)
     std::string export_dir = ".";

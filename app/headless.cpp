@@ -223,7 +223,9 @@ private:
             const int N = s.shown_config().patches();
             const bool in_range = ui.query >= 0 && ui.query <= N;
             const std::string vals = p.string("overlay.values");
-            if (in_range && std::count(vals.begin(), vals.end(), ',') != N - 1)
+            // (a query patch that an intervention dropped has no token: the panel says so instead)
+            if (in_range && std::count(vals.begin(), vals.end(), ',') != N - 1 &&
+                p.string("overlay.message").find("dropped") == std::string::npos)
                 fail("query overlay for token " + std::to_string(ui.query) + " shows no row of " + std::to_string(N) + " values");
             if (!in_range && p.string("overlay.message").empty())
                 fail("query token " + std::to_string(ui.query) + " is out of range and the image panel does not say so");
@@ -397,7 +399,8 @@ void write_layout(const std::string& path, AppContext& app, int W, int H) {
         return nlohmann::json{{"affine", o.affine}, {"unbiased", o.unbiased},
                               {"pooling", o.pooling ? int(*o.pooling) : -1},
                               {"bug_scale_after_softmax", o.bug_scale_after_softmax},
-                              {"bug_reshape_patches", o.bug_reshape_patches}};
+                              {"bug_reshape_patches", o.bug_reshape_patches},
+                              {"interventions", o.iv.describe()}};
     };
     nlohmann::json j;
     j["window"] = {W, H};

@@ -17,6 +17,7 @@
 #include "exports.h"
 #include "frame.h"
 #include "headless.h"
+#include "interventions_ui.h"
 #include "paths.h"
 #include "settings_app.h"
 #include "tensor_access.h"
@@ -243,7 +244,8 @@ int main(int argc, char** argv) {
         if (!loaded && a.headless()) exit_code = 1;
         // --layer, --head, --patch, --query, --tour against the model asked for (when it loaded)
         const bool model_in = !app->s.heads_request() && (a.model == "default" || app->s.model_spec() == a.model);
-        const std::string range = model_in ? model_range_error(a, app->s.config(), int(tour_stages(app->s).size())) : "";
+        std::string range = model_in ? model_range_error(a, app->s.config(), int(tour_stages(app->s).size())) : "";
+        if (range.empty() && model_in) range = apply_intervention_flags(app->s, a);  // --ablate-head ... (exit 2 when bad)
         if (!range.empty()) {
             std::fprintf(stderr, "vitscope: %s\n", range.c_str());
             exit_code = 2;

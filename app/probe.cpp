@@ -9,7 +9,7 @@ namespace {
 using K = ProbeKind;
 
 // The heatmaps that record their rectangle, range and cells (HeatmapArgs::rect_name).
-const std::string kHeatmaps = "{stage|diff|lens|pos.large|pos.embed|ln.mean|ln.std|ln.normalized|ln.out}";
+const std::string kHeatmaps = "{stage|diff|lens|pos.large|pos.embed|ln.mean|ln.std|ln.normalized|ln.out|uses.heads}";
 // The boxes of the map (model_map.cpp box_of): a new kind of box is declared here.
 const std::string kBoxes = "{input|patches|patch_embed|tokens|embed|dropped|registers|ln_pre|ln1|attn|ls1|resid_mid|ln2|mlp|ls2|resid_post|ln_final|pooled|map|logits|probs|embedding}";
 
@@ -109,6 +109,22 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, "grid.<layer>.<head or mean>", "one map of the attention grid"},
         {K::String, "changes.message", "why the Changes tab shows no difference map"},
         {K::String, "changes.options", "the options the difference is of"},
+
+        // ---- Interventions (interventions_ui.cpp) and the What it uses tab (tabs/tab_interventions.cpp)
+        {K::Rect, "iv.strip", "the list of interventions above the tabs"},
+        {K::Rect, "iv.item.<i>", "one intervention in the list (a click removes it)"},
+        {K::Rect, "iv.patch_panel", "the activation-patching panel"},
+        {K::Rect, "nav.head.<layer>.<head>", "the navigator's switch that knocks a head out"},
+        {K::Number, "iv.{count|from_block}", "interventions asked for; the block the pass on screen was recomputed from"},
+        {K::String, "iv.{list|patch_error}", "the interventions of the trace on screen; why a patch was not applied"},
+        {K::String, "{image|grid|uses}.dropped", "the hatch's legend: patches dropped"},
+        {K::Number, "{image|grid}.dropped", "dropped patches hatched"},
+        {K::Number, "grid.knocked_out", "knocked-out heads crossed out in the attention grid"},
+        {K::Rect, "uses.{occlusion|cls|rollout}", "the occlusion, cls attention and rollout maps"},
+        {K::Number, "uses.{occlusion|cls|rollout}.argmax", "each map's hottest patch"},
+        {K::Number, "uses.progress", "the sweeps' progress"},
+        {K::String, "uses.{state|message|measure|heads.best}", "the What it uses tab's state and texts"},
+        {K::String, "uses.{occlusion|cls|rollout}.message", "why a map is not drawn"},
 
         // ---- Train
         {K::Rect, "train.loss", "the loss curve"},

@@ -5,7 +5,9 @@
 #include <thread>
 
 #include "core/kernels/ops.h"
+#include "core/io/io.h"
 #include "core/model/finite.h"
+#include "core/teach/interventions.h"
 #include "core/train/train.h"
 
 namespace vit::app {
@@ -155,10 +157,29 @@ void Session::set_grad_mode(GradMode m) {
 }
 
 Options base_options(const Options& o) {
+    if (!o.iv.empty()) return o.clean();
     Options b;
     b.image_h = o.image_h;
     b.image_w = o.image_w;
     return b;
+}
+
+bool Session::load_patch_source(const std::string& path) {
+    try {
+        PatchSource src;
+        src.path = path;
+        if (path.size() > 4 && path.substr(path.size() - 4) == ".npy")
+            src.array = input_from_array(read_npy(path), config(), path);
+        else
+            src.image = vit::load_image(path);
+        patch_src_ = std::move(src);
+        patch_values_ = {};
+        dirty_ = true;
+        return true;
+    } catch (const std::exception& e) {
+        add_error("Could not load the patching source '" + path + "'", e.what());
+        return false;
+    }
 }
 
 bool Session::want_grads() const {
@@ -242,6 +263,34 @@ void Session::launch() {
         base_.trace && base_.model == model && base_.input_version == input_version_ && base_.options == bopt
             ? base_.trace : nullptr;
     const bool same_as_base = opt == bopt;
+    // The trace on screen, when it is of this model and input: the new pass reuses its stages before
+    // the first block the options change (an intervention at block L leaves blocks 0..L-1 as they were).
+    const std::shared_ptr<const Trace> prev =
+        res_.trace && res_.model == model && res_input_version_ == input_version_ ? res_.trace : nullptr;
+    run_input_version_ = input_version_;
+    // Activation patching: the other input's stage, computed in the job unless the last one still holds.
+    Options opt_run = opt;
+    std::shared_ptr<const Tensor3> patch_input;
+    auto patch_out = std::make_shared<PatchValues>();
+    run_patch_ = nullptr;
+    if (opt.iv.patch && !opt.iv.patch->values) {
+        const PatchValues& pv = patch_values_;
+        const ActivationPatch& p = *opt.iv.patch;
+        if (pv.values && pv.model == model && patch_src_ && pv.path == patch_src_->path && pv.stage == stage_name(p.stage) &&
+            pv.clean == opt.clean() && pv.squash == squash_) {
+            opt_run.iv.patch->values = pv.values;
+        } else if (patch_src_) {
+            try {  // the other input at this run's size, prepared as the model's input is
+                const RunDims rd = run_dims(c, opt.clean());
+                patch_input = std::make_shared<const Tensor3>(
+                    patch_src_->array.size() ? patch_src_->array
+                                             : preprocess_at(patch_src_->image, preprocess_config(), rd.img_h, rd.img_w));
+            } catch (const std::exception&) {  // the job says why
+            }
+            *patch_out = {model, patch_src_->path, stage_name(p.stage), opt.clean(), squash_, nullptr};
+            run_patch_ = patch_out;
+        }
+    }
     size_t rows = 0;
     try {
         rows = StageTable::get(c, opt)->size();
@@ -255,18 +304,37 @@ void Session::launch() {
     run_out_ = out;
     const ModelIdentity who{c.name, model->source};
     run_job_ = jobs_.submit("forward pass", job_threads(param_count(c)),
-                            [model, xp, opt, bopt, base, same_as_base, want_grads, total, out, who](Job& job) {
+                            [model, xp, opt_run, bopt, base, same_as_base, want_grads, total, out, who, prev, patch_input,
+                             patch_out](Job& job) {
         const Tensor3& x = *xp;
         Result& r = *out;
+        Options opt = opt_run;
         job.set_total(total);
         auto t0 = std::chrono::steady_clock::now();
+        if (opt.iv.patch && !opt.iv.patch->values) {
+            job.set_step("the patching source's pass");
+            if (!patch_input) throw std::runtime_error("activation patching has no other input to take " +
+                                                       stage_name(opt.iv.patch->stage) + " from (load one)");
+            Options target = opt;
+            target.iv.patch.reset();
+            opt.iv.patch = make_activation_patch(model->weights, *patch_input, target, opt.iv.patch->stage,
+                                                 opt.iv.patch->tokens, opt.iv.patch->source);
+            patch_out->values = opt.iv.patch->values;
+            job.set_step("");
+        }
         auto t = std::make_shared<Trace>();
         t->set_progress(&job.units());
         RunRequest req;
         req.grads = want_grads;  // the backward pass in the same run: one forward
         req.model = who;
         try {
-            forward(model->weights, x, opt, *t, req);
+            const int from = prev && !want_grads ? first_changed_block(model->weights.cfg, prev->options(), opt) : -1;
+            if (from >= 0) {
+                forward_from(model->weights, *prev, opt, from, *t, req);
+                r.from_block = from;
+            } else {
+                forward(model->weights, x, opt, *t, req);
+            }
         } catch (const std::bad_alloc&) {
             throw std::runtime_error("out of memory (std::bad_alloc) while running the forward pass of " + model->source);
         }
@@ -320,6 +388,9 @@ bool Session::poll(double wait_ms) {
     }
     if (job->state() != Job::State::Done || job->cancelled()) return false;
     res_ = std::move(*out);
+    res_input_version_ = run_input_version_;
+    if (run_patch_ && run_patch_->values) patch_values_ = *run_patch_;
+    run_patch_ = nullptr;
     if (res_.base && res_.model) base_ = {res_.base, res_.model, input_version_, res_.base->options()};
     ++version_;
     // Once per change of report, not at every re-run (a dismissed one stays dismissed while it holds).

@@ -20,17 +20,29 @@ namespace vit::app {
 
 struct Result {
     std::shared_ptr<const Trace> trace;       // the stages, and their gradients when computed (Trace::has_grads)
-    std::shared_ptr<const Trace> base;        // the default options, no interventions, same input (Changes)
+    std::shared_ptr<const Trace> base;        // what the Changes tab compares with (base_options), same input
     std::string no_grads_why;                 // why the trace holds no gradients ("" when it does)
     std::shared_ptr<const LoadedModel> model; // the model that produced this result
     double ms = 0;
     std::string error;
     // Where NaN / Inf first appear in `trace` ("" when nowhere): vit::first_nonfinite_stage's words.
     std::string nonfinite;
+    // The pass reused the stages of the trace before it up to this block (forward_from); -1: a full pass.
+    int from_block = -1;
 };
 
-// The options the Changes view compares with: the defaults at the same input size, no interventions.
+// The options the Changes view compares with: with interventions, the same options without them
+// (what the interventions change); else the defaults at the same input size (what the switches change).
 Options base_options(const Options& o);
+
+// Activation patching's other input, as the window holds it: an image file (prepared like the
+// model's input) or a normalized .npy. The patch's values are computed in the forward pass's job
+// from it, with the options in force without interventions, and kept while those stay.
+struct PatchSource {
+    std::string path;
+    Image image;           // an image file's pixels (empty for a .npy)
+    Tensor3 array;         // a .npy's values
+};
 
 // An error the window shows until the user dismisses it: which file, and the full reason.
 struct ErrorItem {
@@ -82,6 +94,11 @@ public:
     void cancel_download() { download_->cancel = true; }
     bool load_image(const std::string& path);
     bool load_labels(const std::string& path);
+    // Activation patching (options().iv.patch): the other input. False (and an error panel entry)
+    // when it cannot be read; the patch itself is set with set_options (values left empty: the
+    // forward pass's job computes them from this source).
+    bool load_patch_source(const std::string& path);
+    const std::optional<PatchSource>& patch_source() const { return patch_src_; }
     void set_options(const Options& o);
     const Options& options() const { return opt_; }
     // Preprocessing: the model's own resize policy, or squash to a square (aspect lost).
@@ -170,6 +187,18 @@ private:
     std::optional<HeadsRequest> heads_request_;
     Tensor3 preprocess_for_run(const Image& im) const;
     uint64_t input_version_ = 0;  // bumps with every new input
+    uint64_t res_input_version_ = 0;  // the input of the result on screen (its trace may be reused)
+    uint64_t run_input_version_ = 0;  // the input of the run in flight
+    std::optional<PatchSource> patch_src_;
+    // The patched stage of the last run on the patch source, for the options it was computed with.
+    struct PatchValues {
+        std::shared_ptr<const LoadedModel> model;
+        std::string path, stage;
+        Options clean;              // the options without interventions it was computed with
+        std::optional<bool> squash;
+        std::shared_ptr<const Array> values;
+    } patch_values_;
+    std::shared_ptr<PatchValues> run_patch_;  // the patch values the run in flight computes (null: none)
     // The Changes baseline of the last result, reused while model, input and its options stay.
     struct BaseCache {
         std::shared_ptr<const Trace> trace;

@@ -8,7 +8,7 @@ namespace vit::app {
 
 // The centre tabs, in the order of the tab bar. Their names, keys and exports are the tab table's
 // (app/tabs/tab.h): nothing else lists them.
-enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters, Distance, Patches, Map };
+enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters, Distance, Patches, Map, WhatItUses };
 // Query: the attention row of any token (UiState::query: 0 = cls, 1..N = patches), vit::attention_from.
 enum class Overlay { None = 0, Cls, Rollout, GradRollout, Query };
 constexpr int kOverlayCount = 5;
@@ -35,6 +35,10 @@ struct UiState {
     int fusion = 0;           // rollout head fusion: mean, max, min
     float discard = 0.f;
     float zoom = 1.f, pan_x = 0.f, pan_y = 0.f;
+    // Interventions (app/interventions_ui.h): a click on an attention map knocks its head out; a click
+    // or drag over the model input drops patches.
+    bool knock_out = false;
+    bool paint_drop = false;
 };
 
 }  // namespace vit::app

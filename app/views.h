@@ -140,6 +140,8 @@ struct ImagePanel {
     std::vector<Texture> thumbs;
     std::vector<float> overlay_vals;                  // recomputed only with their texture
     std::vector<std::pair<float, float>> thumb_range; // min, max per thumbnail
+    int painted = -1;                                 // painting patches to drop: the patch the stroke is on
+    bool paint_drop = true;                           // the stroke drops (true) or puts back (false)
 };
 void DrawImagePanel(ViewCtx& v, ImagePanel& panel);
 void DrawPredictions(ViewCtx& v);

@@ -18,6 +18,7 @@
 #include "jobs.h"
 #include "tabs/tab.h"
 #include "core/teach/teach.h"
+#include "interventions_ui.h"
 
 namespace fs = std::filesystem;
 
@@ -234,6 +235,7 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
         for (const TabSpec& t : tab_table()) tabs += std::string(tabs.empty() ? "" : ", ") + t.key + " " + t.name;
         ImGui::BulletText("Tabs: %s", tabs.c_str());
         ImGui::BulletText("T: guided tour on/off, N / P: next / back step, Esc leaves");
+        ImGui::BulletText("K: a click on an attention map knocks its head out   D: paint patches to drop");
         ImGui::EndTooltip();
     }
 }
@@ -270,6 +272,7 @@ void DrawNavigator(ViewCtx& v) {
             if (en.layer >= 0) {
                 ImGui::SetNextItemOpen(en.layer == layer || L <= 2, ImGuiCond_Always);
                 open = ImGui::TreeNodeEx(("Block " + std::to_string(en.layer)).c_str(), ImGuiTreeNodeFlags_SpanAvailWidth);
+                if (open) NavigatorHeads(v, en.layer);  // knock a head of this block out
             } else {
                 open = true;
                 ImGui::TextDisabled(i == 0 ? "Embedding" : "Head");
@@ -480,8 +483,10 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
             if (ui.overlay == Overlay::Cls && L > 0) ov = cls_attention(*t, ol, ui.overlay_head);
             else if (ui.overlay == Overlay::Rollout && L > 0) ov = attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard);
             else if (ui.overlay == Overlay::GradRollout && L > 0 && grads) ov = grad_rollout(*t, ol);
-            else if (ui.overlay == Overlay::Query && L > 0 && ui.query >= 0 && ui.query <= N) {
-                Tensor1 row = attention_from(*t, ol, ui.overlay_head, ui.query);  // the core's numbers, not recomputed
+            else if (ui.overlay == Overlay::Query && L > 0 && ui.query >= 0 && ui.query <= N &&
+                     query_token(*t, ui.query, nullptr) >= 0) {
+                // the core's numbers, not recomputed (the run's token: dropped patches shift them)
+                Tensor1 row = attention_from(*t, ol, ui.overlay_head, query_token(*t, ui.query, nullptr));
                 ov.assign(row.data(), row.data() + row.size());
             }
         } catch (const std::exception& e) {
@@ -489,7 +494,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
             pr.strings["overlay.error"] = e.what();
         }
         if (ov.size() != size_t(N)) ov.clear();
-        if (!ov.empty()) panel.overlay.upload_float(ov.data(), G, G);
+        if (!ov.empty()) upload_grid(panel.overlay, ov, G, G);  // dropped patches (NaN) are hatched below
     }
     const std::vector<float>& ov = panel.overlay_vals;
     if (ui.overlay == Overlay::Query) {
@@ -497,6 +502,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         if (L == 0) why = "the model has no attention layers";
         else if (ui.query < 0 || ui.query > N)
             why = "query token " + std::to_string(ui.query) + " is out of range: 0 (cls) to " + std::to_string(N) + " (the last patch)";
+        else query_token(*t, ui.query, &why);
         if (!why.empty()) {
             ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
             pr.strings["overlay.message"] = why;
@@ -522,15 +528,15 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     dl->AddImage(panel.image.id(), p0, p1);
     pr.rects["image"] = Rect{p0.x, p0.y, side, side};
     if (!ov.empty()) {
-        auto mm = std::minmax_element(ov.begin(), ov.end());
+        const GridRange mm = grid_range(ov);  // the finite values (a dropped patch has none)
         Colormap cm;
         cm.mode = Colormap::Overlay;
-        cm.vmin = *mm.first;
-        cm.vmax = std::max(*mm.second, *mm.first + 1e-9f);
+        cm.vmin = mm.vmin;
+        cm.vmax = mm.vmax;
         cm.opacity = ui.opacity;
         v.gfx.draw(dl, panel.overlay, p0, p1, cm);
-        pr.numbers["overlay.argmax"] = double(mm.second - ov.begin());
-        pr.numbers["overlay.argmin"] = double(mm.first - ov.begin());
+        pr.numbers["overlay.argmax"] = mm.argmax;
+        pr.numbers["overlay.argmin"] = mm.argmin;
     }
     // patch grid and indices (every k-th patch when the numbers would not fit their cells)
     float cell = side / G;
@@ -552,6 +558,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         }
         pr.numbers["image.patch_label_step"] = k;
     }
+    if (const int n = DrawDropped(dl, *t, p0, cell, cell)) pr.numbers["image.dropped"] = n;  // absent: hatched
     if (ui.patch >= 0 && ui.patch < N) {
         ImVec2 a(p0.x + (ui.patch % G) * cell, p0.y + (ui.patch / G) * cell);
         dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 80, 200, 255), 0, 0, 3);
@@ -566,9 +573,24 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         ImVec2 m = ImGui::GetIO().MousePos;
         int gx = std::clamp(int((m.x - p0.x) / cell), 0, G - 1), gy = std::clamp(int((m.y - p0.y) / cell), 0, G - 1);
         int n = gy * G + gx;
-        ImGui::SetTooltip("patch %d (row %d, col %d) = token %d%s%s", n, gy, gx, n + 1, ov.empty() ? "" : "\noverlay value: ",
-                          ov.empty() ? "" : std::to_string(ov[size_t(n)]).c_str());
-        if (ImGui::IsMouseClicked(0)) {
+        const int tok = query_token(*t, n + 1, nullptr);
+        if (tok < 0)
+            ImGui::SetTooltip("patch %d (row %d, col %d): dropped (an intervention), no token", n, gy, gx);
+        else
+            ImGui::SetTooltip("patch %d (row %d, col %d) = token %d%s%s", n, gy, gx, tok, ov.empty() ? "" : "\noverlay value: ",
+                              ov.empty() ? "" : std::to_string(ov[size_t(n)]).c_str());
+        if (ui.paint_drop) {
+            // painting: the first patch of a stroke decides (drop, or put back); every patch the stroke enters follows
+            const bool is_dropped = std::binary_search(s.options().iv.dropped.begin(), s.options().iv.dropped.end(), n);
+            if (ImGui::IsMouseClicked(0)) {
+                panel.paint_drop = !is_dropped;
+                panel.painted = -1;
+            }
+            if (ImGui::IsMouseDown(0) && n != panel.painted) {
+                panel.painted = n;
+                if (is_dropped != panel.paint_drop) toggle_dropped(s, n);
+            }
+        } else if (ImGui::IsMouseClicked(0)) {
             if (ui.overlay == Overlay::Query) ui.query = n + 1;  // that patch becomes the query
             else ui.patch = ui.patch == n ? -1 : n;
         }
@@ -578,6 +600,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
                             ui.query == 0 ? "the cls token" : ("patch " + std::to_string(ui.query - 1)).c_str());
     else
         ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", G, G, c.patch);
+    DroppedLegend(v, *t, "image.dropped");
     if (!thumbs) return;
     // The three maps side by side for the same layer: click one to put it over the image.
     const char* names[3] = {"cls attention", "rollout", "grad-weighted"};
@@ -595,9 +618,8 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
                             : grad_rollout(*t, ol);
             } catch (const std::exception&) { m.clear(); }
             if (m.size() == size_t(N)) {
-                panel.thumbs[size_t(k3)].upload_float(m.data(), G, G);
-                auto r = std::minmax_element(m.begin(), m.end());
-                panel.thumb_range[size_t(k3)] = {*r.first, *r.second};
+                const GridRange r = upload_grid(panel.thumbs[size_t(k3)], m, G, G);
+                panel.thumb_range[size_t(k3)] = {r.vmin, r.vmax};
             }
         }
         if (k3) ImGui::SameLine();
@@ -612,6 +634,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
             cm.vmin = panel.thumb_range[size_t(k3)].first;
             cm.vmax = std::max(panel.thumb_range[size_t(k3)].second, cm.vmin + 1e-9f);
             v.gfx.draw(dl, panel.thumbs[size_t(k3)], q, ImVec2(q.x + tw, q.y + tw), cm);
+            DrawDropped(dl, *t, q, tw / float(G), tw / float(G));
         } else {
             dl->AddText(ImVec2(q.x + 6, q.y + tw / 2 - 16), ImGui::GetColorU32(ImGuiCol_TextDisabled), "no\ngradients");
         }

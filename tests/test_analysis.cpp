@@ -17,9 +17,12 @@ Trace patterns(const std::vector<std::vector<float>>& layers, size_t H, size_t T
                const std::vector<float>* grad = nullptr) {
     Config c = preset("toy-gray4");
     c.depth = int(layers.size());
-    auto table = StageTable::get(c);
+    Options o;  // an input of one row of T - 1 patches, so the table's run has the trace's tokens
+    o.image_h = c.patch;
+    o.image_w = int(T - 1) * c.patch;
+    auto table = StageTable::get(c, o);
     Trace t;
-    t.begin(table, {}, {"hand-made", ""});
+    t.begin(table, o, {"hand-made", ""});
     for (size_t l = 0; l < layers.size(); ++l) {
         Array& p = t.record(size_t(table->index({StageKind::AttnPattern, int(l)})), {H, T, T});
         std::copy(layers[l].begin(), layers[l].end(), p.begin());

@@ -42,7 +42,8 @@ def main():
         expect(names[:6] == ["input", "patches", "patch_embed", "tokens", "pos_embed", "embed"], "npz opens, first stages in order")
         expect(names[-3:] == ["logits", "probs", "__options__"], "npz ends with logits, probs, then __options__")
         expect(json.loads(str(z["__options__"])) == {"elementwise_affine": True, "unbiased": False, "pooling": "cls",
-                                                     "bug_scale_after_softmax": False, "bug_reshape_patches": False},
+                                                     "bug_scale_after_softmax": False, "bug_reshape_patches": False,
+                                                     "interventions": {"heads": [], "sublayers": [], "dropped": [], "patch": None}},
                "__options__ is the options in force as JSON text")
         expect(z["input"].shape == (1, 28, 28) and z["input"].dtype == np.float32, "input is (1, 28, 28) float32")
         expect(abs(float(z["probs"].sum()) - 1) < 1e-5, "probs sum to 1")

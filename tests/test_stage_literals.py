@@ -23,6 +23,8 @@ import sys
 
 # One preset per family: together they must reach every StageKind (checked below).
 PRESETS = ["toy-rgb8", "deit-ti16-distilled", "dino-s16", "dinov2-s14-reg", "clip-b32", "siglip-b16", "mae-b16"]
+# Kinds that only an intervention adds to the table, with the flags of a run that has them.
+RUNS = [[p] for p in PRESETS] + [["toy-rgb8", "--drop-patches", "0"]]
 
 # Files whose job is to hold or parse stage names.
 NAME_FILES = {
@@ -46,6 +48,8 @@ ALLOWED = {
     ("app/tabs/tab_stage.cpp", "tokens"): "the axis label of a per-token column",
     ("app/tabs/tab_positions.cpp", "tokens"): "the axis label of the position-embedding heatmap",
     ("app/tabs/table.cpp", "patches"): "the Patches tab's --tab name",
+    ("core/teach/interventions.cpp", "tokens"): "the JSON key of an activation patch's token rows in __options__",
+    ("app/interventions_ui.cpp", "tokens"): "the label of the patching panel's token-rows field",
 }
 
 LITERAL = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
@@ -95,10 +99,10 @@ def main():
     listing = re.search(r"#define VIT_STAGE_KINDS\(X\)(.*?)\n\s*\n", header, re.S)
     kinds_declared = set(re.findall(r"\bX\((\w+)\)", listing.group(1))) if listing else set()
     names, kinds_seen = set(), set()
-    for p in PRESETS:
-        r = subprocess.run([a.cli, "info", "--model", p, "--stage-table"], capture_output=True, text=True)
+    for p, *flags in RUNS:
+        r = subprocess.run([a.cli, "info", "--model", p, "--stage-table", *flags], capture_output=True, text=True)
         if r.returncode != 0:
-            fails.append(f"info --model {p} --stage-table exits {r.returncode}: {r.stderr.strip()[:200]}")
+            fails.append(f"info --model {p} --stage-table {' '.join(flags)} exits {r.returncode}: {r.stderr.strip()[:200]}")
             continue
         for row in json.loads(r.stdout):
             kinds_seen.add(row["kind"])
@@ -108,7 +112,7 @@ def main():
         fails.append("no StageKind found in core/model/stage_id.h (the X-macro list moved?)")
     missing = sorted(kinds_declared - kinds_seen)
     if missing:
-        fails.append(f"no preset of {PRESETS} records the kinds {missing}: add a preset that does")
+        fails.append(f"no run of {RUNS} records the kinds {missing}: add a preset (or flags) that does")
     print(f"{len(names)} stage names from {len(kinds_seen)} kinds ({len(kinds_declared)} declared)")
 
     def is_stage_literal(s):

@@ -356,12 +356,14 @@ TEST(Teach, OptionsJson) {
     Options o;
     EXPECT_EQ(options_json(o, small()),
               "{\"elementwise_affine\": true, \"unbiased\": false, \"pooling\": \"cls\", "
-              "\"bug_scale_after_softmax\": false, \"bug_reshape_patches\": false}");
+              "\"bug_scale_after_softmax\": false, \"bug_reshape_patches\": false, "
+              "\"interventions\": {\"dropped\":[],\"heads\":[],\"patch\":null,\"sublayers\":[]}}");
     o.affine = false; o.unbiased = true; o.pooling = Pooling::Mean; o.bug_scale_after_softmax = true;
     o.bug_reshape_patches = true;
     EXPECT_EQ(options_json(o, small()),
               "{\"elementwise_affine\": false, \"unbiased\": true, \"pooling\": \"mean\", "
-              "\"bug_scale_after_softmax\": true, \"bug_reshape_patches\": true}");
+              "\"bug_scale_after_softmax\": true, \"bug_reshape_patches\": true, "
+              "\"interventions\": {\"dropped\":[],\"heads\":[],\"patch\":null,\"sublayers\":[]}}");
 }
 
 TEST(CellMath, ViTTinyShapesD64And197Tokens) {

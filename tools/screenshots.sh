@@ -29,3 +29,5 @@ shot patches_bug    --image "$IMG" --tab 8 --bug-reshape-patches --patch 17
 shot map            --image "$IMG" --tab 9 --stage blocks.2.attn.pattern
 shot map_vit_b16    --image "$IMG" --model vit-b16 --tab 9 --stage blocks.11.mlp.post --bug-reshape-patches
 shot tour           --image "$IMG" --tour 12 --head 1
+shot interventions  --image "$IMG" --tab 10 --ablate-head 4.2 --overlay cls --layer 5
+shot knockout       --image "$IMG" --tab 1 --ablate-head 4.2 --drop-patches 38,39 --overlay cls --layer 5

@@ -101,5 +101,6 @@ std::unique_ptr<TabView> make_filters_tab(JobQueue& jobs);
 std::unique_ptr<TabView> make_distance_tab(JobQueue& jobs);
 std::unique_ptr<TabView> make_patches_tab(JobQueue& jobs);
 std::unique_ptr<TabView> make_map_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_what_it_uses_tab(JobQueue& jobs);
 
 }  // namespace vit::app

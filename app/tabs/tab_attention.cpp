@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "app/interventions_ui.h"
 #include "app/tabs/tab.h"
 
 namespace vit::app {
@@ -29,7 +30,10 @@ public:
                 return;
             }
         ImGui::TextWrapped("The cls token's attention to every patch: one map per layer (rows) and head (columns), "
-                           "last column the mean over heads. Click a map to show it over the image and open its pattern.");
+                           "last column the mean over heads. Click a map to show it over the image and open its pattern; "
+                           "right-click it (or turn on \"click a map to knock out its head\" above) to knock that head out.");
+        DroppedLegend(v, *t, "grid.dropped");
+        int knocked = 0, hatched = 0;
         size_t need = size_t(L) * (H + 1);
         if (grid_.size() != need) { grid_.clear(); grid_.resize(need); range_.assign(need, {0.f, 1.f}); keys_.forget("grid"); }
         bool up = keys_.stale("grid", s.version());
@@ -50,11 +54,10 @@ public:
                 size_t gi = size_t(l) * (H + 1) + h;
                 Texture& tex = grid_[gi];
                 if (up) {
-                    std::vector<float> a = cls_attention(*t, l, head);
+                    std::vector<float> a = cls_attention(*t, l, head);  // NaN at dropped patches (hatched below)
                     if (a.size() == size_t(G) * G) {
-                        tex.upload_float(a.data(), G, G);
-                        auto r = std::minmax_element(a.begin(), a.end());
-                        range_[gi] = {*r.first, *r.second};
+                        const GridRange r = upload_grid(tex, a, G, G);
+                        range_[gi] = {r.vmin, r.vmax};
                     }
                 }
                 Colormap cm;
@@ -62,7 +65,11 @@ public:
                 cm.vmax = std::max(range_[gi].second, cm.vmin + 1e-9f);
                 ImVec2 p = ImGui::GetCursorScreenPos();
                 ImGui::PushID(l * 1000 + h);
-                if (ImGui::InvisibleButton("m", ImVec2(cell, cell))) {
+                const bool clicked = ImGui::InvisibleButton("m", ImVec2(cell, cell));
+                const bool right = ImGui::IsItemClicked(ImGuiMouseButton_Right);
+                if (head >= 0 && (right || (clicked && ui.knock_out))) {
+                    toggle_head(s, l, head);  // knocked out, or back: the pass re-runs
+                } else if (clicked) {
                     ui.overlay = Overlay::Cls; ui.overlay_layer = l; ui.overlay_head = head;
                     select_stage(ui, *t, StageId{StageKind::AttnPattern, l});
                     if (head >= 0) ui.head = head;
@@ -73,12 +80,19 @@ public:
                                       range_[gi].second);
                 ImGui::PopID();
                 v.gfx.draw(ImGui::GetWindowDrawList(), tex, p, ImVec2(p.x + cell, p.y + cell), cm);
+                hatched += DrawDropped(ImGui::GetWindowDrawList(), *t, p, cell / G, cell / G);
+                if (head >= 0 && head_ablated(s.shown_options(), l, head)) {  // what ran: this head was knocked out
+                    DrawKnockedOut(ImGui::GetWindowDrawList(), p, ImVec2(p.x + cell, p.y + cell));
+                    ++knocked;
+                }
                 pr.rects["grid." + std::to_string(l) + "." + (head < 0 ? std::string("mean") : std::to_string(head))] =
                     Rect{p.x, p.y, cell, cell};
                 bool sel = ui.overlay == Overlay::Cls && (ui.overlay_layer < 0 ? L - 1 : ui.overlay_layer) == l && ui.overlay_head == head;
                 ImGui::GetWindowDrawList()->AddRect(p, ImVec2(p.x + cell, p.y + cell), sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(70, 70, 70, 255), 0, 0, sel ? 3 : 1);
             }
         }
+        pr.numbers["grid.knocked_out"] = knocked;
+        if (hatched) pr.numbers["grid.dropped"] = hatched;
         ImGui::Text(" ");
         for (int h = 0; h <= H; ++h) {
             ImGui::SameLine(x0 + label_w + h * (cell + gap));

@@ -26,6 +26,8 @@ public:
         // the options of the trace on screen (a pass with newer ones may be running)
         const Options& opt = s.shown_options();
         pr.strings["changes.options"] = opt.describe();
+        const bool iv = !opt.iv.empty();  // then the comparison is with the same options without interventions
+        const char* against = iv ? "the run without interventions" : "the default options";
         if (opt == base_options(opt)) {
             ImGui::TextWrapped("The options are at their defaults (LayerNorm with elementwise_affine, biased std). "
                                "Toggle them in the toolbar (keys A and U) and this view shows, stage by stage, "
@@ -35,8 +37,10 @@ public:
         }
         if (keys_.stale("changes", s.version())) changes_ = trace_changes(*r.base, *r.trace);
         const std::vector<StageChange>& ch = changes_;
-        ImGui::Text("Change from the default options, per stage: ||now - default|| / ||default||");
+        ImGui::Text("Change from %s, per stage: ||now - %s|| / ||%s||", against, iv ? "clean" : "default",
+                    iv ? "clean" : "default");
         ImGui::TextDisabled("now: %s", opt.describe().c_str());
+        if (iv) ImGui::TextDisabled("against: %s (patches dropped: over the tokens kept)", r.base->options().describe().c_str());
         ImGui::BeginChild("list", ImVec2(420, 0), true);
         const auto shown = shown_stage(s, ui);
         for (auto& c : ch) {
@@ -54,12 +58,13 @@ public:
         ImGui::SameLine();
         ImGui::BeginChild("diffmap", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
         const auto e = shown;
-        const Array* base_arr = e ? r.base->find(e->info->id) : nullptr;
-        if (e && base_arr && same_shape(*base_arr, *e->value)) {
+        const Array base_kept = e ? comparable_base(*r.base, *r.trace, e->info->id) : Array();
+        const Array* base_arr = e && r.base->find(e->info->id) ? &base_kept : nullptr;
+        if (e && base_arr && base_arr->size() && same_shape(*base_arr, *e->value)) {
             if (keys_.stale("diffvals", s.version() * 1000003ull + std::hash<std::string>{}(e->info->name)))
                 diff_vals_ = difference(*e->value, *base_arr);
             const Array& d = diff_vals_;
-            ImGui::Text("now - default: %s", e->info->name.c_str());
+            ImGui::Text("now - %s: %s", iv ? "clean" : "default", e->info->name.c_str());
             StageInfo info = *e->info;
             info.signed_values = true;
             ScaleMode saved = ui.scale_mode;
@@ -70,8 +75,8 @@ public:
             tensor_heatmap(v, "diff", e->info->name + "#diff", d, info, diff_, a, false);
             ui.scale_mode = saved;
         } else if (e) {
-            std::string why = !base_arr ? e->info->name + " is not in the default-options run (the options add or remove it)"
-                                        : e->info->name + " has a different shape in the default-options run";
+            std::string why = !base_arr ? e->info->name + " is not in " + against + " (the options add or remove it)"
+                                        : e->info->name + " has a different shape in " + against;
             ImGui::TextDisabled("No difference map: %s.", why.c_str());
             pr.strings["changes.message"] = why;
         }

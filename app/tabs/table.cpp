@@ -20,6 +20,7 @@ const std::vector<TabSpec> kTable = {
     {Tab::Distance, "Distance", "8", GLFW_KEY_8, "distance", make_distance_tab},
     {Tab::Patches, "Patches", "9", GLFW_KEY_9, "patches", make_patches_tab},
     {Tab::Map, "Map", "M", GLFW_KEY_M, nullptr, make_map_tab},
+    {Tab::WhatItUses, "What it uses", "I", GLFW_KEY_I, "what_it_uses", make_what_it_uses_tab},
 };
 
 // The table is in Tab order: tab_spec(t) is its entry t.

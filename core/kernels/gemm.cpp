@@ -89,8 +89,17 @@ struct Packed {
 
 struct PackSet {
     std::mutex m;
-    std::map<std::tuple<const float*, const float*, int, int>, std::shared_ptr<const Packed>> packs;
+    struct Entry {
+        std::shared_ptr<const Packed> p;
+        uint64_t used = 0;  // when it was last handed out (the set's clock)
+    };
+    std::map<std::tuple<const float*, const float*, int, int>, Entry> packs;
+    uint64_t clock = 0;
 };
+// Row counts kept per matrix: a pack is made for a row count (the tokens of a run), and runs with
+// patches dropped have fewer; the least recently used row count goes when a third one comes, so a
+// session that drops patch after patch does not keep a copy of the weights for each count.
+constexpr int kRowCountsPerMatrix = 2;
 
 Packs::Packs() : set_(std::make_shared<PackSet>()) {}
 Packs::~Packs() = default;
@@ -114,7 +123,7 @@ void Packs::clear() {
 size_t Packs::bytes() const {
     std::lock_guard<std::mutex> l(set_->m);
     size_t n = 0;
-    for (const auto& [k, p] : set_->packs) n += p->bytes;
+    for (const auto& [k, e] : set_->packs) n += e.p->bytes;
     return n;
 }
 
@@ -161,12 +170,23 @@ std::shared_ptr<const Packed> packed(const Packs& packs, const float* W, const f
     std::lock_guard<std::mutex> l(set.m);
     auto it = set.packs.find(key);
     if (it != set.packs.end()) {
-        const Packed& p = *it->second;
-        if (p.I == I && p.O == O && p.fp == fingerprint(W, b, size_t(O) * size_t(I), O)) return it->second;
+        const Packed& p = *it->second.p;
+        if (p.I == I && p.O == O && p.fp == fingerprint(W, b, size_t(O) * size_t(I), O)) {
+            it->second.used = ++set.clock;
+            return it->second.p;
+        }
     }
     try {
         auto p = make_packed(W, b, R, I, O, parts);
-        set.packs[key] = p;
+        // the same matrix packed for other row counts: keep the most recently used ones
+        std::vector<decltype(set.packs)::iterator> others;
+        for (auto o = set.packs.begin(); o != set.packs.end(); ++o)
+            if (std::get<0>(o->first) == W && std::get<1>(o->first) == b && std::get<3>(o->first) == parts &&
+                std::get<2>(o->first) != R)
+                others.push_back(o);
+        std::sort(others.begin(), others.end(), [](auto a, auto c) { return a->second.used > c->second.used; });
+        for (size_t i = kRowCountsPerMatrix - 1; i < others.size(); ++i) set.packs.erase(others[i]);
+        set.packs[key] = {p, ++set.clock};
         return p;
     } catch (const dnnl::error& e) {
         throw std::runtime_error(std::string("oneDNN could not pack a ") + std::to_string(O) + "x" +

@@ -165,6 +165,11 @@ float Batch::cross_entropy(const Array& logits, const int* labels, Tensor2& dlog
 }
 
 std::string backward_unsupported(const Config& c, const Options& o) {
+    // An intervention replaces a stage by something its gradient formula does not describe (an ablated
+    // head's constant, a patched row from another run, a shorter sequence): no gradients with one.
+    if (!o.iv.empty())
+        return "the backward pass does not run with interventions (" + o.iv.describe() +
+               "): the gradients would not be those of the intervened pass";
     std::vector<std::string> parts;
     if (!c.cls_token) parts.push_back("no cls token");
     if (c.dist_token) parts.push_back("a distillation token");

@@ -66,6 +66,16 @@ public:
         : table_(table), B_(B), keep_(keep), t_(t), ws_(ws) {}
 
     Array& operator()(StageKind kind) {
+        Array& a = hand_out(kind);
+        last_ = &a;
+        last_by_kind_[size_t(kind)] = &a;
+        return a;
+    }
+    // The array of the stage handed out last, and of the last stage of a kind (patch points).
+    Array& last() const { return *last_; }
+    Array& last_of(StageKind k) const { return *last_by_kind_[size_t(k)]; }
+
+    Array& hand_out(StageKind kind) {
         if (i_ >= table_.size() || table_[i_].id.kind != kind)
             throw std::logic_error(std::string("forward pass and stage table disagree: the pass computes ") +
                                    stage_kind_name(kind) + " where the table lists " +
@@ -75,12 +85,24 @@ public:
         if (keep_ == Keep::All) return t_.record(row, s.shape);
         Shape shape = s.shape;
         shape.insert(shape.begin(), B_);
-        if (s.kept) return t_.record(row, shape);
+        if (keep_ == Keep::ForBackward && s.kept) return t_.record(row, shape);
         Array& a = ws_.scratch[int(kind)];
         if (a.size() != shape_numel(shape) || a.dimension() != shape.size()) a = empty_array(shape);
         return a;
     }
     bool all() const { return keep_ == Keep::All; }
+    // Skips the rows before block `layer` (a pass that starts at a later block; layer == depth:
+    // at the first stage after the blocks).
+    void skip_to_block(int layer) {
+        size_t r = i_;
+        if (layer < table_.depth())
+            while (r < table_.size() && table_[r].layer != layer) ++r;
+        else  // after the blocks: the first row outside a block that follows one
+            while (r < table_.size() && !(table_[r].layer < 0 && r > 0 && table_[r - 1].layer >= 0)) ++r;
+        if (r == table_.size()) throw std::logic_error("Recorder::skip_to_block: no block " + std::to_string(layer));
+        i_ = r;
+    }
+    const StageInfo& info(StageId id) const { return table_.info(id); }
     void done() const {
         if (i_ != table_.size())
             throw std::logic_error("forward pass recorded fewer stages than the table lists (next: " +
@@ -89,6 +111,8 @@ public:
 
 private:
     const StageTable& table_;
+    Array* last_ = nullptr;
+    std::array<Array*, kStageKinds> last_by_kind_{};
     size_t i_ = 0, B_;
     Keep keep_;
     Trace& t_;
@@ -209,35 +233,138 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
     });
 }
 
+// Activation patching (an intervention): the rows of the patched stage (every row, or the given
+// token rows; for per-head stages the token rows of every head) replaced by the other run's values.
+void patch_stage(const Options& opt, const StageInfo& s, Array& a, size_t B) {
+    const auto& p = opt.iv.patch;
+    if (!p || p->stage != s.id) return;
+    if (!p->values) throw std::invalid_argument("patching " + s.name + ": no values from the other run");
+    const Array& v = *p->values;
+    const size_t per = shape_numel(s.shape);
+    if (v.size() != per || v.dimension() != s.shape.size() || !std::equal(s.shape.begin(), s.shape.end(), v.shape().begin()))
+        throw std::invalid_argument("patching " + s.name + ": the run on " + p->source + " gives shape " + shape_str_of(v) +
+                                    ", this run's stage is " + shape_str(s.shape) +
+                                    " (dropped patches or another input size change the token count)");
+    const bool per_head = s.shape.size() == 3;                     // (H, T, d): tokens on axis 1
+    const size_t Hs = per_head ? s.shape[0] : 1, T = per_head ? s.shape[1] : s.shape[0], row = per / (Hs * T);
+    for (int t : p->tokens)
+        if (t < 0 || size_t(t) >= T)
+            throw std::invalid_argument("patching " + s.name + ": token " + std::to_string(t) + " is outside 0.." +
+                                        std::to_string(T - 1));
+    for (size_t img = 0; img < B; ++img) {
+        float* dst = a.data() + img * per;
+        if (p->tokens.empty()) {
+            std::copy_n(v.data(), per, dst);
+            continue;
+        }
+        for (size_t h = 0; h < Hs; ++h)
+            for (int t : p->tokens) std::copy_n(v.data() + (h * T + size_t(t)) * row, row, dst + (h * T + size_t(t)) * row);
+    }
+}
+
+// The same for attn.z when a pass that records nothing writes the heads straight into their
+// concatenation zcat (B, T, H*d): head h of token t is columns h*d .. (h+1)*d of row t.
+void patch_zcat(const Options& opt, const StageInfo& s, float* zcat, size_t B) {
+    const auto& p = opt.iv.patch;
+    if (!p || p->stage != s.id) return;
+    const size_t H = s.shape[0], T = s.shape[1], d = s.shape[2];
+    Array rows = empty_array({B, H, T, d});  // z as the recorded pass has it, patched there, then put back
+    for (size_t img = 0; img < B; ++img)
+        for (size_t h = 0; h < H; ++h)
+            for (size_t t = 0; t < T; ++t)
+                std::copy_n(zcat + (img * T + t) * H * d + h * d, d, rows.data() + ((img * H + h) * T + t) * d);
+    patch_stage(opt, s, rows, B);
+    for (size_t img = 0; img < B; ++img)
+        for (size_t h = 0; h < H; ++h)
+            for (size_t t = 0; t < T; ++t)
+                std::copy_n(rows.data() + ((img * H + h) * T + t) * d, d, zcat + (img * T + t) * H * d + h * d);
+}
+
+// Head ablation (an intervention): head h's slice of the heads' outputs set to 0, or to its mean
+// over the tokens. z is (B, H, T, d) when recorded, else the concatenation (B, T, D) with head h in
+// columns h*d .. (h+1)*d.
+void ablate_heads(const Options& opt, int layer, float* z, bool concat, size_t B, size_t H, size_t T, size_t d) {
+    for (const HeadAblation& ab : opt.iv.heads) {
+        if (ab.layer != layer) continue;
+        const size_t h = size_t(ab.head);
+        for (size_t img = 0; img < B; ++img) {
+            // element (t, u) of head h of image img
+            auto at = [&](size_t t, size_t u) -> float& {
+                return concat ? z[(img * T + t) * H * d + h * d + u] : z[((img * H + h) * T + t) * d + u];
+            };
+            for (size_t u = 0; u < d; ++u) {
+                double m = 0;
+                if (ab.mean)
+                    for (size_t t = 0; t < T; ++t) m += at(t, u);
+                const float val = ab.mean ? float(m / double(T)) : 0.f;
+                for (size_t t = 0; t < T; ++t) at(t, u) = val;
+            }
+        }
+    }
+}
+
+bool sublayer_ablated(const Options& opt, int layer, bool mlp) {
+    for (const SublayerAblation& s : opt.iv.sublayers)
+        if (s.layer == layer && s.mlp == mlp) return true;
+    return false;
+}
+
+// The options whose table gives the stages' order and shapes for a pass that records nothing: the
+// interventions that change no shape removed, the dropped patches replaced by as many first ones.
+Options shape_options(const Options& opt) {
+    Options o = opt;
+    const size_t dropped = opt.iv.dropped.size();
+    o.iv = {};
+    for (size_t i = 0; i < dropped; ++i) o.iv.dropped.push_back(int(i));
+    return o;
+}
+
 }  // namespace
 
 const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& opt, Trace& acts, Keep keep,
-                           Workspace& ws, const ModelIdentity& model, const std::atomic<bool>* cancel) {
+                           Workspace& ws, const ModelIdentity& model, const std::atomic<bool>* cancel,
+                           const RunFrom* from) {
     const Config& c = w.cfg;
     const RunDims rd = run_dims(c, opt);
     const size_t B = x.shape(0), C = c.channels, Hi = rd.img_h, Wi = rd.img_w, P = c.patch, gh = rd.gh, gw = rd.gw,
-                 N = rd.N, T = rd.T, T0 = T - size_t(c.registers), Rg = c.registers, D = c.width, H = c.heads,
-                 d = c.head_dim(), M = c.mlp, Mi = c.mlp_in(), K = c.classes;
-    if (x.shape(1) != C || x.shape(2) != Hi || x.shape(3) != Wi)
+                 N = rd.N, T = rd.T, T0 = size_t(rd.T0), Tk = T - size_t(c.registers), Rg = c.registers, D = c.width,
+                 H = c.heads, d = c.head_dim(), M = c.mlp, Mi = c.mlp_in(), K = c.classes;
+    if (!opt.iv.empty() && keep == Keep::ForBackward)
+        throw std::invalid_argument("training runs without interventions");
+    if (from && (from->layer < 0 || from->layer > c.depth || !from->stream))
+        throw std::invalid_argument("RunFrom: no block " + std::to_string(from ? from->layer : -1) + " to start at (0.." +
+                                    std::to_string(c.depth) + ", " + std::to_string(c.depth) + ": after the last block)");
+    if (!from && (x.shape(1) != C || x.shape(2) != Hi || x.shape(3) != Wi))
         throw std::invalid_argument("input has shape " + shape_str_of(x) + " but model '" + c.name + "' takes " +
                                     shape_str({B, C, Hi, Wi}) + " in this run");
     if (w.blocks.size() != size_t(c.depth)) throw std::invalid_argument("weights do not match config depth");
     if (keep == Keep::All && B != 1) throw std::invalid_argument("a traced run records one image");
     const size_t R = B * T;  // rows of the residual stream: (b, t), b-major
     const Pooling pool = opt.pooling_for(c);
-    // A traced run packs the weight matrices once for the GEMM kernel and reuses
-    // them; training changes them every step, so it hands them over as they are.
-    const gemm::Packs* packs = keep == Keep::All ? &w.packs : nullptr;
+    // A traced run (and a sweep's pass) packs the weight matrices once for the GEMM kernel and
+    // reuses them; training changes them every step, so it hands them over as they are.
+    const gemm::Packs* packs = keep == Keep::ForBackward ? nullptr : &w.packs;
 
     std::optional<profile::Scope> table_prof;
     table_prof.emplace([] { return std::string("stage table (names, texts)"); }, 0);
-    std::shared_ptr<const StageTable> table = StageTable::get(c, opt);
+    // A pass that records nothing reads the table only for the order and shapes of the stages, which
+    // interventions do not change except through how many patches are dropped (not which): the
+    // sweeps' passes (one ablated head, one dropped patch each) share one table instead of filling the
+    // cache with a table per pass.
+    std::shared_ptr<const StageTable> table = StageTable::get(c, keep == Keep::Output ? shape_options(opt) : opt);
     acts.begin(table, opt, model.name.empty() ? ModelIdentity{c.name, model.source} : model);
     Recorder rec(*table, B, keep, acts, ws);
     table_prof.reset();
     auto check_cancel = [cancel] {
         if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
     };
+    auto patch = [&](StageKind k, int l, Array& a) { if (opt.iv.patch) patch_stage(opt, rec.info({k, l}), a, B); };
+    const float* xres = nullptr;  // the residual stream (B*T, D)
+    const size_t first_block = from ? size_t(from->layer) : 0;
+    if (from) {
+        rec.skip_to_block(from->layer);
+        xres = from->stream;
+    } else {
 
     // input: (C, Hi, Wi), normalized
     Array& in = rec(StageKind::Input);
@@ -294,28 +421,44 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     // embed: (T0, D) = tokens + pos_embed
     Array& emb = rec(StageKind::Embed);
     xt::noalias(as(emb, std::array<size_t, 3>{B, T0, D})) = tok3 + as(pos, std::array<size_t, 3>{B, T0, D});
-    const float* xres = emb.data();  // the residual stream (R, D)
+    patch(StageKind::Embed, -1, emb);
+    xres = emb.data();
+    const float* seq = emb.data();  // the tokens without registers: (B, Tk, D)
+
+    // embed.kept: (Tk, D) = x[:, keep], the dropped patches removed (an intervention)
+    if (rd.dropped()) {
+        Array& kept = rec(StageKind::EmbedKept);
+        auto k3 = as(kept, std::array<size_t, 3>{B, Tk, D});
+        auto e3 = as(emb, std::array<size_t, 3>{B, T0, D});
+        xt::view(k3, xt::all(), xt::range(0, pre0), xt::all()) = xt::view(e3, xt::all(), xt::range(0, pre0), xt::all());
+        for (size_t i = 0; i < rd.kept.size(); ++i)
+            xt::view(k3, xt::all(), pre0 + i, xt::all()) = xt::view(e3, xt::all(), pre0 + size_t(rd.kept[i]), xt::all());
+        xres = seq = kept.data();
+    }
 
     // with_registers: (T, D) = torch.cat([x[:, :1], register_tokens, x[:, 1:]], dim=1)
     if (Rg) {
         Array& wr = rec(StageKind::WithRegisters);
         auto wr3 = as(wr, std::array<size_t, 3>{B, T, D});
-        auto e3 = as(emb, std::array<size_t, 3>{B, T0, D});
+        auto e3 = as(seq, B * Tk * D, std::array<size_t, 3>{B, Tk, D});
         xt::view(wr3, xt::all(), 0, xt::all()) = xt::view(e3, xt::all(), 0, xt::all());
         xt::view(wr3, xt::all(), xt::range(1, 1 + Rg), xt::all()) = xt::broadcast(w.reg, {B, Rg, D});
-        xt::view(wr3, xt::all(), xt::range(1 + Rg, T), xt::all()) = xt::view(e3, xt::all(), xt::range(1, T0), xt::all());
+        xt::view(wr3, xt::all(), xt::range(1 + Rg, T), xt::all()) = xt::view(e3, xt::all(), xt::range(1, Tk), xt::all());
         xres = wr.data();
     }
     // ln_pre (CLIP): x = ln_pre(x)
     if (c.ln_pre) xres = layernorm_stage(rec, LnSite::Pre, xres, w.ln_pre, R, D, c.eps, opt);
+    }  // the embedding (skipped when the pass starts at a later block)
 
     const float scale = 1.f / std::sqrt(float(d));
     ws.qkv.resize({R, 3 * D});
     ws.zcat.resize(size_t(c.depth));
-    for (size_t l = 0; l < size_t(c.depth); ++l) {
+    for (size_t l = first_block; l < size_t(c.depth); ++l) {
         check_cancel();
+        const int li = int(l);
         const BlockW& b = w.blocks[l];
         const float* h1 = layernorm_stage(rec, LnSite::Ln1, xres, b.ln1, R, D, c.eps, opt);
+        if (opt.iv.patch) patch(ln_kind(LnSite::Ln1, LnPart::Out), li, const_cast<Array&>(rec.last()));
 
         // q, k, v: (H, T, d) each = ln1 @ Wqkv.T + b, rows of Wqkv [q; k; v], heads contiguous.
         // torch: qkv(x).reshape(T, 3, H, d).permute(1, 2, 0, 3)
@@ -353,6 +496,9 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
                                     4.0 * double(B * H) * double(T) * double(T) * double(d));
             attention(sc, pa, z, zcat.data(), D, q, k, v, B, H, T, T, d, alpha, post);
         }
+        if (z && opt.iv.patch) patch(StageKind::AttnZ, li, rec.last_of(StageKind::AttnZ));
+        if (!z && opt.iv.patch) patch_zcat(opt, rec.info({StageKind::AttnZ, li}), zcat.data(), B);
+        if (!opt.iv.heads.empty()) ablate_heads(opt, li, z ? z : zcat.data(), !z, B, H, T, d);
         if (z) {  // heads concatenated: z.transpose(0, 1).reshape(T, D)
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
             ops::for_range(int(R), R * D > 50000, [&](int i) {  // one row (b, t) of the concat
@@ -362,9 +508,11 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
             });
         }
 
-        // attn.out: (T, D) = proj(concat_heads(z))
+        // attn.out: (T, D) = proj(concat_heads(z))   (an ablation sets it to 0)
         Array& ao = rec(StageKind::AttnOut);
-        linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R, packs);
+        if (sublayer_ablated(opt, li, false)) std::fill_n(ao.data(), ao.size(), 0.f);
+        else linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R, packs);
+        patch(StageKind::AttnOut, li, ao);
         const float* attn_branch = ao.data();
         // ls1: (T, D) = ls1.gamma * attn_out (layer scale)
         if (c.layer_scale) {
@@ -376,16 +524,21 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         // resid_mid = x + attn_out
         Array& rm = rec(StageKind::ResidMid);
         residual_add(rm.data(), xres, attn_branch, R, D);
+        patch(StageKind::ResidMid, li, rm);
 
         const float* h2 = layernorm_stage(rec, LnSite::Ln2, rm.data(), b.ln2, R, D, c.eps, opt);
+        if (opt.iv.patch) patch(ln_kind(LnSite::Ln2, LnPart::Out), li, const_cast<Array&>(rec.last()));
 
         // mlp.pre = fc1(ln2); mlp.post = act(mlp.pre); mlp.out = fc2(mlp.post)
         Array& pre = rec(StageKind::MlpPre);
         linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs);
         Array& mpost = rec(StageKind::MlpPost);
         activation(c.act, mpost.data(), pre.data(), R, M);
+        patch(StageKind::MlpPost, li, mpost);
         Array& mo = rec(StageKind::MlpOut);
-        linear("mlp.fc2", mo.data(), mpost.data(), b.fc2_w, b.fc2_b, R, packs);
+        if (sublayer_ablated(opt, li, true)) std::fill_n(mo.data(), mo.size(), 0.f);
+        else linear("mlp.fc2", mo.data(), mpost.data(), b.fc2_w, b.fc2_b, R, packs);
+        patch(StageKind::MlpOut, li, mo);
         const float* mlp_branch = mo.data();
         if (c.layer_scale) {
             Array& ls = rec(StageKind::Ls2);
@@ -396,6 +549,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         // resid_post = resid_mid + mlp_out
         Array& rp = rec(StageKind::ResidPost);
         residual_add(rp.data(), rm.data(), mlp_branch, R, D);
+        patch(StageKind::ResidPost, li, rp);
         xres = rp.data();
     }
     (void)Mi;
@@ -409,6 +563,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         case Pooling::Cls: {
             // LayerNorm on every token (as the model does), then the cls token's row: x[:, 0]
             lf = layernorm_stage(rec, LnSite::Final, xres, w.ln_f, R, D, c.eps, opt);
+            if (opt.iv.patch) patch(StageKind::LnFinalOut, -1, const_cast<Array&>(rec.last()));
             if (c.head != Head::Identity) {
                 Array& pooled = rec(StageKind::Pooled);
                 xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) = row_of(lf, T, 0);
@@ -423,6 +578,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
             xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) = xt::mean(
                 xt::view(as(xres, R * D, std::array<size_t, 3>{B, T, D}), xt::all(), xt::range(pf, T), xt::all()), {1});
             lf = feat = layernorm_stage(rec, LnSite::Final, pooled.data(), w.ln_f, B, D, c.eps, opt);
+            if (opt.iv.patch) patch(StageKind::LnFinalOut, -1, const_cast<Array&>(rec.last()));
             break;
         }
         case Pooling::ClsThenNorm: {
@@ -430,11 +586,13 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
             Array& pooled = rec(StageKind::Pooled);
             xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) = row_of(xres, T, 0);
             lf = feat = layernorm_stage(rec, LnSite::Final, pooled.data(), w.ln_f, B, D, c.eps, opt);
+            if (opt.iv.patch) patch(StageKind::LnFinalOut, -1, const_cast<Array&>(rec.last()));
             break;
         }
         case Pooling::Map: {
             // SigLIP: post_layernorm on every token, then h = MHA(probe, x, x); h = h + mlp(layernorm(h))
             lf = layernorm_stage(rec, LnSite::Final, xres, w.ln_f, R, D, c.eps, opt);
+            if (opt.iv.patch) patch(StageKind::LnFinalOut, -1, const_cast<Array&>(rec.last()));
             const MapHeadW& m = w.map;
             Array& probe = rec(StageKind::HeadProbe);
             xt::noalias(as(probe, std::array<size_t, 2>{B, D})) = xt::broadcast(m.probe, {B, D});

@@ -14,8 +14,16 @@ namespace vit {
 // What a forward pass keeps. All: every stage of the table (a traced run, a batch
 // of one, shapes exactly as the table's). ForBackward: the stages the backward
 // pass reads (the table's `kept`), with a leading batch axis; the others go to
-// reused scratch arrays.
-enum class Keep { All, ForBackward };
+// reused scratch arrays. Output: nothing but the returned output (the sweeps that
+// ablate one head or drop one patch at a time and read the logits).
+enum class Keep { All, ForBackward, Output };
+
+// Where a pass starts when it reuses the stages before a block (an intervention at block L
+// leaves everything before it as it was): the residual stream entering block `layer`.
+struct RunFrom {
+    int layer = 0;
+    const float* stream = nullptr;  // (B, T, D): the trace's stage before block `layer`
+};
 
 struct Workspace;  // scratch arrays reused across runs (defined in forward.cpp)
 struct WorkspaceDeleter { void operator()(Workspace*) const; };
@@ -32,9 +40,11 @@ struct Cancelled : std::runtime_error {
 // B must be 1). Returns the logits (B, K), which are also the stage `logits`.
 // Throws std::invalid_argument if the input does not fit the config, Cancelled when
 // *cancel becomes true.
+// With `from`, the embedding and the blocks before from->layer are not run (x is not read;
+// B is x.shape(0)); with Keep::All the skipped stages are absent from the trace.
 const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& opt, Trace& acts, Keep keep,
                            Workspace& ws, const ModelIdentity& model = {},
-                           const std::atomic<bool>* cancel = nullptr);
+                           const std::atomic<bool>* cancel = nullptr, const RunFrom* from = nullptr);
 // The concatenated heads (B*T, D) of block l from the last forward_batch (the
 // output projection's input, which the backward pass needs).
 const Tensor2& workspace_zcat(const Workspace& ws, int l);
@@ -51,5 +61,23 @@ struct RunRequest {
 // with req.grads, the gradient of every stage that has one, in the same trace.
 void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& trace, const RunRequest& req = {});
 Trace run(const Weights& w, const Tensor3& input, const Options& opt = {}, const RunRequest& req = {});
+
+// The first block whose stages can differ between passes with options a and b on the same model and
+// input: 0..depth-1, depth when only the stages after the blocks can differ (pooling, a patched
+// ln_final.out), or -1 when stages before the blocks can differ too (the switches, the input size,
+// dropped patches, a patched embedding). With a == b: depth.
+int first_changed_block(const Config& c, const Options& a, const Options& b);
+
+// The residual stream entering block `layer` of a traced pass (layer == depth: leaving the last block),
+// its table's stage: ln_pre.out, with_registers, embed.kept or embed before block 0, else resid_post.
+StageId stream_into(const StageTable& t, int layer);
+
+// A traced pass with `opt` that reuses the stages of `prev` before block `layer` (copied in, as they
+// are) and computes the rest from prev's residual stream entering that block. prev must be a pass of
+// the same weights and input whose stages before `layer` are those of `opt` (first_changed_block of
+// their options is at least `layer`; checked, std::invalid_argument otherwise). The result equals a
+// full forward() bit for bit. No gradients.
+void forward_from(const Weights& w, const Trace& prev, const Options& opt, int layer, Trace& out,
+                  const RunRequest& req = {});
 
 }  // namespace vit

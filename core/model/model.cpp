@@ -1,5 +1,7 @@
 #include "core/model/model.h"
 
+#include "core/model/stages.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -77,8 +79,59 @@ RunDims run_dims(const Config& c, const Options& o) {
     r.gw = r.img_w / c.patch;
     r.N = r.gh * r.gw;
     r.prefix = c.prefix_tokens();
-    r.T = r.prefix + r.N;
+    r.T0 = int(c.cls_token) + int(c.dist_token) + r.N;
     r.resized = r.gh != c.stored_grid() || r.gw != c.stored_grid();
+    // Interventions must name parts the model has.
+    const Interventions& iv = o.iv;
+    for (const HeadAblation& h : iv.heads)
+        if (h.layer < 0 || h.layer >= c.depth || h.head < 0 || h.head >= c.heads)
+            throw std::invalid_argument("head ablation " + std::to_string(h.layer) + "." + std::to_string(h.head) +
+                                        " is outside the model (blocks 0.." + std::to_string(c.depth - 1) +
+                                        ", heads 0.." + std::to_string(c.heads - 1) + ")");
+    for (size_t i = 0; i < iv.heads.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (iv.heads[i].layer == iv.heads[j].layer && iv.heads[i].head == iv.heads[j].head)
+                throw std::invalid_argument("head " + std::to_string(iv.heads[i].layer) + "." +
+                                            std::to_string(iv.heads[i].head) + " is ablated twice");
+    for (size_t i = 0; i < iv.sublayers.size(); ++i) {
+        const SublayerAblation& s = iv.sublayers[i];
+        if (s.layer < 0 || s.layer >= c.depth)
+            throw std::invalid_argument("ablation of block " + std::to_string(s.layer) + " is outside the model (blocks 0.." +
+                                        std::to_string(c.depth - 1) + ")");
+        for (size_t j = 0; j < i; ++j)
+            if (iv.sublayers[j] == s)
+                throw std::invalid_argument(stage_name(StageId{s.mlp ? StageKind::MlpOut : StageKind::AttnOut, s.layer}) +
+                                            " is ablated twice");
+    }
+    if (iv.patch) {
+        const ActivationPatch& p = *iv.patch;
+        const StageDef& def = stage_def(p.stage.kind);
+        std::string points;
+        for (const StageDef& d : stage_defs())
+            if (d.patchable) points += (points.empty() ? "" : ", ") + std::string(d.pattern);
+        if (!def.patchable)
+            throw std::invalid_argument("stage " + stage_name(p.stage) + " cannot be patched (the patch points are " +
+                                        points + ")");
+        if (def.block ? p.stage.layer < 0 || p.stage.layer >= c.depth : p.stage.layer != -1)
+            throw std::invalid_argument("stage " + stage_name(p.stage) + " is outside the model (blocks 0.." +
+                                        std::to_string(c.depth - 1) + ")");
+        for (size_t i = 0; i < p.tokens.size(); ++i)
+            if (p.tokens[i] < 0 || (i && p.tokens[i] <= p.tokens[i - 1]))
+                throw std::invalid_argument("patched token " + std::to_string(p.tokens[i]) +
+                                            ": token indices must be 0 or more, in increasing order, each once");
+    }
+    r.kept.clear();
+    size_t di = 0;
+    for (size_t i = 0; i < iv.dropped.size(); ++i)
+        if (iv.dropped[i] < 0 || iv.dropped[i] >= r.N || (i && iv.dropped[i] <= iv.dropped[i - 1]))
+            throw std::invalid_argument("dropped patch " + std::to_string(iv.dropped[i]) + " is not one of the patches 0.." +
+                                        std::to_string(r.N - 1) + " (in increasing order, each once)");
+    for (int p = 0; p < r.N; ++p) {
+        if (di < iv.dropped.size() && iv.dropped[di] == p) { ++di; continue; }
+        r.kept.push_back(p);
+    }
+    if (r.kept.empty()) throw std::invalid_argument("every patch is dropped: nothing is left to run on");
+    r.T = r.prefix + int(r.kept.size());
     const double tf = trace_floats(c, r.T);
     if (tf > kMaxTraceFloats) {
         char m[200];
@@ -361,6 +414,28 @@ const char* pooling_name(Pooling p) {
     return "?";
 }
 
+std::string Interventions::describe() const {
+    std::string s;
+    auto add = [&](const std::string& t) { s += (s.empty() ? "" : "; ") + t; };
+    for (const HeadAblation& h : heads)
+        add("head " + std::to_string(h.layer) + "." + std::to_string(h.head) + (h.mean ? " mean-ablated" : " zeroed"));
+    for (const SublayerAblation& a : sublayers)
+        add("block " + std::to_string(a.layer) + (a.mlp ? " mlp.out" : " attn.out") + " zeroed");
+    if (!dropped.empty()) {
+        std::string d;
+        for (size_t i = 0; i < dropped.size() && i < 12; ++i) d += (i ? ", " : "") + std::to_string(dropped[i]);
+        if (dropped.size() > 12) d += ", ... (" + std::to_string(dropped.size()) + " in all)";
+        add((dropped.size() == 1 ? "patch " : "patches ") + d + " dropped");
+    }
+    if (patch) {
+        std::string t;
+        for (size_t i = 0; i < patch->tokens.size() && i < 12; ++i) t += (i ? ", " : "") + std::to_string(patch->tokens[i]);
+        add("stage " + stage_name(patch->stage) + (patch->tokens.empty() ? "" : " (tokens " + t + ")") + " patched from " +
+            patch->source);
+    }
+    return s;
+}
+
 std::string Options::describe() const {
     std::string s = std::string("elementwise_affine=") + (affine ? "True" : "False") +
                     ", unbiased=" + (unbiased ? "True" : "False") + ", pooling=" +
@@ -368,6 +443,7 @@ std::string Options::describe() const {
     if (image_h > 0 || image_w > 0) s += ", input " + std::to_string(image_h) + "x" + std::to_string(image_w);
     if (bug_scale_after_softmax) s += ", BUG: scale after softmax";
     if (bug_reshape_patches) s += ", BUG: patches by plain reshape";
+    if (!iv.empty()) s += ", interventions: " + iv.describe();
     return s;
 }
 

@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "core/kernels/gemm.h"
+#include "core/model/stage_id.h"
 #include "core/model/tensor.h"
 
 namespace vit {
@@ -101,6 +104,42 @@ struct Config {
     std::string describe() const;
 };
 
+// Interventions (what the model uses, not only where it looks). Recorded in the options, so
+// every trace, view and export says which interventions produced it.
+struct HeadAblation {
+    int layer = 0, head = 0;
+    bool mean = false;  // false: its slice of attn.z set to 0; true: to its mean over the tokens
+    bool operator==(const HeadAblation& o) const { return layer == o.layer && head == o.head && mean == o.mean; }
+};
+struct SublayerAblation {
+    int layer = 0;
+    bool mlp = false;  // false: blocks.L.attn.out set to 0; true: blocks.L.mlp.out set to 0
+    bool operator==(const SublayerAblation& o) const { return layer == o.layer && mlp == o.mlp; }
+};
+// Activation patching: a stage's rows (all, or the given tokens) replaced by the same stage of a
+// run on another input (same options, no interventions); the pass continues from the patched tensor.
+struct ActivationPatch {
+    StageId stage;
+    std::vector<int> tokens;               // token rows (cls = 0); empty: every row
+    std::shared_ptr<const Array> values;   // the other run's stage, the stage's shape
+    std::string source;                    // what the other run ran on (a file name), for texts and exports
+    bool operator==(const ActivationPatch& o) const {
+        return stage == o.stage && tokens == o.tokens && values == o.values && source == o.source;
+    }
+};
+struct Interventions {
+    std::vector<HeadAblation> heads;
+    std::vector<SublayerAblation> sublayers;
+    std::vector<int> dropped;              // patch indices (0-based, row-major), sorted, no repeats
+    std::optional<ActivationPatch> patch;
+    bool empty() const { return heads.empty() && sublayers.empty() && dropped.empty() && !patch; }
+    bool operator==(const Interventions& o) const {
+        return heads == o.heads && sublayers == o.sublayers && dropped == o.dropped && patch == o.patch;
+    }
+    // "head 3.1 zeroed; block 2 mlp.out zeroed; patches 4, 5 dropped; blocks.1.resid_post patched from cat.png"
+    std::string describe() const;
+};
+
 // The teaching switches. Changing one re-runs forward().
 struct Options {
     bool affine = true;      // LayerNorm elementwise_affine: off ignores gamma and beta
@@ -112,26 +151,39 @@ struct Options {
     // The input size of the run (multiples of the patch size); 0: the model's native size.
     // Another size resizes the position embeddings by the family's rule (Config::pos_rule).
     int image_h = 0, image_w = 0;
+    Interventions iv;
     Pooling pooling_for(const Config& c) const { return pooling ? *pooling : c.pooling; }
     bool has_bug() const { return bug_scale_after_softmax || bug_reshape_patches; }
     bool operator==(const Options& o) const {
         return affine == o.affine && unbiased == o.unbiased && pooling == o.pooling &&
                bug_scale_after_softmax == o.bug_scale_after_softmax && bug_reshape_patches == o.bug_reshape_patches &&
-               image_h == o.image_h && image_w == o.image_w;
+               image_h == o.image_h && image_w == o.image_w && iv == o.iv;
+    }
+    // The same options without interventions (the clean run they are compared with).
+    Options clean() const {
+        Options o = *this;
+        o.iv = {};
+        return o;
     }
     bool operator!=(const Options& o) const { return !(*this == o); }
     std::string describe() const;  // "elementwise_affine=True, unbiased=False, pooling=model's (cls)"
 };
 
-// The sizes of one run: the config at the options' input size.
+// The sizes of one run: the config at the options' input size, with the dropped patches removed.
 struct RunDims {
     int img_h, img_w;   // input (multiples of the patch)
     int gh, gw;         // the patch grid
-    int N, prefix, T;   // patches, tokens before them, all tokens
+    int N;              // patches of the grid (patches, patch_embed, tokens, pos_embed, embed have them all)
+    int prefix;         // tokens before the patches (cls, registers, dist)
+    int T;              // tokens of the blocks: prefix + the patches kept
+    int T0;             // tokens of `tokens` and `embed`: cls, dist and every patch (no registers yet)
     bool resized;       // the grid differs from the stored position table's
+    std::vector<int> kept;  // the patches in the blocks' sequence (all N unless some were dropped)
+    int kept_n() const { return int(kept.size()); }
+    bool dropped() const { return int(kept.size()) != N; }
 };
-// Throws std::invalid_argument naming the size when it is not a multiple of the patch,
-// or too large for the limits.
+// Throws std::invalid_argument naming what does not fit: a size that is not a multiple of the
+// patch or is too large, a pooling the model cannot use, an intervention outside the model.
 RunDims run_dims(const Config& c, const Options& o);
 
 struct LayerNormW { Tensor1 g, b; };  // (D), (D)

@@ -1,6 +1,7 @@
 // A traced run: the forward pass recording every stage and, when asked, the backward
 // pass writing every stage's gradient into the same trace (one call, one forward).
 #include <algorithm>
+#include <optional>
 #include <xtensor/xbuilder.hpp>
 
 #include "core/model/backward.h"
@@ -49,6 +50,74 @@ Trace run(const Weights& w, const Tensor3& input, const Options& opt, const RunR
     Trace t;
     forward(w, input, opt, t, req);
     return t;
+}
+
+int first_changed_block(const Config& c, const Options& a, const Options& b) {
+    const int L = c.depth;
+    Options a0 = a, b0 = b;
+    a0.iv = b0.iv = {};
+    a0.pooling = b0.pooling = std::nullopt;
+    if (a0 != b0 || a.iv.dropped != b.iv.dropped) return -1;
+    int first = L;  // the pooling acts after the blocks
+    // a head or sub-layer ablation in one and not the other: from its block on
+    auto heads_in = [](const Options& x, const HeadAblation& h) {
+        return std::find(x.iv.heads.begin(), x.iv.heads.end(), h) != x.iv.heads.end();
+    };
+    for (const HeadAblation& h : a.iv.heads) if (!heads_in(b, h)) first = std::min(first, h.layer);
+    for (const HeadAblation& h : b.iv.heads) if (!heads_in(a, h)) first = std::min(first, h.layer);
+    auto sub_in = [](const Options& x, const SublayerAblation& s) {
+        return std::find(x.iv.sublayers.begin(), x.iv.sublayers.end(), s) != x.iv.sublayers.end();
+    };
+    for (const SublayerAblation& s : a.iv.sublayers) if (!sub_in(b, s)) first = std::min(first, s.layer);
+    for (const SublayerAblation& s : b.iv.sublayers) if (!sub_in(a, s)) first = std::min(first, s.layer);
+    // a patch added, removed or changed: from its stage's block (the embedding: everything; ln_final: after the blocks)
+    if (!(a.iv.patch == b.iv.patch)) {
+        for (const Options* o : {&a, &b}) {
+            if (!o->iv.patch) continue;
+            const StageId st = o->iv.patch->stage;
+            if (st.layer >= 0) first = std::min(first, st.layer);
+            else if (st.kind != StageKind::LnFinalOut) return -1;
+        }
+    }
+    return first;
+}
+
+StageId stream_into(const StageTable& t, int layer) {
+    if (layer > 0) return {StageKind::ResidPost, layer - 1};
+    for (StageKind k : {StageKind::LnPreOut, StageKind::WithRegisters, StageKind::EmbedKept})
+        if (t.has({k, -1})) return {k, -1};
+    return {StageKind::Embed, -1};
+}
+
+void forward_from(const Weights& w, const Trace& prev, const Options& opt, int layer, Trace& out, const RunRequest& req) {
+    const Config& c = w.cfg;
+    if (layer < 0 || layer > c.depth)
+        throw std::invalid_argument("forward_from: block " + std::to_string(layer) + " is outside 0.." + std::to_string(c.depth));
+    if (prev.empty() || first_changed_block(c, prev.options(), opt) < layer)
+        throw std::invalid_argument("forward_from: the earlier pass's stages before block " + std::to_string(layer) +
+                                    " are not those of these options (" + opt.describe() + ")");
+    const StageTable& pt = prev.table();
+    const StageTable& nt = *StageTable::get(c, opt);
+    if (pt.config().width != c.width || pt.config().depth != c.depth || pt.dims().T != nt.dims().T)
+        throw std::invalid_argument("forward_from: the earlier pass is of another model or size");
+    const StageId sid = stream_into(nt, layer);
+    const Array* stream = prev.find(sid);
+    if (!stream) throw std::invalid_argument("forward_from: the earlier pass has no " + pt.name(sid));
+    const Array keep_stream = *stream;  // prev may be `out` itself
+    RunFrom from{layer, keep_stream.data()};
+    Tensor4 none = Tensor4::from_shape({1, 1, 1, 1});  // not read: the pass starts at block `layer`
+    // The earlier pass's rows before that block, by id (the new table lists the same stages there).
+    std::vector<std::pair<size_t, Array>> early;
+    for (size_t r = 0; r < nt.size() && !(nt[r].layer >= layer || (layer == c.depth && nt[r].layer < 0 && r > 0 &&
+                                                                   nt[r - 1].layer >= 0));
+         ++r) {
+        const Array* a = prev.find(nt[r].id);
+        if (!a) throw std::invalid_argument("forward_from: the earlier pass has no " + nt[r].name);
+        early.emplace_back(r, *a);
+    }
+    thread_local WorkspacePtr ws = make_workspace();
+    forward_batch(w, none, opt, out, Keep::All, *ws, req.model.name.empty() ? prev.model() : req.model, req.cancel, &from);
+    for (auto& [r, a] : early) out.adopt(r, a);
 }
 
 }  // namespace vit

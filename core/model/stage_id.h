@@ -13,7 +13,7 @@ namespace vit {
 // stages.cpp (its name, shape, texts, gradient, map box, cell math) and its
 // computation in forward.cpp (and backward.cpp if it has a gradient).
 #define VIT_STAGE_KINDS(X)                                                                      \
-    X(Input) X(Patches) X(PatchEmbed) X(Tokens) X(PosEmbedLearned) X(PosEmbed) X(Embed)         \
+    X(Input) X(Patches) X(PatchEmbed) X(Tokens) X(PosEmbedLearned) X(PosEmbed) X(Embed) X(EmbedKept) \
     X(WithRegisters) X(LnPreMean) X(LnPreStd) X(LnPreNormalized) X(LnPreOut)                    \
     X(Ln1Mean) X(Ln1Std) X(Ln1Normalized) X(Ln1Out)                                             \
     X(AttnQ) X(AttnK) X(AttnV) X(AttnScores) X(AttnPattern) X(AttnZ) X(AttnOut) X(Ls1) X(ResidMid) \

@@ -32,7 +32,7 @@ struct StageContext {
     Pooling pool;
     StageContext(const Config& cfg, const Options& opt) : c(cfg), o(opt), r(run_dims(cfg, opt)) {
         C = c.channels; P = c.patch; G0 = c.stored_grid(); N = r.N; T = r.T; R = c.registers;
-        T0 = T - R;  // tokens before the registers are inserted
+        T0 = r.T0;  // cls, dist and every patch: the tokens before patches are dropped or registers inserted
         D = c.width; H = c.heads; d = c.head_dim(); M = c.mlp; Mi = c.mlp_in(); K = c.classes;
         CPP = c.patch_dim(); E = c.out_dim();
         L = c.depth;
@@ -44,7 +44,20 @@ struct StageContext {
     StageId stream0() const {
         if (c.ln_pre) return {StageKind::LnPreOut, -1};
         if (R) return {StageKind::WithRegisters, -1};
-        return {StageKind::Embed, -1};
+        return embedded();
+    }
+    // The embedded tokens the blocks start from: embed, or embed.kept when patches were dropped.
+    StageId embedded() const { return r.dropped() ? StageId{StageKind::EmbedKept, -1} : StageId{StageKind::Embed, -1}; }
+    int kept() const { return r.kept_n(); }
+    // The interventions on block l, for texts.
+    std::vector<const HeadAblation*> heads_ablated(int l) const {
+        std::vector<const HeadAblation*> v;
+        for (const HeadAblation& h : o.iv.heads) if (h.layer == l) v.push_back(&h);
+        return v;
+    }
+    bool sublayer_ablated(int l, bool mlp) const {
+        for (const SublayerAblation& s : o.iv.sublayers) if (s.layer == l && s.mlp == mlp) return true;
+        return false;
     }
     StageId last_stream() const { return L ? StageId{StageKind::ResidPost, L - 1} : stream0(); }
     // "cls, dist, reg0..reg3, patches": the token order, for texts.
@@ -53,7 +66,7 @@ struct StageContext {
         if (c.cls_token) s += "cls, ";
         if (R) s += "reg0.." + std::string("reg") + std::to_string(R - 1) + ", ";
         if (c.dist_token) s += "dist, ";
-        return s + std::to_string(N) + " patches";
+        return s + std::to_string(kept()) + " patches";
     }
     // The module names a family's own code uses, for the hooks and PyTorch lines.
     bool clip() const { return c.family == ModelFamily::Clip; }
@@ -196,10 +209,27 @@ void d_embed(const Ctx& x, StageInfo& s) {
     s.box.sub = x.r.resized ? "resized" : "learned";
 }
 
+void d_embed_kept(const Ctx& x, StageInfo& s) {
+    const int dropped = x.r.N - x.kept();
+    s.shape = {x.T0 - size_t(dropped), x.D};
+    s.axes = kTD;
+    s.from = {{K::Embed, -1}};
+    s.intervened = true;
+    s.title = "Patches dropped";
+    Interventions only_dropped;
+    only_dropped.dropped = x.o.iv.dropped;
+    s.what = "An intervention: " + std::to_string(dropped) + " of the " + str(x.N) + " patch tokens are removed from "
+             "the sequence right after the position embeddings are added (" + only_dropped.describe() + "). The model "
+             "runs on the " + std::to_string(x.kept()) + " patches left, as MAE's encoder does: every later stage has " +
+             str(x.T) + " tokens instead of " + str(x.T + size_t(dropped)) + ".";
+    s.torch = "x = x[:, keep]  # keep = the prefix tokens and the patches not dropped";
+    s.box.sub = std::to_string(dropped) + " dropped";
+}
+
 void d_with_registers(const Ctx& x, StageInfo& s) {
     s.shape = {x.T, x.D};
     s.axes = kTD;
-    s.from = {{K::Embed, -1}};
+    s.from = {x.embedded()};
     s.title = "Register tokens inserted";
     s.what = str(x.R) + " learned register tokens are inserted after the cls token, after the position embeddings "
              "were added (registers get no position): the sequence is now " + x.order() + ", " + str(x.T) +
@@ -222,7 +252,7 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
     size_t rows = x.T;
     switch (site) {
         case LnSite::Pre:
-            src = x.R ? StageId{K::WithRegisters, -1} : StageId{K::Embed, -1};
+            src = x.R ? StageId{K::WithRegisters, -1} : x.embedded();
             src_desc = "the tokens, before the first block (CLIP's ln_pre)";
             mod = "model.ln_pre";
             break;
@@ -316,6 +346,13 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
 void attn_sub(const Ctx& x, StageInfo& s) {
     s.box.bug = x.o.bug_scale_after_softmax;
     s.box.sub = s.box.bug ? "BUG: scale after softmax" : str(x.H) + " heads of " + str(x.d);
+    const auto heads = x.heads_ablated(s.id.layer);
+    if (!heads.empty()) {
+        std::string hs;
+        for (auto* h : heads) hs += (hs.empty() ? "" : ",") + std::to_string(h->head);
+        s.box.sub += ", head " + hs + " ablated";
+    }
+    if (x.sublayer_ablated(s.id.layer, false)) s.box.sub += ", output zeroed";
 }
 
 void d_qkv(const Ctx& x, StageInfo& s) {
@@ -380,6 +417,14 @@ void d_z(const Ctx& x, StageInfo& s) {
     s.title = "Attention-weighted values";
     s.what = "Each token's new value per head: the attention-weighted mix of all tokens' values.";
     s.torch = "z = attn @ v";
+    for (const HeadAblation* h : x.heads_ablated(s.id.layer)) {
+        s.intervened = true;
+        s.what += " Intervention: head " + std::to_string(h->head) + "'s slice is set to " +
+                  (h->mean ? "its mean over the tokens (mean ablation)" : "0 (zero ablation)") +
+                  ": this is what enters the output projection.";
+        s.torch += "; z[" + std::to_string(h->head) + "] = " + (h->mean ? "z[" + std::to_string(h->head) + "].mean(0)" : "0") +
+                   "  # ablated";
+    }
     attn_sub(x, s);
 }
 
@@ -391,6 +436,13 @@ void d_attn_out(const Ctx& x, StageInfo& s) {
     s.title = "Attention output";
     s.what = "The " + str(x.H) + " heads concatenated back to " + str(x.D) + " dims and mixed by the output projection.";
     s.torch = "blocks[" + L + "].attn.proj(z.transpose(0, 1).reshape(" + str(x.T) + ", " + str(x.D) + "))";
+    if (x.sublayer_ablated(s.id.layer, false)) {
+        s.intervened = true;
+        s.title = "Attention output (ablated)";
+        s.what = "Intervention: this block's attention output is set to 0, so the residual stream passes the block's "
+                 "attention unchanged.";
+        s.torch = "attn_out = torch.zeros(" + str(x.T) + ", " + str(x.D) + ")  # ablated";
+    }
     attn_sub(x, s);
 }
 
@@ -421,7 +473,10 @@ void d_resid_mid(const Ctx& x, StageInfo& s) {
 
 // ---------------------------------------------------------------- MLP
 
-void mlp_sub(const Ctx& x, StageInfo& s) { s.box.sub = std::string(act_label(x.c.act)) + ", " + str(x.M) + " hidden"; }
+void mlp_sub(const Ctx& x, StageInfo& s) {
+    s.box.sub = std::string(act_label(x.c.act)) + ", " + str(x.M) + " hidden";
+    if (x.sublayer_ablated(s.id.layer, true)) s.box.sub += ", output zeroed";
+}
 
 void d_mlp_pre(const Ctx& x, StageInfo& s) {
     s.shape = {x.T, x.Mi};
@@ -474,6 +529,12 @@ void d_mlp_out(const Ctx& x, StageInfo& s) {
     s.what = "The MLP's second Linear: back to " + str(x.D) + " dims.";
     s.torch = x.c.act == Act::SwiGlu ? "blocks[" + std::to_string(s.id.layer) + "].mlp.w3(h)"
                                      : "blocks[" + std::to_string(s.id.layer) + "].mlp.fc2(h)";
+    if (x.sublayer_ablated(s.id.layer, true)) {
+        s.intervened = true;
+        s.title = "MLP output (ablated)";
+        s.what = "Intervention: this block's MLP output is set to 0, so the residual stream passes the MLP unchanged.";
+        s.torch = "mlp_out = torch.zeros(" + str(x.T) + ", " + str(x.D) + ")  # ablated";
+    }
     mlp_sub(x, s);
 }
 
@@ -742,7 +803,7 @@ void d_embedding(const Ctx& x, StageInfo& s) {
     {K::Site##Normalized, site_name ".normalized", block_, grad_, grad_, false, true, CellRule::LayerNorm, box_,   \
      "LN", row_, hook_ " (input, normalized: F.layer_norm without weight and bias)", d_layernorm},                 \
     {K::Site##Out, site_name ".out", block_, grad_, grad_, false, true, CellRule::LayerNorm, box_, "LN", row_,     \
-     hook_ " (output)", d_layernorm}
+     hook_ " (output)", d_layernorm, grad_}
 
 // In StageKind order (checked by check_stage_definitions).
 const std::vector<StageDef> kDefs = {
@@ -753,7 +814,8 @@ const std::vector<StageDef> kDefs = {
     {K::Tokens,       "tokens",             false, true,  false, false, true,  CellRule::None,        "tokens",      "+cls",   0, "model._pos_embed (inside: torch.cat with model.cls_token)", d_tokens},
     {K::PosEmbedLearned, "pos_embed.learned", false, false, false, false, true, CellRule::None,       "embed",       "+pos",   0, "model.pos_embed (the parameter, as stored)", d_pos_embed_learned},
     {K::PosEmbed,     "pos_embed",          false, true,  false, false, true,  CellRule::None,        "embed",       "+pos",   0, "model._pos_embed (the position table, resized when the grid differs)", d_pos_embed},
-    {K::Embed,        "embed",              false, true,  false, false, true,  CellRule::None,        "embed",       "+pos",   0, "model.pos_drop (output)", d_embed},
+    {K::Embed,        "embed",              false, true,  false, false, true,  CellRule::None,        "embed",       "+pos",   0, "model.pos_drop (output)", d_embed, true},
+    {K::EmbedKept,    "embed.kept",         false, false, false, false, true,  CellRule::None,        "dropped",     "drop",   0, "x[:, keep] after model.pos_drop (an intervention)", d_embed_kept},
     {K::WithRegisters, "with_registers",    false, false, false, false, true,  CellRule::None,        "registers",   "+reg",   0, "model.prepare_tokens_with_masks (output, dinov2)", d_with_registers},
     LN_DEFS(LnPre, "ln_pre", "ln_pre", false, 0, "model.norm_pre", false),
     LN_DEFS(Ln1, "blocks.{l}.ln1", "ln1", true, 1, "blocks[{l}].norm1", true),
@@ -762,16 +824,16 @@ const std::vector<StageDef> kDefs = {
     {K::AttnV,        "blocks.{l}.attn.v",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: v)", d_qkv},
     {K::AttnScores,   "blocks.{l}.attn.scores", true, true, false, true, true, CellRule::ScaledDot,   "attn", "MHA", 1, "blocks[{l}].attn.forward (q @ k.transpose(-2, -1) * scale)", d_scores},
     {K::AttnPattern,  "blocks.{l}.attn.pattern", true, true, true, true, false, CellRule::Softmax,    "attn", "MHA", 1, "blocks[{l}].attn.attn_drop (input, with fused_attn off)", d_pattern},
-    {K::AttnZ,        "blocks.{l}.attn.z",  true,  true,  false, true,  true,  CellRule::WeightedSum, "attn", "MHA", 1, "blocks[{l}].attn.proj (input, before the heads are concatenated)", d_z},
-    {K::AttnOut,      "blocks.{l}.attn.out", true, true,  false, false, true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn (output)", d_attn_out},
+    {K::AttnZ,        "blocks.{l}.attn.z",  true,  true,  false, true,  true,  CellRule::WeightedSum, "attn", "MHA", 1, "blocks[{l}].attn.proj (input, before the heads are concatenated)", d_z, true},
+    {K::AttnOut,      "blocks.{l}.attn.out", true, true,  false, false, true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn (output)", d_attn_out, true},
     {K::Ls1,          "blocks.{l}.ls1",     true,  false, false, false, true,  CellRule::None,        "ls1", "LS", 1, "blocks[{l}].ls1 (output)", d_layer_scale},
-    {K::ResidMid,     "blocks.{l}.resid_mid", true, true, false, false, true,  CellRule::None,        "resid_mid", "+", 1, "blocks[{l}].norm2 (input)", d_resid_mid},
+    {K::ResidMid,     "blocks.{l}.resid_mid", true, true, false, false, true,  CellRule::None,        "resid_mid", "+", 1, "blocks[{l}].norm2 (input)", d_resid_mid, true},
     LN_DEFS(Ln2, "blocks.{l}.ln2", "ln2", true, 1, "blocks[{l}].norm2", true),
     {K::MlpPre,       "blocks.{l}.mlp.pre", true,  true,  true,  false, true,  CellRule::None,        "mlp", "MLP", 1, "blocks[{l}].mlp.fc1 (output)", d_mlp_pre},
-    {K::MlpPost,      "blocks.{l}.mlp.post", true, true,  true,  false, true,  CellRule::Gelu,        "mlp", "MLP", 1, "blocks[{l}].mlp.act (output)", d_mlp_post},
-    {K::MlpOut,       "blocks.{l}.mlp.out", true,  true,  false, false, true,  CellRule::None,        "mlp", "MLP", 1, "blocks[{l}].mlp (output)", d_mlp_out},
+    {K::MlpPost,      "blocks.{l}.mlp.post", true, true,  true,  false, true,  CellRule::Gelu,        "mlp", "MLP", 1, "blocks[{l}].mlp.act (output)", d_mlp_post, true},
+    {K::MlpOut,       "blocks.{l}.mlp.out", true,  true,  false, false, true,  CellRule::None,        "mlp", "MLP", 1, "blocks[{l}].mlp (output)", d_mlp_out, true},
     {K::Ls2,          "blocks.{l}.ls2",     true,  false, false, false, true,  CellRule::None,        "ls2", "LS", 1, "blocks[{l}].ls2 (output)", d_layer_scale},
-    {K::ResidPost,    "blocks.{l}.resid_post", true, true, false, false, true, CellRule::None,        "resid_post", "+", 1, "blocks[{l}] (output)", d_resid_post},
+    {K::ResidPost,    "blocks.{l}.resid_post", true, true, false, false, true, CellRule::None,        "resid_post", "+", 1, "blocks[{l}] (output)", d_resid_post, true},
     LN_DEFS(LnFinal, "ln_final", "ln_final", false, 2, "model.norm (or model.fc_norm with mean pooling)", true),
     {K::Pooled,       "pooled",             false, true,  true,  false, true,  CellRule::None,        "pooled", "pool", 2, "model.head (input)", d_pooled},
     {K::PooledDist,   "pooled_dist",        false, false, false, false, true,  CellRule::None,        "pooled", "pool", 2, "model.head_dist (input)", d_pooled_dist},
@@ -821,6 +883,7 @@ std::vector<StageId> sequence(const Ctx& x) {
     if (x.r.resized) add(K::PosEmbedLearned);
     add(K::PosEmbed);
     add(K::Embed);
+    if (x.r.dropped()) add(K::EmbedKept);
     if (c.registers) add(K::WithRegisters);
     if (c.ln_pre) ln(LnSite::Pre, -1);
     for (int l = 0; l < x.L; ++l) {
@@ -881,7 +944,22 @@ StageInfo describe(const Ctx& x, StageId id) {
     s.box.id = def.box;
     s.box.label = def.box_label;
     s.box.row = def.box_row;
+    s.patchable = def.patchable;
     def.describe(x, s);
+    if (const auto& p = x.o.iv.patch; p && p->stage == id) {
+        s.intervened = true;
+        std::string rows = "every row";
+        if (!p->tokens.empty()) {
+            rows = "the rows of tokens";
+            for (size_t i = 0; i < p->tokens.size() && i < 16; ++i) rows += (i ? ", " : " ") + std::to_string(p->tokens[i]);
+            if (p->tokens.size() > 16) rows += ", ...";
+        }
+        s.what += " Intervention (activation patching): " + rows + " of this stage are replaced by the same stage of "
+                  "a run on " + p->source + " (same options, no interventions); every later stage is computed from "
+                  "the patched tensor.";
+        s.torch += "  # then: x[" + std::string(p->tokens.empty() ? ":" : "tokens") + "] = run_on(" + p->source + ")['" +
+                   s.name + "'][...]";
+    }
     s.grad_title = "Gradient of " + s.title;
     s.grad_what = "How the chosen class's logit changes with each value of '" + s.name + "': d logit[class] / d " +
                   s.name + ", from the backward pass.";
@@ -895,8 +973,15 @@ struct TableKey {
     Options o;
     bool operator==(const TableKey& k) const { return v == k.v && o == k.o; }
 };
-TableKey key_of(const Config& c, const Options& o) {
+// The options a table keeps: a patch's values are not part of it (only its stage, tokens, source).
+Options table_options(const Options& o) {
     Options oo = o;
+    if (oo.iv.patch) oo.iv.patch->values = nullptr;
+    return oo;
+}
+
+TableKey key_of(const Config& c, const Options& o) {
+    Options oo = table_options(o);
     oo.pooling = o.pooling_for(c);
     return {{double(c.image_size), double(c.channels), double(c.patch), double(c.width), double(c.depth),
              double(c.heads), double(c.mlp), double(c.classes), double(c.eps), double(c.family), double(c.cls_token),
@@ -964,6 +1049,10 @@ std::string token_label(const StageTable& t, int i, bool long_form, bool before_
         if (k == 0) return "dist";
         --k;
     }
+    if (!before_regs && r.dropped()) {  // the blocks' sequence holds the patches kept, in order
+        if (k < 0 || k >= r.kept_n()) return "token " + std::to_string(i);
+        k = r.kept[size_t(k)];
+    }
     if (k < 0 || k >= r.N) return "token " + std::to_string(i);
     if (!long_form) return "p" + std::to_string(k);
     return "patch " + std::to_string(k) + " (row " + std::to_string(k / r.gw) + ", col " + std::to_string(k % r.gw) + ")";
@@ -983,7 +1072,11 @@ std::string token_range_text(const StageTable& t) {
     part(c.cls_token, "cls");
     part(c.registers, c.registers == 1 ? "reg0" : "reg0..reg" + std::to_string(c.registers - 1));
     part(c.dist_token, "dist");
-    part(r.N, "patches p0..p" + std::to_string(r.N - 1));
+    if (r.dropped())
+        part(r.kept_n(), "the " + std::to_string(r.kept_n()) + " patches kept of p0..p" + std::to_string(r.N - 1) + " (" +
+                             std::to_string(r.N - r.kept_n()) + " dropped)");
+    else
+        part(r.N, "patches p0..p" + std::to_string(r.N - 1));
     return s;
 }
 
@@ -1003,7 +1096,7 @@ std::optional<StageId> parse_stage_name(const std::string& name) {
     return std::nullopt;
 }
 
-StageTable::StageTable(const Config& c, const Options& o) : cfg_(c), opt_(o) {
+StageTable::StageTable(const Config& c, const Options& o) : cfg_(c), opt_(table_options(o)) {
     cfg_.class_names.clear();
     const Ctx x(cfg_, opt_);
     dims_ = x.r;
@@ -1073,7 +1166,8 @@ std::string stage_table_json(const StageTable& t) {
         rows.push_back({{"name", s.name}, {"kind", stage_kind_name(s.id.kind)}, {"layer", s.layer}, {"shape", s.shape},
                         {"axes", s.axes}, {"from", from}, {"has_grad", s.has_grad}, {"kept", s.kept},
                         {"cell", rule ? nlohmann::json(rule) : nlohmann::json()}, {"box", box}, {"hook", s.hook},
-                        {"title", s.title}, {"what", s.what}, {"torch", s.torch}});
+                        {"title", s.title}, {"what", s.what}, {"torch", s.torch}, {"patchable", s.patchable},
+                        {"intervened", s.intervened}});
     }
     return rows.dump(1);
 }

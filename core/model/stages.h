@@ -58,6 +58,8 @@ struct StageInfo {
     bool has_grad = false;          // the backward pass writes its gradient
     bool kept = false;              // training keeps it for the backward pass
     CellRule cell = CellRule::None;
+    bool patchable = false;         // activation patching can replace its rows
+    bool intervened = false;        // an intervention changed what this stage holds (said in `what`)
     MapBoxInfo box;
     LnSite ln = LnSite::None;
     // The gradient's description: d logit[class] / d this stage (same shape and axes).
@@ -81,6 +83,7 @@ struct StageDef {
     int box_row;            // 0 embedding, 1 block, 2 head
     const char* hook;       // timm's VisionTransformer: where PyTorch computes it
     void (*describe)(const StageContext&, StageInfo&);
+    bool patchable = false; // activation patching can replace its rows (the forward pass has a patch point)
 };
 const StageDef& stage_def(StageKind k);
 const std::vector<StageDef>& stage_defs();  // all of them, in StageKind order
@@ -125,7 +128,8 @@ private:
 
 // The name of token i of a run's sequence: "cls", "reg0", "dist", "p12" (long form: "patch 12
 // (row 1, col 5)"). before_registers: the order of the stages before the registers are inserted
-// (tokens, pos_embed, embed): cls, dist, patches.
+// (tokens, pos_embed, embed): cls, dist, patches. With patches dropped, a token of the blocks'
+// sequence names the patch it holds (the run's kept patches, in order).
 std::string token_label(const StageTable& t, int i, bool long_form = false, bool before_registers = false);
 // What the token indices mean, for messages: "0 = cls, 1..4 = reg0..reg3, 5..260 = patches p0..p255".
 std::string token_range_text(const StageTable& t);

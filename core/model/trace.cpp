@@ -40,6 +40,16 @@ void Trace::end() {
     for (size_t i = cursor_; i < arrays_.size(); ++i) arrays_[i] = Array();
 }
 
+void Trace::adopt(size_t row, const Array& value) {
+    if (row >= arrays_.size() || recorded_[row])
+        throw std::logic_error("Trace::adopt: row " + std::to_string(row) + " is recorded or out of range");
+    const StageInfo& s = table()[row];
+    if (value.dimension() != s.shape.size() || !std::equal(s.shape.begin(), s.shape.end(), value.shape().begin()))
+        throw std::logic_error("Trace::adopt: " + s.name + " has shape " + shape_str(s.shape) + ", not " + shape_str_of(value));
+    arrays_[row] = value;
+    recorded_[row] = 1;
+}
+
 Array& Trace::record_grad(StageId id, const Shape& want) {
     const int i = table().index(id);
     if (i < 0) throw std::logic_error("Trace::record_grad: no stage " + stage_name(id) + " in this table");

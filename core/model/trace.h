@@ -31,6 +31,9 @@ public:
     // when training). Rows are recorded in order; a row skipped stays empty.
     Array& record(size_t row, const Shape& shape);
     void end();
+    // After a pass that started at a later block (RunFrom): a stage before it, as an earlier pass of
+    // the same model, input and stages recorded it (forward_from copies them in).
+    void adopt(size_t row, const Array& value);
     // The gradient of a stage (d logit[grad_class] / d stage), shaped as the stage (or as
     // `shape` when given: hand-made traces in tests).
     Array& record_grad(StageId id, const Shape& shape = {});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace vit {
@@ -39,6 +40,17 @@ void need_cls(const Trace& t, const char* what) {
 }
 }  // namespace
 
+std::vector<float> on_patch_grid(const Trace& t, const std::vector<float>& kept) {
+    const RunDims& rd = t.table().dims();
+    if (kept.size() != rd.kept.size())
+        throw std::invalid_argument(std::to_string(kept.size()) + " values for the " + std::to_string(rd.kept.size()) +
+                                    " patch tokens of the run");
+    if (!rd.dropped()) return kept;
+    std::vector<float> out(size_t(rd.N), std::numeric_limits<float>::quiet_NaN());
+    for (size_t i = 0; i < kept.size(); ++i) out[size_t(rd.kept[i])] = kept[i];
+    return out;
+}
+
 std::vector<float> cls_attention(const Trace& t, int layer, int head) {
     need_cls(t, "cls attention");
     const Array& p = pattern(t, layer);
@@ -49,7 +61,7 @@ std::vector<float> cls_attention(const Trace& t, int layer, int head) {
         for (size_t j = pre; j < T; ++j) out[j - pre] += p(h, 0, j);  // row 0 = the cls query, over the patches
     }
     if (head < 0) for (auto& v : out) v /= float(H);
-    return out;
+    return on_patch_grid(t, out);
 }
 
 std::vector<float> probe_attention(const Trace& t, int head) {
@@ -63,7 +75,7 @@ std::vector<float> probe_attention(const Trace& t, int head) {
         for (size_t j = pre; j < T; ++j) out[j - pre] += (*p)(h, 0, j);
     }
     if (head < 0) for (auto& v : out) v /= float(H);
-    return out;
+    return on_patch_grid(t, out);
 }
 
 namespace {
@@ -122,7 +134,7 @@ std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float d
     }
     std::vector<float> out(T - pre);
     for (size_t j = pre; j < T; ++j) out[j - pre] = float(R[j]);  // row 0: the cls token, over the patches
-    return out;
+    return on_patch_grid(t, out);
 }
 
 std::vector<float> grad_rollout(const Trace& t, int upto) {
@@ -146,17 +158,46 @@ std::vector<float> grad_rollout(const Trace& t, int upto) {
     }
     std::vector<float> out(T - pre);
     for (size_t j = pre; j < T; ++j) out[j - pre] = float(R[j]);
-    return out;
+    return on_patch_grid(t, out);
+}
+
+Array comparable_base(const Trace& base, const Trace& now, StageId id) {
+    const Array* ap = base.find(id);
+    const Array* bp = now.find(id);
+    if (!ap || !bp || !bp->size()) return Array();
+    if (ap->shape() == bp->shape()) return *ap;
+    const RunDims &rb = base.table().dims(), &rn = now.table().dims();
+    if (rb.dropped() || !rn.dropped() || rb.N != rn.N || rb.prefix != rn.prefix || ap->dimension() != bp->dimension())
+        return Array();
+    // The base's tokens that `now` kept: the prefix, then the kept patches (stages before the blocks'
+    // order, tokens / pos_embed / embed, have every patch in both).
+    std::vector<size_t> keep;
+    for (int i = 0; i < rn.prefix; ++i) keep.push_back(size_t(i));
+    for (int p : rn.kept) keep.push_back(size_t(rn.prefix + p));
+    Array a = *ap;
+    for (size_t ax = 0; ax < a.dimension(); ++ax) {
+        if (a.shape(ax) == bp->shape(ax)) continue;
+        if (a.shape(ax) != size_t(rb.T) || bp->shape(ax) != size_t(rn.T)) return Array();
+        Shape sh(a.shape().begin(), a.shape().end());
+        const size_t outer = shape_numel(Shape(sh.begin(), sh.begin() + long(ax))),
+                     inner = shape_numel(Shape(sh.begin() + long(ax) + 1, sh.end()));
+        sh[ax] = keep.size();
+        Array g = Array::from_shape(sh);
+        for (size_t o = 0; o < outer; ++o)
+            for (size_t k = 0; k < keep.size(); ++k)
+                std::copy_n(a.data() + (o * size_t(rb.T) + keep[k]) * inner, inner, g.data() + (o * keep.size() + k) * inner);
+        a = std::move(g);
+    }
+    return a.shape() == bp->shape() ? a : Array();
 }
 
 std::vector<StageChange> trace_changes(const Trace& base, const Trace& now) {
     std::vector<StageChange> out;
     for (size_t r = 0; r < now.size(); ++r) {
         const StageId id = now.info(r).id;
-        const Array* ap = base.find(id);
         const Array& b = now.at(r);
-        if (!ap || !b.size() || ap->shape() != b.shape()) continue;
-        const Array& a = *ap;
+        const Array a = comparable_base(base, now, id);
+        if (!a.size() || a.shape() != b.shape()) continue;
         double dn = 0, bn = 0;
         for (size_t k = 0; k < a.size(); ++k) {
             double df = double(b.data()[k]) - a.data()[k];

@@ -19,6 +19,11 @@ Stats stats(const float* x, size_t n, int bins = 40);
 
 enum class Fusion { Mean, Max, Min };
 
+// The maps over the patch grid below have one value per patch of the run's grid (N, row-major).
+// With patches dropped (an intervention), a dropped patch has no token and its value is NaN (the
+// views draw it as absent); `kept` values, one per patch token of the run in order, go on the grid so.
+std::vector<float> on_patch_grid(const Trace& t, const std::vector<float>& kept);
+
 // The cls token's attention to every patch (N), at `layer`, for `head` (-1: mean over heads).
 // Throws std::invalid_argument for a model without a cls token (SigLIP: probe_attention).
 std::vector<float> cls_attention(const Trace& t, int layer, int head);
@@ -33,7 +38,14 @@ std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float d
 // (a run with RunRequest::grads); throws std::invalid_argument otherwise.
 std::vector<float> grad_rollout(const Trace& t, int upto);
 
-// Per-stage L2 norm of (b - a) and of a, for stages present in both with equal shapes.
+// A stage of `base` as it compares with the same stage of `now`: as it is when the shapes agree;
+// when `now` dropped patches that `base` kept (an intervention), base's rows, columns or per-head
+// rows of the tokens `now` kept (every token axis: the axes whose length is the run's token count).
+// Empty when they do not compare (absent, or other shapes).
+Array comparable_base(const Trace& base, const Trace& now, StageId id);
+
+// Per-stage L2 norm of (b - a) and of a, for stages present in both that compare (comparable_base:
+// with patches dropped in `now`, over the tokens it kept).
 struct StageChange { StageId id; std::string name; double diff_norm, base_norm; };
 std::vector<StageChange> trace_changes(const Trace& base, const Trace& now);
 

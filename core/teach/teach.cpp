@@ -6,6 +6,9 @@
 // `probs` exactly; and the eigen solver is LAPACK's (OpenBLAS ships it).
 #include "core/teach/teach.h"
 
+#include "core/teach/analysis.h"
+#include "core/teach/interventions.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -157,7 +160,11 @@ Tensor2 attn_distance(const Trace& t) {
     const size_t P = c.patch, pre = size_t(rd.prefix), T = size_t(rd.T);
     const int L = t.depth();
     if (L == 0) throw std::invalid_argument("the model has no blocks: no attention");
-    const Tensor2 dist = patch_distances(size_t(rd.gh), size_t(rd.gw), P);
+    Tensor2 dist = patch_distances(size_t(rd.gh), size_t(rd.gw), P);
+    if (rd.dropped()) {  // dropped patches have no token: the distances between the patches kept
+        const auto k = xt::adapt(rd.kept, {rd.kept.size()});
+        dist = xt::view(xt::view(dist, xt::keep(k), xt::all()), xt::all(), xt::keep(k));
+    }
     const size_t H = pattern_of(t, 0).shape(0);
     Tensor2 out = xt::zeros<float>({size_t(L), H});
     for (int l = 0; l < L; ++l) {
@@ -230,8 +237,11 @@ Tensor1 attention_from(const Trace& t, int layer, int head, int query) {
         throw std::invalid_argument("query token " + std::to_string(query) + " out of range (" +
                                     token_range_text(t) + ")");
     // torch: pattern[head, query, pre:]  or  pattern[:, query, pre:].mean(0)   (the patch keys)
-    if (head >= 0) return xt::view(p, head, query, xt::range(pre, T));
-    return xt::mean(xt::view(p, xt::all(), query, xt::range(pre, T)), {0});
+    Tensor1 row = head >= 0 ? Tensor1(xt::view(p, head, query, xt::range(pre, T)))
+                            : Tensor1(xt::mean(xt::view(p, xt::all(), query, xt::range(pre, T)), {0}));
+    if (!t.table().dims().dropped()) return row;
+    const std::vector<float> grid = on_patch_grid(t, std::vector<float>(row.begin(), row.end()));
+    return xt::adapt(grid, {grid.size()});
 }
 
 Tensor2 logit_lens(const Weights& w, const Trace& t) {
@@ -550,7 +560,8 @@ std::string options_json(const Options& opt, const Config& c) {
     return std::string("{\"elementwise_affine\": ") + b(opt.affine) + ", \"unbiased\": " + b(opt.unbiased) +
            ", \"pooling\": \"" + (opt.pooling_for(c) == Pooling::Cls ? "cls" : "mean") +
            "\", \"bug_scale_after_softmax\": " + b(opt.bug_scale_after_softmax) +
-           ", \"bug_reshape_patches\": " + b(opt.bug_reshape_patches) + "}";
+           ", \"bug_reshape_patches\": " + b(opt.bug_reshape_patches) +
+           ", \"interventions\": " + interventions_json(opt.iv) + "}";
 }
 
 }  // namespace vit

@@ -43,7 +43,8 @@ Tensor2 pos_similarity(const Weights& w);
 // centres P pixels apart on the G x G grid (cls row and column dropped, weights not renormalised).
 // numpy: dist = P * np.hypot(r[:, None] - r[None], c[:, None] - c[None]);
 //        (pattern[:, 1:, 1:] * dist).sum(-1).mean(-1)
-// The grid and patch size are the trace's own (its stage table's config).
+// The grid and patch size are the trace's own (its stage table's config). With patches dropped (an
+// intervention), the patches kept: their rows and columns of the pattern and of dist.
 Tensor2 attn_distance(const Trace& t);
 
 // The mean attention distance a head would have if it spread its weight evenly over all N patches
@@ -63,7 +64,9 @@ Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs,
 std::vector<Tensor3> dataset_inputs(const Dataset& d, int n, const Config& c);
 
 // The attention row of query token `query` (0 = cls, 1..N = patches) over the N patches,
-// at `layer`, for `head` (-1: the mean over heads): pattern[head, query, 1:].
+// at `layer`, for `head` (-1: the mean over heads): pattern[head, query, 1:]. With patches dropped,
+// `query` is a token of the run's shorter sequence and the row is on the full grid, NaN at the
+// dropped patches (on_patch_grid, analysis.h).
 Tensor1 attention_from(const Trace& t, int layer, int head, int query);
 
 // (L, K) logit lens: for each layer l, softmax(head(ln_final(x_l))), x_l the cls row of
@@ -110,8 +113,10 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId stage, const std::v
 // `vitscope-cli trace`/`analyze` write into their .npz (a 0-d numpy unicode array:
 // json.loads(str(np.load(f)["__options__"]))):
 // {"elementwise_affine": true, "unbiased": false, "pooling": "cls",
-//  "bug_scale_after_softmax": false, "bug_reshape_patches": false}
-// `pooling` is the one in force (the override, else the model's).
+//  "bug_scale_after_softmax": false, "bug_reshape_patches": false,
+//  "interventions": {"heads": [], "sublayers": [], "dropped": [], "patch": null}}
+// `pooling` is the one in force (the override, else the model's); `interventions` is
+// interventions_json (core/teach/interventions.h): every file says which ones produced it.
 std::string options_json(const Options& opt, const Config& c);
 
 }  // namespace vit

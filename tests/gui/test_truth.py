@@ -165,7 +165,7 @@ def main():
                f"ln1.mean's gradient view says why there is none: {msg[:70]}...")
         if img is not None:
             cx, cy, cw, ch = lay["rects"]["center"]
-            region = img[int(cy) + 150:int(cy) + 200, int(cx):int(cx + cw)]
+            region = img[int(cy):int(cy + ch), int(cx):int(cx + cw)]  # the message's row moves with what is above it
             orange = np.all(np.abs(region - np.array([255, 191, 102])) < 40, axis=2).sum()
             expect(orange > 50, f"...in the centre panel, in orange ({orange} pixels)")
 

@@ -294,7 +294,8 @@ def main():
     # The options file entry.
     opts = json.loads(str(ours["__options__"]))
     report(opts == {"elementwise_affine": True, "unbiased": False, "pooling": "cls",
-                    "bug_scale_after_softmax": False, "bug_reshape_patches": False},
+                    "bug_scale_after_softmax": False, "bug_reshape_patches": False,
+                    "interventions": {"heads": [], "sublayers": [], "dropped": [], "patch": None}},
            "analyze records __options__", json.dumps(opts))
 
     # LayerNorm options: the lens by hand with F.layer_norm / var(unbiased=True).
