@@ -9,6 +9,7 @@
 
 #include "tabs/tab.h"
 #include "core/io/image.h"
+#include "core/model/stages.h"
 
 namespace vit::app {
 
@@ -35,7 +36,7 @@ int key_code(const std::string& k) {
 
 std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     CLI::App cli{"vitscope: step through a Vision Transformer stage by stage"};
-    std::string overlay, hover, cell;
+    std::string overlay, hover, cell, image_size;
     int tab = -1;
     cli.add_option("--settings", a.settings, "remember recent files and options in this file (default: $XDG_CONFIG_HOME/vitscope/settings.json; off in headless runs)");
     cli.add_flag("--no-settings", a.no_settings, "neither read nor write the settings file");
@@ -58,6 +59,8 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
                    "set N and run it at launch (headless: before the screenshot)")->check(CLI::Range(1, 10000));
     cli.add_option("--tour", a.tour, "start the guided tour at step N (0 = the first)")->check(CLI::NonNegativeNumber);
+    cli.add_option("--image-size", image_size, "run the model at this input size, H or H,W pixels (multiples of the patch "
+                   "size); the position embeddings are resized by the family's rule (the image panel has the same control)");
     cli.add_option("--pooling", a.pooling, "pool the cls token or the mean of the patch tokens (default: the model's)")->check(CLI::IsMember({"cls", "mean"}));
     cli.add_flag("--no-affine", a.no_affine, "LayerNorm without elementwise_affine");
     cli.add_flag("--unbiased", a.unbiased, "LayerNorm with unbiased (N-1) variance");
@@ -120,6 +123,22 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         std::fprintf(stderr, "vitscope: --click needs --hover X,Y (where to click)\n");
         return 2;
     }
+    if (!image_size.empty()) {
+        // H or H,W: digits only; the multiple of the patch is checked against the model once it is loaded
+        auto number = [](const std::string& t) {
+            return !t.empty() && t.size() <= 5 && t.find_first_not_of("0123456789") == std::string::npos ? std::stoi(t) : -1;
+        };
+        const size_t comma = image_size.find(',');
+        const int h = number(image_size.substr(0, comma)),
+                  w = comma == std::string::npos ? h : number(image_size.substr(comma + 1));
+        if (h < 1 || w < 1 || h > kMaxImageSize || w > kMaxImageSize) {
+            std::fprintf(stderr, "vitscope: --image-size wants H or H,W, pixels in 1..%d (got '%s')\n", kMaxImageSize,
+                         image_size.c_str());
+            return 2;
+        }
+        a.image_h = h;
+        a.image_w = w;
+    }
     if (!cell.empty()) {
         int i = -1, j = -1;
         char extra = 0;
@@ -144,18 +163,39 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
 std::string model_range_error(const AppArgs& a, const Config& c, int tour_steps) {
     auto range = [](int n) { return n > 1 ? "0.." + std::to_string(n - 1) : std::string("0"); };
     const std::string model = "the model (" + c.name + ")";
+    // the run's sizes: patches and tokens at --image-size (the model's own size without it)
+    Options o;
+    o.image_h = a.image_h;
+    o.image_w = a.image_w;
+    std::shared_ptr<const StageTable> table;
+    try {
+        table = StageTable::get(c, o);
+    } catch (const std::exception& e) {
+        return "--image-size " + std::to_string(a.image_h) + "," + std::to_string(a.image_w) + " does not fit " + model +
+               ": " + e.what();
+    }
+    const RunDims& rd = table->dims();
+    if (!a.pooling.empty()) {  // the pooling switch is for ViT classifiers: refused for the other families
+        o.pooling = a.pooling == "mean" ? Pooling::Mean : Pooling::Cls;
+        try {
+            run_dims(c, o);
+        } catch (const std::exception& e) {
+            return "--pooling " + a.pooling + ": " + e.what();
+        }
+    }
     if (a.layer < -1 || a.layer >= c.depth)
         return "--layer " + std::to_string(a.layer) + " is out of range: " + model + " has " + std::to_string(c.depth) +
                " blocks (layers " + range(c.depth) + ")";
     if (a.head < -1 || a.head >= c.heads)
         return "--head " + std::to_string(a.head) + " is out of range: " + model + " has " + std::to_string(c.heads) +
                " heads (" + range(c.heads) + "; leave it out for the mean of the heads)";
-    if (a.patch < -1 || a.patch >= c.patches())
-        return "--patch " + std::to_string(a.patch) + " is out of range: " + model + " has " + std::to_string(c.patches()) +
-               " patches (" + range(c.patches()) + ")";
-    if (a.query >= c.tokens())
-        return "--query " + std::to_string(a.query) + " is out of range: " + model + " has " + std::to_string(c.tokens()) +
-               " tokens (0 = cls, 1.." + std::to_string(c.tokens() - 1) + " = patches 0.." + std::to_string(c.patches() - 1) + ")";
+    const std::string at = a.image_h ? " at " + std::to_string(rd.img_h) + "x" + std::to_string(rd.img_w) : "";
+    if (a.patch < -1 || a.patch >= rd.N)
+        return "--patch " + std::to_string(a.patch) + " is out of range: " + model + at + " has " + std::to_string(rd.N) +
+               " patches (" + range(rd.N) + ")";
+    if (a.query >= rd.T)
+        return "--query " + std::to_string(a.query) + " is out of range: " + model + at + " has " + std::to_string(rd.T) +
+               " tokens (" + token_range_text(*table) + ")";
     if (a.tour >= tour_steps)
         return "--tour " + std::to_string(a.tour) + " is out of range: the guided tour has " + std::to_string(tour_steps) +
                " steps (" + range(tour_steps) + ")";

@@ -14,6 +14,7 @@ struct AppArgs {
     std::string model = "default", image, labels, stage, screenshot, layout_out, shader_dir, keys;
     int tour = -1;  // --tour N: the guided tour at step N (tabs/tab_map.cpp)
     std::string pooling;  // --pooling cls|mean: Options::pooling
+    int image_h = 0, image_w = 0;  // --image-size H[,W]: Options::image_h, image_w (0: the model's own size)
     int heads = 0, layer = -1, head = -1, patch = -1, query = -1, width = 1600, height = 1000;
     std::optional<Tab> tab;
     std::optional<Overlay> overlay;
@@ -48,8 +49,9 @@ struct AppArgs {
 // Parses argv. Returns nullopt to go on, or the process's exit code (0 for --help, 2 for bad usage).
 std::optional<int> parse_args(int argc, char** argv, AppArgs& a);
 
-// The flags that index into the model (--layer, --head, --patch, --query, --tour), checked against
-// the model loaded: "" when all fit, else the message (bad usage: exit 2, as a bad --stage is refused).
+// The flags that index into the model (--layer, --head, --patch, --query, --tour) and --image-size,
+// checked against the model loaded at that size: "" when all fit, else the message (bad usage: exit 2,
+// as a bad --stage is refused).
 std::string model_range_error(const AppArgs& a, const Config& c, int tour_steps);
 // --cell I,J against the slice of `stage` on screen (rows x cols; `what` names it: "blocks.0.attn.scores, head 1").
 std::string cell_range_error(const AppArgs& a, const std::string& what, int rows, int cols);

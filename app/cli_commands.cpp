@@ -54,6 +54,8 @@ struct Commands::State {
     // trace / analyze: the two pitfall switches; analyze: images for the averaged attention distance
     bool bug_scale_after_softmax = false, bug_reshape_patches = false;
     int average = 0;
+    float keep = 0.6f;          // analyze: the self-attention masks keep this share of each head's attention
+    float norm_factor = 2.f;    // analyze: high-norm tokens are above this many times the median patch norm
     bool offline = false;  // --offline: hf: models from the cache only
     // models
     std::string hf_cache, torch_dir;
@@ -310,7 +312,8 @@ Tensor3 model_input(const Commands::State& s, const Config& c, bool* fallback) {
 // vitscope-cli analyze: the numbers behind the teaching views (issue 10, "For scripts").
 void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& selected) {
     auto* an = app.add_subcommand("analyze", "write the numbers behind the teaching views (embedding filters, "
-                                             "position similarity, attention distance, logit lens) to an .npz");
+                                             "position similarity, attention distance, logit lens, token norms, "
+                                             "patch-feature components, self-attention maps) to an .npz");
     model_flags(an, s);
     auto* img = an->add_option("--image,-i", s.image, "image file (default: an all-zero normalized input, the mean colour)");
     auto* inp = an->add_option("--input", s.input, "an already-normalized (C, H, W) float .npy instead of an image");
@@ -324,6 +327,11 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
     an->add_option("--average", s.average, "also write attn_distance_avg: the mean over the first N Fashion-MNIST "
                                            "test images (through the model's preprocessing: gray repeated to RGB and resized for an RGB model)")->check(CLI::Range(1, 100000));
     an->add_option("--data", s.data, "directory with the IDX files (for --average)")->default_val(default_fashion_mnist_dir());
+    an->add_option("--keep", s.keep, "self_attn_mask: the patches holding this share of each head's attention mass "
+                                     "(DINO's --threshold)")->default_val(0.6)->check(CLI::Range(0.001, 1.0));
+    an->add_option("--norm-factor", s.norm_factor, "high_norm_tokens: tokens whose norm at the last layer is above this "
+                                                   "many times the median norm of the patch tokens")->default_val(2.0)
+        ->check(CLI::Range(1.0, 1000.0));
     an->add_option("--out,-o", s.out, "output .npz")->required();
     an->callback([&s, &selected] {
         selected = [&s] {
@@ -338,14 +346,29 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             const Trace t = run_named(lm, x, opt);
             report_nonfinite(t, lm.source);
             const EmbedFilters ef = embed_filters(w);
-            const Tensor2 pos = pos_similarity(w), dist = attn_distance(t);
+            const Tensor2 pos = pos_similarity(w), pos_run = pos_similarity(t), dist = attn_distance(t);
             std::vector<ArrayRef> items{array_ref("embed_filters", ef.filters), array_ref("embed_filters_var", ef.variance),
-                                        array_ref("pos_similarity", pos), array_ref("attn_distance", dist)};
+                                        array_ref("pos_similarity", pos), array_ref("pos_similarity_run", pos_run),
+                                        array_ref("attn_distance", dist)};
+            // the logit lens reads class scores: models whose output is an embedding have none
             Tensor2 lens;
-            if (c.has_logits()) {  // an embedding model has no classes to read through a lens
+            if (c.has_logits()) {
                 lens = logit_lens(w, t);
                 items.push_back(array_ref("logit_lens", lens));
             }
+            // what the families are studied for (the Token norms, Patch features and Self-attention tabs)
+            const Tensor2 norms = token_norms(t);
+            const std::vector<int> high = high_norm_tokens(norms, int(norms.shape(0)) - 1, t.table().dims().prefix, s.norm_factor);
+            Tensor1 high_arr = Tensor1::from_shape({high.size()});
+            for (size_t i = 0; i < high.size(); ++i) high_arr(i) = float(high[i]);
+            const FeaturePca pca = feature_pca(t);
+            const HeadMaps maps = cls_head_maps(t, -1, s.keep);
+            for (ArrayRef r : {array_ref("token_norms", norms), array_ref("high_norm_tokens", high_arr),
+                               array_ref("features_pca", pca.proj), array_ref("features_rgb", pca.rgb),
+                               array_ref("features_var", pca.variance), array_ref("features_fg", pca.fg),
+                               array_ref("self_attn", maps.attn), array_ref("self_attn_mask", maps.mask),
+                               array_ref("self_attn_kept", maps.kept_mass)})
+                items.push_back(std::move(r));
             // The sweeps start from the run without interventions (the trace above when there are none).
             SweepResult hi, oc;
             const Trace* clean = opt.iv.empty() ? &t : nullptr;
@@ -361,7 +384,8 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             int done = 0;
             if (s.average > 0) {
                 Dataset test = load_fashion_mnist(s.data, false);
-                avg = attn_distance_mean(w, dataset_inputs(test, s.average, c), opt, {}, &done);
+                const RunDims rd = run_dims(c, opt);
+                avg = attn_distance_mean(w, dataset_inputs(test, s.average, c, rd.img_h, rd.img_w), opt, {}, &done);
                 items.push_back(array_ref("attn_distance_avg", avg));
             }
             write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
@@ -384,6 +408,18 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             std::printf("attn_distance (pixels) per layer, mean over heads:");
             for (size_t l = 0; l < dist.shape(0); ++l) std::printf(" %.2f", xt::mean(xt::view(dist, l, xt::all()))());
             std::printf("\n");
+            if (!c.has_logits())
+                std::printf("logit_lens: not written: the model (%s) has no classifier, its output is an embedding\n",
+                            family_label(c.family));
+            std::string hn;
+            for (int i : high) hn += " " + token_label(t.table(), i);
+            std::printf("token_norms %s; high-norm tokens at layer %zu (over %.3g x the median patch norm):%s\n",
+                        shape_str_of(norms).c_str(), norms.shape(0) - 1, double(s.norm_factor), hn.empty() ? " none" : hn.c_str());
+            std::printf("features_pca of %s (%dx%d patches), variance explained: %.1f%% %.1f%% %.1f%%; foreground "
+                        "(first component > 0): %d patches\n", pca.source_name.c_str(), pca.gh, pca.gw,
+                        100.0 * pca.variance(0), 100.0 * pca.variance(1), 100.0 * pca.variance(2), int(xt::sum(pca.fg)()));
+            std::printf("self_attn: %s, the %s row, %zu heads; masks keep %.0f%% of each head's attention\n",
+                        maps.source_name.c_str(), maps.query.c_str(), maps.attn.shape(0), 100.0 * s.keep);
             if (done) std::printf("attn_distance_avg over %d test images written\n", done);
             std::printf("wrote %s\n", safe(s.out).c_str());
             return 0;

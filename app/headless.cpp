@@ -220,8 +220,10 @@ private:
         app.tabs[ui.tab].sweep_check(s, ui, p, f);  // the shown tab's own checks (its sweep hook)
         if (next_ < states_.size() && states_[next_].check) states_[next_].check(s, ui, p, f);
         if (s.trace() && ui.overlay == Overlay::Query && s.shown_config().depth > 0) {
-            const int N = s.shown_config().patches();
-            const bool in_range = ui.query >= 0 && ui.query <= N;
+            // the run's tokens: cls, registers, dist, then its N patches (another input size included)
+            const RunDims& rd = s.trace()->table().dims();
+            const int N = rd.N;
+            const bool in_range = ui.query >= 0 && ui.query < rd.T;
             const std::string vals = p.string("overlay.values");
             // (a query patch that an intervention dropped has no token: the panel says so instead)
             if (in_range && std::count(vals.begin(), vals.end(), ',') != N - 1 &&
@@ -229,6 +231,16 @@ private:
                 fail("query overlay for token " + std::to_string(ui.query) + " shows no row of " + std::to_string(N) + " values");
             if (!in_range && p.string("overlay.message").empty())
                 fail("query token " + std::to_string(ui.query) + " is out of range and the image panel does not say so");
+        }
+        // any overlay: drawn over the run's grid, or the reason it is not (a model without a cls token: rollout)
+        if (s.trace() && ui.overlay != Overlay::None && p.rects.count("image")) {
+            const std::string vals = p.string("overlay.values");
+            const int N = s.trace()->table().dims().N;
+            if (vals.empty() && p.string("overlay.message").empty())
+                fail(std::string("the overlay '") + overlay_name(ui.overlay) + "' shows nothing and the image panel does not say why");
+            if (!vals.empty() && std::count(vals.begin(), vals.end(), ',') != N - 1)
+                fail(std::string("the overlay '") + overlay_name(ui.overlay) + "' does not have one value per patch");
+            if (p.number("image.gh") * p.number("image.gw") != N) fail("the image panel's patch grid is not the run's");
         }
         check_tour(app);
         if (!s.trace() || p.string("status").find(s.trace()->has_grads() ? "forward+backward" : "forward only") == std::string::npos)
@@ -280,11 +292,28 @@ private:
         plan.trace = app.s.trace();
         const Trace& tr = *plan.trace;
         const Config& c = app.s.shown_config();
-        const int T = int(tr.size()), L = c.depth, H = c.heads, N = c.patches();
+        // the run's sizes: its patches and tokens (at the --image-size the sweep started with)
+        const RunDims& rd = tr.table().dims();
+        const int T = int(tr.size()), L = c.depth, H = c.heads, N = rd.N, TT = rd.T;
         plan.T = T; plan.L = L; plan.H = H; plan.N = N;
+        plan.base = Options{};
+        plan.base.image_h = app.s.options().image_h;
+        plan.base.image_w = app.s.options().image_w;
+        const Options base = plan.base;
         std::vector<int>& sel = plan.stages;
-        if (a_.sweep_stages <= 0 || a_.sweep_stages >= T) for (int i = 0; i < T; ++i) sel.push_back(i);
-        else for (int k = 0; k < a_.sweep_stages; ++k) sel.push_back(int((int64_t(k) * (T - 1)) / std::max(1, a_.sweep_stages - 1)));
+        if (a_.sweep_stages <= 0 || a_.sweep_stages >= T) {
+            for (int i = 0; i < T; ++i) sel.push_back(i);
+        } else {
+            // the stages spread over the trace, and the first of every kind of stage it has (each kind drawn once)
+            for (int k = 0; k < a_.sweep_stages; ++k) sel.push_back(int((int64_t(k) * (T - 1)) / std::max(1, a_.sweep_stages - 1)));
+            std::vector<char> seen(kStageKinds, 0);
+            for (int i = 0; i < T; ++i) {
+                const StageKind kind = tr.info(size_t(i)).id.kind;
+                if (!seen[size_t(kind)]) { seen[size_t(kind)] = 1; sel.push_back(i); }
+            }
+            std::sort(sel.begin(), sel.end());
+            sel.erase(std::unique(sel.begin(), sel.end()), sel.end());
+        }
         auto stage_state = [&](int i, bool grad, Tab tab, const std::string& tag) {
             std::string desc = tag + " stage#" + std::to_string(i) + " (" + tr.name(size_t(std::min(i, T - 1))) + ") " +
                                (grad ? "gradient" : "value") + " tab " + tab_name(tab) + " scale " + std::to_string(i % 3) +
@@ -317,7 +346,7 @@ private:
                                  ui.opacity = 1.f;
                              });
         // attention from any token: cls, the first, a middle and the last patch, and one past the end
-        for (int q : {0, 1, N / 2 + 1, N, N + 5})
+        for (int q : {0, 1, TT / 2, TT - 1, TT + 4})
             for (int layer : {0, std::max(0, L - 1)}) {
                 int head = q % 2 ? std::max(0, H - 1) : -1;
                 plan.add("overlay query token " + std::to_string(q) + " layer " + std::to_string(layer) + " head " + std::to_string(head),
@@ -346,8 +375,17 @@ private:
                                   {"BUG reshape patches", true, false, std::nullopt, false, false, true},
                                   {"both BUGs + mean pooling", true, false, Pooling::Mean, false, true, true}};
         for (const Toggle& tg : toggles) {
-            plan.add(std::string("toggle ") + tg.name, [tg](Session& s, UiState& ui) {
-                Options o;
+            if (tg.pool) {  // the pooling switch is for ViT classifiers with a cls token: skipped where refused
+                Options o = base;
+                o.pooling = tg.pool;
+                try {
+                    StageTable::get(app.s.config(), o);
+                } catch (const std::exception&) {
+                    continue;
+                }
+            }
+            plan.add(std::string("toggle ") + tg.name, [tg, base](Session& s, UiState& ui) {
+                Options o = base;
                 o.affine = tg.affine; o.unbiased = tg.unbiased;
                 o.bug_scale_after_softmax = tg.bug_scale; o.bug_reshape_patches = tg.bug_reshape;
                 o.pooling = tg.pool;
@@ -361,7 +399,26 @@ private:
             for (size_t k = 0; k < sel.size(); k += sel.size() > 24 ? 3 : 1)
                 stage_state(sel[k], (k / 2) % 2 == 1, k % 2 ? Tab::Changes : Tab::Stage, std::string("[") + tg.name + "]");
         }
-        plan.add("options reset", [](Session& s, UiState&) { s.set_options(Options{}); s.set_squash(std::nullopt); });
+        plan.add("options reset", [base](Session& s, UiState&) { s.set_options(base); s.set_squash(std::nullopt); });
+        // another input size, not square (2 x 3 patches): every tab and the overlays at that size, then back
+        {
+            const int P = c.patch;
+            Options other = base;
+            other.image_h = 2 * P;
+            other.image_w = 3 * P;
+            plan.add("input size 2x3 patches", [other](Session& s, UiState& ui) { s.set_options(other); ui.tab = Tab::Stage; });
+            for (const TabSpec& t : tab_table()) {
+                const Tab tab = t.tab;
+                plan.add(std::string("[input 2x3 patches] tab ") + t.name, [tab](Session&, UiState& ui) { ui.tab = tab; ui.patch = 5; });
+            }
+            for (Overlay ov : {Overlay::Cls, Overlay::Rollout, Overlay::Query})
+                plan.add(std::string("[input 2x3 patches] overlay ") + overlay_name(ov), [ov, TT](Session&, UiState& ui) {
+                    ui.tab = Tab::Stage; ui.overlay = ov; ui.query = TT - 1; ui.overlay_layer = -1; ui.overlay_head = -1;
+                });
+            for (size_t k = 0; k < sel.size(); k += std::max<size_t>(1, sel.size() / 10))
+                stage_state(sel[k], false, Tab::Stage, "[input 2x3 patches]");
+            plan.add("input size back", [base](Session& s, UiState& ui) { s.set_options(base); ui.overlay = Overlay::Cls; ui.query = 0; });
+        }
         if (app.s.can_compute_grads()) {
             // the "compute gradients" button's path, then the gradient views it enables
             plan.add("compute gradients", [](Session& s, UiState&) { s.set_grad_mode(GradMode::On); });
@@ -400,7 +457,8 @@ void write_layout(const std::string& path, AppContext& app, int W, int H) {
                               {"pooling", o.pooling ? int(*o.pooling) : -1},
                               {"bug_scale_after_softmax", o.bug_scale_after_softmax},
                               {"bug_reshape_patches", o.bug_reshape_patches},
-                              {"interventions", o.iv.describe()}};
+                              {"interventions", o.iv.describe()},
+                              {"image_h", o.image_h}, {"image_w", o.image_w}};  // 0: the model's own size
     };
     nlohmann::json j;
     j["window"] = {W, H};

@@ -137,12 +137,24 @@ void colorbar(ViewCtx& v, const std::string& group, const Colormap& cm, ImVec2 p
     DrawLabel(dl, v.probe, group, ImVec2(p.x + 20, p.y + h - th / 2), tc, fmt(cm.vmin), clip);
 }
 
-// Which token a selected patch is on an axis labelled like this.
-int token_index(const std::string& axis, int patch) {
+// Which token a selected patch is on an axis labelled like this: after the tokens before it (cls,
+// registers, dist; the registers only from with_registers on).
+int token_index(const std::string& axis, int patch, int prefix) {
     if (patch < 0) return -1;
-    if (axis.rfind("tokens", 0) == 0) return patch + 1;
+    if (axis.rfind("tokens", 0) == 0) return patch + prefix;
     if (axis.rfind("patches", 0) == 0) return patch;
     return -1;
+}
+
+// The names of the tokens on a token axis of `n` entries (cls, reg0, dist, p0...), none for another axis.
+std::vector<std::string> token_names(const StageTable& table, const StageInfo& info, const std::string& axis, int n) {
+    std::vector<std::string> v;
+    if (axis.rfind("tokens", 0) != 0) return v;
+    const bool before = before_registers(info.id.kind);
+    const RunDims& rd = table.dims();
+    if (n != rd.T - (before ? table.config().registers : 0)) return v;  // not the run's tokens (a pooled row)
+    for (int i = 0; i < n; ++i) v.push_back(token_label(table, i, false, before));
+    return v;
 }
 
 // The label of axis i of a rank-`rank` tensor; never reads past the list it is given.
@@ -168,7 +180,11 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
     float H = a.max_h > 0 ? std::min(a.max_h, avail.y) : avail.y;
     const float th = ImGui::GetTextLineHeight();
     const float bar_w = a.colorbar ? colorbar_width(a.cm) : 0.f;
-    const float left = ImGui::CalcTextSize(std::to_string(a.rows - 1).c_str()).x + 8, top = th + 2;
+    const bool row_names = int(a.row_names.size()) == a.rows;
+    float left = ImGui::CalcTextSize(std::to_string(a.rows - 1).c_str()).x + 8;
+    if (row_names)
+        for (auto& n : a.row_names) left = std::max(left, ImGui::CalcTextSize(n.c_str()).x + 8);
+    const float top = th + 2;
     // Axis titles: what each axis is and its size (one line, so side-by-side panels start level).
     if (W > 360) ImGui::TextDisabled("rows: %s (%d)   columns: %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
     else ImGui::TextDisabled("%s (%d) x %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
@@ -229,7 +245,7 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
     for (int r = 0; r < a.rows; r += rstep) {
         float y = p0.y + r * ch + ch / 2 - th / 2;
         if (y < origin.y - 0.5f || y + th > clip1.y + 0.5f) continue;  // left of the cells: clear of the column labels
-        DrawLabel(dl, pr, group + ".rows", ImVec2(origin.x, y), tc, std::to_string(r), clip);
+        DrawLabel(dl, pr, group + ".rows", ImVec2(origin.x, y), tc, row_names ? a.row_names[size_t(r)] : std::to_string(r), clip);
     }
     bool names = !a.col_names.empty() && int(a.col_names.size()) == a.cols;
     auto col_text = [&](int c) { return names ? a.col_names[size_t(c)] : std::to_string(c); };
@@ -273,7 +289,9 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
             ImGui::BeginTooltip();
             ImGui::Text("%s%d, %d] = %s", a.index_prefix.empty() ? "[" : a.index_prefix.c_str(), r, c,
                         fmt(a.data[size_t(r) * a.cols + c]).c_str());
-            ImGui::TextDisabled("%s %d, %s %d", a.row_label.c_str(), r, a.col_label.c_str(), c);
+            ImGui::TextDisabled("%s %d%s, %s %d%s", a.row_label.c_str(), r, row_names ? (" (" + a.row_names[size_t(r)] + ")").c_str() : "",
+                                a.col_label.c_str(), c,
+                                int(a.col_names.size()) == a.cols ? (" (" + a.col_names[size_t(c)] + ")").c_str() : "");
             ImGui::EndTooltip();
         }
     }
@@ -304,8 +322,23 @@ void tensor_heatmap(ViewCtx& v, const char* id, const std::string& name, const A
         cache.valid = true;
     }
     a.cm = cache.range;
-    a.highlight_row = sl.rows > 1 ? token_index(rl, ui.patch) : -1;
-    a.highlight_col = token_index(cl, ui.patch);
+    // token axes: named (cls, reg0, dist, p12), and the selected patch's token after the tokens before it
+    int before = 1;       // the tokens before the patches on this axis
+    int patch = ui.patch; // the selected patch's place among the patch tokens of this stage
+    if (const Trace* tr = v.s.trace(); tr && !tr->empty()) {
+        const StageTable& table = tr->table();
+        const RunDims& rd = table.dims();
+        const bool early = before_registers(info.id.kind);
+        before = rd.prefix - (early ? table.config().registers : 0);
+        if (!early && rd.dropped() && patch >= 0) {  // the blocks' sequence holds the kept patches only
+            auto it = std::find(rd.kept.begin(), rd.kept.end(), patch);
+            patch = it == rd.kept.end() ? -1 : int(it - rd.kept.begin());
+        }
+        if (a.row_names.empty()) a.row_names = token_names(table, info, rl, sl.rows);
+        if (a.col_names.empty()) a.col_names = token_names(table, info, cl, sl.cols);
+    }
+    a.highlight_row = sl.rows > 1 ? token_index(rl, patch, before) : -1;
+    a.highlight_col = token_index(cl, patch, before);
     if (info.id.kind == StageKind::Input && R == 3) a.highlight_row = a.highlight_col = -1;  // pixels, not tokens
     Heatmap(v, id, cache.tex, up, a);
 }

@@ -402,16 +402,4 @@ std::string apply_intervention_flags(Session& s, const AppArgs& a) {
     return "";
 }
 
-int query_token(const Trace& t, int query, std::string* why) {
-    const RunDims& rd = t.table().dims();
-    if (!rd.dropped() || query <= 0) return query;
-    const int patch = query - 1;
-    const auto it = std::find(rd.kept.begin(), rd.kept.end(), patch);
-    if (it == rd.kept.end()) {
-        if (why) *why = "patch " + std::to_string(patch) + " is dropped (an intervention): it has no token to look from";
-        return -1;
-    }
-    return rd.prefix + int(it - rd.kept.begin());
-}
-
 }  // namespace vit::app

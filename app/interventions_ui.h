@@ -61,8 +61,5 @@ struct AppArgs;
 // fit, else the message naming the flag (bad usage: the app exits 2).
 std::string apply_intervention_flags(Session& s, const AppArgs& a);
 
-// The run's token that the query overlay's "0 = cls, n + 1 = patch n" names: n + 1 shifted past the
-// dropped patches before it; -1 (with why) for a dropped patch.
-int query_token(const Trace& t, int query, std::string* why);
 
 }  // namespace vit::app

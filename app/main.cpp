@@ -108,6 +108,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.bug_scale_after_softmax) o.bug_scale_after_softmax = true;
     if (a.bug_reshape_patches) o.bug_reshape_patches = true;
     if (!a.pooling.empty()) o.pooling = a.pooling == "mean" ? Pooling::Mean : Pooling::Cls;
+    if (a.image_h) { o.image_h = a.image_h; o.image_w = a.image_w; }  // checked against the model by model_range_error
     s.set_options(o);
     if (a.overlay) ui.overlay = *a.overlay;
     if (a.query >= 0) {

@@ -9,7 +9,7 @@ namespace {
 using K = ProbeKind;
 
 // The heatmaps that record their rectangle, range and cells (HeatmapArgs::rect_name).
-const std::string kHeatmaps = "{stage|diff|lens|pos.large|pos.embed|ln.mean|ln.std|ln.normalized|ln.out|uses.heads}";
+const std::string kHeatmaps = "{stage|diff|lens|pos.large|pos.embed|pos.run|ln.mean|ln.std|ln.normalized|ln.out|norms|uses.heads}";
 // The boxes of the map (model_map.cpp box_of): a new kind of box is declared here.
 const std::string kBoxes = "{input|patches|patch_embed|tokens|embed|dropped|registers|ln_pre|ln1|attn|ls1|resid_mid|ln2|mlp|ls2|resid_post|ln_final|pooled|map|logits|probs|embedding}";
 
@@ -57,6 +57,12 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, "compute_grads", "the 'Compute gradients' button"},
         {K::Number, "status.cut", "1 when the status line was cut to fit"},
         {K::Number, "image.patch_label_step", "every k-th patch is numbered"},
+        {K::Number, "image.{h|w|gh|gw}", "the run's input size and patch grid, as drawn"},
+        {K::Rect, "image.size.{h|w}", "the input-size control's height and width fields (with their - + buttons)"},
+        {K::String, "image.size.message", "why the size typed was not applied"},
+        {K::String, "image.pos", "what happened to the position embeddings at this size"},
+        {K::String, "overlay.name", "the overlay shown, as the menu names it for this model"},
+        {K::String, "predictions.embedding", "what a model without a classifier outputs instead"},
         {K::Group, "image.patches", "patch numbers on the model input"},
         {K::Number, "overlay.argmax", "the overlay's hottest patch"},
         {K::Number, "overlay.argmin", "the overlay's coldest patch"},
@@ -106,7 +112,8 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "cellmath.{stage|index|formula|lines|message}", "the math panel's texts"},
 
         // ---- Attention maps, Changes
-        {K::Rect, "grid.<layer>.<head or mean>", "one map of the attention grid"},
+        {K::Rect, "grid.<layer>.<head or mean>", "one map of the attention grid (layer 'probe': SigLIP's pooling probe)"},
+        {K::String, "grid.{message|source}", "why the attention grid shows nothing; the stage its maps read"},
         {K::String, "changes.message", "why the Changes tab shows no difference map"},
         {K::String, "changes.options", "the options the difference is of"},
 
@@ -134,8 +141,8 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, "lens", "the logit lens chart"},
         {K::String, "lens.{message|note|reads|top|values}", "the logit lens's texts and numbers"},
         {K::Rect, "pos.{grid|selected}", "the position-similarity maps"},
-        {K::Number, "pos.patch", "the patch shown large"},
-        {K::String, "pos.{message|values}", "the Positions tab's texts and numbers"},
+        {K::Number, "pos.{patch|grid_n|run.patch}", "the patch shown large, the learned grid's side, the run's patch"},
+        {K::String, "pos.{message|values|run.values}", "the Positions tab's texts and numbers (learned; as run)"},
         {K::Rect, "filters.<i>", "a patch-embedding filter"},
         {K::Number, "filters.{k|channels}", "the filters drawn"},
         {K::String, "filters.{message|variance}", "the Filters tab's texts and numbers"},
@@ -153,16 +160,28 @@ std::vector<ProbeKey> make_schema() {
         // ---- Patches
         {K::Rect, "patches.grid", "the tiles"},
         {K::Rect, "patches.seq.{tile|strip}.<n>", "row n of the sequence"},
-        {K::Number, "patches.{rows_equal_tiles|vmax|tile|gap|grid_n|first_shown}", "the Patches tab's numbers"},
+        {K::Number, "patches.{rows_equal_tiles|vmax|tile|gap|grid_n|grid_rows|first_shown}", "the Patches tab's numbers"},
         {K::String, "patches.{message|mismatch}", "the Patches tab's texts"},
         {K::Group, "patches.{grid|seq|channels}", "tile and row numbers"},
+
+        // ---- Token norms, Patch features, Self-attention (issue 20: what the families are studied for)
+        {K::Rect, "norms.image", "the patch norms over the image"},
+        {K::Rect, "norms.token.<name>", "where a token before the patches (cls, reg0, dist) looks"},
+        {K::Number, "norms.{layer|factor|median|high|layers|tokens}", "the token norms tab's numbers"},
+        {K::String, "norms.{message|values|high|tokens}", "the token norms tab's texts and numbers"},
+        {K::Rect, "features.{image|rgb|mask}", "the input, the components as RGB, the foreground"},
+        {K::Number, "features.{threshold|fg}", "the foreground rule's threshold and count"},
+        {K::String, "features.{message|source|fg_rule|rgb|pca|var|fg}", "the patch features tab's texts and numbers"},
+        {K::Rect, "selfattn.{head|mask}.<h>", "a head's self-attention map and its mask"},
+        {K::Number, "selfattn.{keep|layer|heads}", "the self-attention tab's numbers"},
+        {K::String, "selfattn.{message|source|values|mask|kept}", "the self-attention tab's texts and numbers"},
 
         // ---- Map, strip and tour (model_map.cpp, tabs/tab_map.cpp)
         {K::Rect, "map", "the map"},
         {K::Rect, "map.box." + kBoxes, "a box of the map"},
         {K::Rect, "map.shape.<stage>", "the shape on the arrow after a stage"},
         {K::Number, "map.{layer|depth|from_trace|current}", "the map's block layer and current box"},
-        {K::String, "map.{message|order|repeat|current|options}", "the map's texts"},
+        {K::String, "map.{message|order|repeat|current|options|run}", "the map's texts (run: the run's sizes and tokens)"},
         {K::String, "map.box." + kBoxes + ".stages", "a box's stages"},
         {K::String, "map.shape.<stage>", "the shape on the arrow after a stage"},
         {K::Group, "map.{block|boxes|shapes}", "the map's labels"},

@@ -8,7 +8,8 @@ namespace vit::app {
 
 // The centre tabs, in the order of the tab bar. Their names, keys and exports are the tab table's
 // (app/tabs/tab.h): nothing else lists them.
-enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters, Distance, Patches, Map, WhatItUses };
+enum class Tab { Stage = 0, AttentionMaps, Changes, Train, LogitLens, Positions, Filters, Distance, Patches, Map, Norms, Features,
+                 SelfAttention, WhatItUses };
 // Query: the attention row of any token (UiState::query: 0 = cls, 1..N = patches), vit::attention_from.
 enum class Overlay { None = 0, Cls, Rollout, GradRollout, Query };
 constexpr int kOverlayCount = 5;

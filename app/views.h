@@ -88,6 +88,7 @@ struct HeatmapArgs {
     float cell = 0;              // > 0: this cell size (side-by-side panels share their rows)
     float strip_w = 0;           // > 0 with cols == 1: a column of this width (mean/std per token)
     std::vector<std::string> col_names;  // e.g. class names for a logits strip
+    std::vector<std::string> row_names;  // e.g. token names (cls, reg0, dist, p12) for a token axis
     int* clicked_row = nullptr;  // set to the row of a cell clicked this frame (else left alone)
     int* clicked_col = nullptr;  // and its column
     int mark_row = -1, mark_col = -1;  // a cell framed in cyan (the one whose math is shown)
@@ -139,11 +140,19 @@ struct ImagePanel {
     Texture image, overlay, original;
     std::vector<Texture> thumbs;
     std::vector<float> overlay_vals;                  // recomputed only with their texture
+    std::string overlay_why;                          // why there are none ("" when there are)
     std::vector<std::pair<float, float>> thumb_range; // min, max per thumbnail
     int painted = -1;                                 // painting patches to drop: the patch the stroke is on
     bool paint_drop = true;                           // the stroke drops (true) or puts back (false)
+    std::vector<std::string> thumb_why;               // why a thumbnail is empty
+    // the input-size control: what is typed, until applied (or refused, said in size_error)
+    int size_h = 0, size_w = 0;
+    std::string size_for;                             // the model the typed size is for
+    std::string size_error;
 };
 void DrawImagePanel(ViewCtx& v, ImagePanel& panel);
+// The trace on screen's input (H, W), denormalized to 0..1, as an RGB texture; false when there is none.
+bool upload_model_input(Texture& tex, const Session& s);
 void DrawPredictions(ViewCtx& v);
 void DrawStatusBar(ViewCtx& v);
 void DrawErrorPanel(ViewCtx& v);  // every unread error in full, until dismissed

@@ -302,11 +302,11 @@ std::string list_of(const std::vector<float>& v, int prec = 3) {
     return s + (v.size() > 1 ? ")" : "");
 }
 
-// The preprocessing written out, step by step, from the plan preprocess() follows.
-std::vector<std::string> preprocessing_lines(const Image& im, const Config& c) {
+// The preprocessing written out, step by step, from the plan preprocess_at() follows for an h x w input.
+std::vector<std::string> preprocessing_lines(const Image& im, const Config& c, int h, int w) {
     std::vector<std::string> v;
     const char* ch = im.channels == 1 ? "gray" : "RGB";
-    PreprocessPlan p = plan_preprocess(im, c);  // file_w x file_h: the size in the file, before any scaling on load
+    PreprocessPlan p = plan_preprocess_at(im, c, h, w);  // file_w x file_h: the size in the file, before any scaling on load
     v.push_back("original " + std::to_string(p.file_w) + "x" + std::to_string(p.file_h) + " " + ch +
                 (im.file_channels == 2 || im.file_channels == 4 ? " (alpha dropped)" : "") +
                 (im.sixteen_bit ? ", 16-bit" : ""));
@@ -347,6 +347,19 @@ void draw_original(ViewCtx& v, ImagePanel& panel) {
     const Image& im = s.image();
     if (im.width <= 0 || rank(im.pixels) != 3) return;
     const Config c = s.preprocess_config();
+    // the input size of the run on screen (else the one asked for): the steps preprocess_at takes for it
+    int in_h = c.image_size, in_w = c.image_size;
+    if (const Trace* t = s.trace()) {
+        in_h = t->table().dims().img_h;
+        in_w = t->table().dims().img_w;
+    } else {
+        try {
+            const RunDims rd = run_dims(s.config(), s.options());
+            in_h = rd.img_h;
+            in_w = rd.img_w;
+        } catch (const std::exception&) {
+        }
+    }
     uint64_t key = std::hash<std::string>{}(s.image_path()) ^ (uint64_t(im.width) << 32) ^ uint64_t(im.height);
     if (panel.keys.stale("original", key)) {
         // a thumbnail-sized copy: a 4000-pixel photo is not uploaded whole
@@ -366,7 +379,7 @@ void draw_original(ViewCtx& v, ImagePanel& panel) {
     ImVec2 q0(p0.x + (box - w) / 2, p0.y + (box - h) / 2);
     dl->AddImage(panel.original.id(), q0, ImVec2(q0.x + w, q0.y + h));
     pr.rects["original"] = Rect{q0.x, q0.y, w, h};
-    PreprocessPlan p = plan_preprocess(im.width, im.height, c);
+    PreprocessPlan p = plan_preprocess_at(im, c, in_h, in_w);
     if (p.resize_w > 0 && p.resize_h > 0) {
         float sx = w / p.resize_w, sy = h / p.resize_h;
         ImVec2 a(q0.x + p.crop_left * sx, q0.y + p.crop_top * sy);
@@ -379,7 +392,7 @@ void draw_original(ViewCtx& v, ImagePanel& panel) {
     ImGui::BeginGroup();
     ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
     std::string all;
-    for (auto& line : preprocessing_lines(im, c)) {
+    for (auto& line : preprocessing_lines(im, c, in_h, in_w)) {
         ImGui::TextDisabled("%s", line.c_str());
         all += line + "\n";
     }
@@ -405,6 +418,147 @@ void draw_no_grads(Session& s, Probe& pr, const char* what) {
 
 }  // namespace
 
+namespace {
+
+// The input-size control (issue 20 item 2): the run's H x W in multiples of the patch, applied on
+// Enter or a step button; a size the model cannot run is said in place and not applied. Below it,
+// what happened to the position embeddings (learned grid, resized grid, the family's rule).
+void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
+    const Config& mc = s.config();  // the model loaded: its patch and native size (the request is for it)
+    const Options& req = s.options();
+    const int P = mc.patch;
+    const int want_h = req.image_h > 0 ? req.image_h : mc.image_size, want_w = req.image_w > 0 ? req.image_w : mc.image_size;
+    if (panel.size_for != s.model_spec()) {  // another model: what was typed for the last one is dropped
+        panel.size_for = s.model_spec();
+        panel.size_error.clear();
+    }
+    if (panel.size_error.empty()) {  // follows the request (the command line, Reset options) unless refused
+        panel.size_h = want_h;
+        panel.size_w = want_w;
+    }
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled("input size");
+    ImGui::SameLine();
+    bool apply = false;
+    ImGui::SetNextItemWidth(96);
+    if (ImGui::InputInt("##size_h", &panel.size_h, P, 4 * P, ImGuiInputTextFlags_EnterReturnsTrue)) apply = true;
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        pr.rects["image.size.h"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    ImGui::SameLine();
+    ImGui::TextDisabled("x");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(96);
+    if (ImGui::InputInt("##size_w", &panel.size_w, P, 4 * P, ImGuiInputTextFlags_EnterReturnsTrue)) apply = true;
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        pr.rects["image.size.w"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    ImGui::SameLine();
+    if (ImGui::SmallButton("native")) {
+        panel.size_h = panel.size_w = mc.image_size;
+        apply = true;
+    }
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("the model's own input size, %dx%d (--image-size on the command line)", mc.image_size, mc.image_size);
+    if (apply) {
+        Options o = req;
+        o.image_h = panel.size_h == mc.image_size && panel.size_w == mc.image_size ? 0 : panel.size_h;
+        o.image_w = o.image_h ? panel.size_w : 0;
+        try {
+            if (panel.size_h < 1 || panel.size_w < 1)  // 0 would mean "the model's own size" to Options: said, not run
+                throw std::invalid_argument("input size " + std::to_string(panel.size_h) + "x" + std::to_string(panel.size_w) +
+                                            " is outside " + std::to_string(P) + ".." + std::to_string(kMaxImageSize) + " per side");
+            run_dims(mc, o);  // the model's own checks: multiples of the patch, the limits, the trace's size
+            panel.size_error.clear();
+            s.set_options(o);
+        } catch (const std::exception& e) {
+            panel.size_error = std::string("not applied: ") + e.what();
+        }
+    }
+    if (!panel.size_error.empty()) {
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", panel.size_error.c_str());
+        ImGui::PopTextWrapPos();
+        pr.strings["image.size.message"] = panel.size_error;
+    }
+    // the position embeddings of the run on screen
+    const StageTable& tab = t.table();
+    const RunDims& rd = tab.dims();
+    const Config& c = tab.config();
+    const int sg = c.stored_grid();
+    // one line (the panel's height is the image's): the grids, the rule in the tooltip, the stages a click away
+    std::string pos, brief;
+    const std::string learned = std::to_string(sg) + "x" + std::to_string(sg);
+    if (rd.resized) {
+        pos = "position embeddings: learned for " + learned + " patches, resized to " + std::to_string(rd.gh) + "x" +
+              std::to_string(rd.gw) + " by " + pos_rule_label(c.pos_rule);
+        brief = "pos " + learned + " -> " + std::to_string(rd.gh) + "x" + std::to_string(rd.gw);
+    } else {
+        pos = "position embeddings: the learned " + learned + " grid as it is";
+        brief = "pos " + learned + " as learned";
+    }
+    ImGui::TextDisabled("%s", brief.c_str());
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", pos.c_str());
+    pr.strings["image.pos"] = pos;
+    ImGui::SameLine();
+    if (rd.resized && tab.has(StageId{StageKind::PosEmbedLearned})) {
+        if (ImGui::SmallButton("learned")) { select_stage(v.ui, t, StageId{StageKind::PosEmbedLearned}); v.ui.tab = Tab::Stage; }
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the stage pos_embed.learned: the table as stored");
+        ImGui::SameLine();
+    }
+    if (tab.has(StageId{StageKind::PosEmbed})) {
+        const std::string pe = stage_name(StageId{StageKind::PosEmbed});
+        if (ImGui::SmallButton(rd.resized ? "resized" : pe.c_str())) { select_stage(v.ui, t, StageId{StageKind::PosEmbed}); v.ui.tab = Tab::Stage; }
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the stage %s: what is added to the tokens in this run", pe.c_str());
+        ImGui::SameLine();
+    }
+    if (ImGui::SmallButton("similarity")) v.ui.tab = Tab::Positions;
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the Positions tab: how alike the positions are, learned and as run");
+}
+
+// The overlay's values over the patches for the trace on screen (the core's numbers), or why there are none.
+std::vector<float> overlay_values(const Trace& t, const UiState& ui, int layer, std::string& why) {
+    const Config& c = t.table().config();
+    const int L = t.depth(), T = t.table().dims().T;
+    std::vector<float> ov;
+    why.clear();
+    try {
+        if (L == 0 && ui.overlay != Overlay::None) why = "the model has no attention layers";
+        else if (ui.overlay == Overlay::Cls) ov = c.cls_token ? cls_attention(t, layer, ui.overlay_head) : probe_attention(t, ui.overlay_head);
+        else if (ui.overlay == Overlay::Rollout) ov = attention_rollout(t, layer, Fusion(ui.fusion), ui.discard);
+        else if (ui.overlay == Overlay::GradRollout && t.has_grads()) ov = grad_rollout(t, layer);
+        else if (ui.overlay == Overlay::Query) {
+            if (ui.query < 0 || ui.query >= T)
+                why = "query token " + std::to_string(ui.query) + " is out of range: " + token_range_text(t);
+            else {
+                Tensor1 row = attention_from(t, layer, ui.overlay_head, ui.query);  // the core's numbers, not recomputed
+                ov.assign(row.data(), row.data() + row.size());
+            }
+        }
+    } catch (const std::exception& e) {
+        ov.clear();
+        why = e.what();
+    }
+    if (ov.size() != size_t(t.table().dims().N)) ov.clear();
+    return ov;
+}
+
+}  // namespace
+
+bool upload_model_input(Texture& tex, const Session& s) {
+    const Trace* t = s.trace();
+    const Array* in = t ? t->find(StageId{StageKind::Input}) : nullptr;
+    if (!in || rank(*in) != 3) return false;
+    const int C = int(extent(*in, 0)), Ih = int(extent(*in, 1)), Iw = int(extent(*in, 2));
+    Tensor3 img = denormalize(Tensor3(*in), s.shown_config());
+    upload_rgb(tex, img.data(), C, Ih, Iw, true);
+    return true;
+}
+
 void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     Session& s = v.s;
     UiState& ui = v.ui;
@@ -417,29 +571,43 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         pr.strings["image.message"] = why;
         return;
     }
-    const Config& c = s.shown_config();
-    int S = c.image_size, G = c.grid(), N = c.patches(), L = c.depth, H = c.heads;
+    // the run's own sizes: input H x W, the patch grid gh x gw, the tokens before the patches
+    const StageTable& table = t->table();
+    const Config& c = table.config();
+    const RunDims& rd = table.dims();
+    const int Ih = rd.img_h, Iw = rd.img_w, gh = rd.gh, gw = rd.gw, N = rd.N, pre = rd.prefix, T = rd.T;
+    const int L = c.depth, H = c.heads;
     const Array* in = t->find(StageId{StageKind::Input});
-    if (!in || rank(*in) != 3 || int(extent(*in, 1)) != S || int(extent(*in, 2)) != S) {
-        ImGui::TextWrapped("The trace has no %dx%d input to show.", S, S);
+    if (!in || rank(*in) != 3 || int(extent(*in, 1)) != Ih || int(extent(*in, 2)) != Iw) {
+        ImGui::TextWrapped("The trace has no %dx%d input to show.", Ih, Iw);
         return;
     }
     if (panel.keys.stale("image", s.version())) {
-        Tensor3 img = denormalize(Tensor3(*in), c);
-        upload_rgb(panel.image, img.data(), c.channels, S, S, true);
+        Tensor3 img = denormalize(Tensor3(*in), s.shown_config());
+        upload_rgb(panel.image, img.data(), c.channels, Ih, Iw, true);
     }
-    ImGui::TextDisabled("model input %dx%d %s, as the model sees it", S, S, c.channels == 1 ? "gray" : "RGB");
-    // overlay controls
-    const char* kinds[] = {"none", "cls attention", "attention rollout", "gradient-weighted rollout", "attention from a token"};
+    ImGui::TextDisabled("model input %dx%d %s (H x W), as the model sees it", Ih, Iw, c.channels == 1 ? "gray" : "RGB");
+    pr.numbers["image.h"] = Ih;
+    pr.numbers["image.w"] = Iw;
+    draw_input_size(v, panel, *t);
+    // overlay controls: a model without a cls token summarises the image by its pooling probe (SigLIP)
+    const bool probe = !c.cls_token;
+    const char* kinds[] = {"none", probe ? "probe attention" : "cls attention", "attention rollout", "gradient-weighted rollout",
+                           "attention from a token"};
+    pr.strings["overlay.name"] = kinds[int(ui.overlay)];
     int ok = int(ui.overlay);
     ImGui::SetNextItemWidth(190);
     if (ImGui::Combo("overlay", &ok, kinds, kOverlayCount)) ui.overlay = Overlay(ok);
     const bool one_layer = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
     int ol = ui.overlay_layer < 0 ? L - 1 : std::min(ui.overlay_layer, L - 1);
     ui.overlay_head = std::clamp(ui.overlay_head, -1, H - 1);
-    if (L > 0) {
+    if (L > 0 && !(probe && ui.overlay == Overlay::Cls)) {
         ImGui::SetNextItemWidth(190);
         if (ImGui::SliderInt(one_layer ? "layer" : "up to layer", &ol, 0, L - 1)) ui.overlay_layer = ol;
+    } else if (probe && ui.overlay == Overlay::Cls) {
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+        ImGui::TextDisabled("the pooling head's probe, after block %d (head.attn.pattern)", L - 1);
+        ImGui::PopTextWrapPos();
     }
     if (one_layer && L > 0) {
         ImGui::SetNextItemWidth(190);
@@ -449,15 +617,15 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         else std::snprintf(label, sizeof label, "head %d", hh - 1);
         if (ImGui::SliderInt("head", &hh, 0, H, label)) ui.overlay_head = hh - 1;
         if (ui.overlay == Overlay::Query) {
-            // the query token: 0 = cls, n + 1 = patch n (click a patch below, or a row of attn.pattern)
-            int q = ui.query;
-            char ql[48];
-            if (q == 0) std::snprintf(ql, sizeof ql, "cls token");
-            else std::snprintf(ql, sizeof ql, "patch %d (token %d)", q - 1, q);
+            // the query token in the run's order: cls, registers, dist, then the patches
+            int q = std::clamp(ui.query, 0, T - 1);
+            const std::string ql = token_label(table, q, true);
             ImGui::SetNextItemWidth(190);
-            if (ImGui::SliderInt("query", &q, 0, N, ql)) ui.query = q;
-            ImGui::SameLine();
-            if (ImGui::SmallButton("cls")) ui.query = 0;
+            if (ImGui::SliderInt("query", &q, 0, T - 1, ("token %d: " + ql).c_str())) ui.query = q;
+            if (c.cls_token) {
+                ImGui::SameLine();
+                if (ImGui::SmallButton("cls")) ui.query = 0;
+            }
         }
     } else if (ui.overlay == Overlay::Rollout) {
         const char* fu[] = {"mean", "max", "min"};
@@ -475,58 +643,41 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     // (rollout is O(T^3 L): ~0.1 s for ViT-B, not something to redo every frame)
     uint64_t okey = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
                     uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003 + uint64_t(ui.query + 1) * 10000019;
-    bool ostale = panel.keys.stale("overlay", okey);
-    if (ostale) {
-        std::vector<float>& ov = panel.overlay_vals;
-        ov.clear();
-        try {
-            if (ui.overlay == Overlay::Cls && L > 0) ov = cls_attention(*t, ol, ui.overlay_head);
-            else if (ui.overlay == Overlay::Rollout && L > 0) ov = attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard);
-            else if (ui.overlay == Overlay::GradRollout && L > 0 && grads) ov = grad_rollout(*t, ol);
-            else if (ui.overlay == Overlay::Query && L > 0 && ui.query >= 0 && ui.query <= N &&
-                     query_token(*t, ui.query, nullptr) >= 0) {
-                // the core's numbers, not recomputed (the run's token: dropped patches shift them)
-                Tensor1 row = attention_from(*t, ol, ui.overlay_head, query_token(*t, ui.query, nullptr));
-                ov.assign(row.data(), row.data() + row.size());
-            }
-        } catch (const std::exception& e) {
-            ov.clear();
-            pr.strings["overlay.error"] = e.what();
-        }
-        if (ov.size() != size_t(N)) ov.clear();
-        if (!ov.empty()) upload_grid(panel.overlay, ov, G, G);  // dropped patches (NaN) are hatched below
+    if (panel.keys.stale("overlay", okey)) {
+        panel.overlay_vals = overlay_values(*t, ui, ol, panel.overlay_why);
+        if (!panel.overlay_vals.empty()) upload_grid(panel.overlay, panel.overlay_vals, gw, gh);  // dropped patches (NaN) are hatched below
     }
     const std::vector<float>& ov = panel.overlay_vals;
-    if (ui.overlay == Overlay::Query) {
-        std::string why;
-        if (L == 0) why = "the model has no attention layers";
-        else if (ui.query < 0 || ui.query > N)
-            why = "query token " + std::to_string(ui.query) + " is out of range: 0 (cls) to " + std::to_string(N) + " (the last patch)";
-        else query_token(*t, ui.query, &why);
-        if (!why.empty()) {
-            ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
-            pr.strings["overlay.message"] = why;
-        } else {
-            pr.numbers["overlay.query"] = ui.query;
-            std::string vals;
-            char b[32];
-            for (size_t i = 0; i < ov.size(); ++i) {
-                std::snprintf(b, sizeof b, "%s%.9g", i ? "," : "", double(ov[i]));
-                vals += b;
-            }
-            pr.strings["overlay.values"] = vals;
+    if (ov.empty() && !panel.overlay_why.empty() && !(ui.overlay == Overlay::GradRollout && !grads)) {
+        // nothing to draw for this model or selection: said in place (the core's words)
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", panel.overlay_why.c_str());
+        ImGui::PopTextWrapPos();
+        pr.strings["overlay.message"] = panel.overlay_why;
+    }
+    if (!ov.empty()) {
+        std::string vals;
+        char b[32];
+        for (size_t i = 0; i < ov.size(); ++i) {
+            std::snprintf(b, sizeof b, "%s%.9g", i ? "," : "", double(ov[i]));
+            vals += b;
         }
+        pr.strings["overlay.values"] = vals;
+        if (ui.overlay == Overlay::Query) pr.numbers["overlay.query"] = ui.query;
     }
     const bool thumbs = L > 0;
-    const float thumb_h = thumbs ? 118.f : 0.f;
-    float side = std::min(ImGui::GetContentRegionAvail().x - 8, ImGui::GetContentRegionAvail().y - 40 - thumb_h);
-    side = std::max(side, 64.f);
-    ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + side, p0.y + side);
-    ImGui::InvisibleButton("img", ImVec2(side, side));
+    // the thumbnails take at most a quarter of the height left: the image comes first
+    const float thumb_h = thumbs ? std::min(118.f, 0.25f * ImGui::GetContentRegionAvail().y) : 0.f;
+    // the image at its aspect, as large as the panel allows
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float scale = std::max(std::min((avail.x - 8) / float(Iw), (avail.y - 40 - thumb_h) / float(Ih)), 32.f / float(std::max(Ih, Iw)));
+    const float img_w = float(Iw) * scale, img_h = float(Ih) * scale;
+    ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + img_w, p0.y + img_h);
+    ImGui::InvisibleButton("img", ImVec2(img_w, img_h));
     bool hovered = v.hover && ImGui::IsItemHovered();
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddImage(panel.image.id(), p0, p1);
-    pr.rects["image"] = Rect{p0.x, p0.y, side, side};
+    pr.rects["image"] = Rect{p0.x, p0.y, img_w, img_h};
     if (!ov.empty()) {
         const GridRange mm = grid_range(ov);  // the finite values (a dropped patch has none)
         Colormap cm;
@@ -539,18 +690,18 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         pr.numbers["overlay.argmin"] = mm.argmin;
     }
     // patch grid and indices (every k-th patch when the numbers would not fit their cells)
-    float cell = side / G;
+    const float cell = img_w / float(gw);  // = img_h / gh: square patches
+    pr.numbers["image.gh"] = gh;
+    pr.numbers["image.gw"] = gw;
     ImU32 gc = IM_COL32(255, 255, 255, 60);
-    for (int i = 1; i < G; ++i) {
-        dl->AddLine(ImVec2(p0.x + i * cell, p0.y), ImVec2(p0.x + i * cell, p1.y), gc);
-        dl->AddLine(ImVec2(p0.x, p0.y + i * cell), ImVec2(p1.x, p0.y + i * cell), gc);
-    }
+    for (int i = 1; i < gw; ++i) dl->AddLine(ImVec2(p0.x + i * cell, p0.y), ImVec2(p0.x + i * cell, p1.y), gc);
+    for (int i = 1; i < gh; ++i) dl->AddLine(ImVec2(p0.x, p0.y + i * cell), ImVec2(p1.x, p0.y + i * cell), gc);
     const float numw = ImGui::CalcTextSize(std::to_string(N - 1).c_str()).x + 4, numh = ImGui::GetTextLineHeight();
     int k = std::max(1, int(std::ceil(std::max(numw, numh) / cell)));
-    if (cell * k >= numw && k <= G / 2 + 1) {
-        Rect clip{p0.x, p0.y, side, side};
+    if (cell * k >= numw && k <= std::max(gh, gw) / 2 + 1) {
+        Rect clip{p0.x, p0.y, img_w, img_h};
         for (int n = 0; n < N; ++n) {
-            int r = n / G, col = n % G;
+            int r = n / gw, col = n % gw;
             if (r % k || col % k) continue;
             ImVec2 at(p0.x + col * cell + 2, p0.y + r * cell + 1);
             if (at.x + numw - 4 > p1.x || at.y + numh > p1.y) continue;
@@ -560,20 +711,25 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     }
     if (const int n = DrawDropped(dl, *t, p0, cell, cell)) pr.numbers["image.dropped"] = n;  // absent: hatched
     if (ui.patch >= 0 && ui.patch < N) {
-        ImVec2 a(p0.x + (ui.patch % G) * cell, p0.y + (ui.patch / G) * cell);
+        ImVec2 a(p0.x + (ui.patch % gw) * cell, p0.y + (ui.patch / gw) * cell);
         dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 80, 200, 255), 0, 0, 3);
     }
-    if (ui.overlay == Overlay::Query && ui.query >= 1 && ui.query <= N) {  // the query patch: a cyan frame
-        int qp = ui.query - 1;
-        ImVec2 a(p0.x + (qp % G) * cell, p0.y + (qp / G) * cell);
+    if (ui.overlay == Overlay::Query && ui.query >= pre && ui.query < T) {  // the query patch: a cyan frame
+        const int qp = rd.kept[size_t(ui.query - pre)];  // the patch the query token holds (some may be dropped)
+        ImVec2 a(p0.x + (qp % gw) * cell, p0.y + (qp / gw) * cell);
         dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(0, 230, 255, 255), 0, 0, 3);
         pr.rects["image.query"] = Rect{a.x, a.y, cell, cell};
     }
     if (hovered) {
         ImVec2 m = ImGui::GetIO().MousePos;
-        int gx = std::clamp(int((m.x - p0.x) / cell), 0, G - 1), gy = std::clamp(int((m.y - p0.y) / cell), 0, G - 1);
-        int n = gy * G + gx;
-        const int tok = query_token(*t, n + 1, nullptr);
+        int gx = std::clamp(int((m.x - p0.x) / cell), 0, gw - 1), gy = std::clamp(int((m.y - p0.y) / cell), 0, gh - 1);
+        int n = gy * gw + gx;
+        // the patch's token in the run's sequence (with patches dropped, the kept ones follow each other)
+        int tok = n + pre;
+        if (rd.dropped()) {
+            const auto it = std::find(rd.kept.begin(), rd.kept.end(), n);
+            tok = it == rd.kept.end() ? -1 : pre + int(it - rd.kept.begin());
+        }
         if (tok < 0)
             ImGui::SetTooltip("patch %d (row %d, col %d): dropped (an intervention), no token", n, gy, gx);
         else
@@ -591,35 +747,36 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
                 if (is_dropped != panel.paint_drop) toggle_dropped(s, n);
             }
         } else if (ImGui::IsMouseClicked(0)) {
-            if (ui.overlay == Overlay::Query) ui.query = n + 1;  // that patch becomes the query
+            if (ui.overlay == Overlay::Query) { if (tok >= 0) ui.query = tok; }  // that patch becomes the query
             else ui.patch = ui.patch == n ? -1 : n;
         }
     }
     if (ui.overlay == Overlay::Query)
-        ImGui::TextDisabled("query: %s (click a patch to query from it)",
-                            ui.query == 0 ? "the cls token" : ("patch " + std::to_string(ui.query - 1)).c_str());
+        ImGui::TextDisabled("query: %s (click a patch to query from it)", token_label(table, std::clamp(ui.query, 0, T - 1), true).c_str());
     else
-        ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", G, G, c.patch);
+        ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", gh, gw, c.patch);
     DroppedLegend(v, *t, "image.dropped");
     if (!thumbs) return;
     // The three maps side by side for the same layer: click one to put it over the image.
-    const char* names[3] = {"cls attention", "rollout", "grad-weighted"};
-    float tw = std::min(96.f, (ImGui::GetContentRegionAvail().x - 16) / 3);
-    if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); }
+    const char* names[3] = {probe ? "probe attention" : "cls attention", "rollout", "grad-weighted"};
+    float tw = std::max(16.f, std::min({96.f, (ImGui::GetContentRegionAvail().x - 16) / 3, thumb_h - 22}));
+    const float tiw = gw >= gh ? tw : tw * float(gw) / float(gh), tih = gh >= gw ? tw : tw * float(gh) / float(gw);
+    if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); panel.thumb_why.resize(3); }
     for (int k3 = 0; k3 < 3; ++k3) {
-        bool have = k3 < 2 || grads;
         uint64_t key = s.version() * 131 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 + uint64_t(ui.fusion) * 3 +
                        uint64_t(ui.discard * 1000) * 100003;
-        if (have && panel.keys.stale("thumb" + std::to_string(k3), key)) {
-            std::vector<float> m;
-            try {
-                m = k3 == 0 ? cls_attention(*t, ol, ui.overlay_head)
-                  : k3 == 1 ? attention_rollout(*t, ol, Fusion(ui.fusion), ui.discard)
-                            : grad_rollout(*t, ol);
-            } catch (const std::exception&) { m.clear(); }
+        if (panel.keys.stale("thumb" + std::to_string(k3), key)) {
+            UiState as = ui;
+            as.overlay = Overlay(k3 + 1);
+            std::string& why = panel.thumb_why[size_t(k3)];
+            std::vector<float> m = k3 == 2 && !grads ? std::vector<float>() : overlay_values(*t, as, ol, why);
+            if (k3 == 2 && !grads) why = "no\ngradients";
+            else if (m.empty() && !c.cls_token) why = "no cls\ntoken";
+            else if (m.empty()) why = "not\navailable";
             if (m.size() == size_t(N)) {
-                const GridRange r = upload_grid(panel.thumbs[size_t(k3)], m, G, G);
+                const GridRange r = upload_grid(panel.thumbs[size_t(k3)], m, gw, gh);
                 panel.thumb_range[size_t(k3)] = {r.vmin, r.vmax};
+                why.clear();
             }
         }
         if (k3) ImGui::SameLine();
@@ -627,19 +784,28 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         ImVec2 q = ImGui::GetCursorScreenPos();
         ImGui::PushID(k3);
         if (ImGui::InvisibleButton("t", ImVec2(tw, tw))) ui.overlay = Overlay(k3 + 1);
-        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s up to layer %d: click to show it over the image", names[k3], ol);
+        if (v.hover && ImGui::IsItemHovered()) {
+            std::string why = panel.thumb_why[size_t(k3)];
+            std::replace(why.begin(), why.end(), '\n', ' ');
+            ImGui::SetTooltip("%s up to layer %d: %s", names[k3], ol, why.empty() ? "click to show it over the image" : why.c_str());
+        }
         ImGui::PopID();
-        if (have && panel.thumbs[size_t(k3)].valid()) {
+        const ImVec2 q0(q.x + (tw - tiw) / 2, q.y + (tw - tih) / 2), q1(q0.x + tiw, q0.y + tih);
+        const std::string& why = panel.thumb_why[size_t(k3)];
+        if (why.empty() && panel.thumbs[size_t(k3)].valid()) {
             Colormap cm;
             cm.vmin = panel.thumb_range[size_t(k3)].first;
             cm.vmax = std::max(panel.thumb_range[size_t(k3)].second, cm.vmin + 1e-9f);
-            v.gfx.draw(dl, panel.thumbs[size_t(k3)], q, ImVec2(q.x + tw, q.y + tw), cm);
-            DrawDropped(dl, *t, q, tw / float(G), tw / float(G));
-        } else {
-            dl->AddText(ImVec2(q.x + 6, q.y + tw / 2 - 16), ImGui::GetColorU32(ImGuiCol_TextDisabled), "no\ngradients");
+            v.gfx.draw(dl, panel.thumbs[size_t(k3)], q0, q1, cm);
+            DrawDropped(dl, *t, q0, tiw / float(gw), tih / float(gh));
+        } else if (tw >= 64) {
+            dl->AddText(ImVec2(q.x + 6, q.y + tw / 2 - 16), ImGui::GetColorU32(ImGuiCol_TextDisabled), why.c_str());
+        } else {  // too small for the words: a cross (the reason in the tooltip)
+            dl->AddLine(q0, q1, ImGui::GetColorU32(ImGuiCol_TextDisabled));
+            dl->AddLine(ImVec2(q0.x, q1.y), ImVec2(q1.x, q0.y), ImGui::GetColorU32(ImGuiCol_TextDisabled));
         }
         bool sel = int(ui.overlay) == k3 + 1;
-        dl->AddRect(q, ImVec2(q.x + tw, q.y + tw), sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0, sel ? 2.f : 1.f);
+        dl->AddRect(q0, q1, sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0, sel ? 2.f : 1.f);
         ImGui::TextDisabled("%s", names[k3]);
         ImGui::EndGroup();
     }
@@ -650,6 +816,20 @@ void DrawPredictions(ViewCtx& v) {
     Probe& pr = v.probe;
     const Trace* t = s.trace();
     const Array* probs = t ? t->find(StageId{StageKind::Probs}) : nullptr;
+    if (t && !probs) {  // a model whose output is an embedding (DINO, DINOv2, CLIP, SigLIP, MAE): no classes to rank
+        if (const Array* e = t->find(StageId{StageKind::Embedding})) {
+            double sq = 0;
+            for (size_t i = 0; i < e->size(); ++i) sq += double(e->data()[i]) * e->data()[i];
+            char b[200];
+            std::snprintf(b, sizeof b, "No classification head: the output is an embedding of %zu numbers (stage embedding), "
+                          "norm %.4f. Nothing to rank.", e->size(), std::sqrt(sq));
+            ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+            ImGui::TextDisabled("%s", b);
+            ImGui::PopTextWrapPos();
+            pr.strings["predictions.embedding"] = b;
+        }
+        return;
+    }
     if (!probs) return;
     const Array& pt = *probs;
     const float* pv = values(pt);
@@ -861,7 +1041,7 @@ void HandleKeys(ViewCtx& v) {
     if (pressed(GLFW_KEY_0)) { ui.zoom = 1; ui.pan_x = ui.pan_y = 0; }
     if (pressed(GLFW_KEY_ESCAPE)) { ui.patch = -1; ui.cell_r = ui.cell_c = -1; }
     if (pressed(GLFW_KEY_Q)) {  // attention from a token: Q shows it, then steps the query token (Shift: back)
-        int T = s.shown_config().patches() + 1;
+        const int T = t->table().dims().T;  // the run's tokens: cls, registers, dist, patches
         if (ui.overlay != Overlay::Query) ui.overlay = Overlay::Query;
         else ui.query = ((ui.query + (shift ? -1 : 1)) % T + T) % T;
     }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <xtensor/xview.hpp>
 
 #include "core/io/image.h"
 #include "core/io/io.h"
@@ -162,6 +163,37 @@ TEST(Preprocess, ShorterSideThenCenterCropAndNormalize) {
     for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x.flat(i), 1.0f, 1e-5);  // (0.75 - 0.5) / 0.25
     auto back = denormalize(x, c);
     EXPECT_NEAR(back.flat(0), 0.75f, 1e-6);
+}
+
+// Issue 20: the plan the window writes out for another input size is what preprocess_at computes: the
+// resize, then one crop of h x w (the centre of the longer side's square), then the normalization.
+TEST(Preprocess, PlanAtAnotherSizeIsWhatPreprocessAtDoes) {
+    std::mt19937 g(7);
+    std::uniform_real_distribution<float> u(0, 1);
+    Config c = preset("vit-b16");  // timm: shorter side 248 (crop_pct 0.9), crop 224
+    c.pre.resize = 248;
+    Image im;
+    im.width = 451; im.height = 300; im.channels = 3;
+    im.pixels = Tensor3::from_shape({3, 300, 451});
+    for (auto& v : im.pixels) v = u(g);
+    for (auto hw : {std::pair{112, 176}, std::pair{176, 112}, std::pair{224, 224}, std::pair{64, 320}})
+        for (bool squash : {false, true}) {
+            Config cc = c;
+            cc.pre.squash = squash;
+            const auto [h, w] = hw;
+            const PreprocessPlan p = plan_preprocess_at(im, cc, h, w);
+            ASSERT_EQ(p.crop_w, w);
+            ASSERT_EQ(p.crop_h, h);
+            Tensor3 want = resize_crop(im.pixels, p.resize_h, p.resize_w, p.crop_top, p.crop_left, h, w, cc.pre.interp);
+            for (size_t k = 0; k < 3; ++k)
+                xt::view(want, k, xt::all(), xt::all()) = (xt::view(want, k, xt::all(), xt::all()) - cc.pre.mean[k]) / cc.pre.std[k];
+            const Tensor3 got = preprocess_at(im, cc, h, w);
+            ASSERT_EQ(shape_of(got), shape_of(want)) << h << "x" << w << (squash ? " squash" : "");
+            double err = 0;
+            for (size_t i = 0; i < got.size(); ++i) err = std::max(err, double(std::fabs(got.flat(i) - want.flat(i))));
+            EXPECT_LT(err, 1e-5) << h << "x" << w << (squash ? " squash" : "") << ": resize " << p.resize_w << "x"
+                                 << p.resize_h << ", crop at (" << p.crop_left << ", " << p.crop_top << ")";
+        }
 }
 
 // ---------------------------------------------------------------- issue 23 and issue 19 item 6

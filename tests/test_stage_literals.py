@@ -47,6 +47,7 @@ ALLOWED = {
     ("app/heatmap.cpp", "patches"): "an axis label's prefix (which axis a selected patch is on)",
     ("app/tabs/tab_stage.cpp", "tokens"): "the axis label of a per-token column",
     ("app/tabs/tab_positions.cpp", "tokens"): "the axis label of the position-embedding heatmap",
+    ("app/tabs/tab_norms.cpp", "tokens"): "the axis label of the token-norm heatmap",
     ("app/tabs/table.cpp", "patches"): "the Patches tab's --tab name",
     ("core/teach/interventions.cpp", "tokens"): "the JSON key of an activation patch's token rows in __options__",
     ("app/interventions_ui.cpp", "tokens"): "the label of the patching panel's token-rows field",

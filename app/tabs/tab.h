@@ -27,6 +27,7 @@ struct SweepPlan {
     const Session* session = nullptr;  // the session swept, when the plan is made
     const Trace* trace = nullptr;      // its trace
     int T = 0, L = 0, H = 0, N = 0;    // stages, layers, heads, patches of that trace
+    Options base;                      // the options a state resets to (the defaults at the input size swept)
     std::vector<int> stages;           // the stages the sweep visits
     std::vector<SweepState> states;
     void add(std::string desc, std::function<void(Session&, UiState&)> apply) {
@@ -101,6 +102,9 @@ std::unique_ptr<TabView> make_filters_tab(JobQueue& jobs);
 std::unique_ptr<TabView> make_distance_tab(JobQueue& jobs);
 std::unique_ptr<TabView> make_patches_tab(JobQueue& jobs);
 std::unique_ptr<TabView> make_map_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_norms_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_features_tab(JobQueue& jobs);
+std::unique_ptr<TabView> make_selfattn_tab(JobQueue& jobs);
 std::unique_ptr<TabView> make_what_it_uses_tab(JobQueue& jobs);
 
 }  // namespace vit::app

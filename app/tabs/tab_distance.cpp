@@ -133,8 +133,10 @@ void DistanceTab::start_average(const Session& s, int n) {
     const Options opt = a->opt;
     auto out = a->out;
     const std::string dir = default_fashion_mnist_dir();
+    const RunDims rd = s.trace()->table().dims();  // the images at the run's input size
+    const int ih = rd.img_h, iw = rd.img_w;
     a->job = jobs_.submit("distance: average over " + std::to_string(n) + " test images", job_threads(param_count(pc)),
-                          [model, opt, pc, n, dir, out](Job& job) {
+                          [model, opt, pc, n, dir, out, ih, iw](Job& job) {
         job.set_total(n);
         job.set_step("reading the test set");
         const Dataset d = load_fashion_mnist(dir, false);
@@ -147,7 +149,7 @@ void DistanceTab::start_average(const Session& s, int n) {
         // chunks of 64 images: the inputs of a 224 RGB model are 600 KB each
         for (int start = 0; start < total && !job.cancelled(); start += 64) {
             std::vector<Tensor3> xs;
-            for (int i = start; i < std::min(total, start + 64); ++i) xs.push_back(dataset_input(d, i, pc));
+            for (int i = start; i < std::min(total, start + 64); ++i) xs.push_back(dataset_input(d, i, pc, ih, iw));
             int k = 0;
             Tensor2 m = attn_distance_mean(w, xs, opt, [&job, start](int i, int) {
                 job.units() = start + i;
@@ -208,13 +210,19 @@ void DistanceTab::draw(ViewCtx& v) {
     const std::string key = average_key(s);
     DistanceAverage* av = avg_.get();
 
-    const float S = float(c.image_size), diag = S * std::sqrt(2.f);
+    const RunDims& rd = t->table().dims();  // the run's input H x W and grid (another size than the model's own included)
+    const float diag = std::hypot(float(rd.img_h), float(rd.img_w));
+    std::string left_out = rd.prefix == 0 ? "every token is a patch: the model has no cls token" : "the rows and columns of";
+    for (int i = 0; i < rd.prefix; ++i) left_out += (i ? ", " : " ") + token_label(*t, i);
+    if (rd.prefix > 0) left_out += " left out";
     ImGui::PushTextWrapPos(0);
     ImGui::TextWrapped("Mean attention distance: for each layer and head, how far (in input pixels) a patch looks, "
                        "on average over the patches: the sum over keys of attention weight x distance between the two "
-                       "patch centres (cls row and column left out). Small: the head looks near, like a convolution; "
-                       "large: it looks across the image (ViT paper Fig. 7 right). %dx%d input, %dx%d patches, %d "
-                       "layers x %d heads.", c.image_size, c.image_size, c.patch, c.patch, c.depth, c.heads);
+                       "patch centres (%s). Small: the head looks near, like a convolution; "
+                       "large: it looks across the image (ViT paper Fig. 7 right). %dx%d input, %dx%d patches of %dx%d "
+                       "pixels, %d layers x %d heads.",
+                       left_out.c_str(),
+                       rd.img_h, rd.img_w, rd.gh, rd.gw, c.patch, c.patch, c.depth, c.heads);
     ImGui::PopTextWrapPos();
     const Array& vals = vals_;
     if (vals.dimension() != 2 || vals.size() == 0) {
@@ -336,7 +344,7 @@ void DistanceTab::draw(ViewCtx& v) {
     // the reference: a head that spreads its attention evenly over the patches
     float uniform = -1;
     try {
-        uniform = uniform_attn_distance(c);
+        uniform = uniform_attn_distance(*t);
     } catch (const std::exception&) {
     }
     if (uniform >= 0) {
@@ -436,7 +444,7 @@ void DistanceTab::draw(ViewCtx& v) {
         ImGui::SameLine();
         char b[160];
         std::snprintf(b, sizeof b, "a head spreading its attention evenly over all %d patches: %.1f px (the mean distance "
-                      "between two patch centres)", c.patches(), uniform);
+                      "between two patch centres)", rd.N, uniform);
         ImGui::TextUnformatted(b);
         pr.strings["dist.uniform.label"] = b;
     }
@@ -455,6 +463,7 @@ void DistanceTab::draw(ViewCtx& v) {
 // is applied again on every frame it waits: each starts its average once.
 void DistanceTab::sweep_states(SweepPlan& plan) {
     if (!average_unavailable(*plan.session, default_fashion_mnist_dir()).empty()) return;
+    const Options base = plan.base;
     auto started = std::make_shared<bool>(false);
     plan.add("distance, average over 2 test images", [this, started](Session&, UiState& ui) {
         ui.tab = Tab::Distance;
@@ -464,22 +473,22 @@ void DistanceTab::sweep_states(SweepPlan& plan) {
         autostart_ = true;
     });
     plan.add("distance, average drawn", [](Session&, UiState& ui) { ui.tab = Tab::Distance; });
-    plan.add("distance, options changed (average stale)", [](Session& s, UiState& ui) {
-        Options o;
+    plan.add("distance, options changed (average stale)", [base](Session& s, UiState& ui) {
+        Options o = base;
         o.affine = false;
         s.set_options(o);
         ui.tab = Tab::Distance;
     });
-    plan.add("distance, options reset", [](Session& s, UiState&) { s.set_options(Options{}); });
+    plan.add("distance, options reset", [base](Session& s, UiState&) { s.set_options(base); });
     auto step = std::make_shared<int>(0);
-    plan.add("distance, an option change cancels a running average", [this, step](Session& s, UiState& ui) {
+    plan.add("distance, an option change cancels a running average", [this, step, base](Session& s, UiState& ui) {
         ui.tab = Tab::Distance;
         if (*step == 0) {
             images_ = 10000;
             autostart_ = true;
             *step = 1;
         } else if (*step == 1 && avg_ && avg_->running()) {
-            Options o;
+            Options o = base;
             o.unbiased = true;
             s.set_options(o);
             *step = 2;
@@ -493,7 +502,7 @@ void DistanceTab::sweep_states(SweepPlan& plan) {
             fail("an average cancelled by an option change is not said cancelled (" + p.string("dist.avg.state") + ")");
     };
     plan.states.push_back(std::move(cancelled));
-    plan.add("distance, options reset again", [](Session& s, UiState&) { s.set_options(Options{}); });
+    plan.add("distance, options reset again", [base](Session& s, UiState&) { s.set_options(base); });
 }
 
 // Every frame of the tab: a plot or the reason there is none; every dot where its number says; an

@@ -26,7 +26,19 @@ public:
         }
         const Config& c = s.shown_config();
         const Options& opt = s.shown_options();
+        if (!c.has_logits()) {  // DINO, DINOv2, CLIP, SigLIP, MAE: said in place, nothing computed
+            const std::string why = std::string("No logit lens: this model (") + family_label(c.family) +
+                                    ") has no classification head. Its output is an embedding (the stage embedding), so "
+                                    "there are no class scores to read after any layer. The Token norms, Patch features "
+                                    "and Self-attention tabs show what such models are studied for.";
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
+            ImGui::PopTextWrapPos();
+            pr.strings["lens.message"] = why;
+            return;
+        }
         const bool mean = opt.pooling ? *opt.pooling == Pooling::Mean : c.pooling == Pooling::Mean;
+        const bool distilled = c.head == Head::Distilled;
         if (keys_.stale("lens", s.version())) {
             error_.clear();
             vals_ = Array();
@@ -44,11 +56,13 @@ public:
                            "layer; the last row is its prediction (probs).",
                            mean ? "mean of the patch tokens (this model pools by the mean: there is no cls row to read, "
                                   "so the lens reads what the head reads)"
-                                : "cls token (row 0 of blocks.l.resid_post)");
+                           : distilled ? "cls and dist tokens (DeiT distilled: head(cls) and head_dist(dist), averaged, "
+                                         "as its output is)"
+                                       : "cls token (row 0 of blocks.l.resid_post)");
         std::string note = weights_note(s);
         if (!note.empty()) ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: these predictions mean nothing", note.c_str());
         ImGui::PopTextWrapPos();
-        pr.strings["lens.reads"] = mean ? "mean of patch tokens" : "cls token";
+        pr.strings["lens.reads"] = mean ? "mean of patch tokens" : distilled ? "cls and dist tokens" : "cls token";
         if (!note.empty()) pr.strings["lens.note"] = note;
         if (vals.dimension() != 2 || vals.size() == 0) {
             std::string why = c.depth == 0 ? "the model has no blocks, so there are no layers to read"
@@ -94,17 +108,25 @@ public:
 
     // The sweep: both poolings (the lens reads the cls token or the mean of the patches).
     void sweep_states(SweepPlan& plan) override {
+        const Options base = plan.base;
         for (auto pool : {Pooling::Mean, Pooling::Cls}) {
+            Options o = base;
+            o.pooling = pool;
+            try {
+                StageTable::get(plan.session->config(), o);
+            } catch (const std::exception&) {
+                continue;  // a model whose pooling cannot be switched (the families other than ViT classifiers)
+            }
             plan.add(std::string("logit lens, ") + (pool == Pooling::Mean ? "mean" : "cls") + " pooling",
-                     [pool](Session& s, UiState& ui) {
-                         Options o;
+                     [pool, base](Session& s, UiState& ui) {
+                         Options o = base;
                          o.pooling = pool;
                          s.set_options(o);
                          ui.tab = Tab::LogitLens;
                      });
             plan.add("logit lens, second frame", [](Session&, UiState& ui) { ui.tab = Tab::LogitLens; });
         }
-        plan.add("logit lens, options reset", [](Session& s, UiState&) { s.set_options(Options{}); });
+        plan.add("logit lens, options reset", [base](Session& s, UiState&) { s.set_options(base); });
     }
     void sweep_check(const Session& s, const UiState&, const Probe& p, const SweepFail& fail) const override {
         if (s.trace() && !p.rects.count("lens") && p.string("lens.message").empty())

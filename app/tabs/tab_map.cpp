@@ -242,9 +242,10 @@ void draw_model_map(ViewCtx& v) {
     const float total_h = float(n) * (box_h + gap) + pads;
     ImGui::Dummy(ImVec2(skip_w + col_w + loop_w, total_h + 4));
     pr.rects["map"] = Rect{origin.x, origin.y, skip_w + col_w + loop_w, total_h + 4};
-    // labels must stay inside the column and the window (the sweep checks both)
+    // labels must stay inside the column and the window's width (the sweep checks both); a map taller
+    // than the view scrolls (the centre panel's scroll bar), so its height is the map's own
     const ImVec2 wc = dl->GetClipRectMax();
-    const Rect clip{origin.x, origin.y, std::min(skip_w + col_w + loop_w, wc.x - origin.x), std::min(total_h + 4, wc.y - origin.y)};
+    const Rect clip{origin.x, origin.y, std::min(skip_w + col_w + loop_w, wc.x - origin.x), total_h + 4};
     float y = origin.y;
     float block_top = 0, block_bottom = 0, ln1_entry = 0, resid_in_y = 0;
     std::string order;
@@ -367,6 +368,14 @@ void draw_model_map(ViewCtx& v) {
     ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("model: %s", c.describe().c_str());
     ImGui::TextDisabled("options in force: %s", o.describe().c_str());
+    if (const Trace* tr = s.trace()) {  // the run's own sizes (another input size than the model's included)
+        const RunDims& rd = tr->table().dims();
+        const std::string run = "this run: " + std::to_string(rd.img_h) + "x" + std::to_string(rd.img_w) + " input, " +
+                                std::to_string(rd.gh) + "x" + std::to_string(rd.gw) + " = " + std::to_string(rd.N) +
+                                " patches, " + std::to_string(rd.T) + " tokens (" + token_range_text(tr->table()) + ")";
+        ImGui::TextDisabled("%s", run.c_str());
+        pr.strings["map.run"] = run;
+    }
     if (o.bug_reshape_patches) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "BUG on: patches are a plain reshape, not P x P tiles (R)");
     if (o.bug_scale_after_softmax) ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "BUG on: attention scaled after the softmax (B)");
     ImGui::PopTextWrapPos();

@@ -28,14 +28,17 @@ public:
             return;
         }
         const Config& c = s.shown_config();
-        const int C = c.channels, P = c.patch, S = c.image_size, G = c.grid(), N = c.patches(), CPP = C * P * P;
+        // the run's input H x W and its patch grid gh x gw (another input size than the model's own included)
+        const RunDims& rd = t->table().dims();
+        const int C = c.channels, P = c.patch, Ih = rd.img_h, Iw = rd.img_w, gh = rd.gh, gw = rd.gw, N = rd.N, CPP = C * P * P;
         const StageId in_id{StageKind::Input}, pa_id{StageKind::Patches};
         const Array* in = t->find(in_id);
         const Array* pa = t->find(pa_id);
         std::string why;
         if (!in || !pa) why = "the trace has no " + stage_name(!in ? in_id : pa_id) + " stage";
-        else if (in->dimension() != 3 || int(in->shape(0)) != C || int(in->shape(1)) != S || int(in->shape(2)) != S)
-            why = "the trace's input has shape " + shape_str_of(*in) + ", not the model's (C, S, S)";
+        else if (in->dimension() != 3 || int(in->shape(0)) != C || int(in->shape(1)) != Ih || int(in->shape(2)) != Iw)
+            why = "the trace's input has shape " + shape_str_of(*in) + ", not the run's (" + std::to_string(C) + ", " +
+                  std::to_string(Ih) + ", " + std::to_string(Iw) + ")";
         else if (pa->dimension() != 2 || int(pa->shape(0)) != N || int(pa->shape(1)) != CPP)
             why = "the trace's patches has shape " + shape_str_of(*pa) + ", not (" + std::to_string(N) + ", " +
                   std::to_string(CPP) + ")";
@@ -56,22 +59,23 @@ public:
         if (keys_.stale("tiles", s.version())) {
             // the model input as the model sees it (denormalized for display), and the same layout
             // rebuilt from the patches rows: tile n's texel (y, x, ch) is row n's entry ch*P*P + y*P + x
-            std::vector<unsigned char> img(size_t(S) * S * 4, 255), fromrows(size_t(S) * S * 4, 255);
-            input_ = Array::from_shape({size_t(C), size_t(S), size_t(S)});
+            const size_t plane = size_t(Ih) * size_t(Iw);
+            std::vector<unsigned char> img(plane * 4, 255), fromrows(plane * 4, 255);
+            input_ = Array::from_shape({size_t(C), size_t(Ih), size_t(Iw)});
             for (int ch = 0; ch < C; ++ch)
-                for (int i = 0; i < S * S; ++i) input_.data()[size_t(ch) * S * S + i] = denorm(x[size_t(ch) * S * S + i], ch);
-            for (int py = 0; py < S; ++py)
-                for (int px = 0; px < S; ++px)
+                for (size_t i = 0; i < plane; ++i) input_.data()[size_t(ch) * plane + i] = denorm(x[size_t(ch) * plane + i], ch);
+            for (int py = 0; py < Ih; ++py)
+                for (int px = 0; px < Iw; ++px)
                     for (int k = 0; k < 3; ++k) {
                         const int ch = C == 3 ? k : 0;
-                        img[(size_t(py) * S + px) * 4 + k] = (unsigned char)std::lround(255.f * input_.data()[(size_t(ch) * S + py) * S + px]);
-                        const int n = (py / P) * G + px / P, yy = py % P, xx = px % P;
-                        if (py < G * P && px < G * P)
-                            fromrows[(size_t(py) * S + px) * 4 + k] =
+                        img[(size_t(py) * Iw + px) * 4 + k] = (unsigned char)std::lround(255.f * input_.data()[(size_t(ch) * Ih + py) * Iw + px]);
+                        const int n = (py / P) * gw + px / P, yy = py % P, xx = px % P;
+                        if (py < gh * P && px < gw * P)
+                            fromrows[(size_t(py) * Iw + px) * 4 + k] =
                                 (unsigned char)std::lround(255.f * denorm(rows[size_t(n) * CPP + size_t(ch) * P * P + yy * P + xx], ch));
                     }
-            image_.upload_rgba(img.data(), S, S);
-            rows_img_.upload_rgba(fromrows.data(), S, S);
+            image_.upload_rgba(img.data(), Iw, Ih);
+            rows_img_.upload_rgba(fromrows.data(), Iw, Ih);
             // the rows as strips in the tiles' colours: entry k is channel k / (P*P) as the model reads it
             // (gray, or that channel's colour alone for RGB)
             std::vector<unsigned char> strip(size_t(N) * CPP * 4, 255);
@@ -88,12 +92,12 @@ public:
         int equal = 0;
         for (int n = 0; n < N; ++n) {
             bool same = true;
-            const int gy = n / G, gx = n % G;
+            const int gy = n / gw, gx = n % gw;
             for (int ch = 0; ch < C && same; ++ch)
                 for (int yy = 0; yy < P && same; ++yy)
                     for (int xx = 0; xx < P && same; ++xx)
                         same = rows[size_t(n) * CPP + size_t(ch) * P * P + yy * P + xx] ==
-                               x[(size_t(ch) * S + size_t(gy * P + yy)) * S + size_t(gx * P + xx)];
+                               x[(size_t(ch) * Ih + size_t(gy * P + yy)) * Iw + size_t(gx * P + xx)];
             equal += same;
         }
         pr.numbers["patches.rows_equal_tiles"] = equal;
@@ -102,7 +106,7 @@ public:
         ImGui::TextWrapped("Patches as pictures: the %dx%d model input cut into %d tiles of %dx%d (%d x %d, numbered in "
                            "row-major order), then the sequence the transformer reads: row n of `patches` (%d values: %s) "
                            "beside the tile it holds. Cutting tiles and flattening them is what a Conv2d with kernel = "
-                           "stride = %d does to each position.", S, S, N, P, P, G, G, CPP,
+                           "stride = %d does to each position.", Ih, Iw, N, P, P, gh, gw, CPP,
                            C == 3 ? "R, then G, then B, each P x P row by row: channel-major" : "the tile's pixel rows, one after another",
                            P);
         ImGui::PopTextWrapPos();
@@ -127,26 +131,30 @@ public:
         ImVec2 avail = ImGui::GetContentRegionAvail();
         ImDrawList* dl = ImGui::GetWindowDrawList();
         // ---- the grid, with gaps
+        // the tiles at the input's aspect, in a box at most 45% of the width wide and as tall as the view
         const float side = std::max(96.f, std::min(avail.x * 0.45f, avail.y - 8));
         const float gap = std::max(2.f, side * 0.012f);
-        const float tile = (side - gap * float(G - 1)) / float(G);
+        const float box_h = std::max(96.f, avail.y - 8);
+        const float tile = std::max(1.f, std::min((side - gap * float(gw - 1)) / float(gw), (box_h - gap * float(gh - 1)) / float(gh)));
+        const float grid_w = tile * float(gw) + gap * float(gw - 1), grid_h = tile * float(gh) + gap * float(gh - 1);
         ImGui::BeginGroup();
         ImVec2 g0 = ImGui::GetCursorScreenPos();
-        ImGui::InvisibleButton("patchgrid", ImVec2(side, side));
+        ImGui::InvisibleButton("patchgrid", ImVec2(std::max(grid_w, side), grid_h));
         const bool hovered = v.hover && ImGui::IsItemHovered(), clicked = v.hover && ImGui::IsItemClicked(ImGuiMouseButton_Left);
-        const Rect gclip{g0.x, g0.y, side, side};
+        const Rect gclip{g0.x, g0.y, grid_w, grid_h};
         pr.rects["patches.grid"] = gclip;
         pr.numbers["patches.tile"] = tile;
         pr.numbers["patches.gap"] = gap;
-        pr.numbers["patches.grid_n"] = G;
+        pr.numbers["patches.grid_n"] = gw;
+        pr.numbers["patches.grid_rows"] = gh;
         const float th = ImGui::GetTextLineHeight();
         const float numw = ImGui::CalcTextSize(std::to_string(N - 1).c_str()).x;
         const bool all_numbers = numw + 2 <= tile && th <= tile;
         for (int n = 0; n < N; ++n) {
-            const int gy = n / G, gx = n % G;
+            const int gy = n / gw, gx = n % gw;
             ImVec2 a(g0.x + gx * (tile + gap), g0.y + gy * (tile + gap)), b(a.x + tile, a.y + tile);
-            dl->AddImage(image_.id(), a, b, ImVec2(float(gx * P) / S, float(gy * P) / S),
-                         ImVec2(float(gx * P + P) / S, float(gy * P + P) / S));
+            dl->AddImage(image_.id(), a, b, ImVec2(float(gx * P) / Iw, float(gy * P) / Ih),
+                         ImVec2(float(gx * P + P) / Iw, float(gy * P + P) / Ih));
             if (all_numbers || gx == 0) {
                 std::string lbl = std::to_string(n);
                 ImVec2 sz = ImGui::CalcTextSize(lbl.c_str());
@@ -158,15 +166,15 @@ public:
         }
         const int sel = ui.patch >= 0 && ui.patch < N ? ui.patch : -1;
         if (sel >= 0) {
-            ImVec2 a(g0.x + (sel % G) * (tile + gap), g0.y + (sel / G) * (tile + gap));
+            ImVec2 a(g0.x + (sel % gw) * (tile + gap), g0.y + (sel / gw) * (tile + gap));
             dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(a.x + tile + 1, a.y + tile + 1), IM_COL32(0, 230, 255, 255), 0, 0, 2);
         }
         if (hovered || clicked) {
             ImVec2 mp = ImGui::GetIO().MousePos;
-            int gx = std::clamp(int((mp.x - g0.x) / (tile + gap)), 0, G - 1), gy = std::clamp(int((mp.y - g0.y) / (tile + gap)), 0, G - 1);
+            int gx = std::clamp(int((mp.x - g0.x) / (tile + gap)), 0, gw - 1), gy = std::clamp(int((mp.y - g0.y) / (tile + gap)), 0, gh - 1);
             if (hovered) ImGui::SetTooltip("patch %d (row %d, col %d): pixels [%d:%d, %d:%d] of the input; row %d of patches",
-                                           gy * G + gx, gy, gx, gy * P, gy * P + P, gx * P, gx * P + P, gy * G + gx);
-            if (clicked) ui.patch = gy * G + gx;
+                                           gy * gw + gx, gy, gx, gy * P, gy * P + P, gx * P, gx * P + P, gy * gw + gx);
+            if (clicked) ui.patch = gy * gw + gx;
         }
         if (!all_numbers) ImGui::TextDisabled("tiles too small to number: the first column is numbered; hover a tile");
         ImGui::EndGroup();
@@ -210,16 +218,16 @@ public:
                 if (first_shown < 0) first_shown = n;
                 ImVec2 p = ImGui::GetCursorScreenPos();
                 ImGui::Dummy(ImVec2(stripx + sw, rh));
-                const int gy = n / G, gx = n % G;
+                const int gy = n / gw, gx = n % gw;
                 ImDrawList* cdl = ImGui::GetWindowDrawList();
-                cdl->AddImage(rows_img_.id(), p, ImVec2(p.x + rh, p.y + rh), ImVec2(float(gx * P) / S, float(gy * P) / S),
-                              ImVec2(float(gx * P + P) / S, float(gy * P + P) / S));
+                cdl->AddImage(rows_img_.id(), p, ImVec2(p.x + rh, p.y + rh), ImVec2(float(gx * P) / Iw, float(gy * P) / Ih),
+                              ImVec2(float(gx * P + P) / Iw, float(gy * P + P) / Ih));
                 const bool same_tile = [&] {
                     for (int ch = 0; ch < C; ++ch)
                         for (int yy = 0; yy < P; ++yy)
                             for (int xx = 0; xx < P; ++xx)
                                 if (rows[size_t(n) * CPP + size_t(ch) * P * P + yy * P + xx] !=
-                                    x[(size_t(ch) * S + size_t(gy * P + yy)) * S + size_t(gx * P + xx)])
+                                    x[(size_t(ch) * Ih + size_t(gy * P + yy)) * Iw + size_t(gx * P + xx)])
                                     return false;
                     return true;
                 }();
@@ -267,14 +275,15 @@ public:
                 ui.patch = p;
             });
         const int N = plan.N;
-        plan.add("patches, BUG reshape", [N](Session& s, UiState& ui) {
-            Options o;
+        const Options base = plan.base;
+        plan.add("patches, BUG reshape", [N, base](Session& s, UiState& ui) {
+            Options o = base;
             o.bug_reshape_patches = true;
             s.set_options(o);
             ui.tab = Tab::Patches;
             ui.patch = N / 2;
         });
-        plan.add("patches, options reset", [](Session& s, UiState&) { s.set_options(Options{}); });
+        plan.add("patches, options reset", [base](Session& s, UiState&) { s.set_options(base); });
     }
     // Tiles or the reason there are none; without the reshape bug every row is its tile.
     void sweep_check(const Session& s, const UiState&, const Probe& p, const SweepFail& fail) const override {
@@ -283,7 +292,7 @@ public:
             if (p.string("patches.message").empty()) fail("the patches tab drew no tiles and gave no reason");
             return;
         }
-        const int N = s.shown_config().patches();
+        const int N = s.trace()->table().dims().N;
         if (!s.shown_options().bug_reshape_patches && p.number("patches.rows_equal_tiles") != N)
             fail("without the reshape bug, only " + std::to_string(int(p.number("patches.rows_equal_tiles"))) + " of " +
                  std::to_string(N) + " patches rows are their tiles");
@@ -292,7 +301,7 @@ public:
 private:
     CacheKeys keys_;
     Texture image_, rows_img_, rows_tex_;  // the input; the same layout rebuilt from the rows; the rows as strips
-    Array input_;                          // the trace's input (C, S, S), denormalized to 0..1
+    Array input_;                          // the trace's input (C, H, W), denormalized to 0..1
 };
 
 }  // namespace

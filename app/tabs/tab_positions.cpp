@@ -19,7 +19,8 @@ public:
         Session& s = v.s;
         UiState& ui = v.ui;
         Probe& pr = v.probe;
-        if (!s.trace()) {
+        const Trace* t = s.trace();
+        if (!t) {
             std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so no model has run yet.";
             ImGui::TextDisabled("%s", why.c_str());
             pr.strings["pos.message"] = why;
@@ -28,7 +29,10 @@ public:
         const auto model = s.shown_model();
         const Weights& w = model->weights;
         const Config& c = w.cfg;
-        const int G = c.grid(), N = c.patches();
+        // the learned table's own grid (DINOv2: 37 x 37 whatever the input), and the run's
+        const int G = c.stored_grid(), N = G * G;
+        const RunDims& rd = t->table().dims();
+        const bool resized = rd.resized;
         const uint64_t key = uint64_t(reinterpret_cast<uintptr_t>(model.get()));
         if (keys_.stale("pos", key)) {
             error_.clear();
@@ -50,20 +54,36 @@ public:
                 error_ = "pos_similarity gave no (N, N) matrix for N = " + std::to_string(N) + " patches";
             }
         }
+        if (resized && keys_.stale("pos.run", s.version())) {
+            run_error_.clear();
+            run_sim_ = Array();
+            try {
+                run_sim_ = pos_similarity(*t);  // the table this run added, after resizing
+            } catch (const std::exception& e) {
+                run_error_ = e.what();
+            }
+        }
         ImGui::PushTextWrapPos(0);
         ImGui::TextWrapped("Position embeddings: for each patch, the cosine similarity of its position embedding with every "
                            "other patch's, drawn in the patch layout (one small %dx%d map per patch; ViT paper Fig. 7). "
                            "A trained model learns that near patches are alike. Click a map to show it large.", G, G);
+        if (resized)
+            ImGui::TextWrapped("This run is %dx%d pixels, %dx%d patches: the learned %dx%d table was resized by %s "
+                               "(stages pos_embed.learned -> pos_embed). Left and top right: the learned table; below: "
+                               "the table the run added.", rd.img_h, rd.img_w, rd.gh, rd.gw, G, G, pos_rule_label(c.pos_rule));
         if (std::string note = weights_note(s); !note.empty())
             ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: these embeddings are random, with no learned structure", note.c_str());
         ImGui::PopTextWrapPos();
+        pr.numbers["pos.grid_n"] = G;
         if (sim_.size() == 0 || !error_.empty()) {
             std::string why = "no position similarity for this model: " + error_;
             ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
             pr.strings["pos.message"] = why;
             return;
         }
-        const int p = ui.patch >= 0 && ui.patch < N ? ui.patch : 0;
+        // the learned grid's selection: the selected patch when the grids agree, else its own
+        int& psel = resized ? learned_patch_ : ui.patch;
+        const int p = psel >= 0 && psel < N ? psel : 0;
         ImVec2 avail = ImGui::GetContentRegionAvail();
         float side = std::max(64.f, std::min(avail.x * 0.5f, avail.y - 8));
         ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -88,24 +108,57 @@ public:
         if (hovered || clicked) {
             ImVec2 mp = ImGui::GetIO().MousePos;
             int gx = std::clamp(int((mp.x - p0.x) / m), 0, G - 1), gy = std::clamp(int((mp.y - p0.y) / m), 0, G - 1);
-            if (hovered) ImGui::SetTooltip("patch %d (row %d, col %d): click to show its map large", gy * G + gx, gy, gx);
-            if (clicked) ui.patch = gy * G + gx;
+            if (hovered) ImGui::SetTooltip("patch %d (row %d, col %d) of the learned grid: click to show its map large", gy * G + gx, gy, gx);
+            if (clicked) psel = gy * G + gx;
         }
         ImGui::EndGroup();
         ImGui::SameLine();
         ImGui::BeginGroup();
-        ImGui::Text("patch %d (row %d, col %d) against every patch", p, p / G, p % G);
+        ImGui::Text("patch %d (row %d, col %d) against every patch%s", p, p / G, p % G, resized ? " (learned grid)" : "");
         HeatmapArgs a;
         a.data = sim_.data() + size_t(p) * size_t(N);
         a.rows = G; a.cols = G; a.row_label = "patch row"; a.col_label = "patch column";
         a.cm = cm; a.zoomable = false; a.colorbar = true; a.rect_name = "pos.large";
-        a.max_h = std::max(80.f, avail.y * 0.55f);
+        a.max_h = std::max(80.f, avail.y * (resized ? 0.36f : 0.55f));
         a.mark_row = p / G; a.mark_col = p % G;
         Heatmap(v, "poslarge", large_, keys_.stale("pos.large", key * 31 + uint64_t(p)), a);
-        // pos_embed itself, (T, D): row 0 is the cls position
+        if (resized) {
+            // the table the run added, resized to gh x gw: the run's selected patch against every other
+            const int Nr = rd.N, q = ui.patch >= 0 && ui.patch < Nr ? ui.patch : 0;
+            if (run_sim_.dimension() == 2 && int(run_sim_.shape(0)) == Nr) {
+                ImGui::Text("as run, %dx%d: patch %d (row %d, col %d) against every patch", rd.gh, rd.gw, q, q / rd.gw, q % rd.gw);
+                HeatmapArgs b;
+                b.data = run_sim_.data() + size_t(q) * size_t(Nr);
+                b.rows = rd.gh; b.cols = rd.gw; b.row_label = "patch row"; b.col_label = "patch column";
+                b.cm = cm; b.zoomable = false; b.colorbar = true; b.rect_name = "pos.run";
+                b.max_h = std::max(80.f, avail.y * 0.3f);
+                b.mark_row = q / rd.gw; b.mark_col = q % rd.gw;
+                int cr = -1, cc = -1;
+                b.clicked_row = &cr; b.clicked_col = &cc;
+                Heatmap(v, "posrun", run_, keys_.stale("pos.run.tex", s.version() * 131 + uint64_t(q)), b);
+                if (cr >= 0 && cc >= 0) ui.patch = cr * rd.gw + cc;
+                std::string vals;
+                char buf[32];
+                for (int k = 0; k < Nr; ++k) {
+                    std::snprintf(buf, sizeof buf, "%s%.9g", k ? "," : "", double(run_sim_.data()[size_t(q) * size_t(Nr) + size_t(k)]));
+                    vals += buf;
+                }
+                pr.strings["pos.run.values"] = vals;
+                pr.numbers["pos.run.patch"] = q;
+                numbers_.push_back({"pos_similarity_run", run_sim_});
+            } else {
+                const std::string why = "no similarity of the resized table: " + run_error_;
+                ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
+                pr.strings["pos.message"] = why;
+            }
+        }
+        // pos_embed itself, as stored: the rows before the grid (cls, dist) first
         const Array& pe = w.pos;
         if (pe.dimension() == 2 && pe.size() > 0) {
-            ImGui::TextDisabled("pos_embed itself: tokens (row 0 = cls) x width");
+            const int pre = c.pos_prefix();
+            std::string rows_are = pre == 0 ? "tokens (patches only: no cls position is stored)"
+                                 : pre == 1 ? "tokens (row 0 = cls)" : "tokens (row 0 = cls, row 1 = dist)";
+            ImGui::TextDisabled("pos_embed as stored: %s x width", rows_are.c_str());
             float lo = pe.data()[0], hi = lo;
             for (size_t i = 0; i < pe.size(); ++i) { lo = std::min(lo, pe.data()[i]); hi = std::max(hi, pe.data()[i]); }
             HeatmapArgs b;
@@ -136,15 +189,20 @@ public:
             });
     }
     void sweep_check(const Session& s, const UiState&, const Probe& p, const SweepFail& fail) const override {
-        if (s.trace() && !p.rects.count("pos.grid") && p.string("pos.message").empty())
+        if (!s.trace()) return;
+        if (!p.rects.count("pos.grid") && p.string("pos.message").empty())
             fail("the positions tab drew no maps and gave no reason");
+        if (s.trace()->table().dims().resized && !p.rects.count("pos.run") && p.string("pos.message").empty())
+            fail("the positions tab shows no similarity of the resized table and gives no reason");
     }
 
 private:
     CacheKeys keys_;
-    Texture grid_, large_, embed_;  // one small map per patch; one large; pos_embed itself
-    Array sim_;                     // (N, N) cosine similarity (vit::pos_similarity)
-    std::string error_;
+    Texture grid_, large_, embed_, run_;  // one small map per patch; one large; pos_embed itself; the run's
+    Array sim_;                           // (N, N) cosine similarity of the learned table (vit::pos_similarity)
+    Array run_sim_;                       // the same of the table a resized run added
+    std::string error_, run_error_;
+    int learned_patch_ = 0;               // the learned grid's selection when the run's grid differs
 };
 
 }  // namespace

@@ -411,7 +411,11 @@ void StageTab::draw_stage(ViewCtx& v) {
                                            std::to_string(sl.slice) + " of " + std::to_string(sl.slices)
                                      : "";
     stats_panel(*t, sl, what, stats_, pr, key + "#" + std::to_string(sl.slice));
-    if (ui.patch >= 0) ImGui::TextColored(ImVec4(1, 0.3f, 0.8f, 1), "patch %d = token %d highlighted", ui.patch, ui.patch + 1);
+    if (ui.patch >= 0) {  // its token in this stage's order: after cls, the registers (from with_registers on) and dist
+        const StageTable& tab = trace->table();
+        const int before = tab.dims().prefix - (before_registers(e->info->id.kind) ? tab.config().registers : 0);
+        ImGui::TextColored(ImVec4(1, 0.3f, 0.8f, 1), "patch %d = token %d highlighted", ui.patch, ui.patch + before);
+    }
     ImGui::EndChild();
 }
 

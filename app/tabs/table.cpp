@@ -20,6 +20,9 @@ const std::vector<TabSpec> kTable = {
     {Tab::Distance, "Distance", "8", GLFW_KEY_8, "distance", make_distance_tab},
     {Tab::Patches, "Patches", "9", GLFW_KEY_9, "patches", make_patches_tab},
     {Tab::Map, "Map", "M", GLFW_KEY_M, nullptr, make_map_tab},
+    {Tab::Norms, "Token norms", "O", GLFW_KEY_O, "token_norms", make_norms_tab},
+    {Tab::Features, "Patch features", "F", GLFW_KEY_F, "features", make_features_tab},
+    {Tab::SelfAttention, "Self-attention", "S", GLFW_KEY_S, "self_attention", make_selfattn_tab},
     {Tab::WhatItUses, "What it uses", "I", GLFW_KEY_I, "what_it_uses", make_what_it_uses_tab},
 };
 

@@ -206,14 +206,14 @@ Dataset load_fashion_mnist(const std::string& dir, bool train) {
     return load_idx(pick(pre + "-images-idx3-ubyte"), pick(pre + "-labels-idx1-ubyte"));
 }
 
-Tensor3 dataset_input(const Dataset& d, int i, const Config& c) {
+Tensor3 dataset_input(const Dataset& d, int i, const Config& c, int h, int w) {
     const size_t rows = size_t(d.rows), cols = size_t(d.cols);
     const uint8_t* src = d.images.data() + size_t(i) * rows * cols;
     Image im;
     // img / 255, as torchvision's ToTensor
     im.pixels = xt::adapt(src, rows * cols, xt::no_ownership(), std::array<size_t, 3>{1, rows, cols}) / 255.f;
     im.width = d.cols; im.height = d.rows; im.channels = 1;
-    return preprocess(im, c);
+    return h > 0 && w > 0 ? preprocess_at(im, c, h, w) : preprocess(im, c);
 }
 
 }  // namespace vit

@@ -22,7 +22,7 @@ Dataset load_fashion_mnist(const std::string& dir, bool train);
 std::string default_fashion_mnist_dir();
 
 // Normalized input (1, S, S) of one dataset image for a 1-channel model
-// (resized if the model's image size differs).
-Tensor3 dataset_input(const Dataset& d, int i, const Config& c);
+// (resized if the model's image size differs; to h x w when both are > 0, a run at another size).
+Tensor3 dataset_input(const Dataset& d, int i, const Config& c, int h = 0, int w = 0);
 
 }  // namespace vit

@@ -691,6 +691,27 @@ void write_png(const std::string& path, const unsigned char* px, int w, int h, i
     write_file_atomic(path, out);
 }
 
+PreprocessPlan plan_preprocess_at(const Image& img, const Config& c, int h, int w) {
+    if (h == c.image_size && w == c.image_size) return plan_preprocess(img, c);
+    if (c.pre.squash) {
+        PreprocessPlan p = plan_preprocess(img, c);
+        p.resize_w = p.crop_w = w;
+        p.resize_h = p.crop_h = h;
+        p.crop_left = p.crop_top = 0;
+        return p;
+    }
+    Config cc = c;  // as preprocess_at: the square of the longer side, then its centre h x w
+    const int side = std::max(h, w);
+    cc.image_size = side;
+    if (c.pre.resize > 0) cc.pre.resize = int(std::lround(double(c.pre.resize) * side / c.image_size));
+    PreprocessPlan p = plan_preprocess(img, cc);
+    p.crop_left += crop_offset(side - w);
+    p.crop_top += crop_offset(side - h);
+    p.crop_w = w;
+    p.crop_h = h;
+    return p;
+}
+
 Tensor3 preprocess_at(const Image& img, const Config& c, int h, int w) {
     if (h == c.image_size && w == c.image_size) return preprocess(img, c);
     if (c.pre.squash) {  // a straight resize to h x w, as the Hugging Face processors do for any size

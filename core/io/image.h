@@ -72,6 +72,10 @@ Tensor3 preprocess(const Image& img, const Config& c);
 // for a model of side max(h, w) (the resize scaled likewise), then a centre crop to h x w; a
 // model that squashes (Hugging Face processors) resizes straight to h x w.
 Tensor3 preprocess_at(const Image& img, const Config& c, int h, int w);
+// What preprocess_at does, as one plan (for the window's description of the steps): at the native size
+// plan_preprocess; squashed, a straight resize to w x h; else the shorter side resized for a square of
+// side max(h, w) (the resize scaled with it) and the centre crop h x w of that square, as one crop.
+PreprocessPlan plan_preprocess_at(const Image& img, const Config& c, int h, int w);
 // An already-normalized input read from `what` (an --input .npy): it must be
 // (channels, H, W) for this model, H and W multiples of its patch size (the native
 // size or another one the run adapts to), else a FileError naming `what`, the shape

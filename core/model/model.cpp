@@ -71,7 +71,8 @@ RunDims run_dims(const Config& c, const Options& o) {
                                     std::to_string(kMaxImageSize) + " per side");
     if (o.pooling && *o.pooling != c.pooling &&
         !((c.pooling == Pooling::Cls || c.pooling == Pooling::Mean) && c.cls_token &&
-          (*o.pooling == Pooling::Cls || *o.pooling == Pooling::Mean) && c.head != Head::Projection))
+          (*o.pooling == Pooling::Cls || *o.pooling == Pooling::Mean) && c.head != Head::Projection &&
+          c.head != Head::Distilled))  // DeiT's two heads read the cls and dist rows themselves
         throw std::invalid_argument(std::string("pooling ") + pooling_name(*o.pooling) + " does not apply to this model (" +
                                     family_label(c.family) + ", pooling " + pooling_name(c.pooling) +
                                     "): the pooling switch is for ViT classifiers with a cls token, between cls and mean");

@@ -209,7 +209,7 @@ Tensor2 attn_distance_mean(const Weights& w, const std::vector<Tensor3>& inputs,
     return acc / float(done);
 }
 
-std::vector<Tensor3> dataset_inputs(const Dataset& d, int n, const Config& c) {
+std::vector<Tensor3> dataset_inputs(const Dataset& d, int n, const Config& c, int h, int w) {
     // Each image through the model's own preprocessing (dataset_input -> preprocess): for a
     // 3-channel model the gray plane is repeated (PIL's convert("RGB")), then resized and
     // cropped as the model's config says, as a gray PNG of the same image would be.
@@ -219,7 +219,7 @@ std::vector<Tensor3> dataset_inputs(const Dataset& d, int n, const Config& c) {
     const int m = n <= 0 ? d.n : std::min(n, d.n);
     std::vector<Tensor3> v;
     v.reserve(size_t(m));
-    for (int i = 0; i < m; ++i) v.push_back(dataset_input(d, i, c));
+    for (int i = 0; i < m; ++i) v.push_back(dataset_input(d, i, c, h, w));
     return v;
 }
 
@@ -487,8 +487,12 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
         if (is_out) {
             if (opt.affine) {
                 const LayerNormW& lw = site == LnSite::Final ? w.ln_f
+                                       : site == LnSite::Pre ? w.ln_pre     // CLIP's ln_pre
+                                       : site == LnSite::Head ? w.map.ln    // SigLIP's pooling head
                                        : site == LnSite::Ln1 ? w.blocks.at(size_t(l)).ln1
                                                              : w.blocks.at(size_t(l)).ln2;
+                if (lw.g.size() != D || lw.b.size() != D)
+                    throw std::invalid_argument(stage + ": the weights have no gamma and beta of width " + std::to_string(D));
                 const double g = lw.g(col), b = lw.b(col);
                 m.value = n * g + b;
                 m.scale = std::fabs(n * g) + std::fabs(b);
@@ -530,21 +534,39 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
     case CellRule::HeadLinear: {
         const size_t k = index[0], D = size_t(c.width);
         if (si->from.empty()) throw std::invalid_argument(stage + ": no input in the stage table");
+        if (id.kind == SK::Logits && c.head == Head::Distilled) {
+            // DeiT distilled: logits = (logits_cls + logits_dist) / 2, both recorded
+            const Array& a = need(t, {SK::LogitsCls, -1}, stage);
+            const Array& b = need(t, {SK::LogitsDist, -1}, stage);
+            const double x = a.data()[k], y = b.data()[k];
+            m.formula = "logits[k] = (logits_cls[k] + logits_dist[k]) / 2   (DeiT distilled: head(cls) and head_dist(dist))";
+            m.lines.push_back("class " + std::to_string(k) + (k < c.class_names.size() ? " (" + c.class_names[k] + ")" : "") +
+                              ": (" + num(x) + " + " + num(y) + ") / 2");
+            m.value = (x + y) / 2;
+            m.scale = (std::fabs(x) + std::fabs(y)) / 2;
+            break;
+        }
+        const bool dist = id.kind == SK::LogitsDist;  // DeiT's distillation head reads the dist token
+        const Tensor2& hw = dist ? w.head_dist_w : w.head_w;
+        const Tensor1& hb = dist ? w.head_dist_b : w.head_b;
+        const char* hname = dist ? "head_dist" : "head";
+        if (hw.dimension() != 2 || hw.shape(0) <= k || hw.shape(1) != D)
+            throw std::invalid_argument(stage + ": the weights have no " + hname + " of width " + std::to_string(D));
         const StageId fid = si->from[0];
         const std::string fname = t.table().name(fid);
         const Array& f = need(t, fid, stage);
         if (f.size() != D) throw std::invalid_argument(stage + ": " + fname + " has shape " + shape_str_of(f));
-        m.formula = "logits[k] = sum_u " + fname + "[u] * head.weight[k, u] + head.bias[k]";
+        m.formula = stage + "[k] = sum_u " + fname + "[u] * " + hname + ".weight[k, u] + " + hname + ".bias[k]";
         m.lines.push_back("class " + std::to_string(k) +
                           (size_t(k) < c.class_names.size() ? " (" + c.class_names[k] + ")" : "") + ": " + fname +
-                          " . head row " + std::to_string(k) + " over " + std::to_string(D) + " dims:");
+                          " . " + hname + " row " + std::to_string(k) + " over " + std::to_string(D) + " dims:");
         for (size_t u = 0; u < D; ++u) {
-            const double fu = f.data()[u], wu = w.head_w(k, u);
+            const double fu = f.data()[u], wu = hw(k, u);
             m.terms.push_back({"f[" + std::to_string(u) + "]*W[" + std::to_string(k) + "," + std::to_string(u) + "]",
                                fu, wu, fu * wu});
         }
         term_lines(m, max_terms);
-        const double dot = sum_of(m.terms), b = w.head_b(k);
+        const double dot = sum_of(m.terms), b = hb(k);
         m.value = dot + b;
         m.scale = sum_abs(m.terms) + std::fabs(b);
         m.lines.push_back("sum = " + num(dot) + ", + bias " + num(b) + " = " + num(m.value));
@@ -558,7 +580,7 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
 std::string options_json(const Options& opt, const Config& c) {
     auto b = [](bool v) { return v ? "true" : "false"; };
     return std::string("{\"elementwise_affine\": ") + b(opt.affine) + ", \"unbiased\": " + b(opt.unbiased) +
-           ", \"pooling\": \"" + (opt.pooling_for(c) == Pooling::Cls ? "cls" : "mean") +
+           ", \"pooling\": \"" + pooling_name(opt.pooling_for(c)) +
            "\", \"bug_scale_after_softmax\": " + b(opt.bug_scale_after_softmax) +
            ", \"bug_reshape_patches\": " + b(opt.bug_reshape_patches) +
            ", \"interventions\": " + interventions_json(opt.iv) + "}";

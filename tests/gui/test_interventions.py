@@ -133,7 +133,7 @@ def check_clicks(app):
 def check_what_it_uses(app):
     exp = os.path.join(app.dir, "uses")
     os.makedirs(exp, exist_ok=True)
-    _, lay = app.shot("--tab", "10", "--ablate-head", "0.0", "--export-npy", "--export-dir", exp)
+    _, lay = app.shot("--tab", "13", "--ablate-head", "0.0", "--export-npy", "--export-dir", exp)
     expect(lay["strings"].get("uses.state") == "done", f"the What it uses tab computed its sweeps ({lay['strings'].get('uses.state')})")
     out = os.path.join(app.dir, "an.npz")
     import subprocess
@@ -156,7 +156,7 @@ def check_what_it_uses(app):
     r = lay["rects"].get("uses.heads")
     if r:
         cell = (r[0] + r[2] / 4 * 2, r[1] + r[3] / 6 * 4, r[2] / 4, r[3] / 6)  # layer 4, head 2
-        _, lay2 = app.shot("--tab", "10", "--hover", centre(cell), "--click")
+        _, lay2 = app.shot("--tab", "13", "--hover", centre(cell), "--click")
         expect(lay2["shown_options"]["interventions"] == "head 4.2 zeroed",
                f"a click on head 4.2 of the picture knocks it out ({lay2['shown_options']['interventions']})")
     expect(lay["strings"].get("uses.heads.best") == "4.2", "the largest is head 4.2, as vitscope-cli finds it"
