@@ -2,6 +2,7 @@
 
 #include <GLFW/glfw3.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "heads_prompt.h"
@@ -15,7 +16,12 @@ std::string window_title(const Session& s) {
     return t;
 }
 
-void draw_frame(AppContext& app, int W, int H) {
+PanelWidths panel_widths(float W) {
+    // the centre gets what the side panels leave: at 1280 px about 740, at 2560 about 1680
+    return PanelWidths{std::clamp(0.16f * W, 200.f, 320.f), std::clamp(0.24f * W, 300.f, 560.f)};
+}
+
+void draw_frame(AppContext& app, float W, float H) {
     ViewCtx v = app.view();
     UiState& ui = app.ui;
     app.probe.clear();
@@ -23,7 +29,8 @@ void draw_frame(AppContext& app, int W, int H) {
     HandleKeys(v);
     app.tabs.tick(v);
     HandleTourKeys(v);
-    const float top = 70, left = 260, right = 380, bottom = 28;
+    const PanelWidths pw = panel_widths(W);
+    const float left = pw.left, right = pw.right, bottom = std::max(ImGui::GetFrameHeight() + 12, ImGui::GetStyle().WindowMinSize.y);
     const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoTitleBar |
                                    ImGuiWindowFlags_NoBringToFrontOnFocus;
@@ -31,9 +38,13 @@ void draw_frame(AppContext& app, int W, int H) {
         ImGui::SetNextWindowPos(ImVec2(x, y));
         ImGui::SetNextWindowSize(ImVec2(w, h));
     };
-    place(0, 0, float(W), top);
-    ImGui::Begin("toolbar", nullptr, fixed);
+    // the toolbar wraps onto as many rows as the width needs: its height is its content's
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSizeConstraints(ImVec2(W, 0), ImVec2(W, H * 0.4f));
+    ImGui::Begin("toolbar", nullptr, (fixed & ~ImGuiWindowFlags_NoResize) | ImGuiWindowFlags_AlwaysAutoResize);
     DrawToolbar(v, app.toolbar, app.exports, tab_spec(ui.tab).export_name != nullptr);
+    const float top = std::max(ImGui::GetWindowSize().y, 2 * ImGui::GetFrameHeightWithSpacing());
+    app.probe.rects["toolbar"] = Rect{0, 0, W, top};
     ImGui::End();
     place(0, top, left, float(H) - top - bottom);
     ImGui::Begin("navigator", nullptr, fixed);
@@ -41,8 +52,10 @@ void draw_frame(AppContext& app, int W, int H) {
     ImGui::End();
     place(float(W) - right, top, right, float(H) - top - bottom);
     ImGui::Begin("image", nullptr, fixed);
-    ImGui::BeginChild("imgpanel", ImVec2(0, ImGui::GetContentRegionAvail().y - 150));
+    ImGui::BeginChild("imgpanel", ImVec2(0, ImGui::GetContentRegionAvail().y - predictions_height(v)));
+    ImGui::PushTextWrapPos(0);  // its lines wrap at the panel's edge, whatever its width
     DrawImagePanel(v, app.image);
+    ImGui::PopTextWrapPos();
     ImGui::EndChild();
     DrawPredictions(v);
     ImGui::End();
@@ -80,6 +93,7 @@ void draw_frame(AppContext& app, int W, int H) {
         app.title = title;
     }
     app.probe.strings["title"] = title;
+    RecordWindows(app.probe);
 }
 
 }  // namespace vit::app

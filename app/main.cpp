@@ -7,6 +7,7 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui_internal.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdio>
 #include <filesystem>
@@ -56,14 +57,48 @@ GLFWwindow* open_window(const AppArgs& a) {
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
     io.IniFilename = nullptr;  // a fixed layout; nothing to remember
-    const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-    if (std::filesystem::exists(font)) io.Fonts->AddFontFromFileTTF(font, 15.f);
     ImGui::StyleColorsDark();
     ImGuiStyle& st = ImGui::GetStyle();
     st.WindowRounding = 0; st.FrameRounding = 3; st.WindowBorderSize = 1;
+    // opaque panels and tooltips: nothing behind them shows through their text
+    st.Colors[ImGuiCol_WindowBg].w = 1.f;
+    st.Colors[ImGuiCol_PopupBg].w = 1.f;
+    st.Colors[ImGuiCol_ChildBg].w = 0.f;
     ImGui_ImplGlfw_InitForOpenGL(win, true);
     ImGui_ImplOpenGL3_Init("#version 330 core");
     return win;
+}
+
+// The content scale (HiDPI): ImGui lays out in logical pixels (framebuffer / scale) and renders at
+// the framebuffer's resolution, so every size in the views scales at once; the font is rasterised at
+// its size on screen (15 x scale px) and drawn at 1 / scale, so text stays sharp. Rebuilt when the
+// scale changes (a window moved to another monitor, the sweep's 2x round).
+void apply_ui_scale(AppContext& app) {
+    const float want = std::clamp(app.ui_scale, 0.5f, 4.f);
+    if (want == app.font_scale) return;
+    ImGuiIO& io = ImGui::GetIO();
+    io.Fonts->Clear();
+    const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+    if (std::filesystem::exists(font)) {
+        io.Fonts->AddFontFromFileTTF(font, 15.f * want);
+    } else {
+        ImFontConfig fc;
+        fc.SizePixels = 13.f * want;
+        io.Fonts->AddFontDefault(&fc);
+    }
+    io.FontGlobalScale = 1.f / want;
+    if (app.font_scale > 0) {  // the backend made the first atlas texture; later ones are remade here
+        ImGui_ImplOpenGL3_DestroyFontsTexture();
+        ImGui_ImplOpenGL3_CreateFontsTexture();
+    }
+    app.font_scale = want;
+}
+
+// The monitor's content scale (1 on a plain X server, 2 on a HiDPI desktop set to 200%).
+float content_scale(GLFWwindow* win) {
+    float xs = 1, ys = 1;
+    glfwGetWindowContentScale(win, &xs, &ys);
+    return xs > 0 ? xs : 1.f;
 }
 
 void close_window(GLFWwindow* win) {
@@ -118,6 +153,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.tab) ui.tab = *a.tab;
     ui.tour_step = a.tour;  // applied to the stage once the trace is in (tabs/tab_map.cpp)
     if (a.opacity >= 0) ui.opacity = a.opacity;
+    ui.attention_per_map = a.attention_per_map;
     app.export_dir = a.export_dir;
     ui.patch = a.patch;
     if (a.cell) { ui.cell_r = a.cell->first; ui.cell_c = a.cell->second; }
@@ -177,18 +213,31 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
         }
         if (driver) driver->before_frame(app);
 
+        if (a.ui_scale <= 0 && !a.headless()) app.ui_scale = content_scale(app.win);  // follows the monitor
+        apply_ui_scale(app);
         ImGui_ImplOpenGL3_NewFrame();
         ImGui_ImplGlfw_NewFrame();
+        int W, H;
+        glfwGetFramebufferSize(app.win, &W, &H);
+        {
+            // logical pixels: the framebuffer divided by the content scale (the mouse too)
+            ImGuiIO& io = ImGui::GetIO();
+            const float sc = app.font_scale;
+            int ww = 1, wh = 1;
+            glfwGetWindowSize(app.win, &ww, &wh);
+            io.DisplaySize = ImVec2(float(W) / sc, float(H) / sc);
+            io.DisplayFramebufferScale = ImVec2(sc, sc);
+            if (io.MousePos.x > -FLT_MAX / 2 && ww > 0 && wh > 0)
+                io.MousePos = ImVec2(io.MousePos.x * float(W) / float(ww) / sc, io.MousePos.y * float(H) / float(wh) / sc);
+        }
         if (a.headless()) {
             // Xvfb's pointer sits wherever it is: no hover (and no tooltip) unless --hover asks.
             ImGui::GetIO().MousePos = a.hover ? ImVec2(a.hover->first, a.hover->second) : ImVec2(-FLT_MAX, -FLT_MAX);
         }
         ImGui::NewFrame();
         app.gfx.begin_frame();
-        int W, H;
-        glfwGetFramebufferSize(app.win, &W, &H);
         try {
-            draw_frame(app, W, H);
+            draw_frame(app, ImGui::GetIO().DisplaySize.x, ImGui::GetIO().DisplaySize.y);
         } catch (const std::exception& e) {
             // a view's bug: recover ImGui's stacks, report it, keep the window alive
             ImGui::ErrorCheckEndFrameRecover(nullptr);
@@ -232,6 +281,8 @@ int main(int argc, char** argv) {
     {
         auto app = std::make_unique<AppContext>();
         app->win = win;
+        app->ui_scale = a.ui_scale > 0 ? a.ui_scale : content_scale(win);
+        apply_ui_scale(*app);
         glfwSetWindowUserPointer(win, app.get());
         if (settings.enabled()) app->settings = &settings;
         if (std::string err = app->gfx.init(a.shader_dir); !err.empty()) std::fprintf(stderr, "vitscope: %s\n", err.c_str());

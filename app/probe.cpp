@@ -41,11 +41,16 @@ std::vector<ProbeKey> make_schema() {
         {K::Top, "numbers", "numbers drawn: {key: value}"},
         {K::Top, "strings", "texts shown: {key: text}"},
         {K::Top, "texts", "labels: [{group, text, box, clip}]"},
+        {K::Top, "windows", "every window drawn: [{name, rect, content_right, content_bottom, right, bottom, scroll_x, scroll_y, floating}]"},
+        {K::Top, "heatmaps", "every heatmap drawn: [{name, rect, rows, cols, cell_w, cell_h, key}]"},
+        {K::Top, "ui_scale", "the content scale (logical pixels are the framebuffer's over it)"},
         {K::Top, "schema", "this list"},
         {K::Top, "undeclared", "keys written that this list does not declare (must be empty)"},
 
         // ---- frame, panels, status bar
         {K::Rect, "center", "the centre panel (the tabs)"},
+        {K::Rect, "toolbar", "the toolbar (as many rows as the width needs)"},
+        {K::Rect, "toolbar.{export|help}", "the Export menu's button and the help mark"},
         {K::Rect, "toolbar.<checkbox>", "a toolbar BUG switch"},
         {K::Rect, "status.line", "the status bar's line"},
         {K::Rect, "status.gemm", "the status bar's GEMM field"},
@@ -74,6 +79,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "overlay.values", "the overlay's values, comma-separated"},
         {K::String, "prediction", "the top-1 class name"},
         {K::String, "predictions.note", "why the predictions mean nothing"},
+        {K::String, "predictions.{domain|nonfinite}", "the image is outside what the model knows; the prediction is not a number"},
         {K::String, "heads.prompt", "why the window asks for the head count"},
         {K::Rect, "heads.prompt", "the heads question"},
         {K::Rect, "heads.choice.<n>", "a head count to choose"},
@@ -87,18 +93,27 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, kHeatmaps + ".cell", "the framed cell (the math panel's)"},
         {K::Number, kHeatmaps + ".{vmin|vmax|mode|rows|cols|cell_w|cell_h}", "a heatmap's range, colour map and cells"},
         {K::Group, kHeatmaps + ".{rows|cols|colorbar}", "a heatmap's axis and colour-bar labels"},
+        {K::Group, "<heatmap>.nonfinite", "a heatmap's legend of NaN / Inf cells"},
+        {K::Number, "<heatmap>.nonfinite.count", "how many of its cells are NaN / Inf"},
+        {K::Rect, "<picture>.key", "a horizontal colour key (heatmap.cpp ColorKey)"},
+        {K::Number, "<picture>.key.{vmin|vmax|mode}", "its range and colour map"},
+        {K::Group, "<picture>.key", "its figures and marks"},
+        {K::String, "<picture>.random", "the random-weights note beside an attention picture"},
         {K::Number, "stats.{shown|all}.{min|max|mean|std|n}", "statistics of the slice shown and the whole tensor"},
 
         // ---- Stage tab (tabs/tab_stage.cpp)
         {K::Number, "stage.showing_grad", "1 when the gradient is drawn"},
+        {K::Number, "ln.stacked", "1 when normalized and out are drawn one above the other"},
         {K::String, "stage.message", "why the stage view shows no heatmap"},
         {K::String, "stage.title", "the stage's title"},
+        {K::String, "stage.shape", "the line with the stage's name, shape and axes"},
         {K::String, "stage.what", "the stage's explanation"},
         {K::String, "stage.torch", "the stage's PyTorch line"},
         {K::String, "stage.options", "the options the trace on screen was computed with"},
         {K::String, "stage.running", "a pass with other options is running (said above the view)"},
         {K::Rect, "bar.<class>", "a logit's bar"},
-        {K::Group, "bars.{names|values}", "the bar chart's labels"},
+        {K::Group, "bars.{names|values|axis}", "the bar chart's labels and its axis"},
+        {K::Group, "vbars.axis", "a vector's bar chart's axis"},
         {K::Number, "bars.{zero_x|px_per_unit|shown}", "the bar chart's scale"},
         {K::Rect, "cellmath", "the math panel"},
         {K::Number, "cellmath.{ok|value|recorded|scale|terms}", "the math of one cell"},
@@ -106,8 +121,16 @@ std::vector<ProbeKey> make_schema() {
 
         // ---- Attention maps, Changes
         {K::Rect, "grid.<layer>.<head or mean>", "one map of the attention grid"},
+        {K::Number, "attn.{per_map|shared_max|uniform}", "the attention grid's scale"},
+        {K::String, "attn.ranges", "each map's max, when each has its own scale"},
+        {K::Group, "attn.ranges", "each map's max, under it"},
         {K::String, "changes.message", "why the Changes tab shows no difference map"},
         {K::String, "changes.options", "the options the difference is of"},
+        {K::String, "changes.{baseline|first|slice|same}", "the baseline's options, the first stage that changed, the slice shown, why the map is white"},
+        {K::Number, "changes.{scale_max|max_abs}", "the bars' scale (the largest relative change); the map's largest |difference|"},
+        {K::Rect, "changes.axis", "the bars' axis"},
+        {K::Rect, "changes.bar.<stage>", "a stage's bar"},
+        {K::Group, "changes.{axis|list}", "the bars' axis figures; the values and stage names"},
 
         // ---- Train
         {K::Rect, "train.loss", "the loss curve"},
@@ -115,7 +138,7 @@ std::vector<ProbeKey> make_schema() {
 
         // ---- Logit lens, Positions, Filters
         {K::Rect, "lens", "the logit lens chart"},
-        {K::String, "lens.{message|note|reads|top|values}", "the logit lens's texts and numbers"},
+        {K::String, "lens.{message|note|reads|top|values|classes}", "the logit lens's texts and numbers"},
         {K::Rect, "pos.{grid|selected}", "the position-similarity maps"},
         {K::Number, "pos.patch", "the patch shown large"},
         {K::String, "pos.{message|values}", "the Positions tab's texts and numbers"},
@@ -212,6 +235,8 @@ void Probe::clear() {
     numbers.clear();
     strings.clear();
     texts.clear();
+    windows.clear();
+    heatmaps.clear();
 }
 
 std::vector<std::string> Probe::undeclared() const {

@@ -26,6 +26,9 @@ struct UiState {
     int tour_step = -1;       // the guided tour's step (-1: off)
     int tour_applied = -1;    // the step whose stage was last selected (model_map.cpp)
     ScaleMode scale_mode = ScaleMode::PerTensor;
+    // Attention pictures (the grid, the thumbnails, the overlay): one scale from 0 shared by every
+    // map on screen (false), or each map from 0 to its own largest value, its range printed (true).
+    bool attention_per_map = false;
     bool show_grad = false;   // show d logit / d stage instead of the stage
     Tab tab = Tab::Stage;
     Overlay overlay = Overlay::Cls;

@@ -18,6 +18,7 @@
 #include "jobs.h"
 #include "tabs/tab.h"
 #include "core/teach/teach.h"
+#include "core/model/finite.h"
 
 namespace fs = std::filesystem;
 
@@ -94,7 +95,13 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
     char* model_path = tb.model_path;
     char* image_path = tb.image_path;
     const int heads = 0;  // from the file, its config.json or the published shapes; else the window asks
+    // Items flow left to right and wrap onto a new row when the window is too narrow for them
+    // (1280 px: three rows); the path boxes shrink with the window.
+    Flow flow;
+    const float W = ImGui::GetContentRegionAvail().x;
+    const float path_w = std::clamp(W * 0.14f, 140.f, 320.f);
     // Model
+    flow.next(150);
     ImGui::SetNextItemWidth(150);
     if (ImGui::BeginCombo("##model", s.model_spec().size() > 24 ? ("..." + s.model_spec().substr(s.model_spec().size() - 21)).c_str() : s.model_spec().c_str())) {
         if (ImGui::Selectable("default (embedded Fashion-MNIST)")) s.begin_load_model("default");
@@ -116,31 +123,30 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
         }
         ImGui::EndCombo();
     }
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(220);
+    flow.next(path_w);
+    ImGui::SetNextItemWidth(path_w);
     bool enter = ImGui::InputTextWithHint("##mpath", "checkpoint .safetensors/.pth", model_path, sizeof tb.model_path,
                                           ImGuiInputTextFlags_EnterReturnsTrue);
-    ImGui::SameLine();
-    ImGui::Text("heads %d", s.config().heads);  // in force; a file that does not say is asked about (heads_prompt.cpp)
+    const std::string heads_text = "heads " + std::to_string(s.config().heads);
+    flow.next(Flow::text_w(heads_text.c_str()));
+    ImGui::TextUnformatted(heads_text.c_str());  // in force; a file that does not say is asked about (heads_prompt.cpp)
     if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("from %s", s.model().heads_from.empty() ? "the model's config" : s.model().heads_from.c_str());
     pr.strings["toolbar.heads"] = std::to_string(s.config().heads);
-    ImGui::SameLine();
+    flow.next(Flow::button_w("Load model"));
     if (ImGui::Button("Load model") || enter) s.begin_load_model(model_path, heads);
-    ImGui::SameLine();
+    flow.next(Flow::button_w("...##m"));
     if (ImGui::Button("...##m")) ImGui::OpenPopup("Open checkpoint");
     std::string picked;
     if (DrawFileBrowser(tb.browser, "Open checkpoint", picked, {".safetensors", ".pth", ".pt", ".bin"})) {
         std::snprintf(model_path, sizeof tb.model_path, "%s", picked.c_str());
         s.begin_load_model(picked, heads);
     }
-    ImGui::SameLine();
-    ImGui::TextDisabled("|");
-    ImGui::SameLine();
     // Image
     if (!tb.samples) tb.samples = sample_images();
     const std::vector<std::string>& samples = *tb.samples;
     for (auto& p : samples) pr.strings["toolbar.samples"] += fs::path(p).filename().string() + "\n";  // what the menu lists
+    flow.next(170, true);
     ImGui::SetNextItemWidth(170);
     std::string cur = fs::path(s.image_path()).filename().string();
     if (ImGui::BeginCombo("##img", cur.empty() ? "sample image" : cur.c_str())) {
@@ -149,32 +155,34 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
         if (std::string r = RecentMenu(v.settings, false); !r.empty()) s.load_image(r);
         ImGui::EndCombo();
     }
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(200);
+    flow.next(path_w);
+    ImGui::SetNextItemWidth(path_w);
     bool ienter = ImGui::InputTextWithHint("##ipath", "image path (or drop a file)", image_path, sizeof tb.image_path,
                                            ImGuiInputTextFlags_EnterReturnsTrue);
-    ImGui::SameLine();
+    flow.next(Flow::button_w("Load image"));
     if (ImGui::Button("Load image") || ienter) s.load_image(image_path);
-    ImGui::SameLine();
+    flow.next(Flow::button_w("...##i"));
     if (ImGui::Button("...##i")) ImGui::OpenPopup("Open image");
     if (DrawFileBrowser(tb.browser, "Open image", picked, {".png", ".jpg", ".jpeg", ".bmp"})) {  // what vit::image_formats() reads
         std::snprintf(image_path, sizeof tb.image_path, "%s", picked.c_str());
         s.load_image(picked);
     }
-    // Options (second row)
+    // Options (a new row)
+    flow.new_row();
     Options o = s.options();
+    flow.next(Flow::checkbox_w("LayerNorm elementwise_affine (A)"));
     ImGui::Checkbox("LayerNorm elementwise_affine (A)", &o.affine);
-    ImGui::SameLine();
+    flow.next(Flow::checkbox_w("unbiased std, N-1 (U)"));
     ImGui::Checkbox("unbiased std, N-1 (U)", &o.unbiased);
-    ImGui::SameLine();
     int pool = o.pooling ? int(*o.pooling) + 1 : 0;  // 0: the model's own pooling
+    flow.next(Flow::labelled_w(130, "pooling"));
     ImGui::SetNextItemWidth(130);
     const char* pools[] = {"model's pooling", "cls token", "mean of patches"};
     if (ImGui::Combo("pooling", &pool, pools, 3))
         o.pooling = pool == 0 ? std::nullopt : std::optional<Pooling>(Pooling(pool - 1));
     // Two classic bugs (Options::bug_*), off by default; red when on, and the status bar says BUG.
     auto bug_box = [&](const char* label, bool& on_off, const char* tip) {
-        ImGui::SameLine();
+        flow.next(Flow::checkbox_w(label));
         const bool on = on_off;
         if (on) {
             ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 90, 90, 255));
@@ -194,20 +202,30 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
             "a classic bug, on purpose: img.reshape(N, C*P*P) instead of cutting P x P tiles (unfold);\n"
             "each 'patch' is then a run of pixel rows. The Changes tab shows what it does downstream.");
     s.set_options(o);
-    ImGui::SameLine();
+    flow.next(Flow::button_w("Reset options"));
     if (ImGui::Button("Reset options")) s.set_options(Options{});
-    ImGui::SameLine();
-    ImGui::TextDisabled("|");
-    ImGui::SameLine();
-    if (ImGui::Button("Export view PNG")) req.view_png = true;
-    ImGui::SameLine();
-    // on a teaching tab: the numbers it draws, as .npy and .csv
-    if (ImGui::Button(tab_exports_numbers ? "Numbers .npy+.csv" : "Tensor .npy")) req.npy = true;
-    ImGui::SameLine();
-    if (ImGui::Button("Trace .npz")) req.npz = true;
+    // Exports: one menu (the view as PNG, the tensor or the tab's numbers, the whole trace)
+    flow.next(Flow::button_w("Export...") + Flow::text_w("(?)") + ImGui::GetStyle().ItemSpacing.x, true);
+    if (ImGui::Button("Export...")) ImGui::OpenPopup("export");
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        pr.rects["toolbar.export"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    if (ImGui::BeginPopup("export")) {
+        if (ImGui::MenuItem("View as PNG")) req.view_png = true;
+        // on a teaching tab: the numbers it draws, as .npy and .csv
+        if (ImGui::MenuItem(tab_exports_numbers ? "Numbers .npy+.csv" : "Tensor .npy")) req.npy = true;
+        if (ImGui::MenuItem("Trace .npz (every stage)")) req.npz = true;
+        ImGui::EndPopup();
+    }
     ImGui::SameLine();
     ImGui::TextDisabled("(?)");
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        pr.rects["toolbar.help"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
     if (v.hover && ImGui::IsItemHovered()) {
+        ImGui::SetNextWindowBgAlpha(1.f);  // opaque: nothing behind shows through
         ImGui::BeginTooltip();
         ImGui::Text("Keys");
         ImGui::BulletText("Up/Down or Left/Right: previous / next stage");
@@ -612,6 +630,82 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     }
 }
 
+namespace {
+
+// Text cut to fit `w` pixels, with "..." when cut.
+std::string fit_text(const std::string& t, float w, bool& cut) {
+    cut = false;
+    if (ImGui::CalcTextSize(t.c_str()).x <= w) return t;
+    cut = true;
+    size_t lo = 0, hi = t.size();
+    while (lo < hi) {  // the longest prefix that fits with the ellipsis
+        size_t mid = (lo + hi + 1) / 2;
+        if (ImGui::CalcTextSize((t.substr(0, mid) + "...").c_str()).x <= w) lo = mid; else hi = mid - 1;
+    }
+    return t.substr(0, lo) + "...";
+}
+
+// Whether a decoded image has colour (a channel differs from another somewhere), not just three
+// equal channels.
+bool has_colour(const Image& im) {
+    if (im.channels < 3 || rank(im.pixels) != 3) return false;
+    const size_t plane = size_t(im.width) * size_t(im.height);
+    const float* p = im.pixels.data();
+    for (size_t i = 0; i < plane; ++i)
+        if (std::fabs(p[i] - p[plane + i]) > 2.f / 255 || std::fabs(p[plane + i] - p[2 * plane + i]) > 2.f / 255) return true;
+    return false;
+}
+
+// The notes above the predictions, from what is known: presets' random weights, a photo outside
+// what the model was trained on (its metadata names the data set; its input is gray and small), and
+// a prediction that is not a number.
+std::vector<std::pair<std::string, std::string>> prediction_notes(const Session& s) {
+    std::vector<std::pair<std::string, std::string>> v;  // (probe key, text)
+    if (std::string note = weights_note(s); !note.empty())
+        v.push_back({"predictions.note", "Top predictions (" + note + ": meaningless)"});
+    if (std::string d = domain_note(s); !d.empty()) v.push_back({"predictions.domain", d});
+    const Trace* t = s.trace();
+    if (const Array* probs = t ? t->find(StageId{StageKind::Probs}) : nullptr) {
+        const NonFinite nf = count_nonfinite(*probs);
+        if (nf.any()) v.push_back({"predictions.nonfinite", "No prediction: probs holds " + nf.describe() + " (see the error panel)"});
+    }
+    return v;
+}
+
+}  // namespace
+
+std::string domain_note(const Session& s) {
+    if (!s.has_image()) return "";
+    const auto m = s.shown_model();
+    const Config& c = s.shown_config();
+    const Image& im = s.image();
+    const int fw = im.file_width > 0 ? im.file_width : im.width, fh = im.file_height > 0 ? im.file_height : im.height;
+    auto it = m->metadata.find("dataset");
+    const std::string dataset = it == m->metadata.end() ? "" : it->second;
+    const bool colour_lost = c.channels == 1 && has_colour(im);
+    const int shrink = std::max(fw, fh) / std::max(1, c.image_size);
+    std::string what;
+    if (colour_lost) what = "this colour photo was turned gray";
+    if (shrink >= 4) what += (what.empty() ? "this " + std::to_string(fw) + "x" + std::to_string(fh) + " image was" : " and") +
+                             std::string(" shrunk ") + std::to_string(shrink) + "x";
+    if (what.empty()) return "";
+    const std::string input = std::to_string(c.image_size) + "x" + std::to_string(c.image_size) + (c.channels == 1 ? " gray" : " RGB");
+    if (dataset == "fashion-mnist")
+        return "This model knows only " + input + " pictures of clothing (Fashion-MNIST, its training data): " + what +
+               ", and the prediction is one of its " + std::to_string(c.classes) + " clothing classes whatever the photo shows.";
+    if (!dataset.empty())
+        return "This model was trained on " + dataset + " (" + input + "): " + what + "; a photo unlike its training data gets a guess.";
+    return "This model takes " + input + " input: " + what + ".";
+}
+
+float predictions_height(ViewCtx& v) {
+    const float w = ImGui::GetContentRegionAvail().x;
+    float h = ImGui::GetTextLineHeightWithSpacing() + 5 * ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().WindowPadding.y;
+    for (auto& [key, text] : prediction_notes(v.s))
+        h += ImGui::CalcTextSize(text.c_str(), nullptr, false, w).y + ImGui::GetStyle().ItemSpacing.y;
+    return h;
+}
+
 void DrawPredictions(ViewCtx& v) {
     Session& s = v.s;
     Probe& pr = v.probe;
@@ -623,20 +717,28 @@ void DrawPredictions(ViewCtx& v) {
     auto p = [pv](size_t i) { return pv[i]; };
     const Config& c = s.shown_config();
     const std::vector<int> idx = top_k(pv, pt.size(), 5);  // the CLI's order too: ties by class index
-    if (std::string note = weights_note(s); !note.empty()) {
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "Top predictions (%s: meaningless)", note.c_str());
-        pr.strings["predictions.note"] = note;
-    } else {
-        ImGui::TextDisabled("Top predictions");
+    const auto notes = prediction_notes(s);
+    bool titled = false;
+    ImGui::PushTextWrapPos(0);
+    for (auto& [key, text] : notes) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", text.c_str());
+        if (key == "predictions.note") { pr.strings[key] = weights_note(s); titled = true; }
+        else pr.strings[key] = text;
     }
+    ImGui::PopTextWrapPos();
+    if (!titled) ImGui::TextDisabled("Top predictions");
+    const float bar_w = std::min(120.f, ImGui::GetContentRegionAvail().x * 0.4f);
     for (int k = 0; k < std::min<int>(5, int(idx.size())); ++k) {
         int i = idx[size_t(k)];
         std::string name = c.class_names.size() == pt.size() ? c.class_names[size_t(i)] : "class " + std::to_string(i);
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.1f%%", 100 * p(size_t(i)));
-        ImGui::ProgressBar(p(size_t(i)), ImVec2(120, 0), buf);
+        ImGui::ProgressBar(p(size_t(i)), ImVec2(bar_w, 0), buf);
         ImGui::SameLine();
-        ImGui::Text("%s", name.c_str());
+        // a long ImageNet name is cut to the panel, in full in its tooltip
+        bool cut = false;
+        ImGui::TextUnformatted(fit_text(name, ImGui::GetContentRegionAvail().x, cut).c_str());
+        if (cut && v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", name.c_str());
         if (k == 0) pr.strings["prediction"] = name;
         pr.strings["prediction." + std::to_string(k)] = std::to_string(i) + " " + name;
     }
@@ -664,19 +766,6 @@ std::string gemm_text() {
     std::string t = "matrix products: " + ops::gemm_engine();
     if (!ops::gemm_engine_best()) t += " (not the best kernel for this CPU: see vitscope-cli info)";
     return t + "; LAPACK: " + blas::describe();
-}
-
-// Text cut to fit `w` pixels, with "..." when cut.
-std::string fit_text(const std::string& t, float w, bool& cut) {
-    cut = false;
-    if (ImGui::CalcTextSize(t.c_str()).x <= w) return t;
-    cut = true;
-    size_t lo = 0, hi = t.size();
-    while (lo < hi) {  // the longest prefix that fits with the ellipsis
-        size_t mid = (lo + hi + 1) / 2;
-        if (ImGui::CalcTextSize((t.substr(0, mid) + "...").c_str()).x <= w) lo = mid; else hi = mid - 1;
-    }
-    return t.substr(0, lo) + "...";
 }
 
 }  // namespace

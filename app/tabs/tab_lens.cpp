@@ -63,14 +63,49 @@ public:
         for (int k = 0; k < K; ++k)
             names[size_t(k)] = int(c.class_names.size()) == K ? c.class_names[size_t(k)] : "class " + std::to_string(k);
         HeatmapArgs a;
-        a.data = vals.data(); a.rows = L; a.cols = K;
-        a.row_label = "layer"; a.col_label = "classes";
-        a.cm.mode = Colormap::Sequential; a.cm.vmin = 0; a.cm.vmax = 1;  // probabilities: one fixed scale
+        a.cm = quantity_colormap(Quantity::Probability, 0, 1);  // probabilities: one fixed scale, 0 to 1
         a.zoomable = false; a.colorbar = true; a.rect_name = "lens";
-        a.col_names = names;
-        a.index_prefix = "[layer ";
-        a.max_h = std::max(120.f, ImGui::GetContentRegionAvail().y - 30.f - (L + 1) * ImGui::GetTextLineHeightWithSpacing());
-        Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
+        if (K <= 30) {
+            // every class a column, every layer a row
+            a.data = vals.data(); a.rows = L; a.cols = K;
+            a.row_label = "layer"; a.col_label = "classes";
+            a.col_names = names;
+            a.index_prefix = "[layer ";
+            a.max_h = std::max(120.f, ImGui::GetContentRegionAvail().y - 30.f - (L + 1) * ImGui::GetTextLineHeightWithSpacing());
+            Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
+        } else {
+            // too many classes for a column each: the ones that matter, named down the side (each
+            // layer's most likely class, then the final prediction's top classes), layers across
+            std::vector<int> pick;
+            auto add = [&](int k) { if (std::find(pick.begin(), pick.end(), k) == pick.end()) pick.push_back(k); };
+            const std::vector<int> final_top = top_k(vals.data() + size_t(L - 1) * size_t(K), size_t(K), 10);
+            for (int k : final_top) add(k);
+            for (int l = 0; l < L; ++l) add(top_k(vals.data() + size_t(l) * size_t(K), size_t(K), 1).front());
+            const int P = int(std::min<size_t>(pick.size(), 24));
+            pick.resize(size_t(P));
+            if (keys_.stale("lens.sub", s.version())) {
+                sub_.assign(size_t(P) * size_t(L), 0.f);
+                for (int r = 0; r < P; ++r)
+                    for (int l = 0; l < L; ++l) sub_[size_t(r) * L + l] = vals.data()[size_t(l) * K + size_t(pick[size_t(r)])];
+                keys_.forget("lens.tex");
+            }
+            ImGui::TextDisabled("%d of the %d classes: the final top 10 and each layer's most likely class (the rest are not drawn; "
+                                "every value is in the export)", P, K);
+            auto short_name = [names](int k) {
+                std::string n = names[size_t(k)];
+                return n.substr(0, n.find(','));  // ImageNet names list synonyms: the first one
+            };
+            a.data = sub_.data(); a.rows = P; a.cols = L;
+            a.row_label = "classes (chosen)"; a.col_label = "layer";
+            a.row_name = [pick, short_name](int r) { return short_name(pick[size_t(r)]); };
+            a.row_long = [pick, names](int r) { return std::to_string(pick[size_t(r)]) + " " + names[size_t(pick[size_t(r)])]; };
+            a.index_prefix = "[class row ";
+            a.max_h = std::max(160.f, ImGui::GetContentRegionAvail().y - 30.f - (L + 1) * ImGui::GetTextLineHeightWithSpacing());
+            Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
+            std::string shown;
+            for (int k : pick) shown += (shown.empty() ? "" : ",") + std::to_string(k);
+            pr.strings["lens.classes"] = shown;
+        }
         std::string csv, top;
         char b[96];
         for (int l = 0; l < L; ++l) {
@@ -115,6 +150,7 @@ private:
     CacheKeys keys_;
     Texture tex_;        // the logit lens (L, K), vit::logit_lens
     Array vals_;         // its numbers
+    std::vector<float> sub_;  // many classes: the chosen ones (rows) x layers
     std::string error_;
 };
 
