@@ -17,7 +17,7 @@ add_executable(vitscope app/main.cpp app/app_args.cpp app/frame.cpp app/exports.
                app/tabs/table.cpp app/tabs/tab_stage.cpp app/tabs/tab_attention.cpp app/tabs/tab_changes.cpp
                app/tabs/tab_train.cpp app/tabs/tab_lens.cpp app/tabs/tab_positions.cpp app/tabs/tab_filters.cpp
                app/tabs/tab_distance.cpp app/tabs/tab_patches.cpp app/tabs/tab_map.cpp
-               app/paths.cpp app/settings.cpp app/settings_app.cpp app/heads_prompt.cpp)
+               app/tour.cpp app/paths.cpp app/settings.cpp app/settings_app.cpp app/heads_prompt.cpp)
 target_include_directories(vitscope PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
 # No source path is compiled in: app/paths.cpp finds the data next to the
 # executable (<prefix>/share/vitscope when installed). In the build tree this

@@ -18,7 +18,7 @@ std::string window_title(const Session& s) {
 
 PanelWidths panel_widths(float W) {
     // the centre gets what the side panels leave: at 1280 px about 740, at 2560 about 1680
-    return PanelWidths{std::clamp(0.16f * W, 200.f, 320.f), std::clamp(0.24f * W, 300.f, 560.f)};
+    return PanelWidths{std::clamp(0.16f * W, 200.f, 320.f), std::clamp(0.24f * W, 320.f, 560.f)};
 }
 
 void draw_frame(AppContext& app, float W, float H) {
@@ -80,7 +80,6 @@ void draw_frame(AppContext& app, float W, float H) {
     }
     ImGui::End();
     app.tabs[ui.tab].draw_over(v, centre);
-    DrawTour(v, centre);
     place(0, float(H) - bottom, float(W), bottom);
     ImGui::Begin("status", nullptr, fixed);
     DrawStatusBar(v);

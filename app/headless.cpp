@@ -278,7 +278,12 @@ private:
             const bool small_multiple = h.name.rfind("grid.", 0) == 0;  // the attention grid's maps, one per head
             const float want_h = small_multiple ? 24.f : h.rows > 1 ? std::min(100.f, 4.f * h.rows) : 12.f;
             const float want_w = small_multiple ? 24.f : std::min(100.f, 4.f * (h.cols > 1 ? h.cols : 6));
-            if (h.rect.h + e < want_h || h.rect.w + e < want_w)
+            // a map as wide as its room, and that room a large share of the centre, uses the space it has:
+            // its square cells make it short (197 x 3072 at 1280 px); zoom shows more
+            const auto ce = p.rects.find("center");
+            const bool uses_width = (h.width_bound || h.name.rfind("ln.", 0) == 0 || h.name == "stage") && ce != p.rects.end() &&
+                                    h.rect.w >= 0.45f * ce->second.w;
+            if ((h.rect.h + e < want_h && !uses_width) || h.rect.w + e < want_w)
                 fail("heatmap '" + h.name + "' (" + std::to_string(h.rows) + "x" + std::to_string(h.cols) + ") is drawn " +
                      std::to_string(int(h.rect.w)) + "x" + std::to_string(int(h.rect.h)) + " px, under " +
                      std::to_string(int(want_w)) + "x" + std::to_string(int(want_h)));
@@ -415,13 +420,22 @@ private:
         const Probe& p = app.probe;
         if (!s.trace()) return;
         if (ui.tour_step >= 0 && ui.tour_applied == ui.tour_step) {
+            // the step's stage is the one shown (or the panel says the learner is off its path), it
+            // says what to notice and what to do, and it sits beside the views, never over them
             const auto e = shown_stage(s, ui);
-            if (!e || (p.string("tour.stage") != e->info->name && p.string("tour.off") != e->info->name))
-                fail("the tour is at " + p.string("tour.stage") + " but the app shows " + (e ? e->info->name : "nothing"));
-            else if (p.string("tour.what") != e->info->what)
-                fail("the tour's text for " + e->info->name + " is not the stage table's explanation");
+            const std::string want = p.string("tour.stage");
+            if (!want.empty() && ui.tab == Tab::Stage && (!e || (want != e->info->name && p.string("tour.off") != e->info->name)))
+                fail("the tour is at " + want + " but the app shows " + (e ? e->info->name : "nothing"));
+            if (p.string("tour.notice").empty() || p.string("tour.task").empty())
+                fail("the tour's step " + p.string("tour.id") + " says nothing to notice or nothing to do");
+            if (p.string("tour.tab") != tab_name(ui.tab) && p.number("tour.done") == 0 && p.string("tour.id") != "patches" &&
+                p.string("tour.id") != "embed" && p.string("tour.id") != "logits")
+                fail("the tour's step " + p.string("tour.id") + " is for the " + p.string("tour.tab") + " tab, the app shows " + tab_name(ui.tab));
+            auto tr = p.rects.find("tour"), ce = p.rects.find("center");
+            if (tr != p.rects.end() && ce != p.rects.end() && overlaps(tr->second, ce->second))
+                fail("the tour's panel covers the centre views");
         }
-        for (const char* g : {"strip.dropped", "tour.strip.dropped"})
+        for (const char* g : {"strip.dropped"})
             if (p.number(g) > 0) fail(std::string(g) + ": the map strip left out " + std::to_string(int(p.number(g))) + " boxes");
         const float W = ImGui::GetIO().DisplaySize.x;
         auto gemm = p.rects.find("status.gemm"), line = p.rects.find("status.line");
@@ -600,7 +614,7 @@ void write_layout(const std::string& path, AppContext& app, int W, int H) {
     j["heatmaps"] = nlohmann::json::array();
     for (auto& h : p.heatmaps)
         j["heatmaps"].push_back({{"name", h.name}, {"rect", rect_json(h.rect)}, {"rows", h.rows}, {"cols", h.cols},
-                                 {"cell_w", h.cell_w}, {"cell_h", h.cell_h}, {"key", h.key}});
+                                 {"cell_w", h.cell_w}, {"cell_h", h.cell_h}, {"key", h.key}, {"width_bound", h.width_bound}});
     j["ui_scale"] = app.font_scale;
     // the declared keys (probe.cpp): tests/gui/layout.py reads nothing else, and fails on any undeclared key written
     j["schema"] = nlohmann::json::object();

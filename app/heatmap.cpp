@@ -158,6 +158,11 @@ void ColorKey(ViewCtx& v, const char* id, const Colormap& cm, float w, const std
     DrawLabel(dl, v.probe, group, ImVec2(o.x, o.y + 12), tc, lo, clip);
     DrawLabel(dl, v.probe, group, ImVec2(o.x + w - hw, o.y + 12), tc, hi, clip);
     float free0 = o.x + lw + 6, free1 = o.x + w - hw - 6;
+    if (cm.mode == Colormap::Diverging && cm.vmin < 0 && cm.vmax > 0) {  // white is 0: said at the middle
+        const float zx = o.x + w * (0 - cm.vmin) / (cm.vmax - cm.vmin), zw = ImGui::CalcTextSize("0").x;
+        dl->AddLine(ImVec2(zx, o.y + 10), ImVec2(zx, o.y + 13), tc);
+        if (zx - zw / 2 >= free0 && zx + zw / 2 <= free1) DrawLabel(dl, v.probe, group, ImVec2(zx - zw / 2, o.y + 12), tc, "0", clip);
+    }
     for (const KeyMark& m : marks) {
         if (!(m.value >= cm.vmin && m.value <= cm.vmax) || cm.vmax <= cm.vmin) continue;
         const float x = o.x + w * (m.value - cm.vmin) / (cm.vmax - cm.vmin);
@@ -324,8 +329,13 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
     const NonFinite nf = count_nonfinite(a.data, size_t(a.rows) * size_t(a.cols));
     // Axis titles: what each axis is and its size (one line, so side-by-side panels start level).
     if (a.titles) {
-        if (W > 360) ImGui::TextDisabled("rows: %s (%d)   columns: %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
-        else ImGui::TextDisabled("%s (%d) x %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
+        char longer[256], shorter[256];
+        std::snprintf(longer, sizeof longer, "rows: %s (%d)   columns: %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
+        std::snprintf(shorter, sizeof shorter, "%s (%d) x %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
+        const char* t = ImGui::CalcTextSize(longer).x <= W ? longer : shorter;
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + W);
+        ImGui::TextDisabled("%s", t);
+        ImGui::PopTextWrapPos();
     }
     // Square cells, as large as the panel allows; zoom (wheel) for more.
     const float legend_h = nf.any() ? 3 * (th + ImGui::GetStyle().ItemSpacing.y) : 0.f;
@@ -425,7 +435,8 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
     } else if (nf.any()) {
         NonFiniteKey(v, group + ".nonfinite", nf);
     }
-    pr.heatmaps.push_back({group, Rect{img0.x, img0.y, clip1.x - img0.x, clip1.y - img0.y}, a.rows, a.cols, cw, ch, a.colorbar});
+    pr.heatmaps.push_back({group, Rect{img0.x, img0.y, clip1.x - img0.x, clip1.y - img0.y}, a.rows, a.cols, cw, ch, a.colorbar,
+                           a.cell <= 0 && cwf <= chf});
     if (a.rect_name) {
         pr.rects[a.rect_name] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};
         pr.numbers[std::string(a.rect_name) + ".vmin"] = a.cm.vmin;

@@ -294,7 +294,7 @@ int main(int argc, char** argv) {
         if (!loaded && a.headless()) exit_code = 1;
         // --layer, --head, --patch, --query, --tour against the model asked for (when it loaded)
         const bool model_in = !app->s.heads_request() && (a.model == "default" || app->s.model_spec() == a.model);
-        const std::string range = model_in ? model_range_error(a, app->s.config(), int(tour_stages(app->s).size())) : "";
+        const std::string range = model_in ? model_range_error(a, app->s.config(), tour_size(app->s)) : "";
         if (!range.empty()) {
             std::fprintf(stderr, "vitscope: %s\n", range.c_str());
             exit_code = 2;

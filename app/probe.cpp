@@ -42,7 +42,7 @@ std::vector<ProbeKey> make_schema() {
         {K::Top, "strings", "texts shown: {key: text}"},
         {K::Top, "texts", "labels: [{group, text, box, clip}]"},
         {K::Top, "windows", "every window drawn: [{name, rect, content_right, content_bottom, right, bottom, scroll_x, scroll_y, floating}]"},
-        {K::Top, "heatmaps", "every heatmap drawn: [{name, rect, rows, cols, cell_w, cell_h, key}]"},
+        {K::Top, "heatmaps", "every heatmap drawn: [{name, rect, rows, cols, cell_w, cell_h, key, width_bound}]"},
         {K::Top, "ui_scale", "the content scale (logical pixels are the framebuffer's over it)"},
         {K::Top, "schema", "this list"},
         {K::Top, "undeclared", "keys written that this list does not declare (must be empty)"},
@@ -172,13 +172,13 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "map.box." + kBoxes + ".stages", "a box's stages"},
         {K::String, "map.shape.<stage>", "the shape on the arrow after a stage"},
         {K::Group, "map.{block|boxes|shapes}", "the map's labels"},
-        {K::Rect, "{strip|tour.strip}." + kBoxes, "a box of the map strip"},
-        {K::Number, "{strip|tour.strip}.dropped", "boxes the strip left out"},
+        {K::Rect, "strip." + kBoxes, "a box of the map strip"},
+        {K::Number, "strip.dropped", "boxes the strip left out"},
         {K::Number, "strip.current", "the current box on the strip"},
-        {K::Group, "{strip|tour.strip}", "the strip's labels"},
-        {K::Rect, "tour", "the tour panel"},
-        {K::Number, "tour.{step|steps}", "the tour's step"},
-        {K::String, "tour.{stage|title|what|off|message}", "the tour's texts"},
+        {K::Group, "strip", "the strip's labels"},
+        {K::Rect, "tour", "the tour panel (where the stage list is)"},
+        {K::Number, "tour.{step|steps|done}", "the tour's step, its number of steps, whether the step's task was done"},
+        {K::String, "tour.{id|stage|tab|title|notice|task|off}", "the tour's step: its id, stage, tab and texts; where the learner went off its path"},
     };
     return v;
 }

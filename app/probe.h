@@ -41,6 +41,7 @@ struct DrawnHeatmap {
     int rows = 0, cols = 0;
     float cell_w = 0, cell_h = 0;
     bool key = false;  // drawn with its colour bar
+    bool width_bound = false;  // as wide as its room (square cells: the width limits its height)
 };
 
 struct Probe {

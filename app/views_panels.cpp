@@ -17,6 +17,7 @@
 #include "views.h"
 #include "jobs.h"
 #include "tabs/tab.h"
+#include "model_map.h"
 #include "core/teach/teach.h"
 #include "core/model/finite.h"
 
@@ -249,6 +250,10 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
 void DrawNavigator(ViewCtx& v) {
     Session& s = v.s;
     UiState& ui = v.ui;
+    if (ui.tour_step >= 0) {  // the tour takes the stage list's place: it never covers the view it talks about
+        DrawTour(v);
+        return;
+    }
     const Trace* t = s.trace();
     if (!t) {
         ImGui::TextWrapped("%s", s.has_image() ? "Running the model..." : "No image loaded: nothing has run yet.");

@@ -118,12 +118,21 @@ public:
                 pr.heatmaps.push_back({gname, Rect{p.x, p.y, cell, cell}, G, G, cell / G, cell / G, true});
                 if (ui.attention_per_map) {
                     // this map's range, printed under it (small type: it must fit the map's width)
-                    const std::string cap = fmt_short(range_[gi].second);
+                    // (one significant digit when two do not fit; the tooltip has the range in full)
+                    std::string cap = fmt_short(range_[gi].second);
                     const float fs = std::min(ImGui::GetFontSize(), 13.f);
-                    const ImVec2 sz = ImGui::GetFont()->CalcTextSizeA(fs, FLT_MAX, 0, cap.c_str());
+                    ImVec2 sz = ImGui::GetFont()->CalcTextSizeA(fs, FLT_MAX, 0, cap.c_str());
+                    if (sz.x > cell + gap - 2) {
+                        char b[16];
+                        std::snprintf(b, sizeof b, "%.1g", double(range_[gi].second));
+                        cap = b;
+                        sz = ImGui::GetFont()->CalcTextSizeA(fs, FLT_MAX, 0, cap.c_str());
+                    }
                     const ImVec2 at(p.x + (cell - sz.x) / 2, p.y + cell + 1);
-                    dl->AddText(ImGui::GetFont(), fs, at, tc, cap.c_str());
-                    pr.text("attn.ranges", cap, Rect{at.x, at.y, sz.x, sz.y}, Rect{p.x - gap / 2, p.y, cell + gap, cell + caption + 2});
+                    if (sz.x <= cell + gap - 2) {
+                        dl->AddText(ImGui::GetFont(), fs, at, tc, cap.c_str());
+                        pr.text("attn.ranges", cap, Rect{at.x, at.y, sz.x, sz.y}, Rect{p.x - gap / 2, p.y, cell + gap, cell + caption + 2});
+                    }
                     ranges += (ranges.empty() ? "" : ",") + std::to_string(range_[gi].second);
                 }
             }

@@ -69,17 +69,25 @@ public:
             if (it == ch.end() || it->diff_norm == 0) select_stage(ui, *r.trace, ch[size_t(first)].id);
             scroll_to_ = true;
         }
-        if (first >= 0) pr.strings["changes.first"] = ch[size_t(first)].name;
+        if (first >= 0) {
+            pr.strings["changes.first"] = ch[size_t(first)].name;
+        } else {
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextColored(ImVec4(0.6f, 0.9f, 0.6f, 1), "Nothing changed: every stage equals the baseline's, value for value.");
+            ImGui::PopTextWrapPos();
+            pr.strings["changes.same"] = "nothing changed";
+        }
         pr.numbers["changes.scale_max"] = top;
         const float list_w = std::clamp(ImGui::GetContentRegionAvail().x * 0.42f, 290.f, 460.f);
-        ImGui::BeginChild("list", ImVec2(list_w, 0), true);
-        // the bars' scale: 0 at the left, the largest change at the right, labelled
         const float bar_w = std::min(140.f, list_w * 0.28f), th = ImGui::GetTextLineHeight();
+        const float diff_x = ImGui::GetCursorScreenPos().x + list_w + ImGui::GetStyle().ItemSpacing.x;
+        const float top_y = ImGui::GetCursorScreenPos().y;
         {
+            // the bars' scale, above the list: 0 at the left, the largest change at the right, labelled
             ImDrawList* dl = ImGui::GetWindowDrawList();
-            const ImVec2 o = ImGui::GetCursorScreenPos();
-            ImGui::Dummy(ImVec2(bar_w, th + 6));
-            const Rect clip = clip_rect(dl);
+            const ImVec2 o(ImGui::GetCursorScreenPos().x + ImGui::GetStyle().WindowPadding.x, ImGui::GetCursorScreenPos().y);
+            ImGui::Dummy(ImVec2(list_w, th + 8));
+            const Rect clip{o.x, o.y, list_w, th + 8};
             const ImU32 tc = ImGui::GetColorU32(ImGuiCol_TextDisabled);
             const std::string hi = fmt(float(top));
             dl->AddLine(ImVec2(o.x, o.y + th + 3), ImVec2(o.x + bar_w, o.y + th + 3), tc);
@@ -87,10 +95,10 @@ public:
             DrawLabel(dl, pr, "changes.axis", ImVec2(o.x, o.y), tc, "0", clip);
             const float hw = ImGui::CalcTextSize(hi.c_str()).x;
             DrawLabel(dl, pr, "changes.axis", ImVec2(o.x + bar_w - hw, o.y), tc, hi, clip);
-            ImGui::SameLine();
-            ImGui::TextDisabled("relative change, stage");
+            DrawLabel(dl, pr, "changes.axis", ImVec2(o.x + bar_w + 6, o.y), tc, "relative change, stage", clip);
             pr.rects["changes.axis"] = Rect{o.x, o.y + th + 3, bar_w, 1};
         }
+        ImGui::BeginChild("list", ImVec2(list_w, 0), true);
         const auto shown = shown_stage(s, ui);
         for (auto& c : ch) {
             const double rel = relative(c);
@@ -106,16 +114,20 @@ public:
             pr.rects["changes.bar." + c.name] = Rect{o.x, o.y + 3, len, th - 4};
             // the value and the stage's name (in a block, "L3 attn.pattern" when the full name does not fit)
             const std::string val = c.diff_norm == 0 ? "0 (same)" : fmt(float(rel));
-            const float room = o.x + ImGui::GetContentRegionAvail().x - (o.x + bar_w + 6);
+            const Rect lc = clip_rect(dl);
+            const float room = lc.x + lc.w - (o.x + bar_w + 6);
             std::string label = val + "  " + c.name;
             if (ImGui::CalcTextSize(label.c_str()).x > room && c.id.layer >= 0)
                 label = val + "  L" + std::to_string(c.id.layer) + " " + stage_local_name(c.id);
-            DrawLabel(dl, pr, "changes.list", ImVec2(o.x + bar_w + 6, o.y),
-                      ImGui::GetColorU32(c.diff_norm == 0 ? ImGuiCol_TextDisabled : ImGuiCol_Text), label, clip_rect(dl));
+            const ImU32 col = ImGui::GetColorU32(c.diff_norm == 0 ? ImGuiCol_TextDisabled : ImGuiCol_Text);
+            if (o.y >= lc.y - 0.5f && o.y + th <= lc.y + lc.h + 0.5f)  // a row in view (the list scrolls)
+                DrawLabel(dl, pr, "changes.list", ImVec2(o.x + bar_w + 6, o.y), col, label, lc);
+            else
+                dl->AddText(ImVec2(o.x + bar_w + 6, o.y), col, label.c_str());
             ImGui::PopID();
         }
         ImGui::EndChild();
-        ImGui::SameLine();
+        ImGui::SetCursorScreenPos(ImVec2(diff_x, top_y));
         ImGui::BeginChild("diffmap", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
         const auto e = shown;
         const Array* base_arr = e ? r.base->find(e->info->id) : nullptr;
@@ -133,11 +145,15 @@ public:
                 const int S = int(extent(d, 0));
                 sel = std::clamp(sel, 0, S - 1);
                 const std::string label = heads ? "head (H / Shift+H)" : "channel";
-                ImGui::SetNextItemWidth(std::min(160.f, ImGui::GetContentRegionAvail().x * 0.5f));
+                Flow flow;
+                const float sw = std::min(160.f, ImGui::GetContentRegionAvail().x * 0.5f);
+                flow.next(Flow::labelled_w(sw, label.c_str()));
+                ImGui::SetNextItemWidth(sw);
                 ImGui::SliderInt(label.c_str(), &sel, 0, S - 1);
                 const std::string which = std::string(heads ? "head " : "channel ") + std::to_string(sel) + " of " + std::to_string(S);
-                ImGui::SameLine();
-                ImGui::TextDisabled("shown: %s", which.c_str());
+                const std::string shown_text = "shown: " + which;
+                flow.next(Flow::text_w(shown_text.c_str()));
+                ImGui::TextDisabled("%s", shown_text.c_str());
                 pr.strings["changes.slice"] = which;
             }
             double m = 0;
@@ -146,7 +162,9 @@ public:
             pr.numbers["changes.max_abs"] = m;
             if (m == 0) {
                 const std::string why = e->info->name + " did not change: every value equals the baseline's (white is 0)";
+                ImGui::PushTextWrapPos(0);
                 ImGui::TextColored(ImVec4(0.6f, 0.9f, 0.6f, 1), "%s.", why.c_str());
+                ImGui::PopTextWrapPos();
                 pr.strings["changes.same"] = why;
             } else {
                 ImGui::PushTextWrapPos(0);

@@ -405,8 +405,9 @@ void DistanceTab::draw(ViewCtx& v) {
         v.notice = "selected layer " + std::to_string(best_l) + ", head " + std::to_string(best_h) +
                     ": the Stage tab shows its attention pattern";
     }
-    // ---- legend: what each colour is, with the options that produced it
+    // ---- legend: what each colour is, with the options that produced it (lines wrap at the view's edge)
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + ph + 4));
+    ImGui::PushTextWrapPos(0);
     ImVec2 lp = ImGui::GetCursorScreenPos();
     dl->AddCircleFilled(ImVec2(lp.x + 8, lp.y + th / 2), r, kDot, 12);
     ImGui::Dummy(ImVec2(18, th));
@@ -442,6 +443,7 @@ void DistanceTab::draw(ViewCtx& v) {
     }
     if (std::string note = weights_note(s); !note.empty())
         ImGui::TextColored(kWarn, "%s: these distances come from untrained attention", note.c_str());
+    ImGui::PopTextWrapPos();
     pr.strings["dist.values"] = csv_of(vals.data(), vals.size());
     // the numbers behind the view, for "Numbers .npy/.csv"
     numbers_.push_back({"attn_distance", vals});

@@ -89,8 +89,10 @@ public:
                     for (int l = 0; l < L; ++l) sub_[size_t(r) * L + l] = vals.data()[size_t(l) * K + size_t(pick[size_t(r)])];
                 keys_.forget("lens.tex");
             }
+            ImGui::PushTextWrapPos(0);
             ImGui::TextDisabled("%d of the %d classes: the final top 10 and each layer's most likely class (the rest are not drawn; "
                                 "every value is in the export)", P, K);
+            ImGui::PopTextWrapPos();
             auto short_name = [names](int k) {
                 std::string n = names[size_t(k)];
                 return n.substr(0, n.find(','));  // ImageNet names list synonyms: the first one
@@ -116,9 +118,11 @@ public:
                 csv += b;
                 if (p > vals.data()[size_t(l) * size_t(K) + size_t(best)]) best = k;
             }
-            std::snprintf(b, sizeof b, "layer %d: %s (%.1f%%)", l, names[size_t(best)].c_str(),
+            std::snprintf(b, sizeof b, "layer %d: %s (%.1f%%)", l, names[size_t(best)].substr(0, 48).c_str(),
                           100.0 * vals.data()[size_t(l) * size_t(K) + size_t(best)]);
+            ImGui::PushTextWrapPos(0);
             ImGui::TextDisabled("%s", b);
+            ImGui::PopTextWrapPos();
             top += std::string(b) + "\n";
         }
         pr.strings["lens.values"] = csv;

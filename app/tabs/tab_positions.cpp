@@ -65,7 +65,11 @@ public:
         }
         const int p = ui.patch >= 0 && ui.patch < N ? ui.patch : 0;
         ImVec2 avail = ImGui::GetContentRegionAvail();
-        float side = std::max(64.f, std::min(avail.x * 0.5f, avail.y - 8));
+        // the maps on top (the small multiples and the one shown large), pos_embed itself under them
+        // across the whole width
+        const bool embed_below = w.pos.dimension() == 2 && w.pos.size() > 0;
+        const float top_h = embed_below ? avail.y * 0.58f : avail.y;
+        float side = std::max(64.f, std::min(avail.x * 0.5f, top_h - 8));
         ImDrawList* dl = ImGui::GetWindowDrawList();
         ImGui::BeginGroup();
         ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + side, p0.y + side);
@@ -99,13 +103,15 @@ public:
         a.data = sim_.data() + size_t(p) * size_t(N);
         a.rows = G; a.cols = G; a.row_label = "patch row"; a.col_label = "patch column";
         a.cm = cm; a.zoomable = false; a.colorbar = true; a.rect_name = "pos.large";
-        a.max_h = std::max(80.f, avail.y * 0.55f);
+        a.max_h = std::max(80.f, top_h - ImGui::GetTextLineHeightWithSpacing() - 8);
         a.mark_row = p / G; a.mark_col = p % G;
         Heatmap(v, "poslarge", large_, keys_.stale("pos.large", key * 31 + uint64_t(p)), a);
+        ImGui::EndGroup();
         // pos_embed itself, (T, D): row 0 is the cls position
         const Array& pe = w.pos;
         if (pe.dimension() == 2 && pe.size() > 0) {
-            ImGui::TextDisabled("pos_embed itself: tokens (row 0 = cls) x width");
+            ImGui::SetCursorScreenPos(ImVec2(p0.x, std::max(p0.y + side, ImGui::GetCursorScreenPos().y) + 4));
+            ImGui::TextDisabled("pos_embed itself: positions (row 0 = cls) x width");
             float lo = pe.data()[0], hi = lo;
             for (size_t i = 0; i < pe.size(); ++i) { lo = std::min(lo, pe.data()[i]); hi = std::max(hi, pe.data()[i]); }
             HeatmapArgs b;
@@ -113,9 +119,9 @@ public:
             b.row_label = "tokens"; b.col_label = "width";
             b.cm.mode = Colormap::Diverging; b.cm.vmax = std::max({std::fabs(lo), std::fabs(hi), 1e-6f}); b.cm.vmin = -b.cm.vmax;
             b.zoomable = false; b.colorbar = true; b.rect_name = "pos.embed";
+            b.max_h = ImGui::GetContentRegionAvail().y;
             Heatmap(v, "posembed", embed_, keys_.stale("pos.embed", key), b);
         }
-        ImGui::EndGroup();
         std::string vals;
         char buf[32];
         for (int k = 0; k < N; ++k) {

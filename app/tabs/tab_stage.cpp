@@ -70,7 +70,9 @@ void stats_panel(const Array& t, const Slice2D& sl, const std::string& shown_wha
     const bool is_slice = sl.size() != t.size();
     const Stats& shown = cached_stats(cache, key + "#slice", sl.data, sl.size());
     const Stats& all = is_slice ? cached_stats(cache, key + "#all", t.data(), t.size()) : shown;
+    ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("%s", is_slice ? shown_what.c_str() : "shown = whole tensor");
+    ImGui::PopTextWrapPos();
     if (ImGui::BeginTable("stats", is_slice ? 3 : 2, ImGuiTableFlags_SizingFixedFit)) {
         ImGui::TableSetupColumn("");
         ImGui::TableSetupColumn("shown");
@@ -94,7 +96,9 @@ void stats_panel(const Array& t, const Slice2D& sl, const std::string& shown_wha
     pr.numbers["stats.all.min"] = all.min; pr.numbers["stats.all.max"] = all.max;
     pr.numbers["stats.all.mean"] = all.mean; pr.numbers["stats.all.std"] = all.std;
     pr.numbers["stats.all.n"] = double(t.size());
+    ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("histogram of the shown values (%zu)", sl.size());
+    ImGui::PopTextWrapPos();
     ImGui::PlotHistogram("##hist", shown.hist.data(), int(shown.hist.size()), 0, nullptr, 0.f, FLT_MAX,
                          ImVec2(std::max(60.f, ImGui::GetContentRegionAvail().x), 90));
     ImGui::TextDisabled("%s  ...  %s", fmt(shown.min).c_str(), fmt(shown.max).c_str());
@@ -271,23 +275,29 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     }
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float W = avail.x;
-    const float stats_min = std::min(150.f, avail.y * 0.3f);
+    const bool math = ui.cell_r >= 0 && ui.cell_c >= 0;
+    const float stats_min = std::min(150.f, avail.y * 0.3f);  // under the maps: the statistics or the math of a cell
     const float Hm = avail.y - stats_min;                     // the maps' height, at most
+    // stacked, the statistics go under the strips, beside out: the maps may take the whole height
+    const float Hm_b = math ? Hm : avail.y - 3 * ImGui::GetTextLineHeightWithSpacing();
     const float header = 2 * th + st.ItemSpacing.y + 6;     // part name, column labels
     const float w01 = left + strip + bar[0] + sp + strip + bar[1] + sp;
     // side by side: the two wide maps share the width left of the strips and four bars
     const float cell_a = std::min((W - w01 - bar[2] - bar[3] - 2 * sp) / (2.f * cols), (Hm - header) / rows);
-    // stacked: normalized above out, each as wide as the strips leave, half the height each
-    const float cell_b = std::min((W - w01 - std::max(bar[2], bar[3]) - sp) / float(cols), (Hm / 2 - header - st.ItemSpacing.y) / rows);
+    // stacked: normalized above out, each as wide as the strips leave, half the height each, their
+    // keys laid along them (under each map) so that the maps get the bars' width too
+    const float key_h = color_key_height();
+    const float cell_b = std::min((W - w01 - sp) / float(cols), (Hm_b / 2 - header - key_h - st.ItemSpacing.y) / rows);
     const bool stacked = cell_b > cell_a * 1.15f;
     const float cell = std::max(0.05f, stacked ? cell_b : cell_a);
-    const float map_h = header + rows * cell + 2;
+    const float map_h = header + rows * cell + 2 + (stacked ? key_h : 0.f);
     pr.numbers["ln.stacked"] = stacked;
     const ImVec2 o = ImGui::GetCursorScreenPos();
     float x = o.x;
     for (int i = 0; i < 4; ++i) {
         const bool wide = i >= 2;
-        const float w = (i == 0 ? left : 0.f) + (wide ? cols * cell : strip) + bar[i] + (i == 0 ? 0.f : 0.f);
+        const bool key_under = stacked && wide;
+        const float w = (i == 0 ? left : 0.f) + (wide ? cols * cell : strip) + (key_under ? 0.f : bar[i]);
         float px = x, py = o.y;
         if (stacked && i == 3) { px = o.x + w01; py = o.y + map_h + st.ItemSpacing.y; }
         ImGui::SetCursorScreenPos(ImVec2(px, py));
@@ -297,7 +307,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         ImGui::TextColored(cur ? ImVec4(1, 0.84f, 0.47f, 1) : ImVec4(0.8f, 0.8f, 0.8f, 1), "%s", parts[i]);
         ImGui::BeginChild(pn.c_str(), ImVec2(w, map_h - th - st.ItemSpacing.y), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
         HeatmapArgs a;
-        a.max_w = w; a.colorbar = true; a.zoomable = false; a.cell = cell; a.titles = false;
+        a.max_w = w; a.colorbar = !key_under; a.zoomable = false; a.cell = cell; a.titles = false;
         a.row_labels = i == 0;
         a.rect_name = cur ? "stage" : kLnRects[i];
         int crow = -1, ccol = -1;
@@ -317,6 +327,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         } else {
             tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, *pt[i], trace->info(ids[i]), ln_[i], a, false);
         }
+        if (key_under && pt[i]) ColorKey(v, kLnRects[i], cms[i], cols * cell);
         if (cur && pr.rects.count("stage")) pr.rects[kLnRects[i]] = pr.rects["stage"];
         if (crow >= 0 && ccol >= 0) {
             ui.cell_r = crow; ui.cell_c = ccol;
@@ -327,20 +338,24 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         x += w + sp;
     }
     // below the maps (stacked: beside out, under the strips), the statistics and what to try
-    const float below = o.y + (stacked ? map_h : map_h) + st.ItemSpacing.y;
-    if (stacked) {
+    const float below = o.y + map_h + st.ItemSpacing.y;
+    const char* hint = "Every row of normalized has mean 0 and std 1 over its dims; out = normalized * gamma + beta, column by "
+                       "column. Toggle elementwise_affine (A) and unbiased std (U): without affine, out == normalized; with N-1, "
+                       "normalized shrinks by sqrt((D-1)/D). The Changes tab shows the effect on every later stage.";
+    if (stacked && !math) {
         ImGui::SetCursorScreenPos(ImVec2(o.x, below));
-        ImGui::BeginChild("lnhint", ImVec2(w01 - sp, map_h), false, ImGuiWindowFlags_NoScrollbar);
-        ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled("Toggle elementwise_affine (A) and unbiased std (U) in the toolbar: without affine, "
-                            "out == normalized; with N-1, normalized shrinks by sqrt((D-1)/D). The Changes tab "
-                            "shows the effect on every later stage.");
-        ImGui::PopTextWrapPos();
+        ImGui::BeginChild("lnstats", ImVec2(w01 - sp, map_h), false);
+        stats_panel(shown, slice2d(shown, 0), "", stats_, pr, key);
         ImGui::EndChild();
+        ImGui::SetCursorScreenPos(ImVec2(o.x, below + map_h + st.ItemSpacing.y));
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", hint);
+        ImGui::PopTextWrapPos();
+        return;
     }
     ImGui::SetCursorScreenPos(ImVec2(o.x, below + (stacked ? map_h + st.ItemSpacing.y : 0.f)));
     ImGui::Separator();
-    if (ui.cell_r >= 0 && ui.cell_c >= 0) {  // the math of the selected cell, under the maps
+    if (math) {  // the math of the selected cell, under the maps
         draw_math(v, 0, 0);
         return;
     }
@@ -348,9 +363,9 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     ImGui::Columns(2, nullptr, false);
     stats_panel(shown, slice2d(shown, 0), "", stats_, pr, key);
     ImGui::NextColumn();
-    ImGui::TextWrapped("Every row of normalized has mean 0 and std 1 (over its %d dims); out = normalized * gamma + beta, "
-                       "column by column.%s", cols, stacked ? "" : " Toggle elementwise_affine (A) and unbiased std (U): "
-                       "without affine, out == normalized; with N-1, normalized shrinks by sqrt((D-1)/D).");
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextDisabled("%s", hint);
+    ImGui::PopTextWrapPos();
     ImGui::Columns(1);
     ImGui::EndChild();
 }
@@ -496,7 +511,7 @@ void StageTab::draw_stage(ViewCtx& v) {
         return;
     }
     const bool math = ui.cell_r >= 0 && ui.cell_c >= 0;
-    const float stats_w = math ? math_width(v) : std::min(270.f, ImGui::GetContentRegionAvail().x * 0.3f);
+    const float stats_w = math ? math_width(v) : std::clamp(ImGui::GetContentRegionAvail().x * 0.3f, 240.f, 300.f);
     ImGui::BeginChild("heat", ImVec2(ImGui::GetContentRegionAvail().x - stats_w, 0), false,
                       ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
     const bool classes_axis = rank(*t) == 1 && !info.axes.empty() && info.axes.back() == "classes" &&
@@ -516,7 +531,11 @@ void StageTab::draw_stage(ViewCtx& v) {
         a.clicked_row = &clicked_row; a.clicked_col = &clicked_col;
         a.mark_row = rank(*t) == 1 ? 0 : ui.cell_r; a.mark_col = ui.cell_c;
     }
-    if (query_rows) ImGui::TextDisabled("click a row: that query token's attention over the image (overlay \"query\")");
+    if (query_rows) {
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("click a row: that query token's attention over the image (overlay \"query\")");
+        ImGui::PopTextWrapPos();
+    }
     tensor_heatmap(v, "stage", name, *t, info, stage_, a, showing_grad);
     if (math_cells && clicked_row >= 0 && clicked_col >= 0) { ui.cell_r = clicked_row; ui.cell_c = clicked_col; }
     if (query_rows && clicked_row >= 0) {
