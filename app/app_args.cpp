@@ -76,6 +76,9 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_flag("--click", a.click, "with --screenshot and --hover: click the left mouse button there once (after --keys)");
     cli.add_flag("--while-running", a.while_running, "with --screenshot and --keys: take it while the forward pass the keys "
                  "start is running, the previous trace on screen (exits 3 if no pass is running)");
+    cli.add_option("--while-loading", a.while_loading, "with --screenshot: take it while --model loads (load) or while its "
+                                                      "first forward pass runs (pass); the window shows what it is doing")
+        ->check(CLI::IsMember({"load", "pass"}));
     cli.add_option("--width", a.width, "window width")->default_val(1600);
     cli.add_option("--height", a.height, "window height")->default_val(1000);
     cli.add_option("--train-epochs", a.train_epochs, "start the Train panel at launch for N epochs (headless: wait for it)");
@@ -116,6 +119,10 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     }
     if (a.while_running && (a.screenshot.empty() || a.keys.empty())) {
         std::fprintf(stderr, "vitscope: --while-running needs --screenshot and --keys (the keys start the pass)\n");
+        return 2;
+    }
+    if (!a.while_loading.empty() && a.screenshot.empty()) {
+        std::fprintf(stderr, "vitscope: --while-loading needs --screenshot\n");
         return 2;
     }
     if (a.click && !a.hover) {

@@ -43,7 +43,12 @@ struct AppArgs {
     std::string settings;        // --settings FILE
     bool no_settings = false;    // --no-settings
 
+    // --while-loading load|pass: the screenshot while the model loads, or while its first pass runs
+    std::string while_loading;
+
     bool headless() const { return !screenshot.empty() || bench_frames > 0 || sweep; }
+    // the model named by --model loads as a job (the window is up meanwhile)
+    bool load_in_background() const { return !headless() || !while_loading.empty(); }
 };
 
 // Parses argv. Returns nullopt to go on, or the process's exit code (0 for --help, 2 for bad usage).

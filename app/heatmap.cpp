@@ -214,6 +214,68 @@ bool NonFiniteKey(ViewCtx& v, const std::string& group, const NonFinite& nf) {
     return true;
 }
 
+namespace {
+std::string axis_fmt(float v) {  // an axis figure: three significant digits, no exponent for 100
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", double(v));
+    return b;
+}
+}  // namespace
+
+void PlotWithAxes(ViewCtx& v, const char* id, const std::vector<float>& y, float ymin, float ymax, const std::string& x_label,
+                  const std::string& y_label, float first_x, float last_x, ImVec2 size) {
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float th = ImGui::GetTextLineHeight();
+    const ImU32 tc = ImGui::GetColorU32(ImGuiCol_TextDisabled), line = IM_COL32(240, 180, 60, 255);
+    float lo = ymin, hi = ymax;
+    if (!std::isfinite(lo) || !std::isfinite(hi)) {  // from the data
+        lo = INFINITY; hi = -INFINITY;
+        for (float f : y)
+            if (std::isfinite(f)) { lo = std::min(lo, f); hi = std::max(hi, f); }
+        if (lo > hi) lo = hi = 0;
+        if (std::isfinite(ymin)) lo = ymin;
+        if (std::isfinite(ymax)) hi = ymax;
+    }
+    if (hi <= lo) hi = lo + 1;
+    float axis_w = 0;
+    for (float f : {lo, hi, 0.5f * (lo + hi)}) axis_w = std::max(axis_w, ImGui::CalcTextSize(axis_fmt(f).c_str()).x);
+    axis_w += 8;
+    ImVec2 o = ImGui::GetCursorScreenPos();
+    ImGui::Dummy(size);
+    const Rect clip{o.x, o.y, size.x, size.y};
+    const std::string group = std::string(id) + ".axes";
+    // the title (what is plotted), the plot area, the y figures on the left, the x figures under it
+    DrawLabel(dl, v.probe, group, ImVec2(o.x, o.y), ImGui::GetColorU32(ImGuiCol_Text), y_label, clip);
+    const ImVec2 p0(o.x + axis_w, o.y + th + 4), p1(o.x + size.x - 4, o.y + size.y - 2 * th - 4);
+    if (p1.y - p0.y < 20 || p1.x - p0.x < 40) return;
+    dl->AddRectFilled(p0, p1, IM_COL32(30, 34, 42, 255));
+    dl->AddRect(p0, p1, tc);
+    for (float f : {hi, 0.5f * (lo + hi), lo}) {
+        const float yy = p1.y - (f - lo) / (hi - lo) * (p1.y - p0.y);
+        dl->AddLine(ImVec2(p0.x - 3, yy), ImVec2(p0.x, yy), tc);
+        const std::string t = axis_fmt(f);
+        DrawLabel(dl, v.probe, group, ImVec2(o.x, std::clamp(yy - th / 2, p0.y - th / 2, p1.y - th / 2)), tc, t, clip);
+    }
+    const int n = int(y.size());
+    if (n == 1 && std::isfinite(y[0]))  // one point: a dot
+        dl->AddCircleFilled(ImVec2(p0.x, p1.y - std::clamp((y[0] - lo) / (hi - lo), 0.f, 1.f) * (p1.y - p0.y)), 3.f, line);
+    for (int i = 1; i < n; ++i) {
+        auto at = [&](int k) {
+            const float fx = n > 1 ? float(k) / float(n - 1) : 0.f;
+            const float fy = std::isfinite(y[size_t(k)]) ? std::clamp((y[size_t(k)] - lo) / (hi - lo), 0.f, 1.f) : 0.f;
+            return ImVec2(p0.x + fx * (p1.x - p0.x), p1.y - fy * (p1.y - p0.y));
+        };
+        dl->AddLine(at(i - 1), at(i), line, 1.5f);
+    }
+    const std::string a = axis_fmt(first_x), b = axis_fmt(last_x);
+    DrawLabel(dl, v.probe, group, ImVec2(p0.x, p1.y + 3), tc, a, clip);
+    const float bw = ImGui::CalcTextSize(b.c_str()).x, xw = ImGui::CalcTextSize(x_label.c_str()).x;
+    DrawLabel(dl, v.probe, group, ImVec2(p1.x - bw, p1.y + 3), tc, b, clip);
+    if (xw + 16 < p1.x - p0.x - bw - ImGui::CalcTextSize(a.c_str()).x)
+        DrawLabel(dl, v.probe, group, ImVec2((p0.x + p1.x - xw) / 2, p1.y + 3 + th), tc, x_label, clip);
+    v.probe.rects[std::string(id)] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};
+}
+
 std::vector<KeyMark> attention_marks(int tokens) {
     if (tokens <= 0) return {};
     char b[48];

@@ -122,7 +122,11 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     };
     if (a.no_grads) s.set_grad_mode(GradMode::Off);
     s.set_offline(a.offline);
-    if (a.model != "default" && !s.load_model(a.model, a.heads)) {
+    // In the window (and with --while-loading) a model loads as a job: the window is up at once and
+    // says what it is doing; headless runs load it first, so their exit codes name a bad file.
+    if (a.model != "default" && a.load_in_background()) {
+        s.begin_load_model(a.model, a.heads);
+    } else if (a.model != "default" && !s.load_model(a.model, a.heads)) {
         if (s.heads_request()) {  // not an error panel entry: the window asks for the count
             ok = false;
             std::fprintf(stderr, "vitscope: %s\n", s.heads_request()->why.c_str());
@@ -192,6 +196,7 @@ bool check_cell(AppContext& app, const AppArgs& a) {
 int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, Settings& settings) {
     Session& s = app.s;
     bool stage_applied = a.stage.empty(), cell_checked = false;
+    bool range_checked = !(a.model != "default" && a.load_in_background());
     while (!glfwWindowShouldClose(app.win)) {
         glfwPollEvents();
         for (auto& p : app.dropped) {
@@ -203,6 +208,20 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
         if (driver) driver->before_poll(app);
         // Small models finish within the frame; large ones keep the old trace on screen.
         s.poll(driver ? driver->poll_wait_ms() : 8.0);
+        if (!range_checked && !s.loading()) {
+            // a model loaded in the background: --layer, --head, ... against it once it is in
+            range_checked = true;
+            if (s.model_spec() == a.model && !s.heads_request()) {
+                const std::string range = model_range_error(a, s.config(), tour_size(s));
+                if (!range.empty()) {
+                    std::fprintf(stderr, "vitscope: %s\n", range.c_str());
+                    if (a.headless()) return 2;
+                    s.add_error("A command-line flag is out of range", range);
+                }
+            } else if (!s.heads_request() && a.headless()) {
+                return 1;  // the load failed: the error panel and stderr name the file
+            }
+        }
         if (s.trace() && !stage_applied) {
             stage_applied = true;
             if (!apply_stage(app, a) && a.headless()) return 1;
@@ -293,7 +312,8 @@ int main(int argc, char** argv) {
         const bool loaded = load_startup(*app, a, settings);
         if (!loaded && a.headless()) exit_code = 1;
         // --layer, --head, --patch, --query, --tour against the model asked for (when it loaded)
-        const bool model_in = !app->s.heads_request() && (a.model == "default" || app->s.model_spec() == a.model);
+        const bool model_in = !app->s.heads_request() && (a.model == "default" || app->s.model_spec() == a.model) &&
+                              !app->s.loading();
         const std::string range = model_in ? model_range_error(a, app->s.config(), tour_size(app->s)) : "";
         if (!range.empty()) {
             std::fprintf(stderr, "vitscope: %s\n", range.c_str());

@@ -71,6 +71,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "status.gemm", "the GEMM field"},
         {K::String, "status.gemm_full", "the GEMM field's tooltip"},
         {K::String, "status.jobs", "the jobs running: name and progress, one per line"},
+        {K::String, "working", "the work in flight shown in the centre while there is no trace: name and step, one per line"},
         {K::String, "errors", "the error panel's text"},
         {K::String, "preprocess", "the preprocessing steps"},
         {K::String, "image.message", "why the image panel shows no input"},
@@ -133,7 +134,8 @@ std::vector<ProbeKey> make_schema() {
         {K::Group, "changes.{axis|list}", "the bars' axis figures; the values and stage names"},
 
         // ---- Train
-        {K::Rect, "train.loss", "the loss curve"},
+        {K::Rect, "train.{loss|acc|test}", "the curves' plot areas"},
+        {K::Group, "train.{loss|acc|test}.axes", "the curves' titles, axis figures and axis names"},
         {K::Number, "train.{steps|epochs_done|first_loss|last_loss|test_acc}", "the training run"},
 
         // ---- Logit lens, Positions, Filters

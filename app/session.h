@@ -31,6 +31,12 @@ struct Result {
 
 // The options the Changes view compares with: the defaults at the same input size, no interventions.
 Options base_options(const Options& o);
+// A model load's step, said before it starts: "making random weights (304M parameters)", "reading
+// the file (346 MB)", "finding it in the Hugging Face cache, or downloading".
+std::string load_step(const std::string& spec);
+// A forward pass's step from the stages recorded so far (units; past the table's rows: the
+// baseline's pass): "running block 3 of 24", "running the head", "first pass, packing the weights: ...".
+std::string run_step_text(const StageTable& t, int units, bool first_pass);
 
 // An error the window shows until the user dismisses it: which file, and the full reason.
 struct ErrorItem {
@@ -170,6 +176,7 @@ private:
     std::optional<HeadsRequest> heads_request_;
     Tensor3 preprocess_for_run(const Image& im) const;
     uint64_t input_version_ = 0;  // bumps with every new input
+    const void* packed_model_ = nullptr;  // the model of the last pass started (its first pass packs its weights)
     // The Changes baseline of the last result, reused while model, input and its options stay.
     struct BaseCache {
         std::shared_ptr<const Trace> trace;

@@ -127,6 +127,10 @@ bool NonFiniteKey(ViewCtx& v, const std::string& group, const NonFinite& nf);
 // map from 0 to its own largest), with uniform attention 1/T marked.
 Colormap attention_colormap(float shared_max, float map_max, bool per_map);
 std::vector<KeyMark> attention_marks(int tokens);
+// A curve with its axes: a title (y_label), the y figures (ymin / ymax, NaN: the data's), the x
+// figures from first_x to last_x and the x axis's name. Records rects "<id>" and labels "<id>.axes".
+void PlotWithAxes(ViewCtx& v, const char* id, const std::vector<float>& y, float ymin, float ymax, const std::string& x_label,
+                  const std::string& y_label, float first_x, float last_x, ImVec2 size);
 // "random weights: this attention is an untrained model's ..." beside an attention picture of a
 // preset (probe string "<key>.random"); false when the weights are not random.
 bool AttentionNote(ViewCtx& v, const std::string& key);
@@ -210,6 +214,9 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel);
 void DrawPredictions(ViewCtx& v);
 float predictions_height(ViewCtx& v);  // what DrawPredictions needs below the image panel
 void DrawStatusBar(ViewCtx& v);
+// The work in flight (a model loading, a forward pass at block k of L), large, for a view that has
+// nothing else to show yet; false when nothing runs.
+bool DrawWorking(ViewCtx& v);
 void DrawErrorPanel(ViewCtx& v);  // every unread error in full, until dismissed
 // Keys that change the stage, head, options and zoom (the tabs' keys are the tab table's).
 void HandleKeys(ViewCtx& v);

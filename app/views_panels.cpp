@@ -775,6 +775,31 @@ std::string gemm_text() {
 
 }  // namespace
 
+bool DrawWorking(ViewCtx& v) {
+    if (!v.jobs) return false;
+    const auto active = v.jobs->active();
+    if (active.empty()) return false;
+    std::string all;
+    ImGui::Spacing();
+    for (const auto& j : active) {
+        const std::string step = j->step();
+        const float p = j->progress();
+        ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s", j->name().c_str());
+        // a job that cannot count its work (a file being read, weights being made) says so by moving
+        const float shown = p >= 0 ? p : float(std::fmod(ImGui::GetTime() * 0.4, 1.0));
+        char pct[32] = "working...";
+        if (p >= 0) std::snprintf(pct, sizeof pct, "%.0f%%", 100.0 * p);
+        ImGui::ProgressBar(shown, ImVec2(std::min(420.f, ImGui::GetContentRegionAvail().x), 0), pct);
+        ImGui::PushTextWrapPos(0);
+        if (!step.empty()) ImGui::TextUnformatted(step.c_str());
+        ImGui::PopTextWrapPos();
+        ImGui::Spacing();
+        all += j->name() + (step.empty() ? "" : ": " + step) + "\n";
+    }
+    v.probe.strings["working"] = all;
+    return true;
+}
+
 void DrawStatusBar(ViewCtx& v) {
     Session& s = v.s;
     Probe& pr = v.probe;

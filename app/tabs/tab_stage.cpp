@@ -379,9 +379,11 @@ void StageTab::draw_stage(ViewCtx& v) {
     if (!e) {
         std::string why = !s.has_image() ? "No image is loaded, so the model has not run: load one with the toolbar "
                                            "(or drop a file on the window)."
-                        : s.busy() ? "Running the model..." : "No trace yet.";
+                        : s.loading() ? "Loading the model: the views fill in when its first pass is done."
+                        : s.busy() ? "Running the model: the views fill in when its first pass is done." : "No trace yet.";
         ImGui::TextDisabled("%s", why.c_str());
         pr.strings["stage.message"] = why;
+        DrawWorking(v);
         return;
     }
     select_row(ui, *trace, e->row);  // the selection names what is shown (a re-run may have moved it)
@@ -501,6 +503,7 @@ void StageTab::draw_stage(ViewCtx& v) {
             ImGui::PopTextWrapPos();
             pr.strings["stage.message"] = why;
         }
+        if (ui.cell_r >= 0 && ui.cell_c >= 0) draw_math(v, 0, 0);  // it says why it explains no gradient
         return;
     }
 
