@@ -69,6 +69,13 @@ void draw_frame(AppContext& app, float W, float H) {
             bool select = ui.tab == tb && app.last_tab != ui.tab;
             const bool open = ImGui::BeginTabItem(spec.name, nullptr, select ? ImGuiTabItemFlags_SetSelected : 0);
             if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("key %s, --tab %d", spec.key, int(tb));
+            {
+                // a tab squeezed narrower than its name (the bar shrinks tabs that do not fit) is cut
+                const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+                const float need = ImGui::CalcTextSize(spec.name).x + 2 * ImGui::GetStyle().FramePadding.x;
+                app.probe.rects[std::string("tabs.") + spec.name] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+                app.probe.numbers[std::string("tabs.") + spec.name + ".cut"] = (b.x - a.x) + 0.5f < need;
+            }
             if (open) {
                 if (app.last_tab == ui.tab || select) ui.tab = tb;
                 app.tabs[tb].draw(v);

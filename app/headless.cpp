@@ -279,6 +279,9 @@ private:
             for (size_t j = i + 1; j < panels.size(); ++j)
                 if (overlaps(panels[i]->rect, panels[j]->rect))
                     fail("panels '" + panels[i]->name + "' and '" + panels[j]->name + "' overlap");
+        for (auto& [k, n] : p.numbers)
+            if (k.rfind("tabs.", 0) == 0 && k.size() > 4 && k.compare(k.size() - 4, 4, ".cut") == 0 && n != 0)
+                fail("the tab bar cuts the name of " + k.substr(5, k.size() - 9));
         // the panels that explain a view never cover it
         auto stage = p.rects.find("stage");
         for (const char* over : {"tour", "cellmath"}) {

@@ -50,6 +50,8 @@ std::vector<ProbeKey> make_schema() {
         // ---- frame, panels, status bar
         {K::Rect, "center", "the centre panel (the tabs)"},
         {K::Rect, "toolbar", "the toolbar (as many rows as the width needs)"},
+        {K::Rect, "tabs.<tab>", "a tab of the tab bar"},
+        {K::Number, "tabs.<tab>.cut", "1 when the tab is narrower than its name (the bar squeezed it)"},
         {K::Rect, "toolbar.{export|help}", "the Export menu's button and the help mark"},
         {K::Rect, "toolbar.<checkbox>", "a toolbar BUG switch"},
         {K::Rect, "status.line", "the status bar's line"},

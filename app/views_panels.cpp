@@ -750,8 +750,10 @@ void DrawPredictions(ViewCtx& v) {
 }
 
 std::string status_line(const Session& s, const std::string& notice) {
-    const Config& c = s.shown_config();  // the model of the trace on screen
+    Config c = s.shown_config();  // the model of the trace on screen, with the pooling it ran with
+    if (s.shown_options().pooling) c.pooling = *s.shown_options().pooling;
     std::string line = c.describe();
+    if (s.shown_options().pooling) line += " (pooling chosen in the toolbar)";
     line += " | " + s.shown_model()->source;
     if (s.has_image()) line += " | image " + fs::path(s.image_path()).filename().string();
     else line += " | no image";

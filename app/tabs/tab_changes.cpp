@@ -37,7 +37,7 @@ public:
         const Options& opt = s.shown_options();
         const Options base = base_options(opt);
         pr.strings["changes.options"] = opt.describe();
-        pr.strings["changes.baseline"] = base.describe();
+        pr.strings["changes.baseline"] = "the default options at the same input size, no interventions (" + base.describe() + ")";
         ImGui::PushTextWrapPos(0);
         if (opt == base) {
             ImGui::TextWrapped("The options are at their defaults (LayerNorm with elementwise_affine, biased std, the model's "
@@ -51,7 +51,7 @@ public:
         if (fresh) changes_ = trace_changes(*r.base, *r.trace);
         const std::vector<StageChange>& ch = changes_;
         ImGui::Text("How far each stage moved: ||now - baseline|| / ||baseline||");
-        ImGui::TextDisabled("baseline: the default options at the same input size, no interventions (%s)", base.describe().c_str());
+        ImGui::TextDisabled("baseline: %s", pr.strings["changes.baseline"].c_str());
         ImGui::TextDisabled("now: %s", opt.describe().c_str());
         ImGui::PopTextWrapPos();
         // the first stage that changed: where the tab opens (and goes after a new run) when the
