@@ -294,8 +294,9 @@ std::string n_map(const Session& s, const UiState&) {
 bool d_patch(const Session&, const UiState& ui) { return ui.patch >= 0 && ui.patch != ui.tour_entry.patch; }
 bool d_visited(const Session&, const UiState& ui) { return ui.tour_entry.visited; }
 bool d_grad(const Session& s, const UiState& ui) { return s.trace()->has_grads() ? ui.show_grad : ui.zoom > 1; }
-bool d_affine_off(const Session& s, const UiState&) { return !shown(s).affine; }
-bool d_affine_on(const Session& s, const UiState&) { return shown(s).affine; }
+// a switch's task is done when the learner flipped it during the step (not when it already was so)
+bool d_affine_off(const Session& s, const UiState& ui) { return !shown(s).affine && ui.tour_entry.affine; }
+bool d_affine_on(const Session& s, const UiState& ui) { return shown(s).affine && !ui.tour_entry.affine; }
 bool d_head(const Session&, const UiState& ui) { return ui.head != ui.tour_entry.head; }
 bool d_cell(const Session&, const UiState& ui) { return ui.cell_r >= 0 && ui.cell_c >= 0; }
 bool d_query(const Session&, const UiState& ui) { return ui.overlay == Overlay::Query && ui.query > 0; }
@@ -306,8 +307,8 @@ bool d_pagedown(const Session& s, const UiState& ui) {
     const auto e = shown_stage(s, ui);
     return e && e->info->id.kind == StageKind::MlpPost && e->info->layer > 0;
 }
-bool d_bug_on(const Session& s, const UiState&) { return shown(s).bug_scale_after_softmax; }
-bool d_bug_off(const Session& s, const UiState&) { return !shown(s).bug_scale_after_softmax; }
+bool d_bug_on(const Session& s, const UiState& ui) { return shown(s).bug_scale_after_softmax && !ui.tour_entry.bug; }
+bool d_bug_off(const Session& s, const UiState& ui) { return !shown(s).bug_scale_after_softmax && ui.tour_entry.bug; }
 bool d_stage_moved(const Session& s, const UiState& ui) { return !(ui.stage == ui.tour_entry.stage); }
 
 const StepDef kSteps[] = {
@@ -392,6 +393,10 @@ void apply_step(const Session& s, UiState& ui, const StepDef& d) {
     ui.tour_entry.overlay_layer = ui.overlay_layer;
     ui.tour_entry.overlay_head = ui.overlay_head;
     ui.tour_entry.stage = ui.stage;
+    if (t) {
+        ui.tour_entry.affine = shown(s).affine;
+        ui.tour_entry.bug = shown(s).bug_scale_after_softmax;
+    }
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ struct UiState {
         int patch = -1, head = 0, overlay_layer = -1, overlay_head = -1;
         StageId stage;
         bool visited = false, done = false;
+        bool affine = true, bug = false;  // the switches of the trace on screen when the step began
     } tour_entry;
     ScaleMode scale_mode = ScaleMode::PerTensor;
     // Attention pictures (the grid, the thumbnails, the overlay): one scale from 0 shared by every
