@@ -58,15 +58,38 @@ public:
             return;
         }
         const int L = int(vals.shape(0)), K = int(vals.shape(1));
-        // the prediction at each layer, one line each, beside the chart
+        // the class names (ImageNet-1k names for 1000 classes, from the model), else the index
         std::vector<std::string> names(static_cast<size_t>(K));
         for (int k = 0; k < K; ++k)
             names[size_t(k)] = int(c.class_names.size()) == K ? c.class_names[size_t(k)] : "class " + std::to_string(k);
+        // the prediction at each layer, one line each: under the chart, or beside it when the chart
+        // lists chosen classes down its side (it then needs the height for one named row per class)
+        std::vector<std::string> lines;
+        std::string csv, top;
+        float lines_w = 0;
+        {
+            char b[96];
+            for (int l = 0; l < L; ++l) {
+                int best = 0;
+                for (int k = 0; k < K; ++k) {
+                    double p = vals.data()[size_t(l) * size_t(K) + size_t(k)];
+                    std::snprintf(b, sizeof b, "%s%.9g", (l || k) ? "," : "", p);
+                    csv += b;
+                    if (p > vals.data()[size_t(l) * size_t(K) + size_t(best)]) best = k;
+                }
+                std::snprintf(b, sizeof b, "layer %d: %s (%.1f%%)", l, names[size_t(best)].substr(0, 48).c_str(),
+                              100.0 * vals.data()[size_t(l) * size_t(K) + size_t(best)]);
+                lines.push_back(b);
+                lines_w = std::max(lines_w, ImGui::CalcTextSize(b).x);
+                top += std::string(b) + "\n";
+            }
+        }
+        const bool beside = K > 30;
         HeatmapArgs a;
         a.cm = quantity_colormap(Quantity::Probability, 0, 1);  // probabilities: one fixed scale, 0 to 1
         a.zoomable = false; a.colorbar = true; a.rect_name = "lens";
         if (K <= 30) {
-            // every class a column, every layer a row
+            // every class a column, every layer a row, the layers' predictions under it
             a.data = vals.data(); a.rows = L; a.cols = K;
             a.row_label = "layer"; a.col_label = "classes";
             a.col_names = names;
@@ -102,29 +125,30 @@ public:
             a.row_name = [pick, short_name](int r) { return short_name(pick[size_t(r)]); };
             a.row_long = [pick, names](int r) { return std::to_string(pick[size_t(r)]) + " " + names[size_t(pick[size_t(r)])]; };
             a.index_prefix = "[class row ";
-            a.max_h = std::max(160.f, ImGui::GetContentRegionAvail().y - 30.f - (L + 1) * ImGui::GetTextLineHeightWithSpacing());
+            const float gap = 2 * ImGui::GetStyle().ItemSpacing.x;
+            a.max_w = std::max(200.f, ImGui::GetContentRegionAvail().x - lines_w - gap);
+            a.max_h = std::max(160.f, ImGui::GetContentRegionAvail().y - 8.f);
+            // the chart with its colour bar stays within max_w (the bar is drawn, not an item): the
+            // lines start after that width
+            const float x0 = ImGui::GetCursorPosX();
+            ImGui::BeginGroup();
             Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
+            ImGui::EndGroup();
+            ImGui::SameLine(x0 + a.max_w + gap);
+            ImGui::BeginGroup();
             std::string shown;
             for (int k : pick) shown += (shown.empty() ? "" : ",") + std::to_string(k);
             pr.strings["lens.classes"] = shown;
         }
-        std::string csv, top;
-        char b[96];
-        for (int l = 0; l < L; ++l) {
-            int best = 0;
-            for (int k = 0; k < K; ++k) {
-                double p = vals.data()[size_t(l) * size_t(K) + size_t(k)];
-                std::snprintf(b, sizeof b, "%s%.9g", (l || k) ? "," : "", p);
-                csv += b;
-                if (p > vals.data()[size_t(l) * size_t(K) + size_t(best)]) best = k;
+        for (const std::string& line : lines) {
+            if (beside) ImGui::TextDisabled("%s", line.c_str());
+            else {
+                ImGui::PushTextWrapPos(0);
+                ImGui::TextDisabled("%s", line.c_str());
+                ImGui::PopTextWrapPos();
             }
-            std::snprintf(b, sizeof b, "layer %d: %s (%.1f%%)", l, names[size_t(best)].substr(0, 48).c_str(),
-                          100.0 * vals.data()[size_t(l) * size_t(K) + size_t(best)]);
-            ImGui::PushTextWrapPos(0);
-            ImGui::TextDisabled("%s", b);
-            ImGui::PopTextWrapPos();
-            top += std::string(b) + "\n";
         }
+        if (beside) ImGui::EndGroup();
         pr.strings["lens.values"] = csv;
         pr.strings["lens.top"] = top;
         numbers_.push_back({"logit_lens", vals});  // what "Numbers .npy/.csv" exports on this tab
