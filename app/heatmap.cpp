@@ -117,8 +117,10 @@ void DrawColorBar(ViewCtx& v, const std::string& group, const Colormap& cm, ImVe
     for (const KeyMark& m : marks) {
         if (!(m.value >= cm.vmin && m.value <= cm.vmax) || cm.vmax <= cm.vmin) continue;
         const float y = p.y + h * (1 - (m.value - cm.vmin) / (cm.vmax - cm.vmin));
-        dl->AddLine(ImVec2(p.x - 3, y), ImVec2(p.x + 13, y), IM_COL32(255, 255, 255, 255), 2.f);
-        dl->AddLine(ImVec2(p.x - 3, y), ImVec2(p.x + 13, y), IM_COL32(0, 0, 0, 255), 1.f);
+        // a black pixel row edged in white, on whole pixels (a line between pixels blurs to grey)
+        const float yi = std::floor(y);
+        dl->AddRectFilled(ImVec2(p.x - 3, yi - 1), ImVec2(p.x + 13, yi + 2), IM_COL32(255, 255, 255, 255));
+        dl->AddRectFilled(ImVec2(p.x - 3, yi), ImVec2(p.x + 13, yi + 1), IM_COL32(0, 0, 0, 255));
         float ly = std::clamp(y - th / 2, p.y + th / 2 + 1, p.y + h - th * 1.5f - 1);
         if (h < 3 * th) continue;
         DrawLabel(dl, v.probe, group, ImVec2(p.x + 14, ly), IM_COL32(255, 255, 255, 255), m.label, clip);
@@ -166,8 +168,10 @@ void ColorKey(ViewCtx& v, const char* id, const Colormap& cm, float w, const std
     for (const KeyMark& m : marks) {
         if (!(m.value >= cm.vmin && m.value <= cm.vmax) || cm.vmax <= cm.vmin) continue;
         const float x = o.x + w * (m.value - cm.vmin) / (cm.vmax - cm.vmin);
-        dl->AddLine(ImVec2(x, o.y - 2), ImVec2(x, o.y + 12), IM_COL32(255, 255, 255, 255), 2.f);
-        dl->AddLine(ImVec2(x, o.y - 2), ImVec2(x, o.y + 12), IM_COL32(0, 0, 0, 255), 1.f);
+        // a black pixel column edged in white, on whole pixels (a line between pixels blurs to grey)
+        const float xi = std::floor(x);
+        dl->AddRectFilled(ImVec2(xi - 1, o.y - 2), ImVec2(xi + 2, o.y + 12), IM_COL32(255, 255, 255, 255));
+        dl->AddRectFilled(ImVec2(xi, o.y - 2), ImVec2(xi + 1, o.y + 12), IM_COL32(0, 0, 0, 255));
         const float mw = ImGui::CalcTextSize(m.label.c_str()).x;
         const float lx = std::clamp(x - mw / 2, free0, free1 - mw);
         if (lx >= free0 && lx + mw <= free1) {
