@@ -80,6 +80,8 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "overlay.message", "why the overlay shows nothing"},
         {K::String, "overlay.error", "the overlay's computation failed"},
         {K::String, "overlay.values", "the overlay's values, comma-separated"},
+        {K::Group, "thumbs.range", "the range under each thumbnail (0 .. its max)"},
+        {K::Number, "thumbs.{0|1|2}.vmax", "the largest value of the cls attention, rollout and grad-weighted thumbnails"},
         {K::String, "prediction", "the top-1 class name"},
         {K::String, "predictions.note", "why the predictions mean nothing"},
         {K::String, "predictions.{domain|nonfinite}", "the image is outside what the model knows; the prediction is not a number"},

@@ -525,8 +525,15 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         }
     }
     const bool thumbs = L > 0;
-    const float thumb_h = thumbs ? 118.f : 0.f;
-    float side = std::min(ImGui::GetContentRegionAvail().x - 8, ImGui::GetContentRegionAvail().y - 40 - thumb_h);
+    const float th = ImGui::GetTextLineHeightWithSpacing();
+    // the height left for the image and the thumbnails after the lines around them (the thumbnails'
+    // names and ranges, the random-weights note, the overlay's key): shared so that the image stays
+    // about twice the thumbnails' size when the panel is short
+    const float key_h = ov.empty() ? 0.f : color_key_height();
+    const float lines_h = thumbs ? 22.f + th + (weights_note(s).empty() ? 0.f : th) : 0.f;
+    const float room = ImGui::GetContentRegionAvail().y - 40 - lines_h - key_h;
+    const float tw = thumbs ? std::min({96.f, (ImGui::GetContentRegionAvail().x - 16) / 3, std::max(56.f, room / 3)}) : 0.f;
+    float side = std::min(ImGui::GetContentRegionAvail().x - 8, room - tw);
     side = std::max(side, 64.f);
     ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + side, p0.y + side);
     ImGui::InvisibleButton("img", ImVec2(side, side));
@@ -534,14 +541,16 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddImage(panel.image.id(), p0, p1);
     pr.rects["image"] = Rect{p0.x, p0.y, side, side};
+    // the overlay's colours: from 0 (attention, rollout and its gradient-weighted form are not
+    // negative) to the map's largest value, as every attention picture; its key goes under the image
+    Colormap ocm;
     if (!ov.empty()) {
         auto mm = std::minmax_element(ov.begin(), ov.end());
-        Colormap cm;
-        cm.mode = Colormap::Overlay;
-        cm.vmin = *mm.first;
-        cm.vmax = std::max(*mm.second, *mm.first + 1e-9f);
-        cm.opacity = ui.opacity;
-        v.gfx.draw(dl, panel.overlay, p0, p1, cm);
+        ocm.mode = Colormap::Overlay;
+        ocm.vmin = std::min(0.f, *mm.first);
+        ocm.vmax = std::max(*mm.second, ocm.vmin + 1e-9f);
+        ocm.opacity = ui.opacity;
+        v.gfx.draw(dl, panel.overlay, p0, p1, ocm);
         pr.numbers["overlay.argmax"] = double(mm.second - ov.begin());
         pr.numbers["overlay.argmin"] = double(mm.first - ov.begin());
     }
@@ -591,10 +600,16 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
                             ui.query == 0 ? "the cls token" : ("patch " + std::to_string(ui.query - 1)).c_str());
     else
         ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", G, G, c.patch);
+    if (!ov.empty()) {
+        // the overlay's key: its values, uniform attention marked where the overlay is one row of a pattern
+        const bool attn_row = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
+        const int T = attn_row && L > 0 ? int(t->get(StageId{StageKind::AttnPattern, 0}).shape().back()) : 0;
+        ColorKey(v, "overlay", ocm, std::max(side, ImGui::GetContentRegionAvail().x - 8), attn_row ? attention_marks(T) : std::vector<KeyMark>{});
+        if (std::string note = weights_note(s); !note.empty()) pr.strings["overlay.random"] = note;
+    }
     if (!thumbs) return;
     // The three maps side by side for the same layer: click one to put it over the image.
     const char* names[3] = {"cls attention", "rollout", "grad-weighted"};
-    float tw = std::min(96.f, (ImGui::GetContentRegionAvail().x - 16) / 3);
     if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); }
     for (int k3 = 0; k3 < 3; ++k3) {
         bool have = k3 < 2 || grads;
@@ -620,9 +635,11 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         if (ImGui::InvisibleButton("t", ImVec2(tw, tw))) ui.overlay = Overlay(k3 + 1);
         if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s up to layer %d: click to show it over the image", names[k3], ol);
         ImGui::PopID();
-        if (have && panel.thumbs[size_t(k3)].valid()) {
-            Colormap cm;
-            cm.vmin = panel.thumb_range[size_t(k3)].first;
+        Colormap cm;
+        const bool drawn = have && panel.thumbs[size_t(k3)].valid();
+        if (drawn) {
+            // each map from 0 to its own largest value (three different quantities), printed under it
+            cm.vmin = std::min(0.f, panel.thumb_range[size_t(k3)].first);
             cm.vmax = std::max(panel.thumb_range[size_t(k3)].second, cm.vmin + 1e-9f);
             v.gfx.draw(dl, panel.thumbs[size_t(k3)], q, ImVec2(q.x + tw, q.y + tw), cm);
         } else {
@@ -631,8 +648,24 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         bool sel = int(ui.overlay) == k3 + 1;
         dl->AddRect(q, ImVec2(q.x + tw, q.y + tw), sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0, sel ? 2.f : 1.f);
         ImGui::TextDisabled("%s", names[k3]);
+        if (drawn) {
+            // its range, as the key of a thumbnail: dark is 0, yellow this number
+            const std::string range = "0 .. " + fmt(cm.vmax);
+            const ImVec2 at = ImGui::GetCursorScreenPos();
+            const ImVec2 sz = ImGui::CalcTextSize(range.c_str());
+            ImGui::Dummy(ImVec2(std::max(tw, sz.x), ImGui::GetTextLineHeight()));  // the next map starts after it
+            // drawn where the panel shows it (scrolled out of view at small sizes: scroll to read it)
+            const Rect clip = clip_rect(dl);
+            if (at.x >= clip.x && at.y >= clip.y && at.x + sz.x <= clip.x + clip.w && at.y + sz.y <= clip.y + clip.h)
+                DrawLabel(dl, pr, "thumbs.range", at, ImGui::GetColorU32(ImGuiCol_TextDisabled), range, clip);
+            pr.numbers[std::string("thumbs.") + std::to_string(k3) + ".vmax"] = cm.vmax;
+        } else {
+            ImGui::Dummy(ImVec2(tw, ImGui::GetTextLineHeight()));
+        }
         ImGui::EndGroup();
     }
+    if (std::string note = weights_note(s); !note.empty())
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: these attention maps mean nothing", note.c_str());
 }
 
 namespace {
