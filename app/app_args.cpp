@@ -54,6 +54,10 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--query", a.query, "query token for the 'query' overlay (0 = cls, n + 1 = patch n); implies --overlay query")
         ->check(CLI::NonNegativeNumber);
     cli.add_option("--cell", cell, "show the math of cell I,J (row, column) of the current stage's shown slice (head: --head)");
+    std::string attention_scale;
+    cli.add_option("--attention-scale", attention_scale, "attention pictures: one scale from 0 shared by every map on screen "
+                                                         "(shared, the default) or each map on its own, its range printed (per-map)")
+        ->check(CLI::IsMember({"shared", "per-map"}));
     cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(CLI::Range(0.0, 1.0));
     cli.add_option("--tab", tab, "the tab shown: " + tab_help())->check(CLI::Range(0, tab_count() - 1));
     cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
@@ -83,6 +87,9 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_flag("--click", a.click, "with --screenshot and --hover: click the left mouse button there once (after --keys)");
     cli.add_flag("--while-running", a.while_running, "with --screenshot and --keys: take it while the forward pass the keys "
                  "start is running, the previous trace on screen (exits 3 if no pass is running)");
+    cli.add_option("--while-loading", a.while_loading, "with --screenshot: take it while --model loads (load) or while its "
+                                                      "first forward pass runs (pass); the window shows what it is doing")
+        ->check(CLI::IsMember({"load", "pass"}));
     cli.add_option("--width", a.width, "window width")->default_val(1600);
     cli.add_option("--height", a.height, "window height")->default_val(1000);
     cli.add_option("--train-epochs", a.train_epochs, "start the Train panel at launch for N epochs (headless: wait for it)");
@@ -95,6 +102,11 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--bench-frames", a.bench_frames, "render N frames and print frame times");
     cli.add_flag("--bench-toggle", a.bench_toggle, "with --bench-frames: toggle elementwise_affine every frame");
     cli.add_flag("--sweep", a.sweep, "render every stage x value/gradient x tab x overlay x toggle headless, report failures, exit");
+    std::string sizes;
+    cli.add_option("--sweep-sizes", sizes, "with --sweep: the layout sweep instead, at each window size WxH[@SCALE], comma-separated "
+                                           "(every tab and a choice of stages at each; @2: a 2x content scale)");
+    cli.add_option("--ui-scale", a.ui_scale, "content scale (HiDPI): 2 draws everything twice as large (default: the monitor's)")
+        ->check(CLI::Range(0.5, 4.0));
     cli.add_option("--sweep-stages", a.sweep_stages, "with --sweep: only this many stages, spread over the trace (0: all)");
     try {
         cli.parse(argc, argv);
@@ -102,6 +114,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         return cli.exit(e) == 0 ? 0 : 2;
     }
     a.model_given = cli.count("--model") > 0;
+    a.attention_per_map = attention_scale == "per-map";
     if (tab >= 0) a.tab = Tab(tab);
     if (!overlay.empty()) {
         for (Overlay o : {Overlay::None, Overlay::Cls, Overlay::Rollout, Overlay::GradRollout, Overlay::Query})
@@ -117,6 +130,10 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     }
     if (a.while_running && (a.screenshot.empty() || a.keys.empty())) {
         std::fprintf(stderr, "vitscope: --while-running needs --screenshot and --keys (the keys start the pass)\n");
+        return 2;
+    }
+    if (!a.while_loading.empty() && a.screenshot.empty()) {
+        std::fprintf(stderr, "vitscope: --while-loading needs --screenshot\n");
         return 2;
     }
     if (a.click && !a.hover) {
@@ -147,6 +164,22 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
             return 2;
         }
         a.cell = std::make_pair(i, j);
+    }
+    if (!sizes.empty()) {
+        std::stringstream ss(sizes);
+        std::string one;
+        while (std::getline(ss, one, ',')) {
+            AppArgs::WindowSize z;
+            char extra = 0;
+            const int n = std::sscanf(one.c_str(), "%dx%d@%f%c", &z.w, &z.h, &z.scale, &extra);
+            if ((n != 2 && n != 3) || z.w < 320 || z.h < 240 || z.w > 8192 || z.h > 8192 || z.scale < 0.5f || z.scale > 4) {
+                std::fprintf(stderr, "vitscope: --sweep-sizes wants WxH[@SCALE],... with 320..8192 pixels and a scale of 0.5..4 (got '%s')\n",
+                             one.c_str());
+                return 2;
+            }
+            a.sweep_sizes.push_back(z);
+        }
+        if (!a.sweep) { std::fprintf(stderr, "vitscope: --sweep-sizes needs --sweep\n"); return 2; }
     }
     if (!a.keys.empty()) {
         std::stringstream ks(a.keys);

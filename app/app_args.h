@@ -19,6 +19,7 @@ struct AppArgs {
     std::optional<Tab> tab;
     std::optional<Overlay> overlay;
     float opacity = -1;
+    bool attention_per_map = false;  // --attention-scale per-map
     bool offline = false;  // --offline: hf: models from the Hugging Face cache only
     bool no_affine = false, unbiased = false, bug_scale_after_softmax = false, bug_reshape_patches = false, squash = false, no_grads = false;
     std::optional<std::pair<int, int>> cell;       // --cell I,J: the cell whose math is shown
@@ -34,6 +35,10 @@ struct AppArgs {
     // --sweep: render every stage x value/gradient x tab x overlay (and toggles) in this process
     bool sweep = false;
     int sweep_stages = 0;  // 0: all; else this many stages spread over the trace
+    // --sweep-sizes: the layout sweep at each window size ("1280x800,2560x1600@2": @2 a 2x content scale)
+    struct WindowSize { int w = 0, h = 0; float scale = 1; };
+    std::vector<WindowSize> sweep_sizes;
+    float ui_scale = 0;    // --ui-scale: the content scale (0: the monitor's)
     std::vector<int> key_codes;  // --keys, as GLFW key codes
     bool model_given = false;    // --model was on the command line (else the last one is restored)
     std::string settings;        // --settings FILE
@@ -43,7 +48,12 @@ struct AppArgs {
     std::vector<std::string> ablate_heads, ablate;  // --ablate-head L.H[:mean], --ablate STAGE (repeatable)
     std::string drop_patches, patch_from, patch_stage, patch_tokens;
 
+    // --while-loading load|pass: the screenshot while the model loads, or while its first pass runs
+    std::string while_loading;
+
     bool headless() const { return !screenshot.empty() || bench_frames > 0 || sweep; }
+    // the model named by --model loads as a job (the window is up meanwhile)
+    bool load_in_background() const { return !headless() || !while_loading.empty(); }
 };
 
 // Parses argv. Returns nullopt to go on, or the process's exit code (0 for --help, 2 for bad usage).

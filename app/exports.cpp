@@ -63,7 +63,9 @@ std::vector<std::string> run_exports(AppContext& app, int W, int H) {
     if (req.view_png) {
         if (!cur) nothing("the view");
         else {
-            Rect r = app.probe.rects["center"];
+            Rect r = app.probe.rects["center"];  // logical pixels: the framebuffer's are font_scale times more
+            const float sc = app.font_scale > 0 ? app.font_scale : 1.f;
+            r = Rect{r.x * sc, r.y * sc, r.w * sc, r.h * sc};
             std::string p = app.export_dir + "/vitscope-" + (tab.export_name ? std::string(tab.export_name) : safe_name(cur->info->name)) + ".png";
             attempt("the view", p, [&] {
                 auto px = read_pixels(int(r.x), int(r.y), int(r.w), int(r.h), H);

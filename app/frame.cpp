@@ -1,7 +1,10 @@
 #include "frame.h"
 
 #include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <imgui_internal.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "heads_prompt.h"
@@ -15,7 +18,12 @@ std::string window_title(const Session& s) {
     return t;
 }
 
-void draw_frame(AppContext& app, int W, int H) {
+PanelWidths panel_widths(float W) {
+    // the centre gets what the side panels leave: at 1280 px about 740, at 2560 about 1680
+    return PanelWidths{std::clamp(0.16f * W, 200.f, 320.f), std::clamp(0.24f * W, 320.f, 560.f)};
+}
+
+void draw_frame(AppContext& app, float W, float H) {
     ViewCtx v = app.view();
     UiState& ui = app.ui;
     app.probe.clear();
@@ -23,7 +31,8 @@ void draw_frame(AppContext& app, int W, int H) {
     HandleKeys(v);
     app.tabs.tick(v);
     HandleTourKeys(v);
-    const float top = 70, left = 260, right = 380, bottom = 28;
+    const PanelWidths pw = panel_widths(W);
+    const float left = pw.left, right = pw.right, bottom = std::max(ImGui::GetFrameHeight() + 12, ImGui::GetStyle().WindowMinSize.y);
     const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoTitleBar |
                                    ImGuiWindowFlags_NoBringToFrontOnFocus;
@@ -31,9 +40,13 @@ void draw_frame(AppContext& app, int W, int H) {
         ImGui::SetNextWindowPos(ImVec2(x, y));
         ImGui::SetNextWindowSize(ImVec2(w, h));
     };
-    place(0, 0, float(W), top);
-    ImGui::Begin("toolbar", nullptr, fixed);
+    // the toolbar wraps onto as many rows as the width needs: its height is its content's
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSizeConstraints(ImVec2(W, 0), ImVec2(W, H * 0.4f));
+    ImGui::Begin("toolbar", nullptr, (fixed & ~ImGuiWindowFlags_NoResize) | ImGuiWindowFlags_AlwaysAutoResize);
     DrawToolbar(v, app.toolbar, app.exports, tab_spec(ui.tab).export_name != nullptr);
+    const float top = std::max(ImGui::GetWindowSize().y, 2 * ImGui::GetFrameHeightWithSpacing());
+    app.probe.rects["toolbar"] = Rect{0, 0, W, top};
     ImGui::End();
     place(0, top, left, float(H) - top - bottom);
     ImGui::Begin("navigator", nullptr, fixed);
@@ -41,8 +54,10 @@ void draw_frame(AppContext& app, int W, int H) {
     ImGui::End();
     place(float(W) - right, top, right, float(H) - top - bottom);
     ImGui::Begin("image", nullptr, fixed);
-    ImGui::BeginChild("imgpanel", ImVec2(0, ImGui::GetContentRegionAvail().y - 150));
+    ImGui::BeginChild("imgpanel", ImVec2(0, ImGui::GetContentRegionAvail().y - predictions_height(v)));
+    ImGui::PushTextWrapPos(0);  // its lines wrap at the panel's edge, whatever its width
     DrawImagePanel(v, app.image);
+    ImGui::PopTextWrapPos();
     ImGui::EndChild();
     DrawPredictions(v);
     ImGui::End();
@@ -51,12 +66,28 @@ void draw_frame(AppContext& app, int W, int H) {
     ImGui::Begin("center", nullptr, fixed);
     app.probe.rects["center"] = centre;
     DrawInterventionStrip(v, app.iv);  // always shown, inside the centre: an exported view carries it
-    if (ImGui::BeginTabBar("tabs")) {
+    // every tab at its name's width: the bar scrolls (arrows) and lists them all (the menu at its
+    // left) when they do not fit, rather than squeezing names until they are cut
+    // The bar scrolls by itself: the width of all its tabs, which ImGui adds to the window's content
+    // (for auto-sized windows), is not content the window must show; only what the tabs draw is.
+    ImGuiWindow* centre_window = ImGui::GetCurrentWindow();
+    const float content_right = centre_window->DC.CursorMaxPos.x;
+    if (ImGui::BeginTabBar("tabs", ImGuiTabBarFlags_FittingPolicyScroll | ImGuiTabBarFlags_TabListPopupButton)) {
+        centre_window->DC.CursorMaxPos.x = content_right;
         for (const TabSpec& spec : tab_table()) {
             const Tab tb = spec.tab;
             bool select = ui.tab == tb && app.last_tab != ui.tab;
+            const float before_tab = centre_window->DC.CursorMaxPos.x;
             const bool open = ImGui::BeginTabItem(spec.name, nullptr, select ? ImGuiTabItemFlags_SetSelected : 0);
+            centre_window->DC.CursorMaxPos.x = before_tab;
             if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("key %s, --tab %d", spec.key, int(tb));
+            {
+                // a tab squeezed narrower than its name (the bar shrinks tabs that do not fit) is cut
+                const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+                const float need = ImGui::CalcTextSize(spec.name).x + 2 * ImGui::GetStyle().FramePadding.x;
+                app.probe.rects[std::string("tabs.") + spec.name] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+                app.probe.numbers[std::string("tabs.") + spec.name + ".cut"] = (b.x - a.x) + 0.5f < need;
+            }
             if (open) {
                 if (app.last_tab == ui.tab || select) ui.tab = tb;
                 app.tabs[tb].draw(v);
@@ -68,7 +99,6 @@ void draw_frame(AppContext& app, int W, int H) {
     }
     ImGui::End();
     app.tabs[ui.tab].draw_over(v, centre);
-    DrawTour(v, centre);
     place(0, float(H) - bottom, float(W), bottom);
     ImGui::Begin("status", nullptr, fixed);
     DrawStatusBar(v);
@@ -82,6 +112,7 @@ void draw_frame(AppContext& app, int W, int H) {
         app.title = title;
     }
     app.probe.strings["title"] = title;
+    RecordWindows(app.probe);
 }
 
 }  // namespace vit::app

@@ -36,12 +36,18 @@ struct AppContext {
     std::vector<std::string> dropped;  // files dropped on the window, taken by the next frame
     std::optional<Tab> last_tab;    // the tab shown last frame (a tab chosen by key or click is selected once)
     std::string title;              // the window title now set
+    float ui_scale = 1;             // the content scale asked for (--ui-scale, else the monitor's)
+    float font_scale = 0;           // the scale the font was built for (main.cpp apply_ui_scale)
 
     ViewCtx view() { return ViewCtx{s, ui, probe, gfx, hover, notice, settings, &jobs}; }
 };
 
-// Draws every view for a W x H framebuffer. Throws only if a view has a bug (the sweep catches it).
-void draw_frame(AppContext& app, int W, int H);
+// Draws every view for a window of W x H logical pixels (the framebuffer over the content scale).
+// Throws only if a view has a bug (the sweep catches it).
+void draw_frame(AppContext& app, float W, float H);
+// The widths of the side panels for a window W logical pixels wide (the centre gets the rest).
+struct PanelWidths { float left, right; };
+PanelWidths panel_widths(float W);
 // "ViTScope - <model> - <image>": what is loaded, always (a failed load leaves the old names).
 std::string window_title(const Session& s);
 

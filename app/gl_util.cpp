@@ -129,6 +129,15 @@ const Texture& Gfx::ramp() {
     return ramp_;
 }
 
+const Texture& Gfx::hramp() {
+    if (!hramp_.valid()) {
+        float v[256];
+        for (int i = 0; i < 256; ++i) v[i] = i / 255.f;
+        hramp_.upload_float(v, 256, 1);
+    }
+    return hramp_;
+}
+
 void Gfx::draw(ImDrawList* dl, const Texture& tex, ImVec2 p0, ImVec2 p1, const Colormap& cm, ImVec2 uv0, ImVec2 uv1) {
     if (!tex.valid()) return;
     if (!prog_) {  // shader failed: show a flat placeholder rather than garbage

@@ -59,6 +59,8 @@ public:
               ImVec2 uv0 = ImVec2(0, 0), ImVec2 uv1 = ImVec2(1, 1));
     // A vertical 0..1 ramp (top = 1) for colour bars.
     const Texture& ramp();
+    // A horizontal 0..1 ramp (left = 0) for keys laid along a picture.
+    const Texture& hramp();
 
     struct Call { const Gfx* gfx; Colormap cm; };  // what a draw-list callback reads
     void bind(const Colormap& cm) const;           // the program and its uniforms, for a callback
@@ -67,7 +69,7 @@ private:
     GLuint prog_ = 0;
     GLint loc_proj_ = -1, loc_vmin_ = -1, loc_vmax_ = -1, loc_mode_ = -1, loc_opacity_ = -1, loc_tex_ = -1;
     std::deque<Call> calls_;
-    Texture ramp_;
+    Texture ramp_, hramp_;
     std::string error_;
 };
 

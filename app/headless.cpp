@@ -34,7 +34,7 @@ class ScreenshotDriver : public Driver {
 public:
     explicit ScreenshotDriver(const AppArgs& a) : a_(a), keys_(a.key_codes) {}
     // --while-running: once the keys are going, frames do not wait for the pass they start
-    double poll_wait_ms() const override { return a_.while_running && pressed_ ? 0.0 : 50.0; }
+    double poll_wait_ms() const override { return (a_.while_running && pressed_) || !a_.while_loading.empty() ? 0.0 : 50.0; }
     void before_frame(AppContext& app) override {
         // keys sent by --keys go through the GLFW backend's own key callback
         if (app.s.trace() && !keys_.empty() && settled_frames_ >= 2) {
@@ -52,6 +52,21 @@ public:
         }
     }
     std::optional<int> after_render(AppContext& app, int W, int H) override {
+        if (!a_.while_loading.empty()) {
+            // the frame drawn while the model loads (or its first pass runs), once the step is named
+            const bool load = a_.while_loading == "load";
+            bool named = false;
+            for (const auto& j : app.jobs.active())
+                if (!j->step().empty() && (load ? j->name().rfind("loading", 0) == 0 : j->step().find("block") != std::string::npos))
+                    named = true;
+            if (named && !app.s.trace()) return shoot(app, W, H);
+            if (app.s.trace() || (!app.s.loading() && !app.s.busy() && ++idle_frames_ > 20)) {
+                std::fprintf(stderr, "vitscope: --while-loading %s: the %s finished before a frame showed it (use a larger model)\n",
+                             a_.while_loading.c_str(), load ? "load" : "first pass");
+                return 3;
+            }
+            return std::nullopt;
+        }
         if (settled(app) || (!app.s.has_image() && !app.s.busy() && !app.s.loading())) ++settled_frames_;
         if (a_.while_running && pressed_ && keys_.empty()) {
             // the frame drawn while the pass the keys started runs: the previous trace is on screen
@@ -93,6 +108,7 @@ private:
     bool down_ = false, exports_requested_ = false, pressed_ = false;
     int settled_frames_ = 0, clicks_ = 0;  // --click: frames since the press
     int frames_after_keys_ = 0;            // --while-running: frames drawn after the keys with no pass running
+    int idle_frames_ = 0;                  // --while-loading: frames with nothing loading or running
 };
 
 class BenchDriver : public Driver {
@@ -166,8 +182,20 @@ public:
     }
     double poll_wait_ms() const override { return 1e6; }  // every state is drawn on its own result
     void before_poll(AppContext& app) override {
-        if (states_.empty() && app.s.trace() && !app.s.busy()) build(app);
+        if (states_.empty() && app.s.trace() && !app.s.busy()) {
+            if (a_.sweep_sizes.empty()) build(app);
+            else build_layout(app);
+        }
         if (states_.empty()) return;
+        if (next_ < sizes_.size() && !same_size(sizes_[next_], size_)) {
+            // the layout sweep's next window size: the window and the content scale change, and the
+            // state is drawn once the framebuffer has that size
+            const AppArgs::WindowSize& z = sizes_[next_];
+            glfwSetWindowSize(app.win, z.w, z.h);
+            app.ui_scale = z.scale;
+            size_ = z;
+            frame_in_state_ = 0;
+        }
         if (frame_in_state_ == 0 && next_ < states_.size()) {
             std::snprintf(g_sweep_state, sizeof g_sweep_state, "%s: %s", app.s.model_spec().c_str(), states_[next_].desc.c_str());
             states_[next_].apply(app.s, app.ui);
@@ -184,17 +212,34 @@ public:
         }
         if (app.s.busy() || app.s.loading() || app.tabs.working())
             return std::nullopt;  // wait for the state's result (and a tab's job: the Distance tab's average)
+        if (next_ < sizes_.size()) {
+            int fw = 0, fh = 0;
+            glfwGetFramebufferSize(app.win, &fw, &fh);
+            if (fw != sizes_[next_].w || fh != sizes_[next_].h || app.font_scale != sizes_[next_].scale) {
+                if (++resize_wait_ > 200) {
+                    fail("the window did not take the size " + std::to_string(sizes_[next_].w) + "x" + std::to_string(sizes_[next_].h) +
+                         " (it is " + std::to_string(fw) + "x" + std::to_string(fh) + "; is the X screen large enough?)");
+                    return 1;
+                }
+                return std::nullopt;
+            }
+            resize_wait_ = 0;
+        }
         // a tab chosen this frame shows from the next one: check what is drawn on the state's last frame
-        if (frame_in_state_ == 1) check(app);
-        else check_errors(app);
+        if (frame_in_state_ == 1) {
+            check(app);
+            if (!sizes_.empty()) check_layout(app);
+        } else {
+            check_errors(app);
+        }
         ++frames_;
         if (++frame_in_state_ >= 2) { frame_in_state_ = 0; ++next_; }
         if (next_ < states_.size()) return std::nullopt;
         double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-        std::printf("sweep model=%s states=%zu frames=%d failures=%zu seconds=%.1f\n", app.s.model_spec().c_str(),
-                    states_.size(), frames_, failures_.size(), sec);
-        for (size_t i = 0; i < failures_.size() && i < 40; ++i) std::printf("FAIL %s\n", failures_[i].c_str());
-        if (failures_.size() > 40) std::printf("... and %zu more\n", failures_.size() - 40);
+        std::printf("sweep model=%s states=%zu frames=%d failures=%zu seconds=%.1f%s\n", app.s.model_spec().c_str(),
+                    states_.size(), frames_, failures_.size(), sec, sizes_.empty() ? "" : (" sizes=" + std::to_string(a_.sweep_sizes.size())).c_str());
+        for (size_t i = 0; i < failures_.size() && i < 400; ++i) std::printf("FAIL %s\n", failures_[i].c_str());
+        if (failures_.size() > 400) std::printf("... and %zu more\n", failures_.size() - 400);
         return failures_.empty() ? 0 : 1;
     }
     void frame_failed(AppContext&, const std::string& what) override { fail("exception while drawing: " + what); }
@@ -202,7 +247,144 @@ public:
 private:
     void fail(const std::string& what) {
         std::string where = next_ < states_.size() ? states_[next_].desc : "?";
+        if (next_ < sizes_.size())
+            where = std::to_string(sizes_[next_].w) + "x" + std::to_string(sizes_[next_].h) +
+                    (sizes_[next_].scale != 1 ? "@" + fmt_short(sizes_[next_].scale) : "") + " " + where;
         failures_.push_back("[" + where + "] " + what);
+    }
+    static bool same_size(const AppArgs::WindowSize& a, const AppArgs::WindowSize& b) {
+        return a.w == b.w && a.h == b.h && a.scale == b.scale;
+    }
+
+    // The layout at this window size: no window's content reaches past an edge it cannot scroll
+    // to, the fixed panels do not overlap, the floating panels stay on screen and off the view they
+    // explain, every heatmap is large enough to read and has its key.
+    void check_layout(AppContext& app) {
+        const Probe& p = app.probe;
+        const ImVec2 D = ImGui::GetIO().DisplaySize;
+        const float e = 1.5f;
+        std::vector<const DrawnWindow*> panels;
+        for (const DrawnWindow& w : p.windows) {
+            const std::string n = w.name;
+            if (w.auto_size && n.rfind("##Tooltip", 0) == 0) continue;  // a tooltip sizes itself
+            if (!w.scroll_x && w.content_right > w.right + e)
+                fail("window '" + n + "' is clipped on the right: its content reaches " + std::to_string(int(w.content_right - w.right)) + " px past it");
+            if (!w.scroll_y && w.content_bottom > w.bottom + e)
+                fail("window '" + n + "' is clipped at the bottom: its content reaches " + std::to_string(int(w.content_bottom - w.bottom)) + " px past it");
+            if (w.floating && (w.rect.x < -e || w.rect.y < -e || w.rect.x + w.rect.w > D.x + e || w.rect.y + w.rect.h > D.y + e))
+                fail("window '" + n + "' leaves the screen");
+            if (n == "toolbar" || n == "navigator" || n == "image" || n == "center" || n == "status") panels.push_back(&w);
+        }
+        for (size_t i = 0; i < panels.size(); ++i)
+            for (size_t j = i + 1; j < panels.size(); ++j)
+                if (overlaps(panels[i]->rect, panels[j]->rect))
+                    fail("panels '" + panels[i]->name + "' and '" + panels[j]->name + "' overlap");
+        for (auto& [k, n] : p.numbers)
+            if (k.rfind("tabs.", 0) == 0 && k.size() > 4 && k.compare(k.size() - 4, 4, ".cut") == 0 && n != 0)
+                fail("the tab bar cuts the name of " + k.substr(5, k.size() - 9));
+        // the panels that explain a view never cover it
+        auto stage = p.rects.find("stage");
+        for (const char* over : {"tour", "cellmath"}) {
+            auto r = p.rects.find(over);
+            if (r != p.rects.end() && stage != p.rects.end() && overlaps(r->second, stage->second))
+                fail(std::string("the ") + over + " panel covers the heatmap it explains");
+        }
+        bool any_key = false;
+        for (auto& [k, r] : p.rects)
+            if (k.size() > 4 && k.compare(k.size() - 4, 4, ".key") == 0) any_key = true;
+        for (const DrawnHeatmap& h : p.heatmaps) {
+            if (app.ui.zoom > 1 && h.name == "stage") continue;  // zoomed in: drawn larger than its window on purpose
+            const bool small_multiple = h.name.rfind("grid.", 0) == 0;  // the attention grid's maps, one per head
+            const float want_h = small_multiple ? 24.f : h.rows > 1 ? std::min(100.f, 4.f * h.rows) : 12.f;
+            const float want_w = small_multiple ? 24.f : std::min(100.f, 4.f * (h.cols > 1 ? h.cols : 6));
+            // a map as wide as its room, and that room a large share of the centre, uses the space it has:
+            // its square cells make it short (197 x 3072 at 1280 px); zoom shows more
+            const auto ce = p.rects.find("center");
+            const bool uses_width = (h.width_bound || h.name.rfind("ln.", 0) == 0 || h.name == "stage") && ce != p.rects.end() &&
+                                    h.rect.w >= 0.45f * ce->second.w;
+            if ((h.rect.h + e < want_h && !uses_width) || h.rect.w + e < want_w)
+                fail("heatmap '" + h.name + "' (" + std::to_string(h.rows) + "x" + std::to_string(h.cols) + ") is drawn " +
+                     std::to_string(int(h.rect.w)) + "x" + std::to_string(int(h.rect.h)) + " px, under " +
+                     std::to_string(int(want_w)) + "x" + std::to_string(int(want_h)));
+            if (!h.key && !any_key) fail("heatmap '" + h.name + "' has no key");
+        }
+    }
+
+    // The layout sweep: at each window size (and content scale), every tab and a choice of stages
+    // (all of them at the small sizes where layouts break, fewer at the large ones), the math
+    // panel, the tour, the Changes tab with an option off.
+    void build_layout(AppContext& app) {
+        SweepPlan plan;
+        plan.session = &app.s;
+        plan.trace = app.s.trace();
+        const Trace& tr = *plan.trace;
+        const Config& c = app.s.shown_config();
+        const int L = c.depth, last = std::max(0, L - 1);
+        auto row = [&](StageKind k, int layer) { return tr.index(StageId{k, layer}); };
+        struct Pick { StageKind kind; int layer; bool grad; bool small; };
+        const std::vector<Pick> picks = {
+            {StageKind::Input, -1, false, true},        {StageKind::Patches, -1, false, false},
+            {StageKind::Tokens, -1, false, false},      {StageKind::Embed, -1, false, true},
+            {StageKind::Ln1Mean, 0, false, true},       {StageKind::Ln1Out, 0, false, false},
+            {StageKind::AttnQ, 0, false, false},        {StageKind::AttnScores, 0, false, false},
+            {StageKind::AttnPattern, 0, false, true},   {StageKind::AttnPattern, last, true, false},
+            {StageKind::MlpPre, last, false, true},     {StageKind::ResidPost, last, true, false},
+            {StageKind::LnFinalNormalized, -1, false, false}, {StageKind::Pooled, -1, false, false},
+            {StageKind::Logits, -1, false, true},       {StageKind::Probs, -1, false, false}};
+        for (const AppArgs::WindowSize& z : a_.sweep_sizes) {
+            const bool full = z.scale != 1 || z.w * z.h <= 1366 * 800;
+            const std::string at = std::to_string(z.w) + "x" + std::to_string(z.h);
+            auto add = [&](std::string desc, std::function<void(Session&, UiState&)> f) {
+                plan.add(std::move(desc), std::move(f));
+                sizes_.push_back(z);
+            };
+            for (const Pick& pk : picks) {
+                const int r = row(pk.kind, pk.layer);
+                if (r < 0 || (!full && !pk.small)) continue;
+                for (bool g : {false, pk.grad}) {
+                    add("stage " + tr.name(size_t(r)) + (g ? " gradient" : ""), [r, g](Session& s, UiState& ui) {
+                        ui = UiState{};
+                        ui.show_grad = g;
+                        if (s.trace()) select_row(ui, *s.trace(), size_t(r));
+                    });
+                    if (!pk.grad) break;
+                }
+            }
+            // the math of a cell beside its heatmap
+            if (const int r = row(StageKind::AttnPattern, 0); r >= 0)
+                add("math of a cell, attn.pattern", [r](Session& s, UiState& ui) {
+                    ui = UiState{};
+                    if (s.trace()) select_row(ui, *s.trace(), size_t(r));
+                    ui.cell_r = 1; ui.cell_c = 2;
+                });
+            if (const int r = row(StageKind::Logits, -1); r >= 0 && full)
+                add("math of a cell, logits", [r](Session& s, UiState& ui) {
+                    ui = UiState{};
+                    if (s.trace()) select_row(ui, *s.trace(), size_t(r));
+                    ui.cell_r = 0; ui.cell_c = 0;
+                });
+            // every tab, at a stage in the middle
+            for (const TabSpec& t : tab_table())
+                add(std::string("tab ") + t.name, [tab = t.tab, mid = int(tr.size() / 2)](Session& s, UiState& ui) {
+                    ui = UiState{};
+                    ui.tab = tab;
+                    if (s.trace()) select_row(ui, *s.trace(), size_t(mid));
+                });
+            add("attention maps, contrast per map", [](Session&, UiState& ui) { ui = UiState{}; ui.tab = Tab::AttentionMaps; ui.attention_per_map = true; });
+            // the tour over the views it talks about
+            for (int k : {0, 9, 14})
+                add("tour step " + std::to_string(k), [k](Session&, UiState& ui) { ui = UiState{}; ui.tour_step = k; });
+            // the Changes tab with an option off (and back)
+            add("changes, affine off", [](Session& s, UiState& ui) {
+                ui = UiState{};
+                Options o;
+                o.affine = false;
+                s.set_options(o);
+                ui.tab = Tab::Changes;
+            });
+            add("options reset " + at, [](Session& s, UiState& ui) { ui = UiState{}; s.set_options(Options{}); });
+        }
+        states_ = std::move(plan.states);
     }
 
     void check_errors(AppContext& app) {
@@ -271,13 +453,19 @@ private:
         const Probe& p = app.probe;
         if (!s.trace()) return;
         if (ui.tour_step >= 0 && ui.tour_applied == ui.tour_step) {
+            // the step's stage is the one shown (or the panel says the learner is off its path), it
+            // says what to notice and what to do, and it sits beside the views, never over them
             const auto e = shown_stage(s, ui);
-            if (!e || (p.string("tour.stage") != e->info->name && p.string("tour.off") != e->info->name))
-                fail("the tour is at " + p.string("tour.stage") + " but the app shows " + (e ? e->info->name : "nothing"));
-            else if (p.string("tour.what") != e->info->what)
-                fail("the tour's text for " + e->info->name + " is not the stage table's explanation");
+            const std::string want = p.string("tour.stage");
+            if (!want.empty() && ui.tab == Tab::Stage && (!e || (want != e->info->name && p.string("tour.off") != e->info->name)))
+                fail("the tour is at " + want + " but the app shows " + (e ? e->info->name : "nothing"));
+            if (p.string("tour.notice").empty() || p.string("tour.task").empty())
+                fail("the tour's step " + p.string("tour.id") + " says nothing to notice or nothing to do");
+            auto tr = p.rects.find("tour"), ce = p.rects.find("center");
+            if (tr != p.rects.end() && ce != p.rects.end() && overlaps(tr->second, ce->second))
+                fail("the tour's panel covers the centre views");
         }
-        for (const char* g : {"strip.dropped", "tour.strip.dropped"})
+        for (const char* g : {"strip.dropped"})
             if (p.number(g) > 0) fail(std::string(g) + ": the map strip left out " + std::to_string(int(p.number(g))) + " boxes");
         const float W = ImGui::GetIO().DisplaySize.x;
         auto gemm = p.rects.find("status.gemm"), line = p.rects.find("status.line");
@@ -432,6 +620,9 @@ private:
 
     const AppArgs& a_;
     std::vector<SweepState> states_;
+    std::vector<AppArgs::WindowSize> sizes_;  // the layout sweep: the window size of each state
+    AppArgs::WindowSize size_;                // the size asked for last
+    int resize_wait_ = 0;
     size_t next_ = 0;
     int frame_in_state_ = 0, frames_ = 0, idle_ = 0;
     std::vector<std::string> failures_;
@@ -492,6 +683,16 @@ void write_layout(const std::string& path, AppContext& app, int W, int H) {
     for (auto& [k, v] : p.strings) j["strings"][k] = v;
     j["texts"] = nlohmann::json::array();
     for (auto& t : p.texts) j["texts"].push_back({{"group", t.group}, {"text", t.text}, {"box", rect_json(t.box)}, {"clip", rect_json(t.clip)}});
+    j["windows"] = nlohmann::json::array();
+    for (auto& w : p.windows)
+        j["windows"].push_back({{"name", w.name}, {"rect", rect_json(w.rect)}, {"content_right", w.content_right},
+                                {"content_bottom", w.content_bottom}, {"right", w.right}, {"bottom", w.bottom},
+                                {"scroll_x", w.scroll_x}, {"scroll_y", w.scroll_y}, {"floating", w.floating}});
+    j["heatmaps"] = nlohmann::json::array();
+    for (auto& h : p.heatmaps)
+        j["heatmaps"].push_back({{"name", h.name}, {"rect", rect_json(h.rect)}, {"rows", h.rows}, {"cols", h.cols},
+                                 {"cell_w", h.cell_w}, {"cell_h", h.cell_h}, {"key", h.key}, {"width_bound", h.width_bound}});
+    j["ui_scale"] = app.font_scale;
     // the declared keys (probe.cpp): tests/gui/layout.py reads nothing else, and fails on any undeclared key written
     j["schema"] = nlohmann::json::object();
     for (ProbeKind k : {ProbeKind::Top, ProbeKind::Rect, ProbeKind::Number, ProbeKind::String, ProbeKind::Group})

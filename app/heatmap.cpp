@@ -1,13 +1,17 @@
-// Heatmaps: a tensor slice as a coloured grid with labelled axes, a colour bar and a hover readout
-// (Heatmap), and a stage's tensor drawn at its current slice (tensor_heatmap); shared by the tabs.
+// Heatmaps and their keys: a tensor slice as a coloured grid with labelled axes, a colour bar and a
+// hover readout (Heatmap), a stage's tensor drawn at its current slice (tensor_heatmap), and the keys
+// every picture of the app draws with (colour bars, horizontal keys, the non-finite legend, the
+// attention scale); shared by the tabs and the panels.
 //
 // Rules every view keeps (issue 8): every access to the trace is guarded; a view with nothing to
 // show says why, in place; heatmap cells are square (zoom for more); labels are thinned until none
-// overlaps or leaves its panel.
+// overlaps or leaves its panel. Issue 19: every picture has its key with values; one colour
+// convention per kind of quantity (quantity_colormap); attention pictures share one scale from 0.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "core/model/finite.h"
 #include "tensor_access.h"
 #include "views.h"
 
@@ -31,25 +35,55 @@ void DrawLabel(ImDrawList* dl, Probe& probe, const std::string& group, ImVec2 po
     probe.text(group, text, Rect{pos.x, pos.y, sz.x, sz.y}, clip);
 }
 
-Colormap colormap_for(const float* all, size_t n_all, const float* slice, size_t n_slice, bool signed_values,
-                      ScaleMode mode) {
+Colormap quantity_colormap(Quantity q, float lo, float hi) {
     Colormap cm;
-    const float* d = mode == ScaleMode::PerSlice ? slice : all;
-    size_t n = mode == ScaleMode::PerSlice ? n_slice : n_all;
-    if (!d || n == 0) return cm;
-    float lo = d[0], hi = d[0];
-    for (size_t i = 1; i < n; ++i) { lo = std::min(lo, d[i]); hi = std::max(hi, d[i]); }
-    bool diverging = signed_values && lo < 0 && hi > 0;
-    if (mode == ScaleMode::Symmetric || diverging) {
-        float m = std::max(std::fabs(lo), std::fabs(hi));
+    if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi) lo = hi = 0;
+    if (q == Quantity::Signed || q == Quantity::Difference) {
+        // white is 0, blue below, red above, symmetric: no change is white whatever the range
+        const float m = std::max(std::fabs(lo), std::fabs(hi));
         cm.mode = Colormap::Diverging;
         cm.vmin = -m; cm.vmax = m;
+        if (m <= 0) { cm.vmin = -1e-6f; cm.vmax = 1e-6f; }
     } else {
+        // from 0 (dark) to the largest value (yellow); a negative value (none should be) widens it
         cm.mode = Colormap::Sequential;
-        cm.vmin = lo; cm.vmax = hi;
+        cm.vmin = std::min(0.f, lo); cm.vmax = hi;
+        if (cm.vmax <= cm.vmin) cm.vmax = cm.vmin + 1e-6f;
     }
-    if (cm.vmax <= cm.vmin) cm.vmax = cm.vmin + 1e-6f;
     return cm;
+}
+
+ImU32 signed_colour(float v) {
+    // the diverging map's ends (shaders/heatmap.frag): negative blue, positive red
+    return v < 0 ? IM_COL32(59, 76, 192, 255) : IM_COL32(180, 4, 38, 255);
+}
+
+Colormap quantity_range(Quantity q, const float* d, size_t n) {
+    float lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; ++i)
+        if (std::isfinite(d[i])) { lo = std::min(lo, d[i]); hi = std::max(hi, d[i]); }
+    if (lo > hi) lo = hi = 0;
+    return quantity_colormap(q, lo, hi);
+}
+
+Colormap colormap_for(const float* all, size_t n_all, const float* slice, size_t n_slice, bool signed_values,
+                      ScaleMode mode) {
+    const float* d = mode == ScaleMode::PerSlice ? slice : all;
+    size_t n = mode == ScaleMode::PerSlice ? n_slice : n_all;
+    if (!d || n == 0) return Colormap{};
+    // the finite values only: NaN and Inf have colours of their own (the legend names them)
+    float lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; i < n; ++i)
+        if (std::isfinite(d[i])) { lo = std::min(lo, d[i]); hi = std::max(hi, d[i]); }
+    if (lo > hi) lo = hi = 0;
+    const bool sym = signed_values || mode == ScaleMode::Symmetric || lo < 0;
+    return quantity_colormap(sym ? Quantity::Signed : Quantity::Probability, lo, hi);
+}
+
+std::string fmt_short(float v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2g", double(v));
+    return b;
 }
 
 std::string fmt(float v) {
@@ -59,10 +93,213 @@ std::string fmt(float v) {
     return b;
 }
 
-float colorbar_width(const Colormap& cm) {
+float colorbar_width(const Colormap& cm, const std::vector<KeyMark>& marks) {
     float w = 0;
     for (float v : {cm.vmin, 0.5f * (cm.vmin + cm.vmax), cm.vmax}) w = std::max(w, ImGui::CalcTextSize(fmt(v).c_str()).x);
-    return 10 + 14 + 6 + w + 6;
+    for (const KeyMark& m : marks) w = std::max(w, ImGui::CalcTextSize(m.label.c_str()).x);
+    return 6 + 10 + 4 + w + 2;  // gap, bar, gap, figures
+}
+
+void DrawColorBar(ViewCtx& v, const std::string& group, const Colormap& cm, ImVec2 p, float h,
+                  const std::vector<KeyMark>& marks) {
+    if (h < 20) return;
+    Colormap unit = cm;
+    unit.vmin = 0; unit.vmax = 1;
+    if (unit.mode == Colormap::Overlay) unit.opacity = 1;
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    v.gfx.draw(dl, v.gfx.ramp(), p, ImVec2(p.x + 10, p.y + h), unit);
+    dl->AddRect(p, ImVec2(p.x + 10, p.y + h), IM_COL32(120, 120, 120, 255));
+    ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text);
+    const float th = ImGui::GetTextLineHeight();
+    Rect clip = clip_rect(dl);
+    // the marks first (uniform attention, 0): a line across the bar and its name beside it
+    std::vector<float> taken;
+    for (const KeyMark& m : marks) {
+        if (!(m.value >= cm.vmin && m.value <= cm.vmax) || cm.vmax <= cm.vmin) continue;
+        const float y = p.y + h * (1 - (m.value - cm.vmin) / (cm.vmax - cm.vmin));
+        // a black pixel row edged in white, on whole pixels (a line between pixels blurs to grey)
+        const float yi = std::floor(y);
+        dl->AddRectFilled(ImVec2(p.x - 3, yi - 1), ImVec2(p.x + 13, yi + 2), IM_COL32(255, 255, 255, 255));
+        dl->AddRectFilled(ImVec2(p.x - 3, yi), ImVec2(p.x + 13, yi + 1), IM_COL32(0, 0, 0, 255));
+        float ly = std::clamp(y - th / 2, p.y + th / 2 + 1, p.y + h - th * 1.5f - 1);
+        if (h < 3 * th) continue;
+        DrawLabel(dl, v.probe, group, ImVec2(p.x + 14, ly), IM_COL32(255, 255, 255, 255), m.label, clip);
+        taken.push_back(ly);
+    }
+    auto free_at = [&](float y) {
+        for (float t : taken)
+            if (std::fabs(t - y) < th) return false;
+        return true;
+    };
+    DrawLabel(dl, v.probe, group, ImVec2(p.x + 14, p.y - th / 2), tc, fmt(cm.vmax), clip);
+    const float mid = p.y + h / 2 - th / 2;
+    if (h > 3 * th && free_at(mid)) DrawLabel(dl, v.probe, group, ImVec2(p.x + 14, mid), tc, fmt(0.5f * (cm.vmin + cm.vmax)), clip);
+    DrawLabel(dl, v.probe, group, ImVec2(p.x + 14, p.y + h - th / 2), tc, fmt(cm.vmin), clip);
+}
+
+float color_key_height() { return 10 + 2 + ImGui::GetTextLineHeight() + ImGui::GetStyle().ItemSpacing.y; }
+
+void ColorKey(ViewCtx& v, const char* id, const Colormap& cm, float w, const std::vector<KeyMark>& marks) {
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float th = ImGui::GetTextLineHeight();
+    const std::string lo = fmt(cm.vmin), hi = fmt(cm.vmax);
+    const float lw = ImGui::CalcTextSize(lo.c_str()).x, hw = ImGui::CalcTextSize(hi.c_str()).x;
+    w = std::max(w, lw + hw + 40);
+    ImVec2 o = ImGui::GetCursorScreenPos();
+    ImGui::Dummy(ImVec2(w, 10 + 2 + th));
+    const Rect clip{o.x, o.y, w, 12 + th};
+    // the bar: a horizontal ramp (the vertical ramp's texture turned: left = vmin, right = vmax)
+    Colormap unit = cm;
+    unit.vmin = 0; unit.vmax = 1;
+    if (unit.mode == Colormap::Overlay) unit.opacity = 1;
+    const ImVec2 b0(o.x, o.y), b1(o.x + w, o.y + 10);
+    v.gfx.draw(dl, v.gfx.hramp(), b0, b1, unit);
+    dl->AddRect(b0, b1, IM_COL32(120, 120, 120, 255));
+    const std::string group = std::string(id) + ".key";
+    const ImU32 tc = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    DrawLabel(dl, v.probe, group, ImVec2(o.x, o.y + 12), tc, lo, clip);
+    DrawLabel(dl, v.probe, group, ImVec2(o.x + w - hw, o.y + 12), tc, hi, clip);
+    float free0 = o.x + lw + 6, free1 = o.x + w - hw - 6;
+    if (cm.mode == Colormap::Diverging && cm.vmin < 0 && cm.vmax > 0) {  // white is 0: said at the middle
+        const float zx = o.x + w * (0 - cm.vmin) / (cm.vmax - cm.vmin), zw = ImGui::CalcTextSize("0").x;
+        dl->AddLine(ImVec2(zx, o.y + 10), ImVec2(zx, o.y + 13), tc);
+        if (zx - zw / 2 >= free0 && zx + zw / 2 <= free1) DrawLabel(dl, v.probe, group, ImVec2(zx - zw / 2, o.y + 12), tc, "0", clip);
+    }
+    for (const KeyMark& m : marks) {
+        if (!(m.value >= cm.vmin && m.value <= cm.vmax) || cm.vmax <= cm.vmin) continue;
+        const float x = o.x + w * (m.value - cm.vmin) / (cm.vmax - cm.vmin);
+        // a black pixel column edged in white, on whole pixels (a line between pixels blurs to grey)
+        const float xi = std::floor(x);
+        dl->AddRectFilled(ImVec2(xi - 1, o.y - 2), ImVec2(xi + 2, o.y + 12), IM_COL32(255, 255, 255, 255));
+        dl->AddRectFilled(ImVec2(xi, o.y - 2), ImVec2(xi + 1, o.y + 12), IM_COL32(0, 0, 0, 255));
+        const float mw = ImGui::CalcTextSize(m.label.c_str()).x;
+        const float lx = std::clamp(x - mw / 2, free0, free1 - mw);
+        if (lx >= free0 && lx + mw <= free1) {
+            DrawLabel(dl, v.probe, group, ImVec2(lx, o.y + 12), IM_COL32(255, 255, 255, 255), m.label, clip);
+            free0 = lx + mw + 6;
+        }
+    }
+    v.probe.rects[group] = Rect{b0.x, b0.y, w, 10};
+    v.probe.numbers[group + ".vmin"] = cm.vmin;
+    v.probe.numbers[group + ".vmax"] = cm.vmax;
+    v.probe.numbers[group + ".mode"] = cm.mode;
+}
+
+namespace {
+
+// The swatch of a non-finite value: magenta for NaN, magenta striped with white (+Inf) or black
+// (-Inf), as the shader draws them (shaders/heatmap.frag).
+void nonfinite_swatch(ImDrawList* dl, ImVec2 p, float sz, int kind) {
+    dl->AddRectFilled(p, ImVec2(p.x + sz, p.y + sz), IM_COL32(255, 0, 255, 255));
+    if (kind != 0) {
+        const ImU32 c = kind > 0 ? IM_COL32(255, 255, 255, 255) : IM_COL32(0, 0, 0, 255);
+        for (float k = 0; k < 2 * sz; k += 6)
+            dl->AddLine(ImVec2(p.x + std::max(0.f, k - sz), p.y + std::min(sz, k)), ImVec2(p.x + std::min(sz, k), p.y + std::max(0.f, k - sz)), c, 2.f);
+    }
+    dl->AddRect(p, ImVec2(p.x + sz, p.y + sz), IM_COL32(120, 120, 120, 255));
+}
+
+}  // namespace
+
+bool NonFiniteKey(ViewCtx& v, const std::string& group, const NonFinite& nf) {
+    if (!nf.any()) return false;
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float th = ImGui::GetTextLineHeight();
+    const std::pair<uint64_t, const char*> kinds[3] = {{nf.nan, "NaN"}, {nf.pos_inf, "+Inf"}, {nf.neg_inf, "-Inf"}};
+    for (int k = 0; k < 3; ++k) {
+        if (!kinds[k].first) continue;
+        const std::string text = std::string(kinds[k].second) + ": " + std::to_string(kinds[k].first) + " cell" + (kinds[k].first == 1 ? "" : "s");
+        ImVec2 o = ImGui::GetCursorScreenPos();
+        ImGui::Dummy(ImVec2(th + 6 + ImGui::CalcTextSize(text.c_str()).x, th));
+        nonfinite_swatch(dl, o, th, k == 0 ? 0 : k == 1 ? 1 : -1);
+        DrawLabel(dl, v.probe, group, ImVec2(o.x + th + 6, o.y), IM_COL32(255, 120, 255, 255), text, clip_rect(dl));
+    }
+    v.probe.numbers[group + ".count"] = double(nf.count());
+    return true;
+}
+
+namespace {
+std::string axis_fmt(float v) {  // an axis figure: three significant digits, no exponent for 100
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", double(v));
+    return b;
+}
+}  // namespace
+
+void PlotWithAxes(ViewCtx& v, const char* id, const std::vector<float>& y, float ymin, float ymax, const std::string& x_label,
+                  const std::string& y_label, float first_x, float last_x, ImVec2 size) {
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float th = ImGui::GetTextLineHeight();
+    const ImU32 tc = ImGui::GetColorU32(ImGuiCol_TextDisabled), line = IM_COL32(240, 180, 60, 255);
+    float lo = ymin, hi = ymax;
+    if (!std::isfinite(lo) || !std::isfinite(hi)) {  // from the data
+        lo = INFINITY; hi = -INFINITY;
+        for (float f : y)
+            if (std::isfinite(f)) { lo = std::min(lo, f); hi = std::max(hi, f); }
+        if (lo > hi) lo = hi = 0;
+        if (std::isfinite(ymin)) lo = ymin;
+        if (std::isfinite(ymax)) hi = ymax;
+    }
+    if (hi <= lo) hi = lo + 1;
+    float axis_w = 0;
+    for (float f : {lo, hi, 0.5f * (lo + hi)}) axis_w = std::max(axis_w, ImGui::CalcTextSize(axis_fmt(f).c_str()).x);
+    axis_w += 8;
+    ImVec2 o = ImGui::GetCursorScreenPos();
+    ImGui::Dummy(size);
+    const Rect clip{o.x, o.y, size.x, size.y};
+    const std::string group = std::string(id) + ".axes";
+    // the title (what is plotted), the plot area, the y figures on the left, the x figures under it
+    DrawLabel(dl, v.probe, group, ImVec2(o.x, o.y), ImGui::GetColorU32(ImGuiCol_Text), y_label, clip);
+    const ImVec2 p0(o.x + axis_w, o.y + th + 4), p1(o.x + size.x - 4, o.y + size.y - 2 * th - 4);
+    if (p1.y - p0.y < 20 || p1.x - p0.x < 40) return;
+    dl->AddRectFilled(p0, p1, IM_COL32(30, 34, 42, 255));
+    dl->AddRect(p0, p1, tc);
+    for (float f : {hi, 0.5f * (lo + hi), lo}) {
+        const float yy = p1.y - (f - lo) / (hi - lo) * (p1.y - p0.y);
+        dl->AddLine(ImVec2(p0.x - 3, yy), ImVec2(p0.x, yy), tc);
+        const std::string t = axis_fmt(f);
+        DrawLabel(dl, v.probe, group, ImVec2(o.x, std::clamp(yy - th / 2, p0.y - th / 2, p1.y - th / 2)), tc, t, clip);
+    }
+    const int n = int(y.size());
+    if (n == 1 && std::isfinite(y[0]))  // one point: a dot
+        dl->AddCircleFilled(ImVec2(p0.x, p1.y - std::clamp((y[0] - lo) / (hi - lo), 0.f, 1.f) * (p1.y - p0.y)), 3.f, line);
+    for (int i = 1; i < n; ++i) {
+        auto at = [&](int k) {
+            const float fx = n > 1 ? float(k) / float(n - 1) : 0.f;
+            const float fy = std::isfinite(y[size_t(k)]) ? std::clamp((y[size_t(k)] - lo) / (hi - lo), 0.f, 1.f) : 0.f;
+            return ImVec2(p0.x + fx * (p1.x - p0.x), p1.y - fy * (p1.y - p0.y));
+        };
+        dl->AddLine(at(i - 1), at(i), line, 1.5f);
+    }
+    const std::string a = axis_fmt(first_x), b = axis_fmt(last_x);
+    DrawLabel(dl, v.probe, group, ImVec2(p0.x, p1.y + 3), tc, a, clip);
+    const float bw = ImGui::CalcTextSize(b.c_str()).x, xw = ImGui::CalcTextSize(x_label.c_str()).x;
+    DrawLabel(dl, v.probe, group, ImVec2(p1.x - bw, p1.y + 3), tc, b, clip);
+    if (xw + 16 < p1.x - p0.x - bw - ImGui::CalcTextSize(a.c_str()).x)
+        DrawLabel(dl, v.probe, group, ImVec2((p0.x + p1.x - xw) / 2, p1.y + 3 + th), tc, x_label, clip);
+    v.probe.rects[std::string(id)] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};
+}
+
+std::vector<KeyMark> attention_marks(int tokens) {
+    if (tokens <= 0) return {};
+    char b[48];
+    std::snprintf(b, sizeof b, "1/%d = %s (uniform)", tokens, fmt(1.f / float(tokens)).c_str());
+    return {KeyMark{1.f / float(tokens), b}};
+}
+
+Colormap attention_colormap(float shared_max, float map_max, bool per_map) {
+    Colormap cm = quantity_colormap(Quantity::Probability, 0.f, per_map ? map_max : shared_max);
+    return cm;
+}
+
+bool AttentionNote(ViewCtx& v, const std::string& key) {
+    const std::string note = weights_note(v.s);
+    if (note.empty()) return false;
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: this attention is an untrained model's; its pattern means nothing", note.c_str());
+    ImGui::PopTextWrapPos();
+    v.probe.strings[key + ".random"] = note;
+    return true;
 }
 
 std::vector<std::string> class_labels(const Config& c, size_t n) {
@@ -121,42 +358,6 @@ uint64_t hash_str(const std::string& s, uint64_t h = 1469598103934665603ull) {
     return h;
 }
 
-void colorbar(ViewCtx& v, const std::string& group, const Colormap& cm, ImVec2 p, float h) {
-    if (h < 20) return;
-    Colormap unit = cm;
-    unit.vmin = 0; unit.vmax = 1;
-    if (unit.mode == Colormap::Overlay) unit.opacity = 1;
-    ImDrawList* dl = ImGui::GetWindowDrawList();
-    v.gfx.draw(dl, v.gfx.ramp(), p, ImVec2(p.x + 14, p.y + h), unit);
-    dl->AddRect(p, ImVec2(p.x + 14, p.y + h), IM_COL32(120, 120, 120, 255));
-    ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text);
-    const float th = ImGui::GetTextLineHeight();
-    Rect clip = clip_rect(dl);
-    DrawLabel(dl, v.probe, group, ImVec2(p.x + 20, p.y - th / 2), tc, fmt(cm.vmax), clip);
-    if (h > 3 * th) DrawLabel(dl, v.probe, group, ImVec2(p.x + 20, p.y + h / 2 - th / 2), tc, fmt(0.5f * (cm.vmin + cm.vmax)), clip);
-    DrawLabel(dl, v.probe, group, ImVec2(p.x + 20, p.y + h - th / 2), tc, fmt(cm.vmin), clip);
-}
-
-// Which token a selected patch is on an axis labelled like this: after the tokens before it (cls,
-// registers, dist; the registers only from with_registers on).
-int token_index(const std::string& axis, int patch, int prefix) {
-    if (patch < 0) return -1;
-    if (axis.rfind("tokens", 0) == 0) return patch + prefix;
-    if (axis.rfind("patches", 0) == 0) return patch;
-    return -1;
-}
-
-// The names of the tokens on a token axis of `n` entries (cls, reg0, dist, p0...), none for another axis.
-std::vector<std::string> token_names(const StageTable& table, const StageInfo& info, const std::string& axis, int n) {
-    std::vector<std::string> v;
-    if (axis.rfind("tokens", 0) != 0) return v;
-    const bool before = before_registers(info.id.kind);
-    const RunDims& rd = table.dims();
-    if (n != rd.T - (before ? table.config().registers : 0)) return v;  // not the run's tokens (a pooled row)
-    for (int i = 0; i < n; ++i) v.push_back(token_label(table, i, false, before));
-    return v;
-}
-
 // The label of axis i of a rank-`rank` tensor; never reads past the list it is given.
 std::string axis_label(const StageInfo& info, size_t i, size_t rank) {
     if (info.axes.size() == rank && i < info.axes.size()) return info.axes[i];
@@ -179,16 +380,31 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
     float W = a.max_w > 0 ? std::min(a.max_w, avail.x) : avail.x;
     float H = a.max_h > 0 ? std::min(a.max_h, avail.y) : avail.y;
     const float th = ImGui::GetTextLineHeight();
-    const float bar_w = a.colorbar ? colorbar_width(a.cm) : 0.f;
-    const bool row_names = int(a.row_names.size()) == a.rows;
-    float left = ImGui::CalcTextSize(std::to_string(a.rows - 1).c_str()).x + 8;
-    if (row_names)
-        for (auto& n : a.row_names) left = std::max(left, ImGui::CalcTextSize(n.c_str()).x + 8);
+    const float bar_w = a.colorbar ? colorbar_width(a.cm, a.marks) : 0.f;
+    // the row names: numbers, or the tokens' names (cls, p0, p1, ...) on a token axis
+    auto row_text = [&](int r) { return a.row_name ? a.row_name(r) : std::to_string(r); };
+    float left = 0;
+    if (a.row_labels) {
+        for (int r : {0, std::min(a.rows - 1, 1), a.rows - 1, a.rows / 2, std::max(0, a.rows - 2)})
+            left = std::max(left, ImGui::CalcTextSize(row_text(r).c_str()).x);
+        if (a.row_name) left = std::max(left, ImGui::CalcTextSize(row_text(a.rows > 10 ? 10 : 0).c_str()).x);
+        left += 8;
+    }
     const float top = th + 2;
+    // the non-finite cells of this slice: their legend goes under the colour bar
+    const NonFinite nf = count_nonfinite(a.data, size_t(a.rows) * size_t(a.cols));
     // Axis titles: what each axis is and its size (one line, so side-by-side panels start level).
-    if (W > 360) ImGui::TextDisabled("rows: %s (%d)   columns: %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
-    else ImGui::TextDisabled("%s (%d) x %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
+    if (a.titles) {
+        char longer[256], shorter[256];
+        std::snprintf(longer, sizeof longer, "rows: %s (%d)   columns: %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
+        std::snprintf(shorter, sizeof shorter, "%s (%d) x %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
+        const char* t = ImGui::CalcTextSize(longer).x <= W ? longer : shorter;
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + W);
+        ImGui::TextDisabled("%s", t);
+        ImGui::PopTextWrapPos();
+    }
     // Square cells, as large as the panel allows; zoom (wheel) for more.
+    const float legend_h = nf.any() ? 3 * (th + ImGui::GetStyle().ItemSpacing.y) : 0.f;
     float cwf = (W - bar_w - left) / a.cols, chf = (H - th - top - 4) / a.rows;
     float cell = a.cell > 0 ? a.cell : std::max(std::min(cwf, chf), 0.05f);
     if (a.rows == 1 && a.cell <= 0) cell = std::min(cwf, 48.f);  // a vector: square cells up to 48 px
@@ -241,17 +457,25 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
     // Tick labels, thinned so that none overlaps its neighbour or leaves the canvas.
     ImU32 tc = ImGui::GetColorU32(ImGuiCol_TextDisabled);
     Rect clip{origin.x, origin.y, canvas.x, canvas.y};
-    int rstep = std::max(1, int(std::ceil((th + 1) / ch)));
-    for (int r = 0; r < a.rows; r += rstep) {
-        float y = p0.y + r * ch + ch / 2 - th / 2;
-        if (y < origin.y - 0.5f || y + th > clip1.y + 0.5f) continue;  // left of the cells: clear of the column labels
-        DrawLabel(dl, pr, group + ".rows", ImVec2(origin.x, y), tc, row_names ? a.row_names[size_t(r)] : std::to_string(r), clip);
+    if (a.row_labels) {
+        int rstep = std::max(1, int(std::ceil((th + 1) / ch)));
+        for (int r = 0; r < a.rows; r += rstep) {
+            float y = p0.y + r * ch + ch / 2 - th / 2;
+            if (y < origin.y - 0.5f || y + th > clip1.y + 0.5f) continue;  // left of the cells: clear of the column labels
+            const std::string t = row_text(r);
+            if (ImGui::CalcTextSize(t.c_str()).x > left - 4) continue;
+            DrawLabel(dl, pr, group + ".rows", ImVec2(origin.x, y), tc, t, clip);
+        }
     }
     bool names = !a.col_names.empty() && int(a.col_names.size()) == a.cols;
-    auto col_text = [&](int c) { return names ? a.col_names[size_t(c)] : std::to_string(c); };
+    auto col_text = [&](int c) { return names ? a.col_names[size_t(c)] : a.col_name ? a.col_name(c) : std::to_string(c); };
     float widest = 0;
     if (names) for (auto& n : a.col_names) widest = std::max(widest, ImGui::CalcTextSize(n.c_str()).x);
-    if (!names || widest + 6 > cw) { names = false; widest = ImGui::CalcTextSize(std::to_string(a.cols - 1).c_str()).x; }
+    if (!names || widest + 6 > cw) {
+        names = false;
+        widest = 0;
+        for (int c : {0, a.cols - 1, a.cols / 2, std::max(0, a.cols - 2)}) widest = std::max(widest, ImGui::CalcTextSize(col_text(c).c_str()).x);
+    }
     int cstep = std::max(1, int(std::ceil((widest + 6) / cw)));
     for (int c = 0; c < a.cols; c += cstep) {
         std::string s = col_text(c);
@@ -261,9 +485,24 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
         DrawLabel(dl, pr, group + ".cols", ImVec2(x, origin.y), tc, s, clip);
     }
     if (a.colorbar) {
-        float bh = std::min(canvas.y - top - th, 260.f);
-        colorbar(v, group + ".colorbar", a.cm, ImVec2(origin.x + canvas.x + 10, img0.y + th / 2), bh);
+        float bh = std::min(canvas.y - top - th - legend_h, 260.f);
+        if (bh < 20 && canvas.y - top - th >= 20) bh = canvas.y - top - th;  // the bar before the legend
+        const ImVec2 bp(origin.x + canvas.x + 6, img0.y + th / 2);
+        DrawColorBar(v, group + ".colorbar", a.cm, bp, bh, a.marks);
+        if (nf.any()) {
+            // the legend of the cells that have no place on the bar, under it
+            const ImVec2 keep = ImGui::GetCursorScreenPos();
+            ImGui::SetCursorScreenPos(ImVec2(bp.x, bp.y + std::max(bh, 0.f) + th));
+            ImGui::BeginGroup();
+            NonFiniteKey(v, group + ".nonfinite", nf);
+            ImGui::EndGroup();
+            ImGui::SetCursorScreenPos(keep);
+        }
+    } else if (nf.any()) {
+        NonFiniteKey(v, group + ".nonfinite", nf);
     }
+    pr.heatmaps.push_back({group, Rect{img0.x, img0.y, clip1.x - img0.x, clip1.y - img0.y}, a.rows, a.cols, cw, ch, a.colorbar,
+                           a.cell <= 0 && cwf <= chf});
     if (a.rect_name) {
         pr.rects[a.rect_name] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};
         pr.numbers[std::string(a.rect_name) + ".vmin"] = a.cm.vmin;
@@ -289,14 +528,54 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
             ImGui::BeginTooltip();
             ImGui::Text("%s%d, %d] = %s", a.index_prefix.empty() ? "[" : a.index_prefix.c_str(), r, c,
                         fmt(a.data[size_t(r) * a.cols + c]).c_str());
-            ImGui::TextDisabled("%s %d%s, %s %d%s", a.row_label.c_str(), r, row_names ? (" (" + a.row_names[size_t(r)] + ")").c_str() : "",
-                                a.col_label.c_str(), c,
-                                int(a.col_names.size()) == a.cols ? (" (" + a.col_names[size_t(c)] + ")").c_str() : "");
+            const std::string rn = a.row_long ? a.row_long(r) : a.row_name ? a.row_name(r) : std::to_string(r);
+            const std::string cn = names ? a.col_names[size_t(c)] : a.col_long ? a.col_long(c) : a.col_name ? a.col_name(c) : std::to_string(c);
+            ImGui::TextDisabled("%s %s, %s %s", a.row_label.c_str(), rn.c_str(), a.col_label.c_str(), cn.c_str());
             ImGui::EndTooltip();
         }
     }
     ImGui::PopID();
 }
+
+void token_axis_names(HeatmapArgs& a, const Session& s, StageKind kind) {
+    const Trace* t = s.trace();
+    if (!t || t->empty()) return;
+    std::shared_ptr<const StageTable> table = t->table_ptr();
+    const bool br = before_registers(kind);
+    auto names = [&](const std::string& axis, std::function<std::string(int)>& name, std::function<std::string(int)>& longer) {
+        if (axis.rfind("tokens", 0) == 0) {
+            name = [table, br](int i) { return token_label(*table, i, false, br); };
+            longer = [table, br](int i) { return std::to_string(i) + " = " + token_label(*table, i, true, br); };
+        } else if (axis.rfind("patches", 0) == 0) {
+            name = [](int i) { return "p" + std::to_string(i); };
+            longer = [table](int i) { return token_label(*table, table->config().prefix_tokens() + i, true) ; };
+        }
+    };
+    names(a.row_label, a.row_name, a.row_long);
+    names(a.col_label, a.col_name, a.col_long);
+}
+
+namespace {
+
+// The token a selected patch is on an axis labelled like this (the tokens before the patches
+// counted from the table: cls, registers, dist), -1 when the axis is not one of tokens or patches.
+int token_index(const Trace* t, StageKind kind, const std::string& axis, int patch) {
+    if (patch < 0) return -1;
+    if (axis.rfind("patches", 0) == 0) return patch;
+    if (axis.rfind("tokens", 0) != 0) return -1;
+    if (!t || t->empty()) return patch + 1;
+    const Config& c = t->table().config();
+    const RunDims& rd = t->table().dims();
+    const bool early = before_registers(kind);
+    if (!early && rd.dropped()) {  // the blocks' sequence holds the kept patches only
+        const auto it = std::find(rd.kept.begin(), rd.kept.end(), patch);
+        if (it == rd.kept.end()) return -1;  // dropped: no token
+        patch = int(it - rd.kept.begin());
+    }
+    return patch + int(c.cls_token) + int(c.dist_token) + (early ? 0 : c.registers);
+}
+
+}  // namespace
 
 void tensor_heatmap(ViewCtx& v, const char* id, const std::string& name, const Array& t, const StageInfo& info,
                     HeatmapCache& cache, HeatmapArgs a, bool is_grad) {
@@ -312,34 +591,25 @@ void tensor_heatmap(ViewCtx& v, const char* id, const std::string& name, const A
         prefix = "[" + std::to_string(sl.slice) + ", ";
     }
     a.data = sl.data; a.rows = sl.rows; a.cols = sl.cols; a.row_label = rl; a.col_label = cl; a.index_prefix = prefix;
+    token_axis_names(a, v.s, info.id.kind);
     // The colour range scans the whole tensor: only when the texture is re-uploaded.
     const uint64_t key = hash_str(name + (is_grad ? "g" : ""),
                                   v.s.version() * 1000003ull + uint64_t(sl.slice * 1000 + int(ui.scale_mode) + 7) * 7919ull);
     const bool up = !cache.valid || cache.key != key;
     if (up) {
-        cache.range = colormap_for(t.data(), t.size(), sl.data, sl.size(), info.signed_values || is_grad, ui.scale_mode);
+        cache.range = a.quantity ? quantity_range(*a.quantity, t.data(), t.size())
+                                 : colormap_for(t.data(), t.size(), sl.data, sl.size(), info.signed_values || is_grad, ui.scale_mode);
         cache.key = key;
         cache.valid = true;
     }
     a.cm = cache.range;
-    // token axes: named (cls, reg0, dist, p12), and the selected patch's token after the tokens before it
-    int before = 1;       // the tokens before the patches on this axis
-    int patch = ui.patch; // the selected patch's place among the patch tokens of this stage
-    if (const Trace* tr = v.s.trace(); tr && !tr->empty()) {
-        const StageTable& table = tr->table();
-        const RunDims& rd = table.dims();
-        const bool early = before_registers(info.id.kind);
-        before = rd.prefix - (early ? table.config().registers : 0);
-        if (!early && rd.dropped() && patch >= 0) {  // the blocks' sequence holds the kept patches only
-            auto it = std::find(rd.kept.begin(), rd.kept.end(), patch);
-            patch = it == rd.kept.end() ? -1 : int(it - rd.kept.begin());
-        }
-        if (a.row_names.empty()) a.row_names = token_names(table, info, rl, sl.rows);
-        if (a.col_names.empty()) a.col_names = token_names(table, info, cl, sl.cols);
-    }
-    a.highlight_row = sl.rows > 1 ? token_index(rl, patch, before) : -1;
-    a.highlight_col = token_index(cl, patch, before);
-    if (info.id.kind == StageKind::Input && R == 3) a.highlight_row = a.highlight_col = -1;  // pixels, not tokens
+    const Trace* tr = v.s.trace();
+    a.highlight_row = sl.rows > 1 ? token_index(tr, info.id.kind, rl, ui.patch) : -1;
+    a.highlight_col = token_index(tr, info.id.kind, cl, ui.patch);
+    if (info.id.kind == StageKind::Input && R == 3) a.highlight_row = a.highlight_col = -1;
+    // attention patterns: uniform attention (1/T, T the keys) marked on the bar
+    if (!is_grad && (info.id.kind == StageKind::AttnPattern || info.id.kind == StageKind::HeadAttnPattern) && a.cm.mode == Colormap::Sequential)
+        a.marks = {KeyMark{1.f / float(sl.cols), "uniform 1/" + std::to_string(sl.cols)}};
     Heatmap(v, id, cache.tex, up, a);
 }
 

@@ -133,20 +133,25 @@ void DrawInterventionStrip(ViewCtx& v, InterventionsUi& st) {
         if (ImGui::IsKeyPressed(GLFW_KEY_D)) ui.paint_drop = !ui.paint_drop;
     }
     const ImVec2 a = ImGui::GetCursorScreenPos();
+    Flow flow;  // the strip wraps onto more rows in a narrow window
+    flow.next(Flow::text_w("Interventions:"));
     ImGui::TextColored(kIvText, "Interventions:");
     // What ran: the trace on screen's interventions (a pass with the ones asked for may be running).
     const Interventions shown = s.trace() ? s.shown_options().iv : Interventions{};
     const std::vector<Item> items = items_of(want.iv);
     pr.strings["iv.list"] = shown.describe();
     if (items.empty()) {
-        ImGui::SameLine();
-        ImGui::TextDisabled("none (knock out a head, drop patches, or patch activations from another image)");
+        const char* none = "none (knock out a head, drop patches, or patch activations from another image)";
+        flow.next(Flow::text_w(none));
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", none);
+        ImGui::PopTextWrapPos();
     }
     for (size_t i = 0; i < items.size(); ++i) {
-        ImGui::SameLine();
+        const std::string label = items[i].text + "  x";
+        flow.next(Flow::button_w(label.c_str()));
         ImGui::PushID(int(i));
         ImGui::PushStyleColor(ImGuiCol_Button, IM_COL32(110, 55, 20, 255));
-        const std::string label = items[i].text + "  x";
         if (ImGui::SmallButton(label.c_str())) {
             Options o = want;
             items[i].remove(o.iv);
@@ -159,33 +164,41 @@ void DrawInterventionStrip(ViewCtx& v, InterventionsUi& st) {
         ImGui::PopID();
     }
     if (!items.empty()) {
-        ImGui::SameLine();
+        flow.next(Flow::button_w("Clear all"));
         if (ImGui::SmallButton("Clear all")) {
             Options o = want;
             o.iv = {};
             s.set_options(o);
         }
     }
+    std::string state;
     if (s.trace() && !same_interventions(shown, want.iv)) {
-        ImGui::SameLine();
-        ImGui::TextDisabled("(running: the views show %s)", shown.empty() ? "the pass without interventions" : shown.describe().c_str());
+        state = "(running: the views show " + (shown.empty() ? std::string("the pass without interventions") : shown.describe()) + ")";
     } else if (s.trace() && !shown.empty() && s.result().from_block >= 0) {
-        ImGui::SameLine();
-        ImGui::TextDisabled("(recomputed from block %d on, the stages before it reused)", s.result().from_block);
+        state = "(recomputed from block " + std::to_string(s.result().from_block) + " on, the stages before it reused)";
         pr.numbers["iv.from_block"] = s.result().from_block;
     }
+    if (!state.empty()) {
+        flow.next(Flow::text_w(state.c_str()));
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", state.c_str());
+        ImGui::PopTextWrapPos();
+    }
     // the modes and the patching panel
+    Flow modes;
+    modes.next(Flow::checkbox_w("click a map to knock out its head (K)"));
     ImGui::Checkbox("click a map to knock out its head (K)", &ui.knock_out);
     if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("on: a click on a map of the Attention maps tab knocks that head out (or restores it);\n"
                           "off: a click opens its pattern. A right click always knocks out.");
-    ImGui::SameLine();
+    modes.next(Flow::checkbox_w("paint patches to drop (D)"));
     ImGui::Checkbox("paint patches to drop (D)", &ui.paint_drop);
     if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("on: clicking (or dragging over) patches of the model input drops them from the sequence\n"
                           "(or puts them back); the pass runs on the patches left");
-    ImGui::SameLine();
-    if (ImGui::SmallButton(st.patch_panel ? "Patching (open)" : "Patching...")) st.patch_panel = !st.patch_panel;
+    const char* patching = st.patch_panel ? "Patching (open)" : "Patching...";
+    modes.next(Flow::button_w(patching));
+    if (ImGui::SmallButton(patching)) st.patch_panel = !st.patch_panel;
     const ImVec2 b = ImGui::GetCursorScreenPos();
     pr.rects["iv.strip"] = Rect{a.x, a.y, ImGui::GetContentRegionAvail().x, b.y - a.y};
     pr.numbers["iv.count"] = double(items.size());

@@ -41,8 +41,23 @@ float Job::progress() const {
 }
 
 std::string Job::step() const {
+    std::function<std::string(int)> f;
+    std::string st;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        f = step_from_units_;
+        st = step_;
+    }
+    if (f) {
+        const std::string named = f(units_.load());
+        if (!named.empty()) return named;
+    }
+    return st;
+}
+
+void Job::set_step_from_units(std::function<std::string(int)> f) {
     std::lock_guard<std::mutex> g(mu_);
-    return step_;
+    step_from_units_ = std::move(f);
 }
 
 void Job::set_step(const std::string& s) {

@@ -40,7 +40,10 @@ public:
     void wait() const;
     std::string error() const;      // Failed: the exception's message
     float progress() const;         // 0..1; -1 when the job does not know
-    std::string step() const;       // what it is doing now ("epoch 2 of 5")
+    std::string step() const;       // what it is doing now ("epoch 2 of 5", "running block 3 of 24")
+    // The step named from the units done (the forward pass: the stage it is at, said as a block of
+    // the model), read by the submitter's thread; set by the submitter right after submit.
+    void set_step_from_units(std::function<std::string(int)> f);
 
     // ---- the job's side
     // Progress as a count of units done out of a total (the forward pass counts stages in a trace).
@@ -63,6 +66,7 @@ private:
     mutable std::condition_variable cv_;
     State state_ = State::Queued;
     std::string error_, step_;
+    std::function<std::string(int)> step_from_units_;
 };
 
 // Threads for a job on a model of `params` parameters: one below 2M, where a fork/join per kernel

@@ -7,6 +7,7 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui_internal.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdio>
 #include <filesystem>
@@ -57,14 +58,48 @@ GLFWwindow* open_window(const AppArgs& a) {
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
     io.IniFilename = nullptr;  // a fixed layout; nothing to remember
-    const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-    if (std::filesystem::exists(font)) io.Fonts->AddFontFromFileTTF(font, 15.f);
     ImGui::StyleColorsDark();
     ImGuiStyle& st = ImGui::GetStyle();
     st.WindowRounding = 0; st.FrameRounding = 3; st.WindowBorderSize = 1;
+    // opaque panels and tooltips: nothing behind them shows through their text
+    st.Colors[ImGuiCol_WindowBg].w = 1.f;
+    st.Colors[ImGuiCol_PopupBg].w = 1.f;
+    st.Colors[ImGuiCol_ChildBg].w = 0.f;
     ImGui_ImplGlfw_InitForOpenGL(win, true);
     ImGui_ImplOpenGL3_Init("#version 330 core");
     return win;
+}
+
+// The content scale (HiDPI): ImGui lays out in logical pixels (framebuffer / scale) and renders at
+// the framebuffer's resolution, so every size in the views scales at once; the font is rasterised at
+// its size on screen (15 x scale px) and drawn at 1 / scale, so text stays sharp. Rebuilt when the
+// scale changes (a window moved to another monitor, the sweep's 2x round).
+void apply_ui_scale(AppContext& app) {
+    const float want = std::clamp(app.ui_scale, 0.5f, 4.f);
+    if (want == app.font_scale) return;
+    ImGuiIO& io = ImGui::GetIO();
+    io.Fonts->Clear();
+    const char* font = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+    if (std::filesystem::exists(font)) {
+        io.Fonts->AddFontFromFileTTF(font, 15.f * want);
+    } else {
+        ImFontConfig fc;
+        fc.SizePixels = 13.f * want;
+        io.Fonts->AddFontDefault(&fc);
+    }
+    io.FontGlobalScale = 1.f / want;
+    if (app.font_scale > 0) {  // the backend made the first atlas texture; later ones are remade here
+        ImGui_ImplOpenGL3_DestroyFontsTexture();
+        ImGui_ImplOpenGL3_CreateFontsTexture();
+    }
+    app.font_scale = want;
+}
+
+// The monitor's content scale (1 on a plain X server, 2 on a HiDPI desktop set to 200%).
+float content_scale(GLFWwindow* win) {
+    float xs = 1, ys = 1;
+    glfwGetWindowContentScale(win, &xs, &ys);
+    return xs > 0 ? xs : 1.f;
 }
 
 void close_window(GLFWwindow* win) {
@@ -88,7 +123,11 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     };
     if (a.no_grads) s.set_grad_mode(GradMode::Off);
     s.set_offline(a.offline);
-    if (a.model != "default" && !s.load_model(a.model, a.heads)) {
+    // In the window (and with --while-loading) a model loads as a job: the window is up at once and
+    // says what it is doing; headless runs load it first, so their exit codes name a bad file.
+    if (a.model != "default" && a.load_in_background()) {
+        s.begin_load_model(a.model, a.heads);
+    } else if (a.model != "default" && !s.load_model(a.model, a.heads)) {
         if (s.heads_request()) {  // not an error panel entry: the window asks for the count
             ok = false;
             std::fprintf(stderr, "vitscope: %s\n", s.heads_request()->why.c_str());
@@ -120,6 +159,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.tab) ui.tab = *a.tab;
     ui.tour_step = a.tour;  // applied to the stage once the trace is in (tabs/tab_map.cpp)
     if (a.opacity >= 0) ui.opacity = a.opacity;
+    ui.attention_per_map = a.attention_per_map;
     app.export_dir = a.export_dir;
     ui.patch = a.patch;
     if (a.cell) { ui.cell_r = a.cell->first; ui.cell_c = a.cell->second; }
@@ -158,6 +198,7 @@ bool check_cell(AppContext& app, const AppArgs& a) {
 int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, Settings& settings) {
     Session& s = app.s;
     bool stage_applied = a.stage.empty(), cell_checked = false;
+    bool range_checked = !(a.model != "default" && a.load_in_background());
     while (!glfwWindowShouldClose(app.win)) {
         glfwPollEvents();
         for (auto& p : app.dropped) {
@@ -169,6 +210,20 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
         if (driver) driver->before_poll(app);
         // Small models finish within the frame; large ones keep the old trace on screen.
         s.poll(driver ? driver->poll_wait_ms() : 8.0);
+        if (!range_checked && !s.loading()) {
+            // a model loaded in the background: --layer, --head, ... against it once it is in
+            range_checked = true;
+            if (s.model_spec() == a.model && !s.heads_request()) {
+                const std::string range = model_range_error(a, s.config(), tour_size(s));
+                if (!range.empty()) {
+                    std::fprintf(stderr, "vitscope: %s\n", range.c_str());
+                    if (a.headless()) return 2;
+                    s.add_error("A command-line flag is out of range", range);
+                }
+            } else if (!s.heads_request() && a.headless()) {
+                return 1;  // the load failed: the error panel and stderr name the file
+            }
+        }
         if (s.trace() && !stage_applied) {
             stage_applied = true;
             if (!apply_stage(app, a) && a.headless()) return 1;
@@ -179,18 +234,31 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
         }
         if (driver) driver->before_frame(app);
 
+        if (a.ui_scale <= 0 && !a.headless()) app.ui_scale = content_scale(app.win);  // follows the monitor
+        apply_ui_scale(app);
         ImGui_ImplOpenGL3_NewFrame();
         ImGui_ImplGlfw_NewFrame();
+        int W, H;
+        glfwGetFramebufferSize(app.win, &W, &H);
+        {
+            // logical pixels: the framebuffer divided by the content scale (the mouse too)
+            ImGuiIO& io = ImGui::GetIO();
+            const float sc = app.font_scale;
+            int ww = 1, wh = 1;
+            glfwGetWindowSize(app.win, &ww, &wh);
+            io.DisplaySize = ImVec2(float(W) / sc, float(H) / sc);
+            io.DisplayFramebufferScale = ImVec2(sc, sc);
+            if (io.MousePos.x > -FLT_MAX / 2 && ww > 0 && wh > 0)
+                io.MousePos = ImVec2(io.MousePos.x * float(W) / float(ww) / sc, io.MousePos.y * float(H) / float(wh) / sc);
+        }
         if (a.headless()) {
             // Xvfb's pointer sits wherever it is: no hover (and no tooltip) unless --hover asks.
             ImGui::GetIO().MousePos = a.hover ? ImVec2(a.hover->first, a.hover->second) : ImVec2(-FLT_MAX, -FLT_MAX);
         }
         ImGui::NewFrame();
         app.gfx.begin_frame();
-        int W, H;
-        glfwGetFramebufferSize(app.win, &W, &H);
         try {
-            draw_frame(app, W, H);
+            draw_frame(app, ImGui::GetIO().DisplaySize.x, ImGui::GetIO().DisplaySize.y);
         } catch (const std::exception& e) {
             // a view's bug: recover ImGui's stacks, report it, keep the window alive
             ImGui::ErrorCheckEndFrameRecover(nullptr);
@@ -234,6 +302,8 @@ int main(int argc, char** argv) {
     {
         auto app = std::make_unique<AppContext>();
         app->win = win;
+        app->ui_scale = a.ui_scale > 0 ? a.ui_scale : content_scale(win);
+        apply_ui_scale(*app);
         glfwSetWindowUserPointer(win, app.get());
         if (settings.enabled()) app->settings = &settings;
         if (std::string err = app->gfx.init(a.shader_dir); !err.empty()) std::fprintf(stderr, "vitscope: %s\n", err.c_str());
@@ -244,8 +314,9 @@ int main(int argc, char** argv) {
         const bool loaded = load_startup(*app, a, settings);
         if (!loaded && a.headless()) exit_code = 1;
         // --layer, --head, --patch, --query, --tour against the model asked for (when it loaded)
-        const bool model_in = !app->s.heads_request() && (a.model == "default" || app->s.model_spec() == a.model);
-        std::string range = model_in ? model_range_error(a, app->s.config(), int(tour_stages(app->s).size())) : "";
+        const bool model_in = !app->s.heads_request() && (a.model == "default" || app->s.model_spec() == a.model) &&
+                              !app->s.loading();
+        std::string range = model_in ? model_range_error(a, app->s.config(), tour_size(app->s)) : "";
         if (range.empty() && model_in) range = apply_intervention_flags(app->s, a);  // --ablate-head ... (exit 2 when bad)
         if (!range.empty()) {
             std::fprintf(stderr, "vitscope: %s\n", range.c_str());

@@ -41,11 +41,18 @@ std::vector<ProbeKey> make_schema() {
         {K::Top, "numbers", "numbers drawn: {key: value}"},
         {K::Top, "strings", "texts shown: {key: text}"},
         {K::Top, "texts", "labels: [{group, text, box, clip}]"},
+        {K::Top, "windows", "every window drawn: [{name, rect, content_right, content_bottom, right, bottom, scroll_x, scroll_y, floating}]"},
+        {K::Top, "heatmaps", "every heatmap drawn: [{name, rect, rows, cols, cell_w, cell_h, key, width_bound}]"},
+        {K::Top, "ui_scale", "the content scale (logical pixels are the framebuffer's over it)"},
         {K::Top, "schema", "this list"},
         {K::Top, "undeclared", "keys written that this list does not declare (must be empty)"},
 
         // ---- frame, panels, status bar
         {K::Rect, "center", "the centre panel (the tabs)"},
+        {K::Rect, "toolbar", "the toolbar (as many rows as the width needs)"},
+        {K::Rect, "tabs.<tab>", "a tab of the tab bar"},
+        {K::Number, "tabs.<tab>.cut", "1 when the tab is narrower than its name (the bar squeezed it)"},
+        {K::Rect, "toolbar.{export|help}", "the Export menu's button and the help mark"},
         {K::Rect, "toolbar.<checkbox>", "a toolbar BUG switch"},
         {K::Rect, "status.line", "the status bar's line"},
         {K::Rect, "status.gemm", "the status bar's GEMM field"},
@@ -72,14 +79,18 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "status.gemm", "the GEMM field"},
         {K::String, "status.gemm_full", "the GEMM field's tooltip"},
         {K::String, "status.jobs", "the jobs running: name and progress, one per line"},
+        {K::String, "working", "the work in flight shown in the centre while there is no trace: name and step, one per line"},
         {K::String, "errors", "the error panel's text"},
         {K::String, "preprocess", "the preprocessing steps"},
         {K::String, "image.message", "why the image panel shows no input"},
         {K::String, "overlay.message", "why the overlay shows nothing"},
         {K::String, "overlay.error", "the overlay's computation failed"},
         {K::String, "overlay.values", "the overlay's values, comma-separated"},
+        {K::Group, "thumbs.range", "the range under each thumbnail (0 .. its max)"},
+        {K::Number, "thumbs.{0|1|2}.vmax", "the largest value of the cls attention, rollout and grad-weighted thumbnails"},
         {K::String, "prediction", "the top-1 class name"},
         {K::String, "predictions.note", "why the predictions mean nothing"},
+        {K::String, "predictions.{domain|nonfinite}", "the image is outside what the model knows; the prediction is not a number"},
         {K::String, "heads.prompt", "why the window asks for the head count"},
         {K::Rect, "heads.prompt", "the heads question"},
         {K::Rect, "heads.choice.<n>", "a head count to choose"},
@@ -94,18 +105,27 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, kHeatmaps + ".cell", "the framed cell (the math panel's)"},
         {K::Number, kHeatmaps + ".{vmin|vmax|mode|rows|cols|cell_w|cell_h}", "a heatmap's range, colour map and cells"},
         {K::Group, kHeatmaps + ".{rows|cols|colorbar}", "a heatmap's axis and colour-bar labels"},
+        {K::Group, "<heatmap>.nonfinite", "a heatmap's legend of NaN / Inf cells"},
+        {K::Number, "<heatmap>.nonfinite.count", "how many of its cells are NaN / Inf"},
+        {K::Rect, "<picture>.key", "a horizontal colour key (heatmap.cpp ColorKey)"},
+        {K::Number, "<picture>.key.{vmin|vmax|mode}", "its range and colour map"},
+        {K::Group, "<picture>.key", "its figures and marks"},
+        {K::String, "<picture>.random", "the random-weights note beside an attention picture"},
         {K::Number, "stats.{shown|all}.{min|max|mean|std|n}", "statistics of the slice shown and the whole tensor"},
 
         // ---- Stage tab (tabs/tab_stage.cpp)
         {K::Number, "stage.showing_grad", "1 when the gradient is drawn"},
+        {K::Number, "ln.stacked", "1 when normalized and out are drawn one above the other"},
         {K::String, "stage.message", "why the stage view shows no heatmap"},
         {K::String, "stage.title", "the stage's title"},
+        {K::String, "stage.shape", "the line with the stage's name, shape and axes"},
         {K::String, "stage.what", "the stage's explanation"},
         {K::String, "stage.torch", "the stage's PyTorch line"},
         {K::String, "stage.options", "the options the trace on screen was computed with"},
         {K::String, "stage.running", "a pass with other options is running (said above the view)"},
         {K::Rect, "bar.<class>", "a logit's bar"},
-        {K::Group, "bars.{names|values}", "the bar chart's labels"},
+        {K::Group, "bars.{names|values|axis}", "the bar chart's labels and its axis"},
+        {K::Group, "vbars.axis", "a vector's bar chart's axis"},
         {K::Number, "bars.{zero_x|px_per_unit|shown}", "the bar chart's scale"},
         {K::Rect, "cellmath", "the math panel"},
         {K::Number, "cellmath.{ok|value|recorded|scale|terms}", "the math of one cell"},
@@ -114,8 +134,16 @@ std::vector<ProbeKey> make_schema() {
         // ---- Attention maps, Changes
         {K::Rect, "grid.<layer>.<head or mean>", "one map of the attention grid (layer 'probe': SigLIP's pooling probe)"},
         {K::String, "grid.{message|source}", "why the attention grid shows nothing; the stage its maps read"},
+        {K::Number, "attn.{per_map|shared_max|uniform}", "the attention grid's scale"},
+        {K::String, "attn.ranges", "each map's max, when each has its own scale"},
+        {K::Group, "attn.ranges", "each map's max, under it"},
         {K::String, "changes.message", "why the Changes tab shows no difference map"},
         {K::String, "changes.options", "the options the difference is of"},
+        {K::String, "changes.{baseline|first|slice|same}", "the baseline's options, the first stage that changed, the slice shown, why the map is white"},
+        {K::Number, "changes.{scale_max|max_abs}", "the bars' scale (the largest relative change); the map's largest |difference|"},
+        {K::Rect, "changes.axis", "the bars' axis"},
+        {K::Rect, "changes.bar.<stage>", "a stage's bar"},
+        {K::Group, "changes.{axis|list}", "the bars' axis figures; the values and stage names"},
 
         // ---- Interventions (interventions_ui.cpp) and the What it uses tab (tabs/tab_interventions.cpp)
         {K::Rect, "iv.strip", "the list of interventions above the tabs"},
@@ -134,12 +162,13 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "uses.{occlusion|cls|rollout}.message", "why a map is not drawn"},
 
         // ---- Train
-        {K::Rect, "train.loss", "the loss curve"},
+        {K::Rect, "train.{loss|acc|test}", "the curves' plot areas"},
+        {K::Group, "train.{loss|acc|test}.axes", "the curves' titles, axis figures and axis names"},
         {K::Number, "train.{steps|epochs_done|first_loss|last_loss|test_acc}", "the training run"},
 
         // ---- Logit lens, Positions, Filters
         {K::Rect, "lens", "the logit lens chart"},
-        {K::String, "lens.{message|note|reads|top|values}", "the logit lens's texts and numbers"},
+        {K::String, "lens.{message|note|reads|top|values|classes}", "the logit lens's texts and numbers"},
         {K::Rect, "pos.{grid|selected}", "the position-similarity maps"},
         {K::Number, "pos.{patch|grid_n|run.patch}", "the patch shown large, the learned grid's side, the run's patch"},
         {K::String, "pos.{message|values|run.values}", "the Positions tab's texts and numbers (learned; as run)"},
@@ -185,13 +214,13 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "map.box." + kBoxes + ".stages", "a box's stages"},
         {K::String, "map.shape.<stage>", "the shape on the arrow after a stage"},
         {K::Group, "map.{block|boxes|shapes}", "the map's labels"},
-        {K::Rect, "{strip|tour.strip}." + kBoxes, "a box of the map strip"},
-        {K::Number, "{strip|tour.strip}.dropped", "boxes the strip left out"},
+        {K::Rect, "strip." + kBoxes, "a box of the map strip"},
+        {K::Number, "strip.dropped", "boxes the strip left out"},
         {K::Number, "strip.current", "the current box on the strip"},
-        {K::Group, "{strip|tour.strip}", "the strip's labels"},
-        {K::Rect, "tour", "the tour panel"},
-        {K::Number, "tour.{step|steps}", "the tour's step"},
-        {K::String, "tour.{stage|title|what|off|message}", "the tour's texts"},
+        {K::Group, "strip", "the strip's labels"},
+        {K::Rect, "tour", "the tour panel (where the stage list is)"},
+        {K::Number, "tour.{step|steps|done}", "the tour's step, its number of steps, whether the step's task was done"},
+        {K::String, "tour.{id|stage|tab|title|notice|task|off}", "the tour's step: its id, stage, tab and texts; where the learner went off its path"},
     };
     return v;
 }
@@ -248,6 +277,8 @@ void Probe::clear() {
     numbers.clear();
     strings.clear();
     texts.clear();
+    windows.clear();
+    heatmaps.clear();
 }
 
 std::vector<std::string> Probe::undeclared() const {

@@ -22,11 +22,35 @@ struct DrawnText {
     Rect box, clip;      // where it was drawn, and the region it must stay inside
 };
 
+// A window drawn this frame, and how far its content reached (a layout that does not fit shows as
+// content past the edge of a window that cannot scroll).
+struct DrawnWindow {
+    std::string name;
+    Rect rect;
+    float content_right = 0, content_bottom = 0;  // the content's reach (screen coordinates)
+    float right = 0, bottom = 0;                  // the edges inside the padding
+    bool scroll_x = false, scroll_y = false;      // it may scroll that way
+    bool floating = false;                        // a top-level, popup or tooltip window (not a child)
+    bool auto_size = false;                       // sized to its content (a tooltip, the toolbar)
+};
+
+// A heatmap drawn this frame: where its cells show (the visible part), its size and cell size.
+struct DrawnHeatmap {
+    std::string name;
+    Rect rect;
+    int rows = 0, cols = 0;
+    float cell_w = 0, cell_h = 0;
+    bool key = false;  // drawn with its colour bar
+    bool width_bound = false;  // as wide as its room (square cells: the width limits its height)
+};
+
 struct Probe {
     std::map<std::string, Rect> rects;           // where things were drawn
     std::map<std::string, double> numbers;       // numbers drawn (ranges, counts, cell sizes)
     std::map<std::string, std::string> strings;  // texts shown (explanations, reasons, preprocessing)
     std::vector<DrawnText> texts;                // labels, by group
+    std::vector<DrawnWindow> windows;
+    std::vector<DrawnHeatmap> heatmaps;          // every heatmap drawn (heatmap.cpp)            // every window drawn, with its content's reach (layout.cpp)
 
     void clear();
     void text(const std::string& group, const std::string& text, const Rect& box, const Rect& clip) {

@@ -1,9 +1,11 @@
 #include "session.h"
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <thread>
 
+#include "core/io/hub.h"
 #include "core/kernels/ops.h"
 #include "core/io/io.h"
 #include "core/model/finite.h"
@@ -100,7 +102,7 @@ void Session::begin_load_model(const std::string& spec, int heads) {
     load_out_ = out;
     const LoadOverrides ov = load_overrides(heads);
     load_job_ = jobs_.submit("loading " + spec, all_threads(), [spec, ov, out](Job& job) {
-        job.set_step(hub::is_spec(spec) ? "finding or downloading" : "reading");
+        job.set_step(load_step(spec));
         try {
             auto m = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
             ops::cancellation_point();
@@ -154,6 +156,21 @@ void Session::set_grad_mode(GradMode m) {
     if (m == grad_mode_) return;
     grad_mode_ = m;
     dirty_ = true;
+}
+
+std::string load_step(const std::string& spec) {
+    if (hub::is_spec(spec)) return "finding it in the Hugging Face cache, or downloading";
+    if (is_preset(spec)) {
+        char b[64];
+        std::snprintf(b, sizeof b, "%.0fM", double(param_count(preset(spec))) / 1e6);
+        return std::string("making random weights (") + b + " parameters)";
+    }
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(spec, ec);
+    if (ec) return "reading";
+    char b[64];
+    std::snprintf(b, sizeof b, "%.0f MB", double(bytes) / 1e6);
+    return std::string("reading the file (") + b + ")";
 }
 
 Options base_options(const Options& o) {
@@ -249,6 +266,24 @@ void Session::set_options(const Options& o) {
     dirty_ = true;
 }
 
+std::string run_step_text(const StageTable& t, int units, bool first_pass) {
+    const int rows = int(t.size());
+    if (rows == 0) return "";
+    const bool base = units >= rows;  // the second pass: the Changes baseline
+    const int u = std::min(units % rows, rows - 1);
+    const StageInfo& st = t[size_t(u)];
+    std::string where;
+    if (st.layer >= 0) {
+        where = "running block " + std::to_string(st.layer + 1) + " of " + std::to_string(t.depth());
+    } else {
+        bool after_blocks = false;
+        for (int i = 0; i < u; ++i) after_blocks = after_blocks || t[size_t(i)].layer >= 0;
+        where = after_blocks ? "running the head" : "running the embedding";
+    }
+    if (base) return "the baseline for Changes (default options): " + where;
+    return first_pass ? "first pass, packing the weights: " + where : where;
+}
+
 float Session::progress() const { return run_job_ ? std::max(0.f, run_job_->progress()) : 1.f; }
 
 void Session::launch() {
@@ -303,6 +338,9 @@ void Session::launch() {
     out->no_grads_why = grads_unavailable_reason();
     run_out_ = out;
     const ModelIdentity who{c.name, model->source};
+    // the first pass on a model packs its matrices for the GEMM kernel as it goes (core/kernels/gemm.h)
+    const bool first_pass = packed_model_ != model.get();
+    packed_model_ = model.get();
     run_job_ = jobs_.submit("forward pass", job_threads(param_count(c)),
                             [model, xp, opt_run, bopt, base, same_as_base, want_grads, total, out, who, prev, patch_input,
                              patch_out](Job& job) {
@@ -357,6 +395,14 @@ void Session::launch() {
         }
         r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     });
+    // the step, named from the stages recorded so far: "running block 3 of 24"
+    std::shared_ptr<const StageTable> table;
+    try {
+        table = StageTable::get(c, opt);
+    } catch (const std::exception&) {
+    }
+    if (table)
+        run_job_->set_step_from_units([table, first_pass](int units) { return run_step_text(*table, units, first_pass); });
     dirty_ = false;
 }
 
@@ -378,7 +424,8 @@ bool Session::poll(double wait_ms) {
             add_error("Could not load the model '" + load_spec_ + "'", job->error());
         }
     }
-    if (dirty_ && input_.size()) launch();
+    // a model being loaded runs when it is in (no pass of the one it replaces meanwhile)
+    if (dirty_ && input_.size() && !load_job_) launch();
     if (!run_job_ || !run_job_->wait_for(wait_ms)) return false;
     const auto job = std::move(run_job_);
     const auto out = std::move(run_out_);

@@ -34,6 +34,12 @@ struct Result {
 // The options the Changes view compares with: with interventions, the same options without them
 // (what the interventions change); else the defaults at the same input size (what the switches change).
 Options base_options(const Options& o);
+// A model load's step, said before it starts: "making random weights (304M parameters)", "reading
+// the file (346 MB)", "finding it in the Hugging Face cache, or downloading".
+std::string load_step(const std::string& spec);
+// A forward pass's step from the stages recorded so far (units; past the table's rows: the
+// baseline's pass): "running block 3 of 24", "running the head", "first pass, packing the weights: ...".
+std::string run_step_text(const StageTable& t, int units, bool first_pass);
 
 // Activation patching's other input, as the window holds it: an image file (prepared like the
 // model's input) or a normalized .npy. The patch's values are computed in the forward pass's job
@@ -199,6 +205,7 @@ private:
         std::shared_ptr<const Array> values;
     } patch_values_;
     std::shared_ptr<PatchValues> run_patch_;  // the patch values the run in flight computes (null: none)
+    const void* packed_model_ = nullptr;  // the model of the last pass started (its first pass packs its weights)
     // The Changes baseline of the last result, reused while model, input and its options stay.
     struct BaseCache {
         std::shared_ptr<const Trace> trace;

@@ -25,8 +25,19 @@ struct UiState {
     int query = 0;            // query token of the Query overlay: 0 = cls, 1..N = patch token (patch + 1)
     int map_layer = 0;        // the block layer the map shows
     int tour_step = -1;       // the guided tour's step (-1: off)
-    int tour_applied = -1;    // the step whose stage was last selected (model_map.cpp)
+    int tour_applied = -1;    // the step whose stage, tab and overlay were last put on screen (tour.cpp)
+    // What was on screen when the tour's step began (its task is checked against it), and whether
+    // the task was done / the tab it asks for visited.
+    struct TourEntry {
+        int patch = -1, head = 0, overlay_layer = -1, overlay_head = -1;
+        StageId stage;
+        bool visited = false, done = false;
+        bool affine = true, bug = false;  // the switches of the trace on screen when the step began
+    } tour_entry;
     ScaleMode scale_mode = ScaleMode::PerTensor;
+    // Attention pictures (the grid, the thumbnails, the overlay): one scale from 0 shared by every
+    // map on screen (false), or each map from 0 to its own largest value, its range printed (true).
+    bool attention_per_map = false;
     bool show_grad = false;   // show d logit / d stage instead of the stage
     Tab tab = Tab::Stage;
     Overlay overlay = Overlay::Cls;

@@ -4,6 +4,7 @@
 // each keeps; the tabs are units of their own (app/tabs/tab.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/io/hub.h"
+#include "core/model/finite.h"
 #include "core/teach/analysis.h"
 #include "gl_util.h"
 #include "probe.h"
@@ -67,10 +69,71 @@ void select_row(UiState& ui, const Trace& t, size_t row);
 bool select_stage(UiState& ui, const Trace& t, StageId id);
 // "random weights" for presets (their predictions mean nothing), "" otherwise: of the model on screen.
 std::string weights_note(const Session& s);
+// A note when the image is outside what the model knows (a colour photo on a gray model, a photo
+// shrunk many times, the data set its metadata names), "" otherwise.
+std::string domain_note(const Session& s);
 // The names of the classes of the model on screen (the model's, or "class i").
 std::vector<std::string> class_labels(const Config& c, size_t n);
 // A number as the heatmaps print it: %.4f, or %.3e when very small or large.
 std::string fmt(float v);
+std::string fmt_short(float v);  // two significant digits (%.2g), for captions under small maps
+
+// ---- layout (layout.cpp)
+// Items left to right that wrap onto a new row when the next one would pass the right edge:
+// call next(w) before each item (w: its width with its label).
+class Flow {
+public:
+    Flow();
+    void next(float w, bool group_gap = false);  // group_gap: a wider gap before a new group
+    void new_row();                              // the next item starts a row
+    static float text_w(const char* text);       // text up to "##"
+    static float button_w(const char* label);
+    static float checkbox_w(const char* label);
+    static float labelled_w(float item_w, const char* label);  // an item of item_w with its label on the right
+private:
+    float left_ = 0, right_ = 0;
+    bool first_ = true, row_ = false;
+};
+// Records every window of this frame in the probe (after the last End).
+void RecordWindows(Probe& probe);
+
+// ---- colour keys (heatmap.cpp): one convention per kind of quantity, shared by every picture
+// Signed values (activations, logits, gradients) and differences: diverging around 0, white = 0,
+// blue below, red above, symmetric. Probabilities (attention, softmax) and magnitudes (std, norms,
+// relative changes): sequential (viridis) from 0 (dark) to the largest value (yellow).
+enum class Quantity { Signed, Difference, Probability, Magnitude };
+Colormap quantity_colormap(Quantity q, float lo, float hi);
+Colormap quantity_range(Quantity q, const float* d, size_t n);  // over the finite values of d
+// A bar's colour for a signed value: the diverging map's ends (negative blue, positive red).
+ImU32 signed_colour(float v);
+// A value marked on a key ("1/50 = 0.0200 (uniform)").
+struct KeyMark {
+    float value;
+    std::string label;
+};
+// Width a vertical colour bar needs: the bar, a gap and its widest figure or mark.
+float colorbar_width(const Colormap& cm, const std::vector<KeyMark>& marks = {});
+// A vertical colour bar at p, h tall, with its top, middle and bottom figures and the marks across it.
+void DrawColorBar(ViewCtx& v, const std::string& group, const Colormap& cm, ImVec2 p, float h,
+                  const std::vector<KeyMark>& marks = {});
+// A horizontal key as an item of its own, w wide (under a grid of maps, a thumbnail, an overlay):
+// the ramp, its two ends' figures and the marks. Records rects/numbers "<id>.key" and labels.
+void ColorKey(ViewCtx& v, const char* id, const Colormap& cm, float w, const std::vector<KeyMark>& marks = {});
+float color_key_height();
+// The legend of non-finite cells (NaN magenta, +Inf striped white, -Inf striped black) with their
+// counts, as items; nothing when all are finite. Returns whether it drew anything.
+bool NonFiniteKey(ViewCtx& v, const std::string& group, const NonFinite& nf);
+// Attention: one scale shared by every map on screen, from 0 to the largest value (per_map: each
+// map from 0 to its own largest), with uniform attention 1/T marked.
+Colormap attention_colormap(float shared_max, float map_max, bool per_map);
+std::vector<KeyMark> attention_marks(int tokens);
+// A curve with its axes: a title (y_label), the y figures (ymin / ymax, NaN: the data's), the x
+// figures from first_x to last_x and the x axis's name. Records rects "<id>" and labels "<id>.axes".
+void PlotWithAxes(ViewCtx& v, const char* id, const std::vector<float>& y, float ymin, float ymax, const std::string& x_label,
+                  const std::string& y_label, float first_x, float last_x, ImVec2 size);
+// "random weights: this attention is an untrained model's ..." beside an attention picture of a
+// preset (probe string "<key>.random"); false when the weights are not random.
+bool AttentionNote(ViewCtx& v, const std::string& key);
 
 // ---- heatmaps (heatmap.cpp)
 // A tensor slice drawn as a heatmap with labelled axes, colour bar and hover readout.
@@ -88,11 +151,20 @@ struct HeatmapArgs {
     float cell = 0;              // > 0: this cell size (side-by-side panels share their rows)
     float strip_w = 0;           // > 0 with cols == 1: a column of this width (mean/std per token)
     std::vector<std::string> col_names;  // e.g. class names for a logits strip
-    std::vector<std::string> row_names;  // e.g. token names (cls, reg0, dist, p12) for a token axis
     int* clicked_row = nullptr;  // set to the row of a cell clicked this frame (else left alone)
     int* clicked_col = nullptr;  // and its column
     int mark_row = -1, mark_col = -1;  // a cell framed in cyan (the one whose math is shown)
+    bool titles = true;          // the line naming the axes above the cells
+    bool row_labels = true;      // the row names left of the cells (side-by-side panels: the first only)
+    std::function<std::string(int)> row_name, col_name;  // tick names ("cls", "p3"); null: the index
+    std::function<std::string(int)> row_long, col_long;  // the tooltip's names ("4 = patch 3 (row 0, col 3)")
+    std::vector<KeyMark> marks;  // values marked on the colour bar
+    std::optional<Quantity> quantity;  // tensor_heatmap: this convention over the whole tensor (else the stage's)
 };
+// The token names of a stage's token and patch axes (cls, reg0, dist, p0, ...) from the trace's table.
+void token_axis_names(HeatmapArgs& a, const Session& s, StageKind kind);
+// Text cut to fit `w` pixels, with "..." when cut (`cut` says whether it was).
+std::string fit_text(const std::string& t, float w, bool& cut);
 // The draw list's clip rectangle (where a label must stay).
 Rect clip_rect(ImDrawList* dl);
 // Records a label and draws it (see DrawnText).
@@ -101,8 +173,6 @@ void DrawLabel(ImDrawList* dl, Probe& probe, const std::string& group, ImVec2 po
 void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const HeatmapArgs& a);
 // Range and colormap for a slice under the chosen scale mode.
 Colormap colormap_for(const float* all, size_t n_all, const float* slice, size_t n_slice, bool signed_values, ScaleMode mode);
-// Width the colour bar needs: the bar, a gap and its widest figure.
-float colorbar_width(const Colormap& cm);
 // A heatmap's cached texture and colour range, re-uploaded only when what it shows changes.
 struct HeatmapCache {
     Texture tex;
@@ -154,7 +224,11 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel);
 // The trace on screen's input (H, W), denormalized to 0..1, as an RGB texture; false when there is none.
 bool upload_model_input(Texture& tex, const Session& s);
 void DrawPredictions(ViewCtx& v);
+float predictions_height(ViewCtx& v);  // what DrawPredictions needs below the image panel
 void DrawStatusBar(ViewCtx& v);
+// The work in flight (a model loading, a forward pass at block k of L), large, for a view that has
+// nothing else to show yet; false when nothing runs.
+bool DrawWorking(ViewCtx& v);
 void DrawErrorPanel(ViewCtx& v);  // every unread error in full, until dismissed
 // Keys that change the stage, head, options and zoom (the tabs' keys are the tab table's).
 void HandleKeys(ViewCtx& v);

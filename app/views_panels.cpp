@@ -17,7 +17,9 @@
 #include "views.h"
 #include "jobs.h"
 #include "tabs/tab.h"
+#include "model_map.h"
 #include "core/teach/teach.h"
+#include "core/model/finite.h"
 #include "interventions_ui.h"
 
 namespace fs = std::filesystem;
@@ -95,7 +97,13 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
     char* model_path = tb.model_path;
     char* image_path = tb.image_path;
     const int heads = 0;  // from the file, its config.json or the published shapes; else the window asks
+    // Items flow left to right and wrap onto a new row when the window is too narrow for them
+    // (1280 px: three rows); the path boxes shrink with the window.
+    Flow flow;
+    const float W = ImGui::GetContentRegionAvail().x;
+    const float path_w = std::clamp(W * 0.14f, 140.f, 320.f);
     // Model
+    flow.next(150);
     ImGui::SetNextItemWidth(150);
     if (ImGui::BeginCombo("##model", s.model_spec().size() > 24 ? ("..." + s.model_spec().substr(s.model_spec().size() - 21)).c_str() : s.model_spec().c_str())) {
         if (ImGui::Selectable("default (embedded Fashion-MNIST)")) s.begin_load_model("default");
@@ -117,41 +125,42 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
         }
         ImGui::EndCombo();
     }
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(220);
+    flow.next(path_w);
+    ImGui::SetNextItemWidth(path_w);
     bool enter = ImGui::InputTextWithHint("##mpath", "checkpoint .safetensors/.pth", model_path, sizeof tb.model_path,
                                           ImGuiInputTextFlags_EnterReturnsTrue);
-    ImGui::SameLine();
-    ImGui::Text("heads %d", s.config().heads);  // in force; a file that does not say is asked about (heads_prompt.cpp)
+    const std::string heads_text = "heads " + std::to_string(s.config().heads);
+    flow.next(Flow::text_w(heads_text.c_str()));
+    ImGui::TextUnformatted(heads_text.c_str());  // in force; a file that does not say is asked about (heads_prompt.cpp)
     if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("from %s", s.model().heads_from.empty() ? "the model's config" : s.model().heads_from.c_str());
     pr.strings["toolbar.heads"] = std::to_string(s.config().heads);
     // What the file is and what the loader ignored or took from elsewhere (the text tower, a decoder,
     // an activation from the config): said where the model is chosen, never dropped silently.
     if (!s.model().layout.empty() || !s.model().notes.empty()) {
-        ImGui::SameLine();
-        ImGui::TextDisabled("(%zu note%s)", s.model().notes.size(), s.model().notes.size() == 1 ? "" : "s");
+        char notes[32];
+        std::snprintf(notes, sizeof notes, "(%zu note%s)", s.model().notes.size(), s.model().notes.size() == 1 ? "" : "s");
+        flow.next(Flow::text_w(notes));
+        ImGui::TextDisabled("%s", notes);
         std::string all = s.model().layout;
         for (const std::string& n : s.model().notes) all += (all.empty() ? "" : "\n") + ("- " + n);
         if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", all.c_str());
         pr.strings["toolbar.model_notes"] = all;
     }
-    ImGui::SameLine();
+    flow.next(Flow::button_w("Load model"));
     if (ImGui::Button("Load model") || enter) s.begin_load_model(model_path, heads);
-    ImGui::SameLine();
+    flow.next(Flow::button_w("...##m"));
     if (ImGui::Button("...##m")) ImGui::OpenPopup("Open checkpoint");
     std::string picked;
     if (DrawFileBrowser(tb.browser, "Open checkpoint", picked, {".safetensors", ".pth", ".pt", ".bin"})) {
         std::snprintf(model_path, sizeof tb.model_path, "%s", picked.c_str());
         s.begin_load_model(picked, heads);
     }
-    ImGui::SameLine();
-    ImGui::TextDisabled("|");
-    ImGui::SameLine();
     // Image
     if (!tb.samples) tb.samples = sample_images();
     const std::vector<std::string>& samples = *tb.samples;
     for (auto& p : samples) pr.strings["toolbar.samples"] += fs::path(p).filename().string() + "\n";  // what the menu lists
+    flow.next(170, true);
     ImGui::SetNextItemWidth(170);
     std::string cur = fs::path(s.image_path()).filename().string();
     if (ImGui::BeginCombo("##img", cur.empty() ? "sample image" : cur.c_str())) {
@@ -160,32 +169,34 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
         if (std::string r = RecentMenu(v.settings, false); !r.empty()) s.load_image(r);
         ImGui::EndCombo();
     }
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(200);
+    flow.next(path_w);
+    ImGui::SetNextItemWidth(path_w);
     bool ienter = ImGui::InputTextWithHint("##ipath", "image path (or drop a file)", image_path, sizeof tb.image_path,
                                            ImGuiInputTextFlags_EnterReturnsTrue);
-    ImGui::SameLine();
+    flow.next(Flow::button_w("Load image"));
     if (ImGui::Button("Load image") || ienter) s.load_image(image_path);
-    ImGui::SameLine();
+    flow.next(Flow::button_w("...##i"));
     if (ImGui::Button("...##i")) ImGui::OpenPopup("Open image");
     if (DrawFileBrowser(tb.browser, "Open image", picked, {".png", ".jpg", ".jpeg", ".bmp"})) {  // what vit::image_formats() reads
         std::snprintf(image_path, sizeof tb.image_path, "%s", picked.c_str());
         s.load_image(picked);
     }
-    // Options (second row)
+    // Options (a new row)
+    flow.new_row();
     Options o = s.options();
+    flow.next(Flow::checkbox_w("LayerNorm elementwise_affine (A)"));
     ImGui::Checkbox("LayerNorm elementwise_affine (A)", &o.affine);
-    ImGui::SameLine();
+    flow.next(Flow::checkbox_w("unbiased std, N-1 (U)"));
     ImGui::Checkbox("unbiased std, N-1 (U)", &o.unbiased);
-    ImGui::SameLine();
     int pool = o.pooling ? int(*o.pooling) + 1 : 0;  // 0: the model's own pooling
+    flow.next(Flow::labelled_w(130, "pooling"));
     ImGui::SetNextItemWidth(130);
     const char* pools[] = {"model's pooling", "cls token", "mean of patches"};
     if (ImGui::Combo("pooling", &pool, pools, 3))
         o.pooling = pool == 0 ? std::nullopt : std::optional<Pooling>(Pooling(pool - 1));
     // Two classic bugs (Options::bug_*), off by default; red when on, and the status bar says BUG.
     auto bug_box = [&](const char* label, bool& on_off, const char* tip) {
-        ImGui::SameLine();
+        flow.next(Flow::checkbox_w(label));
         const bool on = on_off;
         if (on) {
             ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 90, 90, 255));
@@ -205,20 +216,30 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
             "a classic bug, on purpose: img.reshape(N, C*P*P) instead of cutting P x P tiles (unfold);\n"
             "each 'patch' is then a run of pixel rows. The Changes tab shows what it does downstream.");
     s.set_options(o);
-    ImGui::SameLine();
+    flow.next(Flow::button_w("Reset options"));
     if (ImGui::Button("Reset options")) s.set_options(Options{});
-    ImGui::SameLine();
-    ImGui::TextDisabled("|");
-    ImGui::SameLine();
-    if (ImGui::Button("Export view PNG")) req.view_png = true;
-    ImGui::SameLine();
-    // on a teaching tab: the numbers it draws, as .npy and .csv
-    if (ImGui::Button(tab_exports_numbers ? "Numbers .npy+.csv" : "Tensor .npy")) req.npy = true;
-    ImGui::SameLine();
-    if (ImGui::Button("Trace .npz")) req.npz = true;
+    // Exports: one menu (the view as PNG, the tensor or the tab's numbers, the whole trace)
+    flow.next(Flow::button_w("Export...") + Flow::text_w("(?)") + ImGui::GetStyle().ItemSpacing.x, true);
+    if (ImGui::Button("Export...")) ImGui::OpenPopup("export");
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        pr.rects["toolbar.export"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    if (ImGui::BeginPopup("export")) {
+        if (ImGui::MenuItem("View as PNG")) req.view_png = true;
+        // on a teaching tab: the numbers it draws, as .npy and .csv
+        if (ImGui::MenuItem(tab_exports_numbers ? "Numbers .npy+.csv" : "Tensor .npy")) req.npy = true;
+        if (ImGui::MenuItem("Trace .npz (every stage)")) req.npz = true;
+        ImGui::EndPopup();
+    }
     ImGui::SameLine();
     ImGui::TextDisabled("(?)");
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        pr.rects["toolbar.help"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
     if (v.hover && ImGui::IsItemHovered()) {
+        ImGui::SetNextWindowBgAlpha(1.f);  // opaque: nothing behind shows through
         ImGui::BeginTooltip();
         ImGui::Text("Keys");
         ImGui::BulletText("Up/Down or Left/Right: previous / next stage");
@@ -243,6 +264,10 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
 void DrawNavigator(ViewCtx& v) {
     Session& s = v.s;
     UiState& ui = v.ui;
+    if (ui.tour_step >= 0) {  // the tour takes the stage list's place: it never covers the view it talks about
+        DrawTour(v);
+        return;
+    }
     const Trace* t = s.trace();
     if (!t) {
         ImGui::TextWrapped("%s", s.has_image() ? "Running the model..." : "No image loaded: nothing has run yet.");
@@ -438,26 +463,30 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
         panel.size_h = want_h;
         panel.size_w = want_w;
     }
+    // the two fields and "native" wrap onto another row when the panel is narrow
+    Flow flow;
+    const float field_w = 88.f;  // the value and its - + buttons
+    flow.next(Flow::text_w("input size"));
     ImGui::AlignTextToFramePadding();
     ImGui::TextDisabled("input size");
-    ImGui::SameLine();
     bool apply = false;
-    ImGui::SetNextItemWidth(96);
+    flow.next(field_w);
+    ImGui::SetNextItemWidth(field_w);
     if (ImGui::InputInt("##size_h", &panel.size_h, P, 4 * P, ImGuiInputTextFlags_EnterReturnsTrue)) apply = true;
     {
         ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
         pr.rects["image.size.h"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     }
-    ImGui::SameLine();
+    flow.next(Flow::text_w("x") + field_w + ImGui::GetStyle().ItemSpacing.x);
     ImGui::TextDisabled("x");
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(96);
+    ImGui::SetNextItemWidth(field_w);
     if (ImGui::InputInt("##size_w", &panel.size_w, P, 4 * P, ImGuiInputTextFlags_EnterReturnsTrue)) apply = true;
     {
         ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
         pr.rects["image.size.w"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     }
-    ImGui::SameLine();
+    flow.next(Flow::button_w("native"));
     if (ImGui::SmallButton("native")) {
         panel.size_h = panel.size_w = mc.image_size;
         apply = true;
@@ -501,21 +530,24 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
         pos = "position embeddings: the learned " + learned + " grid as it is";
         brief = "pos " + learned + " as learned";
     }
+    Flow pflow;  // the line and its buttons wrap in a narrow panel
+    pflow.next(Flow::text_w(brief.c_str()));
     ImGui::TextDisabled("%s", brief.c_str());
     if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", pos.c_str());
     pr.strings["image.pos"] = pos;
-    ImGui::SameLine();
     if (rd.resized && tab.has(StageId{StageKind::PosEmbedLearned})) {
+        pflow.next(Flow::button_w("learned"));
         if (ImGui::SmallButton("learned")) { select_stage(v.ui, t, StageId{StageKind::PosEmbedLearned}); v.ui.tab = Tab::Stage; }
         if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the stage pos_embed.learned: the table as stored");
-        ImGui::SameLine();
     }
     if (tab.has(StageId{StageKind::PosEmbed})) {
         const std::string pe = stage_name(StageId{StageKind::PosEmbed});
-        if (ImGui::SmallButton(rd.resized ? "resized" : pe.c_str())) { select_stage(v.ui, t, StageId{StageKind::PosEmbed}); v.ui.tab = Tab::Stage; }
+        const char* label = rd.resized ? "resized" : pe.c_str();
+        pflow.next(Flow::button_w(label));
+        if (ImGui::SmallButton(label)) { select_stage(v.ui, t, StageId{StageKind::PosEmbed}); v.ui.tab = Tab::Stage; }
         if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the stage %s: what is added to the tokens in this run", pe.c_str());
-        ImGui::SameLine();
     }
+    pflow.next(Flow::button_w("similarity"));
     if (ImGui::SmallButton("similarity")) v.ui.tab = Tab::Positions;
     if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the Positions tab: how alike the positions are, learned and as run");
 }
@@ -666,11 +698,18 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         if (ui.overlay == Overlay::Query) pr.numbers["overlay.query"] = ui.query;
     }
     const bool thumbs = L > 0;
-    // the thumbnails take at most a quarter of the height left: the image comes first
-    const float thumb_h = thumbs ? std::min(118.f, 0.25f * ImGui::GetContentRegionAvail().y) : 0.f;
-    // the image at its aspect, as large as the panel allows
+    const float th = ImGui::GetTextLineHeightWithSpacing();
+    // the height left for the image and the thumbnails after the lines around them (the thumbnails'
+    // names and ranges, the random-weights note, the overlay's key): shared so that the image stays
+    // about twice the thumbnails' size when the panel is short
+    // (the key's room is kept whether or not an overlay is on: the image does not move when it is switched)
+    const float key_h = L > 0 ? color_key_height() : 0.f;
+    const float lines_h = thumbs ? 22.f + th + (weights_note(s).empty() ? 0.f : th) : 0.f;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float scale = std::max(std::min((avail.x - 8) / float(Iw), (avail.y - 40 - thumb_h) / float(Ih)), 32.f / float(std::max(Ih, Iw)));
+    const float room = avail.y - 40 - lines_h - key_h;
+    const float tw = thumbs ? std::min({96.f, (avail.x - 16) / 3, std::max(56.f, room / 3)}) : 0.f;
+    // the image at the run's aspect, as large as the room left allows
+    const float scale = std::max(std::min((avail.x - 8) / float(Iw), (room - tw) / float(Ih)), 64.f / float(std::max(Ih, Iw)));
     const float img_w = float(Iw) * scale, img_h = float(Ih) * scale;
     ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + img_w, p0.y + img_h);
     ImGui::InvisibleButton("img", ImVec2(img_w, img_h));
@@ -678,14 +717,16 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     ImDrawList* dl = ImGui::GetWindowDrawList();
     dl->AddImage(panel.image.id(), p0, p1);
     pr.rects["image"] = Rect{p0.x, p0.y, img_w, img_h};
+    // the overlay's colours: from 0 (attention, rollout and its gradient-weighted form are not
+    // negative) to the map's largest value, as every attention picture; its key goes under the image
+    Colormap ocm;
     if (!ov.empty()) {
         const GridRange mm = grid_range(ov);  // the finite values (a dropped patch has none)
-        Colormap cm;
-        cm.mode = Colormap::Overlay;
-        cm.vmin = mm.vmin;
-        cm.vmax = mm.vmax;
-        cm.opacity = ui.opacity;
-        v.gfx.draw(dl, panel.overlay, p0, p1, cm);
+        ocm.mode = Colormap::Overlay;
+        ocm.vmin = std::min(0.f, mm.vmin);
+        ocm.vmax = std::max(mm.vmax, ocm.vmin + 1e-9f);
+        ocm.opacity = ui.opacity;
+        v.gfx.draw(dl, panel.overlay, p0, p1, ocm);
         pr.numbers["overlay.argmax"] = mm.argmax;
         pr.numbers["overlay.argmin"] = mm.argmin;
     }
@@ -756,10 +797,20 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     else
         ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", gh, gw, c.patch);
     DroppedLegend(v, *t, "image.dropped");
+    if (!ov.empty()) {
+        // the overlay's key: its values, uniform attention (1/T over the pattern's keys) marked where the
+        // overlay is one row of a pattern (the probe's for a model without a cls token)
+        const bool attn_row = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
+        const StageId row_src = probe && ui.overlay == Overlay::Cls ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, 0};
+        const Array* pat = attn_row && L > 0 ? t->find(row_src) : nullptr;
+        const int keys_n = pat ? int(pat->shape().back()) : 0;
+        ColorKey(v, "overlay", ocm, std::max(img_w, ImGui::GetContentRegionAvail().x - 8),
+                 keys_n > 0 ? attention_marks(keys_n) : std::vector<KeyMark>{});
+        if (std::string note = weights_note(s); !note.empty()) pr.strings["overlay.random"] = note;
+    }
     if (!thumbs) return;
     // The three maps side by side for the same layer: click one to put it over the image.
     const char* names[3] = {probe ? "probe attention" : "cls attention", "rollout", "grad-weighted"};
-    float tw = std::max(16.f, std::min({96.f, (ImGui::GetContentRegionAvail().x - 16) / 3, thumb_h - 22}));
     const float tiw = gw >= gh ? tw : tw * float(gw) / float(gh), tih = gh >= gw ? tw : tw * float(gh) / float(gw);
     if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); panel.thumb_why.resize(3); }
     for (int k3 = 0; k3 < 3; ++k3) {
@@ -792,9 +843,11 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         ImGui::PopID();
         const ImVec2 q0(q.x + (tw - tiw) / 2, q.y + (tw - tih) / 2), q1(q0.x + tiw, q0.y + tih);
         const std::string& why = panel.thumb_why[size_t(k3)];
-        if (why.empty() && panel.thumbs[size_t(k3)].valid()) {
-            Colormap cm;
-            cm.vmin = panel.thumb_range[size_t(k3)].first;
+        Colormap cm;
+        const bool drawn = why.empty() && panel.thumbs[size_t(k3)].valid();
+        if (drawn) {
+            // each map from 0 to its own largest value (three different quantities), printed under it
+            cm.vmin = std::min(0.f, panel.thumb_range[size_t(k3)].first);
             cm.vmax = std::max(panel.thumb_range[size_t(k3)].second, cm.vmin + 1e-9f);
             v.gfx.draw(dl, panel.thumbs[size_t(k3)], q0, q1, cm);
             DrawDropped(dl, *t, q0, tiw / float(gw), tih / float(gh));
@@ -807,8 +860,99 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         bool sel = int(ui.overlay) == k3 + 1;
         dl->AddRect(q0, q1, sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0, sel ? 2.f : 1.f);
         ImGui::TextDisabled("%s", names[k3]);
+        if (drawn) {
+            // its range, as the key of a thumbnail: dark is 0, yellow this number
+            const std::string range = "0 .. " + fmt(cm.vmax);
+            const ImVec2 at = ImGui::GetCursorScreenPos();
+            const ImVec2 sz = ImGui::CalcTextSize(range.c_str());
+            ImGui::Dummy(ImVec2(std::max(tw, sz.x), ImGui::GetTextLineHeight()));  // the next map starts after it
+            // drawn where the panel shows it (scrolled out of view at small sizes: scroll to read it)
+            const Rect clip = clip_rect(dl);
+            if (at.x >= clip.x && at.y >= clip.y && at.x + sz.x <= clip.x + clip.w && at.y + sz.y <= clip.y + clip.h)
+                DrawLabel(dl, pr, "thumbs.range", at, ImGui::GetColorU32(ImGuiCol_TextDisabled), range, clip);
+            pr.numbers[std::string("thumbs.") + std::to_string(k3) + ".vmax"] = cm.vmax;
+        } else {
+            ImGui::Dummy(ImVec2(tw, ImGui::GetTextLineHeight()));
+        }
         ImGui::EndGroup();
     }
+    if (std::string note = weights_note(s); !note.empty())
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: these attention maps mean nothing", note.c_str());
+}
+
+std::string fit_text(const std::string& t, float w, bool& cut) {
+    cut = false;
+    if (ImGui::CalcTextSize(t.c_str()).x <= w) return t;
+    cut = true;
+    size_t lo = 0, hi = t.size();
+    while (lo < hi) {  // the longest prefix that fits with the ellipsis
+        size_t mid = (lo + hi + 1) / 2;
+        if (ImGui::CalcTextSize((t.substr(0, mid) + "...").c_str()).x <= w) lo = mid; else hi = mid - 1;
+    }
+    return t.substr(0, lo) + "...";
+}
+
+namespace {
+
+// Whether a decoded image has colour (a channel differs from another somewhere), not just three
+// equal channels.
+bool has_colour(const Image& im) {
+    if (im.channels < 3 || rank(im.pixels) != 3) return false;
+    const size_t plane = size_t(im.width) * size_t(im.height);
+    const float* p = im.pixels.data();
+    for (size_t i = 0; i < plane; ++i)
+        if (std::fabs(p[i] - p[plane + i]) > 2.f / 255 || std::fabs(p[plane + i] - p[2 * plane + i]) > 2.f / 255) return true;
+    return false;
+}
+
+// The notes above the predictions, from what is known: presets' random weights, a photo outside
+// what the model was trained on (its metadata names the data set; its input is gray and small), and
+// a prediction that is not a number.
+std::vector<std::pair<std::string, std::string>> prediction_notes(const Session& s) {
+    std::vector<std::pair<std::string, std::string>> v;  // (probe key, text)
+    if (std::string note = weights_note(s); !note.empty())
+        v.push_back({"predictions.note", "Top predictions (" + note + ": meaningless)"});
+    if (std::string d = domain_note(s); !d.empty()) v.push_back({"predictions.domain", d});
+    const Trace* t = s.trace();
+    if (const Array* probs = t ? t->find(StageId{StageKind::Probs}) : nullptr) {
+        const NonFinite nf = count_nonfinite(*probs);
+        if (nf.any()) v.push_back({"predictions.nonfinite", "No prediction: probs holds " + nf.describe() + " (see the error panel)"});
+    }
+    return v;
+}
+
+}  // namespace
+
+std::string domain_note(const Session& s) {
+    if (!s.has_image()) return "";
+    const auto m = s.shown_model();
+    const Config& c = s.shown_config();
+    const Image& im = s.image();
+    const int fw = im.file_width > 0 ? im.file_width : im.width, fh = im.file_height > 0 ? im.file_height : im.height;
+    auto it = m->metadata.find("dataset");
+    const std::string dataset = it == m->metadata.end() ? "" : it->second;
+    const bool colour_lost = c.channels == 1 && has_colour(im);
+    const int shrink = std::max(fw, fh) / std::max(1, c.image_size);
+    std::string what;
+    if (colour_lost) what = "this colour photo was turned gray";
+    if (shrink >= 4) what += (what.empty() ? "this " + std::to_string(fw) + "x" + std::to_string(fh) + " image was" : " and") +
+                             std::string(" shrunk ") + std::to_string(shrink) + "x";
+    if (what.empty()) return "";
+    const std::string input = std::to_string(c.image_size) + "x" + std::to_string(c.image_size) + (c.channels == 1 ? " gray" : " RGB");
+    if (dataset == "fashion-mnist")
+        return "This model knows only " + input + " pictures of clothing (Fashion-MNIST, its training data): " + what +
+               ", and the prediction is one of its " + std::to_string(c.classes) + " clothing classes whatever the photo shows.";
+    if (!dataset.empty())
+        return "This model was trained on " + dataset + " (" + input + "): " + what + "; a photo unlike its training data gets a guess.";
+    return "This model takes " + input + " input: " + what + ".";
+}
+
+float predictions_height(ViewCtx& v) {
+    const float w = ImGui::GetContentRegionAvail().x;
+    float h = ImGui::GetTextLineHeightWithSpacing() + 5 * ImGui::GetFrameHeightWithSpacing() + ImGui::GetStyle().WindowPadding.y;
+    for (auto& [key, text] : prediction_notes(v.s))
+        h += ImGui::CalcTextSize(text.c_str(), nullptr, false, w).y + ImGui::GetStyle().ItemSpacing.y;
+    return h;
 }
 
 void DrawPredictions(ViewCtx& v) {
@@ -836,28 +980,38 @@ void DrawPredictions(ViewCtx& v) {
     auto p = [pv](size_t i) { return pv[i]; };
     const Config& c = s.shown_config();
     const std::vector<int> idx = top_k(pv, pt.size(), 5);  // the CLI's order too: ties by class index
-    if (std::string note = weights_note(s); !note.empty()) {
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "Top predictions (%s: meaningless)", note.c_str());
-        pr.strings["predictions.note"] = note;
-    } else {
-        ImGui::TextDisabled("Top predictions");
+    const auto notes = prediction_notes(s);
+    bool titled = false;
+    ImGui::PushTextWrapPos(0);
+    for (auto& [key, text] : notes) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", text.c_str());
+        if (key == "predictions.note") { pr.strings[key] = weights_note(s); titled = true; }
+        else pr.strings[key] = text;
     }
+    ImGui::PopTextWrapPos();
+    if (!titled) ImGui::TextDisabled("Top predictions");
+    const float bar_w = std::min(120.f, ImGui::GetContentRegionAvail().x * 0.4f);
     for (int k = 0; k < std::min<int>(5, int(idx.size())); ++k) {
         int i = idx[size_t(k)];
         std::string name = c.class_names.size() == pt.size() ? c.class_names[size_t(i)] : "class " + std::to_string(i);
         char buf[64];
         std::snprintf(buf, sizeof buf, "%.1f%%", 100 * p(size_t(i)));
-        ImGui::ProgressBar(p(size_t(i)), ImVec2(120, 0), buf);
+        ImGui::ProgressBar(p(size_t(i)), ImVec2(bar_w, 0), buf);
         ImGui::SameLine();
-        ImGui::Text("%s", name.c_str());
+        // a long ImageNet name is cut to the panel, in full in its tooltip
+        bool cut = false;
+        ImGui::TextUnformatted(fit_text(name, ImGui::GetContentRegionAvail().x, cut).c_str());
+        if (cut && v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", name.c_str());
         if (k == 0) pr.strings["prediction"] = name;
         pr.strings["prediction." + std::to_string(k)] = std::to_string(i) + " " + name;
     }
 }
 
 std::string status_line(const Session& s, const std::string& notice) {
-    const Config& c = s.shown_config();  // the model of the trace on screen
+    Config c = s.shown_config();  // the model of the trace on screen, with the pooling it ran with
+    if (s.shown_options().pooling) c.pooling = *s.shown_options().pooling;
     std::string line = c.describe();
+    if (s.shown_options().pooling) line += " (pooling chosen in the toolbar)";
     line += " | " + s.shown_model()->source;
     if (s.has_image()) line += " | image " + fs::path(s.image_path()).filename().string();
     else line += " | no image";
@@ -879,20 +1033,32 @@ std::string gemm_text() {
     return t + "; LAPACK: " + blas::describe();
 }
 
-// Text cut to fit `w` pixels, with "..." when cut.
-std::string fit_text(const std::string& t, float w, bool& cut) {
-    cut = false;
-    if (ImGui::CalcTextSize(t.c_str()).x <= w) return t;
-    cut = true;
-    size_t lo = 0, hi = t.size();
-    while (lo < hi) {  // the longest prefix that fits with the ellipsis
-        size_t mid = (lo + hi + 1) / 2;
-        if (ImGui::CalcTextSize((t.substr(0, mid) + "...").c_str()).x <= w) lo = mid; else hi = mid - 1;
-    }
-    return t.substr(0, lo) + "...";
-}
-
 }  // namespace
+
+bool DrawWorking(ViewCtx& v) {
+    if (!v.jobs) return false;
+    const auto active = v.jobs->active();
+    if (active.empty()) return false;
+    std::string all;
+    ImGui::Spacing();
+    for (const auto& j : active) {
+        const std::string step = j->step();
+        const float p = j->progress();
+        ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s", j->name().c_str());
+        // a job that cannot count its work (a file being read, weights being made) says so by moving
+        const float shown = p >= 0 ? p : float(std::fmod(ImGui::GetTime() * 0.4, 1.0));
+        char pct[32] = "working...";
+        if (p >= 0) std::snprintf(pct, sizeof pct, "%.0f%%", 100.0 * p);
+        ImGui::ProgressBar(shown, ImVec2(std::min(420.f, ImGui::GetContentRegionAvail().x), 0), pct);
+        ImGui::PushTextWrapPos(0);
+        if (!step.empty()) ImGui::TextUnformatted(step.c_str());
+        ImGui::PopTextWrapPos();
+        ImGui::Spacing();
+        all += j->name() + (step.empty() ? "" : ": " + step) + "\n";
+    }
+    v.probe.strings["working"] = all;
+    return true;
+}
 
 void DrawStatusBar(ViewCtx& v) {
     Session& s = v.s;

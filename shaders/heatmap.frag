@@ -2,7 +2,8 @@
 // Colours a single-channel float texture on the GPU.
 //   Mode 0: sequential (viridis) over [vmin, vmax]
 //   Mode 1: diverging blue-white-red, centred on 0 when vmin = -vmax
-//   Mode 2: overlay: "hot" colours with alpha rising with the value
+//   Mode 2: overlay: viridis (the colours of every attention picture) with alpha rising with the value
+// NaN is magenta; +Inf and -Inf are magenta striped with white and black (the legends say so).
 in vec2 Frag_UV;
 in vec4 Frag_Color;
 uniform sampler2D Texture;
@@ -31,19 +32,18 @@ vec3 diverging(float t) {
     return t < 0.5 ? mix(blue, white, t * 2.0) : mix(white, red, (t - 0.5) * 2.0);
 }
 
-vec3 hot(float t) {
-    return clamp(vec3(3.0 * t, 3.0 * t - 1.0, 3.0 * t - 2.0), 0.0, 1.0);
-}
-
 void main() {
     float v = texture(Texture, Frag_UV.st).r;
     float t = vmax > vmin ? clamp((v - vmin) / (vmax - vmin), 0.0, 1.0) : 0.5;
     if (isnan(v)) {
         Out_Color = vec4(1.0, 0.0, 1.0, 1.0);
+    } else if (isinf(v)) {
+        float stripe = mod(floor((gl_FragCoord.x + gl_FragCoord.y) / 3.0), 2.0);
+        Out_Color = stripe < 1.0 ? vec4(1.0, 0.0, 1.0, 1.0) : (v > 0.0 ? vec4(1.0) : vec4(0.0, 0.0, 0.0, 1.0));
     } else if (mode == 1) {
         Out_Color = vec4(diverging(t), 1.0);
     } else if (mode == 2) {
-        Out_Color = vec4(hot(0.25 + 0.75 * t), opacity * (0.2 + 0.8 * t));
+        Out_Color = vec4(viridis(t), opacity * (0.2 + 0.8 * t));
     } else {
         Out_Color = vec4(viridis(t), 1.0);
     }

@@ -5,9 +5,12 @@ cd "$(dirname "$0")/.."
 APP=${1:-build/vitscope}
 OUT=assets/screenshots
 mkdir -p "$OUT"
+# shot NAME [ARGS...]: at 1600x1000; SIZE=WxH shot ...: at that size (the walk-through's pictures are
+# at 1280x800, the smallest window the layouts are made for)
 shot() {
   local name=$1; shift
-  xvfb-run -a -s "-screen 0 1600x1000x24" "$APP" --width 1600 --height 1000 "$@" --screenshot "$OUT/$name.png"
+  local size=${SIZE:-1600x1000}
+  xvfb-run -a -s "-screen 0 2560x1600x24" "$APP" --width "${size%x*}" --height "${size#*x}" "$@" --screenshot "$OUT/$name.png"
   echo "wrote $OUT/$name.png"
 }
 IMG=assets/samples/9_ankle_boot_test0.png
@@ -28,6 +31,8 @@ shot patches_rgb    --image "$IMG" --model vit-ti16 --tab 8 --patch 100
 shot patches_bug    --image "$IMG" --tab 8 --bug-reshape-patches --patch 17
 shot map            --image "$IMG" --tab 9 --stage blocks.2.attn.pattern
 shot map_vit_b16    --image "$IMG" --model vit-b16 --tab 9 --stage blocks.11.mlp.post --bug-reshape-patches
-shot tour           --image "$IMG" --tour 12 --head 1
-shot interventions  --image "$IMG" --tab 10 --ablate-head 4.2 --overlay cls --layer 5
+shot tour           --image "$IMG" --tour 8
+shot interventions  --image "$IMG" --tab 13 --ablate-head 4.2 --overlay cls --layer 5
 shot knockout       --image "$IMG" --tab 1 --ablate-head 4.2 --drop-patches 38,39 --overlay cls --layer 5
+SIZE=1280x800 shot window_1280    --image "$IMG" --stage blocks.0.attn.pattern --head 1 --patch 38 --overlay cls --layer 0
+SIZE=1280x800 shot layernorm_1280 --image "$IMG" --stage blocks.0.ln1.normalized

@@ -35,6 +35,14 @@ struct SweepPlan {
     }
 };
 
+// The trace on screen; when there is none, says why in place (no image yet, or its first pass still
+// running), records it under the probe key `key` and returns null. `no_image` is what the tab lacks
+// without an image.
+const Trace* trace_or_why(ViewCtx& v, const std::string& key,
+                          const char* no_image = "No image is loaded, so the model has not run.");
+// Values as "v0,v1,..." with 9 significant digits: the probe's record of numbers drawn.
+std::string csv(const float* v, size_t n);
+
 class TabView {
 public:
     virtual ~TabView() = default;

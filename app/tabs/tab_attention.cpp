@@ -1,8 +1,11 @@
 // The Attention maps tab: the cls token's attention to every patch, one map per layer and head (for a
-// model without a cls token, SigLIP, the pooling probe's attention, one map per head).
+// model without a cls token, SigLIP, the pooling probe's attention, one map per head), all on one
+// scale from 0 with uniform attention marked (or each map on its own, its max printed under it);
+// knocked-out heads crossed and dropped patches hatched, as the run on screen had them.
 #include <imgui.h>
 
 #include <algorithm>
+#include <cfloat>
 
 #include "app/interventions_ui.h"
 #include "app/tabs/tab.h"
@@ -67,44 +70,82 @@ public:
                                "to knock that head out.", gh, gw,
                                rd.prefix > 1 ? " (the other tokens before the patches, as keys, are left out)" : "");
         ImGui::PopTextWrapPos();
+        AttentionNote(v, "attn");
         DroppedLegend(v, *t, "grid.dropped");
-        int knocked = 0, hatched = 0;
         pr.strings["grid.source"] = probe ? stage_name(StageId{StageKind::HeadAttnPattern}) : stage_local_name(StageId{StageKind::AttnPattern, 0});
-        size_t need = size_t(rows) * (H + 1);
+        const size_t need = size_t(rows) * (H + 1);
         if (grid_.size() != need) { grid_.clear(); grid_.resize(need); range_.assign(need, {0.f, 1.f}); keys_.forget("grid"); }
-        bool up = keys_.stale("grid", s.version());
-        const std::string first = probe ? "probe" : "L" + std::to_string(L - 1);
-        const float label_w = ImGui::CalcTextSize(first.c_str()).x + 10;
-        const float gap = ImGui::GetStyle().ItemSpacing.x;
-        float cell = std::clamp((ImGui::GetContentRegionAvail().x - label_w - 20) / (H + 1) - gap, 24.f, 96.f);
-        // each map at the grid's aspect: its longer side is `cell`
-        const float mw = gw >= gh ? cell : cell * float(gw) / float(gh), mh = gh >= gw ? cell : cell * float(gh) / float(gw);
-        ImGui::BeginChild("grid", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
-        const float x0 = ImGui::GetCursorPosX();
-        for (int l = 0; l < rows; ++l) {
-            const int layer = probe ? -1 : l;
-            // every row starts at the same x whatever the width of its label ("L9" vs "L10")
-            float y = ImGui::GetCursorPosY();
-            ImGui::SetCursorPosY(y + mh / 2 - ImGui::GetTextLineHeight() / 2);
-            ImGui::Text("%s", probe ? "probe" : ("L" + std::to_string(l)).c_str());
-            ImGui::SetCursorPosY(y);
-            for (int h = 0; h <= H; ++h) {
-                ImGui::SameLine(x0 + label_w + h * (mw + gap));
-                int head = h == H ? -1 : h;
-                size_t gi = size_t(l) * (H + 1) + h;
-                Texture& tex = grid_[gi];
-                if (up) {
-                    // NaN at dropped patches (hatched below)
+        // every map is computed before any is drawn: the shared scale is the largest of them all
+        if (keys_.stale("grid", s.version())) {
+            for (int l = 0; l < rows; ++l)
+                for (int h = 0; h <= H; ++h) {
+                    const size_t gi = size_t(l) * (H + 1) + h;
+                    const int head = h == H ? -1 : h;
+                    // NaN at dropped patches (hatched below; the range is over the patches kept)
                     std::vector<float> a = probe ? probe_attention(*t, head) : cls_attention(*t, l, head);
                     if (a.size() == size_t(N)) {
-                        const GridRange r = upload_grid(tex, a, gw, gh);
+                        const GridRange r = upload_grid(grid_[gi], a, gw, gh);
                         range_[gi] = {r.vmin, r.vmax};
                     }
                 }
-                Colormap cm;
-                cm.vmin = range_[gi].first;
-                cm.vmax = std::max(range_[gi].second, cm.vmin + 1e-9f);
-                ImVec2 p = ImGui::GetCursorScreenPos();
+        }
+        float shared_max = 0;
+        for (auto& r : range_) shared_max = std::max(shared_max, r.second);
+        // The key: one scale for every map, from 0, uniform attention 1/T (T the keys) marked; or each map's own.
+        const StageId src = probe ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, 0};
+        const int T = int(t->get(src).shape().back());
+        ImGui::Checkbox("contrast per map", &ui.attention_per_map);
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("off: one scale for every map, from 0 to the largest value of them all (colours compare across maps)\n"
+                              "on: each map from 0 to its own largest value, printed under it (colours do not compare)");
+        ImGui::SameLine();
+        ImGui::TextDisabled(ui.attention_per_map ? "each map: 0 (dark) to its own max, printed under it" : "all maps: one scale");
+        const std::vector<KeyMark> marks = attention_marks(T);
+        if (!ui.attention_per_map) {
+            ColorKey(v, "attn", attention_colormap(shared_max, shared_max, false), std::min(ImGui::GetContentRegionAvail().x, 420.f), marks);
+        } else {
+            ColorKey(v, "attn", attention_colormap(1.f, 1.f, false), std::min(ImGui::GetContentRegionAvail().x, 420.f));
+            ImGui::SameLine();
+            ImGui::TextDisabled("(fraction of each map's max)");
+        }
+        pr.numbers["attn.per_map"] = ui.attention_per_map;
+        pr.numbers["attn.shared_max"] = shared_max;
+        pr.numbers["attn.uniform"] = 1.0 / T;
+        const auto row_name = [&](int l) { return probe ? std::string("probe") : "L" + std::to_string(l); };
+        const float label_w = ImGui::CalcTextSize(row_name(rows - 1).c_str()).x + 10;
+        const float gap = ImGui::GetStyle().ItemSpacing.x;
+        const float th = ImGui::GetTextLineHeight();
+        const float caption = ui.attention_per_map ? th : 0.f;  // each map's max under it
+        // as large as the view allows, every map on screen at once (scrolling only below 24 px maps);
+        // each map at the grid's aspect, its longer side `cell`
+        const ImVec2 room = ImGui::GetContentRegionAvail();
+        const float aw = gw >= gh ? 1.f : float(gw) / float(gh), ah = gh >= gw ? 1.f : float(gh) / float(gw);
+        const float fit_w = ((room.x - label_w - 4) / (H + 1) - gap) / aw;
+        const float fit_h = ((room.y - th - 8) / rows - gap - caption) / ah;
+        const float cell = std::clamp(std::min(fit_w, fit_h), 24.f, 128.f);
+        const float mw = cell * aw, mh = cell * ah;
+        std::string ranges;
+        int knocked = 0, hatched = 0;
+        ImGui::BeginChild("grid", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
+        ImDrawList* dl = ImGui::GetWindowDrawList();
+        const ImVec2 o = ImGui::GetCursorScreenPos();
+        const ImU32 tc = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+        // the heads across the top, the layers down the side
+        for (int h = 0; h <= H; ++h) {
+            const std::string hl = h == H ? "mean" : "h" + std::to_string(h);
+            const float w = ImGui::CalcTextSize(hl.c_str()).x;
+            dl->AddText(ImVec2(o.x + label_w + h * (mw + gap) + (mw - w) / 2, o.y), tc, hl.c_str());
+        }
+        const float y0 = o.y + th + 4;
+        for (int l = 0; l < rows; ++l) {
+            const float y = y0 + l * (mh + gap + caption);
+            dl->AddText(ImVec2(o.x, y + mh / 2 - th / 2), ImGui::GetColorU32(ImGuiCol_Text), row_name(l).c_str());
+            for (int h = 0; h <= H; ++h) {
+                const int head = h == H ? -1 : h;
+                const size_t gi = size_t(l) * (H + 1) + h;
+                const Colormap cm = attention_colormap(shared_max, range_[gi].second, ui.attention_per_map);
+                const ImVec2 p(o.x + label_w + h * (mw + gap), y);
+                ImGui::SetCursorScreenPos(p);
                 ImGui::PushID(l * 1000 + h);
                 const bool clicked = ImGui::InvisibleButton("m", ImVec2(mw, mh));
                 const bool right = ImGui::IsItemClicked(ImGuiMouseButton_Right);
@@ -112,32 +153,52 @@ public:
                     toggle_head(s, l, head);  // knocked out, or back: the pass re-runs
                 } else if (clicked) {
                     ui.overlay = Overlay::Cls; ui.overlay_layer = probe ? -1 : l; ui.overlay_head = head;
-                    select_stage(ui, *t, probe ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, l});
+                    select_stage(ui, *t, src.kind == StageKind::HeadAttnPattern ? src : StageId{StageKind::AttnPattern, l});
                     if (head >= 0) ui.head = head;
                     ui.tab = Tab::Stage;
                 }
                 if (v.hover && ImGui::IsItemHovered())
-                    ImGui::SetTooltip("%s, %s: max %.3f", probe ? "the pooling probe" : ("layer " + std::to_string(l)).c_str(),
-                                      head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str(), range_[gi].second);
+                    ImGui::SetTooltip("%s, %s: %s .. %s (uniform: %s)", probe ? "the pooling probe" : ("layer " + std::to_string(l)).c_str(),
+                                      head < 0 ? "mean of heads" : ("head " + std::to_string(head)).c_str(),
+                                      fmt(range_[gi].first).c_str(), fmt(range_[gi].second).c_str(), fmt(1.f / T).c_str());
                 ImGui::PopID();
-                v.gfx.draw(ImGui::GetWindowDrawList(), tex, p, ImVec2(p.x + mw, p.y + mh), cm);
-                hatched += DrawDropped(ImGui::GetWindowDrawList(), *t, p, mw / gw, mh / gh);
+                v.gfx.draw(dl, grid_[gi], p, ImVec2(p.x + mw, p.y + mh), cm);
+                hatched += DrawDropped(dl, *t, p, mw / gw, mh / gh);
                 if (!probe && head >= 0 && head_ablated(s.shown_options(), l, head)) {  // what ran: this head was knocked out
-                    DrawKnockedOut(ImGui::GetWindowDrawList(), p, ImVec2(p.x + mw, p.y + mh));
+                    DrawKnockedOut(dl, p, ImVec2(p.x + mw, p.y + mh));
                     ++knocked;
                 }
-                pr.rects["grid." + (probe ? std::string("probe") : std::to_string(l)) + "." +
-                         (head < 0 ? std::string("mean") : std::to_string(head))] = Rect{p.x, p.y, mw, mh};
-                bool sel = ui.overlay == Overlay::Cls && (probe || (ui.overlay_layer < 0 ? L - 1 : ui.overlay_layer) == layer) &&
-                           ui.overlay_head == head;
-                ImGui::GetWindowDrawList()->AddRect(p, ImVec2(p.x + mw, p.y + mh), sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(70, 70, 70, 255), 0, 0, sel ? 3 : 1);
+                const std::string gname = "grid." + (probe ? std::string("probe") : std::to_string(l)) + "." +
+                                          (head < 0 ? std::string("mean") : std::to_string(head));
+                pr.rects[gname] = Rect{p.x, p.y, mw, mh};
+                const bool sel = ui.overlay == Overlay::Cls && (probe || (ui.overlay_layer < 0 ? L - 1 : ui.overlay_layer) == l) &&
+                                 ui.overlay_head == head;
+                dl->AddRect(p, ImVec2(p.x + mw, p.y + mh), sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(70, 70, 70, 255), 0, 0, sel ? 3 : 1);
+                pr.heatmaps.push_back({gname, Rect{p.x, p.y, mw, mh}, gh, gw, mw / gw, mh / gh, true});
+                if (ui.attention_per_map) {
+                    // this map's range, printed under it (small type: it must fit the map's width)
+                    // (one significant digit when two do not fit; the tooltip has the range in full)
+                    std::string cap = fmt_short(range_[gi].second);
+                    const float fs = std::min(ImGui::GetFontSize(), 13.f);
+                    ImVec2 sz = ImGui::GetFont()->CalcTextSizeA(fs, FLT_MAX, 0, cap.c_str());
+                    if (sz.x > mw + gap - 2) {
+                        char b[16];
+                        std::snprintf(b, sizeof b, "%.1g", double(range_[gi].second));
+                        cap = b;
+                        sz = ImGui::GetFont()->CalcTextSizeA(fs, FLT_MAX, 0, cap.c_str());
+                    }
+                    const ImVec2 at(p.x + (mw - sz.x) / 2, p.y + mh + 1);
+                    if (sz.x <= mw + gap - 2) {
+                        dl->AddText(ImGui::GetFont(), fs, at, tc, cap.c_str());
+                        pr.text("attn.ranges", cap, Rect{at.x, at.y, sz.x, sz.y}, Rect{p.x - gap / 2, p.y, mw + gap, mh + caption + 2});
+                    }
+                    ranges += (ranges.empty() ? "" : ",") + std::to_string(range_[gi].second);
+                }
             }
         }
-        ImGui::Text(" ");
-        for (int h = 0; h <= H; ++h) {
-            ImGui::SameLine(x0 + label_w + h * (mw + gap));
-            ImGui::TextDisabled(h == H ? "mean" : "h%d", h);
-        }
+        ImGui::SetCursorScreenPos(o);
+        ImGui::Dummy(ImVec2(label_w + (H + 1) * (mw + gap), th + 4 + rows * (mh + gap + caption)));
+        if (ui.attention_per_map) pr.strings["attn.ranges"] = ranges;
         ImGui::EndChild();
         pr.numbers["grid.knocked_out"] = knocked;
         if (hatched) pr.numbers["grid.dropped"] = hatched;

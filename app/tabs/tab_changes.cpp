@@ -1,8 +1,13 @@
-// The Changes tab: how far each stage moved from the default options' run, ||now - default|| /
-// ||default|| per stage, and the difference of the current stage as a heatmap.
+// The Changes tab: how far each stage moved from the baseline run (session.cpp base_options: the
+// default options at the same input size; with interventions, the same options without them: over
+// the tokens kept when patches were dropped), ||now - baseline|| / ||baseline|| per
+// stage on a labelled scale, and the difference of the current stage as a heatmap on the diverging
+// map (white is no change). The tab opens on the first stage that changed.
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <functional>
 
 #include "app/tabs/tab.h"
@@ -12,6 +17,8 @@ namespace vit::app {
 
 namespace {
 
+double relative(const StageChange& c) { return c.base_norm > 0 ? c.diff_norm / c.base_norm : (c.diff_norm > 0 ? 1 : 0); }
+
 class ChangesTab : public TabView {
 public:
     void draw(ViewCtx& v) override {
@@ -19,64 +26,170 @@ public:
         UiState& ui = v.ui;
         Probe& pr = v.probe;
         const Result& r = s.result();
+        // shown this frame after a frame without it: the tab was just opened
+        const int frame = ImGui::GetFrameCount();
+        const bool opened = last_frame_ != frame - 1;
+        last_frame_ = frame;
         if (!r.trace || !r.base) {
             ImGui::TextDisabled("%s", !s.has_image() ? "No image is loaded, so there is nothing to compare." : "Running the model...");
             return;
         }
         // the options of the trace on screen (a pass with newer ones may be running)
         const Options& opt = s.shown_options();
+        const Options base = base_options(opt);
         pr.strings["changes.options"] = opt.describe();
-        const bool iv = !opt.iv.empty();  // then the comparison is with the same options without interventions
-        const char* against = iv ? "the run without interventions" : "the default options";
-        if (opt == base_options(opt)) {
-            ImGui::TextWrapped("The options are at their defaults (LayerNorm with elementwise_affine, biased std). "
-                               "Toggle them in the toolbar (keys A and U) and this view shows, stage by stage, "
-                               "how far each tensor moved from the default run.");
+        const bool iv = !opt.iv.empty();  // then the baseline is the same options without interventions
+        pr.strings["changes.baseline"] = iv ? "the run without interventions, same options (" + base.describe() + ")" +
+                                                  (opt.iv.dropped.empty() ? "" : "; over the tokens kept")
+                                            : "the default options at the same input size, no interventions (" + base.describe() + ")";
+        ImGui::PushTextWrapPos(0);
+        if (opt == base) {
+            ImGui::TextWrapped("The options are at their defaults (LayerNorm with elementwise_affine, biased std, the model's "
+                               "pooling, no BUG switch). Toggle one in the toolbar (keys A, U, B, R) and this view shows, stage "
+                               "by stage, how far each tensor moved from the default run.");
             ImGui::TextDisabled("the trace on screen: %s", opt.describe().c_str());
+            ImGui::PopTextWrapPos();
             return;
         }
-        if (keys_.stale("changes", s.version())) changes_ = trace_changes(*r.base, *r.trace);
+        const bool fresh = keys_.stale("changes", s.version());
+        if (fresh) changes_ = trace_changes(*r.base, *r.trace);
         const std::vector<StageChange>& ch = changes_;
-        ImGui::Text("Change from %s, per stage: ||now - %s|| / ||%s||", against, iv ? "clean" : "default",
-                    iv ? "clean" : "default");
+        ImGui::Text("How far each stage moved: ||now - baseline|| / ||baseline||");
+        ImGui::TextDisabled("baseline: %s", pr.strings["changes.baseline"].c_str());
         ImGui::TextDisabled("now: %s", opt.describe().c_str());
-        if (iv) ImGui::TextDisabled("against: %s (patches dropped: over the tokens kept)", r.base->options().describe().c_str());
-        ImGui::BeginChild("list", ImVec2(420, 0), true);
+        ImGui::PopTextWrapPos();
+        // the first stage that changed: where the tab opens (and goes after a new run) when the
+        // current stage did not change
+        int first = -1;
+        double top = 0;
+        for (size_t i = 0; i < ch.size(); ++i) {
+            const double rel = relative(ch[i]);
+            if (ch[i].diff_norm > 0 && first < 0) first = int(i);
+            top = std::max(top, rel);
+        }
+        const auto shown0 = shown_stage(s, ui);
+        if ((opened || fresh) && first >= 0 && shown0) {
+            auto it = std::find_if(ch.begin(), ch.end(), [&](const StageChange& c) { return c.id == shown0->info->id; });
+            if (it == ch.end() || it->diff_norm == 0) select_stage(ui, *r.trace, ch[size_t(first)].id);
+            scroll_to_ = true;
+        }
+        if (first >= 0) {
+            pr.strings["changes.first"] = ch[size_t(first)].name;
+        } else {
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextColored(ImVec4(0.6f, 0.9f, 0.6f, 1), "Nothing changed: every stage equals the baseline's, value for value.");
+            ImGui::PopTextWrapPos();
+            pr.strings["changes.same"] = "nothing changed";
+        }
+        pr.numbers["changes.scale_max"] = top;
+        const float list_w = std::clamp(ImGui::GetContentRegionAvail().x * 0.42f, 290.f, 460.f);
+        const float bar_w = std::min(140.f, list_w * 0.28f), th = ImGui::GetTextLineHeight();
+        const float diff_x = ImGui::GetCursorScreenPos().x + list_w + ImGui::GetStyle().ItemSpacing.x;
+        const float top_y = ImGui::GetCursorScreenPos().y;
+        {
+            // the bars' scale, above the list: 0 at the left, the largest change at the right, labelled
+            ImDrawList* dl = ImGui::GetWindowDrawList();
+            const ImVec2 o(ImGui::GetCursorScreenPos().x + ImGui::GetStyle().WindowPadding.x, ImGui::GetCursorScreenPos().y);
+            ImGui::Dummy(ImVec2(list_w, th + 8));
+            const Rect clip{o.x, o.y, list_w, th + 8};
+            const ImU32 tc = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+            const std::string hi = fmt(float(top));
+            dl->AddLine(ImVec2(o.x, o.y + th + 3), ImVec2(o.x + bar_w, o.y + th + 3), tc);
+            for (float f : {0.f, 0.5f, 1.f}) dl->AddLine(ImVec2(o.x + f * bar_w, o.y + th), ImVec2(o.x + f * bar_w, o.y + th + 6), tc);
+            DrawLabel(dl, pr, "changes.axis", ImVec2(o.x, o.y), tc, "0", clip);
+            const float hw = ImGui::CalcTextSize(hi.c_str()).x;
+            DrawLabel(dl, pr, "changes.axis", ImVec2(o.x + bar_w - hw, o.y), tc, hi, clip);
+            DrawLabel(dl, pr, "changes.axis", ImVec2(o.x + bar_w + 6, o.y), tc, "relative change, stage", clip);
+            pr.rects["changes.axis"] = Rect{o.x, o.y + th + 3, bar_w, 1};
+        }
+        ImGui::BeginChild("list", ImVec2(list_w, 0), true);
         const auto shown = shown_stage(s, ui);
         for (auto& c : ch) {
-            double rel = c.base_norm > 0 ? c.diff_norm / c.base_norm : (c.diff_norm > 0 ? 1 : 0);
+            const double rel = relative(c);
             const bool sel = shown && shown->info->id == c.id;
             ImGui::PushID(c.name.c_str());
-            if (ImGui::Selectable("##s", sel, 0, ImVec2(0, 18))) select_stage(ui, *r.trace, c.id);
-            ImGui::SameLine(4);
-            ImGui::ProgressBar(float(std::min(1.0, rel)), ImVec2(110, 16), "");
-            ImGui::SameLine();
-            ImGui::Text("%6.3f  %s", rel, c.name.c_str());
+            const ImVec2 o = ImGui::GetCursorScreenPos();
+            if (ImGui::Selectable("##s", sel, 0, ImVec2(0, th + 2))) select_stage(ui, *r.trace, c.id);
+            if (sel && scroll_to_) { ImGui::SetScrollHereY(0.3f); scroll_to_ = false; }
+            ImDrawList* dl = ImGui::GetWindowDrawList();
+            const float len = top > 0 ? float(rel / top) * bar_w : 0.f;
+            dl->AddRectFilled(ImVec2(o.x, o.y + 3), ImVec2(o.x + bar_w, o.y + th - 1), IM_COL32(45, 50, 60, 255));
+            if (len > 0) dl->AddRectFilled(ImVec2(o.x, o.y + 3), ImVec2(o.x + std::max(1.f, len), o.y + th - 1), IM_COL32(120, 170, 230, 255));
+            pr.rects["changes.bar." + c.name] = Rect{o.x, o.y + 3, len, th - 4};
+            // the value and the stage's name (in a block, "L3 attn.pattern" when the full name does not fit)
+            const std::string val = c.diff_norm == 0 ? "0 (same)" : fmt(float(rel));
+            const Rect lc = clip_rect(dl);
+            const float room = lc.x + lc.w - (o.x + bar_w + 6);
+            std::string label = val + "  " + c.name;
+            if (ImGui::CalcTextSize(label.c_str()).x > room && c.id.layer >= 0)
+                label = val + "  L" + std::to_string(c.id.layer) + " " + stage_local_name(c.id);
+            bool cut = false;
+            label = fit_text(label, room, cut);  // still too long: cut with "...", the full name in the tooltip
+            if (cut && v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s: %s", c.name.c_str(), val.c_str());
+            const ImU32 col = ImGui::GetColorU32(c.diff_norm == 0 ? ImGuiCol_TextDisabled : ImGuiCol_Text);
+            if (o.y >= lc.y - 0.5f && o.y + th <= lc.y + lc.h + 0.5f)  // a row in view (the list scrolls)
+                DrawLabel(dl, pr, "changes.list", ImVec2(o.x + bar_w + 6, o.y), col, label, lc);
+            else
+                dl->AddText(ImVec2(o.x + bar_w + 6, o.y), col, label.c_str());
             ImGui::PopID();
         }
         ImGui::EndChild();
-        ImGui::SameLine();
+        ImGui::SetCursorScreenPos(ImVec2(diff_x, top_y));
         ImGui::BeginChild("diffmap", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
         const auto e = shown;
+        // with patches dropped, the baseline's rows of the tokens kept (analysis.h comparable_base)
         const Array base_kept = e ? comparable_base(*r.base, *r.trace, e->info->id) : Array();
         const Array* base_arr = e && r.base->find(e->info->id) ? &base_kept : nullptr;
         if (e && base_arr && base_arr->size() && same_shape(*base_arr, *e->value)) {
             if (keys_.stale("diffvals", s.version() * 1000003ull + std::hash<std::string>{}(e->info->name)))
                 diff_vals_ = difference(*e->value, *base_arr);
             const Array& d = diff_vals_;
-            ImGui::Text("now - %s: %s", iv ? "clean" : "default", e->info->name.c_str());
+            ImGui::PushTextWrapPos(0);
+            ImGui::Text("now - baseline: %s", e->info->name.c_str());
+            ImGui::PopTextWrapPos();
+            // a 3-D stage shows one slice: which one is said, and chosen here
+            if (rank(d) == 3) {
+                const bool heads = e->info->per_head;
+                int& sel = heads ? ui.head : ui.channel;
+                const int S = int(extent(d, 0));
+                sel = std::clamp(sel, 0, S - 1);
+                const std::string label = heads ? "head (H / Shift+H)" : "channel";
+                Flow flow;
+                const float sw = std::min(160.f, ImGui::GetContentRegionAvail().x * 0.5f);
+                flow.next(Flow::labelled_w(sw, label.c_str()));
+                ImGui::SetNextItemWidth(sw);
+                ImGui::SliderInt(label.c_str(), &sel, 0, S - 1);
+                const std::string which = std::string(heads ? "head " : "channel ") + std::to_string(sel) + " of " + std::to_string(S);
+                const std::string shown_text = "shown: " + which;
+                flow.next(Flow::text_w(shown_text.c_str()));
+                ImGui::TextDisabled("%s", shown_text.c_str());
+                pr.strings["changes.slice"] = which;
+            }
+            double m = 0;
+            for (size_t i = 0; i < d.size(); ++i)
+                if (std::isfinite(d.data()[i])) m = std::max(m, double(std::fabs(d.data()[i])));
+            pr.numbers["changes.max_abs"] = m;
+            if (m == 0) {
+                const std::string why = e->info->name + " did not change: every value equals the baseline's (white is 0)";
+                ImGui::PushTextWrapPos(0);
+                ImGui::TextColored(ImVec4(0.6f, 0.9f, 0.6f, 1), "%s.", why.c_str());
+                ImGui::PopTextWrapPos();
+                pr.strings["changes.same"] = why;
+            } else {
+                ImGui::PushTextWrapPos(0);
+                ImGui::TextDisabled("white: no change;  red: now larger;  blue: now smaller (max |difference| %s)", fmt(float(m)).c_str());
+                ImGui::PopTextWrapPos();
+            }
             StageInfo info = *e->info;
             info.signed_values = true;
-            ScaleMode saved = ui.scale_mode;
-            ui.scale_mode = ScaleMode::Symmetric;
             HeatmapArgs a;
             a.colorbar = true; a.rect_name = "diff"; a.zoomable = false;
+            a.quantity = Quantity::Difference;  // symmetric around 0 over the whole difference
             if (rank(d) == 1) a.max_h = 120;
             tensor_heatmap(v, "diff", e->info->name + "#diff", d, info, diff_, a, false);
-            ui.scale_mode = saved;
         } else if (e) {
-            std::string why = !base_arr ? e->info->name + " is not in " + against + " (the options add or remove it)"
-                                        : e->info->name + " has a different shape in " + against;
+            std::string why = !base_arr ? e->info->name + " is not in the baseline run (the options add or remove it)"
+                                        : e->info->name + " has a different shape in the baseline run";
             ImGui::TextDisabled("No difference map: %s.", why.c_str());
             pr.strings["changes.message"] = why;
         }
@@ -84,6 +197,8 @@ public:
     }
 
 private:
+    int last_frame_ = -10;
+    bool scroll_to_ = false;  // the list scrolls to the stage the tab opened on
     CacheKeys keys_;
     std::vector<StageChange> changes_;
     Array diff_vals_;

@@ -71,15 +71,6 @@ std::string average_unavailable(const Session& s, const std::string& dir) {
     return "";
 }
 
-std::string csv_of(const float* v, size_t n) {
-    std::string s;
-    char b[32];
-    for (size_t i = 0; i < n; ++i) {
-        std::snprintf(b, sizeof b, "%s%.9g", i ? "," : "", double(v[i]));
-        s += b;
-    }
-    return s;
-}
 
 // A "nice" tick step (1, 2 or 5 x 10^k) giving about `target` steps over `range`.
 double nice_step(double range, int target) {
@@ -185,13 +176,8 @@ void DistanceTab::draw(ViewCtx& v) {
     Session& s = v.s;
     UiState& ui = v.ui;
     Probe& pr = v.probe;
-    const Trace* t = s.trace();
-    if (!t) {
-        std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so the model has not run.";
-        ImGui::TextDisabled("%s", why.c_str());
-        pr.strings["dist.message"] = why;
-        return;
-    }
+    const Trace* t = trace_or_why(v, "dist.message");
+    if (!t) return;
     const auto model = s.shown_model();
     const Weights& w = model->weights;
     const Config& c = w.cfg;
@@ -413,8 +399,9 @@ void DistanceTab::draw(ViewCtx& v) {
         v.notice = "selected layer " + std::to_string(best_l) + ", head " + std::to_string(best_h) +
                     ": the Stage tab shows its attention pattern";
     }
-    // ---- legend: what each colour is, with the options that produced it
+    // ---- legend: what each colour is, with the options that produced it (lines wrap at the view's edge)
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + ph + 4));
+    ImGui::PushTextWrapPos(0);
     ImVec2 lp = ImGui::GetCursorScreenPos();
     dl->AddCircleFilled(ImVec2(lp.x + 8, lp.y + th / 2), r, kDot, 12);
     ImGui::Dummy(ImVec2(18, th));
@@ -432,7 +419,7 @@ void DistanceTab::draw(ViewCtx& v) {
                     std::to_string(avg_images) + "), " + av->opt_text;
         ImGui::TextUnformatted(avg_label.c_str());
         pr.strings["dist.avg.label"] = avg_label;
-        pr.strings["dist.avg.values"] = csv_of(avg.data(), avg.size());
+        pr.strings["dist.avg.values"] = csv(avg.data(), avg.size());
         pr.numbers["dist.avg.images"] = avg_images;
     }
     if (uniform >= 0) {
@@ -450,7 +437,8 @@ void DistanceTab::draw(ViewCtx& v) {
     }
     if (std::string note = weights_note(s); !note.empty())
         ImGui::TextColored(kWarn, "%s: these distances come from untrained attention", note.c_str());
-    pr.strings["dist.values"] = csv_of(vals.data(), vals.size());
+    ImGui::PopTextWrapPos();
+    pr.strings["dist.values"] = csv(vals.data(), vals.size());
     // the numbers behind the view, for "Numbers .npy/.csv"
     numbers_.push_back({"attn_distance", vals});
     if (draw_avg) numbers_.push_back({"attn_distance_avg", Array(avg)});

@@ -17,15 +17,6 @@ namespace {
 
 const ImVec4 kWarn(1, 0.75f, 0.4f, 1);
 
-std::string csv(const float* v, size_t n) {
-    std::string s;
-    char b[32];
-    for (size_t i = 0; i < n; ++i) {
-        std::snprintf(b, sizeof b, "%s%.9g", i ? "," : "", double(v[i]));
-        s += b;
-    }
-    return s;
-}
 
 class FeaturesTab : public TabView {
 public:
@@ -33,13 +24,8 @@ public:
         Session& s = v.s;
         UiState& ui = v.ui;
         Probe& pr = v.probe;
-        const Trace* t = s.trace();
-        if (!t) {
-            std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so the model has not run.";
-            ImGui::TextDisabled("%s", why.c_str());
-            pr.strings["features.message"] = why;
-            return;
-        }
+        const Trace* t = trace_or_why(v, "features.message");
+        if (!t) return;
         const RunDims& rd = t->table().dims();
         const int gh = rd.gh, gw = rd.gw, N = rd.N;
         if (keys_.stale("pca", s.version())) {

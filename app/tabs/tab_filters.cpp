@@ -19,12 +19,7 @@ public:
     void draw(ViewCtx& v) override {
         Session& s = v.s;
         Probe& pr = v.probe;
-        if (!s.trace()) {
-            std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so no model has run yet.";
-            ImGui::TextDisabled("%s", why.c_str());
-            pr.strings["filters.message"] = why;
-            return;
-        }
+        if (!trace_or_why(v, "filters.message", "No image is loaded, so no model has run yet.")) return;
         const auto model = s.shown_model();
         const Weights& w = model->weights;
         const Config& c = w.cfg;

@@ -17,13 +17,8 @@ public:
     void draw(ViewCtx& v) override {
         Session& s = v.s;
         Probe& pr = v.probe;
-        const Trace* t = s.trace();
-        if (!t) {
-            std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so the model has not run.";
-            ImGui::TextDisabled("%s", why.c_str());
-            pr.strings["lens.message"] = why;
-            return;
-        }
+        const Trace* t = trace_or_why(v, "lens.message");
+        if (!t) return;
         const Config& c = s.shown_config();
         const Options& opt = s.shown_options();
         if (!c.has_logits()) {  // DINO, DINOv2, CLIP, SigLIP, MAE: said in place, nothing computed
@@ -72,34 +67,97 @@ public:
             return;
         }
         const int L = int(vals.shape(0)), K = int(vals.shape(1));
-        // the prediction at each layer, one line each, beside the chart
+        // the class names (ImageNet-1k names for 1000 classes, from the model), else the index
         std::vector<std::string> names(static_cast<size_t>(K));
         for (int k = 0; k < K; ++k)
             names[size_t(k)] = int(c.class_names.size()) == K ? c.class_names[size_t(k)] : "class " + std::to_string(k);
-        HeatmapArgs a;
-        a.data = vals.data(); a.rows = L; a.cols = K;
-        a.row_label = "layer"; a.col_label = "classes";
-        a.cm.mode = Colormap::Sequential; a.cm.vmin = 0; a.cm.vmax = 1;  // probabilities: one fixed scale
-        a.zoomable = false; a.colorbar = true; a.rect_name = "lens";
-        a.col_names = names;
-        a.index_prefix = "[layer ";
-        a.max_h = std::max(120.f, ImGui::GetContentRegionAvail().y - 30.f - (L + 1) * ImGui::GetTextLineHeightWithSpacing());
-        Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
+        // the prediction at each layer, one line each: under the chart, or beside it when the chart
+        // lists chosen classes down its side (it then needs the height for one named row per class)
+        std::vector<std::string> lines;
         std::string csv, top;
-        char b[96];
-        for (int l = 0; l < L; ++l) {
-            int best = 0;
-            for (int k = 0; k < K; ++k) {
-                double p = vals.data()[size_t(l) * size_t(K) + size_t(k)];
-                std::snprintf(b, sizeof b, "%s%.9g", (l || k) ? "," : "", p);
-                csv += b;
-                if (p > vals.data()[size_t(l) * size_t(K) + size_t(best)]) best = k;
+        float lines_w = 0;
+        {
+            char b[96];
+            for (int l = 0; l < L; ++l) {
+                int best = 0;
+                for (int k = 0; k < K; ++k) {
+                    double p = vals.data()[size_t(l) * size_t(K) + size_t(k)];
+                    std::snprintf(b, sizeof b, "%s%.9g", (l || k) ? "," : "", p);
+                    csv += b;
+                    if (p > vals.data()[size_t(l) * size_t(K) + size_t(best)]) best = k;
+                }
+                std::snprintf(b, sizeof b, "layer %d: %s (%.1f%%)", l, names[size_t(best)].substr(0, 48).c_str(),
+                              100.0 * vals.data()[size_t(l) * size_t(K) + size_t(best)]);
+                lines.push_back(b);
+                lines_w = std::max(lines_w, ImGui::CalcTextSize(b).x);
+                top += std::string(b) + "\n";
             }
-            std::snprintf(b, sizeof b, "layer %d: %s (%.1f%%)", l, names[size_t(best)].c_str(),
-                          100.0 * vals.data()[size_t(l) * size_t(K) + size_t(best)]);
-            ImGui::TextDisabled("%s", b);
-            top += std::string(b) + "\n";
         }
+        const bool beside = K > 30;
+        HeatmapArgs a;
+        a.cm = quantity_colormap(Quantity::Probability, 0, 1);  // probabilities: one fixed scale, 0 to 1
+        a.zoomable = false; a.colorbar = true; a.rect_name = "lens";
+        if (K <= 30) {
+            // every class a column, every layer a row, the layers' predictions under it
+            a.data = vals.data(); a.rows = L; a.cols = K;
+            a.row_label = "layer"; a.col_label = "classes";
+            a.col_names = names;
+            a.index_prefix = "[layer ";
+            a.max_h = std::max(120.f, ImGui::GetContentRegionAvail().y - 30.f - (L + 1) * ImGui::GetTextLineHeightWithSpacing());
+            Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
+        } else {
+            // too many classes for a column each: the ones that matter, named down the side (each
+            // layer's most likely class, then the final prediction's top classes), layers across
+            std::vector<int> pick;
+            auto add = [&](int k) { if (std::find(pick.begin(), pick.end(), k) == pick.end()) pick.push_back(k); };
+            const std::vector<int> final_top = top_k(vals.data() + size_t(L - 1) * size_t(K), size_t(K), 10);
+            for (int k : final_top) add(k);
+            for (int l = 0; l < L; ++l) add(top_k(vals.data() + size_t(l) * size_t(K), size_t(K), 1).front());
+            const int P = int(std::min<size_t>(pick.size(), 24));
+            pick.resize(size_t(P));
+            if (keys_.stale("lens.sub", s.version())) {
+                sub_.assign(size_t(P) * size_t(L), 0.f);
+                for (int r = 0; r < P; ++r)
+                    for (int l = 0; l < L; ++l) sub_[size_t(r) * L + l] = vals.data()[size_t(l) * K + size_t(pick[size_t(r)])];
+                keys_.forget("lens.tex");
+            }
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextDisabled("%d of the %d classes: the final top 10 and each layer's most likely class (the rest are not drawn; "
+                                "every value is in the export)", P, K);
+            ImGui::PopTextWrapPos();
+            auto short_name = [names](int k) {
+                std::string n = names[size_t(k)];
+                return n.substr(0, n.find(','));  // ImageNet names list synonyms: the first one
+            };
+            a.data = sub_.data(); a.rows = P; a.cols = L;
+            a.row_label = "classes (chosen)"; a.col_label = "layer";
+            a.row_name = [pick, short_name](int r) { return short_name(pick[size_t(r)]); };
+            a.row_long = [pick, names](int r) { return std::to_string(pick[size_t(r)]) + " " + names[size_t(pick[size_t(r)])]; };
+            a.index_prefix = "[class row ";
+            const float gap = 2 * ImGui::GetStyle().ItemSpacing.x;
+            a.max_w = std::max(200.f, ImGui::GetContentRegionAvail().x - lines_w - gap);
+            a.max_h = std::max(160.f, ImGui::GetContentRegionAvail().y - 8.f);
+            // the chart with its colour bar stays within max_w (the bar is drawn, not an item): the
+            // lines start after that width
+            const float x0 = ImGui::GetCursorPosX();
+            ImGui::BeginGroup();
+            Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
+            ImGui::EndGroup();
+            ImGui::SameLine(x0 + a.max_w + gap);
+            ImGui::BeginGroup();
+            std::string shown;
+            for (int k : pick) shown += (shown.empty() ? "" : ",") + std::to_string(k);
+            pr.strings["lens.classes"] = shown;
+        }
+        for (const std::string& line : lines) {
+            if (beside) ImGui::TextDisabled("%s", line.c_str());
+            else {
+                ImGui::PushTextWrapPos(0);
+                ImGui::TextDisabled("%s", line.c_str());
+                ImGui::PopTextWrapPos();
+            }
+        }
+        if (beside) ImGui::EndGroup();
         pr.strings["lens.values"] = csv;
         pr.strings["lens.top"] = top;
         numbers_.push_back({"logit_lens", vals});  // what "Numbers .npy/.csv" exports on this tab
@@ -137,6 +195,7 @@ private:
     CacheKeys keys_;
     Texture tex_;        // the logit lens (L, K), vit::logit_lens
     Array vals_;         // its numbers
+    std::vector<float> sub_;  // many classes: the chosen ones (rows) x layers
     std::string error_;
 };
 

@@ -1,5 +1,5 @@
 // The Map tab (issue 10 item 7): the map of the loaded model; and, generated from the same map, the
-// strip of boxes above the Stage tab and the guided tour (a panel over the centre views). All are
+// strip of boxes above the Stage tab. Both are
 // generated from stage_table(config, options) for the model and options that produced the trace on
 // screen, and the shapes on the arrows are the trace's tensors' shapes (the table's, said so, when
 // there is no trace). Nothing here names a shape or a layer count.
@@ -185,14 +185,6 @@ ModelMap build_model_map(const Session& s, int layer) {
         b.out_shape = shape_of_stage(s, st);
     }
     return m;
-}
-
-std::vector<StageId> tour_stages(const Session& s) {
-    std::vector<StageId> v;
-    if (const auto table = shown_table(s, nullptr))
-        for (const StageInfo& st : *table)
-            if (st.layer <= 0) v.push_back(st.id);
-    return v;
 }
 
 namespace {
@@ -384,7 +376,6 @@ void draw_model_map(ViewCtx& v) {
     if (ImGui::Button(ui.tour_step >= 0 ? "Leave the tour (T)" : "Start the guided tour (T)")) {
         ui.tour_step = ui.tour_step >= 0 ? -1 : 0;
         ui.tour_applied = -1;
-        if (ui.tour_step >= 0) ui.tab = Tab::Stage;
     }
     ImGui::EndChild();
 }
@@ -425,141 +416,12 @@ void DrawMapStrip(ViewCtx& v) {
     Session& s = v.s;
     UiState& ui = v.ui;
     Probe& pr = v.probe;
-    if (ui.tour_step >= 0) return;  // the tour panel has its own
     ModelMap m = build_model_map(s, map_layer(s, ui));
     const int cur = current_box(m, shown_stage(s, ui));
     ImGui::PushID("mapstrip");
     draw_strip(v, m, cur, ImGui::GetContentRegionAvail().x, "strip");
     ImGui::PopID();
     pr.numbers["strip.current"] = cur;
-}
-
-void DrawTour(ViewCtx& v, const Rect& area) {
-    Session& s = v.s;
-    UiState& ui = v.ui;
-    Probe& pr = v.probe;
-    if (ui.tour_step < 0) return;
-    const std::vector<StageId> steps = tour_stages(s);
-    const int n = int(steps.size());
-    if (n == 0) return;
-    ui.tour_step = std::clamp(ui.tour_step, 0, n - 1);
-    const StageId step = steps[size_t(ui.tour_step)];
-    const Config& c = s.shown_config();
-    const auto table = shown_table(s, nullptr);
-    if (!table) return;
-    const StageInfo& info = table->info(step);
-    const std::string& name = info.name;
-    // as tall as its text, anchored to the bottom of the centre views, at most 45% of them
-    const float w = area.w - 12;
-    ImGui::SetNextWindowPos(ImVec2(area.x + 6, area.y + area.h - 6), ImGuiCond_Always, ImVec2(0, 1));
-    ImGui::SetNextWindowSizeConstraints(ImVec2(w, 0), ImVec2(w, area.h * 0.45f));
-    ImGui::SetNextWindowBgAlpha(0.97f);
-    bool open = true;
-    ImGui::Begin("Guided tour", &open, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoCollapse |
-                 ImGuiWindowFlags_NoSavedSettings);
-    {
-        ImVec2 p = ImGui::GetWindowPos(), z = ImGui::GetWindowSize();
-        pr.rects["tour"] = Rect{p.x, p.y, z.x, z.y};
-    }
-    const int layer = std::max(0, step.layer);
-    ModelMap m = build_model_map(s, layer);
-    int cur = -1;
-    for (size_t i = 0; i < m.boxes.size() && cur < 0; ++i)
-        for (StageId id : m.boxes[i].ids)
-            if (id == step) cur = int(i);
-    draw_strip(v, m, cur, ImGui::GetContentRegionAvail().x, "tour.strip");
-    std::string shape;
-    if (const Trace* t = s.trace())
-        if (const Array* a = t->find(step)) shape = shape_text(*a);
-    if (shape.empty()) shape = shape_str(info.shape) + " (from the config: no trace)";
-    ImGui::TextDisabled("step %d of %d", ui.tour_step + 1, n);
-    ImGui::SameLine();
-    ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s", info.title.c_str());
-    ImGui::SameLine();
-    ImGui::TextDisabled("%s  %s", name.c_str(), shape.c_str());
-    ImGui::PushTextWrapPos(0);
-    if (info.layer == 0 && c.depth > 1)
-        ImGui::TextColored(ImVec4(0.6f, 0.9f, 0.6f, 1), "Block 0 of %d: blocks 1..%d repeat these stages with their own weights "
-                           "(PageDown shows the same stage one block later).", c.depth, c.depth - 1);
-    ImGui::TextUnformatted(info.what.c_str());
-    ImGui::PopTextWrapPos();
-    if (const auto e = shown_stage(s, ui); e && e->info->id != step && ui.tour_applied == ui.tour_step) {
-        // the user stepped off the tour's path (arrows, PageDown, a click): said, not hidden
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "You are at %s, off the tour's path: Back / Next continue from step %d.",
-                           e->info->name.c_str(), ui.tour_step + 1);
-        pr.strings["tour.off"] = e->info->name;
-    }
-    if (!s.trace()) {
-        std::string why = missing_reason(s);
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
-        pr.strings["tour.message"] = why;
-    }
-    ImGui::Spacing();
-    ImGui::BeginDisabled(ui.tour_step == 0);
-    if (ImGui::Button("< Back (P)")) ui.tour_step = std::max(0, ui.tour_step - 1);
-    ImGui::EndDisabled();
-    ImGui::SameLine();
-    ImGui::BeginDisabled(ui.tour_step + 1 >= n);
-    if (ImGui::Button("Next (N) >")) ui.tour_step = std::min(n - 1, ui.tour_step + 1);
-    ImGui::EndDisabled();
-    ImGui::SameLine();
-    if (ImGui::Button("Leave the tour (T)")) open = false;
-    ImGui::SameLine();
-    ImGui::TextDisabled("the map of the whole model: M");
-    pr.strings["tour.stage"] = name;
-    pr.strings["tour.title"] = info.title;
-    pr.strings["tour.what"] = info.what;
-    pr.numbers["tour.step"] = ui.tour_step;
-    pr.numbers["tour.steps"] = n;
-    ImGui::End();
-    if (!open) { ui.tour_step = -1; ui.tour_applied = -1; }
-}
-
-void HandleTourKeys(ViewCtx& v) {
-    Session& s = v.s;
-    UiState& ui = v.ui;
-    // the tour drives the stage selection: a new step moves it; moving to a stage of the tour moves the tour
-    auto sync = [&] {
-        if (ui.tour_step < 0) return;
-        const Trace* t = s.trace();
-        if (!t) return;
-        const std::vector<StageId> steps = tour_stages(s);
-        if (steps.empty()) return;
-        ui.tour_step = std::clamp(ui.tour_step, 0, int(steps.size()) - 1);
-        if (ui.tour_applied != ui.tour_step) {
-            select_stage(ui, *t, steps[size_t(ui.tour_step)]);
-            ui.tour_applied = ui.tour_step;
-            return;
-        }
-        if (const auto e = shown_stage(s, ui)) {
-            auto it = std::find(steps.begin(), steps.end(), e->info->id);
-            if (it != steps.end()) ui.tour_step = ui.tour_applied = int(it - steps.begin());
-        }
-    };
-    if (!ImGui::GetIO().WantTextInput) {
-        auto pressed = [](int key) { return ImGui::IsKeyPressed(key); };
-        if (pressed(GLFW_KEY_T)) {
-            if (ui.tour_step >= 0) {
-                ui.tour_step = -1;
-            } else {
-                // start where the user is when that is a stage of the tour, else at the beginning
-                ui.tour_step = 0;
-                const std::vector<StageId> steps = tour_stages(s);
-                if (const auto e = shown_stage(s, ui)) {
-                    auto it = std::find(steps.begin(), steps.end(), e->info->id);
-                    if (it != steps.end()) ui.tour_step = int(it - steps.begin());
-                }
-                if (ui.tab == Tab::Map) ui.tab = Tab::Stage;
-            }
-            ui.tour_applied = -1;
-        }
-        if (ui.tour_step >= 0) {
-            if (pressed(GLFW_KEY_N)) ++ui.tour_step;
-            if (pressed(GLFW_KEY_P)) ui.tour_step = std::max(0, ui.tour_step - 1);
-            if (pressed(GLFW_KEY_ESCAPE)) { ui.tour_step = -1; ui.tour_applied = -1; }
-        }
-    }
-    sync();
 }
 
 }  // namespace vit::app

@@ -17,15 +17,6 @@ namespace {
 
 const ImVec4 kWarn(1, 0.75f, 0.4f, 1);
 
-std::string csv(const float* v, size_t n) {
-    std::string s;
-    char b[32];
-    for (size_t i = 0; i < n; ++i) {
-        std::snprintf(b, sizeof b, "%s%.9g", i ? "," : "", double(v[i]));
-        s += b;
-    }
-    return s;
-}
 
 class NormsTab : public TabView {
 public:
@@ -33,13 +24,8 @@ public:
         Session& s = v.s;
         UiState& ui = v.ui;
         Probe& pr = v.probe;
-        const Trace* t = s.trace();
-        if (!t) {
-            std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so the model has not run.";
-            ImGui::TextDisabled("%s", why.c_str());
-            pr.strings["norms.message"] = why;
-            return;
-        }
+        const Trace* t = trace_or_why(v, "norms.message");
+        if (!t) return;
         const StageTable& table = t->table();
         const Config& c = table.config();
         const RunDims& rd = table.dims();
@@ -116,15 +102,15 @@ public:
         // ---- layer x token, one fixed scale: 0 .. the largest norm
         float vmax = 1e-6f;
         for (size_t i = 0; i < norms_.size(); ++i) vmax = std::max(vmax, norms_.data()[i]);
-        std::vector<std::string> tokens(static_cast<size_t>(T)), layers(static_cast<size_t>(L));
+        std::vector<std::string> tokens(static_cast<size_t>(T));
         for (int i = 0; i < T; ++i) tokens[size_t(i)] = token_label(table, i);
-        for (int l = 0; l < L; ++l) layers[size_t(l)] = "L" + std::to_string(l);
         const ImVec2 avail = ImGui::GetContentRegionAvail();
         const float lower = std::max(160.f, avail.y * 0.42f);  // the image map and the token list below
         HeatmapArgs a;
         a.data = norms_.data(); a.rows = L; a.cols = T;
         a.row_label = "layer (after block l)"; a.col_label = "tokens";
-        a.row_names = layers; a.col_names = tokens;
+        a.row_name = [](int l) { return "L" + std::to_string(l); };
+        a.col_names = tokens;
         a.cm.mode = Colormap::Sequential; a.cm.vmin = 0; a.cm.vmax = vmax;
         a.zoomable = false; a.colorbar = true; a.rect_name = "norms";
         a.max_h = std::max(100.f, avail.y - lower);

@@ -20,13 +20,8 @@ public:
         Session& s = v.s;
         UiState& ui = v.ui;
         Probe& pr = v.probe;
-        const Trace* t = s.trace();
-        if (!t) {
-            std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so there are no patches.";
-            ImGui::TextDisabled("%s", why.c_str());
-            pr.strings["patches.message"] = why;
-            return;
-        }
+        const Trace* t = trace_or_why(v, "patches.message", "No image is loaded, so there are no patches.");
+        if (!t) return;
         const Config& c = s.shown_config();
         // the run's input H x W and its patch grid gh x gw (another input size than the model's own included)
         const RunDims& rd = t->table().dims();

@@ -19,13 +19,8 @@ public:
         Session& s = v.s;
         UiState& ui = v.ui;
         Probe& pr = v.probe;
-        const Trace* t = s.trace();
-        if (!t) {
-            std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so no model has run yet.";
-            ImGui::TextDisabled("%s", why.c_str());
-            pr.strings["pos.message"] = why;
-            return;
-        }
+        const Trace* t = trace_or_why(v, "pos.message", "No image is loaded, so no model has run yet.");
+        if (!t) return;
         const auto model = s.shown_model();
         const Weights& w = model->weights;
         const Config& c = w.cfg;
@@ -85,7 +80,11 @@ public:
         int& psel = resized ? learned_patch_ : ui.patch;
         const int p = psel >= 0 && psel < N ? psel : 0;
         ImVec2 avail = ImGui::GetContentRegionAvail();
-        float side = std::max(64.f, std::min(avail.x * 0.5f, avail.y - 8));
+        // the maps on top (the small multiples and the one shown large), pos_embed itself under them
+        // across the whole width
+        const bool embed_below = w.pos.dimension() == 2 && w.pos.size() > 0;
+        const float top_h = embed_below ? avail.y * 0.58f : avail.y;
+        float side = std::max(64.f, std::min(avail.x * 0.5f, top_h - 8));
         ImDrawList* dl = ImGui::GetWindowDrawList();
         ImGui::BeginGroup();
         ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + side, p0.y + side);
@@ -119,7 +118,9 @@ public:
         a.data = sim_.data() + size_t(p) * size_t(N);
         a.rows = G; a.cols = G; a.row_label = "patch row"; a.col_label = "patch column";
         a.cm = cm; a.zoomable = false; a.colorbar = true; a.rect_name = "pos.large";
-        a.max_h = std::max(80.f, avail.y * (resized ? 0.36f : 0.55f));
+        // the maps on top share top_h: the learned table's map, and under it the run's when resized
+        const float line = ImGui::GetTextLineHeightWithSpacing();
+        a.max_h = std::max(80.f, resized ? (top_h - 2 * line - 16) / 2 : top_h - line - 8);
         a.mark_row = p / G; a.mark_col = p % G;
         Heatmap(v, "poslarge", large_, keys_.stale("pos.large", key * 31 + uint64_t(p)), a);
         if (resized) {
@@ -131,7 +132,7 @@ public:
                 b.data = run_sim_.data() + size_t(q) * size_t(Nr);
                 b.rows = rd.gh; b.cols = rd.gw; b.row_label = "patch row"; b.col_label = "patch column";
                 b.cm = cm; b.zoomable = false; b.colorbar = true; b.rect_name = "pos.run";
-                b.max_h = std::max(80.f, avail.y * 0.3f);
+                b.max_h = std::max(80.f, (top_h - 2 * line - 16) / 2);
                 b.mark_row = q / rd.gw; b.mark_col = q % rd.gw;
                 int cr = -1, cc = -1;
                 b.clicked_row = &cr; b.clicked_col = &cc;
@@ -152,9 +153,11 @@ public:
                 pr.strings["pos.message"] = why;
             }
         }
-        // pos_embed itself, as stored: the rows before the grid (cls, dist) first
+        ImGui::EndGroup();
+        // pos_embed itself, as stored: the rows before the grid (cls, dist) first; under the maps, across the width
         const Array& pe = w.pos;
         if (pe.dimension() == 2 && pe.size() > 0) {
+            ImGui::SetCursorScreenPos(ImVec2(p0.x, std::max(p0.y + side, ImGui::GetCursorScreenPos().y) + 4));
             const int pre = c.pos_prefix();
             std::string rows_are = pre == 0 ? "tokens (patches only: no cls position is stored)"
                                  : pre == 1 ? "tokens (row 0 = cls)" : "tokens (row 0 = cls, row 1 = dist)";
@@ -166,9 +169,9 @@ public:
             b.row_label = "tokens"; b.col_label = "width";
             b.cm.mode = Colormap::Diverging; b.cm.vmax = std::max({std::fabs(lo), std::fabs(hi), 1e-6f}); b.cm.vmin = -b.cm.vmax;
             b.zoomable = false; b.colorbar = true; b.rect_name = "pos.embed";
+            b.max_h = ImGui::GetContentRegionAvail().y;
             Heatmap(v, "posembed", embed_, keys_.stale("pos.embed", key), b);
         }
-        ImGui::EndGroup();
         std::string vals;
         char buf[32];
         for (int k = 0; k < N; ++k) {

@@ -35,12 +35,14 @@ public:
         DrawMapStrip(v);
         draw_stage(v);
     }
-    void draw_over(ViewCtx& v, const Rect& centre) override;
     void sweep_states(SweepPlan& plan) override;
     void sweep_check(const Session& s, const UiState& ui, const Probe& p, const SweepFail& fail) const override;
 
 private:
     void draw_stage(ViewCtx& v);
+    void draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& shown, const std::string& key);
+    void draw_math(ViewCtx& v, float w, float h);
+    float math_width(ViewCtx& v) const;
     HeatmapCache stage_, ln_[4];
     std::map<std::string, Stats> stats_;  // by trace version, stage and slice
     CachedMath math_;
@@ -68,7 +70,9 @@ void stats_panel(const Array& t, const Slice2D& sl, const std::string& shown_wha
     const bool is_slice = sl.size() != t.size();
     const Stats& shown = cached_stats(cache, key + "#slice", sl.data, sl.size());
     const Stats& all = is_slice ? cached_stats(cache, key + "#all", t.data(), t.size()) : shown;
+    ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("%s", is_slice ? shown_what.c_str() : "shown = whole tensor");
+    ImGui::PopTextWrapPos();
     if (ImGui::BeginTable("stats", is_slice ? 3 : 2, ImGuiTableFlags_SizingFixedFit)) {
         ImGui::TableSetupColumn("");
         ImGui::TableSetupColumn("shown");
@@ -92,27 +96,36 @@ void stats_panel(const Array& t, const Slice2D& sl, const std::string& shown_wha
     pr.numbers["stats.all.min"] = all.min; pr.numbers["stats.all.max"] = all.max;
     pr.numbers["stats.all.mean"] = all.mean; pr.numbers["stats.all.std"] = all.std;
     pr.numbers["stats.all.n"] = double(t.size());
+    ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("histogram of the shown values (%zu)", sl.size());
+    ImGui::PopTextWrapPos();
     ImGui::PlotHistogram("##hist", shown.hist.data(), int(shown.hist.size()), 0, nullptr, 0.f, FLT_MAX,
                          ImVec2(std::max(60.f, ImGui::GetContentRegionAvail().x), 90));
     ImGui::TextDisabled("%s  ...  %s", fmt(shown.min).c_str(), fmt(shown.max).c_str());
 }
 
 // A horizontal bar per class, its name on the left and value on the right (all of them up to 30,
-// else the 20 largest by magnitude, said so).
-void class_bars(const float* v, size_t n, const Config& c, Probe& pr) {
+// else the 20 largest by magnitude, said so), on an axis with its figures. Signed values (logits)
+// take the diverging map's colours, as the heatmap above them: red above 0, blue below;
+// probabilities the predictions' colour.
+void class_bars(const float* v, size_t n, const Config& c, Probe& pr, bool probabilities) {
     std::vector<std::string> names = class_labels(c, n);
     std::vector<int> idx(n);
     for (size_t i = 0; i < n; ++i) idx[i] = int(i);
+    const float th0 = ImGui::GetTextLineHeight();
+    // the rows the panel has room for (under the header line, above the axis)
+    const size_t fit = size_t(std::max(3.f, (ImGui::GetContentRegionAvail().y - 3 * th0 - 16) / (th0 + 4)));
     size_t shown = n;
-    if (n > 30) {
-        shown = 20;
+    if (n > 30 || n > fit) {
+        shown = std::min<size_t>({20, fit, n});
         std::partial_sort(idx.begin(), idx.begin() + long(shown), idx.end(),
-                          [&](int a, int b) { return std::fabs(v[a]) > std::fabs(v[b]); });
+                          [&](int a, int b) { return std::fabs(v[a]) > std::fabs(v[b]) || (std::fabs(v[a]) == std::fabs(v[b]) && a < b); });
         ImGui::TextDisabled("the %zu largest of %zu classes by magnitude", shown, n);
     }
     float lo = 0, hi = 0;
-    for (size_t k = 0; k < shown; ++k) { lo = std::min(lo, v[idx[k]]); hi = std::max(hi, v[idx[k]]); }
+    for (size_t k = 0; k < shown; ++k)
+        if (std::isfinite(v[idx[k]])) { lo = std::min(lo, v[idx[k]]); hi = std::max(hi, v[idx[k]]); }
+    if (probabilities) { lo = 0; hi = std::max(hi, 1e-6f); }
     if (hi - lo <= 0) hi = lo + 1;
     const float th = ImGui::GetTextLineHeight(), rowh = th + 4;
     float name_w = 0, val_w = 0;
@@ -122,26 +135,78 @@ void class_bars(const float* v, size_t n, const Config& c, Probe& pr) {
     }
     ImVec2 o = ImGui::GetCursorScreenPos();
     float W = ImGui::GetContentRegionAvail().x;
+    name_w = std::min(name_w, W * 0.35f);  // long ImageNet names are cut (in full in the heatmap's column names)
     float bar0 = o.x + name_w + 10, bar_w = std::max(40.f, W - name_w - val_w - 30);
     float scale = bar_w / (hi - lo), zero = bar0 + (0 - lo) * scale;
-    ImGui::Dummy(ImVec2(W, rowh * float(shown) + 2));
+    ImGui::Dummy(ImVec2(W, rowh * float(shown) + th + 8));
     ImDrawList* dl = ImGui::GetWindowDrawList();
     Rect clip = clip_rect(dl);
     ImU32 tc = ImGui::GetColorU32(ImGuiCol_Text);
     for (size_t k = 0; k < shown; ++k) {
         int i = idx[k];
         float y = o.y + rowh * float(k);
-        DrawLabel(dl, pr, "bars.names", ImVec2(o.x, y + 2), tc, names[size_t(i)], clip);
-        float x0 = std::min(zero, zero + v[i] * scale), x1 = std::max(zero, zero + v[i] * scale);
-        dl->AddRectFilled(ImVec2(x0, y + 3), ImVec2(std::max(x1, x0 + 1), y + rowh - 1),
-                          v[i] >= 0 ? IM_COL32(90, 170, 230, 255) : IM_COL32(230, 120, 90, 255));
+        std::string nm = names[size_t(i)];
+        while (nm.size() > 1 && ImGui::CalcTextSize(nm.c_str()).x > name_w) nm = nm.substr(0, nm.size() - 4) + "...";
+        DrawLabel(dl, pr, "bars.names", ImVec2(o.x, y + 2), tc, nm, clip);
+        const float val = std::isfinite(v[i]) ? v[i] : 0.f;
+        float x0 = std::min(zero, zero + val * scale), x1 = std::max(zero, zero + val * scale);
+        const ImU32 col = probabilities ? IM_COL32(230, 179, 0, 255) : signed_colour(val);
+        dl->AddRectFilled(ImVec2(x0, y + 3), ImVec2(std::max(x1, x0 + 1), y + rowh - 1), col);
         pr.rects["bar." + std::to_string(i)] = Rect{x0, y + 3, x1 - x0, rowh - 4};
         DrawLabel(dl, pr, "bars.values", ImVec2(bar0 + bar_w + 8, y + 2), tc, fmt(v[i]), clip);
     }
-    dl->AddLine(ImVec2(zero, o.y), ImVec2(zero, o.y + rowh * float(shown)), IM_COL32(200, 200, 200, 200));
+    const float ybot = o.y + rowh * float(shown);
+    dl->AddLine(ImVec2(zero, o.y), ImVec2(zero, ybot), IM_COL32(200, 200, 200, 200));
+    // the axis: its ends and 0, under the bars
+    const ImU32 ac = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    dl->AddLine(ImVec2(bar0, ybot + 2), ImVec2(bar0 + bar_w, ybot + 2), ac);
+    float free_x = bar0 - 1e9f;
+    for (float f : {lo, 0.f, hi}) {
+        const float x = bar0 + (f - lo) * scale;
+        dl->AddLine(ImVec2(x, ybot + 2), ImVec2(x, ybot + 6), ac);
+        const std::string t = fmt(f);
+        const float tw = ImGui::CalcTextSize(t.c_str()).x;
+        const float lx = std::clamp(x - tw / 2, bar0, bar0 + bar_w - tw);
+        if (lx < free_x) continue;
+        DrawLabel(dl, pr, "bars.axis", ImVec2(lx, ybot + 6), ac, t, clip);
+        free_x = lx + tw + 8;
+        if (f == lo && lo == 0) continue;
+    }
     pr.numbers["bars.zero_x"] = zero;
     pr.numbers["bars.px_per_unit"] = scale;
     pr.numbers["bars.shown"] = double(shown);
+}
+
+// One bar per value of a vector (pooled, a mean row), on a vertical axis with its figures: red above
+// 0, blue below (the diverging map's colours).
+void value_bars(const float* v, size_t n, Probe& pr) {
+    float lo = 0, hi = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (std::isfinite(v[i])) { lo = std::min(lo, v[i]); hi = std::max(hi, v[i]); }
+    if (hi - lo <= 0) hi = lo + 1;
+    const float th = ImGui::GetTextLineHeight();
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    const float H = 110, axis_w = std::max(ImGui::CalcTextSize(fmt(lo).c_str()).x, ImGui::CalcTextSize(fmt(hi).c_str()).x) + 8;
+    const float W = ImGui::GetContentRegionAvail().x;
+    ImGui::Dummy(ImVec2(W, H + th));
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const Rect clip = clip_rect(dl);
+    const float x0 = o.x + axis_w, w = std::max(20.f, W - axis_w - 4), y0 = o.y + th / 2;
+    const float scale = H / (hi - lo), zero = y0 + hi * scale;
+    const float bw = w / float(n);
+    for (size_t i = 0; i < n; ++i) {
+        const float val = std::isfinite(v[i]) ? v[i] : 0.f;
+        const float ya = std::min(zero, zero - val * scale), yb = std::max(zero, zero - val * scale);
+        dl->AddRectFilled(ImVec2(x0 + bw * float(i), ya), ImVec2(x0 + bw * float(i + 1) + 0.3f, std::max(yb, ya + 1)), signed_colour(val));
+    }
+    const ImU32 ac = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+    dl->AddLine(ImVec2(x0, zero), ImVec2(x0 + w, zero), IM_COL32(200, 200, 200, 200));
+    dl->AddLine(ImVec2(x0 - 2, y0), ImVec2(x0 - 2, y0 + H), ac);
+    for (float f : {hi, 0.f, lo}) {
+        const float y = zero - f * scale;
+        if (f == 0 && (std::fabs(y - y0) < th || std::fabs(y - (y0 + H)) < th)) continue;
+        DrawLabel(dl, pr, "vbars.axis", ImVec2(o.x, y - th / 2), ac, fmt(f), clip);
+    }
 }
 
 // Why a stage has no recorded gradient (the backward pass's own structure, said plainly).
@@ -156,7 +221,7 @@ std::string no_grad_reason(const StageInfo& s) {
 }
 
 void draw_grads_missing(Session& s, Probe& pr, const std::string& why) {
-    ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
+    ImGui::PushTextWrapPos(0);
     ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s.", why.c_str());
     ImGui::PopTextWrapPos();
     pr.strings["stage.message"] = why;
@@ -169,6 +234,145 @@ void draw_grads_missing(Session& s, Probe& pr, const std::string& why) {
 }
 
 
+// A LayerNorm's four parts, mean, std, normalized and out, with one cell size so that a token's row
+// lines up across them (the row names on the first only). Side by side when that leaves the maps
+// large enough; else normalized and out one above the other, columns aligned (out is normalized
+// scaled by gamma and shifted by beta, column by column). The layout with the larger cells wins.
+void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& shown, const std::string& key) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
+    const Trace* trace = s.trace();
+    const LnSite site = e.info->ln;
+    const int layer = e.info->layer;
+    const char* parts[4] = {"mean", "std", "normalized", "out"};
+    StageId ids[4];
+    const Array* pt[4] = {};
+    for (int i = 0; i < 4; ++i) {
+        ids[i] = StageId{ln_kind(site, LnPart(i)), layer};
+        pt[i] = trace->find(ids[i]);
+    }
+    int rows = 0, cols = 1;
+    for (int i = 2; i < 4; ++i)
+        if (pt[i] && rank(*pt[i]) == 2) { rows = int(extent(*pt[i], 0)); cols = std::max(cols, int(extent(*pt[i], 1))); }
+    if (rows == 0) rows = 1;
+    const ImGuiStyle& st = ImGui::GetStyle();
+    const float th = ImGui::GetTextLineHeight(), sp = st.ItemSpacing.x, strip = 24;
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextDisabled("rows: the %d tokens, aligned across the four;  mean, std: one value per token;  normalized, out: "
+                        "tokens x %d embedding dims", rows, cols);
+    ImGui::PopTextWrapPos();
+    // the row names (tokens: cls, p0, ...) left of the first panel only
+    HeatmapArgs names;
+    names.row_label = "tokens";
+    token_axis_names(names, s, ids[2].kind);
+    float left = 0;
+    for (int r = 0; r < rows; ++r) left = std::max(left, ImGui::CalcTextSize(names.row_name ? names.row_name(r).c_str() : std::to_string(r).c_str()).x);
+    left += 8;
+    Colormap cms[4];
+    float bar[4];
+    for (int i = 0; i < 4; ++i) {
+        if (pt[i]) cms[i] = colormap_for(pt[i]->data(), pt[i]->size(), pt[i]->data(), pt[i]->size(),
+                                         trace->info(ids[i]).signed_values, ui.scale_mode);
+        bar[i] = colorbar_width(cms[i]) + 4;
+    }
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float W = avail.x;
+    const bool math = ui.cell_r >= 0 && ui.cell_c >= 0;
+    const float stats_min = std::min(150.f, avail.y * 0.3f);  // under the maps: the statistics or the math of a cell
+    const float Hm = avail.y - stats_min;                     // the maps' height, at most
+    // stacked, the statistics go under the strips, beside out: the maps may take the whole height
+    const float Hm_b = math ? Hm : avail.y - 3 * ImGui::GetTextLineHeightWithSpacing();
+    const float header = 2 * th + st.ItemSpacing.y + 6;     // part name, column labels
+    const float w01 = left + strip + bar[0] + sp + strip + bar[1] + sp;
+    // side by side: the two wide maps share the width left of the strips and four bars
+    const float cell_a = std::min((W - w01 - bar[2] - bar[3] - 2 * sp) / (2.f * cols), (Hm - header) / rows);
+    // stacked: normalized above out, each as wide as the strips leave, half the height each, their
+    // keys laid along them (under each map) so that the maps get the bars' width too
+    const float key_h = color_key_height();
+    const float cell_b = std::min((W - w01 - sp) / float(cols), (Hm_b / 2 - header - key_h - st.ItemSpacing.y) / rows);
+    const bool stacked = cell_b > cell_a * 1.15f;
+    const float cell = std::max(0.05f, stacked ? cell_b : cell_a);
+    const float map_h = header + rows * cell + 2 + (stacked ? key_h : 0.f);
+    pr.numbers["ln.stacked"] = stacked;
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    float x = o.x;
+    for (int i = 0; i < 4; ++i) {
+        const bool wide = i >= 2;
+        const bool key_under = stacked && wide;
+        const float w = (i == 0 ? left : 0.f) + (wide ? cols * cell : strip) + (key_under ? 0.f : bar[i]);
+        float px = x, py = o.y;
+        if (stacked && i == 3) { px = o.x + w01; py = o.y + map_h + st.ItemSpacing.y; }
+        ImGui::SetCursorScreenPos(ImVec2(px, py));
+        ImGui::BeginGroup();
+        const std::string pn = trace->table().name(ids[i]);
+        const bool cur = ids[i] == e.info->id;
+        ImGui::TextColored(cur ? ImVec4(1, 0.84f, 0.47f, 1) : ImVec4(0.8f, 0.8f, 0.8f, 1), "%s", parts[i]);
+        ImGui::BeginChild(pn.c_str(), ImVec2(w, map_h - th - st.ItemSpacing.y), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+        HeatmapArgs a;
+        a.max_w = w; a.colorbar = !key_under; a.zoomable = false; a.cell = cell; a.titles = false;
+        a.row_labels = i == 0;
+        a.rect_name = cur ? "stage" : kLnRects[i];
+        int crow = -1, ccol = -1;
+        if (wide && pt[i] && trace->info(ids[i]).cell != CellRule::None) {  // normalized, out: click a cell for its math
+            a.clicked_row = &crow; a.clicked_col = &ccol;
+            if (cur) { a.mark_row = ui.cell_r; a.mark_col = ui.cell_c; }
+        }
+        if (!pt[i]) {
+            ImGui::TextDisabled("(%s is not in this trace)", pn.c_str());
+        } else if (rank(*pt[i]) == 1) {  // a column per token
+            Array col = make_tensor({pt[i]->size(), 1});
+            std::copy_n(pt[i]->data(), pt[i]->size(), col.data());
+            StageInfo ci = trace->info(ids[i]);
+            ci.axes = {"tokens", parts[i]};
+            a.strip_w = strip;
+            tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, col, ci, ln_[i], a, false);
+        } else {
+            tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, *pt[i], trace->info(ids[i]), ln_[i], a, false);
+        }
+        if (key_under && pt[i]) ColorKey(v, kLnRects[i], cms[i], cols * cell);
+        if (cur && pr.rects.count("stage")) pr.rects[kLnRects[i]] = pr.rects["stage"];
+        if (crow >= 0 && ccol >= 0) {
+            ui.cell_r = crow; ui.cell_c = ccol;
+            select_stage(ui, *trace, ids[i]);
+        }
+        ImGui::EndChild();
+        ImGui::EndGroup();
+        x += w + sp;
+    }
+    // below the maps (stacked: beside out, under the strips), the statistics and what to try
+    const float below = o.y + map_h + st.ItemSpacing.y;
+    const char* hint = "Every row of normalized has mean 0 and std 1 over its dims; out = normalized * gamma + beta, column by "
+                       "column. Toggle elementwise_affine (A) and unbiased std (U): without affine, out == normalized; with N-1, "
+                       "normalized shrinks by sqrt((D-1)/D). The Changes tab shows the effect on every later stage.";
+    if (stacked && !math) {
+        ImGui::SetCursorScreenPos(ImVec2(o.x, below));
+        ImGui::BeginChild("lnstats", ImVec2(w01 - sp, map_h), false);
+        stats_panel(shown, slice2d(shown, 0), "", stats_, pr, key);
+        ImGui::EndChild();
+        ImGui::SetCursorScreenPos(ImVec2(o.x, below + map_h + st.ItemSpacing.y));
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", hint);
+        ImGui::PopTextWrapPos();
+        return;
+    }
+    ImGui::SetCursorScreenPos(ImVec2(o.x, below + (stacked ? map_h + st.ItemSpacing.y : 0.f)));
+    ImGui::Separator();
+    if (math) {  // the math of the selected cell, under the maps
+        draw_math(v, 0, 0);
+        return;
+    }
+    ImGui::BeginChild("lnstats", ImVec2(0, 0));
+    ImGui::Columns(2, nullptr, false);
+    stats_panel(shown, slice2d(shown, 0), "", stats_, pr, key);
+    ImGui::NextColumn();
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextDisabled("%s", hint);
+    ImGui::PopTextWrapPos();
+    ImGui::Columns(1);
+    ImGui::EndChild();
+}
+
 void StageTab::draw_stage(ViewCtx& v) {
     Session& s = v.s;
     UiState& ui = v.ui;
@@ -178,9 +382,11 @@ void StageTab::draw_stage(ViewCtx& v) {
     if (!e) {
         std::string why = !s.has_image() ? "No image is loaded, so the model has not run: load one with the toolbar "
                                            "(or drop a file on the window)."
-                        : s.busy() ? "Running the model..." : "No trace yet.";
+                        : s.loading() ? "Loading the model: the views fill in when its first pass is done."
+                        : s.busy() ? "Running the model: the views fill in when its first pass is done." : "No trace yet.";
         ImGui::TextDisabled("%s", why.c_str());
         pr.strings["stage.message"] = why;
+        DrawWorking(v);
         return;
     }
     select_row(ui, *trace, e->row);  // the selection names what is shown (a re-run may have moved it)
@@ -204,35 +410,45 @@ void StageTab::draw_stage(ViewCtx& v) {
         info.signed_values = true;
         info.from.clear();
     }
+    // the title lines flow: they wrap onto a new row when the view is narrow
+    Flow flow;
+    flow.next(2 * ImGui::GetFrameHeight() + ImGui::GetStyle().ItemSpacing.x);
     if (ImGui::ArrowButton("prev", ImGuiDir_Left)) select_row(ui, *trace, e->row ? e->row - 1 : 0);
     if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("previous stage (Left / Up)");
     ImGui::SameLine();
     if (ImGui::ArrowButton("next", ImGuiDir_Right)) select_row(ui, *trace, std::min(trace->size() - 1, e->row + 1));
     if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("next stage (Right / Down)");
-    ImGui::SameLine();
-    ImGui::TextDisabled("%zu/%zu", e->row + 1, trace->size());
-    ImGui::SameLine();
+    const std::string counter = std::to_string(e->row + 1) + "/" + std::to_string(trace->size());
+    flow.next(Flow::text_w(counter.c_str()));
+    ImGui::TextDisabled("%s", counter.c_str());
     if (e->info->id.kind == StageKind::Patches || e->info->id.kind == StageKind::Input) {  // the same numbers as pictures (tab_patches.cpp)
+        flow.next(Flow::button_w("As pictures"));
         if (ImGui::SmallButton("As pictures")) ui.tab = Tab::Patches;
         if (v.hover && ImGui::IsItemHovered())
             ImGui::SetTooltip("the image cut into its tiles, and each row of patches beside its tile (key %s, --tab %d)",
                               tab_spec(Tab::Patches).key, int(Tab::Patches));
-        ImGui::SameLine();
     }
+    flow.next(Flow::text_w(info.title.c_str()));
     ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(255, 214, 120, 255));
-    ImGui::Text("%s", info.title.c_str());
+    ImGui::TextUnformatted(info.title.c_str());
     ImGui::PopStyleColor();
-    ImGui::SameLine();
     std::string ax;
     for (size_t i = 0; i < info.axes.size(); ++i) ax += (i ? " x " : "") + info.axes[i];
-    ImGui::TextDisabled("  %s   shape %s = %s", showing_grad ? gname.c_str() : name.c_str(), shape_text(*t).c_str(), ax.c_str());
+    const std::string shape_line = (showing_grad ? gname : name) + "  shape " + shape_text(*t) + " = " + ax;
+    flow.next(std::min(Flow::text_w(shape_line.c_str()), ImGui::GetContentRegionAvail().x));
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextDisabled("%s", shape_line.c_str());
+    ImGui::PopTextWrapPos();
+    pr.strings["stage.shape"] = shape_line;
     if (!info.from.empty()) {  // shapes in -> out
         std::string in;
         for (StageId f : info.from)
             if (const Array* fa = trace->find(f)) in += (in.empty() ? "" : " + ") + trace->table().name(f) + " " + shape_text(*fa);
+        ImGui::PushTextWrapPos(0);
         if (!in.empty()) ImGui::TextDisabled("in: %s  ->  out: %s", in.c_str(), shape_text(*t).c_str());
+        ImGui::PopTextWrapPos();
     }
-    ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
+    ImGui::PushTextWrapPos(0);
     ImGui::TextUnformatted(info.what.c_str());
     ImGui::PopTextWrapPos();
     ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(140, 220, 160, 255));
@@ -245,30 +461,35 @@ void StageTab::draw_stage(ViewCtx& v) {
     if (s.busy() && s.options() != opt) {
         // the toolbar shows the options just asked for; this view, until their pass is done, the trace's
         const std::string shown = opt.describe(), running = s.options().describe();
-        ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
+        ImGui::PushTextWrapPos(0);
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "Shown: the trace computed with %s. A pass with %s is running; "
                            "this view changes when it is done.", shown.c_str(), running.c_str());
         ImGui::PopTextWrapPos();
         pr.strings["stage.options"] = shown;
         pr.strings["stage.running"] = running;
     }
-    // slice and scale controls
+    // slice and scale controls, flowing onto a second row when the view is narrow
+    Flow controls;
     if (rank(*t) == 3) {
         int S = int(extent(*t, 0));
         int& sel = info.per_head ? ui.head : ui.channel;
         sel = std::clamp(sel, 0, S - 1);
+        const char* label = info.per_head ? "head (H / Shift+H)" : "channel";
+        controls.next(Flow::labelled_w(160, label));
         ImGui::SetNextItemWidth(160);
-        ImGui::SliderInt(info.per_head ? "head (H / Shift+H)" : "channel", &sel, 0, S - 1);
-        ImGui::SameLine();
+        ImGui::SliderInt(label, &sel, 0, S - 1);
     }
+    controls.next(Flow::labelled_w(130, "scale"));
     ImGui::SetNextItemWidth(130);
     const char* modes[] = {"per tensor", "per slice", "symmetric"};
     int mode = int(ui.scale_mode);
     if (ImGui::Combo("scale", &mode, modes, 3)) ui.scale_mode = ScaleMode(mode);
-    ImGui::SameLine();
+    controls.next(Flow::checkbox_w("gradient (G)"));
     ImGui::Checkbox("gradient (G)", &ui.show_grad);
-    ImGui::SameLine();
-    ImGui::TextDisabled("  zoom %.0f%%  (wheel; drag to pan; 0 resets)", ui.zoom * 100);
+    char zoom[96];
+    std::snprintf(zoom, sizeof zoom, "zoom %.0f%%  (wheel; drag to pan; 0 resets)", ui.zoom * 100);
+    controls.next(Flow::text_w(zoom));
+    ImGui::TextDisabled("%s", zoom);
     ImGui::Separator();
     pr.numbers["stage.showing_grad"] = showing_grad;
 
@@ -280,94 +501,23 @@ void StageTab::draw_stage(ViewCtx& v) {
             draw_grads_missing(s, pr, why);
         } else {
             std::string why = "no gradient is recorded for this stage: " + no_grad_reason(*e->info);
-            ImGui::PushTextWrapPos(ImGui::GetContentRegionAvail().x);
+            ImGui::PushTextWrapPos(0);
             ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s.", why.c_str());
             ImGui::PopTextWrapPos();
             pr.strings["stage.message"] = why;
         }
+        if (ui.cell_r >= 0 && ui.cell_c >= 0) draw_math(v, 0, 0);  // it says why it explains no gradient
         return;
     }
 
     const bool is_ln = e->info->ln != LnSite::None && !showing_grad;
     const std::string key = std::to_string(s.version()) + name + (showing_grad ? "g" : "");
     if (is_ln) {
-        // mean, std, normalized and out side by side, rows aligned: one cell size for all four
-        const LnSite site = e->info->ln;
-        const int layer = e->info->layer;
-        const char* parts[4] = {".mean", ".std", ".normalized", ".out"};
-        StageId ids[4];
-        const Array* pt[4] = {};
-        for (int i = 0; i < 4; ++i) {
-            ids[i] = StageId{ln_kind(site, LnPart(i)), layer};
-            pt[i] = trace->find(ids[i]);
-        }
-        float total = ImGui::GetContentRegionAvail().x, h = ImGui::GetContentRegionAvail().y - 210;
-        int rows = 0, cols = 1;
-        for (int i = 2; i < 4; ++i)
-            if (pt[i] && rank(*pt[i]) == 2) { rows = int(extent(*pt[i], 0)); cols = std::max(cols, int(extent(*pt[i], 1))); }
-        const float th = ImGui::GetTextLineHeight(), pad = 2 * ImGui::GetStyle().ItemSpacing.x + 8;
-        const float left = ImGui::CalcTextSize(std::to_string(std::max(rows - 1, 0)).c_str()).x + 8;
-        // Each panel's width is what it needs: row labels, its cells, its colour bar (measured from
-        // the range it will show); the two wide panels share what is left, with one cell size.
-        float need[4], fixed_w = 0;
-        for (int i = 0; i < 4; ++i) {
-            Colormap cm;
-            if (pt[i]) cm = colormap_for(pt[i]->data(), pt[i]->size(), pt[i]->data(), pt[i]->size(),
-                                         trace->info(ids[i]).signed_values, ui.scale_mode);
-            need[i] = left + colorbar_width(cm) + pad + (i < 2 ? 24.f : 0.f);
-            fixed_w += need[i] + ImGui::GetStyle().ItemSpacing.x;
-        }
-        float cell = rows > 0 ? std::max(0.05f, std::min((total - fixed_w) / (2.f * cols), (h - 3 * th - 8) / rows)) : 1.f;
-        float widths[4] = {need[0], need[1], need[2] + cols * cell, need[3] + cols * cell};
-        for (int i = 0; i < 4; ++i) {
-            if (i) ImGui::SameLine();
-            float w = widths[i];
-            ImGui::BeginGroup();
-            const std::string pn = trace->table().name(ids[i]);
-            const bool cur = ids[i] == e->info->id;
-            ImGui::TextColored(cur ? ImVec4(1, 0.84f, 0.47f, 1) : ImVec4(0.8f, 0.8f, 0.8f, 1), "%s", parts[i] + 1);
-            ImGui::BeginChild(pn.c_str(), ImVec2(w, h), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-            HeatmapArgs a;
-            a.max_w = w; a.max_h = h; a.colorbar = true; a.zoomable = false; a.cell = cell;
-            a.rect_name = cur ? "stage" : kLnRects[i];
-            int crow = -1, ccol = -1;
-            if (i >= 2 && pt[i] && trace->info(ids[i]).cell != CellRule::None) {  // normalized, out: click a cell for its math
-                a.clicked_row = &crow; a.clicked_col = &ccol;
-                if (cur) { a.mark_row = ui.cell_r; a.mark_col = ui.cell_c; }
-            }
-            if (!pt[i]) {
-                ImGui::TextDisabled("(%s is not in this trace)", pn.c_str());
-            } else if (rank(*pt[i]) == 1) {  // a column per token
-                Array col = make_tensor({pt[i]->size(), 1});
-                std::copy_n(pt[i]->data(), pt[i]->size(), col.data());
-                StageInfo ci = trace->info(ids[i]);
-                ci.axes = {"tokens", pn.substr(pn.rfind('.') + 1)};
-                a.strip_w = 24;
-                tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, col, ci, ln_[i], a, false);
-            } else {
-                tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, *pt[i], trace->info(ids[i]), ln_[i], a, false);
-            }
-            if (cur && pr.rects.count("stage")) pr.rects[kLnRects[i]] = pr.rects["stage"];
-            if (crow >= 0 && ccol >= 0) {
-                ui.cell_r = crow; ui.cell_c = ccol;
-                select_stage(ui, *trace, ids[i]);
-            }
-            ImGui::EndChild();
-            ImGui::EndGroup();
-        }
-        ImGui::Separator();
-        ImGui::BeginChild("lnstats", ImVec2(0, 0));
-        ImGui::Columns(2, nullptr, false);
-        stats_panel(*t, slice2d(*t, 0), "", stats_, pr, key);
-        ImGui::NextColumn();
-        ImGui::TextWrapped("Toggle elementwise_affine (A) and unbiased std (U) in the toolbar: without affine, "
-                           "out == normalized; with N-1, normalized shrinks by sqrt((D-1)/D). The Changes tab "
-                           "shows the effect on every later stage.");
-        ImGui::Columns(1);
-        ImGui::EndChild();
+        draw_layernorm(v, *e, *t, key);
         return;
     }
-    float stats_w = 270;
+    const bool math = ui.cell_r >= 0 && ui.cell_c >= 0;
+    const float stats_w = math ? math_width(v) : std::clamp(ImGui::GetContentRegionAvail().x * 0.3f, 240.f, 300.f);
     ImGui::BeginChild("heat", ImVec2(ImGui::GetContentRegionAvail().x - stats_w, 0), false,
                       ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
     const bool classes_axis = rank(*t) == 1 && !info.axes.empty() && info.axes.back() == "classes" &&
@@ -387,7 +537,11 @@ void StageTab::draw_stage(ViewCtx& v) {
         a.clicked_row = &clicked_row; a.clicked_col = &clicked_col;
         a.mark_row = rank(*t) == 1 ? 0 : ui.cell_r; a.mark_col = ui.cell_c;
     }
-    if (query_rows) ImGui::TextDisabled("click a row: that query token's attention over the image (overlay \"query\")");
+    if (query_rows) {
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("click a row: that query token's attention over the image (overlay \"query\")");
+        ImGui::PopTextWrapPos();
+    }
     tensor_heatmap(v, "stage", name, *t, info, stage_, a, showing_grad);
     if (math_cells && clicked_row >= 0 && clicked_col >= 0) { ui.cell_r = clicked_row; ui.cell_c = clicked_col; }
     if (query_rows && clicked_row >= 0) {
@@ -398,12 +552,16 @@ void StageTab::draw_stage(ViewCtx& v) {
     }
     if (classes_axis) {
         ImGui::Separator();
-        class_bars(t->data(), t->size(), c, pr);
+        class_bars(t->data(), t->size(), c, pr, !info.signed_values && !showing_grad);
     } else if (rank(*t) == 1) {  // also as bars
-        ImGui::PlotHistogram("##bars", t->data(), int(t->size()), 0, nullptr, FLT_MAX, FLT_MAX, ImVec2(-1, 120));
+        value_bars(t->data(), t->size(), pr);
     }
     ImGui::EndChild();
     ImGui::SameLine();
+    if (math) {
+        draw_math(v, 0, 0);
+        return;
+    }
     ImGui::BeginChild("stats", ImVec2(0, 0), true);
     ImGui::TextDisabled("statistics");
     Slice2D sl = slice2d(*t, rank(*t) == 3 ? (info.per_head ? ui.head : ui.channel) : 0);
@@ -419,23 +577,32 @@ void StageTab::draw_stage(ViewCtx& v) {
     ImGui::EndChild();
 }
 
-void StageTab::draw_over(ViewCtx& v, const Rect& area) {
+float StageTab::math_width(ViewCtx& v) const {
+    const float W = ImGui::GetContentRegionAvail().x;
+    float need = 300;
+    if (math_.math)
+        for (const std::string& line : math_.math->lines) need = std::max(need, ImGui::CalcTextSize(line.c_str()).x);
+    return std::clamp(need + 2 * ImGui::GetStyle().WindowPadding.x + 4, std::min(300.f, W * 0.45f), W * 0.5f);
+}
+
+// The math of the selected cell, in a panel beside the heatmap (never over it): the numbers that
+// produced it, each line whole (a long line scrolls sideways rather than break inside a number).
+void StageTab::draw_math(ViewCtx& v, float w, float h) {
     Session& s = v.s;
     UiState& ui = v.ui;
     Probe& pr = v.probe;
-    if (ui.cell_r < 0 || ui.cell_c < 0) return;
     const Trace* t = s.trace();
     const auto e = shown_stage(s, ui);
     if (!t || !e) return;
-    const float w = std::min(470.f, area.w * 0.6f), h = std::min(380.f, area.h * 0.55f);
-    const Rect r{area.x + area.w - w - 6, area.y + area.h - h - 6, w, h};
-    ImGui::SetNextWindowPos(ImVec2(r.x, r.y));
-    ImGui::SetNextWindowSize(ImVec2(r.w, r.h));
-    ImGui::SetNextWindowBgAlpha(0.96f);
+    ImGui::BeginChild("cellmath", ImVec2(w, h), true, ImGuiWindowFlags_HorizontalScrollbar);
+    {
+        const ImVec2 p = ImGui::GetWindowPos(), z = ImGui::GetWindowSize();
+        pr.rects["cellmath"] = Rect{p.x, p.y, z.x, z.y};
+    }
     bool open = true;
-    ImGui::Begin("The math of one cell", &open, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize |
-                 ImGuiWindowFlags_NoCollapse | ImGuiWindowFlags_NoSavedSettings);
-    pr.rects["cellmath"] = r;
+    ImGui::TextDisabled("The math of one cell");
+    ImGui::SameLine();
+    if (ImGui::SmallButton("close (Esc)")) open = false;
     const std::string& name = e->info->name;
     std::string why;
     std::vector<size_t> idx;
@@ -468,14 +635,17 @@ void StageTab::draw_over(ViewCtx& v, const Rect& area) {
         cm = c;
         if (!c->math) why = c->error.empty() ? "no math for this cell" : c->error;
     }
-    ImGui::PushTextWrapPos(0);
     if (!why.empty()) {
+        ImGui::PushTextWrapPos(0);
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
+        ImGui::PopTextWrapPos();
         pr.strings["cellmath.message"] = why;
     } else {
         const CellMath& m = *cm->math;
         ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s[%s]", m.name.c_str(), cm->index_text.c_str());
+        ImGui::PushTextWrapPos(0);
         ImGui::TextDisabled("%s", m.formula.c_str());
+        ImGui::PopTextWrapPos();
         ImGui::Separator();
         char buf[160];
         std::snprintf(buf, sizeof buf, "= %.9g   (recomputed in double from the numbers below)", m.value);
@@ -503,8 +673,7 @@ void StageTab::draw_over(ViewCtx& v, const Rect& area) {
         pr.numbers["cellmath.terms"] = double(m.terms.size());
         pr.numbers["cellmath.ok"] = diff <= tol;
     }
-    ImGui::PopTextWrapPos();
-    ImGui::End();
+    ImGui::EndChild();
     if (!open) ui.cell_r = ui.cell_c = -1;
 }
 

@@ -210,18 +210,23 @@ void TrainTab::draw(ViewCtx& v) {
         std::snprintf(buf, sizeof buf, "epoch %d/%d  step %d/%d  %.0f img/s  ETA %.0fs%s", li.epoch + 1, li.epochs,
                       li.step_in_epoch, li.steps_per_epoch, li.images_per_s, li.eta_s, paused_ ? "  (paused)" : "");
         ImGui::ProgressBar(float(frac), ImVec2(-1, 0), buf);
-        float w = ImGui::GetContentRegionAvail().x;
-        ImVec2 c0 = ImGui::GetCursorScreenPos();
-        pr.rects["train.loss"] = Rect{c0.x, c0.y, w, 140};
-        ImGui::PlotLines("##loss", loss.data(), int(loss.size()), 0, ("training loss " + std::to_string(loss.back())).c_str(),
-                         0.f, FLT_MAX, ImVec2(w, 140));
-        ImGui::PlotLines("##acc", acc.data(), int(acc.size()), 0,
-                         ("training accuracy (running, epoch) " + std::to_string(int(100 * acc.back())) + "%").c_str(), 0.f,
-                         1.f, ImVec2(w, 110));
-        if (!test.empty())
-            ImGui::PlotLines("##test", test.data(), int(test.size()), 0,
-                             ("test accuracy per epoch (2,000 images) " + std::to_string(int(1000 * test.back()) / 10.0).substr(0, 4) + "%").c_str(),
-                             0.f, 1.f, ImVec2(w, 90));
+        // the curves with their axes: what, in which unit, over which steps
+        const float w = ImGui::GetContentRegionAvail().x;
+        const float steps = float(loss.size());
+        PlotWithAxes(v, "train.loss", loss, 0.f, NAN, "training step (batches of " + std::to_string(batch_) + ")",
+                     "training loss (cross-entropy), now " + fmt(loss.back()), 0, steps, ImVec2(w, 150));
+        std::vector<float> acc_pct(acc.size());
+        for (size_t i = 0; i < acc.size(); ++i) acc_pct[i] = 100 * acc[i];
+        PlotWithAxes(v, "train.acc", acc_pct, 0.f, 100.f, "training step",
+                     "training accuracy, % (running mean over the epoch), now " + std::to_string(int(acc_pct.back())) + "%", 0, steps,
+                     ImVec2(w, 130));
+        if (!test.empty()) {
+            std::vector<float> test_pct(test.size());
+            for (size_t i = 0; i < test.size(); ++i) test_pct[i] = 100 * test[i];
+            char b[96];
+            std::snprintf(b, sizeof b, "test accuracy, %% (2,000 test images, after each epoch), now %.1f%%", double(test_pct.back()));
+            PlotWithAxes(v, "train.test", test_pct, 0.f, 100.f, "epoch", b, 1, float(test.size()), ImVec2(w, 120));
+        }
     }
     ImGui::Separator();
     ImGui::TextWrapped("How the gradients are computed: every stage has a hand-written backward pass (checked against "

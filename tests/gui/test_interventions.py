@@ -122,7 +122,7 @@ def check_clicks(app):
     expect(lay["shown_options"]["interventions"] == "" and lay["stage"] == "blocks.4.attn.pattern",
            "without K a click on the map opens its pattern (no intervention)")
     # painting a patch in drop mode (D)
-    _, lay = app.shot()
+    _, lay = app.shot("--overlay", "none")  # the panel's controls above the image depend on the overlay
     p = patch_rect(lay["rects"]["image"], 10)
     img, lay = app.shot("--keys", "d", "--hover", centre(p), "--click", "--overlay", "none")
     expect(lay["shown_options"]["interventions"] == "patch 10 dropped",

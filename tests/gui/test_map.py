@@ -135,13 +135,14 @@ def check_click(app):
         _, after = app.shot("--tab", "9", "--stage", "blocks.2.attn.pattern", "--hover", f"{x + w / 2},{y + h / 2}", "--click")
         expect(after["stage"] == want and after["strings"].get("map.current") == box,
                f"click on the map's {box} box (layer 2 shown): goes to {want} ({after['stage']})")
-    names, _, _ = info(app)
-    steps = [s for s in names if not s.startswith("blocks.") or s.startswith("blocks.0.")]
+    # during the tour the strip is above the view too: a click goes there and the tour says it is off its path
     _, lay = app.shot("--tour", "1")
-    x, y, w, h = lay["rects"]["tour.strip.attn"]
+    x, y, w, h = lay["rects"]["strip.attn"]
     _, after = app.shot("--tour", "1", "--hover", f"{x + w / 2},{y + h / 2}", "--click")
-    expect(after["stage"] == "blocks.0.attn.q" and after["numbers"].get("tour.step") == steps.index("blocks.0.attn.q"),
-           f"click on MHA in the tour's strip: goes to blocks.0.attn.q and the tour follows (step {after['numbers'].get('tour.step')})")
+    expect(after["stage"] == "blocks.0.attn.q" and after["numbers"].get("tour.step") == 1 and
+           after["strings"].get("tour.off") == "blocks.0.attn.q",
+           f"click on MHA in the strip during the tour: goes to blocks.0.attn.q, the tour stays at its step and says so "
+           f"({after['stage']}, {after['strings'].get('tour.off')})")
     # the strip above the stage view: highlights the current box, a click goes there (same layer)
     img, lay = app.shot("--stage", "blocks.3.attn.pattern")
     r = lay["rects"]
@@ -184,53 +185,45 @@ def check_bugs(app):
 
 
 def check_tour(app):
-    """The tour: step k shows the k-th stage outside the blocks and of block 0, with the stage table's text."""
+    """The tour (issue 19): every step shows its stage or tab, says what to notice and asks for one
+    thing; its panel is where the stage list is, never over the centre views."""
     for model, extra in (("default", []), ("toy-rgb8", ["--no-affine"])):
-        names, texts, _ = info(app, "--model", model, *extra)
-        steps = [s for s in names if not s.startswith("blocks.") or s.startswith("blocks.0.")]
-        n = len(steps)
-        for k in (0, 1, 7, 12, n - 1):
+        _, lay = app.shot("--model", model, *extra, "--tour", "0")
+        n = int(lay["numbers"]["tour.steps"])
+        expect(n >= 12, f"--model {model}: the tour has {n} steps")
+        for k in range(n):
             img, lay = app.shot("--model", model, *extra, "--tour", str(k))
             st, num = lay["strings"], lay["numbers"]
-            s = steps[k]
-            expect(num.get("tour.step") == k and num.get("tour.steps") == n and st.get("tour.stage") == s and lay["stage"] == s,
-                   f"--model {model} {' '.join(extra)} --tour {k}: step {k + 1} of {n} is {s} and the app shows it ({lay['stage']})")
-            expect(st.get("tour.what") == texts[s][1] and st.get("tour.title") == texts[s][0],
-                   f"...its text is the stage table's explanation ({texts[s][1][:60]}...)")
-            tr = crop(img, lay["rects"].get("tour", [0, 0, 0, 0]))
-            expect(tr.size > 0 and tr.std() > 10, f"...in a panel with something drawn in it (std {tr.std() if tr.size else 0:.1f})")
-            strip = lay["rects"].get("tour.strip." + box_of_stage(s))
-            expect(strip is not None and share(img, strip, AMBER) > 0.3, f"...and the map strip highlights '{box_of_stage(s)}'")
-        if extra:
-            s = "blocks.0.ln1.out"
-            _, lay = app.shot("--model", model, *extra, "--tour", str(steps.index(s)))
-            expect("elementwise_affine is off" in lay["strings"].get("tour.what", ""), "...with --no-affine the LayerNorm step says so")
-    # numbers in the text are the model's: the patches step of the default model names N and P from the trace
-    t = app.trace()
-    N, CPP = t["patches"].shape
-    P = int(round((CPP / t["input"].shape[0]) ** 0.5))
-    _, lay = app.shot("--tour", "1")
-    expect(f"cut into {N} patches of {P}x{P}" in lay["strings"].get("tour.what", ""), f"the patches step says {N} patches of {P}x{P} (numpy)")
+            stage = st.get("tour.stage")
+            expect(num.get("tour.step") == k and lay["tab"] == st.get("tour.tab") and (not stage or lay["tab"] != "Stage" or lay["stage"] == stage),
+                   f"--model {model} --tour {k} ({st.get('tour.id')}): the {st.get('tour.tab')} tab{', at ' + stage if stage else ''} "
+                   f"(the app shows {lay['tab']}, {lay['stage']})")
+            expect(len(st.get("tour.notice", "")) > 40 and len(st.get("tour.task", "")) > 10 and num.get("tour.done") == 0,
+                   f"...says what to notice and what to do, not done yet ({st.get('tour.task', '')[:50]})")
+            tr, ce = lay["rects"].get("tour"), lay["rects"]["center"]
+            expect(tr is not None and (tr[0] + tr[2] <= ce[0] + 0.5 or tr[0] >= ce[0] + ce[2] - 0.5),
+                   f"...in a panel beside the centre views, not over them ({tr} vs {ce})")
+            pan = crop(img, tr) if tr else np.zeros((1, 1, 3))
+            expect(pan.std() > 10, f"...with something drawn in it (std {pan.std():.1f})")
     # keys: N next, P back, T on/off (starting where you are), Esc leaves
-    names, _, _ = info(app)
-    steps = [s for s in names if not s.startswith("blocks.") or s.startswith("blocks.0.")]
     _, lay = app.shot("--tour", "2", "--keys", "n,n,p,n")
-    expect(lay["numbers"].get("tour.step") == 4 and lay["stage"] == steps[4], f"--tour 2, keys N,N,P,N: step 4 ({lay['stage']})")
+    expect(lay["numbers"].get("tour.step") == 4, f"--tour 2, keys N,N,P,N: step 4 ({lay['numbers'].get('tour.step')})")
     _, lay = app.shot("--stage", "blocks.0.attn.scores", "--keys", "t")
-    k = steps.index("blocks.0.attn.scores")
-    expect(lay["numbers"].get("tour.step") == k, f"key T on blocks.0.attn.scores starts the tour there (step {k})")
+    expect(lay["strings"].get("tour.id") == "scores", f"key T on blocks.0.attn.scores starts the tour at its scores step ({lay['strings'].get('tour.id')})")
     _, lay = app.shot("--tour", "3", "--keys", "Escape")
     expect("tour" not in lay["rects"], "Esc leaves the tour")
     _, lay = app.shot("--tour", "3", "--keys", "t")
     expect("tour" not in lay["rects"], "T leaves the tour")
+    _, lay = app.shot("--tour", "0")
+    steps = int(lay["numbers"]["tour.steps"])
     rc, err, _, _ = app.run("--tour", "1000")
-    expect(rc == 2 and "--tour 1000" in err and f"{len(steps)} steps" in err, "--tour 1000: refused, naming the tour's length")
-    _, lay = app.shot("--tour", str(len(steps) - 1))
-    expect(lay["numbers"].get("tour.step") == len(steps) - 1, f"--tour {len(steps) - 1}: the last step")
-    # off the path (PageDown to block 1): said in the panel
-    _, lay = app.shot("--tour", str(steps.index("blocks.0.attn.q")), "--keys", "PageDown")
-    expect(lay["stage"] == "blocks.1.attn.q" and lay["strings"].get("tour.off") == "blocks.1.attn.q",
-           "PageDown during the tour: the panel says you are off its path")
+    expect(rc == 2 and "--tour 1000" in err and f"{steps} steps" in err, "--tour 1000: refused, naming the tour's length")
+    _, lay = app.shot("--tour", str(steps - 1))
+    expect(lay["numbers"].get("tour.step") == steps - 1, f"--tour {steps - 1}: the last step")
+    # off the path (PageDown to block 1 on the scores step): said in the panel
+    _, lay = app.shot("--stage", "blocks.0.attn.scores", "--keys", "t,PageDown")
+    expect(lay["stage"] == "blocks.1.attn.scores" and lay["strings"].get("tour.off") == "blocks.1.attn.scores",
+           f"PageDown during the tour: the panel says you are off its path ({lay['stage']}, {lay['strings'].get('tour.off')})")
 
 
 def check_status(app):

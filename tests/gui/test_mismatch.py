@@ -73,12 +73,12 @@ def check_map_and_tour(app):
            f"the map's 'options in force' are the trace's: {lay['strings'].get('map.options')!r}")
     boxes = [t["text"] for t in lay["texts"] if t["group"] == "map.boxes"]
     expect("affine" in boxes and "no affine" not in boxes, f"its LayerNorm boxes say 'affine' (the trace's): {boxes[:12]}")
-    on, _ = explain(app)
-    tour = [n for n in on if not n.startswith("blocks.") or n.startswith("blocks.0.")]  # the tour's stages, in order
-    lay, _ = mid_pass(app, "--tour", str(tour.index(STAGE)), "--keys", "a")
-    expect(lay["busy"] is True and lay["strings"].get("tour.stage") == STAGE, f"mid-pass, the tour at {STAGE}")
-    expect(lay["strings"].get("tour.what") == on[STAGE][1],
-           f"the tour explains {STAGE} with the trace's options: {lay['strings'].get('tour.what', '')[:80]}...")
+    # the tour's LayerNorm step (issue 19: what to notice, from the trace on screen) says the trace's options
+    lay, _ = mid_pass(app, "--tour", "5", "--keys", "a")
+    notice = lay["strings"].get("tour.notice", "")
+    expect(lay["busy"] is True and lay["strings"].get("tour.id") == "layernorm", f"mid-pass, the tour at its LayerNorm step ({lay['strings'].get('tour.id')})")
+    expect("gamma + beta" in notice and "elementwise_affine is off" not in notice,
+           f"the tour describes the trace on screen (affine on): {notice[-90:]}")
 
 
 def check_changes_and_status(app):

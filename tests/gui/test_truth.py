@@ -314,19 +314,27 @@ def main():
             expect(cnt > 10 and bad_ is None, f"{stage}: {cnt} axis and colour-bar labels, none clipped or overlapping ({bad_})")
         img, lay = app.shot("--stage", "blocks.2.ln1.normalized")
         R = lay["rects"]
-        ys = [R[k][1] for k in ("ln.mean", "ln.std", "ln.normalized", "ln.out")]
+        # side by side, the four share their rows; stacked (issue 19: when that gives larger maps), out
+        # sits under normalized, column for column, and the other three share their rows
+        stacked = lay["numbers"].get("ln.stacked", 0) == 1
+        level = ("ln.mean", "ln.std", "ln.normalized") if stacked else ("ln.mean", "ln.std", "ln.normalized", "ln.out")
+        ys = [R[k][1] for k in level]
         hs = [R[k][3] for k in ("ln.mean", "ln.std", "ln.normalized", "ln.out")]
         expect(max(ys) - min(ys) < 0.5 and max(hs) - min(hs) < 0.5, f"LayerNorm panels: rows aligned (tops {ys}, heights {hs})")
+        if stacked:
+            expect(abs(R["ln.out"][0] - R["ln.normalized"][0]) < 0.5 and abs(R["ln.out"][2] - R["ln.normalized"][2]) < 0.5,
+                   f"...out under normalized, column for column ({R['ln.out'][:3]} vs {R['ln.normalized'][:3]})")
         # pixels: each panel's first coloured row is the same screen row
         tops = []
-        for k in ("ln.mean", "ln.std", "ln.normalized", "ln.out"):
+        for k in level:
             x, y, w, h = R[k]
             col = img[int(y) - 3:int(y + h), int(x + min(w, 20) / 2)]
             tops.append(int(y) - 3 + int(np.argmax(np.abs(col - col[0]).sum(1) > 30)))
         expect(max(tops) - min(tops) <= 1, f"...and on screen (first coloured row of each: {tops})")
         _, lay = app.shot("--model", "vit-b16", "--no-grads", "--stage", "input")
         cnt, bad_ = labels_ok(lay["texts"], "image.patches")
-        expect(cnt >= 40 and bad_ is None, f"ViT-B patch numbers: {cnt} drawn, none overlapping ({bad_})")
+        # every k-th patch numbered, k as the image's size allows (about 200 px here: every third)
+        expect(cnt >= 16 and bad_ is None, f"ViT-B patch numbers: {cnt} drawn, none overlapping ({bad_})")
         img, lay = app.shot("--model", "vit-ti16", "--no-grads", "--tab", "1")
         xs = [lay["rects"][f"grid.{l}.0"][0] for l in range(12)]
         expect(max(xs) - min(xs) < 0.5, f"attention grid: every row starts at the same x (L0..L11: {min(xs):.1f}..{max(xs):.1f})")
@@ -351,8 +359,9 @@ def main():
         expect(worst < 1.5, f"...bar lengths are |logit| x {scale:.1f} px (worst {worst:.2f} px)")
         k = int(np.abs(logits).argmax())
         b = crop(img, lay["rects"][f"bar.{k}"])
-        expect(b.size and np.abs(b.mean((0, 1)) - ([90, 170, 230] if logits[k] > 0 else [230, 120, 90])).max() < 20,
-               "...and drawn in the bar colour")
+        # issue 19: the bars take the heatmap's colours, red above 0 and blue below
+        expect(b.size and np.abs(b.mean((0, 1)) - ([180, 4, 38] if logits[k] > 0 else [59, 76, 192])).max() < 20,
+               "...and drawn in the diverging map's colour for its sign")
         cnt, bad_ = labels_ok(lay["texts"], "bars")
         expect(bad_ is None, f"...labels clear of each other ({bad_})")
         _, lay = app.shot("--stage", "blocks.1.attn.pattern", "--head", "2")

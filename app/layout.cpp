@@ -1,0 +1,64 @@
+// Layout helpers shared by the views: a flow of items that wraps onto new rows when the window is
+// narrow (the toolbar, the rows of controls above a view), and the record of every window drawn
+// (its rectangle and how far its content reaches) that the layout sweep checks for clipping.
+#include <imgui.h>
+#include <imgui_internal.h>
+
+#include <algorithm>
+
+#include "views.h"
+
+namespace vit::app {
+
+Flow::Flow() {
+    left_ = ImGui::GetCursorScreenPos().x;
+    right_ = left_ + ImGui::GetContentRegionAvail().x;
+}
+
+void Flow::next(float w, bool group_gap) {
+    if (!first_ && !row_) {
+        ImGui::SameLine(0, group_gap ? 2.5f * ImGui::GetStyle().ItemSpacing.x : -1.f);
+        if (ImGui::GetCursorScreenPos().x + w > right_ + 0.5f) ImGui::NewLine();
+    }
+    first_ = false;
+    row_ = false;
+}
+
+void Flow::new_row() { row_ = true; }
+
+float Flow::text_w(const char* text) { return ImGui::CalcTextSize(text, nullptr, true).x; }
+
+float Flow::button_w(const char* label) { return text_w(label) + 2 * ImGui::GetStyle().FramePadding.x; }
+
+float Flow::checkbox_w(const char* label) {
+    const float t = text_w(label);
+    return ImGui::GetFrameHeight() + (t > 0 ? ImGui::GetStyle().ItemInnerSpacing.x + t : 0.f);
+}
+
+float Flow::labelled_w(float item_w, const char* label) {
+    const float t = text_w(label);
+    return item_w + (t > 0 ? ImGui::GetStyle().ItemInnerSpacing.x + t : 0.f);
+}
+
+void RecordWindows(Probe& probe) {
+    ImGuiContext& g = *ImGui::GetCurrentContext();
+    for (ImGuiWindow* w : g.Windows) {
+        if (!w->Active || w->Hidden || w->SkipItems) continue;
+        DrawnWindow d;
+        d.name = w->Name;
+        d.rect = Rect{w->Pos.x, w->Pos.y, w->Size.x, w->Size.y};
+        // the content's reach this frame, and where it may go without a scrollbar
+        d.content_right = w->DC.CursorMaxPos.x;
+        d.content_bottom = w->DC.CursorMaxPos.y;
+        d.right = w->InnerRect.Max.x - w->WindowPadding.x;
+        d.bottom = w->InnerRect.Max.y - w->WindowPadding.y;
+        d.scroll_x = (w->Flags & ImGuiWindowFlags_HorizontalScrollbar) != 0 && !(w->Flags & ImGuiWindowFlags_NoScrollbar);
+        d.scroll_y = !(w->Flags & ImGuiWindowFlags_NoScrollbar);
+        d.floating = (w->Flags & (ImGuiWindowFlags_Popup | ImGuiWindowFlags_Tooltip | ImGuiWindowFlags_AlwaysAutoResize)) != 0 ||
+                     !(w->Flags & ImGuiWindowFlags_ChildWindow);
+        d.auto_size = (w->Flags & (ImGuiWindowFlags_Tooltip | ImGuiWindowFlags_AlwaysAutoResize)) != 0;
+        probe.windows.push_back(std::move(d));
+    }
+}
+
+}  // namespace vit::app
