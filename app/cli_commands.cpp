@@ -184,6 +184,7 @@ void model_flags(CLI::App* c, Commands::State& s) {
 // NaN or Inf in its tensors is named on stderr.
 LoadedModel load(const Commands::State& s) {
     LoadedModel lm = load_model(s.model, overrides(s), s.seed);
+    pack_blocks(lm.weights);  // the block matrices held once, packed for the GEMM
     if (!s.labels.empty()) { apply_labels_file(lm.weights.cfg, s.labels); lm.labels_from = s.labels; }
     if (!lm.nonfinite.empty()) warn(lm.nonfinite_warning());
     return lm;

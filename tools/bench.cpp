@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
     try {
         auto l0 = std::chrono::steady_clock::now();
         vit::LoadedModel lm = vit::load_model(model);
+        if (!train_batch) vit::pack_blocks(lm.weights);  // as the CLI and the window hold them
         const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - l0).count();
         const vit::Config& c = lm.weights.cfg;
         if (train_batch) {

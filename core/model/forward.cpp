@@ -119,14 +119,16 @@ private:
     Workspace& ws_;
 };
 
-// F.linear(in, W, b) through BLAS, reported to the profile as a GEMM of its shape.
+// F.linear(in, W, b) through BLAS, reported to the profile as a GEMM of its shape. With P (a block
+// matrix held packed only, pack_blocks), W is empty and the packed matrix is used.
 void linear(const char* what, float* out, const float* in, const Tensor2& W, const Tensor1& b, size_t R,
-            const gemm::Packs* packs) {
-    const size_t O = W.shape(0), I = W.shape(1);
+            const gemm::Packs* packs, const std::shared_ptr<const gemm::Matrix>& P = nullptr) {
+    const size_t O = P ? size_t(gemm::rows(*P)) : W.shape(0), I = P ? size_t(gemm::cols(*P)) : W.shape(1);
     profile::Scope s([&] { return "gemm " + std::string(what) + " " + std::to_string(R) + "x" + std::to_string(I) +
                                   " @ " + std::to_string(I) + "x" + std::to_string(O); },
                      2.0 * double(R) * double(I) * double(O));
-    ops::linear(out, in, W.data(), b.data(), int(R), int(I), int(O), packs);
+    if (P) ops::linear_packed(out, in, *P, b.data(), int(R));
+    else ops::linear(out, in, W.data(), b.data(), int(R), int(I), int(O), packs);
 }
 
 // LayerNorm with its internals recorded: mean (R), std (R), normalized (R, D), out (R, D).
@@ -462,7 +464,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // q, k, v: (H, T, d) each = ln1 @ Wqkv.T + b, rows of Wqkv [q; k; v], heads contiguous.
         // torch: qkv(x).reshape(T, 3, H, d).permute(1, 2, 0, 3)
-        linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs);
+        linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs, b.qkv_p);
         float* qkv3[3] = {rec(StageKind::AttnQ).data(), rec(StageKind::AttnK).data(), rec(StageKind::AttnV).data()};
         {
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
@@ -511,7 +513,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         // attn.out: (T, D) = proj(concat_heads(z))   (an ablation sets it to 0)
         Array& ao = rec(StageKind::AttnOut);
         if (sublayer_ablated(opt, li, false)) std::fill_n(ao.data(), ao.size(), 0.f);
-        else linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R, packs);
+        else linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R, packs, b.proj_p);
         patch(StageKind::AttnOut, li, ao);
         const float* attn_branch = ao.data();
         // ls1: (T, D) = ls1.gamma * attn_out (layer scale)
@@ -531,13 +533,13 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // mlp.pre = fc1(ln2); mlp.post = act(mlp.pre); mlp.out = fc2(mlp.post)
         Array& pre = rec(StageKind::MlpPre);
-        linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs);
+        linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs, b.fc1_p);
         Array& mpost = rec(StageKind::MlpPost);
         activation(c.act, mpost.data(), pre.data(), R, M);
         patch(StageKind::MlpPost, li, mpost);
         Array& mo = rec(StageKind::MlpOut);
         if (sublayer_ablated(opt, li, true)) std::fill_n(mo.data(), mo.size(), 0.f);
-        else linear("mlp.fc2", mo.data(), mpost.data(), b.fc2_w, b.fc2_b, R, packs);
+        else linear("mlp.fc2", mo.data(), mpost.data(), b.fc2_w, b.fc2_b, R, packs, b.fc2_p);
         patch(StageKind::MlpOut, li, mo);
         const float* mlp_branch = mo.data();
         if (c.layer_scale) {

@@ -1,6 +1,7 @@
 #include "core/model/model.h"
 
 #include "core/model/stages.h"
+#include "core/kernels/ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -386,7 +387,73 @@ int64_t param_count(const Config& c) {
     return embed + c.depth * block + head;
 }
 
+namespace {
+// Calls f(plain, packed) for the four matrices of every block.
+template <class W, class F>
+void for_each_block_matrix(W& w, F&& f) {
+    for (auto& b : w.blocks) {
+        f(b.qkv_w, b.qkv_p);
+        f(b.proj_w, b.proj_p);
+        f(b.fc1_w, b.fc1_p);
+        f(b.fc2_w, b.fc2_p);
+    }
+}
+}  // namespace
+
+void pack_blocks(Weights& w) {
+    if (ops::use_openblas()) return;
+    const double rows = double(w.cfg.tokens());
+    for_each_block_matrix(w, [&](Tensor2& W, std::shared_ptr<const gemm::Matrix>& P) {
+        if (P || W.size() == 0) return;
+        const int O = int(W.shape(0)), I = int(W.shape(1));
+        const double size = rows * I * O;
+        // the rule of ops::linear: packing pays from ~1e6 multiply-adds, two threads from ~2e6
+        if (size < 1e6) return;
+        P = gemm::pack_matrix(W.data(), I, O, size >= 2e6 ? ops::threads() : 1, int(rows));
+        W = Tensor2();  // the packed matrix is now the only copy
+    });
+}
+
+void unpack_blocks(Weights& w) {
+    for_each_block_matrix(w, [&](Tensor2& W, std::shared_ptr<const gemm::Matrix>& P) {
+        if (!P) return;
+        W = Tensor2::from_shape({size_t(gemm::rows(*P)), size_t(gemm::cols(*P))});
+        gemm::unpack(*P, W.data());
+        P.reset();
+    });
+}
+
+bool blocks_packed(const Weights& w) {
+    bool any = false;
+    for_each_block_matrix(w, [&](const Tensor2&, const std::shared_ptr<const gemm::Matrix>& P) { any = any || P; });
+    return any;
+}
+
+const Tensor2& plain_matrix(const Tensor2& plain, const std::shared_ptr<const gemm::Matrix>& p, Tensor2& tmp) {
+    if (!p) return plain;
+    tmp = Tensor2::from_shape({size_t(gemm::rows(*p)), size_t(gemm::cols(*p))});
+    gemm::unpack(*p, tmp.data());
+    return tmp;
+}
+
+Weights unpacked_copy(const Weights& w) {
+    Weights c = w;
+    unpack_blocks(c);
+    return c;
+}
+
+size_t weights_bytes(const Weights& w) {
+    size_t n = 0;
+    for_each_param([&](const std::string&, const auto& t) { n += t.size() * sizeof(float); }, w);
+    for_each_block_matrix(w, [&](const Tensor2&, const std::shared_ptr<const gemm::Matrix>& P) {
+        if (P) n += gemm::bytes(*P);
+    });
+    return n;
+}
+
 std::vector<ArrayRef> param_refs(const Weights& w) {
+    if (blocks_packed(w))
+        throw std::logic_error("param_refs: the block matrices are packed (unpacked_copy the weights first)");
     std::vector<ArrayRef> v;
     for_each_param([&](const std::string& name, const auto& t) { v.push_back(array_ref(name, t)); }, w);
     return v;
@@ -395,11 +462,19 @@ std::vector<ArrayRef> param_refs(const Weights& w) {
 size_t param_numel(const Weights& w) {
     size_t n = 0;
     for_each_param([&](const std::string&, const auto& t) { n += t.size(); }, w);
+    for_each_block_matrix(w, [&](const Tensor2&, const std::shared_ptr<const gemm::Matrix>& P) {
+        if (P) n += size_t(gemm::rows(*P)) * size_t(gemm::cols(*P));
+    });
     return n;
 }
 
 Weights zeros_like(const Weights& w) {
     Weights z = w;
+    for_each_block_matrix(z, [](Tensor2& W, std::shared_ptr<const gemm::Matrix>& P) {
+        if (!P) return;
+        W = Tensor2::from_shape({size_t(gemm::rows(*P)), size_t(gemm::cols(*P))});
+        P.reset();
+    });
     for_each_param([](const std::string&, auto& t) { t.fill(0.f); }, z);
     return z;
 }
