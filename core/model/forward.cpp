@@ -62,8 +62,8 @@ auto as(const float* p, size_t n, const std::array<size_t, N>& shape) {
 // computation records exactly the table's stages, in the table's order.
 class Recorder {
 public:
-    Recorder(const StageTable& table, size_t B, Keep keep, Trace& t, Workspace& ws)
-        : table_(table), B_(B), keep_(keep), t_(t), ws_(ws) {}
+    Recorder(const StageTable& table, size_t B, Keep keep, Trace& t, Workspace& ws, const std::vector<char>* rows)
+        : table_(table), B_(B), keep_(keep), t_(t), ws_(ws), rows_(rows) {}
 
     Array& operator()(StageKind kind) {
         Array& a = hand_out(kind);
@@ -82,15 +82,15 @@ public:
                                    (i_ < table_.size() ? table_[i_].name : std::string("nothing more")));
         const size_t row = i_++;
         const StageInfo& s = table_[row];
-        if (keep_ == Keep::All) return t_.record(row, s.shape);
+        if (keep_ == Keep::All && (!rows_ || (*rows_)[row])) return t_.record(row, s.shape);
         Shape shape = s.shape;
-        shape.insert(shape.begin(), B_);
+        if (keep_ != Keep::All) shape.insert(shape.begin(), B_);
         if (keep_ == Keep::ForBackward && s.kept) return t_.record(row, shape);
         Array& a = ws_.scratch[int(kind)];
         if (a.size() != shape_numel(shape) || a.dimension() != shape.size()) a = empty_array(shape);
         return a;
     }
-    bool all() const { return keep_ == Keep::All; }
+    bool all() const { return keep_ == Keep::All; }  // every stage computed in full (recorded or not)
     // Skips the rows before block `layer` (a pass that starts at a later block; layer == depth:
     // at the first stage after the blocks).
     void skip_to_block(int layer) {
@@ -117,6 +117,7 @@ private:
     Keep keep_;
     Trace& t_;
     Workspace& ws_;
+    const std::vector<char>* rows_;
 };
 
 // F.linear(in, W, b) through BLAS, reported to the profile as a GEMM of its shape. With P (a block
@@ -325,7 +326,7 @@ Options shape_options(const Options& opt) {
 
 const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& opt, Trace& acts, Keep keep,
                            Workspace& ws, const ModelIdentity& model, const std::atomic<bool>* cancel,
-                           const RunFrom* from) {
+                           const RunFrom* from, const std::vector<char>* record_rows) {
     const Config& c = w.cfg;
     const RunDims rd = run_dims(c, opt);
     const size_t B = x.shape(0), C = c.channels, Hi = rd.img_h, Wi = rd.img_w, P = c.patch, gh = rd.gh, gw = rd.gw,
@@ -355,7 +356,9 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     // cache with a table per pass.
     std::shared_ptr<const StageTable> table = StageTable::get(c, keep == Keep::Output ? shape_options(opt) : opt);
     acts.begin(table, opt, model.name.empty() ? ModelIdentity{c.name, model.source} : model);
-    Recorder rec(*table, B, keep, acts, ws);
+    if (record_rows && (keep != Keep::All || record_rows->size() != table->size()))
+        throw std::logic_error("forward_batch: record_rows is for a traced pass, one entry per row of its table");
+    Recorder rec(*table, B, keep, acts, ws, record_rows);
     table_prof.reset();
     auto check_cancel = [cancel] {
         if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
@@ -363,6 +366,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     auto patch = [&](StageKind k, int l, Array& a) { if (opt.iv.patch) patch_stage(opt, rec.info({k, l}), a, B); };
     const float* xres = nullptr;  // the residual stream (B*T, D)
     const size_t first_block = from ? size_t(from->layer) : 0;
+    const size_t end_block = from && from->until >= 0 ? size_t(std::min(from->until, c.depth)) : size_t(c.depth);
     if (from) {
         rec.skip_to_block(from->layer);
         xres = from->stream;
@@ -455,7 +459,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     const float scale = 1.f / std::sqrt(float(d));
     ws.qkv.resize({R, 3 * D});
     ws.zcat.resize(size_t(c.depth));
-    for (size_t l = first_block; l < size_t(c.depth); ++l) {
+    for (size_t l = first_block; l < end_block; ++l) {
         check_cancel();
         const int li = int(l);
         const BlockW& b = w.blocks[l];
@@ -555,6 +559,11 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         xres = rp.data();
     }
     (void)Mi;
+    if (end_block < size_t(c.depth)) {  // a part of the pass (a block materialized on demand)
+        acts.end();
+        static const Array none;
+        return none;
+    }
 
     const float* feat = nullptr;  // (B, D): what the classifier or the projection reads
     const float* lf = nullptr;    // the final norm's output
