@@ -182,3 +182,23 @@ TEST(OnDemand, EveryStageEqualsTheFullTrace) {
         }
     }
 }
+
+// The size limit applies to what a pass holds: ViT-L/16 at 512 px is refused as a full trace
+// (5.7 GB, with a message that points to the stages on demand) but its run fits on demand.
+TEST(OnDemand, FullTraceLimitPointsToOnDemand) {
+    Weights w;  // shapes only: the limit is checked before any weight is read
+    w.cfg = preset("vit-l16");
+    w.blocks.resize(size_t(w.cfg.depth));
+    Options o;
+    o.image_h = o.image_w = 512;
+    EXPECT_NO_THROW(run_dims(w.cfg, o));
+    const Tensor3 x = Tensor3::from_shape({3, 512, 512});
+    try {
+        run(w, x, o);
+        ADD_FAILURE() << "a 5.7 GB full trace ran";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("on demand"), std::string::npos) << e.what();
+    }
+    o.image_h = o.image_w = 4096;  // 65 k tokens: even one block's attention is too much
+    EXPECT_THROW(run_dims(w.cfg, o), std::invalid_argument);
+}

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -356,6 +357,14 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     // cache with a table per pass.
     std::shared_ptr<const StageTable> table = StageTable::get(c, keep == Keep::Output ? shape_options(opt) : opt);
     acts.begin(table, opt, model.name.empty() ? ModelIdentity{c.name, model.source} : model);
+    if (keep == Keep::All && !record_rows && !(from && from->until >= 0) && rd.full_floats > kMaxTraceFloats) {
+        char m[240];
+        std::snprintf(m, sizeof m,
+                      "a full trace at %dx%d records %.3g GB, over the limit of %.3g GB (its stages can be computed on "
+                      "demand instead: `trace --out` without --record-all)",
+                      rd.img_h, rd.img_w, rd.full_floats * 4 / 1e9, kMaxTraceFloats * 4 / 1e9);
+        throw std::invalid_argument(m);
+    }
     if (record_rows && (keep != Keep::All || record_rows->size() != table->size()))
         throw std::logic_error("forward_batch: record_rows is for a traced pass, one entry per row of its table");
     Recorder rec(*table, B, keep, acts, ws, record_rows);

@@ -53,10 +53,12 @@ const char* pos_rule_label(PosRule r) {
 namespace {
 // Floats one traced forward pass records with T tokens (per block: ~16 (T, D) stages,
 // scores + pattern (H, T, T), fc1 and the activation (T, M)).
-double trace_floats(const Config& c, double T) {
+double D_of(const Config& c) { return c.width; }
+double block_floats(const Config& c, double T) {
     const double D = c.width, H = c.heads, M = c.mlp_in();
-    return c.depth * (16 * T * D + 2 * H * T * T + 2 * T * M) + 6 * T * D;
+    return 16 * T * D + 2 * H * T * T + 2 * T * M;
 }
+double trace_floats(const Config& c, double T) { return c.depth * block_floats(c, T) + 6 * T * D_of(c); }
 }  // namespace
 
 RunDims run_dims(const Config& c, const Options& o) {
@@ -133,11 +135,15 @@ RunDims run_dims(const Config& c, const Options& o) {
     }
     if (r.kept.empty()) throw std::invalid_argument("every patch is dropped: nothing is left to run on");
     r.T = r.prefix + int(r.kept.size());
-    const double tf = trace_floats(c, r.T);
-    if (tf > kMaxTraceFloats) {
+    // What a pass holds at least: the stages on demand (the residual stream of every block, the
+    // stages outside the blocks, one block's stages). A full trace (every stage recorded) is
+    // checked against the same limit by the pass that records it (forward_batch).
+    r.full_floats = trace_floats(c, r.T);
+    const double held = c.depth * double(r.T) * c.width + block_floats(c, r.T) + 6.0 * r.T * c.width;
+    if (held > kMaxTraceFloats) {
         char m[200];
-        std::snprintf(m, sizeof m, "a traced pass at %s records %.3g GB, over the limit of %.3g GB", size.c_str(),
-                      tf * 4 / 1e9, kMaxTraceFloats * 4 / 1e9);
+        std::snprintf(m, sizeof m, "a pass at %s holds %.3g GB even with its stages on demand, over the limit of %.3g GB",
+                      size.c_str(), held * 4 / 1e9, kMaxTraceFloats * 4 / 1e9);
         throw std::invalid_argument(m);
     }
     return r;
@@ -176,13 +182,14 @@ void Config::validate() const {
         bad("field 'resize' is " + std::to_string(pre.resize) + "; with image_size " + std::to_string(image_size) +
             " it must be 0 (resize to image_size) or in " + std::to_string(image_size) + ".." +
             std::to_string(2 * image_size) + " (the centre crop keeps image_size of it)");
-    // Parameters and the floats one traced forward pass records at the native size.
+    // Parameters and the floats a pass holds at the native size with its stages on demand (the
+    // residual stream of every block, one block's stages; run_dims says the same per run).
     const double T = tokens();
     const double params = double(param_count(*this));
-    const double trace = trace_floats(*this, T);
+    const double trace = depth * T * width + block_floats(*this, T) + 6 * T * width;
     if (params > kMaxParams || trace > kMaxTraceFloats) {
         char m[200];
-        std::snprintf(m, sizeof m, "%.3g parameters and a %.3g GB trace are over the limits (%.3g parameters, %.3g GB)",
+        std::snprintf(m, sizeof m, "%.3g parameters and %.3g GB for a pass are over the limits (%.3g parameters, %.3g GB)",
                       params, trace * 4 / 1e9, kMaxParams, kMaxTraceFloats * 4 / 1e9);
         bad(m);
     }

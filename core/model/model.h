@@ -48,8 +48,10 @@ struct Preprocess {
 };
 
 // Upper limits every config is checked against, so that no file can make the
-// app allocate absurd memory: ViT-H/14 (632 M parameters, a ~1.2 GB trace at
-// 224 px) and a bit; ViT-L/16 at 384 px (a ~2.3 GB trace) still fits.
+// app allocate absurd memory: ViT-H/14 (632 M parameters) and a bit. kMaxTraceFloats bounds
+// what a pass holds with its stages on demand (run_dims, Config::validate) and, separately,
+// a full trace that records every stage (ViT-L/16 at 384 px, ~2.3 GB, still fits; at 512 px
+// only on demand).
 constexpr int kMaxImageSize = 4096, kMaxWidth = 8192, kMaxLayers = 128, kMaxMlp = 32768,
               kMaxClasses = 100000, kMaxResize = 8192;
 constexpr double kMaxParams = 1e9, kMaxTraceFloats = 1 << 30;
@@ -179,6 +181,7 @@ struct RunDims {
     int T0;             // tokens of `tokens` and `embed`: cls, dist and every patch (no registers yet)
     bool resized;       // the grid differs from the stored position table's
     std::vector<int> kept;  // the patches in the blocks' sequence (all N unless some were dropped)
+    double full_floats = 0; // the floats a full trace of this run records (every stage)
     int kept_n() const { return int(kept.size()); }
     bool dropped() const { return int(kept.size()) != N; }
 };
