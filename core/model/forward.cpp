@@ -468,6 +468,9 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     const float scale = 1.f / std::sqrt(float(d));
     ws.qkv.resize({R, 3 * D});
     ws.zcat.resize(size_t(c.depth));
+    // The heads concatenated are kept per block for the backward pass; a pass that no backward
+    // follows (on demand, output only) reuses one (R, D) array for every block.
+    const bool one_zcat = keep == Keep::Output || record_rows || (from && from->until >= 0);
     for (size_t l = first_block; l < end_block; ++l) {
         check_cancel();
         const int li = int(l);
@@ -499,7 +502,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         float* sc = rec(StageKind::AttnScores).data();
         float* pa = rec(StageKind::AttnPattern).data();
         if (!rec.all()) sc = pa;  // training keeps only the pattern: softmax in place
-        Tensor2& zcat = ws.zcat[l];
+        Tensor2& zcat = ws.zcat[one_zcat ? 0 : l];
         zcat.resize({R, D});
         float* z = rec.all() ? rec(StageKind::AttnZ).data() : nullptr;
         if (!rec.all()) rec(StageKind::AttnZ);  // scratch: z goes straight into zcat below
