@@ -17,6 +17,7 @@
 #include "core/teach/teach.h"
 #include "core/train/trainer.h"
 
+#include <fnmatch.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -50,6 +51,8 @@ struct Commands::State {
     bool stage_table_json = false;  // info --stage-table
     std::string image_size;  // --image-size H[,W]
     bool grads = false;    // trace --grads
+    std::string stages;    // trace --stages: comma-separated globs over stage names
+    bool record_all = false;  // trace --record-all: the whole trace in memory first (no streaming)
     int grad_class = -1;   // trace --class
     // trace / analyze: the two pitfall switches; analyze: images for the averaged attention distance
     bool bug_scale_after_softmax = false, bug_reshape_patches = false;
@@ -186,6 +189,7 @@ void model_flags(CLI::App* c, Commands::State& s) {
 // NaN or Inf in its tensors is named on stderr.
 LoadedModel load(const Commands::State& s) {
     LoadedModel lm = load_model(s.model, overrides(s), s.seed);
+    pack_blocks(lm.weights);  // the block matrices held once, packed for the GEMM
     if (!s.labels.empty()) { apply_labels_file(lm.weights.cfg, s.labels); lm.labels_from = s.labels; }
     if (!lm.nonfinite.empty()) warn(lm.nonfinite_warning());
     return lm;
@@ -227,6 +231,40 @@ Trace run_named(const LoadedModel& lm, const Tensor3& x, const Options& opt, con
     } catch (const std::exception& e) {
         throw std::runtime_error(lm.source + ": the forward pass failed: " + e.what());
     }
+}
+
+// The rows of `t` whose names match one of the comma-separated globs of --stages (fnmatch: `*`
+// crosses dots, `blocks.*.attn.pattern`); all rows when empty. A pattern matching nothing is a
+// usage error naming the flag.
+std::vector<size_t> select_stages(const StageTable& t, const std::string& patterns) {
+    std::vector<size_t> rows;
+    if (patterns.empty()) {
+        for (size_t r = 0; r < t.size(); ++r) rows.push_back(r);
+        return rows;
+    }
+    std::vector<std::string> pats;
+    for (size_t a = 0; a <= patterns.size();) {
+        size_t b = patterns.find(',', a);
+        if (b == std::string::npos) b = patterns.size();
+        std::string p = patterns.substr(a, b - a);
+        while (!p.empty() && p.front() == ' ') p.erase(p.begin());
+        while (!p.empty() && p.back() == ' ') p.pop_back();
+        if (p.empty()) throw UsageError("--stages: an empty pattern in '" + safe(patterns) + "'");
+        pats.push_back(p);
+        a = b + 1;
+    }
+    std::vector<char> used(pats.size(), 0);
+    for (size_t r = 0; r < t.size(); ++r) {
+        bool any = false;
+        for (size_t i = 0; i < pats.size(); ++i)
+            if (::fnmatch(pats[i].c_str(), t[r].name.c_str(), 0) == 0) any = used[i] = 1;
+        if (any) rows.push_back(r);
+    }
+    for (size_t i = 0; i < pats.size(); ++i)
+        if (!used[i])
+            throw UsageError("--stages: '" + safe(pats[i]) + "' matches no stage of this run (names as in `vitscope-cli "
+                             "info --stage-table`, e.g. blocks.*.attn.pattern)");
+    return rows;
 }
 
 // Where NaN or Inf first appears in a pass ("" when nowhere); also warned on stderr.
@@ -448,6 +486,11 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
         ->check(CLI::Range(0, kMaxClasses - 1));
     tr->add_option("--out,-o", s.out, "output .npz (numpy.load reads it; its last entry, __options__, is the "
                                       "options in force as JSON text)")->required();
+    tr->add_option("--stages", s.stages, "write only these stages: comma-separated globs over the stage names "
+                                         "(blocks.*.attn.pattern,logits)");
+    tr->add_flag("--record-all", s.record_all, "record the whole trace in memory, then write it (without it the "
+                                               "stages are computed block by block as they are written; --grads "
+                                               "always records all)");
     tr->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
@@ -464,18 +507,59 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             req.grads = s.grads;
             req.grad_class = s.grad_class;
             req.model = {c.name, lm.source};
-            Trace t = run_named(lm, x, opt, req);
-            const std::string nonfinite = report_nonfinite(t, lm.source);
-            std::vector<ArrayRef> items;
-            for (size_t i = 0; i < t.size(); ++i) items.push_back(array_ref(t.name(i), t.at(i)));
-            for (size_t i = 0; i < t.size(); ++i)
-                if (const Array* g = t.grad_at(i)) items.push_back(array_ref(t.name(i) + ".grad", *g));
-            name_out_of_memory(s.out, "writing the trace", [&] { write_npz(s.out, items, {{"__options__", options_json(opt, c)}}); });
+            const std::vector<std::pair<std::string, std::string>> texts{{"__options__", options_json(opt, c)}};
+            // Streamed (the default): a pass that keeps the residual stream, then each block's stages
+            // recomputed from it as the writer reaches them, written and dropped: never the whole
+            // trace in memory. --grads (the backward pass reads every stage) and --record-all record
+            // everything first.
+            Trace full;
+            std::optional<OnDemandTrace> od;
+            if (s.grads || s.record_all) full = run_named(lm, x, opt, req);
+            else
+                name_out_of_memory(lm.source, "running the forward pass", [&] { od.emplace(lm.weights, x, opt, req); });
+            const Trace& t = od ? od->kept() : full;
+            const std::vector<size_t> rows = select_stages(t.table(), s.stages);
+            std::string nonfinite;
+            size_t bytes = 0;
+            if (!od) {
+                nonfinite = report_nonfinite(t, lm.source);
+                std::vector<ArrayRef> items;
+                for (size_t i : rows) items.push_back(array_ref(t.name(i), t.at(i)));
+                for (size_t i : rows)
+                    if (const Array* g = t.grad_at(i)) items.push_back(array_ref(t.name(i) + ".grad", *g));
+                for (const ArrayRef& a : items) bytes += 4 * shape_numel(a.shape);
+                name_out_of_memory(s.out, "writing the trace", [&] { write_npz(s.out, items, texts); });
+            } else {
+                std::optional<NonFiniteStage> nf;
+                std::vector<LazyTensor> items;
+                for (size_t i : rows) {
+                    const StageInfo& si = t.info(i);
+                    bytes += 4 * shape_numel(si.shape);
+                    items.push_back({si.name, si.shape, [&, i] {
+                                         const Array& a = od->at(i);
+                                         const NonFinite n = count_nonfinite(a);
+                                         if (n.any()) {
+                                             if (!nf) nf = NonFiniteStage{t.name(i), t.info(i).id, i, n, 0};
+                                             ++nf->stages_with;
+                                         }
+                                         return a.data();
+                                     },
+                                     nullptr});
+                }
+                // the last block materialized goes before __options__ is written
+                name_out_of_memory(s.out, "writing the trace", [&] { write_npz_streamed(s.out, items, texts); });
+                od->release_block();
+                if (nf) {
+                    nonfinite = nf->describe(t.size());
+                    warn(lm.source + ": the forward pass produced non-finite values: " + nonfinite);
+                }
+            }
             if (opt.has_bug()) std::printf("options: %s\n", opt.describe().c_str());
             if (!opt.iv.empty()) std::printf("interventions: %s\n", safe(opt.iv.describe()).c_str());
             std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
             if (opt.image_h) std::printf("input: %dx%d\n", opt.image_h, opt.image_w);
-            std::printf("wrote %zu stages (%.1f MB) to %s\n", t.size(), t.bytes() / 1e6, safe(s.out).c_str());
+            std::printf("wrote %zu stages (%.1f MB%s) to %s\n", rows.size(), bytes / 1e6,
+                        od ? ", computed block by block as written" : "", safe(s.out).c_str());
             if (!nonfinite.empty()) std::printf("non-finite: %s\n", nonfinite.c_str());
             if (t.has_grads())
                 std::printf("gradients: d logit[%d] / d stage for every stage that has one (<stage>.grad)\n",

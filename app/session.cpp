@@ -53,6 +53,7 @@ bool Session::load_model(const std::string& spec, int heads) {
     try {
         const LoadOverrides ov = load_overrides(heads);
         auto m = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
+        vit::pack_blocks(m->weights);  // the block matrices held once, packed for the GEMM
         download_->clear();
         model_ = std::move(m);
         model_spec_ = spec;
@@ -105,6 +106,7 @@ void Session::begin_load_model(const std::string& spec, int heads) {
         job.set_step(load_step(spec));
         try {
             auto m = std::make_shared<LoadedModel>(vit::load_model(spec, ov));
+            vit::pack_blocks(m->weights);  // the block matrices held once, packed for the GEMM
             ops::cancellation_point();
             out->model = std::move(m);
         } catch (const HeadsNeeded& e) {  // not a failure: the window asks for the count

@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/kernels/blas.h"
+#include "core/kernels/gemm.h"
 #include "core/io/checkpoint.h"
 #include "core/model/forward.h"
 #include "core/kernels/ops.h"
@@ -68,11 +70,31 @@ static double peak_mb() {
     return kb / 1024.0;
 }
 
+// --gemm-peak: the packed matmul's GFLOP/s on a 2048^3 product, its column slices on every thread
+// (the best of 5 runs after one warm-up): the machine's practical fp32 GEMM peak for this engine.
+static double gemm_peak_gflops() {
+    const int n = 2048;
+    std::mt19937 rng(0);
+    std::normal_distribution<float> nd;
+    std::vector<float> W(size_t(n) * n), in(size_t(n) * n), out(size_t(n) * n);
+    for (auto& v : W) v = nd(rng);
+    for (auto& v : in) v = nd(rng);
+    const auto m = vit::gemm::pack_matrix(W.data(), n, n, vit::ops::threads(), n);
+    double best = 1e30;
+    for (int r = 0; r < 6; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        vit::ops::linear_packed(out.data(), in.data(), *m, nullptr, n);
+        double d = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r > 0) best = std::min(best, d);
+    }
+    return 2.0 * n * n * double(n) / best / 1e9;
+}
+
 int main(int argc, char** argv) {
     vit::blas::init();
     std::string model = "default";
-    int runs = 10, warmup = 2, train_batch = 0;
-    bool prof = false;
+    int runs = 10, warmup = 2, train_batch = 0, image_size = 0;
+    bool prof = false, on_demand = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -84,12 +106,21 @@ int main(int argc, char** argv) {
         else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
         else if (a == "--train-batch") train_batch = std::max(1, std::atoi(next().c_str()));
         else if (a == "--profile") prof = true;
+        else if (a == "--on-demand") on_demand = true;
+        else if (a == "--image-size") image_size = std::max(1, std::atoi(next().c_str()));
+        else if (a == "--gemm-peak") {
+            std::printf("gemm_peak_gflops=%.1f threads=%d\ngemm: %s\n", gemm_peak_gflops(), vit::ops::threads(),
+                        vit::ops::gemm_engine().c_str());
+            return 0;
+        }
         else if (a == "--ops") return bench_ops(runs * 10);
-        else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile] [--ops]\n"); return 2; }
+        else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile] [--ops] "
+                                 "[--on-demand] [--image-size S] [--gemm-peak]\n"); return 2; }
     }
     try {
         auto l0 = std::chrono::steady_clock::now();
         vit::LoadedModel lm = vit::load_model(model);
+        if (!train_batch) vit::pack_blocks(lm.weights);  // as the CLI and the window hold them
         const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - l0).count();
         const vit::Config& c = lm.weights.cfg;
         if (train_batch) {
@@ -116,18 +147,31 @@ int main(int argc, char** argv) {
             std::printf("gemm: %s\nblas: %s\n", vit::ops::gemm_engine().c_str(), vit::blas::describe().c_str());
             return 0;
         }
-        auto x = vit::Tensor3::from_shape({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+        const size_t S = size_t(image_size ? image_size : c.image_size);
+        vit::Options opt;
+        if (image_size) opt.image_h = opt.image_w = image_size;
+        auto x = vit::Tensor3::from_shape({size_t(c.channels), S, S});
         std::mt19937 rng(0);
         std::normal_distribution<float> nd;
         for (auto& v : x) v = nd(rng);
         vit::Trace t;
+        std::optional<vit::OnDemandTrace> od;
         std::vector<double> ms;
+        double first_ms = -1;
         for (int r = 0; r < warmup + runs; ++r) {
             auto t0 = std::chrono::steady_clock::now();
-            vit::forward(lm.weights, x, {}, t);
+            if (on_demand) {  // what a picture needs: the kept pass, then one block's stages (the last)
+                od.reset();
+                od.emplace(lm.weights, x, opt);
+                od->get(vit::StageId{vit::StageKind::AttnPattern, c.depth - 1});
+            } else {
+                vit::forward(lm.weights, x, opt, t);
+            }
             double d = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (r == 0) first_ms = d;
             if (r >= warmup) ms.push_back(d);
         }
+        if (od) t = od->kept();
         if (prof) {
             // One more run per profiled pass, each part timed (the timing adds a little overhead).
             vit::profile::Profile p;
@@ -148,8 +192,11 @@ int main(int argc, char** argv) {
             std::printf("  %-52s %9.3f\n", "sum of parts", total / runs);
         }
         std::sort(ms.begin(), ms.end());
-        std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f\n", ms[ms.size() / 2], ms[0],
-                    t.size(), t.bytes() / 1e6, peak_mb());
+        std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f load_ms=%.1f first_ms=%.1f "
+                    "weights_mb=%.1f mode=%s tokens=%d\n",
+                    ms[ms.size() / 2], ms[0], t.size(), (od ? od->bytes() : t.bytes()) / 1e6, peak_mb(), load_ms,
+                    first_ms, vit::weights_bytes(lm.weights) / 1e6, on_demand ? "on-demand" : "full",
+                    vit::StageTable::get(c, opt)->dims().T);
         std::printf("gemm: %s\nblas: %s\nthreads: %s\n", vit::ops::gemm_engine().c_str(), vit::blas::describe().c_str(),
                     vit::ops::threading().c_str());
     } catch (const std::exception& e) {

@@ -20,6 +20,20 @@ Runtime. load is the 1-minute load average when the line was measured.
 `nice -n 19 yes >/dev/null` (started here, always stopped), and prints the
 busy/idle factor of each engine.
 
+After the models, the scale lines (issue 22), unless --no-scale:
+
+    session vit-b16 session_peak_mb=... ort_peak_mb=... torch_peak_mb=... vs_ort=... vs_torch=...
+    scale MODEL@SIZE load_ms=... first_ms=... peak_mb=... weights_mb=... limit_mb=... within=yes|no
+
+session: ViTScope's peak with the stages on demand (the residual stream kept, a block's stages
+recomputed when looked at: what the window and `trace --out` hold) beside ONNX Runtime's and
+PyTorch's peaks on the same model. scale: ViT-L/16 at 224 and 512 px and ViT-H/14 with random
+weights (presets), each in a fresh vitscope-bench process: load (weights made and packed),
+first picture (the on-demand pass plus one block's stages), peak memory against the weights'
+size, the target being at most 1.25 x weights + 512 MB. The last lines name the machine: the
+CPU (lscpu's Model name), the GEMM engine and kernel, the packed GEMM's peak on a 2048^3
+product and ViT-B/16's forward pass as a fraction of it.
+
 ONNX Runtime is installed on first use with
 `npm install --ignore-scripts onnxruntime-node@1.23.0` into --ort-cache
 (default ~/.cache/vitscope/onnxruntime-node-1.23.0); without node or npm the
@@ -182,6 +196,38 @@ def line(name, res, tag):
     return s
 
 
+SCALE = ["vit-l16@224", "vit-l16@512", "vit-h14@224"]
+
+
+def vit_flops(S, C, P, L, H, D, M, K):
+    """2 x the multiply-adds of a ViT forward pass (patch embedding, blocks, head)."""
+    N = (S // P) ** 2
+    T = N + 1
+    block = T * (3 * D * D + D * D + 2 * D * M) + 2 * T * T * D
+    return 2.0 * (N * D * C * P * P + L * block + D * K)
+
+
+def bench_kv(a, args, env):
+    r = subprocess.run([a.bench, *args], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"vitscope-bench {' '.join(args)} failed: {r.stderr.strip()[-400:]}")
+    lines = r.stdout.splitlines()
+    out = kv_line(next(l for l in lines if "=" in l and not l.startswith(("gemm:", "blas:", "threads:"))))
+    out["gemm"] = next((l[6:] for l in lines if l.startswith("gemm: ")), "?")
+    return out
+
+
+def lscpu_model():
+    try:
+        r = subprocess.run(["lscpu"], capture_output=True, text=True)
+        for l in r.stdout.splitlines():
+            if l.startswith("Model name:"):
+                return l.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return cpu_name()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", help="path to the vitscope-bench binary")
@@ -195,6 +241,8 @@ def main():
     ap.add_argument("--ort-cache", default=os.path.join(os.environ.get("XDG_CACHE_HOME") or
                                                         os.path.expanduser("~/.cache"), "vitscope",
                                                         f"onnxruntime-node-{ORT_VERSION}"))
+    ap.add_argument("--no-scale", action="store_true", help="skip the session and scale lines (issue 22)")
+    ap.add_argument("--scale", default=",".join(SCALE), help="MODEL@SIZE list for the scale lines")
     ap.add_argument("--torch-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
@@ -219,6 +267,7 @@ def main():
             busy.wait()
             busy = None
 
+    results = {}
     # SIGTERM ends the run like Ctrl-C does, so that `finally` stops the load.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
@@ -236,6 +285,20 @@ def main():
                                       input_names=["input"], output_names=["logits"])
             idle = measure(name, a, paths, ort)
             print(line(name, idle, ""), flush=True)
+            if name == "vit-b16":
+                results["vit-b16"] = idle
+            if name == "vit-b16" and not a.no_scale:
+                env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+                od = bench_kv(a, ["--model", paths["st"], "--on-demand", "--runs", str(a.runs), "--warmup", "2"], env)
+                s = f"session vit-b16 session_peak_mb={float(od['peak_mb']):.1f}"
+                if "ort_peak_mb" in idle:
+                    s += f" ort_peak_mb={idle['ort_peak_mb']:.1f}"
+                s += (f" torch_peak_mb={idle['torch_peak_mb']:.1f} full_trace_peak_mb={idle['peak_mb']:.1f}"
+                      f" on_demand_ms={float(od['ours_ms']):.1f} weights_mb={float(od['weights_mb']):.1f}")
+                if "ort_peak_mb" in idle:
+                    s += f" vs_ort={float(od['peak_mb']) / idle['ort_peak_mb']:.2f}"
+                s += f" vs_torch={float(od['peak_mb']) / idle['torch_peak_mb']:.2f} load={os.getloadavg()[0]:.2f}"
+                print(s, flush=True)
             if a.busy:
                 busy = subprocess.Popen(["nice", "-n", "19", "yes"], stdout=subprocess.DEVNULL)
                 time.sleep(0.5)
@@ -250,10 +313,35 @@ def main():
             for p in paths.values():
                 if os.path.exists(p):
                     os.remove(p)
+        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+        if not a.no_scale:
+            for spec in [x for x in a.scale.split(",") if x]:
+                model, _, size = spec.partition("@")
+                args = ["--model", model, "--on-demand", "--runs", "1", "--warmup", "0"]
+                if size:
+                    args += ["--image-size", size]
+                r = bench_kv(a, args, env)
+                w = float(r["weights_mb"])
+                limit = 1.25 * w + 512
+                peak = float(r["peak_mb"])
+                print(f"scale {spec} load_ms={float(r['load_ms']):.0f} first_ms={float(r['first_ms']):.0f} "
+                      f"peak_mb={peak:.0f} weights_mb={w:.0f} limit_mb={limit:.0f} peak_over_weights={peak / w:.2f} "
+                      f"within={'yes' if peak <= limit else 'no'} tokens={r['tokens']} load={os.getloadavg()[0]:.2f}",
+                      flush=True)
+        g = bench_kv(a, ["--gemm-peak"], env)
+        peak = float(g["gemm_peak_gflops"])
+        s = f"# gemm_peak_gflops={peak:.1f} (packed, 2048^3, {a.threads} threads)"
+        if "vit-b16" in results:
+            fl = vit_flops(*MODELS["vit-b16"])
+            achieved = fl / (results["vit-b16"]["ours_ms"] * 1e6)
+            s += (f" vit-b16: {fl / 1e9:.1f} GFLOP in {results['vit-b16']['ours_ms']:.1f} ms = {achieved:.1f} GFLOP/s,"
+                  f" gemm_peak_fraction={achieved / peak:.2f}")
+        print(s)
+        print(f"# gemm=\"{g['gemm']}\"")
     finally:
         stop_busy()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"# threads={a.threads} cpu=\"{cpu_name()}\"")
+    print(f"# threads={a.threads} cpu=\"{lscpu_model()}\" load={os.getloadavg()[0]:.2f}")
 
 
 def cpu_name():

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -507,10 +508,13 @@ void save_model(const std::string& path, const Weights& w, std::map<std::string,
     if (!w.cfg.class_names.empty()) extra["class_names"] = json(w.cfg.class_names).dump();
     // timm shapes: cls (1,1,D), pos (1,T,D), conv (D,C,P,P): the same data, other shapes.
     const Config& c = w.cfg;
-    std::vector<ArrayRef> named = param_refs(w);
+    // packed block matrices are written row-major from a copy (saving is rare; the copy goes after)
+    std::optional<Weights> plain;
+    if (blocks_packed(w)) plain = unpacked_copy(w);
+    std::vector<ArrayRef> named = param_refs(plain ? *plain : w);
     for (auto& r : named) {
         if (r.name == "cls_token") r.shape = {1, 1, size_t(c.width)};
-        else if (r.name == "pos_embed") r.shape = {1, size_t(c.tokens()), size_t(c.width)};
+        else if (r.name == "pos_embed") r.shape = {1, size_t(c.pos_rows()), size_t(c.width)};
         else if (r.name == "patch_embed.proj.weight")
             r.shape = {size_t(c.width), size_t(c.channels), size_t(c.patch), size_t(c.patch)};
     }

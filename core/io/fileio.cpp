@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <fstream>
 #include <random>
 
@@ -258,12 +259,24 @@ struct NpyEntry {
     std::string head, text;         // text: an entry that owns its data (the 0-d unicode arrays)
     const char* data = nullptr;
     uint64_t size = 0, pos = 0;
+    const LazyTensor* lazy = nullptr;  // data made when the entry is opened, released when closed
+    std::exception_ptr error;          // what making it threw (rethrown once the zip is discarded)
 };
 zip_int64_t npy_source(void* ud, void* out, zip_uint64_t len, zip_source_cmd_t cmd) {
     auto* e = static_cast<NpyEntry*>(ud);
     const uint64_t total = e->head.size() + e->size;
     switch (cmd) {
-        case ZIP_SOURCE_OPEN: e->pos = 0; return 0;
+        case ZIP_SOURCE_OPEN:
+            e->pos = 0;
+            if (e->lazy) {
+                try {
+                    e->data = reinterpret_cast<const char*>(e->lazy->data());
+                } catch (...) {
+                    e->error = std::current_exception();  // rethrown by write_npz_streamed
+                    return -1;
+                }
+            }
+            return 0;
         case ZIP_SOURCE_READ: {
             const uint64_t n = std::min<uint64_t>(len, total - e->pos);
             char* o = static_cast<char*>(out);
@@ -281,7 +294,10 @@ zip_int64_t npy_source(void* ud, void* out, zip_uint64_t len, zip_source_cmd_t c
             }
             return zip_int64_t(n);
         }
-        case ZIP_SOURCE_CLOSE: return 0;
+        case ZIP_SOURCE_CLOSE:
+            if (e->lazy && e->lazy->done) e->lazy->done();
+            if (e->lazy) e->data = nullptr;
+            return 0;
         case ZIP_SOURCE_STAT: {
             auto* st = static_cast<zip_stat_t*>(out);
             zip_stat_init(st);
@@ -303,6 +319,17 @@ zip_int64_t npy_source(void* ud, void* out, zip_uint64_t len, zip_source_cmd_t c
 
 void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
                const std::vector<std::pair<std::string, std::string>>& texts) {
+    std::vector<LazyTensor> lazy;
+    lazy.reserve(tensors.size());
+    for (const ArrayRef& t : tensors) {
+        const float* p = t.data;
+        lazy.push_back({t.name, t.shape, [p] { return p; }, nullptr});
+    }
+    write_npz_streamed(path, lazy, texts);
+}
+
+void write_npz_streamed(const std::string& path, const std::vector<LazyTensor>& tensors,
+                        const std::vector<std::pair<std::string, std::string>>& texts) {
     std::random_device rd;
     std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd() % 100000);
     int err = 0;
@@ -319,7 +346,7 @@ void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
             ne.size = ne.text.size();
         } else {
             ne.head = npy_header(tensors[e].shape);
-            ne.data = reinterpret_cast<const char*>(tensors[e].data);
+            ne.lazy = &tensors[e];
             ne.size = 4 * uint64_t(shape_numel(tensors[e].shape));
         }
         zip_source_t* src = zip_source_function(z, npy_source, &ne);
@@ -337,6 +364,8 @@ void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
         std::string m = zip_strerror(z);
         zip_discard(z);
         std::remove(tmp.c_str());
+        for (const NpyEntry& e : entries)
+            if (e.error) std::rethrow_exception(e.error);
         throw FileError(path + ": cannot write the .npz: " + m);
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {

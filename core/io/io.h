@@ -75,6 +75,19 @@ Array parse_npy(const std::string& bytes, const std::string& what);
 // A 0-d numpy unicode array ('<U<n>') holding `text` (UTF-8), as .npy bytes:
 // str(np.load(f)) gives the text back, no pickle needed.
 std::string npy_text_bytes(const std::string& text);
+// A tensor of an .npz whose data is made only when the writer reaches it: `data()` is called once,
+// when its entry is written, and must return `shape`'s floats, valid until `done()` (if set) is
+// called right after the entry is written. Entries are written in order, one at a time.
+struct LazyTensor {
+    std::string name;
+    Shape shape;
+    std::function<const float*()> data;
+    std::function<void()> done;
+};
+// write_npz with tensors made as the writer reaches them (a trace written stage by stage).
+void write_npz_streamed(const std::string& path, const std::vector<LazyTensor>& tensors,
+                        const std::vector<std::pair<std::string, std::string>>& texts = {});
+
 // Writes a .npz (zip, stored) atomically; entries named "<name>.npy", the tensors in
 // order, then the texts (0-d unicode arrays, e.g. "__options__").
 void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,

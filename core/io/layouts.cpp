@@ -688,13 +688,14 @@ struct Mapper {
             return;
         }
         if (s.keys.size() == 1 && !s.transpose) {
-            if (Array* a = fetch(s.keys[0], want)) dst = xt::xtensor<float, N>(std::move(*a));
+            // the file's tensor goes as soon as it is copied: a model is never held twice while loading
+            if (Array* a = fetch(s.keys[0], want)) { dst = xt::xtensor<float, N>(std::move(*a)); *a = Array(); }
             return;
         }
         if (s.transpose) {  // (E, D) in the file, (D, E) here
             if constexpr (N == 2) {
                 Array* a = fetch(s.keys[0], Shape{want[1], want[0]});
-                if (a) dst = xt::transpose(xt::xtensor<float, 2>(std::move(*a)));
+                if (a) { dst = xt::transpose(xt::xtensor<float, 2>(std::move(*a))); *a = Array(); }
             }
             return;
         }

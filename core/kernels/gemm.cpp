@@ -251,6 +251,125 @@ void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, i
                                  std::to_string(int(st)) + ")");
 }
 
+struct MatrixSlice {
+    int c0 = 0, c1 = 0;
+    dnnl::memory::desc wdesc;   // the blocked layout chosen for the packing row count
+    dnnl::memory weights;       // W[c0:c1].T in that layout
+};
+struct Matrix {
+    int I = 0, O = 0;
+    std::vector<MatrixSlice> slices;
+    size_t bytes = 0;
+    // One primitive per (row count, slice, bias or not), made on first use with the slice's layout.
+    struct Prim {
+        uint64_t id = 0;
+        dnnl::matmul prim;
+        dnnl::memory::desc src, bias, dst;
+        size_t scratch = 0;
+    };
+    mutable std::mutex m;
+    mutable std::map<std::tuple<int, int, bool>, std::shared_ptr<const Prim>> prims;
+};
+
+namespace {
+dnnl::matmul::primitive_desc matmul_pd(int R, int I, int64_t n, int O, const dnnl::memory::desc& w, bool bias) {
+    const dnnl::memory::desc src(dims{R, I}, dt::f32, dims{I, 1});
+    const dnnl::memory::desc dst(dims{R, n}, dt::f32, dims{O, 1});
+    const dnnl::memory::desc b = bias ? dnnl::memory::desc(dims{1, n}, dt::f32, tag::ab) : dnnl::memory::desc();
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w, b, dst), attr, engine());
+}
+}  // namespace
+
+std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int parts, int R) {
+    auto m = std::make_shared<Matrix>();
+    m->I = I, m->O = O;
+    parts = std::max(1, std::min(parts, O / 16));
+    try {
+        for (int t = 0; t < parts; ++t) {
+            MatrixSlice s;
+            s.c0 = int(int64_t(O / 16) * t / parts) * 16;
+            s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
+            const int64_t n = s.c1 - s.c0;
+            const auto pd = matmul_pd(std::max(R, 1), I, n, O, dnnl::memory::desc(dims{I, n}, dt::f32, tag::any), true);
+            s.wdesc = pd.weights_desc();
+            const dnnl::memory::desc w_user(dims{I, n}, dt::f32, dims{1, I});
+            dnnl::memory user(w_user, engine(), const_cast<float*>(W) + size_t(s.c0) * size_t(I));
+            s.weights = dnnl::memory(s.wdesc, engine());
+            dnnl::reorder(user, s.weights).execute(stream(), user, s.weights);
+            stream().wait();
+            m->bytes += s.wdesc.get_size();
+            m->slices.push_back(std::move(s));
+        }
+    } catch (const dnnl::error& e) {
+        throw std::runtime_error(std::string("oneDNN could not pack a ") + std::to_string(O) + "x" +
+                                 std::to_string(I) + " weight: " + e.what());
+    }
+    return m;
+}
+
+int parts(const Matrix& m) { return int(m.slices.size()); }
+int rows(const Matrix& m) { return m.O; }
+int cols(const Matrix& m) { return m.I; }
+size_t bytes(const Matrix& m) { return m.bytes; }
+
+void unpack(const Matrix& m, float* W) {
+    for (const MatrixSlice& s : m.slices) {
+        const dnnl::memory::desc w_user(dims{m.I, s.c1 - s.c0}, dt::f32, dims{1, m.I});
+        dnnl::memory user(w_user, engine(), W + size_t(s.c0) * size_t(m.I));
+        dnnl::memory src(s.wdesc, engine(), s.weights.get_data_handle());
+        dnnl::reorder(src, user).execute(stream(), src, user);
+        stream().wait();
+    }
+}
+
+void run(const Matrix& m, int part, float* out, const float* in, const float* b, int R) {
+    const MatrixSlice& s = m.slices.at(size_t(part));
+    std::shared_ptr<const Matrix::Prim> p;
+    {
+        std::lock_guard<std::mutex> l(m.m);
+        auto& e = m.prims[std::make_tuple(R, part, b != nullptr)];
+        if (!e) {
+            try {
+                const auto pd = matmul_pd(R, m.I, s.c1 - s.c0, m.O, s.wdesc, b != nullptr);
+                auto np = std::make_shared<Matrix::Prim>();
+                static std::atomic<uint64_t> next_id{uint64_t(1) << 48};
+                np->id = next_id++;
+                np->prim = dnnl::matmul(pd);
+                np->src = pd.src_desc(), np->dst = pd.dst_desc(), np->bias = pd.bias_desc();
+                np->scratch = pd.scratchpad_desc().get_size();
+                e = np;
+            } catch (const dnnl::error& err) {
+                throw std::runtime_error("oneDNN has no matmul for " + std::to_string(R) + "x" + std::to_string(m.I) +
+                                         " @ a packed " + std::to_string(m.I) + "x" + std::to_string(m.O) +
+                                         " weight: " + err.what());
+            }
+        }
+        p = e;
+    }
+    // the same per-thread memory objects as the Packs' slices, under the primitive's own id
+    Slice tmp;
+    tmp.id = p->id, tmp.src = p->src, tmp.dst = p->dst, tmp.bias = p->bias, tmp.scratch = p->scratch;
+    Mems& mm = mems_for(tmp);
+    mm.src.set_data_handle(const_cast<float*>(in));
+    mm.dst.set_data_handle(out + s.c0);
+    mm.scratch.set_data_handle(scratch(p->scratch));
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, mm.src.get()}, {DNNL_ARG_WEIGHTS, s.weights.get()},
+                               {DNNL_ARG_DST, mm.dst.get()}, {DNNL_ARG_SCRATCHPAD, mm.scratch.get()}, {0, nullptr}};
+    int n = 4;
+    if (b) {
+        mm.bias.set_data_handle(const_cast<float*>(b) + s.c0);
+        args[n++] = {DNNL_ARG_BIAS, mm.bias.get()};
+    }
+    OneThread one;
+    const dnnl_status_t st = dnnl_primitive_execute(p->prim.get(), stream().get(), n, args);
+    if (st != dnnl_success)
+        throw std::runtime_error("oneDNN matmul failed on " + std::to_string(R) + "x" + std::to_string(m.I) +
+                                 " @ " + std::to_string(m.I) + "x" + std::to_string(m.O) + " (status " +
+                                 std::to_string(int(st)) + ")");
+}
+
 std::string version() {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);

@@ -57,6 +57,23 @@ int parts(const Packed& p);
 // Slice `part` of out(R,O) = in(R,I) @ W.T + b.
 void run(const Packed& p, int part, float* out, const float* in);
 
+// A weight matrix W(O,I) kept ONLY in the kernel's blocked layout: the storage of a model's
+// block matrices once they are packed (model.h, pack_blocks), so that the weights exist once
+// in memory. Immutable once made (copies of Weights share it); its layout does not depend on
+// the row count, and a primitive for each row count a run uses is made on first use.
+struct Matrix;
+// Packs W(O,I) in `parts` column slices (16-float boundaries); R is the row count whose
+// kernel picks the layout (any other row count runs on the same layout).
+std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int parts, int R);
+int parts(const Matrix& m);
+int rows(const Matrix& m);    // O
+int cols(const Matrix& m);    // I
+size_t bytes(const Matrix& m);
+// Slice `part` of out(R,O) = in(R,I) @ W.T + b (b may be null).
+void run(const Matrix& m, int part, float* out, const float* in, const float* b, int R);
+// W(O,I) back in row-major order, bit for bit what was packed.
+void unpack(const Matrix& m, float* W);
+
 // "oneDNN 2.6.3, AVX-512 kernels (chosen by oneDNN for this CPU; ...)".
 std::string describe();
 // "oneDNN 2.6.3" and the instruction set its kernels use on this CPU: "AVX-512 BF16", "AVX2", ...

@@ -264,6 +264,15 @@ void linear(float* out, const float* in, const float* Wt, const float* b, int R,
     });
 }
 
+void linear_packed(float* out, const float* in, const gemm::Matrix& W, const float* b, int R) {
+    cancellation_point();
+    parallel_parts(omp_in_parallel() ? 1 : gemm::parts(W), [&](int t, int n) {
+        // inside a parallel region (the trainer's data-parallel loop) one call runs every slice
+        if (n == 1) for (int p = 0; p < gemm::parts(W); ++p) gemm::run(W, p, out, in, b, R);
+        else gemm::run(W, t, out, in, b, R);
+    });
+}
+
 void layernorm(float* out, float* norm, float* mean, float* std, const float* x, const float* g,
                const float* b, int R, int D, float eps, bool unbiased) {
     const auto& k = kernels::best();

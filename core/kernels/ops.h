@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace vit::gemm { class Packs; }
+namespace vit::gemm { class Packs; struct Matrix; }
 
 namespace vit::ops {
 
@@ -74,6 +74,9 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, in
 // reused; without, each call hands W to the GEMM as it is.
 void linear(float* out, const float* in, const float* W, const float* b, int R, int I, int O,
             const gemm::Packs* packs = nullptr);
+
+// The same with W held packed only (gemm::Matrix): its column slices split across the threads.
+void linear_packed(float* out, const float* in, const gemm::Matrix& W, const float* b, int R);
 
 // LayerNorm over the last axis of x(R,D). mean(R), std(R) = sqrt(var) (without eps,
 // as torch.std prints it), norm(R,D) = (x-mean)/sqrt(var+eps), out = norm*g + b.

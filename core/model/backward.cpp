@@ -266,16 +266,22 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace
     for (int l = c.depth - 1; l >= 0; --l) {
         const BlockW& bw = w.blocks[l];
         BlockW& gb = g.blocks[l];
+        // packed-only matrices (pack_blocks) are unpacked for this block alone
+        Tensor2 t_fc2, t_fc1, t_proj, t_qkv;
+        const Tensor2& fc2_w = plain_matrix(bw.fc2_w, bw.fc2_p, t_fc2);
+        const Tensor2& fc1_w = plain_matrix(bw.fc1_w, bw.fc1_p, t_fc1);
+        const Tensor2& proj_w = plain_matrix(bw.proj_w, bw.proj_p, t_proj);
+        const Tensor2& qkv_w = plain_matrix(bw.qkv_w, bw.qkv_p, t_qkv);
         const Shape HTd{H, T, d}, HTT{H, T, T};
         // st.dx holds d resid_post. MLP branch: out = fc2(gelu(fc1(ln2(resid_mid))))
         put(SK::ResidPost, l, st.dx.data());
         put(SK::MlpOut, l, st.dx.data());
-        linear_backward(st.dpost.data(), gb.fc2_w, gb.fc2_b, st.dx.data(), get(SK::MlpPost, l), bw.fc2_w, int(R),
+        linear_backward(st.dpost.data(), gb.fc2_w, gb.fc2_b, st.dx.data(), get(SK::MlpPost, l), fc2_w, int(R),
                         int(M), int(D));
         put(SK::MlpPost, l, st.dpost.data());
         gelu_backward(st.dpre.data(), st.dpost.data(), get(SK::MlpPre, l), R * M);
         put(SK::MlpPre, l, st.dpre.data());
-        linear_backward(st.da.data(), gb.fc1_w, gb.fc1_b, st.dpre.data(), get(SK::Ln2Out, l), bw.fc1_w, int(R),
+        linear_backward(st.da.data(), gb.fc1_w, gb.fc1_b, st.dpre.data(), get(SK::Ln2Out, l), fc1_w, int(R),
                         int(D), int(M));
         put(SK::Ln2Out, l, st.da.data());
         // d resid_mid = d resid_post (the skip) + d through LayerNorm
@@ -287,7 +293,7 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace
         put(SK::AttnOut, l, st.dx.data());
         // attention output projection: attn_out = proj(zcat)
         linear_backward(st.dzcat.data(), gb.proj_w, gb.proj_b, st.dx.data(), workspace_zcat(*st.ws, l).data(),
-                        bw.proj_w, int(R), int(D), int(D));
+                        proj_w, int(R), int(D), int(D));
         // per image and head: z = attn @ v, attn = post_scale * softmax(alpha * q k^T)
         const float *q = get(SK::AttnQ, l), *k = get(SK::AttnK, l), *v = get(SK::AttnV, l),
                     *pat = get(SK::AttnPattern, l);
@@ -342,7 +348,7 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace
                 for (size_t h = 0; h < H; ++h)
                     std::copy_n(d3[s3] + (((bt / T) * H + h) * T + bt % T) * d, d,
                                 st.dqkv.data() + bt * 3 * D + s3 * D + h * d);
-        linear_backward(st.da.data(), gb.qkv_w, gb.qkv_b, st.dqkv.data(), get(SK::Ln1Out, l), bw.qkv_w, int(R),
+        linear_backward(st.da.data(), gb.qkv_w, gb.qkv_b, st.dqkv.data(), get(SK::Ln1Out, l), qkv_w, int(R),
                         int(D), int(3 * D));
         put(SK::Ln1Out, l, st.da.data());
         auto rs1 = rstd_of(get(SK::Ln1Std, l), R, c.eps);

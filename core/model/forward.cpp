@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -62,8 +63,8 @@ auto as(const float* p, size_t n, const std::array<size_t, N>& shape) {
 // computation records exactly the table's stages, in the table's order.
 class Recorder {
 public:
-    Recorder(const StageTable& table, size_t B, Keep keep, Trace& t, Workspace& ws)
-        : table_(table), B_(B), keep_(keep), t_(t), ws_(ws) {}
+    Recorder(const StageTable& table, size_t B, Keep keep, Trace& t, Workspace& ws, const std::vector<char>* rows)
+        : table_(table), B_(B), keep_(keep), t_(t), ws_(ws), rows_(rows) {}
 
     Array& operator()(StageKind kind) {
         Array& a = hand_out(kind);
@@ -82,15 +83,15 @@ public:
                                    (i_ < table_.size() ? table_[i_].name : std::string("nothing more")));
         const size_t row = i_++;
         const StageInfo& s = table_[row];
-        if (keep_ == Keep::All) return t_.record(row, s.shape);
+        if (keep_ == Keep::All && (!rows_ || (*rows_)[row])) return t_.record(row, s.shape);
         Shape shape = s.shape;
-        shape.insert(shape.begin(), B_);
+        if (keep_ != Keep::All) shape.insert(shape.begin(), B_);
         if (keep_ == Keep::ForBackward && s.kept) return t_.record(row, shape);
         Array& a = ws_.scratch[int(kind)];
         if (a.size() != shape_numel(shape) || a.dimension() != shape.size()) a = empty_array(shape);
         return a;
     }
-    bool all() const { return keep_ == Keep::All; }
+    bool all() const { return keep_ == Keep::All; }  // every stage computed in full (recorded or not)
     // Skips the rows before block `layer` (a pass that starts at a later block; layer == depth:
     // at the first stage after the blocks).
     void skip_to_block(int layer) {
@@ -117,16 +118,19 @@ private:
     Keep keep_;
     Trace& t_;
     Workspace& ws_;
+    const std::vector<char>* rows_;
 };
 
-// F.linear(in, W, b) through BLAS, reported to the profile as a GEMM of its shape.
+// F.linear(in, W, b) through BLAS, reported to the profile as a GEMM of its shape. With P (a block
+// matrix held packed only, pack_blocks), W is empty and the packed matrix is used.
 void linear(const char* what, float* out, const float* in, const Tensor2& W, const Tensor1& b, size_t R,
-            const gemm::Packs* packs) {
-    const size_t O = W.shape(0), I = W.shape(1);
+            const gemm::Packs* packs, const std::shared_ptr<const gemm::Matrix>& P = nullptr) {
+    const size_t O = P ? size_t(gemm::rows(*P)) : W.shape(0), I = P ? size_t(gemm::cols(*P)) : W.shape(1);
     profile::Scope s([&] { return "gemm " + std::string(what) + " " + std::to_string(R) + "x" + std::to_string(I) +
                                   " @ " + std::to_string(I) + "x" + std::to_string(O); },
                      2.0 * double(R) * double(I) * double(O));
-    ops::linear(out, in, W.data(), b.data(), int(R), int(I), int(O), packs);
+    if (P) ops::linear_packed(out, in, *P, b.data(), int(R));
+    else ops::linear(out, in, W.data(), b.data(), int(R), int(I), int(O), packs);
 }
 
 // LayerNorm with its internals recorded: mean (R), std (R), normalized (R, D), out (R, D).
@@ -323,7 +327,7 @@ Options shape_options(const Options& opt) {
 
 const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& opt, Trace& acts, Keep keep,
                            Workspace& ws, const ModelIdentity& model, const std::atomic<bool>* cancel,
-                           const RunFrom* from) {
+                           const RunFrom* from, const std::vector<char>* record_rows) {
     const Config& c = w.cfg;
     const RunDims rd = run_dims(c, opt);
     const size_t B = x.shape(0), C = c.channels, Hi = rd.img_h, Wi = rd.img_w, P = c.patch, gh = rd.gh, gw = rd.gw,
@@ -353,7 +357,17 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     // cache with a table per pass.
     std::shared_ptr<const StageTable> table = StageTable::get(c, keep == Keep::Output ? shape_options(opt) : opt);
     acts.begin(table, opt, model.name.empty() ? ModelIdentity{c.name, model.source} : model);
-    Recorder rec(*table, B, keep, acts, ws);
+    if (keep == Keep::All && !record_rows && !(from && from->until >= 0) && rd.full_floats > kMaxTraceFloats) {
+        char m[240];
+        std::snprintf(m, sizeof m,
+                      "a full trace at %dx%d records %.3g GB, over the limit of %.3g GB (its stages can be computed on "
+                      "demand instead: `trace --out` without --record-all)",
+                      rd.img_h, rd.img_w, rd.full_floats * 4 / 1e9, kMaxTraceFloats * 4 / 1e9);
+        throw std::invalid_argument(m);
+    }
+    if (record_rows && (keep != Keep::All || record_rows->size() != table->size()))
+        throw std::logic_error("forward_batch: record_rows is for a traced pass, one entry per row of its table");
+    Recorder rec(*table, B, keep, acts, ws, record_rows);
     table_prof.reset();
     auto check_cancel = [cancel] {
         if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
@@ -361,6 +375,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     auto patch = [&](StageKind k, int l, Array& a) { if (opt.iv.patch) patch_stage(opt, rec.info({k, l}), a, B); };
     const float* xres = nullptr;  // the residual stream (B*T, D)
     const size_t first_block = from ? size_t(from->layer) : 0;
+    const size_t end_block = from && from->until >= 0 ? size_t(std::min(from->until, c.depth)) : size_t(c.depth);
     if (from) {
         rec.skip_to_block(from->layer);
         xres = from->stream;
@@ -453,7 +468,10 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     const float scale = 1.f / std::sqrt(float(d));
     ws.qkv.resize({R, 3 * D});
     ws.zcat.resize(size_t(c.depth));
-    for (size_t l = first_block; l < size_t(c.depth); ++l) {
+    // The heads concatenated are kept per block for the backward pass; a pass that no backward
+    // follows (on demand, output only) reuses one (R, D) array for every block.
+    const bool one_zcat = keep == Keep::Output || record_rows || (from && from->until >= 0);
+    for (size_t l = first_block; l < end_block; ++l) {
         check_cancel();
         const int li = int(l);
         const BlockW& b = w.blocks[l];
@@ -462,7 +480,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // q, k, v: (H, T, d) each = ln1 @ Wqkv.T + b, rows of Wqkv [q; k; v], heads contiguous.
         // torch: qkv(x).reshape(T, 3, H, d).permute(1, 2, 0, 3)
-        linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs);
+        linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs, b.qkv_p);
         float* qkv3[3] = {rec(StageKind::AttnQ).data(), rec(StageKind::AttnK).data(), rec(StageKind::AttnV).data()};
         {
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
@@ -484,7 +502,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         float* sc = rec(StageKind::AttnScores).data();
         float* pa = rec(StageKind::AttnPattern).data();
         if (!rec.all()) sc = pa;  // training keeps only the pattern: softmax in place
-        Tensor2& zcat = ws.zcat[l];
+        Tensor2& zcat = ws.zcat[one_zcat ? 0 : l];
         zcat.resize({R, D});
         float* z = rec.all() ? rec(StageKind::AttnZ).data() : nullptr;
         if (!rec.all()) rec(StageKind::AttnZ);  // scratch: z goes straight into zcat below
@@ -511,7 +529,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         // attn.out: (T, D) = proj(concat_heads(z))   (an ablation sets it to 0)
         Array& ao = rec(StageKind::AttnOut);
         if (sublayer_ablated(opt, li, false)) std::fill_n(ao.data(), ao.size(), 0.f);
-        else linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R, packs);
+        else linear("attn.proj", ao.data(), zcat.data(), b.proj_w, b.proj_b, R, packs, b.proj_p);
         patch(StageKind::AttnOut, li, ao);
         const float* attn_branch = ao.data();
         // ls1: (T, D) = ls1.gamma * attn_out (layer scale)
@@ -531,13 +549,13 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // mlp.pre = fc1(ln2); mlp.post = act(mlp.pre); mlp.out = fc2(mlp.post)
         Array& pre = rec(StageKind::MlpPre);
-        linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs);
+        linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs, b.fc1_p);
         Array& mpost = rec(StageKind::MlpPost);
         activation(c.act, mpost.data(), pre.data(), R, M);
         patch(StageKind::MlpPost, li, mpost);
         Array& mo = rec(StageKind::MlpOut);
         if (sublayer_ablated(opt, li, true)) std::fill_n(mo.data(), mo.size(), 0.f);
-        else linear("mlp.fc2", mo.data(), mpost.data(), b.fc2_w, b.fc2_b, R, packs);
+        else linear("mlp.fc2", mo.data(), mpost.data(), b.fc2_w, b.fc2_b, R, packs, b.fc2_p);
         patch(StageKind::MlpOut, li, mo);
         const float* mlp_branch = mo.data();
         if (c.layer_scale) {
@@ -553,6 +571,11 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         xres = rp.data();
     }
     (void)Mi;
+    if (end_block < size_t(c.depth)) {  // a part of the pass (a block materialized on demand)
+        acts.end();
+        static const Array none;
+        return none;
+    }
 
     const float* feat = nullptr;  // (B, D): what the classifier or the projection reads
     const float* lf = nullptr;    // the final norm's output

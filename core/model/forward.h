@@ -23,6 +23,7 @@ enum class Keep { All, ForBackward, Output };
 struct RunFrom {
     int layer = 0;
     const float* stream = nullptr;  // (B, T, D): the trace's stage before block `layer`
+    int until = -1;                 // -1: on to the output; else only blocks [layer, until), nothing after
 };
 
 struct Workspace;  // scratch arrays reused across runs (defined in forward.cpp)
@@ -42,9 +43,13 @@ struct Cancelled : std::runtime_error {
 // *cancel becomes true.
 // With `from`, the embedding and the blocks before from->layer are not run (x is not read;
 // B is x.shape(0)); with Keep::All the skipped stages are absent from the trace.
+// With `record_rows` (Keep::All only), a row whose entry is 0 is computed into a scratch array and
+// left absent from the trace (on-demand stages, below). With from->until, the pass returns an
+// empty array after block until-1.
 const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& opt, Trace& acts, Keep keep,
                            Workspace& ws, const ModelIdentity& model = {},
-                           const std::atomic<bool>* cancel = nullptr, const RunFrom* from = nullptr);
+                           const std::atomic<bool>* cancel = nullptr, const RunFrom* from = nullptr,
+                           const std::vector<char>* record_rows = nullptr);
 // The concatenated heads (B*T, D) of block l from the last forward_batch (the
 // output projection's input, which the backward pass needs).
 const Tensor2& workspace_zcat(const Workspace& ws, int l);
@@ -79,5 +84,39 @@ StageId stream_into(const StageTable& t, int layer);
 // full forward() bit for bit. No gradients.
 void forward_from(const Weights& w, const Trace& prev, const Options& opt, int layer, Trace& out,
                   const RunRequest& req = {});
+
+// ---- Every stage on demand (issue 22): a traced pass that keeps what is read across layers and
+// recomputes any other stage when it is asked for, bit for bit as a full trace records it.
+//
+// The pass keeps every stage outside the blocks (the embedding, the pooling, the head: a few rows
+// of tokens), the residual stream leaving every block (blocks.L.resid_post) and the block stages
+// of the kinds in `also` (for example the attention patterns that rollout reads); a block's other
+// stages are computed into scratch arrays and dropped. A stage of block L is materialized by
+// running block L alone from the kept residual stream entering it (RunFrom with until = L + 1),
+// which is the same code on the same numbers as the full pass.
+class OnDemandTrace {
+public:
+    // `w` must outlive this object (it recomputes blocks with it).
+    OnDemandTrace(const Weights& w, const Tensor3& input, const Options& opt, const RunRequest& req = {},
+                  std::vector<StageKind> also = {});
+    const Trace& kept() const { return kept_; }      // the kept rows (the others are absent)
+    const StageTable& table() const { return kept_.table(); }
+    size_t size() const { return kept_.table().size(); }
+    bool is_kept(size_t row) const { return kept_.index(kept_.table()[row].id) >= 0; }
+    // Any row of the table: the kept array, or (recomputing its block when it is not the block
+    // held) the block's array. The reference stays valid until another block is materialized.
+    const Array& at(size_t row);
+    const Array& get(StageId id);
+    // The block held (-1: none) and a way to drop it.
+    int block_held() const { return held_; }
+    void release_block();
+    size_t bytes() const { return kept_.bytes() + block_.bytes(); }
+
+private:
+    const Weights& w_;
+    Trace kept_, block_;
+    int held_ = -1;
+    ModelIdentity model_;
+};
 
 }  // namespace vit

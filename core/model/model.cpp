@@ -1,6 +1,7 @@
 #include "core/model/model.h"
 
 #include "core/model/stages.h"
+#include "core/kernels/ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -52,10 +53,12 @@ const char* pos_rule_label(PosRule r) {
 namespace {
 // Floats one traced forward pass records with T tokens (per block: ~16 (T, D) stages,
 // scores + pattern (H, T, T), fc1 and the activation (T, M)).
-double trace_floats(const Config& c, double T) {
+double D_of(const Config& c) { return c.width; }
+double block_floats(const Config& c, double T) {
     const double D = c.width, H = c.heads, M = c.mlp_in();
-    return c.depth * (16 * T * D + 2 * H * T * T + 2 * T * M) + 6 * T * D;
+    return 16 * T * D + 2 * H * T * T + 2 * T * M;
 }
+double trace_floats(const Config& c, double T) { return c.depth * block_floats(c, T) + 6 * T * D_of(c); }
 }  // namespace
 
 RunDims run_dims(const Config& c, const Options& o) {
@@ -133,11 +136,15 @@ RunDims run_dims(const Config& c, const Options& o) {
     }
     if (r.kept.empty()) throw std::invalid_argument("every patch is dropped: nothing is left to run on");
     r.T = r.prefix + int(r.kept.size());
-    const double tf = trace_floats(c, r.T);
-    if (tf > kMaxTraceFloats) {
+    // What a pass holds at least: the stages on demand (the residual stream of every block, the
+    // stages outside the blocks, one block's stages). A full trace (every stage recorded) is
+    // checked against the same limit by the pass that records it (forward_batch).
+    r.full_floats = trace_floats(c, r.T);
+    const double held = c.depth * double(r.T) * c.width + block_floats(c, r.T) + 6.0 * r.T * c.width;
+    if (held > kMaxTraceFloats) {
         char m[200];
-        std::snprintf(m, sizeof m, "a traced pass at %s records %.3g GB, over the limit of %.3g GB", size.c_str(),
-                      tf * 4 / 1e9, kMaxTraceFloats * 4 / 1e9);
+        std::snprintf(m, sizeof m, "a pass at %s holds %.3g GB even with its stages on demand, over the limit of %.3g GB",
+                      size.c_str(), held * 4 / 1e9, kMaxTraceFloats * 4 / 1e9);
         throw std::invalid_argument(m);
     }
     return r;
@@ -176,13 +183,14 @@ void Config::validate() const {
         bad("field 'resize' is " + std::to_string(pre.resize) + "; with image_size " + std::to_string(image_size) +
             " it must be 0 (resize to image_size) or in " + std::to_string(image_size) + ".." +
             std::to_string(2 * image_size) + " (the centre crop keeps image_size of it)");
-    // Parameters and the floats one traced forward pass records at the native size.
+    // Parameters and the floats a pass holds at the native size with its stages on demand (the
+    // residual stream of every block, one block's stages; run_dims says the same per run).
     const double T = tokens();
     const double params = double(param_count(*this));
-    const double trace = trace_floats(*this, T);
+    const double trace = depth * T * width + block_floats(*this, T) + 6 * T * width;
     if (params > kMaxParams || trace > kMaxTraceFloats) {
         char m[200];
-        std::snprintf(m, sizeof m, "%.3g parameters and a %.3g GB trace are over the limits (%.3g parameters, %.3g GB)",
+        std::snprintf(m, sizeof m, "%.3g parameters and %.3g GB for a pass are over the limits (%.3g parameters, %.3g GB)",
                       params, trace * 4 / 1e9, kMaxParams, kMaxTraceFloats * 4 / 1e9);
         bad(m);
     }
@@ -387,7 +395,73 @@ int64_t param_count(const Config& c) {
     return embed + c.depth * block + head;
 }
 
+namespace {
+// Calls f(plain, packed) for the four matrices of every block.
+template <class W, class F>
+void for_each_block_matrix(W& w, F&& f) {
+    for (auto& b : w.blocks) {
+        f(b.qkv_w, b.qkv_p);
+        f(b.proj_w, b.proj_p);
+        f(b.fc1_w, b.fc1_p);
+        f(b.fc2_w, b.fc2_p);
+    }
+}
+}  // namespace
+
+void pack_blocks(Weights& w) {
+    if (ops::use_openblas()) return;
+    const double rows = double(w.cfg.tokens());
+    for_each_block_matrix(w, [&](Tensor2& W, std::shared_ptr<const gemm::Matrix>& P) {
+        if (P || W.size() == 0) return;
+        const int O = int(W.shape(0)), I = int(W.shape(1));
+        const double size = rows * I * O;
+        // the rule of ops::linear: packing pays from ~1e6 multiply-adds, two threads from ~2e6
+        if (size < 1e6) return;
+        P = gemm::pack_matrix(W.data(), I, O, size >= 2e6 ? ops::threads() : 1, int(rows));
+        W = Tensor2();  // the packed matrix is now the only copy
+    });
+}
+
+void unpack_blocks(Weights& w) {
+    for_each_block_matrix(w, [&](Tensor2& W, std::shared_ptr<const gemm::Matrix>& P) {
+        if (!P) return;
+        W = Tensor2::from_shape({size_t(gemm::rows(*P)), size_t(gemm::cols(*P))});
+        gemm::unpack(*P, W.data());
+        P.reset();
+    });
+}
+
+bool blocks_packed(const Weights& w) {
+    bool any = false;
+    for_each_block_matrix(w, [&](const Tensor2&, const std::shared_ptr<const gemm::Matrix>& P) { any = any || P; });
+    return any;
+}
+
+const Tensor2& plain_matrix(const Tensor2& plain, const std::shared_ptr<const gemm::Matrix>& p, Tensor2& tmp) {
+    if (!p) return plain;
+    tmp = Tensor2::from_shape({size_t(gemm::rows(*p)), size_t(gemm::cols(*p))});
+    gemm::unpack(*p, tmp.data());
+    return tmp;
+}
+
+Weights unpacked_copy(const Weights& w) {
+    Weights c = w;
+    unpack_blocks(c);
+    return c;
+}
+
+size_t weights_bytes(const Weights& w) {
+    size_t n = 0;
+    for_each_param([&](const std::string&, const auto& t) { n += t.size() * sizeof(float); }, w);
+    for_each_block_matrix(w, [&](const Tensor2&, const std::shared_ptr<const gemm::Matrix>& P) {
+        if (P) n += gemm::bytes(*P);
+    });
+    return n;
+}
+
 std::vector<ArrayRef> param_refs(const Weights& w) {
+    if (blocks_packed(w))
+        throw std::logic_error("param_refs: the block matrices are packed (unpacked_copy the weights first)");
     std::vector<ArrayRef> v;
     for_each_param([&](const std::string& name, const auto& t) { v.push_back(array_ref(name, t)); }, w);
     return v;
@@ -396,11 +470,19 @@ std::vector<ArrayRef> param_refs(const Weights& w) {
 size_t param_numel(const Weights& w) {
     size_t n = 0;
     for_each_param([&](const std::string&, const auto& t) { n += t.size(); }, w);
+    for_each_block_matrix(w, [&](const Tensor2&, const std::shared_ptr<const gemm::Matrix>& P) {
+        if (P) n += size_t(gemm::rows(*P)) * size_t(gemm::cols(*P));
+    });
     return n;
 }
 
 Weights zeros_like(const Weights& w) {
     Weights z = w;
+    for_each_block_matrix(z, [](Tensor2& W, std::shared_ptr<const gemm::Matrix>& P) {
+        if (!P) return;
+        W = Tensor2::from_shape({size_t(gemm::rows(*P)), size_t(gemm::cols(*P))});
+        P.reset();
+    });
     for_each_param([](const std::string&, auto& t) { t.fill(0.f); }, z);
     return z;
 }

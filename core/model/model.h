@@ -48,8 +48,10 @@ struct Preprocess {
 };
 
 // Upper limits every config is checked against, so that no file can make the
-// app allocate absurd memory: ViT-H/14 (632 M parameters, a ~1.2 GB trace at
-// 224 px) and a bit; ViT-L/16 at 384 px (a ~2.3 GB trace) still fits.
+// app allocate absurd memory: ViT-H/14 (632 M parameters) and a bit. kMaxTraceFloats bounds
+// what a pass holds with its stages on demand (run_dims, Config::validate) and, separately,
+// a full trace that records every stage (ViT-L/16 at 384 px, ~2.3 GB, still fits; at 512 px
+// only on demand).
 constexpr int kMaxImageSize = 4096, kMaxWidth = 8192, kMaxLayers = 128, kMaxMlp = 32768,
               kMaxClasses = 100000, kMaxResize = 8192;
 constexpr double kMaxParams = 1e9, kMaxTraceFloats = 1 << 30;
@@ -179,6 +181,7 @@ struct RunDims {
     int T0;             // tokens of `tokens` and `embed`: cls, dist and every patch (no registers yet)
     bool resized;       // the grid differs from the stored position table's
     std::vector<int> kept;  // the patches in the blocks' sequence (all N unless some were dropped)
+    double full_floats = 0; // the floats a full trace of this run records (every stage)
     int kept_n() const { return int(kept.size()); }
     bool dropped() const { return int(kept.size()) != N; }
 };
@@ -195,6 +198,9 @@ struct BlockW {
     Tensor2 fc1_w; Tensor1 fc1_b;    // (M, D), (M); SwiGLU: (2M, D), (2M), the halves x1, x2
     Tensor2 fc2_w; Tensor1 fc2_b;    // (D, M), (D)
     Tensor1 ls1, ls2;                // (D) layer scale (empty without)
+    // The four matrices once packed (pack_blocks): each is then kept only here, in the GEMM
+    // kernel's layout, and its Tensor2 above is empty. Copies of the weights share them.
+    std::shared_ptr<const gemm::Matrix> qkv_p, proj_p, fc1_p, fc2_p;
 };
 
 // SigLIP's attention-pooling head (Hugging Face SiglipMultiheadAttentionPoolingHead).
@@ -226,6 +232,22 @@ struct Weights {
     // (AdamW does; a change is also detected by sampling).
     gemm::Packs packs;
 };
+
+// Weights once (issue 22): the block matrices (qkv, proj, fc1, fc2: nearly all of a model's
+// parameters) moved into the GEMM kernel's packed layout and their row-major copies freed, so a
+// model is held once. Forward passes read the packed matrices; whatever needs them row-major
+// (training, the gradients' backward pass, saving, exporting parameters) unpacks: unpack_blocks
+// for good, plain_matrix for one matrix at a time. Does nothing where products run on OpenBLAS
+// (VITSCOPE_GEMM=openblas) or for matrices too small to gain from packing (the default model).
+void pack_blocks(Weights& w);
+void unpack_blocks(Weights& w);
+bool blocks_packed(const Weights& w);  // true when any block matrix is held packed only
+// The row-major matrix: `plain` itself, or (packed only) unpacked into `tmp`.
+const Tensor2& plain_matrix(const Tensor2& plain, const std::shared_ptr<const gemm::Matrix>& p, Tensor2& tmp);
+// A copy whose matrices are all row-major (for saving and exporting parameters; costs a copy).
+Weights unpacked_copy(const Weights& w);
+// Bytes of the parameters as held: row-major tensors plus packed matrices.
+size_t weights_bytes(const Weights& w);
 
 // Calls f(name, p, q, ...) for every parameter in a fixed order (timm's names), with
 // the same parameter of each of the given Weights (weights, gradients, Adam moments...).
@@ -300,7 +322,8 @@ template <class E>
 ArrayRef array_ref(std::string name, const E& e) {
     return ArrayRef{std::move(name), e.data(), shape_of(e)};
 }
-// Every parameter with its timm name, in for_each_param's order.
+// Every parameter with its timm name, in for_each_param's order. Packed block matrices
+// (pack_blocks) have no row-major data: unpacked_copy first (std::logic_error otherwise).
 std::vector<ArrayRef> param_refs(const Weights& w);
 size_t param_numel(const Weights& w);
 

@@ -121,3 +121,54 @@ void forward_from(const Weights& w, const Trace& prev, const Options& opt, int l
 }
 
 }  // namespace vit
+
+namespace vit {
+
+OnDemandTrace::OnDemandTrace(const Weights& w, const Tensor3& input, const Options& opt, const RunRequest& req,
+                             std::vector<StageKind> also)
+    : w_(w), model_(req.model) {
+    if (req.grads) throw std::invalid_argument("on-demand stages: the backward pass needs a full trace");
+    const Tensor4 x = batch_of_one(w, input);
+    const auto table = StageTable::get(w.cfg, opt);
+    std::vector<char> rows(table->size(), 0);
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const StageInfo& s = (*table)[r];
+        rows[r] = s.layer < 0 || s.id.kind == StageKind::ResidPost ||
+                  std::find(also.begin(), also.end(), s.id.kind) != also.end();
+    }
+    WorkspacePtr ws = make_workspace();
+    forward_batch(w, x, opt, kept_, Keep::All, *ws, req.model, req.cancel, nullptr, &rows);
+    if (model_.name.empty()) model_ = kept_.model();
+}
+
+void OnDemandTrace::release_block() {
+    block_ = Trace();
+    held_ = -1;
+}
+
+const Array& OnDemandTrace::at(size_t row) {
+    const StageTable& t = kept_.table();
+    if (row >= t.size()) throw std::out_of_range("OnDemandTrace: no row " + std::to_string(row));
+    if (kept_.index(t[row].id) >= 0) return kept_.at(row);
+    const int l = t[row].layer;
+    if (l < 0) throw std::logic_error("OnDemandTrace: " + t[row].name + " was not kept");
+    if (held_ != l) {
+        const Array* stream = kept_.find(stream_into(t, l));
+        if (!stream) throw std::logic_error("OnDemandTrace: no residual stream into block " + std::to_string(l));
+        RunFrom from{l, stream->data(), l + 1};
+        Tensor4 none = Tensor4::from_shape({1, 1, 1, 1});  // not read: the pass starts at block l
+        thread_local WorkspacePtr ws = make_workspace();
+        held_ = -1;
+        forward_batch(w_, none, kept_.options(), block_, Keep::All, *ws, model_, nullptr, &from);
+        held_ = l;
+    }
+    return block_.at(row);
+}
+
+const Array& OnDemandTrace::get(StageId id) {
+    const StageTable& t = kept_.table();
+    if (!t.has(id)) throw std::out_of_range("OnDemandTrace: the table has no such stage");
+    return at(size_t(t.index(id)));
+}
+
+}  // namespace vit

@@ -16,6 +16,7 @@
 namespace vit {
 
 Trainer::Trainer(Weights w, TrainSettings s, const Dataset& d) : w_(std::move(w)), s_(s), d_(d), rng_(s.seed) {
+    unpack_blocks(w_);  // training changes the matrices in place: row-major while it trains
     if (const std::string why = backward_unsupported(w_.cfg, {}); !why.empty())
         throw std::invalid_argument("cannot train this model: " + why);
     const Config& c = w_.cfg;

@@ -1,0 +1,204 @@
+// Issue 22 (scale): the weights held once (the block matrices packed for the GEMM kernel and
+// nothing else), checked against the row-major weights they came from, bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+#include "core/io/checkpoint.h"
+#include "core/io/io.h"
+#include "core/model/backward.h"
+#include "core/model/forward.h"
+#include "core/kernels/gemm.h"
+
+using namespace vit;
+
+namespace {
+
+Tensor3 wave(const Config& c, float f = 0.1f) {
+    Tensor3 x = Tensor3::from_shape({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
+    for (size_t i = 0; i < x.size(); ++i) x.flat(i) = std::sin(f * float(i));
+    return x;
+}
+
+// A family preset made small enough for a unit test and large enough for its matrices to be
+// packed (rows x in x out >= 1e6): 2 blocks, a 7 x 7 grid.
+Config small(const std::string& name) {
+    Config c = preset(name);
+    c.depth = 2;
+    c.image_size = 7 * c.patch;
+    c.pos_grid = 0;
+    c.pre.resize = 0;
+    c.classes = c.has_logits() ? 10 : c.classes;
+    c.name = name + "-small";
+    c.validate();
+    return c;
+}
+
+std::vector<Config> models() {
+    return {small("vit-ti16"), small("dinov2-s14-reg"), small("siglip-b16"), small("deit-ti16-distilled"),
+            small("clip-b16")};
+}
+
+bool same_bits(const Array& a, const Array& b) {
+    return shape_of(a) == shape_of(b) && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+void expect_same_trace(const Trace& a, const Trace& b, const std::string& what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (size_t r = 0; r < a.size(); ++r) {
+        SCOPED_TRACE(what + ": " + a.name(r));
+        ASSERT_EQ(a.name(r), b.name(r));
+        EXPECT_TRUE(same_bits(a.at(r), b.at(r)));
+        if (a.grad_at(r) || b.grad_at(r)) {
+            ASSERT_TRUE(a.grad_at(r) && b.grad_at(r));
+            EXPECT_TRUE(same_bits(*a.grad_at(r), *b.grad_at(r)));
+        }
+    }
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+}  // namespace
+
+// Packed, the block matrices are held once: no row-major copy left, and the forward pass reads
+// the packed ones and gives every stage bit for bit as the row-major weights do (the pass packs
+// those itself, for the run's row count). Also with dropped patches (another row count than the
+// one the layout was chosen for) and with gradients (the backward pass unpacks block by block).
+TEST(WeightsOnce, PackedPassEqualsRowMajorPass) {
+    for (const Config& c : models()) {
+        SCOPED_TRACE(c.name);
+        const Weights w = init_weights(c, 7);
+        Weights p = w;
+        pack_blocks(p);
+        ASSERT_TRUE(blocks_packed(p));
+        for (const BlockW& b : p.blocks) {
+            EXPECT_EQ(b.qkv_w.size(), 0u);
+            EXPECT_EQ(b.fc2_w.size(), 0u);
+            ASSERT_TRUE(b.qkv_p && b.proj_p && b.fc1_p && b.fc2_p);
+        }
+        const Tensor3 x = wave(c);
+        RunRequest g;
+        g.grads = backward_unsupported(c, {}).empty();
+        expect_same_trace(run(w, x, {}, g), run(p, x, {}, g), "plain vs packed");
+        Options o;
+        o.iv.dropped = {0, 3, 4};
+        o.iv.heads = {{1, 1, false}};
+        expect_same_trace(run(w, x, o), run(p, x, o), "dropped patches");
+        // held once: the packed matrices plus the small tensors, and the passes packed nothing more
+        // than the matrices outside the blocks (patch embedding, head)
+        const size_t floats = param_numel(w) * sizeof(float);
+        EXPECT_LE(weights_bytes(p) + p.packs.bytes(), floats + floats / 4) << "weights held twice";
+        EXPECT_LE(weights_bytes(p), floats + floats / 50);
+    }
+}
+
+// What reads the matrices row-major gets them back exactly: unpacking, a saved checkpoint,
+// zeros_like's shapes, the parameter count; param_refs refuses packed weights rather than
+// handing out empty tensors.
+TEST(WeightsOnce, UnpackSaveAndShapesRoundTrip) {
+    const Config c = small("dinov2-s14-reg");
+    const Weights w = init_weights(c, 3);
+    Weights p = w;
+    pack_blocks(p);
+    EXPECT_EQ(param_numel(p), param_numel(w));
+    EXPECT_THROW(param_refs(p), std::logic_error);
+    const Weights u = unpacked_copy(p);
+    EXPECT_FALSE(blocks_packed(u));
+    EXPECT_TRUE(blocks_packed(p));  // the copy unpacked, not the original
+    const auto a = param_refs(w), b = param_refs(u);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        SCOPED_TRACE(a[i].name);
+        ASSERT_EQ(a[i].shape, b[i].shape);
+        EXPECT_EQ(std::memcmp(a[i].data, b[i].data, shape_numel(a[i].shape) * sizeof(float)), 0);
+    }
+    const Weights z = zeros_like(p);
+    EXPECT_FALSE(blocks_packed(z));
+    EXPECT_EQ(shape_of(z.blocks[1].fc1_w), shape_of(w.blocks[1].fc1_w));
+    char dir[] = "/tmp/vitscope-scale-XXXXXX";
+    ASSERT_TRUE(mkdtemp(dir));
+    const std::string f1 = std::string(dir) + "/plain.safetensors", f2 = std::string(dir) + "/packed.safetensors";
+    save_model(f1, w);
+    save_model(f2, p);
+    const std::string s1 = slurp(f1), s2 = slurp(f2);
+    EXPECT_TRUE(s1 == s2) << "the checkpoint saved from packed weights differs (" << s1.size() << " vs " << s2.size()
+                          << " bytes)";
+    std::remove(f1.c_str());
+    std::remove(f2.c_str());
+    rmdir(dir);
+}
+
+// Every stage on demand: a pass that keeps the stages outside the blocks and the residual
+// stream, and recomputes a block's stages from the stream entering it when they are asked for,
+// gives every stage of the table bit for bit as the full trace records it: on five families, with
+// interventions of each kind, in table order and out of order.
+TEST(OnDemand, EveryStageEqualsTheFullTrace) {
+    for (const Config& c : models()) {
+        const Weights w = [&] { Weights p = init_weights(c, 11); pack_blocks(p); return p; }();
+        const Tensor3 x = wave(c, 0.07f);
+        std::vector<std::pair<std::string, Options>> cases{{"clean", {}}};
+        Options iv;
+        iv.iv.heads = {{1, 2, true}};
+        iv.iv.sublayers = {{0, true}};
+        iv.iv.dropped = {1, 5};
+        cases.emplace_back("ablations, dropped patches", iv);
+        Options pt;
+        const Trace other = run(w, wave(c, 0.31f), {});
+        pt.iv.patch = ActivationPatch{{StageKind::ResidMid, 1}, {0, 2},
+                                      std::make_shared<const Array>(other.get(StageId{StageKind::ResidMid, 1})), "other"};
+        cases.emplace_back("activation patch", pt);
+        for (const auto& [what, opt] : cases) {
+            SCOPED_TRACE(c.name + ", " + what);
+            const Trace full = run(w, x, opt);
+            OnDemandTrace od(w, x, opt, {}, {StageKind::AttnPattern});
+            ASSERT_EQ(od.size(), full.size());
+            EXPECT_LT(od.kept().bytes(), full.bytes() / 2) << "the on-demand pass kept most of the trace";
+            // the rows it keeps, and those it does not
+            for (size_t r = 0; r < full.size(); ++r) {
+                const StageInfo& s = full.info(r);
+                const bool want = s.layer < 0 || s.id.kind == StageKind::ResidPost || s.id.kind == StageKind::AttnPattern;
+                EXPECT_EQ(od.is_kept(r), want) << full.name(r);
+            }
+            auto check = [&](size_t r) {
+                SCOPED_TRACE(full.name(r));
+                EXPECT_TRUE(same_bits(od.at(r), full.at(r)));
+            };
+            for (size_t r = 0; r < full.size(); ++r) check(r);
+            for (size_t r = full.size(); r-- > 0;) check(r);  // blocks recomputed in reverse order
+            EXPECT_GE(od.block_held(), 0);
+            od.release_block();
+            EXPECT_EQ(od.block_held(), -1);
+        }
+    }
+}
+
+// The size limit applies to what a pass holds: ViT-L/16 at 512 px is refused as a full trace
+// (5.7 GB, with a message that points to the stages on demand) but its run fits on demand.
+TEST(OnDemand, FullTraceLimitPointsToOnDemand) {
+    Weights w;  // shapes only: the limit is checked before any weight is read
+    w.cfg = preset("vit-l16");
+    w.blocks.resize(size_t(w.cfg.depth));
+    Options o;
+    o.image_h = o.image_w = 512;
+    EXPECT_NO_THROW(run_dims(w.cfg, o));
+    const Tensor3 x = Tensor3::from_shape({3, 512, 512});
+    try {
+        run(w, x, o);
+        ADD_FAILURE() << "a 5.7 GB full trace ran";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("on demand"), std::string::npos) << e.what();
+    }
+    o.image_h = o.image_w = 4096;  // 65 k tokens: even one block's attention is too much
+    EXPECT_THROW(run_dims(w.cfg, o), std::invalid_argument);
+}
