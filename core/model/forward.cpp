@@ -426,11 +426,14 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
                                           int(gh), int(gw), pos_rule_of(c.pos_rule));
             src = table_rows.data();
         }
-        auto pos3 = as(pos, std::array<size_t, 3>{B, T0, D});
+        // pos[b, :zero_rows] = 0; pos[b, zero_rows:] = table, for every image b of the batch (whole rows,
+        // copied as such: a broadcast view assignment walks them element by element)
         const size_t zero_rows = pre0 - prow;  // tokens the table has no row for
-        if (zero_rows) xt::view(pos3, xt::all(), xt::range(0, zero_rows), xt::all()) = 0.f;
-        xt::view(pos3, xt::all(), xt::range(zero_rows, T0), xt::all()) =
-            xt::broadcast(as(src, (T0 - zero_rows) * D, std::array<size_t, 2>{T0 - zero_rows, D}), {B, T0 - zero_rows, D});
+        for (size_t b = 0; b < B; ++b) {
+            float* dst = pos.data() + b * T0 * D;
+            std::fill(dst, dst + zero_rows * D, 0.f);
+            std::copy(src, src + (T0 - zero_rows) * D, dst + zero_rows * D);
+        }
     }
 
     // embed: (T0, D) = tokens + pos_embed
