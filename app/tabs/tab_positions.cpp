@@ -138,13 +138,7 @@ public:
                 b.clicked_row = &cr; b.clicked_col = &cc;
                 Heatmap(v, "posrun", run_, keys_.stale("pos.run.tex", s.version() * 131 + uint64_t(q)), b);
                 if (cr >= 0 && cc >= 0) ui.patch = cr * rd.gw + cc;
-                std::string vals;
-                char buf[32];
-                for (int k = 0; k < Nr; ++k) {
-                    std::snprintf(buf, sizeof buf, "%s%.9g", k ? "," : "", double(run_sim_.data()[size_t(q) * size_t(Nr) + size_t(k)]));
-                    vals += buf;
-                }
-                pr.strings["pos.run.values"] = vals;
+                pr.strings["pos.run.values"] = csv(run_sim_.data() + size_t(q) * size_t(Nr), size_t(Nr));
                 pr.numbers["pos.run.patch"] = q;
                 numbers_.push_back({"pos_similarity_run", run_sim_});
             } else {
@@ -172,13 +166,7 @@ public:
             b.max_h = ImGui::GetContentRegionAvail().y;
             Heatmap(v, "posembed", embed_, keys_.stale("pos.embed", key), b);
         }
-        std::string vals;
-        char buf[32];
-        for (int k = 0; k < N; ++k) {
-            std::snprintf(buf, sizeof buf, "%s%.9g", k ? "," : "", double(sim_.data()[size_t(p) * size_t(N) + size_t(k)]));
-            vals += buf;
-        }
-        pr.strings["pos.values"] = vals;
+        pr.strings["pos.values"] = csv(sim_.data() + size_t(p) * size_t(N), size_t(N));
         pr.numbers["pos.patch"] = p;
         numbers_.push_back({"pos_similarity", sim_});  // what "Numbers .npy/.csv" exports on this tab
     }
