@@ -118,7 +118,12 @@ public:
     void before_poll(AppContext& app) override {
         // a frame is the whole loop iteration, swap included (GL work is finished at the swap)
         auto now = std::chrono::steady_clock::now();
-        if (timing_) ms_.push_back(std::chrono::duration<double, std::milli>(now - t0_).count());
+        if (timing_) {
+            ms_.push_back(std::chrono::duration<double, std::milli>(now - t0_).count());
+            const Result& r = app.s.result();
+            if (r.reused_base) reused_ms_.push_back(ms_.back());
+            else pass_ms_.push_back(r.pass_ms), toggle_ms_.push_back(ms_.back());
+        }
         t0_ = now;
         if (a_.bench_toggle && app.s.trace()) {
             Options t = app.s.options();
@@ -133,15 +138,30 @@ public:
         std::sort(ms_.begin(), ms_.end());
         double sum = 0;
         for (double v : ms_) sum += v;
-        std::printf("frames model=%s toggle=%d n=%zu mean_ms=%.2f median_ms=%.2f p95_ms=%.2f\n",
+        std::printf("frames model=%s toggle=%d n=%zu mean_ms=%.2f median_ms=%.2f p95_ms=%.2f",
                     app.s.config().name.c_str(), int(a_.bench_toggle), ms_.size(), sum / double(ms_.size()),
                     ms_[ms_.size() / 2], ms_[size_t(double(ms_.size()) * 0.95)]);
+        // With --bench-toggle each frame is a toggle and the frame that shows its trace (the poll waits for
+        // the pass): the frame against the pass it waited for, in the same run. A toggle back to the
+        // default options reuses the cached baseline (no pass): counted apart.
+        auto median = [](std::vector<double> v) {
+            std::sort(v.begin(), v.end());
+            return v.empty() ? 0.0 : v[v.size() / 2];
+        };
+        if (a_.bench_toggle && !pass_ms_.empty()) {
+            const double pass = median(pass_ms_), toggle = median(toggle_ms_);
+            std::printf(" toggles_with_pass=%zu toggle_to_picture_ms=%.2f pass_ms=%.2f toggle_over_pass=%.2f",
+                        pass_ms_.size(), toggle, pass, toggle / pass);
+        }
+        if (a_.bench_toggle && !reused_ms_.empty())
+            std::printf(" toggles_back_to_baseline=%zu their_ms=%.2f", reused_ms_.size(), median(reused_ms_));
+        std::printf("\n");
         return 0;
     }
 private:
     const AppArgs& a_;
     std::chrono::steady_clock::time_point t0_;
-    std::vector<double> ms_;
+    std::vector<double> ms_, pass_ms_, toggle_ms_, reused_ms_;
     int settled_frames_ = 0;
     bool timing_ = false;
 };

@@ -300,6 +300,9 @@ void Session::launch() {
         base_.trace && base_.model == model && base_.input_version == input_version_ && base_.options == bopt
             ? base_.trace : nullptr;
     const bool same_as_base = opt == bopt;
+    // Back at the baseline's options (a toggle switched back): the cached baseline is this pass's
+    // result, computed with exactly these options on this model and input; no pass runs.
+    const bool reuse_base = same_as_base && base && (!want_grads() || base->has_grads());
     // The trace on screen, when it is of this model and input: the new pass reuses its stages before
     // the first block the options change (an intervention at block L leaves blocks 0..L-1 as they were).
     const std::shared_ptr<const Trace> prev =
@@ -339,13 +342,18 @@ void Session::launch() {
     out->model = model;
     out->no_grads_why = grads_unavailable_reason();
     run_out_ = out;
+    // The pass records into the retired trace's arrays when no one holds it any more (use_count 1: only
+    // this session, so no one can take it meanwhile); else into a new one.
+    std::shared_ptr<Trace> into;
+    if (retired_ && retired_.use_count() == 1) into = std::const_pointer_cast<Trace>(std::move(retired_));
+    retired_.reset();
     const ModelIdentity who{c.name, model->source};
     // the first pass on a model packs its matrices for the GEMM kernel as it goes (core/kernels/gemm.h)
     const bool first_pass = packed_model_ != model.get();
     packed_model_ = model.get();
     run_job_ = jobs_.submit("forward pass", job_threads(param_count(c)),
                             [model, xp, opt_run, bopt, base, same_as_base, want_grads, total, out, who, prev, patch_input,
-                             patch_out](Job& job) {
+                             patch_out, into, reuse_base](Job& job) {
         const Tensor3& x = *xp;
         Result& r = *out;
         Options opt = opt_run;
@@ -362,7 +370,13 @@ void Session::launch() {
             patch_out->values = opt.iv.patch->values;
             job.set_step("");
         }
-        auto t = std::make_shared<Trace>();
+        if (reuse_base) {
+            r.trace = r.base = base;
+            if (auto nf = first_nonfinite_stage(*base)) r.nonfinite = nf->describe(base->size());
+            r.reused_base = true;
+            return;
+        }
+        auto t = into ? into : std::make_shared<Trace>();
         t->set_progress(&job.units());
         RunRequest req;
         req.grads = want_grads;  // the backward pass in the same run: one forward
@@ -379,6 +393,7 @@ void Session::launch() {
             throw std::runtime_error("out of memory (std::bad_alloc) while running the forward pass of " + model->source);
         }
         t->set_progress(nullptr);
+        const auto t_pass = std::chrono::steady_clock::now();
         r.trace = t;
         if (auto nf = first_nonfinite_stage(*t)) r.nonfinite = nf->describe(t->size());
         if (same_as_base) {
@@ -396,6 +411,7 @@ void Session::launch() {
             r.base = b;
         }
         r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        r.pass_ms = std::chrono::duration<double, std::milli>(t_pass - t0).count();
     });
     // the step, named from the stages recorded so far: "running block 3 of 24"
     std::shared_ptr<const StageTable> table;
@@ -436,6 +452,7 @@ bool Session::poll(double wait_ms) {
         return false;
     }
     if (job->state() != Job::State::Done || job->cancelled()) return false;
+    retired_ = std::move(res_.trace);
     res_ = std::move(*out);
     res_input_version_ = run_input_version_;
     if (run_patch_ && run_patch_->values) patch_values_ = *run_patch_;

@@ -23,7 +23,9 @@ struct Result {
     std::shared_ptr<const Trace> base;        // what the Changes tab compares with (base_options), same input
     std::string no_grads_why;                 // why the trace holds no gradients ("" when it does)
     std::shared_ptr<const LoadedModel> model; // the model that produced this result
-    double ms = 0;
+    double ms = 0;       // the job: the pass, the scan for NaN / Inf, the baseline's pass when it ran
+    double pass_ms = 0;  // the forward (and backward) pass alone
+    bool reused_base = false;  // no pass ran: the cached baseline has these options (a toggle back)
     std::string error;
     // Where NaN / Inf first appear in `trace` ("" when nowhere): vit::first_nonfinite_stage's words.
     std::string nonfinite;
@@ -214,6 +216,9 @@ private:
         Options options;
     } base_;
     Result res_;
+    // The trace that was on screen before res_'s: the next pass records into its arrays when nothing
+    // else holds it (a ViT-B trace is ~200 MB: fresh pages cost a page fault each, ~10% of a pass).
+    std::shared_ptr<const Trace> retired_;
     uint64_t version_ = 0;
 };
 

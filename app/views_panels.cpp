@@ -1016,9 +1016,14 @@ std::string status_line(const Session& s, const std::string& notice) {
     if (s.has_image()) line += " | image " + fs::path(s.image_path()).filename().string();
     else line += " | no image";
     if (s.trace()) {
-        char b[64];
-        std::snprintf(b, sizeof b, " %.1f ms", s.result().ms);
-        line += std::string(" | ") + (s.trace()->has_grads() ? "forward+backward" : "forward only") + b;
+        line += std::string(" | ") + (s.trace()->has_grads() ? "forward+backward" : "forward only");
+        if (s.result().reused_base) {
+            line += ", the default options' pass kept for Changes (no new pass)";
+        } else {
+            char b[64];
+            std::snprintf(b, sizeof b, " %.1f ms", s.result().ms);
+            line += b;
+        }
     }
     if (!notice.empty()) line += " | " + notice;
     return line;

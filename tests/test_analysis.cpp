@@ -14,7 +14,7 @@ namespace {
 // A hand-made trace holding only blocks.{l}.attn.pattern of shape (H, T, T) with given values
 // (and, with `grad`, the gradient of the last one): recorded through a real table's rows.
 Trace patterns(const std::vector<std::vector<float>>& layers, size_t H, size_t T,
-               const std::vector<float>* grad = nullptr) {
+               const std::vector<float>* grad = nullptr, const std::vector<std::vector<float>>* grads = nullptr) {
     Config c = preset("toy-gray4");
     c.depth = int(layers.size());
     Options o;  // an input of one row of T - 1 patches, so the table's run has the trace's tokens
@@ -31,6 +31,10 @@ Trace patterns(const std::vector<std::vector<float>>& layers, size_t H, size_t T
     if (grad) {
         Array& g = t.record_grad({StageKind::AttnPattern, int(layers.size()) - 1}, {H, T, T});
         std::copy(grad->begin(), grad->end(), g.begin());
+    }
+    for (size_t l = 0; grads && l < grads->size(); ++l) {  // one per layer
+        Array& g = t.record_grad({StageKind::AttnPattern, int(l)}, {H, T, T});
+        std::copy((*grads)[l].begin(), (*grads)[l].end(), g.begin());
     }
     return t;
 }
@@ -67,6 +71,30 @@ TEST(Analysis, RolloutOfTwoLayersMultiplies) {
     auto r2 = attention_rollout(t2, 1, Fusion::Mean, 0.f);
     EXPECT_NEAR(r2[0], .6 * .15 + .15 * .9 + .25 * .15, 1e-6);
     EXPECT_NEAR(r2[1], .6 * .25 + .15 * .05 + .25 * .7, 1e-6);
+}
+
+TEST(Analysis, RolloutMultipliesTheLaterLayerOnTheLeft) {
+    // Two different layers: R = B1 B0 with B = (A + I) / 2 (layer 0: A, layer 1: C).
+    // B1 row 0 = [.85 .1 .05]; B0 = [[.6 .15 .25] [.05 .9 .05] [.15 .15 .7]];
+    // row 0 of B1 B0 = .85 B0[0] + .1 B0[1] + .05 B0[2] = [.5225 .225 .2525] (B0 B1 would give [.595 .18875 .21625]).
+    std::vector<float> A = {.2f, .3f, .5f, .1f, .8f, .1f, .3f, .3f, .4f}, C = {.7f, .2f, .1f, .3f, .3f, .4f, .5f, .25f, .25f};
+    auto r = attention_rollout(patterns({A, C}, 1, 3), 1, Fusion::Mean, 0.f);
+    EXPECT_NEAR(r[0], .225, 1e-6);
+    EXPECT_NEAR(r[1], .2525, 1e-6);
+    // Up to layer 0 only: B0's row 0.
+    auto r0 = attention_rollout(patterns({A, C}, 1, 3), 0, Fusion::Mean, 0.f);
+    EXPECT_NEAR(r0[0], .15, 1e-6);
+    EXPECT_NEAR(r0[1], .25, 1e-6);
+}
+
+TEST(Analysis, GradRolloutOfTwoLayers) {
+    // R = (I + relu(G1 * C)) (I + relu(G0 * A)): row 0 of M1 = [1 .6 .1], M0 = [[1.2 0 2] [.05 1 0] [0 0 1.4]],
+    // row 0 of M1 M0 = [1.23 .6 2.14] (M0 M1 would give [3.2 .72 2.12]).
+    std::vector<float> A = {.2f, .3f, .5f, .1f, .8f, .1f, .3f, .3f, .4f}, C = {.7f, .2f, .1f, .3f, .3f, .4f, .5f, .25f, .25f};
+    std::vector<std::vector<float>> G = {{1, -2, 4, .5f, 0, 0, 0, 0, 1}, {0, 3, 1, 1, 1, -1, 2, 0, 0}};
+    auto r = grad_rollout(patterns({A, C}, 1, 3, nullptr, &G), 1);
+    EXPECT_NEAR(r[0], .6, 1e-6);
+    EXPECT_NEAR(r[1], 2.14, 1e-6);
 }
 
 TEST(Analysis, RolloutHeadFusionMax) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/model/forward.h"
 
@@ -76,6 +77,35 @@ TEST(Trace, RerunReusesBuffersAndResultsAreIdentical) {
     EXPECT_EQ(t.index_of("pooled") + 1, t.index_of("ln_final.mean"));
     EXPECT_EQ(shape_of(t.get("ln_final.out")), (Shape{1, 6}));
     EXPECT_EQ(t.options(), o);
+}
+
+TEST(Trace, ReusedAcrossOptionsEqualsAFreshTrace) {
+    // The window records a toggle's pass into the arrays of the trace before last (another table: other
+    // options). Every row must be this run's, bit for bit as a fresh trace: nothing left of the last run,
+    // where the rows are laid out differently (mean pooling moves the head's rows; no-affine drops a row).
+    Config c = preset("toy-rgb8");
+    Weights w = init_weights(c, 3);
+    Options a, b;
+    a.pooling = Pooling::Mean;
+    b.affine = false;
+    b.unbiased = true;
+    for (const auto& [first, then] : {std::pair{a, b}, std::pair{b, a}, std::pair{Options{}, b}}) {
+        Trace reused, fresh;
+        forward(w, wave(c), first, reused);
+        const float* kept = reused.at(0).data();
+        forward(w, wave(c), then, reused);
+        forward(w, wave(c), then, fresh);
+        EXPECT_EQ(kept, reused.at(0).data());  // the input's array was written in place
+        ASSERT_EQ(reused.size(), fresh.size());
+        for (size_t r = 0; r < fresh.size(); ++r) {
+            SCOPED_TRACE(fresh.name(r));
+            ASSERT_EQ(reused.name(r), fresh.name(r));
+            ASSERT_EQ(reused.index(reused.info(r).id), fresh.index(fresh.info(r).id));
+            if (fresh.index(fresh.info(r).id) < 0) continue;
+            ASSERT_EQ(shape_of(reused.at(r)), shape_of(fresh.at(r)));
+            EXPECT_EQ(0, std::memcmp(reused.at(r).data(), fresh.at(r).data(), fresh.at(r).size() * sizeof(float)));
+        }
+    }
 }
 
 TEST(Options, NoAffineIgnoresGammaAndBeta) {

@@ -7,10 +7,8 @@ namespace vit {
 
 void Trace::begin(std::shared_ptr<const StageTable> table, const Options& opt, ModelIdentity model) {
     if (!table) throw std::invalid_argument("Trace::begin: no stage table");
-    if (table != table_) {  // another model or options: the arrays of the last run do not fit
-        arrays_.clear();
-        grads_.clear();
-    }
+    // The arrays of the last run are kept (another table too: a toggle's options, a model of the same
+    // size): record() reshapes a row only when its shape differs, so a re-run writes into pages it has.
     recorded_.assign(table->size(), 0);
     graded_.assign(table->size(), 0);
     table_ = std::move(table);

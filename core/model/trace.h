@@ -24,8 +24,8 @@ struct ModelIdentity {
 class Trace {
 public:
     // ---- recording (the forward and backward passes)
-    // Starts a run recorded through `table`. When the table is the one of the last run
-    // (a toggle re-running the same model) the arrays are reused: no allocation, no page faults.
+    // Starts a run recorded through `table`. The arrays of the last run are reused where a row's
+    // shape is the same (a toggle re-running the same model): no allocation, no page faults.
     void begin(std::shared_ptr<const StageTable> table, const Options& opt, ModelIdentity model);
     // The array for the table's row `row`, of `shape` (the row's shape, or with a batch axis
     // when training). Rows are recorded in order; a row skipped stays empty.

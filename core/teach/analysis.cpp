@@ -1,6 +1,7 @@
 #include "core/teach/analysis.h"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -80,28 +81,40 @@ std::vector<float> probe_attention(const Trace& t, int head) {
 
 namespace {
 using Mat = std::vector<double>;
-Mat matmul(const Mat& a, const Mat& b, size_t T) {
-    Mat c(T * T, 0.0);
-    for (size_t i = 0; i < T; ++i)
-        for (size_t k = 0; k < T; ++k) {
-            double v = a[i * T + k];
-            if (v == 0) continue;
-            for (size_t j = 0; j < T; ++j) c[i * T + j] += v * b[k * T + j];
-        }
-    return c;
+// v <- v A for a row vector v (T) and a T x T matrix A.
+void times(std::vector<double>& v, const Mat& A, size_t T) {
+    std::vector<double> out(T, 0.0);
+    for (size_t k = 0; k < T; ++k) {
+        const double vk = v[k];
+        if (vk == 0) continue;
+        const double* a = &A[k * T];
+        for (size_t j = 0; j < T; ++j) out[j] += vk * a[j];
+    }
+    v.swap(out);
+}
+// The cls token's row of a product of per-layer matrices M_upto ... M_1 M_0 (the rollout's R): row 0 of
+// it is e0^T M_upto ... M_0, so it is a row vector times each matrix from the last layer down, T^2 per
+// layer instead of the T^3 of the whole product (which the window would pay at every new trace).
+std::vector<double> cls_row_of_product(size_t T, int upto, const std::function<void(int, Mat&)>& layer_matrix) {
+    std::vector<double> v(T, 0.0);
+    v[0] = 1;
+    Mat M(T * T);
+    for (int l = upto; l >= 0; --l) {
+        layer_matrix(l, M);
+        times(v, M, T);
+    }
+    return v;
 }
 }  // namespace
 
 std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float discard) {
     need_cls(t, "attention rollout");
     const size_t T = pattern(t, 0).shape(1), pre = prefix_of(t);
-    Mat R(T * T, 0.0);
-    for (size_t i = 0; i < T; ++i) R[i * T + i] = 1;
-    for (int l = 0; l <= upto; ++l) {
+    // R = A_upto ... A_0 with each A_l the heads fused, optionally thinned, then (A + I) / 2, rows summing to 1.
+    const std::vector<double> R0 = cls_row_of_product(T, upto, [&](int l, Mat& A) {
         const Array& p = pattern(t, l);
         const size_t H = p.shape(0);
         const float* pd = p.data();
-        Mat A(T * T);
         for (size_t i = 0; i < T * T; ++i) {
             double v = f == Fusion::Mean ? 0 : pd[i];
             for (size_t h = 0; h < H; ++h) {
@@ -130,10 +143,9 @@ std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float d
             for (size_t j = 0; j < T; ++j) { A[i * T + j] = 0.5 * A[i * T + j] + (i == j ? 0.5 : 0); s += A[i * T + j]; }
             for (size_t j = 0; j < T; ++j) A[i * T + j] /= s;
         }
-        R = matmul(A, R, T);
-    }
+    });
     std::vector<float> out(T - pre);
-    for (size_t j = pre; j < T; ++j) out[j - pre] = float(R[j]);  // row 0: the cls token, over the patches
+    for (size_t j = pre; j < T; ++j) out[j - pre] = float(R0[j]);  // row 0: the cls token, over the patches
     return on_patch_grid(t, out);
 }
 
@@ -141,23 +153,22 @@ std::vector<float> grad_rollout(const Trace& t, int upto) {
     if (!t.has_grads()) throw std::invalid_argument("gradient rollout needs a trace with gradients");
     need_cls(t, "gradient rollout");
     const size_t T = pattern(t, 0).shape(1), pre = prefix_of(t);
-    Mat R(T * T, 0.0);
-    for (size_t i = 0; i < T; ++i) R[i * T + i] = 1;
-    for (int l = 0; l <= upto; ++l) {
+    for (int l = 0; l <= upto; ++l)
+        if (!t.grad(StageId{StageKind::AttnPattern, l}))
+            throw std::invalid_argument("the trace has no gradient of " + t.table().name({StageKind::AttnPattern, l}));
+    // R = R + A_l R per layer, that is R = (I + A_upto) ... (I + A_0), A_l = mean over heads of relu(grad * A).
+    const std::vector<double> R0 = cls_row_of_product(T, upto, [&](int l, Mat& A) {
         const Array& p = pattern(t, l);
-        const Array* gpp = t.grad(StageId{StageKind::AttnPattern, l});
-        if (!gpp) throw std::invalid_argument("the trace has no gradient of " + t.table().name({StageKind::AttnPattern, l}));
-        const Array& gp = *gpp;
+        const Array& gp = *t.grad(StageId{StageKind::AttnPattern, l});
         const size_t H = p.shape(0);
-        Mat A(T * T, 0.0);
+        std::fill(A.begin(), A.end(), 0.0);
         for (size_t h = 0; h < H; ++h)
             for (size_t i = 0; i < T * T; ++i)
                 A[i] += std::max(0.0, double(gp.data()[h * T * T + i]) * p.data()[h * T * T + i]) / H;
-        Mat AR = matmul(A, R, T);
-        for (size_t i = 0; i < T * T; ++i) R[i] += AR[i];
-    }
+        for (size_t i = 0; i < T; ++i) A[i * T + i] += 1;
+    });
     std::vector<float> out(T - pre);
-    for (size_t j = pre; j < T; ++j) out[j - pre] = float(R[j]);
+    for (size_t j = pre; j < T; ++j) out[j - pre] = float(R0[j]);
     return on_patch_grid(t, out);
 }
 
