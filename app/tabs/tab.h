@@ -42,6 +42,11 @@ const Trace* trace_or_why(ViewCtx& v, const std::string& key,
                           const char* no_image = "No image is loaded, so the model has not run.");
 // Values as "v0,v1,..." with 9 significant digits: the probe's record of numbers drawn.
 std::string csv(const float* v, size_t n);
+// Why a view shows nothing (or less) for this model or trace, said in place in the warning colour,
+// wrapped to the panel, and recorded under the probe key `key`.
+void say_why(ViewCtx& v, const std::string& key, const std::string& why);
+// The warning colour of the tabs' notes: {1, 0.75, 0.4, 1}.
+extern const float kWarnRGBA[4];
 
 class TabView {
 public:

@@ -43,10 +43,7 @@ public:
             const std::string why = "This model has no cls token and no attention-pooling probe: no token's attention "
                                     "summarises the image (the Stage tab shows every attention pattern; the overlay "
                                     "\"attention from a token\" any token's row).";
-            ImGui::PushTextWrapPos(0);
-            ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
-            ImGui::PopTextWrapPos();
-            pr.strings["grid.message"] = why;
+            say_why(v, "grid.message", why);
             return;
         }
         for (int l = 0; l < L; ++l)

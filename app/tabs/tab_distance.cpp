@@ -40,7 +40,7 @@ struct DistanceAverage {
     int done() const { return job->units_done(); }
 };
 
-const ImVec4 kWarn(1, 0.75f, 0.4f, 1);
+const ImVec4 kWarn(kWarnRGBA[0], kWarnRGBA[1], kWarnRGBA[2], kWarnRGBA[3]);
 const ImU32 kDot = IM_COL32(80, 170, 255, 255), kAvg = IM_COL32(255, 150, 40, 255);
 
 // What an average must have been computed for to be shown as this trace's.

@@ -26,10 +26,7 @@ public:
                                     ") has no classification head. Its output is an embedding (the stage embedding), so "
                                     "there are no class scores to read after any layer. The Token norms, Patch features "
                                     "and Self-attention tabs show what such models are studied for.";
-            ImGui::PushTextWrapPos(0);
-            ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", why.c_str());
-            ImGui::PopTextWrapPos();
-            pr.strings["lens.message"] = why;
+            say_why(v, "lens.message", why);
             return;
         }
         const bool mean = opt.pooling ? *opt.pooling == Pooling::Mean : c.pooling == Pooling::Mean;

@@ -16,7 +16,7 @@ namespace vit::app {
 
 namespace {
 
-const ImVec4 kWarn(1, 0.75f, 0.4f, 1);
+const ImVec4 kWarn(kWarnRGBA[0], kWarnRGBA[1], kWarnRGBA[2], kWarnRGBA[3]);
 
 
 class SelfAttnTab : public TabView {
