@@ -167,6 +167,27 @@ POS_RULES = {
     "mae": (pos_mae, "pos_rule_mae"),
 }
 
+# A reference rule's name in ViTScope's config JSON ("pos_rule").
+POS_RULE_JSON = {"timm": "timm", "dino": "dino", "dinov2": "dinov2", "dinov2_reg": "dinov2_reg", "hf": "hf",
+                 "hf_aa": "hf_antialias", "open_clip": "open_clip", "mae": "mae"}
+
+
+def config_fields(s):
+    """The fields of ViTScope's config JSON (config_to_json's names) that a spec's architecture fixes,
+    written from the published layouts: what the loader must find, and what a config file says."""
+    pooling = {"norm_all": "cls", "clip_row": "cls_then_norm", "open_clip": "cls"}[s.final]
+    if s.head == "siglip_map":
+        pooling = "map"
+    head = {"cls": "classifier", "distilled": "distilled", "none": "identity", "siglip_map": "identity"}[s.head]
+    if s.proj:
+        head = "projection"
+    return {"family": s.family, "image_size": NATIVE, "channels": s.C, "patch": s.patch, "width": s.D,
+            "depth": s.depth, "heads": s.heads, "mlp": s.mlp, "classes": max(s.classes, 1), "eps": s.eps,
+            "pooling": pooling, "cls_token": s.cls, "dist_token": s.dist, "registers": s.regs,
+            "layer_scale": s.layer_scale, "ln_pre": s.ln_pre, "patch_bias": s.patch_bias,
+            "pos_no_cls": s.no_embed_class or not s.cls, "act": s.act, "head": head, "embed_dim": s.proj,
+            "pos_rule": POS_RULE_JSON[s.pos_rule], "pos_grid": 0}
+
 
 # =============================================================================== model specs
 @dataclass

@@ -25,25 +25,12 @@ import families  # noqa: E402
 import test_parity  # noqa: E402
 import vitref  # noqa: E402
 
-POS_RULE = {"timm": "timm", "dino": "dino", "dinov2": "dinov2", "dinov2_reg": "dinov2_reg", "hf": "hf",
-            "hf_aa": "hf_antialias", "open_clip": "open_clip", "mae": "mae"}
 
 
 def own_config(s):
     """ViTScope's config of a spec (the fields of vitscope.config)."""
-    pooling = {"norm_all": "cls", "clip_row": "cls_then_norm", "open_clip": "cls"}[s.final]
-    if s.head == "siglip_map":
-        pooling = "map"
-    head = {"cls": "classifier", "distilled": "distilled", "none": "identity", "siglip_map": "identity"}[s.head]
-    if s.proj:
-        head = "projection"
-    return {"name": s.layout, "image_size": families.NATIVE, "channels": s.C, "patch": s.patch, "width": s.D,
-            "depth": s.depth, "heads": s.heads, "mlp": s.mlp, "classes": max(s.classes, 1), "eps": s.eps,
-            "pooling": pooling, "resize": 0, "squash": False, "interp": "bicubic", "mean": [0.5] * 3,
-            "std": [0.5] * 3, "class_names": [], "family": s.family, "cls_token": s.cls, "dist_token": s.dist,
-            "registers": s.regs, "layer_scale": s.layer_scale, "ln_pre": s.ln_pre, "patch_bias": s.patch_bias,
-            "pos_no_cls": s.no_embed_class or not s.cls, "act": s.act, "head": head, "embed_dim": s.proj,
-            "pos_rule": POS_RULE[s.pos_rule], "pos_grid": 0}
+    return dict(families.config_fields(s), name=s.layout, resize=0, squash=False, interp="bicubic",
+                mean=[0.5] * 3, std=[0.5] * 3, class_names=[])
 
 
 def own_tensors(s, c):

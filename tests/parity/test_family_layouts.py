@@ -37,8 +37,6 @@ import test_parity  # noqa: E402
 FAIL = []
 N = [0]
 
-POS_RULE = {"timm": "timm", "dino": "dino", "dinov2": "dinov2", "dinov2_reg": "dinov2_reg", "hf": "hf",
-            "hf_aa": "hf_antialias", "open_clip": "open_clip", "mae": "mae"}
 IMAGENET = (families.IMAGENET_MEAN, families.IMAGENET_STD)
 OPENAI = (families.OPENAI_MEAN, families.OPENAI_STD)
 HALF = ([0.5] * 3, [0.5] * 3)
@@ -90,21 +88,9 @@ def run(*args):
 
 def expected_config(s):
     """The config the loader must find for spec s (config_to_json's field names)."""
-    pooling = {"norm_all": "cls", "clip_row": "cls_then_norm", "open_clip": "cls"}[s.final]
-    if s.head == "siglip_map":
-        pooling = "map"
-    head = {"cls": "classifier", "distilled": "distilled", "none": "identity", "siglip_map": "identity"}[s.head]
-    if s.proj:
-        head = "projection"
     (mean, std), resize, squash, interp = PRE[s.layout]
-    return {"family": s.family, "image_size": families.NATIVE, "channels": s.C, "patch": s.patch, "width": s.D,
-            "depth": s.depth, "heads": s.heads, "mlp": s.mlp, "classes": max(s.classes, 1), "eps": s.eps,
-            "pooling": pooling, "cls_token": s.cls, "dist_token": s.dist, "registers": s.regs,
-            "layer_scale": s.layer_scale, "ln_pre": s.ln_pre, "patch_bias": s.patch_bias,
-            "pos_no_cls": s.no_embed_class or not s.cls, "act": s.act, "head": head, "embed_dim": s.proj,
-            "pos_rule": POS_RULE[s.pos_rule], "pos_grid": 0, "mean": mean, "std": std, "resize": resize,
-            "squash": squash, "interp": interp,
-            "class_names": families.LABELS[:s.classes] if s.classes else []}
+    return dict(families.config_fields(s), mean=mean, std=std, resize=resize, squash=squash, interp=interp,
+                class_names=families.LABELS[:s.classes] if s.classes else [])
 
 
 def same(a, b):
@@ -264,19 +250,20 @@ def check_refusals(a, root, manifest):
                 fc2[0])
 
     # 2. a config.json of another model beside the weights
-    d = os.path.join(bad, "deit_hf_other_config")
-    shutil.copytree(os.path.join(root, "deit_hf"), d)
-    cfg = json.load(open(os.path.join(d, "config.json")))
-    cfg["num_hidden_layers"] = 5
-    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    def other_config(layout, key, value):
+        """A copy of a layout's directory whose config.json says `key` is `value`."""
+        d = os.path.join(bad, layout + "_other_config")
+        shutil.copytree(os.path.join(root, layout), d)
+        cfg = json.load(open(os.path.join(d, "config.json")))
+        cfg[key] = value
+        json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+        return d
+
+    d = other_config("deit_hf", "num_hidden_layers", 5)
     refused("a config.json saying 5 layers beside a 2-block DeiT", run(a.cli, "info", "--model",
                                                                         os.path.join(d, "model.safetensors")),
             os.path.join(d, "config.json"), "num_hidden_layers 5", "depth is 2")
-    d = os.path.join(bad, "dinov2_reg_hf_other_config")
-    shutil.copytree(os.path.join(root, "dinov2_reg_hf"), d)
-    cfg = json.load(open(os.path.join(d, "config.json")))
-    cfg["num_register_tokens"] = 2
-    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    d = other_config("dinov2_reg_hf", "num_register_tokens", 2)
     refused("a config.json saying 2 registers beside a 4-register DINOv2", run(a.cli, "info", "--model",
                                                                                 os.path.join(d, "model.safetensors")),
             "num_register_tokens 2", "register count is 4")
