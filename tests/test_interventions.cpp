@@ -9,11 +9,14 @@
 #include <cstring>
 
 #include "core/model/forward.h"
+#include "tests/trace_compare.h"
 #include "core/teach/analysis.h"
 #include "core/teach/interventions.h"
 #include "core/teach/teach.h"
 
 using namespace vit;
+using vit::test_util::expect_same_trace;
+using vit::test_util::same_bits;
 
 namespace {
 
@@ -38,20 +41,6 @@ Config dinov2_like() {
     c.head = Head::Identity;
     c.validate();
     return c;
-}
-
-bool same_bits(const Array& a, const Array& b) {
-    return shape_of(a) == shape_of(b) && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// Every stage of two traces, bit for bit (same table rows).
-void expect_same_trace(const Trace& a, const Trace& b, const std::string& what) {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    for (size_t r = 0; r < a.size(); ++r) {
-        SCOPED_TRACE(what + ": " + a.name(r));
-        ASSERT_EQ(a.name(r), b.name(r));
-        EXPECT_TRUE(same_bits(a.at(r), b.at(r)));
-    }
 }
 
 Options with_heads(std::vector<HeadAblation> h) {

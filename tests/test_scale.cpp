@@ -14,9 +14,12 @@
 #include "core/io/io.h"
 #include "core/model/backward.h"
 #include "core/model/forward.h"
+#include "tests/trace_compare.h"
 #include "core/kernels/gemm.h"
 
 using namespace vit;
+using vit::test_util::expect_same_trace;
+using vit::test_util::same_bits;
 
 namespace {
 
@@ -43,23 +46,6 @@ Config small(const std::string& name) {
 std::vector<Config> models() {
     return {small("vit-ti16"), small("dinov2-s14-reg"), small("siglip-b16"), small("deit-ti16-distilled"),
             small("clip-b16")};
-}
-
-bool same_bits(const Array& a, const Array& b) {
-    return shape_of(a) == shape_of(b) && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-void expect_same_trace(const Trace& a, const Trace& b, const std::string& what) {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    for (size_t r = 0; r < a.size(); ++r) {
-        SCOPED_TRACE(what + ": " + a.name(r));
-        ASSERT_EQ(a.name(r), b.name(r));
-        EXPECT_TRUE(same_bits(a.at(r), b.at(r)));
-        if (a.grad_at(r) || b.grad_at(r)) {
-            ASSERT_TRUE(a.grad_at(r) && b.grad_at(r));
-            EXPECT_TRUE(same_bits(*a.grad_at(r), *b.grad_at(r)));
-        }
-    }
 }
 
 std::string slurp(const std::string& path) {
