@@ -41,8 +41,7 @@ void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& 
                                     std::to_string(c.classes) + " classes)");
     Tensor2 dl = xt::zeros<float>({size_t(1), size_t(c.classes)});
     dl(0, size_t(cls)) = 1.f;  // d logit[cls] / d logits
-    Weights g = zeros_like(w);
-    b.backward(w, dl, g, &trace);
+    b.backward(w, dl, nullptr, &trace);  // the stages' gradients: the weights' are not computed
     trace.set_grad_class(cls);
 }
 
