@@ -208,15 +208,16 @@ TEST(OnDemand, FullTraceLimitPointsToOnDemand) {
 // every stage's gradient bit for bit as the full traced backward records it: the default model, a
 // ViT-Ti/16-shaped model with random weights (three blocks, with options that change the backward:
 // mean pooling, another input size, the unbiased variance without affine, the scale after the
-// softmax) and a toy model; in table order, in reverse, and with stages of other blocks read between.
+// softmax; with block stages kept) and a toy model; in table order, in reverse, and with stages of other blocks read between.
 TEST(OnDemand, EveryGradientEqualsTheFullBackward) {
-    struct Case { std::string what; Weights w; Options opt; int cls; };
+    struct Case { std::string what; Weights w; Options opt; int cls; std::vector<StageKind> also = {}; };
     std::vector<Case> cases;
     cases.push_back({"default", load_model("default").weights, {}, -1});
     Config ti = small("vit-ti16");
     ti.depth = 3;
     const Weights wti = [&] { Weights p = init_weights(ti, 13); pack_blocks(p); return p; }();
     cases.push_back({"vit-ti16 clean", wti, {}, -1});
+    cases.push_back({"vit-ti16, attention patterns and mlp.pre kept", wti, {}, -1, {StageKind::AttnPattern, StageKind::MlpPre}});
     Options mean;
     mean.pooling = Pooling::Mean;
     cases.push_back({"vit-ti16 mean pooling, class 4", wti, mean, 4});
@@ -239,7 +240,7 @@ TEST(OnDemand, EveryGradientEqualsTheFullBackward) {
         req.grad_class = k.cls;
         const Trace full = run(k.w, x, k.opt, req);
         ASSERT_TRUE(full.has_grads());
-        OnDemandTrace od(k.w, x, k.opt, req);
+        OnDemandTrace od(k.w, x, k.opt, req, k.also);
         ASSERT_TRUE(od.has_grads());
         EXPECT_EQ(od.grad_class(), full.grad_class());
         if (k.cls >= 0) EXPECT_EQ(od.grad_class(), k.cls);
