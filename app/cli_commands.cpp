@@ -489,8 +489,8 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     tr->add_option("--stages", s.stages, "write only these stages: comma-separated globs over the stage names "
                                          "(blocks.*.attn.pattern,logits)");
     tr->add_flag("--record-all", s.record_all, "record the whole trace in memory, then write it (without it the "
-                                               "stages are computed block by block as they are written; --grads "
-                                               "always records all)");
+                                               "stages, and with --grads their gradients, are computed block by "
+                                               "block as they are written)");
     tr->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
@@ -510,13 +510,22 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             const std::vector<std::pair<std::string, std::string>> texts{{"__options__", options_json(opt, c)}};
             // Streamed (the default): a pass that keeps the residual stream, then each block's stages
             // recomputed from it as the writer reaches them, written and dropped: never the whole
-            // trace in memory. --grads (the backward pass reads every stage) and --record-all record
-            // everything first.
+            // trace in memory. With --grads the backward pass is checkpointed the same way: it keeps
+            // the gradient of the stream between blocks, and a block's gradients are recomputed from
+            // it as the writer reaches them. --record-all records everything first.
             Trace full;
             std::optional<OnDemandTrace> od;
-            if (s.grads || s.record_all) full = run_named(lm, x, opt, req);
+            if (s.record_all) full = run_named(lm, x, opt, req);
             else
-                name_out_of_memory(lm.source, "running the forward pass", [&] { od.emplace(lm.weights, x, opt, req); });
+                name_out_of_memory(lm.source, "running the forward pass", [&] {
+                    try {
+                        od.emplace(lm.weights, x, opt, req);
+                    } catch (const FileError&) {
+                        throw;
+                    } catch (const std::invalid_argument& e) {
+                        throw std::runtime_error(lm.source + ": the forward pass failed: " + e.what());
+                    }
+                });
             const Trace& t = od ? od->kept() : full;
             const std::vector<size_t> rows = select_stages(t.table(), s.stages);
             std::string nonfinite;
@@ -546,6 +555,20 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                                      },
                                      nullptr});
                 }
+                // gradients after the stages, in the same order (as the recorded trace writes them):
+                // every row the table gives one (the test compares with --record-all's file)
+                if (od->has_grads())
+                    for (size_t i : rows) {
+                        const StageInfo& si = t.info(i);
+                        if (!si.has_grad) continue;
+                        bytes += 4 * shape_numel(si.shape);
+                        items.push_back({si.name + ".grad", si.shape, [&, i] {
+                                             const Array* g = od->grad_at(i);
+                                             if (!g) throw std::logic_error("no gradient for " + t.name(i));
+                                             return g->data();
+                                         },
+                                         nullptr});
+                    }
                 // the last block materialized goes before __options__ is written
                 name_out_of_memory(s.out, "writing the trace", [&] { write_npz_streamed(s.out, items, texts); });
                 od->release_block();

@@ -188,3 +188,111 @@ TEST(OnDemand, FullTraceLimitPointsToOnDemand) {
     o.image_h = o.image_w = 4096;  // 65 k tokens: even one block's attention is too much
     EXPECT_THROW(run_dims(w.cfg, o), std::invalid_argument);
 }
+
+// Gradients on demand (the same checkpointing): the backward pass that keeps only the gradient of
+// the residual stream between blocks and recomputes a block's stages and gradients when asked gives
+// every stage's gradient bit for bit as the full traced backward records it: the default model, a
+// ViT-Ti/16-shaped model with random weights (three blocks, with options that change the backward:
+// mean pooling, another input size, the unbiased variance without affine, the scale after the
+// softmax; with block stages kept) and a toy model; in table order, in reverse, and with stages of other blocks read between.
+TEST(OnDemand, EveryGradientEqualsTheFullBackward) {
+    struct Case { std::string what; Weights w; Options opt; int cls; std::vector<StageKind> also = {}; };
+    std::vector<Case> cases;
+    cases.push_back({"default", load_model("default").weights, {}, -1});
+    Config ti = small("vit-ti16");
+    ti.depth = 3;
+    const Weights wti = [&] { Weights p = init_weights(ti, 13); pack_blocks(p); return p; }();
+    cases.push_back({"vit-ti16 clean", wti, {}, -1});
+    cases.push_back({"vit-ti16, attention patterns and mlp.pre kept", wti, {}, -1, {StageKind::AttnPattern, StageKind::MlpPre}});
+    Options mean;
+    mean.pooling = Pooling::Mean;
+    cases.push_back({"vit-ti16 mean pooling, class 4", wti, mean, 4});
+    Options odd;
+    odd.image_h = 9 * ti.patch;
+    odd.image_w = 6 * ti.patch;
+    odd.unbiased = true;
+    odd.affine = false;
+    odd.bug_scale_after_softmax = true;
+    cases.push_back({"vit-ti16 9x6 grid, unbiased, no affine, scale after softmax", wti, odd, -1});
+    cases.push_back({"toy-rgb8", init_weights(preset("toy-rgb8"), 5), {}, -1});
+    for (const Case& k : cases) {
+        SCOPED_TRACE(k.what);
+        const Config& c = k.w.cfg;
+        const RunDims rd = run_dims(c, k.opt);
+        Tensor3 x = Tensor3::from_shape({size_t(c.channels), size_t(rd.img_h), size_t(rd.img_w)});
+        for (size_t i = 0; i < x.size(); ++i) x.flat(i) = std::sin(0.05f * float(i)) + 0.3f * std::cos(0.011f * float(i));
+        RunRequest req;
+        req.grads = true;
+        req.grad_class = k.cls;
+        const Trace full = run(k.w, x, k.opt, req);
+        ASSERT_TRUE(full.has_grads());
+        OnDemandTrace od(k.w, x, k.opt, req, k.also);
+        ASSERT_TRUE(od.has_grads());
+        EXPECT_EQ(od.grad_class(), full.grad_class());
+        if (k.cls >= 0) EXPECT_EQ(od.grad_class(), k.cls);
+        EXPECT_EQ(od.block_held(), -1);
+        EXPECT_EQ(od.grads_held(), -1);
+        // what the checkpointed pass keeps: the gradients outside the blocks and of the stream between them
+        size_t graded = 0;
+        for (size_t r = 0; r < full.size(); ++r) {
+            const StageInfo& s = full.info(r);
+            const bool want = full.grad_at(r) && (s.layer < 0 || s.id.kind == StageKind::ResidPost);
+            EXPECT_EQ(od.kept().grad_at(r) != nullptr, want) << full.name(r);
+            graded += full.grad_at(r) != nullptr;
+        }
+        EXPECT_GE(graded, size_t(16 * c.depth));
+        auto check = [&](size_t r) {
+            SCOPED_TRACE(full.name(r));
+            const Array* a = od.grad_at(r);
+            const Array* b = full.grad_at(r);
+            ASSERT_EQ(a != nullptr, b != nullptr);
+            if (a) EXPECT_TRUE(same_bits(*a, *b));
+        };
+        for (size_t r = 0; r < full.size(); ++r) check(r);
+        EXPECT_EQ(od.grads_held(), c.depth - 1);
+        // held: what it keeps and one block's stages and gradients (the last one asked for; the last
+        // block is recomputed with the stages after it)
+        size_t block = 0;
+        for (size_t r = 0; r < full.size(); ++r) {
+            const int layer = full.info(r).layer;
+            if (layer == c.depth - 1) block += full.grad_at(r) ? full.grad_at(r)->size() * 4 : 0;
+            if (layer == c.depth - 1 || layer < 0) block += full.at(r).size() * 4;
+        }
+        EXPECT_LE(od.bytes(), od.kept().bytes() + block) << "the on-demand pass held more than one block";
+        if (c.depth >= 3) EXPECT_LT(od.bytes(), full.bytes() * 2 / 3);
+        for (size_t r = full.size(); r-- > 0;) check(r);
+        // a stage of another block read between two gradients of one block: both stay right
+        const StageTable& t = od.table();
+        const int l1 = std::min(1, c.depth - 1);
+        const size_t g1 = size_t(t.index({StageKind::AttnScores, l1})), g1b = size_t(t.index({StageKind::MlpPre, l1}));
+        const size_t s0 = size_t(t.index({StageKind::MlpPost, 0}));
+        check(g1);
+        EXPECT_TRUE(same_bits(od.at(s0), full.at(s0)));
+        check(g1b);
+        EXPECT_TRUE(same_bits(od.at(s0), full.at(s0)));
+        EXPECT_TRUE(same_bits(*od.grad({StageKind::Ln1Out, 0}), *full.grad({StageKind::Ln1Out, 0})));
+    }
+}
+
+// The gradients on demand refuse what the backward pass refuses, with its message: a model with
+// register tokens, a run with interventions.
+TEST(OnDemand, GradientsRefuseWhatTheBackwardRefuses) {
+    const Config c = small("dinov2-s14-reg");
+    const Weights w = init_weights(c, 2);
+    RunRequest req;
+    req.grads = true;
+    try {
+        OnDemandTrace od(w, wave(c), {}, req);
+        ADD_FAILURE() << "on-demand gradients ran on a model with registers";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_EQ(std::string(e.what()), backward_unsupported(c, {}));
+    }
+    const Config v = small("vit-ti16");
+    const Weights wv = init_weights(v, 2);
+    Options o;
+    o.iv.dropped = {2};
+    EXPECT_THROW(OnDemandTrace(wv, wave(v), o, req), std::invalid_argument);
+    OnDemandTrace plain(wv, wave(v), {});
+    EXPECT_FALSE(plain.has_grads());
+    EXPECT_EQ(plain.grad_at(3), nullptr);
+}

@@ -3,8 +3,10 @@
 stages recomputed from the kept residual stream as the writer reaches them) and must write
 exactly what the whole trace recorded in memory writes (--record-all): the same entries in the
 same order, the same dtypes, shapes and bits, on a toy model, a family preset with registers
-and layer scale, and a run with dropped patches and an ablated head. --stages writes a subset of
-the same arrays; a pattern that matches nothing exits 2 naming the flag and leaves no file."""
+and layer scale, and a run with dropped patches and an ablated head; with --grads the gradients
+too (checkpointed the same way: each block's recomputed from the kept gradient of the stream leaving
+it), on the default model, a ViT-Ti/16 with mean pooling at another size and a subset of a toy
+model's stages. --stages writes a subset of the same arrays; a pattern that matches nothing exits 2 naming the flag and leaves no file."""
 import argparse
 import glob
 import os
@@ -52,6 +54,13 @@ def main():
         ("dinov2 registers", ["--model", "dinov2-s14-reg", "--image-size", "112", "--seed", "5"]),
         ("dropped patches, ablated head", ["--model", "vit-ti16", "--drop-patches", "0,7,100",
                                            "--ablate-head", "3.1", "--seed", "2"]),
+        # gradients, streamed: the backward pass keeps the gradient of the residual stream between
+        # blocks and recomputes each block's gradients as the writer reaches them
+        ("grads-default", ["--grads"]),
+        ("grads-ti16 mean pooling, another size, class 7", ["--model", "vit-ti16", "--seed", "4", "--pooling", "mean",
+                                                            "--image-size", "96,128", "--unbiased", "--grads",
+                                                            "--class", "7"]),
+        ("grads-subset", ["--model", "toy-rgb8", "--seed", "1", "--grads", "--stages", "blocks.0.attn.*,embed,logits"]),
     ]
     for name, flags in cases:
         f1, f2 = w(name.split()[0] + "-stream.npz"), w(name.split()[0] + "-all.npz")
@@ -63,6 +72,12 @@ def main():
         expect("computed block by block" in r1.stdout, f"{name}: the default export says it streamed")
         ok, why = same_npz(f1, f2)
         expect(ok, f"{name}: the streamed .npz equals the recorded one array for array, bit for bit ({why})")
+        if "--grads" in flags:
+            with np.load(f1) as z:
+                grads = [k for k in z.files if k.endswith(".grad")]
+                stages = [k for k in z.files if not k.endswith(".grad") and k != "__options__"]
+            expect(len(grads) > len(stages) // 2 and grads[0][:-5] == stages[0] and "gradients: d logit" in r1.stdout,
+                   f"{name}: the gradients are written, after the stages ({len(grads)} of {len(stages)} stages)")
 
     # a subset: the same arrays as the full export's entries of those names
     full = w("dropped-stream.npz")
@@ -76,6 +91,14 @@ def main():
                     or k.startswith("blocks.1.mlp.") or k == "logits"] + ["__options__"]
             expect(zs.files == want, f"--stages writes exactly the matching stages in table order ({len(zs.files)} entries)")
             expect(all(zs[k].tobytes() == zf[k].tobytes() for k in zs.files), "...with the full export's bits")
+
+    # a model the backward pass is not written for: both ways refuse --grads, naming why, and write nothing
+    for extra in ([], ["--record-all"]):
+        bad = w("reg.npz")
+        r = cli("trace", "--image", sample, "--out", bad, "--model", "dinov2-s14-reg", "--image-size", "56", "--grads",
+                *extra)
+        expect(r.returncode == 1 and "register tokens" in r.stderr and not os.path.exists(bad),
+               f"--grads {' '.join(extra)} on a model with registers exits 1 naming why ({r.returncode}: {r.stderr.strip()})")
 
     bad = w("bad.npz")
     r = cli("trace", "--image", sample, "--out", bad, "--stages", "blocks.*.attn.patern")

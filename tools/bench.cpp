@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     vit::blas::init();
     std::string model = "default";
     int runs = 10, warmup = 2, train_batch = 0, image_size = 0;
-    bool prof = false, on_demand = false;
+    bool prof = false, on_demand = false, grads = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
         else if (a == "--train-batch") train_batch = std::max(1, std::atoi(next().c_str()));
         else if (a == "--profile") prof = true;
         else if (a == "--on-demand") on_demand = true;
+        else if (a == "--grads") grads = true;
         else if (a == "--image-size") image_size = std::max(1, std::atoi(next().c_str()));
         else if (a == "--gemm-peak") {
             std::printf("gemm_peak_gflops=%.1f threads=%d\ngemm: %s\n", gemm_peak_gflops(), vit::ops::threads(),
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
         }
         else if (a == "--ops") return bench_ops(runs * 10);
         else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile] [--ops] "
-                                 "[--on-demand] [--image-size S] [--gemm-peak]\n"); return 2; }
+                                 "[--on-demand] [--grads] [--image-size S] [--gemm-peak]\n"); return 2; }
     }
     try {
         auto l0 = std::chrono::steady_clock::now();
@@ -158,14 +159,19 @@ int main(int argc, char** argv) {
         std::optional<vit::OnDemandTrace> od;
         std::vector<double> ms;
         double first_ms = -1;
+        // --grads: the pass with its backward (d logit[top-1] / d every stage); on demand, the
+        // checkpointed backward, then one block's gradients (the last block's attention pattern's)
+        vit::RunRequest req;
+        req.grads = grads;
         for (int r = 0; r < warmup + runs; ++r) {
             auto t0 = std::chrono::steady_clock::now();
             if (on_demand) {  // what a picture needs: the kept pass, then one block's stages (the last)
                 od.reset();
-                od.emplace(lm.weights, x, opt);
+                od.emplace(lm.weights, x, opt, req);
                 od->get(vit::StageId{vit::StageKind::AttnPattern, c.depth - 1});
+                if (grads) od->grad(vit::StageId{vit::StageKind::AttnPattern, c.depth - 1});
             } else {
-                vit::forward(lm.weights, x, opt, t);
+                vit::forward(lm.weights, x, opt, t, req);
             }
             double d = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             if (r == 0) first_ms = d;
@@ -193,9 +199,9 @@ int main(int argc, char** argv) {
         }
         std::sort(ms.begin(), ms.end());
         std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f load_ms=%.1f first_ms=%.1f "
-                    "weights_mb=%.1f mode=%s tokens=%d\n",
+                    "weights_mb=%.1f mode=%s%s tokens=%d\n",
                     ms[ms.size() / 2], ms[0], t.size(), (od ? od->bytes() : t.bytes()) / 1e6, peak_mb(), load_ms,
-                    first_ms, vit::weights_bytes(lm.weights) / 1e6, on_demand ? "on-demand" : "full",
+                    first_ms, vit::weights_bytes(lm.weights) / 1e6, on_demand ? "on-demand" : "full", grads ? "+grads" : "",
                     vit::StageTable::get(c, opt)->dims().T);
         std::printf("gemm: %s\nblas: %s\nthreads: %s\n", vit::ops::gemm_engine().c_str(), vit::blas::describe().c_str(),
                     vit::ops::threading().c_str());

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xmanipulation.hpp>
 #include <xtensor/xmath.hpp>
@@ -27,18 +28,19 @@ auto as(const float* p, const std::array<size_t, N>& shape) {
     return xt::adapt(const_cast<float*>(p), n, xt::no_ownership(), shape);
 }
 
-// dW(O,I) += dY(R,O).T @ X(R,I); db(O) += dY.sum(0); dX(R,I) = dY @ W (if dX).
-void linear_backward(float* dX, Tensor2& dW, Tensor1& db, const float* dY, const float* X, const Tensor2& W, int R,
+// dW(O,I) += dY(R,O).T @ X(R,I); db(O) += dY.sum(0) (if dW: the stage gradients alone do not
+// need the weights'); dX(R,I) = dY @ W (if dX).
+void linear_backward(float* dX, Tensor2* dW, Tensor1* db, const float* dY, const float* X, const Tensor2& W, int R,
                      int I, int O) {
 #pragma omp parallel
     {
         int t = omp_get_thread_num(), n = omp_get_num_threads();
         int o0 = int(int64_t(O) * t / n), o1 = int(int64_t(O) * (t + 1) / n);
-        if (o1 > o0) {
-            ops::gemm(true, false, o1 - o0, I, R, 1.f, dY + o0, O, X, I, 1.f, dW.data() + size_t(o0) * I, I);
+        if (dW && o1 > o0) {
+            ops::gemm(true, false, o1 - o0, I, R, 1.f, dY + o0, O, X, I, 1.f, dW->data() + size_t(o0) * I, I);
             for (int r = 0; r < R; ++r) {
                 const float* y = dY + size_t(r) * O;
-                for (int o = o0; o < o1; ++o) db(o) += y[o];
+                for (int o = o0; o < o1; ++o) (*db)(o) += y[o];
             }
         }
         if (dX) {
@@ -60,14 +62,15 @@ std::vector<float> rstd_of(const float* sd, size_t R, float eps) {
 // dx (=, or += if accumulate) from dy through LayerNorm; dxhat_out optional (the
 // gradient at `normalized`). With n the variance divisor (D, or D-1 unbiased):
 // dx = rstd * (dxhat - mean(dxhat) - xhat * sum(dxhat * xhat) / n)
-void ln_backward(float* dx, bool accumulate, LayerNormW& g, float* dxhat_out, const float* dy, const float* xhat,
+// g: where d gamma and d beta accumulate (null: not computed).
+void ln_backward(float* dx, bool accumulate, LayerNormW* g, float* dxhat_out, const float* dy, const float* xhat,
                  const float* rstd, const LayerNormW& w, int R, int D, const Options& opt) {
     const float nv = float(opt.unbiased ? std::max(D - 1, 1) : D);
-    if (opt.affine) {  // d gamma = sum(dy * xhat), d beta = sum(dy) over the rows
+    if (opt.affine && g) {  // d gamma = sum(dy * xhat), d beta = sum(dy) over the rows
         for (int r = 0; r < R; ++r) {
             const float* y = dy + size_t(r) * D;
             const float* xh = xhat + size_t(r) * D;
-            for (int i = 0; i < D; ++i) { g.g(i) += y[i] * xh[i]; g.b(i) += y[i]; }
+            for (int i = 0; i < D; ++i) { g->g(i) += y[i] * xh[i]; g->b(i) += y[i]; }
         }
     }
 #pragma omp parallel if (R * D > 20000)
@@ -107,6 +110,226 @@ void gelu_backward(float* dx, const float* dy, const float* x, size_t n) {
     }
 }
 
+
+// Where a backward pass reads the forward's stages (of block `layer`, or -1 outside the blocks) and
+// where it writes the gradient of a stage (shaped as the stage table says), by id. A null StagePut
+// records nothing: the per-stage copies are skipped, the numbers passed on are the same.
+using StageGet = std::function<const float*(StageKind, int)>;
+using StagePut = std::function<void(StageKind, int, const float*)>;
+
+// The scratch a block's backward reuses from one block to the next.
+struct BlockScratch {
+    Tensor2 da, dqkv, dzcat, dpre, dpost, dxh;
+    Array dq, dk, dv;
+};
+
+// The head, from dlogits (B, K) back to dx (B*T, D), the gradient of the residual stream leaving the
+// last block. g: where the weights' gradients accumulate (null: not computed).
+void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, const StageGet& get,
+                   const Tensor2& dlogits, Tensor2& dx, const StagePut* put) {
+    using SK = StageKind;
+    const Config& c = w.cfg;
+    const RunDims rd = run_dims(c, opt);
+    const size_t N = rd.N, T = rd.T, D = c.width, K = c.classes, R = B * T;
+    const Pooling pool = opt.pooling_for(c);
+    if (put) (*put)(SK::Logits, -1, dlogits.data());
+    // head: logits = feat @ Wh.T + bh
+    const float* feat = pool == Pooling::Cls ? get(SK::Pooled, -1) : get(SK::LnFinalOut, -1);
+    Tensor2 dfeat = xt::zeros<float>({B, D}), dfin = Tensor2::from_shape({B, D}), dxhat = Tensor2::from_shape({B, D});
+    linear_backward(dfeat.data(), g ? &g->head_w : nullptr, g ? &g->head_b : nullptr, dlogits.data(), feat, w.head_w,
+                    int(B), int(D), int(K));
+    dx = xt::zeros<float>({R, D});
+    auto dx3 = as(dx.data(), std::array<size_t, 3>{B, T, D});
+    if (pool == Pooling::Cls) {
+        // pooled = ln_final(x)[:, 0]: only the cls rows get a gradient.
+        auto rows = [&](StageKind n) {
+            return xt::eval(xt::view(as(get(n, -1), std::array<size_t, 3>{B, T, D}), xt::all(), 0, xt::all()));
+        };
+        Tensor2 xh = rows(SK::LnFinalNormalized);
+        std::vector<float> sd(B);
+        for (size_t b = 0; b < B; ++b) sd[b] = get(SK::LnFinalStd, -1)[b * T];
+        auto rs = rstd_of(sd.data(), B, c.eps);
+        ln_backward(dfin.data(), false, g ? &g->ln_f : nullptr, dxhat.data(), dfeat.data(), xh.data(), rs.data(),
+                    w.ln_f, int(B), int(D), opt);
+        xt::view(dx3, xt::all(), 0, xt::all()) = dfin;
+        if (put) {
+            (*put)(SK::Pooled, -1, dfeat.data());
+            Tensor2 full = xt::zeros<float>({T, D});
+            xt::view(full, 0, xt::all()) = xt::view(dfeat, 0, xt::all());
+            (*put)(SK::LnFinalOut, -1, full.data());
+            xt::view(full, 0, xt::all()) = xt::view(dxhat, 0, xt::all());
+            (*put)(SK::LnFinalNormalized, -1, full.data());
+        }
+    } else {
+        // pooled = x[:, 1:].mean(1); feat = ln_final(pooled)
+        auto rs = rstd_of(get(SK::LnFinalStd, -1), B, c.eps);
+        ln_backward(dfin.data(), false, g ? &g->ln_f : nullptr, dxhat.data(), dfeat.data(),
+                    get(SK::LnFinalNormalized, -1), rs.data(), w.ln_f, int(B), int(D), opt);
+        xt::view(dx3, xt::all(), xt::range(1, T), xt::all()) =
+            xt::view(dfin / float(N), xt::all(), xt::newaxis(), xt::all());
+        if (put) {
+            (*put)(SK::LnFinalOut, -1, dfeat.data());
+            (*put)(SK::LnFinalNormalized, -1, dxhat.data());
+            (*put)(SK::Pooled, -1, dfin.data());
+        }
+    }
+}
+
+// Block l, from dx = d resid_post (B*T, D) to dx = d the residual stream entering the block (in
+// place). zcat: the block's heads concatenated (B*T, D), the output projection's input, read only for
+// the weights' gradient (null with g null).
+void block_backward(const Weights& w, Weights* g, int l, const Options& opt, size_t B, const StageGet& get,
+                    const float* zcat, Tensor2& dx, BlockScratch& st, const StagePut* put) {
+    using SK = StageKind;
+    const Config& c = w.cfg;
+    const RunDims rd = run_dims(c, opt);
+    const size_t T = rd.T, D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, R = B * T;
+    const bool rec = put != nullptr;
+    auto put_if = [&](StageKind k, const float* src) { if (put) (*put)(k, l, src); };
+    auto at = [&](StageKind k) { return get(k, l); };
+    const float scale = 1.f / std::sqrt(float(d));
+    const float alpha = opt.bug_scale_after_softmax ? 1.f : scale;   // scores = alpha * q k^T
+    const float post_scale = opt.bug_scale_after_softmax ? scale : 1.f;  // attn = post_scale * softmax(scores)
+    st.da.resize({R, D});
+    st.dqkv.resize({R, 3 * D});
+    st.dzcat.resize({R, D});
+    st.dpre.resize({R, M});
+    st.dpost.resize({R, M});
+    st.dq.resize({B, H, T, d});
+    st.dk.resize({B, H, T, d});
+    st.dv.resize({B, H, T, d});
+    st.dxh.resize({rec ? R : 0, D});
+    float* dxh_p = rec ? st.dxh.data() : nullptr;
+    const BlockW& bw = w.blocks[size_t(l)];
+    BlockW* gb = g ? &g->blocks[size_t(l)] : nullptr;
+    // packed-only matrices (pack_blocks) are unpacked for this block alone
+    Tensor2 t_fc2, t_fc1, t_proj, t_qkv;
+    const Tensor2& fc2_w = plain_matrix(bw.fc2_w, bw.fc2_p, t_fc2);
+    const Tensor2& fc1_w = plain_matrix(bw.fc1_w, bw.fc1_p, t_fc1);
+    const Tensor2& proj_w = plain_matrix(bw.proj_w, bw.proj_p, t_proj);
+    const Tensor2& qkv_w = plain_matrix(bw.qkv_w, bw.qkv_p, t_qkv);
+    const Shape HTd{H, T, d}, HTT{H, T, T};
+    // dx holds d resid_post. MLP branch: out = fc2(gelu(fc1(ln2(resid_mid))))
+    put_if(SK::ResidPost, dx.data());
+    put_if(SK::MlpOut, dx.data());
+    linear_backward(st.dpost.data(), gb ? &gb->fc2_w : nullptr, gb ? &gb->fc2_b : nullptr, dx.data(), at(SK::MlpPost),
+                    fc2_w, int(R), int(M), int(D));
+    put_if(SK::MlpPost, st.dpost.data());
+    gelu_backward(st.dpre.data(), st.dpost.data(), at(SK::MlpPre), R * M);
+    put_if(SK::MlpPre, st.dpre.data());
+    linear_backward(st.da.data(), gb ? &gb->fc1_w : nullptr, gb ? &gb->fc1_b : nullptr, st.dpre.data(), at(SK::Ln2Out),
+                    fc1_w, int(R), int(D), int(M));
+    put_if(SK::Ln2Out, st.da.data());
+    // d resid_mid = d resid_post (the skip) + d through LayerNorm
+    auto rs2 = rstd_of(at(SK::Ln2Std), R, c.eps);
+    ln_backward(dx.data(), true, gb ? &gb->ln2 : nullptr, dxh_p, st.da.data(), at(SK::Ln2Normalized), rs2.data(),
+                bw.ln2, int(R), int(D), opt);
+    put_if(SK::Ln2Normalized, dxh_p);
+    put_if(SK::ResidMid, dx.data());
+    put_if(SK::AttnOut, dx.data());
+    // attention output projection: attn_out = proj(zcat)
+    linear_backward(st.dzcat.data(), gb ? &gb->proj_w : nullptr, gb ? &gb->proj_b : nullptr, dx.data(), zcat, proj_w,
+                    int(R), int(D), int(D));
+    // per image and head: z = attn @ v, attn = post_scale * softmax(alpha * q k^T)
+    const float *q = at(SK::AttnQ), *k = at(SK::AttnK), *v = at(SK::AttnV), *pat = at(SK::AttnPattern);
+    Array rz, rP, rS;
+    if (rec) { rz = empty_array(HTd); rP = empty_array(HTT); rS = empty_array(HTT); }
+#pragma omp parallel
+    {
+        std::vector<float> dP(T * T);
+#pragma omp for schedule(static)
+        for (size_t bh = 0; bh < B * H; ++bh) {
+            const size_t img = bh / H, h = bh % H, o = bh * T * d, oo = bh * T * T;
+            const float* Pb = pat + oo;
+            const float* dz = st.dzcat.data() + img * T * D + h * d;
+            // dP = dz @ v.T ; dv = attn.T @ dz
+            ops::gemm(false, true, int(T), int(T), int(d), 1.f, dz, int(D), v + o, int(d), 0.f, dP.data(), int(T));
+            ops::gemm(true, false, int(T), int(d), int(T), 1.f, Pb, int(T), dz, int(D), 0.f, st.dv.data() + o,
+                      int(d));
+            if (rec) {
+                for (size_t t = 0; t < T; ++t) std::copy_n(dz + t * D, d, rz.data() + (h * T + t) * d);
+                std::copy_n(dP.data(), T * T, rP.data() + h * T * T);
+            }
+            // softmax backward, with attn = c * softmax(s) (c = 1 unless the bug is on):
+            // ds = attn * (dP - sum(dP * attn, -1) / c)
+            for (size_t i = 0; i < T; ++i) {
+                float* r = dP.data() + i * T;
+                const float* pr = Pb + i * T;
+                float s = 0;
+                for (size_t j = 0; j < T; ++j) s += r[j] * pr[j];
+                s /= post_scale;
+                for (size_t j = 0; j < T; ++j) r[j] = pr[j] * (r[j] - s);
+            }
+            if (rec) std::copy_n(dP.data(), T * T, rS.data() + h * T * T);
+            // scores = alpha q k.T: dq = alpha ds k ; dk = alpha ds.T q
+            ops::gemm(false, false, int(T), int(d), int(T), alpha, dP.data(), int(T), k + o, int(d), 0.f,
+                      st.dq.data() + o, int(d));
+            ops::gemm(true, false, int(T), int(d), int(T), alpha, dP.data(), int(T), q + o, int(d), 0.f,
+                      st.dk.data() + o, int(d));
+        }
+    }
+    if (rec) {
+        put_if(SK::AttnZ, rz.data());
+        put_if(SK::AttnPattern, rP.data());
+        put_if(SK::AttnScores, rS.data());
+        put_if(SK::AttnQ, st.dq.data());
+        put_if(SK::AttnK, st.dk.data());
+        put_if(SK::AttnV, st.dv.data());
+    }
+    // back to the fused layout (R, 3D) of the qkv Linear: the inverse of the forward's split
+    const float* d3[3] = {st.dq.data(), st.dk.data(), st.dv.data()};
+    for (size_t bt = 0; bt < R; ++bt)
+        for (size_t s3 = 0; s3 < 3; ++s3)
+            for (size_t h = 0; h < H; ++h)
+                std::copy_n(d3[s3] + (((bt / T) * H + h) * T + bt % T) * d, d,
+                            st.dqkv.data() + bt * 3 * D + s3 * D + h * d);
+    linear_backward(st.da.data(), gb ? &gb->qkv_w : nullptr, gb ? &gb->qkv_b : nullptr, st.dqkv.data(), at(SK::Ln1Out),
+                    qkv_w, int(R), int(D), int(3 * D));
+    put_if(SK::Ln1Out, st.da.data());
+    auto rs1 = rstd_of(at(SK::Ln1Std), R, c.eps);
+    ln_backward(dx.data(), true, gb ? &gb->ln1 : nullptr, dxh_p, st.da.data(), at(SK::Ln1Normalized), rs1.data(),
+                bw.ln1, int(R), int(D), opt);
+    put_if(SK::Ln1Normalized, dxh_p);
+}
+
+// The embedding, from dx = d embed (B*T, D) (the stream entering block 0) to the patches and the image.
+void embed_backward(const Weights& w, Weights* g, const Options& opt, size_t B, const StageGet& get,
+                    const Tensor2& dx, const StagePut* put) {
+    using SK = StageKind;
+    const Config& c = w.cfg;
+    const RunDims rd = run_dims(c, opt);
+    const size_t C = c.channels, Hi = rd.img_h, Wi = rd.img_w, P = c.patch, gh = rd.gh, gw = rd.gw, N = rd.N,
+                 T = rd.T, D = c.width, CPP = c.patch_dim();
+    const bool rec = put != nullptr;
+    auto dx3 = as(dx.data(), std::array<size_t, 3>{B, T, D});
+    // embed = tokens + pos_embed ; tokens = cat(cls, patch_embed)
+    if (rec) {
+        (*put)(SK::Embed, -1, dx.data());
+        (*put)(SK::Tokens, -1, dx.data());
+        (*put)(SK::PosEmbed, -1, dx.data());  // embed = tokens + pos_embed: the same gradient reaches both
+    }
+    if (g) {
+        if (!rd.resized) g->pos += xt::sum(dx3, {0});  // resized: the stored table's gradient would need the resize's adjoint
+        g->cls += xt::sum(xt::view(dx3, xt::all(), 0, xt::all()), {0});
+    }
+    if (!g && !rec) return;
+    Tensor3 dpe = xt::view(dx3, xt::all(), xt::range(1, T), xt::all());
+    if (rec) (*put)(SK::PatchEmbed, -1, dpe.data());
+    Tensor2 dpatch = Tensor2::from_shape({rec ? N : 0, CPP});
+    linear_backward(rec ? dpatch.data() : nullptr, g ? &g->patch_w : nullptr, g ? &g->patch_b : nullptr, dpe.data(),
+                    get(SK::Patches, -1), w.patch_w, int(B * N), int(CPP), int(D));
+    if (rec) {
+        (*put)(SK::Patches, -1, dpatch.data());
+        // input.grad: the patches' gradient put back where each pixel came from
+        Tensor3 dimg = Tensor3::from_shape({C, Hi, Wi});
+        if (opt.bug_reshape_patches) std::copy(dpatch.begin(), dpatch.end(), dimg.begin());
+        else
+            xt::noalias(as(dimg.data(), std::array<size_t, 5>{C, gh, P, gw, P})) =
+                xt::transpose(as(dpatch.data(), std::array<size_t, 5>{gh, gw, C, P, P}), {2, 0, 3, 1, 4});
+        (*put)(SK::Input, -1, dimg.data());
+    }
+}
+
 }  // namespace
 
 struct Batch::State {
@@ -115,8 +338,8 @@ struct Batch::State {
     WorkspacePtr ws = make_workspace();
     Options opt;
     size_t B = 0;
-    Tensor2 dx, da, dqkv, dzcat, dpre, dpost;
-    Array dq, dk, dv;
+    Tensor2 dx;
+    BlockScratch scratch;
 };
 
 Batch::Batch() : s_(new State) {}
@@ -188,195 +411,106 @@ std::string backward_unsupported(const Config& c, const Options& o) {
     return s;
 }
 
-void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace* rec) {
+void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace* rec) { backward(w, dlogits, &g, rec); }
+
+void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights* g, Trace* rec) {
     const Config& c = w.cfg;
     State& st = *s_;
     if (const std::string why = backward_unsupported(c, st.opt); !why.empty()) throw std::invalid_argument(why);
+    if (rec && st.B != 1) throw std::logic_error("gradient recording needs a batch of one");
     const Trace& A = *st.src;
-    const RunDims rd = run_dims(c, st.opt);
-    const size_t B = st.B, C = c.channels, Hi = rd.img_h, Wi = rd.img_w, P = c.patch, gh = rd.gh, gw = rd.gw,
-                 N = rd.N, T = rd.T, D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, K = c.classes,
-                 CPP = c.patch_dim(), R = B * T;
-    const Options& opt = st.opt;
-    const Pooling pool = opt.pooling_for(c);
-    if (rec && B != 1) throw std::logic_error("gradient recording needs a batch of one");
-    using SK = StageKind;
-    auto get = [&](StageKind k, int l = -1) { return A.get(StageId{k, l}).data(); };
+    const StageGet get = [&](StageKind k, int l) { return A.get(StageId{k, l}).data(); };
     // Gradients recorded into the traced run's own trace, by id, shaped as the table says.
-    auto put = [&](StageKind k, int l, const float* src) {
-        if (!rec) return;
-        Array& g = rec->record_grad(StageId{k, l});
-        std::copy_n(src, g.size(), g.data());
+    const StagePut put = [&](StageKind k, int l, const float* src) {
+        Array& a = rec->record_grad(StageId{k, l});
+        std::copy_n(src, a.size(), a.data());
     };
-    if (rec) put(SK::Logits, -1, dlogits.data());
+    const StagePut* putp = rec ? &put : nullptr;
+    head_backward(w, g, st.opt, st.B, get, dlogits, st.dx, putp);
+    for (int l = c.depth - 1; l >= 0; --l)
+        block_backward(w, g, l, st.opt, st.B, get, workspace_zcat(*st.ws, l).data(), st.dx, st.scratch, putp);
+    embed_backward(w, g, st.opt, st.B, get, st.dx, putp);
+}
 
-    // head: logits = feat @ Wh.T + bh
-    const float* feat = pool == Pooling::Cls ? get(SK::Pooled) : get(SK::LnFinalOut);
-    Tensor2 dfeat = xt::zeros<float>({B, D}), dfin = Tensor2::from_shape({B, D}), dxhat = Tensor2::from_shape({B, D});
-    linear_backward(dfeat.data(), g.head_w, g.head_b, dlogits.data(), feat, w.head_w, int(B), int(D), int(K));
-    st.dx = xt::zeros<float>({R, D});
-    auto dx3 = as(st.dx.data(), std::array<size_t, 3>{B, T, D});
-    if (pool == Pooling::Cls) {
-        // pooled = ln_final(x)[:, 0]: only the cls rows get a gradient.
-        auto rows = [&](StageKind n) {
-            return xt::eval(xt::view(as(get(n), std::array<size_t, 3>{B, T, D}), xt::all(), 0, xt::all()));
-        };
-        Tensor2 xh = rows(SK::LnFinalNormalized);
-        std::vector<float> sd(B);
-        for (size_t b = 0; b < B; ++b) sd[b] = get(SK::LnFinalStd)[b * T];
-        auto rs = rstd_of(sd.data(), B, c.eps);
-        ln_backward(dfin.data(), false, g.ln_f, dxhat.data(), dfeat.data(), xh.data(), rs.data(), w.ln_f, int(B),
-                    int(D), opt);
-        xt::view(dx3, xt::all(), 0, xt::all()) = dfin;
-        if (rec) {
-            put(SK::Pooled, -1, dfeat.data());
-            Tensor2 full = xt::zeros<float>({T, D});
-            xt::view(full, 0, xt::all()) = xt::view(dfeat, 0, xt::all());
-            put(SK::LnFinalOut, -1, full.data());
-            xt::view(full, 0, xt::all()) = xt::view(dxhat, 0, xt::all());
-            put(SK::LnFinalNormalized, -1, full.data());
-        }
-    } else {
-        // pooled = x[:, 1:].mean(1); feat = ln_final(pooled)
-        auto rs = rstd_of(get(SK::LnFinalStd), B, c.eps);
-        ln_backward(dfin.data(), false, g.ln_f, dxhat.data(), dfeat.data(), get(SK::LnFinalNormalized), rs.data(),
-                    w.ln_f, int(B), int(D), opt);
-        xt::view(dx3, xt::all(), xt::range(1, T), xt::all()) =
-            xt::view(dfin / float(N), xt::all(), xt::newaxis(), xt::all());
-        if (rec) {
-            put(SK::LnFinalOut, -1, dfeat.data());
-            put(SK::LnFinalNormalized, -1, dxhat.data());
-            put(SK::Pooled, -1, dfin.data());
-        }
-    }
+}  // namespace vit
 
-    const float scale = 1.f / std::sqrt(float(d));
-    const float alpha = opt.bug_scale_after_softmax ? 1.f : scale;   // scores = alpha * q k^T
-    const float post_scale = opt.bug_scale_after_softmax ? scale : 1.f;  // attn = post_scale * softmax(scores)
-    st.da.resize({R, D});
-    st.dqkv.resize({R, 3 * D});
-    st.dzcat.resize({R, D});
-    st.dpre.resize({R, M});
-    st.dpost.resize({R, M});
-    st.dq.resize({B, H, T, d});
-    st.dk.resize({B, H, T, d});
-    st.dv.resize({B, H, T, d});
-    Tensor2 dxh = Tensor2::from_shape({rec ? R : 0, D});
-    float* dxh_p = rec ? dxh.data() : nullptr;
+// ---- Gradients on demand (OnDemandTrace, forward.h): the backward pass checkpointed at the
+// residual stream between blocks.
+
+namespace vit {
+
+void OnDemandTrace::backward_kept(const RunRequest& req) {
+    const Config& c = w_.cfg;
+    const StageTable& t = kept_.table();
+    const Array* logits = kept_.find(StageId{StageKind::Logits});
+    if (!logits) throw std::invalid_argument("on-demand gradients: the model has no logits to differentiate");
+    int cls = req.grad_class;
+    if (cls < 0) cls = int(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    if (cls >= c.classes)
+        throw std::invalid_argument("class " + std::to_string(cls) + " is out of range (the model has " +
+                                    std::to_string(c.classes) + " classes)");
+    Tensor2 dl = xt::zeros<float>({size_t(1), size_t(c.classes)});
+    dl(0, size_t(cls)) = 1.f;  // d logit[cls] / d logits
+    const Options& opt = kept_.options();
+    const StageGet get_kept = [&](StageKind k, int l) { return kept_.get(StageId{k, l}).data(); };
+    const StagePut put_kept = [&](StageKind k, int l, const float* src) {
+        Array& a = kept_.record_grad(StageId{k, l});
+        std::copy_n(src, a.size(), a.data());
+    };
+    // A block's stages as at() gives them (the kept arrays, or its block recomputed once).
+    const StageGet get_block = [&](StageKind k, int l) { return at(size_t(t.index(StageId{k, l}))).data(); };
+    Tensor2 dx;
+    head_backward(w_, nullptr, opt, 1, get_kept, dl, dx, &put_kept);
+    BlockScratch scratch;
     for (int l = c.depth - 1; l >= 0; --l) {
-        const BlockW& bw = w.blocks[l];
-        BlockW& gb = g.blocks[l];
-        // packed-only matrices (pack_blocks) are unpacked for this block alone
-        Tensor2 t_fc2, t_fc1, t_proj, t_qkv;
-        const Tensor2& fc2_w = plain_matrix(bw.fc2_w, bw.fc2_p, t_fc2);
-        const Tensor2& fc1_w = plain_matrix(bw.fc1_w, bw.fc1_p, t_fc1);
-        const Tensor2& proj_w = plain_matrix(bw.proj_w, bw.proj_p, t_proj);
-        const Tensor2& qkv_w = plain_matrix(bw.qkv_w, bw.qkv_p, t_qkv);
-        const Shape HTd{H, T, d}, HTT{H, T, T};
-        // st.dx holds d resid_post. MLP branch: out = fc2(gelu(fc1(ln2(resid_mid))))
-        put(SK::ResidPost, l, st.dx.data());
-        put(SK::MlpOut, l, st.dx.data());
-        linear_backward(st.dpost.data(), gb.fc2_w, gb.fc2_b, st.dx.data(), get(SK::MlpPost, l), fc2_w, int(R),
-                        int(M), int(D));
-        put(SK::MlpPost, l, st.dpost.data());
-        gelu_backward(st.dpre.data(), st.dpost.data(), get(SK::MlpPre, l), R * M);
-        put(SK::MlpPre, l, st.dpre.data());
-        linear_backward(st.da.data(), gb.fc1_w, gb.fc1_b, st.dpre.data(), get(SK::Ln2Out, l), fc1_w, int(R),
-                        int(D), int(M));
-        put(SK::Ln2Out, l, st.da.data());
-        // d resid_mid = d resid_post (the skip) + d through LayerNorm
-        auto rs2 = rstd_of(get(SK::Ln2Std, l), R, c.eps);
-        ln_backward(st.dx.data(), true, gb.ln2, dxh_p, st.da.data(), get(SK::Ln2Normalized, l), rs2.data(), bw.ln2,
-                    int(R), int(D), opt);
-        put(SK::Ln2Normalized, l, dxh_p);
-        put(SK::ResidMid, l, st.dx.data());
-        put(SK::AttnOut, l, st.dx.data());
-        // attention output projection: attn_out = proj(zcat)
-        linear_backward(st.dzcat.data(), gb.proj_w, gb.proj_b, st.dx.data(), workspace_zcat(*st.ws, l).data(),
-                        proj_w, int(R), int(D), int(D));
-        // per image and head: z = attn @ v, attn = post_scale * softmax(alpha * q k^T)
-        const float *q = get(SK::AttnQ, l), *k = get(SK::AttnK, l), *v = get(SK::AttnV, l),
-                    *pat = get(SK::AttnPattern, l);
-        Array rz, rP, rS;
-        if (rec) { rz = empty_array(HTd); rP = empty_array(HTT); rS = empty_array(HTT); }
-#pragma omp parallel
-        {
-            std::vector<float> dP(T * T);
-#pragma omp for schedule(static)
-            for (size_t bh = 0; bh < B * H; ++bh) {
-                const size_t img = bh / H, h = bh % H, o = bh * T * d, oo = bh * T * T;
-                const float* Pb = pat + oo;
-                const float* dz = st.dzcat.data() + img * T * D + h * d;
-                // dP = dz @ v.T ; dv = attn.T @ dz
-                ops::gemm(false, true, int(T), int(T), int(d), 1.f, dz, int(D), v + o, int(d), 0.f, dP.data(), int(T));
-                ops::gemm(true, false, int(T), int(d), int(T), 1.f, Pb, int(T), dz, int(D), 0.f, st.dv.data() + o,
-                          int(d));
-                if (rec) {
-                    for (size_t t = 0; t < T; ++t) std::copy_n(dz + t * D, d, rz.data() + (h * T + t) * d);
-                    std::copy_n(dP.data(), T * T, rP.data() + h * T * T);
-                }
-                // softmax backward, with attn = c * softmax(s) (c = 1 unless the bug is on):
-                // ds = attn * (dP - sum(dP * attn, -1) / c)
-                for (size_t i = 0; i < T; ++i) {
-                    float* r = dP.data() + i * T;
-                    const float* pr = Pb + i * T;
-                    float s = 0;
-                    for (size_t j = 0; j < T; ++j) s += r[j] * pr[j];
-                    s /= post_scale;
-                    for (size_t j = 0; j < T; ++j) r[j] = pr[j] * (r[j] - s);
-                }
-                if (rec) std::copy_n(dP.data(), T * T, rS.data() + h * T * T);
-                // scores = alpha q k.T: dq = alpha ds k ; dk = alpha ds.T q
-                ops::gemm(false, false, int(T), int(d), int(T), alpha, dP.data(), int(T), k + o, int(d), 0.f,
-                          st.dq.data() + o, int(d));
-                ops::gemm(true, false, int(T), int(d), int(T), alpha, dP.data(), int(T), q + o, int(d), 0.f,
-                          st.dk.data() + o, int(d));
-            }
-        }
-        if (rec) {
-            put(SK::AttnZ, l, rz.data());
-            put(SK::AttnPattern, l, rP.data());
-            put(SK::AttnScores, l, rS.data());
-            put(SK::AttnQ, l, st.dq.data());
-            put(SK::AttnK, l, st.dk.data());
-            put(SK::AttnV, l, st.dv.data());
-        }
-        // back to the fused layout (R, 3D) of the qkv Linear: the inverse of the forward's split
-        const float* d3[3] = {st.dq.data(), st.dk.data(), st.dv.data()};
-        for (size_t bt = 0; bt < R; ++bt)
-            for (size_t s3 = 0; s3 < 3; ++s3)
-                for (size_t h = 0; h < H; ++h)
-                    std::copy_n(d3[s3] + (((bt / T) * H + h) * T + bt % T) * d, d,
-                                st.dqkv.data() + bt * 3 * D + s3 * D + h * d);
-        linear_backward(st.da.data(), gb.qkv_w, gb.qkv_b, st.dqkv.data(), get(SK::Ln1Out, l), qkv_w, int(R),
-                        int(D), int(3 * D));
-        put(SK::Ln1Out, l, st.da.data());
-        auto rs1 = rstd_of(get(SK::Ln1Std, l), R, c.eps);
-        ln_backward(st.dx.data(), true, gb.ln1, dxh_p, st.da.data(), get(SK::Ln1Normalized, l), rs1.data(), bw.ln1,
-                    int(R), int(D), opt);
-        put(SK::Ln1Normalized, l, dxh_p);
+        if (req.cancel && req.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+        put_kept(StageKind::ResidPost, l, dx.data());  // the gradient of the stream leaving block l
+        block_backward(w_, nullptr, l, opt, 1, get_block, nullptr, dx, scratch, nullptr);
     }
-    // embed = tokens + pos_embed ; tokens = cat(cls, patch_embed)
-    put(SK::Embed, -1, st.dx.data());
-    put(SK::Tokens, -1, st.dx.data());
-    put(SK::PosEmbed, -1, st.dx.data());  // embed = tokens + pos_embed: the same gradient reaches both
-    if (!rd.resized) g.pos += xt::sum(dx3, {0});  // resized: the stored table's gradient would need the resize's adjoint
-    g.cls += xt::sum(xt::view(dx3, xt::all(), 0, xt::all()), {0});
-    Tensor3 dpe = xt::view(dx3, xt::all(), xt::range(1, T), xt::all());
-    put(SK::PatchEmbed, -1, dpe.data());
-    Tensor2 dpatch = Tensor2::from_shape({rec ? N : 0, CPP});
-    linear_backward(rec ? dpatch.data() : nullptr, g.patch_w, g.patch_b, dpe.data(), get(SK::Patches), w.patch_w,
-                    int(B * N), int(CPP), int(D));
-    if (rec) {
-        put(SK::Patches, -1, dpatch.data());
-        // input.grad: the patches' gradient put back where each pixel came from
-        Tensor3 dimg = Tensor3::from_shape({C, Hi, Wi});
-        if (opt.bug_reshape_patches) std::copy(dpatch.begin(), dpatch.end(), dimg.begin());
-        else
-            xt::noalias(as(dimg.data(), std::array<size_t, 5>{C, gh, P, gw, P})) =
-                xt::transpose(as(dpatch.data(), std::array<size_t, 5>{gh, gw, C, P, P}), {2, 0, 3, 1, 4});
-        put(SK::Input, -1, dimg.data());
+    embed_backward(w_, nullptr, opt, 1, get_kept, dx, &put_kept);
+    kept_.set_grad_class(cls);
+    release_block();
+}
+
+const Array* OnDemandTrace::grad_at(size_t row) {
+    const StageTable& t = kept_.table();
+    if (row >= t.size()) throw std::out_of_range("OnDemandTrace: no row " + std::to_string(row));
+    if (!kept_.has_grads()) return nullptr;
+    if (const Array* g = kept_.grad_at(row)) return g;
+    const int l = t[row].layer;
+    if (l < 0 || !t[row].has_grad) return nullptr;
+    if (grads_held_ != l) {
+        grads_held_ = -1;
+        block_grads_.assign(t.size(), Array());
+        block_graded_.assign(t.size(), 0);
+        const Array* leaving = kept_.grad(StageId{StageKind::ResidPost, l});
+        if (!leaving) throw std::logic_error("OnDemandTrace: no gradient of the stream leaving block " + std::to_string(l));
+        Tensor2 dx = Tensor2::from_shape({leaving->size() / size_t(w_.cfg.width), size_t(w_.cfg.width)});
+        std::copy_n(leaving->data(), dx.size(), dx.data());
+        const StageGet get_block = [&](StageKind k, int b) { return at(size_t(t.index(StageId{k, b}))).data(); };
+        const StagePut put_block = [&](StageKind k, int b, const float* src) {
+            const size_t r = size_t(t.index(StageId{k, b}));
+            block_grads_[r] = empty_array(t[r].shape);
+            block_graded_[r] = 1;
+            std::copy_n(src, block_grads_[r].size(), block_grads_[r].data());
+        };
+        BlockScratch scratch;
+        block_backward(w_, nullptr, l, kept_.options(), 1, get_block, nullptr, dx, scratch, &put_block);
+        grads_held_ = l;
     }
+    return block_graded_[row] ? &block_grads_[row] : nullptr;
+}
+
+const Array* OnDemandTrace::grad(StageId id) {
+    const StageTable& t = kept_.table();
+    if (!t.has(id)) throw std::out_of_range("OnDemandTrace: the table has no such stage");
+    return grad_at(size_t(t.index(id)));
+}
+
+size_t OnDemandTrace::grad_bytes() const {
+    size_t b = 0;
+    for (size_t r = 0; r < block_grads_.size(); ++r) b += block_graded_[r] ? block_grads_[r].size() * sizeof(float) : 0;
+    return b;
 }
 
 }  // namespace vit

@@ -27,6 +27,8 @@ public:
     // If `record` is set (B == 1 only, the trace forward() recorded into), the gradient of every
     // stage the table gives one is written into it (Trace::grad).
     void backward(const Weights& w, const Tensor2& dlogits, Weights& grads, Trace* record = nullptr);
+    // The same with grads null: the stages' gradients alone (into `record`), the weights' not computed.
+    void backward(const Weights& w, const Tensor2& dlogits, Weights* grads, Trace* record);
 
 private:
     struct State;

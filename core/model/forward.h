@@ -110,13 +110,34 @@ public:
     // The block held (-1: none) and a way to drop it.
     int block_held() const { return held_; }
     void release_block();
-    size_t bytes() const { return kept_.bytes() + block_.bytes(); }
+    size_t bytes() const { return kept_.bytes() + block_.bytes() + grad_bytes(); }
+
+    // ---- Gradients on demand (req.grads; the model and options must pass backward_unsupported):
+    // the same checkpointing. The constructor runs the backward pass from the last block to the
+    // first, recomputing each block's stages from the kept stream entering it (as at() does), and
+    // keeps only the gradient of the residual stream leaving every block (blocks.L.resid_post) and
+    // of the stages outside the blocks, in kept(). A block's other gradients are computed when
+    // asked for: its stages recomputed, its backward run from the kept gradient of the stream
+    // leaving it. Each equals the full traced run's (run() with req.grads) bit for bit; the weights'
+    // gradients are not computed.
+    bool has_grads() const { return kept_.has_grads(); }
+    int grad_class() const { return kept_.grad_class(); }
+    // Any row's gradient (null for a row without one, or without req.grads). The pointer stays valid
+    // until another block's gradients are materialized.
+    const Array* grad_at(size_t row);
+    const Array* grad(StageId id);
+    int grads_held() const { return grads_held_; }  // the block whose gradients are held (-1: none)
 
 private:
+    void backward_kept(const RunRequest& req);  // the checkpointed backward pass (backward.cpp)
+    size_t grad_bytes() const;
     const Weights& w_;
     Trace kept_, block_;
     int held_ = -1;
     ModelIdentity model_;
+    std::vector<Array> block_grads_;  // by row: the gradients of block grads_held_'s stages
+    std::vector<char> block_graded_;
+    int grads_held_ = -1;
 };
 
 }  // namespace vit

@@ -41,8 +41,7 @@ void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& 
                                     std::to_string(c.classes) + " classes)");
     Tensor2 dl = xt::zeros<float>({size_t(1), size_t(c.classes)});
     dl(0, size_t(cls)) = 1.f;  // d logit[cls] / d logits
-    Weights g = zeros_like(w);
-    b.backward(w, dl, g, &trace);
+    b.backward(w, dl, nullptr, &trace);  // the stages' gradients: the weights' are not computed
     trace.set_grad_class(cls);
 }
 
@@ -127,7 +126,8 @@ namespace vit {
 OnDemandTrace::OnDemandTrace(const Weights& w, const Tensor3& input, const Options& opt, const RunRequest& req,
                              std::vector<StageKind> also)
     : w_(w), model_(req.model) {
-    if (req.grads) throw std::invalid_argument("on-demand stages: the backward pass needs a full trace");
+    if (req.grads)
+        if (const std::string why = backward_unsupported(w.cfg, opt); !why.empty()) throw std::invalid_argument(why);
     const Tensor4 x = batch_of_one(w, input);
     const auto table = StageTable::get(w.cfg, opt);
     std::vector<char> rows(table->size(), 0);
@@ -139,6 +139,7 @@ OnDemandTrace::OnDemandTrace(const Weights& w, const Tensor3& input, const Optio
     WorkspacePtr ws = make_workspace();
     forward_batch(w, x, opt, kept_, Keep::All, *ws, req.model, req.cancel, nullptr, &rows);
     if (model_.name.empty()) model_ = kept_.model();
+    if (req.grads) backward_kept(req);
 }
 
 void OnDemandTrace::release_block() {
