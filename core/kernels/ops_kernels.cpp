@@ -25,16 +25,6 @@ namespace IMPL {
 using batch = xsimd::batch<float>;
 constexpr size_t W = batch::size;
 
-void gelu(float* out, const float* x, size_t begin, size_t end) {
-    const batch half(0.5f), one(1.f), rs2(float(M_SQRT1_2));
-    size_t i = begin;
-    for (; i + W <= end; i += W) {
-        batch v = batch::load_unaligned(x + i);
-        (half * v * (one + xsimd::erf(v * rs2))).store_unaligned(out + i);
-    }
-    for (; i < end; ++i) out[i] = 0.5f * x[i] * (1.f + std::erf(x[i] * float(M_SQRT1_2)));
-}
-
 // The last n < W floats at p as a batch, the other lanes `fill` (a reduction's identity);
 // AVX-512 loads them under a mask, AVX2 blends a masked load.
 inline batch load_tail(const float* p, size_t n, float fill) {
@@ -79,6 +69,16 @@ inline float hsum(const batch& v) {
 #else
     return xsimd::hadd(v);
 #endif
+}
+
+void gelu(float* out, const float* x, size_t begin, size_t end) {
+    const batch half(0.5f), one(1.f), rs2(float(M_SQRT1_2));
+    auto f = [&](const batch& v) { return half * v * (one + xsimd::erf(v * rs2)); };
+    size_t i = begin;
+    for (; i + W <= end; i += W) f(batch::load_unaligned(x + i)).store_unaligned(out + i);
+    // the tail through the same vector code (padded), so that a value's result does not depend on
+    // where it falls in the range: a GEMM slice's epilogue and a pass over the whole array agree
+    if (i < end) store_tail(out + i, f(load_tail(x + i, end - i, 0.f)), end - i);
 }
 
 // Vector passes over each row (max, exp and sum, scale), the tail of a row padded to a whole

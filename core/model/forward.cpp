@@ -2,10 +2,12 @@
 // Each stage is computed straight into its array (the trace's own, when
 // tracing), reads like its PyTorch line, and names that line in a comment.
 // GEMMs go to oneDNN on the containers' storage (ops::gemm / ops::linear);
-// elementwise stages are xtensor expressions (vectorized with xsimd). Two
-// stages stay loops over the storage because the reducer expressions are many
-// times slower on the hot path (docs/kernels.md has the figures): LayerNorm
-// (ops::layernorm) and the row softmax (ops::softmax_rows).
+// elementwise stages are xtensor expressions (vectorized with xsimd). Three
+// stages are vector kernels over the storage instead: LayerNorm (ops::layernorm)
+// and the row softmax (ops::softmax_rows), whose reducer expressions are many
+// times slower on the hot path (docs/kernels.md has the figures), and GELU
+// (ops::gelu), which the fc1 product applies to each thread's slice while it is
+// in cache (linear_act).
 // tests/test_core_design.cpp checks both against the xtensor expressions they replace.
 #include "core/model/forward.h"
 
@@ -160,18 +162,12 @@ void residual_add(float* out, const float* a, const float* b, size_t R, size_t D
     });
 }
 
-// out = 0.5 x (1 + erf(x / sqrt 2)) as an xtensor expression, split across the threads
-// (through ops::for_range, so that the busy-core fallback applies here too).
+// out = 0.5 x (1 + erf(x / sqrt 2)) by the vector kernel (ops::gelu, split across the threads, with
+// the busy-core fallback), whose result per value is the one the fused fc1 epilogue gives (linear_act).
 // torch: F.gelu(x)  (the exact form, not the tanh approximation)
 void gelu(float* out, const float* in, size_t n) {
     profile::Scope prof([] { return std::string("gelu"); }, 0);
-    const size_t parts = size_t(std::max(1, ops::threads()));
-    ops::for_range(int(parts), n > 50000, [&](int t) {
-        const size_t b = n * size_t(t) / parts, e = n * size_t(t + 1) / parts;
-        auto x = as(in + b, e - b, std::array<size_t, 1>{e - b});
-        auto y = as(out + b, e - b, std::array<size_t, 1>{e - b});
-        xt::noalias(y) = 0.5f * x * (1.f + xt::erf(x * float(M_SQRT1_2)));
-    });
+    ops::gelu(out, in, n);
 }
 
 // The family's rule for resizing its position embeddings (core/model/pos_embed.h).
@@ -209,6 +205,25 @@ void activation(Act act, float* out, const float* in, size_t R, size_t M) {
         auto x = as(in + r0 * M, n, std::array<size_t, 1>{n});
         if (act == Act::QuickGelu) xt::noalias(y) = x / (1.f + xt::exp(-1.702f * x));
         else xt::noalias(y) = 0.5f * x * (1.f + xt::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    });
+}
+
+// pre = F.linear(in, W, b) and post = act(pre) (M columns). With the matrix held packed and GELU,
+// each thread applies it to its column slice of pre right after computing it, while the slice is
+// in cache (the same bits as the separate pass: ops::gelu and ops::gelu_rows agree value by value).
+void linear_act(const char* what, Act act, float* pre, float* post, const float* in, const Tensor2& W,
+                const Tensor1& b, size_t R, size_t M, const gemm::Packs* packs,
+                const std::shared_ptr<const gemm::Matrix>& P) {
+    if (!P || act != Act::Gelu) {
+        linear(what, pre, in, W, b, R, packs, P);
+        return activation(act, post, pre, R, M);
+    }
+    const size_t I = size_t(gemm::cols(*P));
+    profile::Scope s([&] { return "gemm " + std::string(what) + " + gelu " + std::to_string(R) + "x" + std::to_string(I) +
+                                  " @ " + std::to_string(I) + "x" + std::to_string(M); },
+                     2.0 * double(R) * double(I) * double(M));
+    ops::linear_packed(pre, in, *P, b.data(), int(R), [&](const float* y, size_t ld, int c0, int c1) {
+        ops::gelu_rows(post + c0, M, y, ld, int(R), c1 - c0);
     });
 }
 
@@ -552,9 +567,8 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // mlp.pre = fc1(ln2); mlp.post = act(mlp.pre); mlp.out = fc2(mlp.post)
         Array& pre = rec(StageKind::MlpPre);
-        linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs, b.fc1_p);
         Array& mpost = rec(StageKind::MlpPost);
-        activation(c.act, mpost.data(), pre.data(), R, M);
+        linear_act("mlp.fc1", c.act, pre.data(), mpost.data(), h2, b.fc1_w, b.fc1_b, R, M, packs, b.fc1_p);
         patch(StageKind::MlpPost, li, mpost);
         Array& mo = rec(StageKind::MlpOut);
         if (sublayer_ablated(opt, li, true)) std::fill_n(mo.data(), mo.size(), 0.f);
