@@ -75,6 +75,21 @@ TEST(OpsKernels, GeluAddSoftmaxLayerNormMatchDoubleArithmetic) {
     }
 }
 
+// GELU's result for a value does not depend on where it lies in the range (vector body or tail):
+// the fused fc1 epilogue (ops::gelu_rows on a thread's column slice) and the pass over the whole
+// array (ops::gelu) must give the same bits (tests/test_scale.cpp compares the two passes).
+TEST(OpsKernels, GeluOfAValueDoesNotDependOnItsPlace) {
+    const size_t n = 203;
+    auto x = randn(n, 8);
+    for (const kernels::Table* k : runnable()) {
+        SCOPED_TRACE(k->name);
+        std::vector<float> whole(n), one(n);
+        k->gelu(whole.data(), x.data(), 0, n);
+        for (size_t i = 0; i < n; ++i) k->gelu(one.data(), x.data(), i, i + 1);  // every value as a tail
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(whole[i], one[i]) << i;
+    }
+}
+
 TEST(OpsKernels, ResultsDoNotDependOnTheThreadCount) {
     // The busy-machine fallback runs a region on one thread: bitwise the same.
     const int R = 197, I = 192, O = 768;

@@ -73,6 +73,7 @@ Fingerprint fingerprint(const float* W, const float* b, size_t n, int O) {
 struct Slice {
     uint64_t id = 0;                // names the slice in each thread's memory-object cache
     int c0 = 0, c1 = 0;             // output columns [c0, c1)
+    bool dense = false;             // computed as a dense block, then copied (see MatrixSlice)
     dnnl::matmul prim;
     dnnl::memory::desc src, bias, dst;
     dnnl::memory weights;           // W[c0:c1].T in the kernel's blocked layout
@@ -128,6 +129,39 @@ size_t Packs::bytes() const {
 }
 
 namespace {
+// dst: (R, n) with row stride ld (O for out's columns in place, n for a dense block).
+dnnl::matmul::primitive_desc matmul_pd(int R, int I, int64_t n, int64_t ld, const dnnl::memory::desc& w, bool bias) {
+    const dnnl::memory::desc src(dims{R, I}, dt::f32, dims{I, 1});
+    const dnnl::memory::desc dst(dims{R, n}, dt::f32, dims{ld, 1});
+    const dnnl::memory::desc b = bias ? dnnl::memory::desc(dims{1, n}, dt::f32, tag::ab) : dnnl::memory::desc();
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w, b, dst), attr, engine());
+}
+bool plain(const dnnl::memory::desc& d) {
+    return d.data.format_kind == dnnl_blocked && d.data.format_desc.blocking.inner_nblks == 0;
+}
+// A slice's matmul for R rows of in(R, I) and n of out's O columns, with the weights' layout left
+// to the kernel: as a dense block (`dense`) where the kernel then keeps the weights in a blocked
+// layout that takes no more memory than W itself (a layout padded to its block width would hold
+// the weights once and a bit: ViT-Ti's 96-column slices would take a third more); otherwise
+// out's columns in place.
+dnnl::matmul::primitive_desc slice_pd(int R, int I, int64_t n, int O, bool bias, bool& dense) {
+    const dnnl::memory::desc any(dims{I, n}, dt::f32, tag::any);
+    auto pd = matmul_pd(R, I, n, n, any, bias);
+    dense = n < O && !plain(pd.weights_desc()) && pd.weights_desc().get_size() == size_t(I) * size_t(n) * sizeof(float);
+    if (n < O && !dense) pd = matmul_pd(R, I, n, O, any, bias);
+    return pd;
+}
+// The calling thread's buffer for dense blocks (a slice's result before it goes to out's columns).
+float* block_buffer(size_t floats) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < floats) buf.resize(floats);
+    return buf.data();
+}
+}  // namespace
+
+namespace {
 std::shared_ptr<const Packed> make_packed(const float* W, const float* b, int R, int I, int O, int parts) {
     auto p = std::make_shared<Packed>();
     p->R = R, p->I = I, p->O = O, p->b = b;
@@ -141,13 +175,10 @@ std::shared_ptr<const Packed> make_packed(const float* W, const float* b, int R,
         s.c0 = int(int64_t(O / 16) * t / parts) * 16;
         s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
         const int64_t n = s.c1 - s.c0;
-        s.src = dnnl::memory::desc(dims{R, I}, dt::f32, dims{I, 1});
-        s.dst = dnnl::memory::desc(dims{R, n}, dt::f32, dims{O, 1});
-        if (b) s.bias = dnnl::memory::desc(dims{1, n}, dt::f32, tag::ab);
-        const dnnl::memory::desc w_any(dims{I, n}, dt::f32, tag::any);
-        dnnl::primitive_attr attr;
-        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-        const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s.src, w_any, s.bias, s.dst), attr, engine());
+        // the same choice of kernel and output as pack_matrix's (a pass with these packs and one
+        // with the matrices held packed give the same bits)
+        const auto pd = slice_pd(R, I, n, O, b != nullptr, s.dense);
+        s.src = pd.src_desc(), s.dst = pd.dst_desc(), s.bias = pd.bias_desc();
         s.prim = dnnl::matmul(pd);
         s.scratch = pd.scratchpad_desc().get_size();
         // W(O, I) row-major: element (k, j) of the slice's (I, n) weight is W[(c0 + j) * I + k].
@@ -203,40 +234,46 @@ namespace {
 struct Mems {
     dnnl::memory src, dst, bias, scratch;
 };
-Mems& mems_for(const Slice& s) {
+Mems& mems_for(uint64_t id, const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+                const dnnl::memory::desc& bias, size_t scratch_bytes) {
     thread_local std::unordered_map<uint64_t, Mems> cache;
-    auto it = cache.find(s.id);
+    auto it = cache.find(id);
     if (it != cache.end()) return it->second;
     if (cache.size() > 4096) cache.clear();  // slices of models long gone
     dnnl::engine& e = engine();
     Mems m;
-    m.src = dnnl::memory(s.src, e, DNNL_MEMORY_NONE);
-    m.dst = dnnl::memory(s.dst, e, DNNL_MEMORY_NONE);
-    if (s.bias) m.bias = dnnl::memory(s.bias, e, DNNL_MEMORY_NONE);
-    m.scratch = dnnl::memory(dnnl::memory::desc(dims{int64_t(s.scratch)}, dt::u8, tag::a), e, DNNL_MEMORY_NONE);
-    return cache.emplace(s.id, std::move(m)).first->second;
+    m.src = dnnl::memory(src, e, DNNL_MEMORY_NONE);
+    m.dst = dnnl::memory(dst, e, DNNL_MEMORY_NONE);
+    if (bias) m.bias = dnnl::memory(bias, e, DNNL_MEMORY_NONE);
+    m.scratch = dnnl::memory(dnnl::memory::desc(dims{int64_t(scratch_bytes)}, dt::u8, tag::a), e, DNNL_MEMORY_NONE);
+    return cache.emplace(id, std::move(m)).first->second;
 }
 }  // namespace
 
 void run(const Packed& p, int part, float* out, const float* in) {
     const Slice& s = p.slices.at(size_t(part));
-    Mems& m = mems_for(s);
+    const size_t n = size_t(s.c1 - s.c0);
+    Mems& m = mems_for(s.id, s.src, s.dst, s.bias, s.scratch);
+    float* dst = s.dense ? block_buffer(size_t(p.R) * n) : out + s.c0;
     m.src.set_data_handle(const_cast<float*>(in));
-    m.dst.set_data_handle(out + s.c0);
+    m.dst.set_data_handle(dst);
     m.scratch.set_data_handle(scratch(s.scratch));
     dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m.src.get()}, {DNNL_ARG_WEIGHTS, s.weights.get()},
                                {DNNL_ARG_DST, m.dst.get()}, {DNNL_ARG_SCRATCHPAD, m.scratch.get()}, {0, nullptr}};
-    int n = 4;
+    int nargs = 4;
     if (p.b) {
         m.bias.set_data_handle(const_cast<float*>(p.b) + s.c0);
-        args[n++] = {DNNL_ARG_BIAS, m.bias.get()};
+        args[nargs++] = {DNNL_ARG_BIAS, m.bias.get()};
     }
     OneThread one;
-    const dnnl_status_t st = dnnl_primitive_execute(s.prim.get(), stream().get(), n, args);
+    const dnnl_status_t st = dnnl_primitive_execute(s.prim.get(), stream().get(), nargs, args);
     if (st != dnnl_success)
         throw std::runtime_error("oneDNN matmul failed on " + std::to_string(p.R) + "x" + std::to_string(p.I) +
                                  " @ " + std::to_string(p.I) + "x" + std::to_string(p.O) + " (status " +
                                  std::to_string(int(st)) + ")");
+    if (s.dense)
+        for (size_t r = 0; r < size_t(p.R); ++r)
+            std::memcpy(out + r * size_t(p.O) + s.c0, dst + r * n, sizeof(float) * n);
 }
 
 void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
@@ -253,10 +290,17 @@ void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, i
 
 struct MatrixSlice {
     int c0 = 0, c1 = 0;
+    // The kernel writes a dense (R, c1 - c0) block (a buffer of the calling thread, then copied
+    // into out's columns) rather than out's columns in place: oneDNN's blocked-weight kernel
+    // (brgemm) takes only a dense output, and with a strided one it falls back to a kernel that
+    // re-packs the weights on every call. False where the CPU has no such kernel (before AVX-512)
+    // or the slice is all of out's columns (dense in place).
+    bool dense = false;
     dnnl::memory::desc wdesc;   // the blocked layout chosen for the packing row count
     dnnl::memory weights;       // W[c0:c1].T in that layout
 };
 struct Matrix {
+    uint64_t id = 0;  // names the matrix in each thread's primitive cache (run): never reused
     int I = 0, O = 0;
     std::vector<MatrixSlice> slices;
     size_t bytes = 0;
@@ -271,19 +315,10 @@ struct Matrix {
     mutable std::map<std::tuple<int, int, bool>, std::shared_ptr<const Prim>> prims;
 };
 
-namespace {
-dnnl::matmul::primitive_desc matmul_pd(int R, int I, int64_t n, int O, const dnnl::memory::desc& w, bool bias) {
-    const dnnl::memory::desc src(dims{R, I}, dt::f32, dims{I, 1});
-    const dnnl::memory::desc dst(dims{R, n}, dt::f32, dims{O, 1});
-    const dnnl::memory::desc b = bias ? dnnl::memory::desc(dims{1, n}, dt::f32, tag::ab) : dnnl::memory::desc();
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, w, b, dst), attr, engine());
-}
-}  // namespace
-
 std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int parts, int R) {
     auto m = std::make_shared<Matrix>();
+    static std::atomic<uint64_t> next_matrix{1};
+    m->id = next_matrix++;
     m->I = I, m->O = O;
     parts = std::max(1, std::min(parts, O / 16));
     try {
@@ -292,7 +327,7 @@ std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int part
             s.c0 = int(int64_t(O / 16) * t / parts) * 16;
             s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
             const int64_t n = s.c1 - s.c0;
-            const auto pd = matmul_pd(std::max(R, 1), I, n, O, dnnl::memory::desc(dims{I, n}, dt::f32, tag::any), true);
+            const auto pd = slice_pd(std::max(R, 1), I, n, O, true, s.dense);
             s.wdesc = pd.weights_desc();
             const dnnl::memory::desc w_user(dims{I, n}, dt::f32, dims{1, I});
             dnnl::memory user(w_user, engine(), const_cast<float*>(W) + size_t(s.c0) * size_t(I));
@@ -310,6 +345,8 @@ std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int part
 }
 
 int parts(const Matrix& m) { return int(m.slices.size()); }
+int first_column(const Matrix& m, int part) { return m.slices.at(size_t(part)).c0; }
+int end_column(const Matrix& m, int part) { return m.slices.at(size_t(part)).c1; }
 int rows(const Matrix& m) { return m.O; }
 int cols(const Matrix& m) { return m.I; }
 size_t bytes(const Matrix& m) { return m.bytes; }
@@ -324,15 +361,36 @@ void unpack(const Matrix& m, float* W) {
     }
 }
 
-void run(const Matrix& m, int part, float* out, const float* in, const float* b, int R) {
+Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R) {
     const MatrixSlice& s = m.slices.at(size_t(part));
+    const size_t n = size_t(s.c1 - s.c0);
+    // This thread's primitives by (matrix, row count, slice, bias or not): found without the
+    // matrix's lock; a miss takes it and makes the primitive (once per matrix) or shares it.
+    // Weak: the matrix owns its primitives, and they go with it.
+    struct Key {
+        uint64_t matrix;
+        int R, part;
+        bool bias;
+        bool operator==(const Key& o) const { return matrix == o.matrix && R == o.R && part == o.part && bias == o.bias; }
+    };
+    struct Hash {
+        size_t operator()(const Key& k) const {
+            return std::hash<uint64_t>()(k.matrix * 0x9E3779B97F4A7C15ull ^ (uint64_t(uint32_t(k.R)) << 20) ^
+                                         (uint64_t(k.part) << 1) ^ uint64_t(k.bias));
+        }
+    };
+    thread_local std::unordered_map<Key, std::weak_ptr<const Matrix::Prim>, Hash> mine;
+    const Key key{m.id, R, part, b != nullptr};
     std::shared_ptr<const Matrix::Prim> p;
-    {
+    auto found = mine.find(key);
+    if (found != mine.end()) p = found->second.lock();
+    if (!p) {
+        if (mine.size() > 4096) mine.clear();  // matrices of models long gone
         std::lock_guard<std::mutex> l(m.m);
         auto& e = m.prims[std::make_tuple(R, part, b != nullptr)];
         if (!e) {
             try {
-                const auto pd = matmul_pd(R, m.I, s.c1 - s.c0, m.O, s.wdesc, b != nullptr);
+                const auto pd = matmul_pd(R, m.I, s.c1 - s.c0, s.dense ? s.c1 - s.c0 : m.O, s.wdesc, b != nullptr);
                 auto np = std::make_shared<Matrix::Prim>();
                 static std::atomic<uint64_t> next_id{uint64_t(1) << 48};
                 np->id = next_id++;
@@ -347,27 +405,30 @@ void run(const Matrix& m, int part, float* out, const float* in, const float* b,
             }
         }
         p = e;
+        mine[key] = p;
     }
     // the same per-thread memory objects as the Packs' slices, under the primitive's own id
-    Slice tmp;
-    tmp.id = p->id, tmp.src = p->src, tmp.dst = p->dst, tmp.bias = p->bias, tmp.scratch = p->scratch;
-    Mems& mm = mems_for(tmp);
+    Mems& mm = mems_for(p->id, p->src, p->dst, p->bias, p->scratch);
+    float* dst = s.dense ? block_buffer(size_t(R) * n) : out + s.c0;
     mm.src.set_data_handle(const_cast<float*>(in));
-    mm.dst.set_data_handle(out + s.c0);
+    mm.dst.set_data_handle(dst);
     mm.scratch.set_data_handle(scratch(p->scratch));
     dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, mm.src.get()}, {DNNL_ARG_WEIGHTS, s.weights.get()},
                                {DNNL_ARG_DST, mm.dst.get()}, {DNNL_ARG_SCRATCHPAD, mm.scratch.get()}, {0, nullptr}};
-    int n = 4;
+    int nargs = 4;
     if (b) {
         mm.bias.set_data_handle(const_cast<float*>(b) + s.c0);
-        args[n++] = {DNNL_ARG_BIAS, mm.bias.get()};
+        args[nargs++] = {DNNL_ARG_BIAS, mm.bias.get()};
     }
     OneThread one;
-    const dnnl_status_t st = dnnl_primitive_execute(p->prim.get(), stream().get(), n, args);
+    const dnnl_status_t st = dnnl_primitive_execute(p->prim.get(), stream().get(), nargs, args);
     if (st != dnnl_success)
         throw std::runtime_error("oneDNN matmul failed on " + std::to_string(R) + "x" + std::to_string(m.I) +
                                  " @ " + std::to_string(m.I) + "x" + std::to_string(m.O) + " (status " +
                                  std::to_string(int(st)) + ")");
+    if (!s.dense) return {out + s.c0, size_t(m.O)};
+    for (size_t r = 0; r < size_t(R); ++r) std::memcpy(out + r * size_t(m.O) + s.c0, dst + r * n, sizeof(float) * n);
+    return {dst, n};
 }
 
 std::string version() {

@@ -69,8 +69,15 @@ int parts(const Matrix& m);
 int rows(const Matrix& m);    // O
 int cols(const Matrix& m);    // I
 size_t bytes(const Matrix& m);
-// Slice `part` of out(R,O) = in(R,I) @ W.T + b (b may be null).
-void run(const Matrix& m, int part, float* out, const float* in, const float* b, int R);
+// Slice `part` of out(R,O) = in(R,I) @ W.T + b (b may be null). Returns where the slice's values
+// are warmest in cache: the calling thread's dense copy (valid until its next run) or out itself.
+struct Block {
+    const float* p;  // row r of the slice at p + r * ld
+    size_t ld;
+};
+Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R);
+int first_column(const Matrix& m, int part);
+int end_column(const Matrix& m, int part);
 // W(O,I) back in row-major order, bit for bit what was packed.
 void unpack(const Matrix& m, float* W);
 

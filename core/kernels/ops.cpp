@@ -264,12 +264,17 @@ void linear(float* out, const float* in, const float* Wt, const float* b, int R,
     });
 }
 
-void linear_packed(float* out, const float* in, const gemm::Matrix& W, const float* b, int R) {
+void linear_packed(float* out, const float* in, const gemm::Matrix& W, const float* b, int R,
+                   const std::function<void(const float* y, size_t ld, int c0, int c1)>& then) {
     cancellation_point();
+    auto slice = [&](int p) {
+        const gemm::Block y = gemm::run(W, p, out, in, b, R);
+        if (then) then(y.p, y.ld, gemm::first_column(W, p), gemm::end_column(W, p));
+    };
     parallel_parts(omp_in_parallel() ? 1 : gemm::parts(W), [&](int t, int n) {
         // inside a parallel region (the trainer's data-parallel loop) one call runs every slice
-        if (n == 1) for (int p = 0; p < gemm::parts(W); ++p) gemm::run(W, p, out, in, b, R);
-        else gemm::run(W, t, out, in, b, R);
+        if (n == 1) for (int p = 0; p < gemm::parts(W); ++p) slice(p);
+        else slice(t);
     });
 }
 
@@ -288,6 +293,11 @@ void gelu(float* out, const float* x, size_t n) {
     parallel(n > 50000, [&](int t, int nt) {
         k.gelu(out, x, std::min(n, size_t(split(blocks, t, nt)) * 64), std::min(n, size_t(split(blocks, t + 1, nt)) * 64));
     });
+}
+
+void gelu_rows(float* out, size_t ldo, const float* x, size_t ldx, int R, int n) {
+    const auto& k = kernels::best();
+    for (int r = 0; r < R; ++r) k.gelu(out + size_t(r) * ldo, x + size_t(r) * ldx, 0, size_t(n));
 }
 
 void softmax_rows(float* out, const float* x, int R, int C) {

@@ -76,7 +76,11 @@ void linear(float* out, const float* in, const float* W, const float* b, int R, 
             const gemm::Packs* packs = nullptr);
 
 // The same with W held packed only (gemm::Matrix): its column slices split across the threads.
-void linear_packed(float* out, const float* in, const gemm::Matrix& W, const float* b, int R);
+// `then`, if given, runs on the thread that computed each column slice [c0, c1), right after it,
+// with the slice's values where they are warmest in cache: row r at y + r * ld (an epilogue
+// fused into the product, such as the MLP's activation).
+void linear_packed(float* out, const float* in, const gemm::Matrix& W, const float* b, int R,
+                   const std::function<void(const float* y, size_t ld, int c0, int c1)>& then = nullptr);
 
 // LayerNorm over the last axis of x(R,D). mean(R), std(R) = sqrt(var) (without eps,
 // as torch.std prints it), norm(R,D) = (x-mean)/sqrt(var+eps), out = norm*g + b.
@@ -86,7 +90,10 @@ void layernorm(float* out, float* norm, float* mean, float* std, const float* x,
                const float* b, int R, int D, float eps, bool unbiased);
 
 // out = 0.5 x (1 + erf(x / sqrt 2))                  F.gelu(x)  (exact, not tanh)
+// Each value's result does not depend on n or on where it lies (gelu_rows gives the same bits).
 void gelu(float* out, const float* x, size_t n);
+// The same on R rows of n values (row r at x + r * ldx, out + r * ldo), on the calling thread.
+void gelu_rows(float* out, size_t ldo, const float* x, size_t ldx, int R, int n);
 
 // Row-wise softmax of x(R,C).                        x.softmax(-1)
 void softmax_rows(float* out, const float* x, int R, int C);

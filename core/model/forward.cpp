@@ -2,10 +2,12 @@
 // Each stage is computed straight into its array (the trace's own, when
 // tracing), reads like its PyTorch line, and names that line in a comment.
 // GEMMs go to oneDNN on the containers' storage (ops::gemm / ops::linear);
-// elementwise stages are xtensor expressions (vectorized with xsimd). Two
-// stages stay loops over the storage because the reducer expressions are many
-// times slower on the hot path (docs/kernels.md has the figures): LayerNorm
-// (ops::layernorm) and the row softmax (ops::softmax_rows).
+// elementwise stages are xtensor expressions (vectorized with xsimd). Three
+// stages are vector kernels over the storage instead: LayerNorm (ops::layernorm)
+// and the row softmax (ops::softmax_rows), whose reducer expressions are many
+// times slower on the hot path (docs/kernels.md has the figures), and GELU
+// (ops::gelu), which the fc1 product applies to each thread's slice while it is
+// in cache (linear_act).
 // tests/test_core_design.cpp checks both against the xtensor expressions they replace.
 #include "core/model/forward.h"
 
@@ -13,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -160,18 +163,12 @@ void residual_add(float* out, const float* a, const float* b, size_t R, size_t D
     });
 }
 
-// out = 0.5 x (1 + erf(x / sqrt 2)) as an xtensor expression, split across the threads
-// (through ops::for_range, so that the busy-core fallback applies here too).
+// out = 0.5 x (1 + erf(x / sqrt 2)) by the vector kernel (ops::gelu, split across the threads, with
+// the busy-core fallback), whose result per value is the one the fused fc1 epilogue gives (linear_act).
 // torch: F.gelu(x)  (the exact form, not the tanh approximation)
 void gelu(float* out, const float* in, size_t n) {
     profile::Scope prof([] { return std::string("gelu"); }, 0);
-    const size_t parts = size_t(std::max(1, ops::threads()));
-    ops::for_range(int(parts), n > 50000, [&](int t) {
-        const size_t b = n * size_t(t) / parts, e = n * size_t(t + 1) / parts;
-        auto x = as(in + b, e - b, std::array<size_t, 1>{e - b});
-        auto y = as(out + b, e - b, std::array<size_t, 1>{e - b});
-        xt::noalias(y) = 0.5f * x * (1.f + xt::erf(x * float(M_SQRT1_2)));
-    });
+    ops::gelu(out, in, n);
 }
 
 // The family's rule for resizing its position embeddings (core/model/pos_embed.h).
@@ -209,6 +206,32 @@ void activation(Act act, float* out, const float* in, size_t R, size_t M) {
         auto x = as(in + r0 * M, n, std::array<size_t, 1>{n});
         if (act == Act::QuickGelu) xt::noalias(y) = x / (1.f + xt::exp(-1.702f * x));
         else xt::noalias(y) = 0.5f * x * (1.f + xt::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    });
+}
+
+// F.linear(in, P, b) with the matrix held packed and an epilogue on each thread's column slice
+// (ops::linear_packed's `then`), reported to the profile as the GEMM "+ plus".
+void linear_then(const char* what, const char* plus, float* out, const float* in, const gemm::Matrix& P,
+                 const Tensor1& b, size_t R, const std::function<void(const float*, size_t, int, int)>& then) {
+    const size_t O = size_t(gemm::rows(P)), I = size_t(gemm::cols(P));
+    profile::Scope s([&] { return "gemm " + std::string(what) + " + " + plus + " " + std::to_string(R) + "x" +
+                                  std::to_string(I) + " @ " + std::to_string(I) + "x" + std::to_string(O); },
+                     2.0 * double(R) * double(I) * double(O));
+    ops::linear_packed(out, in, P, b.data(), int(R), then);
+}
+
+// pre = F.linear(in, W, b) and post = act(pre) (M columns). With the matrix held packed and GELU,
+// each thread applies it to its column slice of pre right after computing it, while the slice is
+// in cache (the same bits as the separate pass: ops::gelu and ops::gelu_rows agree value by value).
+void linear_act(const char* what, Act act, float* pre, float* post, const float* in, const Tensor2& W,
+                const Tensor1& b, size_t R, size_t M, const gemm::Packs* packs,
+                const std::shared_ptr<const gemm::Matrix>& P) {
+    if (!P || act != Act::Gelu) {
+        linear(what, pre, in, W, b, R, packs, P);
+        return activation(act, post, pre, R, M);
+    }
+    linear_then(what, "gelu", pre, in, *P, b, R, [&](const float* y, size_t ld, int c0, int c1) {
+        ops::gelu_rows(post + c0, M, y, ld, int(R), c1 - c0);
     });
 }
 
@@ -483,20 +506,28 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // q, k, v: (H, T, d) each = ln1 @ Wqkv.T + b, rows of Wqkv [q; k; v], heads contiguous.
         // torch: qkv(x).reshape(T, 3, H, d).permute(1, 2, 0, 3)
-        linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs, b.qkv_p);
         float* qkv3[3] = {rec(StageKind::AttnQ).data(), rec(StageKind::AttnK).data(), rec(StageKind::AttnV).data()};
-        {
+        // Columns [c0, c1) of the qkv rows y (row (b, t) at y + (b*T + t) * ld) into q, k, v: column
+        // c is part c / D, head (c % D) / d, element c % d. The permute as a loop of runs within a
+        // head: the strided xtensor assignment xt::transpose(xt::reshape_view(qkv, {B, T, 3, H, d}),
+        // {2, 0, 3, 1, 4}) is ~30x slower (docs/kernels.md); tests/test_core_design.cpp checks the
+        // two agree.
+        auto split = [&](const float* y, size_t ld, size_t r0, size_t r1, size_t c0, size_t c1) {
+            for (size_t bt = r0; bt < r1; ++bt)
+                for (size_t c = c0; c < c1;) {
+                    const size_t s3 = c / D, h = (c % D) / d, j = c % d, run = std::min(d - j, c1 - c);
+                    std::copy_n(y + bt * ld + (c - c0), run, qkv3[s3] + (((bt / T) * H + h) * T + bt % T) * d + j);
+                    c += run;
+                }
+        };
+        if (b.qkv_p) {  // each thread splits its column slice while it is in cache
+            linear_then("qkv", "split", ws.qkv.data(), h1, *b.qkv_p, b.qkv_b, R,
+                        [&](const float* y, size_t ld, int c0, int c1) { split(y, ld, 0, R, size_t(c0), size_t(c1)); });
+        } else {
+            linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs, b.qkv_p);
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
-            // The permute as a loop of d-float runs: the strided xtensor assignment
-            // xt::transpose(xt::reshape_view(qkv, {B, T, 3, H, d}), {2, 0, 3, 1, 4}) is ~30x
-            // slower (docs/kernels.md); tests/test_core_design.cpp checks the two agree.
-            ops::for_range(int(R), R * D > 50000, [&](int i) {
-                const size_t bt = size_t(i);
-                for (size_t s3 = 0; s3 < 3; ++s3)
-                    for (size_t h = 0; h < H; ++h)
-                        std::copy_n(ws.qkv.data() + bt * 3 * D + s3 * D + h * d, d,
-                                    qkv3[s3] + (((bt / T) * H + h) * T + bt % T) * d);
-            });
+            ops::for_range(int(R), R * D > 50000,
+                           [&](int i) { split(ws.qkv.data(), 3 * D, size_t(i), size_t(i) + 1, 0, 3 * D); });
         }
         const float *q = qkv3[0], *k = qkv3[1], *v = qkv3[2];
 
@@ -552,9 +583,8 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // mlp.pre = fc1(ln2); mlp.post = act(mlp.pre); mlp.out = fc2(mlp.post)
         Array& pre = rec(StageKind::MlpPre);
-        linear("mlp.fc1", pre.data(), h2, b.fc1_w, b.fc1_b, R, packs, b.fc1_p);
         Array& mpost = rec(StageKind::MlpPost);
-        activation(c.act, mpost.data(), pre.data(), R, M);
+        linear_act("mlp.fc1", c.act, pre.data(), mpost.data(), h2, b.fc1_w, b.fc1_b, R, M, packs, b.fc1_p);
         patch(StageKind::MlpPost, li, mpost);
         Array& mo = rec(StageKind::MlpOut);
         if (sublayer_ablated(opt, li, true)) std::fill_n(mo.data(), mo.size(), 0.f);
