@@ -125,6 +125,17 @@ public:
             t.affine = !t.affine;
             app.s.set_options(t);
         }
+        if (a_.bench_switch && app.s.trace() && app.s.trace()->depth() > 0) {
+            // the next stage: another block every frame (so an on-demand trace recomputes one each
+            // time), walking four kinds that an on-demand pass does not keep
+            const Trace& t = *app.s.trace();
+            static const StageKind kinds[] = {StageKind::AttnScores, StageKind::MlpPre, StageKind::AttnQ, StageKind::Ln2Normalized};
+            const int L = t.depth();
+            const StageId id{kinds[(switches_ / L) % 4], switches_ % L};
+            ++switches_;
+            app.ui.tab = Tab::Stage;
+            select_stage(app.ui, t, id);
+        }
     }
     std::optional<int> after_render(AppContext& app, int, int) override {
         if (settled(app)) ++settled_frames_;
@@ -133,9 +144,13 @@ public:
         std::sort(ms_.begin(), ms_.end());
         double sum = 0;
         for (double v : ms_) sum += v;
-        std::printf("frames model=%s toggle=%d n=%zu mean_ms=%.2f median_ms=%.2f p95_ms=%.2f\n",
-                    app.s.config().name.c_str(), int(a_.bench_toggle), ms_.size(), sum / double(ms_.size()),
-                    ms_[ms_.size() / 2], ms_[size_t(double(ms_.size()) * 0.95)]);
+        const Trace* t = app.s.trace();
+        const Trace::OnDemandStats od = t ? t->on_demand_stats() : Trace::OnDemandStats{};
+        std::printf("frames model=%s toggle=%d switch=%d on_demand=%d n=%zu mean_ms=%.2f median_ms=%.2f p95_ms=%.2f "
+                    "pass_ms=%.1f kept_mb=%.1f blocks_recomputed=%d last_block_ms=%.1f\n",
+                    app.s.config().name.c_str(), int(a_.bench_toggle), int(a_.bench_switch), int(t && t->on_demand()),
+                    ms_.size(), sum / double(ms_.size()), ms_[ms_.size() / 2], ms_[size_t(double(ms_.size()) * 0.95)],
+                    app.s.result().ms, double(od.kept_bytes) / 1e6, od.recomputes, od.last_ms);
         return 0;
     }
 private:
@@ -144,6 +159,7 @@ private:
     std::vector<double> ms_;
     int settled_frames_ = 0;
     bool timing_ = false;
+    int switches_ = 0;
 };
 
 // The state being drawn, for the crash handler (a segfault names the state it happened in). A signal

@@ -286,6 +286,73 @@ std::string run_step_text(const StageTable& t, int units, bool first_pass) {
     return first_pass ? "first pass, packing the weights: " + where : where;
 }
 
+const std::vector<StageKind>& on_demand_keep_kinds() {
+    static const std::vector<StageKind> k{StageKind::AttnPattern};
+    return k;
+}
+
+bool runs_on_demand(StagesMode mode, const Config& c, const Options& opt, bool grads) {
+    if (grads || mode == StagesMode::All) return false;
+    if (mode == StagesMode::OnDemand) return c.depth > 0;
+    try {
+        return c.depth > 0 && run_dims(c, opt).full_floats * sizeof(float) > kOnDemandBytes;
+    } catch (const std::exception&) {
+        return false;  // options the model cannot run: the pass says why
+    }
+}
+
+void Session::set_stages_mode(StagesMode m) {
+    if (m == stages_mode_) return;
+    stages_mode_ = m;
+    base_ = {};  // the baseline is recorded the same way as the trace
+    dirty_ = true;
+}
+
+void Session::trim_stages() {
+    if (res_.trace) res_.trace->trim();
+    if (res_.base && res_.base != res_.trace) res_.base->trim();
+}
+
+ChangesState Session::changes() const {
+    ChangesState st;
+    const Result& r = res_;
+    if (!r.trace || !r.base) return st;
+    ChangesCache& cc = changes_;
+    if (cc.now != r.trace || cc.base != r.base) {
+        if (cc.job) cc.job->cancel();
+        cc = ChangesCache{r.base, r.trace, nullptr, nullptr};
+        if (!r.trace->on_demand() && !r.base->on_demand()) {
+            cc.out = std::make_shared<std::vector<StageChange>>(trace_changes(*r.base, *r.trace));
+        } else {
+            // every block of both passes recomputed once, in traces of the job's own (the window's
+            // caches untouched): about two passes of work, off the UI thread
+            auto out = std::make_shared<std::vector<StageChange>>();
+            const auto base = r.base, now = r.trace;
+            cc.job = jobs_.submit("comparing every stage with the baseline",
+                                  job_threads(param_count(now->table().config())), [base, now, out](Job& job) {
+                                      *out = trace_changes(*base, *now, [&job](int l, int L) {
+                                          job.set_progress(float(l) / float(std::max(1, L)));
+                                          job.set_step("block " + std::to_string(l + 1) + " of " + std::to_string(L));
+                                      });
+                                  });
+            cc.out = out;
+        }
+    }
+    if (cc.job) {
+        if (!cc.job->finished()) {
+            st.pending = true;
+            st.progress = std::max(0.f, cc.job->progress());
+            return st;
+        }
+        if (cc.job->state() != Job::State::Done) {
+            st.error = cc.job->state() == Job::State::Failed ? cc.job->error() : "cancelled";
+            return st;
+        }
+    }
+    st.list = cc.out.get();
+    return st;
+}
+
 float Session::progress() const { return run_job_ ? std::max(0.f, run_job_->progress()) : 1.f; }
 
 void Session::launch() {
@@ -333,8 +400,13 @@ void Session::launch() {
         rows = StageTable::get(c, opt)->size();
     } catch (const std::exception&) {  // options the model cannot run: the job says why
     }
-    const int total = int(rows) * (same_as_base || base ? 1 : 2);
     const bool want_grads = this->want_grads();
+    // Stages on demand (big models): the trace holds the model to recompute a block's stages with.
+    std::shared_ptr<const Weights> on_demand;
+    if (runs_on_demand(stages_mode_, c, opt, want_grads)) on_demand = std::shared_ptr<const Weights>(model, &model->weights);
+    // a baseline recorded the other way (the mode changed) is not reused
+    if (base && base->on_demand() != bool(on_demand)) base = nullptr;
+    const int total = int(rows) * (same_as_base || base ? 1 : 2);
     auto out = std::make_shared<Result>();
     out->model = model;
     out->no_grads_why = grads_unavailable_reason();
@@ -345,7 +417,7 @@ void Session::launch() {
     packed_model_ = model.get();
     run_job_ = jobs_.submit("forward pass", job_threads(param_count(c)),
                             [model, xp, opt_run, bopt, base, same_as_base, want_grads, total, out, who, prev, patch_input,
-                             patch_out](Job& job) {
+                             patch_out, on_demand](Job& job) {
         const Tensor3& x = *xp;
         Result& r = *out;
         Options opt = opt_run;
@@ -367,6 +439,10 @@ void Session::launch() {
         RunRequest req;
         req.grads = want_grads;  // the backward pass in the same run: one forward
         req.model = who;
+        if (on_demand) {
+            req.on_demand = on_demand;
+            req.keep_kinds = on_demand_keep_kinds();
+        }
         try {
             const int from = prev && !want_grads ? first_changed_block(model->weights.cfg, prev->options(), opt) : -1;
             if (from >= 0) {
@@ -391,6 +467,8 @@ void Session::launch() {
             b->set_progress(&job.units());
             RunRequest breq;
             breq.model = who;
+            breq.on_demand = req.on_demand;
+            breq.keep_kinds = req.keep_kinds;
             forward(model->weights, x, bopt, *b, breq);
             b->set_progress(nullptr);
             r.base = b;

@@ -1007,6 +1007,24 @@ void DrawPredictions(ViewCtx& v) {
     }
 }
 
+std::string stages_text(const Trace& t) {
+    char b[160];
+    const double full = run_dims(t.table().config(), t.options()).full_floats * 4 / 1e6;
+    if (!t.on_demand()) {
+        std::snprintf(b, sizeof b, "every stage recorded (%.0f MB)", double(t.bytes()) / 1e6);
+        return b;
+    }
+    const Trace::OnDemandStats od = t.on_demand_stats();
+    std::snprintf(b, sizeof b, "stages on demand: %.0f MB kept of %.0f MB", double(od.kept_bytes) / 1e6, full);
+    std::string out = b;
+    if (od.last_block >= 0) {
+        std::snprintf(b, sizeof b, ", block %d recomputed (%.0f ms), %d held (%.0f MB)", od.last_block, od.last_ms,
+                      od.blocks_held, double(od.cache_bytes) / 1e6);
+        out += b;
+    }
+    return out;
+}
+
 std::string status_line(const Session& s, const std::string& notice) {
     Config c = s.shown_config();  // the model of the trace on screen, with the pooling it ran with
     if (s.shown_options().pooling) c.pooling = *s.shown_options().pooling;
@@ -1019,6 +1037,7 @@ std::string status_line(const Session& s, const std::string& notice) {
         char b[64];
         std::snprintf(b, sizeof b, " %.1f ms", s.result().ms);
         line += std::string(" | ") + (s.trace()->has_grads() ? "forward+backward" : "forward only") + b;
+        line += " | " + stages_text(*s.trace());
     }
     if (!notice.empty()) line += " | " + notice;
     return line;
@@ -1091,6 +1110,7 @@ void DrawStatusBar(ViewCtx& v) {
         ImGui::SameLine();
     }
     std::string line = status_line(s, v.notice);
+    if (s.trace()) pr.strings["status.stages"] = stages_text(*s.trace());
     const Options& shown = s.shown_options();  // the trace on screen's (the toolbar shows the ones asked for)
     if (shown.has_bug()) {
         std::string bug = "BUG on:";
