@@ -232,6 +232,12 @@ TEST(OnDemand, TraceMaterializesEveryStageBitForBit) {
             t.trim();  // block 0 read since the last trim: kept; block 1 dropped
             EXPECT_EQ(t.on_demand_stats().blocks_held, 1);
             EXPECT_TRUE(same_bits(t.get(m), full.get(m)));
+            EXPECT_EQ(t.on_demand_stats().blocks_held, 1) << "block 0, not read since the trim, stayed";
+            t.trim();
+            const Array* m0 = t.find(m);  // block 1 read since the trim: it stays while block 0 is computed
+            EXPECT_TRUE(same_bits(*t.find(q), full.get(q)));
+            EXPECT_EQ(t.on_demand_stats().blocks_held, 2);
+            EXPECT_EQ(t.find(m), m0);
             t.trim();
             t.trim();
             EXPECT_EQ(t.on_demand_stats().blocks_held, 0);

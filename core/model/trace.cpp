@@ -191,6 +191,10 @@ const Array* Trace::materialize(size_t row) const {
     std::lock_guard<std::mutex> g(z.mu);
     z.used[size_t(l)] = 1;
     if (!z.cache[row]) {
+        // Before a block is computed, the blocks not read since the last trim() go: no reference into
+        // them is held (the trim contract), and a switch from block to block then holds one block, not two.
+        for (size_t r = 0; r < z.cache.size(); ++r)
+            if (z.cache[r] && !z.used[size_t(t[r].layer)]) z.cache[r].reset();
         const auto t0 = std::chrono::steady_clock::now();
         Trace out;
         z.recompute(*this, l, out);

@@ -101,7 +101,8 @@ public:
     // Block `layer`'s rows as the pass would have recorded them, in a trace of the caller's own (the
     // kept rows of that block copied in too). Any thread.
     Trace block(int layer) const;
-    // Drops the materialized blocks not read since the last trim(); returns the bytes freed.
+    // Drops the materialized blocks not read since the last trim(); returns the bytes freed. (A block
+    // materialized later drops them too, before it is computed.)
     size_t trim() const;
     struct OnDemandStats {
         int blocks_held = 0;     // blocks materialized now
