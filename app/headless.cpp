@@ -112,12 +112,12 @@ private:
     int idle_frames_ = 0;                  // --while-loading: frames with nothing loading or running
 };
 
-// The process's peak resident memory so far (VmHWM), in MB; 0 where /proc does not say.
-double peak_rss_mb() {
+// The process's peak resident memory so far (VmHWM), or now (VmRSS), in MB; 0 where /proc does not say.
+double status_mb(const char* key) {
     std::ifstream f("/proc/self/status");
     std::string line;
     while (std::getline(f, line))
-        if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+        if (line.rfind(key, 0) == 0) return std::atof(line.c_str() + std::strlen(key)) / 1024.0;
     return 0;
 }
 
@@ -157,10 +157,11 @@ public:
         const Trace* t = app.s.trace();
         const Trace::OnDemandStats od = t ? t->on_demand_stats() : Trace::OnDemandStats{};
         std::printf("frames model=%s toggle=%d switch=%d on_demand=%d n=%zu mean_ms=%.2f median_ms=%.2f p95_ms=%.2f "
-                    "pass_ms=%.1f kept_mb=%.1f blocks_recomputed=%d last_block_ms=%.1f peak_rss_mb=%.0f\n",
+                    "pass_ms=%.1f kept_mb=%.1f blocks_recomputed=%d last_block_ms=%.1f peak_rss_mb=%.0f rss_mb=%.0f\n",
                     app.s.config().name.c_str(), int(a_.bench_toggle), int(a_.bench_switch), int(t && t->on_demand()),
                     ms_.size(), sum / double(ms_.size()), ms_[ms_.size() / 2], ms_[size_t(double(ms_.size()) * 0.95)],
-                    app.s.result().ms, double(od.kept_bytes) / 1e6, od.recomputes, od.last_ms, peak_rss_mb());
+                    app.s.result().ms, double(od.kept_bytes) / 1e6, od.recomputes, od.last_ms, status_mb("VmHWM:"),
+                    status_mb("VmRSS:"));
         return 0;
     }
 private:

@@ -251,6 +251,7 @@ private:
     Result res_;
     uint64_t version_ = 0;
     StagesMode stages_mode_ = StagesMode::Auto;
+    bool trim_heap_ = false;  // a big pass ended: trim_stages gives the allocator's free memory back
     // The Changes comparison of res_ (trace, base), and the job computing it.
     struct ChangesCache {
         std::shared_ptr<const Trace> base, now;

@@ -226,11 +226,16 @@ TEST(OnDemand, TraceMaterializesEveryStageBitForBit) {
             // addresses stay until trim(); trim keeps the blocks read since the last one
             const StageId q{StageKind::AttnQ, 0}, m{StageKind::MlpPre, 1};
             const Array* q0 = t.find(q);
+            const size_t all = t.on_demand_stats().cache_bytes;
             t.trim();  // everything was read since the pass: nothing dropped
             EXPECT_EQ(t.on_demand_stats().blocks_held, c.depth);
+            EXPECT_EQ(t.on_demand_stats().cache_bytes, all);
             EXPECT_EQ(t.find(q), q0);
-            t.trim();  // block 0 read since the last trim: kept; block 1 dropped
+            t.trim();  // only q read since the last trim: it stays, the rest goes
             EXPECT_EQ(t.on_demand_stats().blocks_held, 1);
+            EXPECT_EQ(t.on_demand_stats().cache_bytes, q0->size() * sizeof(float));
+            EXPECT_EQ(t.find(q), q0);
+            t.trim();
             EXPECT_TRUE(same_bits(t.get(m), full.get(m)));
             EXPECT_EQ(t.on_demand_stats().blocks_held, 1) << "block 0, not read since the trim, stayed";
             t.trim();

@@ -34,7 +34,9 @@ Trace::BlockRecompute block_recompute(std::shared_ptr<const Weights> w) {
             throw std::logic_error("stages on demand: the trace kept no residual stream into block " + std::to_string(l));
         RunFrom from{l, kept.at(size_t(sr)).data(), l + 1};
         Tensor4 none = Tensor4::from_shape({1, 1, 1, 1});  // not read: the pass starts at block l
-        thread_local WorkspacePtr ws = make_workspace();
+        // A workspace of this call's own: a block's scratch arrays are not kept between recomputes
+        // (held per thread they would stay for the session; allocating them costs far less than the block).
+        WorkspacePtr ws = make_workspace();
         forward_batch(*w, none, kept.options(), out, Keep::All, *ws, kept.model(), nullptr, &from);
     };
 }
@@ -60,7 +62,7 @@ void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& 
     if (req.on_demand) {
         check_on_demand(w, req);
         const std::vector<char> rows = on_demand_rows(*StageTable::get(w.cfg, opt), req.keep_kinds);
-        thread_local WorkspacePtr ws = make_workspace();
+        WorkspacePtr ws = make_workspace();  // freed after the pass: a big model's scratch is not held between passes
         forward_batch(w, x, opt, trace, Keep::All, *ws, req.model, req.cancel, nullptr, &rows);
         trace.set_on_demand(block_recompute(req.on_demand));
         return;
@@ -172,9 +174,10 @@ void forward_from(const Weights& w, const Trace& prev, const Options& opt, int l
         early.emplace_back(r, prev_block->at(size_t(pr)));
     }
     prev_block.reset();
-    thread_local WorkspacePtr ws = make_workspace();
-    forward_batch(w, none, opt, out, Keep::All, *ws, req.model.name.empty() ? prev.model() : req.model, req.cancel, &from,
-                  rows.empty() ? nullptr : &rows);
+    thread_local WorkspacePtr ws_kept = make_workspace();
+    WorkspacePtr ws_own = req.on_demand ? make_workspace() : nullptr;  // on demand: freed after the pass
+    forward_batch(w, none, opt, out, Keep::All, ws_own ? *ws_own : *ws_kept,
+                  req.model.name.empty() ? prev.model() : req.model, req.cancel, &from, rows.empty() ? nullptr : &rows);
     for (auto& [r, a] : early) out.adopt(r, a);
     if (req.on_demand) out.set_on_demand(block_recompute(req.on_demand));
 }

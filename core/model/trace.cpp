@@ -12,7 +12,7 @@ struct Trace::Lazy {
     BlockRecompute recompute;
     mutable std::mutex mu;
     std::vector<std::shared_ptr<const Array>> cache;  // per row: a materialized array (null: none)
-    std::vector<char> used;                            // per block: read since the last trim()
+    std::vector<char> used;                            // per row: read since the last trim()
     int last_block = -1, recomputes = 0;
     double last_ms = 0;
 
@@ -179,7 +179,7 @@ void Trace::set_on_demand(BlockRecompute recompute) {
     lazy_ = std::make_unique<Lazy>();
     lazy_->recompute = std::move(recompute);
     lazy_->cache.assign(table_->size(), nullptr);
-    lazy_->used.assign(size_t(std::max(0, table_->depth())), 0);
+    lazy_->used.assign(table_->size(), 0);
 }
 
 bool Trace::on_demand() const { return lazy_ != nullptr; }
@@ -189,12 +189,12 @@ const Array* Trace::materialize(size_t row) const {
     const StageTable& t = *table_;
     const int l = t[row].layer;
     std::lock_guard<std::mutex> g(z.mu);
-    z.used[size_t(l)] = 1;
+    z.used[row] = 1;
     if (!z.cache[row]) {
-        // Before a block is computed, the blocks not read since the last trim() go: no reference into
+        // Before a block is computed, the arrays not read since the last trim() go: no reference into
         // them is held (the trim contract), and a switch from block to block then holds one block, not two.
         for (size_t r = 0; r < z.cache.size(); ++r)
-            if (z.cache[r] && !z.used[size_t(t[r].layer)]) z.cache[r].reset();
+            if (z.cache[r] && !z.used[r]) z.cache[r].reset();
         const auto t0 = std::chrono::steady_clock::now();
         Trace out;
         z.recompute(*this, l, out);
@@ -230,7 +230,7 @@ size_t Trace::trim() const {
     std::lock_guard<std::mutex> g(z.mu);
     size_t freed = 0;
     for (size_t r = 0; r < z.cache.size(); ++r) {
-        if (!z.cache[r] || z.used[size_t((*table_)[r].layer)]) continue;
+        if (!z.cache[r] || z.used[r]) continue;
         freed += z.cache[r]->size() * sizeof(float);
         z.cache[r].reset();
     }
@@ -244,7 +244,7 @@ Trace::OnDemandStats Trace::on_demand_stats() const {
     if (!lazy_) return s;
     const Lazy& z = *lazy_;
     std::lock_guard<std::mutex> g(z.mu);
-    std::vector<char> held(z.used.size(), 0);
+    std::vector<char> held(size_t(std::max(0, table_->depth())), 0);
     for (size_t r = 0; r < z.cache.size(); ++r)
         if (z.cache[r]) {
             s.cache_bytes += z.cache[r]->size() * sizeof(float);

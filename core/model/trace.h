@@ -101,11 +101,12 @@ public:
     // Block `layer`'s rows as the pass would have recorded them, in a trace of the caller's own (the
     // kept rows of that block copied in too). Any thread.
     Trace block(int layer) const;
-    // Drops the materialized blocks not read since the last trim(); returns the bytes freed. (A block
-    // materialized later drops them too, before it is computed.)
+    // Drops the materialized arrays not read since the last trim() (a block is computed whole, and
+    // what is not looked at of it goes); returns the bytes freed. A block materialized later drops
+    // them too, before it is computed.
     size_t trim() const;
     struct OnDemandStats {
-        int blocks_held = 0;     // blocks materialized now
+        int blocks_held = 0;     // blocks with arrays materialized now
         int last_block = -1;     // the block recomputed last (-1: none yet)
         double last_ms = 0;      // how long that took
         int recomputes = 0;      // blocks recomputed since the pass
