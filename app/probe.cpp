@@ -56,6 +56,7 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, "toolbar.<checkbox>", "a toolbar BUG switch"},
         {K::Rect, "status.line", "the status bar's line"},
         {K::Rect, "status.gemm", "the status bar's GEMM field"},
+        {K::Rect, "status.stages", "the status bar's stages-on-demand field (only for a trace on demand)"},
         {K::Rect, "errors", "the error panel"},
         {K::Rect, "original", "the image file as decoded"},
         {K::Rect, "original.crop", "the region the model sees, on the original"},
