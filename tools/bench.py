@@ -23,11 +23,14 @@ busy/idle factor of each engine.
 After the models, the scale lines (issue 22), unless --no-scale:
 
     session vit-b16 session_peak_mb=... ort_peak_mb=... torch_peak_mb=... vs_ort=... vs_torch=...
+    window vit-b16 peak_mb_on_demand=... peak_mb_full=... ort_peak_mb=... switch_median_ms_on_demand=...
     scale MODEL@SIZE load_ms=... first_ms=... peak_mb=... weights_mb=... limit_mb=... within=yes|no
 
 session: ViTScope's peak with the stages on demand (the residual stream kept, a block's stages
 recomputed when looked at: what the window and `trace --out` hold) beside ONNX Runtime's and
-PyTorch's peaks on the same model. scale: ViT-L/16 at 224 and 512 px and ViT-H/14 with random
+PyTorch's peaks on the same model. window: the window (vitscope --bench-frames under xvfb-run) on
+the same weights: its peak with every stage recorded and with the stages on demand, and the median
+frame of a stage switch to another block (--bench-switch) both ways. scale: ViT-L/16 at 224 and 512 px and ViT-H/14 with random
 weights (presets), each in a fresh vitscope-bench process: load (weights made and packed),
 first picture (the on-demand pass plus one block's stages), peak memory against the weights'
 size, the target being at most 1.25 x weights + 512 MB. The last lines name the machine: the
@@ -217,6 +220,21 @@ def bench_kv(a, args, env):
     return out
 
 
+def window_kv(a, args, env):
+    """vitscope (the window) under xvfb-run with --bench-frames: its bench line as a dict, or None
+    when xvfb-run or the vitscope binary (beside vitscope-bench) is not there."""
+    app = os.path.join(os.path.dirname(os.path.abspath(a.bench)), "vitscope")
+    if not shutil.which("xvfb-run") or not os.path.exists(app):
+        return None
+    sample = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "assets", "samples", "9_ankle_boot_test0.png")
+    r = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1920x1200x24", app, "--image", sample, "--no-settings", *args],
+                       env=env, capture_output=True, text=True)
+    line = next((l for l in r.stdout.splitlines() if l.startswith("frames ")), None)
+    if r.returncode != 0 or not line:
+        raise RuntimeError(f"vitscope {' '.join(args)} failed: {r.stderr.strip()[-400:]}")
+    return kv_line(line[len("frames "):])
+
+
 def lscpu_model():
     try:
         r = subprocess.run(["lscpu"], capture_output=True, text=True)
@@ -299,6 +317,24 @@ def main():
                     s += f" vs_ort={float(od['peak_mb']) / idle['ort_peak_mb']:.2f}"
                 s += f" vs_torch={float(od['peak_mb']) / idle['torch_peak_mb']:.2f} load={os.getloadavg()[0]:.2f}"
                 print(s, flush=True)
+                # The window's session on the same weights: its peak (VmHWM) with every stage recorded and
+                # with the stages on demand (what it does for ViT-B), and a stage switch's frame (another
+                # block's stage every frame, the frame that shows it timed) both ways.
+                wf = window_kv(a, ["--model", paths["st"], "--bench-frames", "20", "--stages", "all"], env)
+                if wf:
+                    wo = window_kv(a, ["--model", paths["st"], "--bench-frames", "20", "--stages", "auto"], env)
+                    sf = window_kv(a, ["--model", paths["st"], "--bench-frames", "48", "--bench-switch", "--stages", "all"], env)
+                    so = window_kv(a, ["--model", paths["st"], "--bench-frames", "48", "--bench-switch", "--stages", "auto"], env)
+                    s = (f"window vit-b16 peak_mb_on_demand={float(wo['peak_rss_mb']):.0f} "
+                         f"peak_mb_full={float(wf['peak_rss_mb']):.0f} peak_mb_switching={float(so['peak_rss_mb']):.0f}")
+                    if "ort_peak_mb" in idle:
+                        s += f" ort_peak_mb={idle['ort_peak_mb']:.1f} vs_ort={float(wo['peak_rss_mb']) / idle['ort_peak_mb']:.2f}"
+                    s += (f" switch_median_ms_on_demand={float(so['median_ms']):.1f}"
+                          f" switch_median_ms_full={float(sf['median_ms']):.1f} block_ms={float(so['last_block_ms']):.1f}"
+                          f" pass_ms={float(so['pass_ms']):.1f} load={os.getloadavg()[0]:.2f}")
+                    print(s, flush=True)
+                else:
+                    print("window vit-b16: skipped (no xvfb-run, or no vitscope beside vitscope-bench)", flush=True)
             if a.busy:
                 busy = subprocess.Popen(["nice", "-n", "19", "yes"], stdout=subprocess.DEVNULL)
                 time.sleep(0.5)
