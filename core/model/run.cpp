@@ -4,6 +4,7 @@
 #include <optional>
 #include <xtensor/xbuilder.hpp>
 
+#include "core/kernels/ops.h"
 #include "core/model/backward.h"
 #include "core/model/forward.h"
 
@@ -26,8 +27,13 @@ Tensor4 batch_of_one(const Weights& w, const Tensor3& input) {  // the size is c
 // How an on-demand trace recomputes block l: the block alone (RunFrom with until = l + 1) from the
 // kept residual stream entering it, with the trace's own options (interventions included), the same
 // code on the same numbers as the pass that kept it.
+// The recompute runs with the thread count the pass ran with (ops::threads() of the thread that ran
+// it): the kernels split their sums by it, so a block recomputed on another thread (the window's UI
+// thread, a job) with another count could differ in the last bits.
 Trace::BlockRecompute block_recompute(std::shared_ptr<const Weights> w) {
-    return [w](const Trace& kept, int l, Trace& out) {
+    const int threads = ops::threads();
+    return [w, threads](const Trace& kept, int l, Trace& out) {
+        ops::Budget budget(threads);
         const StageTable& t = kept.table();
         const int sr = t.index(stream_into(t, l));
         if (sr < 0 || !kept.kept(size_t(sr)))
