@@ -23,6 +23,7 @@ Session::~Session() {
     // the jobs hold what they need (model, input, their result): nothing of this session
     if (run_job_) run_job_->cancel();
     if (load_job_) load_job_->cancel();
+    if (changes_.job) changes_.job->cancel();
 }
 
 // The overrides of a load: heads, and for hf: models offline and the download's progress (read
