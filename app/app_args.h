@@ -32,6 +32,8 @@ struct AppArgs {
     std::string export_dir = ".";
     int bench_frames = 0;
     bool bench_toggle = false;
+    bool bench_switch = false;  // --bench-switch: a stage of another block every frame (Stage tab)
+    std::string stages = "auto";  // --stages auto|on-demand|all: how the window records a pass (session.h StagesMode)
     // --sweep: render every stage x value/gradient x tab x overlay (and toggles) in this process
     bool sweep = false;
     int sweep_stages = 0;  // 0: all; else this many stages spread over the trace

@@ -101,8 +101,31 @@ std::vector<std::string> run_exports(AppContext& app, int W, int H) {
         else {
             std::string p = app.export_dir + "/vitscope-trace.npz";
             attempt("the trace", p, [&] {
-                std::vector<ArrayRef> items;
                 const Trace& t = *s.trace();
+                if (t.on_demand()) {
+                    // every stage, streamed as `vitscope-cli trace --out` writes it: a row the pass did not
+                    // keep comes from its block recomputed into a trace of this export's own (one block
+                    // at a time: the trace's cache and the views' blocks are left alone)
+                    Trace blk;
+                    int held = -1;
+                    std::vector<LazyTensor> items;
+                    for (size_t i = 0; i < t.size(); ++i) {
+                        const StageInfo& si = t.info(i);
+                        items.push_back({si.name, si.shape, [&t, &blk, &held, i]() -> const float* {
+                                             if (t.kept(i)) return t.at(i).data();
+                                             const int l = t.info(i).layer;
+                                             if (held != l) {
+                                                 blk = t.block(l);
+                                                 held = l;
+                                             }
+                                             return blk.at(i).data();
+                                         },
+                                         nullptr});
+                    }
+                    write_npz_streamed(p, items, {{"__options__", options_json(s.shown_options(), s.shown_config())}});
+                    return;
+                }
+                std::vector<ArrayRef> items;
                 for (size_t i = 0; i < t.size(); ++i) items.push_back(array_ref(t.name(i), t.at(i)));
                 // d logit[pred] / d stage, named <stage>.grad, when this run computed them
                 for (size_t i = 0; i < t.size(); ++i)

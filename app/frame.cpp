@@ -26,6 +26,9 @@ PanelWidths panel_widths(float W) {
 void draw_frame(AppContext& app, float W, float H) {
     ViewCtx v = app.view();
     UiState& ui = app.ui;
+    // stages on demand: the blocks no view read last frame are dropped (no view holds a reference
+    // into a trace across frames), so a session holds the blocks on screen and no more
+    app.s.trim_stages();
     app.probe.clear();
     app.tabs.clear_numbers();  // each teaching tab puts the numbers it draws in its own list (exports)
     HandleKeys(v);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -111,6 +112,15 @@ private:
     int idle_frames_ = 0;                  // --while-loading: frames with nothing loading or running
 };
 
+// The process's peak resident memory so far (VmHWM), or now (VmRSS), in MB; 0 where /proc does not say.
+double status_mb(const char* key) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind(key, 0) == 0) return std::atof(line.c_str() + std::strlen(key)) / 1024.0;
+    return 0;
+}
+
 class BenchDriver : public Driver {
 public:
     explicit BenchDriver(const AppArgs& a) : a_(a) {}
@@ -130,6 +140,17 @@ public:
             t.affine = !t.affine;
             app.s.set_options(t);
         }
+        if (a_.bench_switch && app.s.trace() && app.s.trace()->depth() > 0) {
+            // the next stage: another block every frame (so an on-demand trace recomputes one each
+            // time), walking four kinds that an on-demand pass does not keep
+            const Trace& t = *app.s.trace();
+            static const StageKind kinds[] = {StageKind::AttnScores, StageKind::MlpPre, StageKind::AttnQ, StageKind::Ln2Normalized};
+            const int L = t.depth();
+            const StageId id{kinds[(switches_ / L) % 4], switches_ % L};
+            ++switches_;
+            app.ui.tab = Tab::Stage;
+            select_stage(app.ui, t, id);
+        }
     }
     std::optional<int> after_render(AppContext& app, int, int) override {
         if (settled(app)) ++settled_frames_;
@@ -138,9 +159,14 @@ public:
         std::sort(ms_.begin(), ms_.end());
         double sum = 0;
         for (double v : ms_) sum += v;
-        std::printf("frames model=%s toggle=%d n=%zu mean_ms=%.2f median_ms=%.2f p95_ms=%.2f",
-                    app.s.config().name.c_str(), int(a_.bench_toggle), ms_.size(), sum / double(ms_.size()),
-                    ms_[ms_.size() / 2], ms_[size_t(double(ms_.size()) * 0.95)]);
+        const Trace* t = app.s.trace();
+        const Trace::OnDemandStats od = t ? t->on_demand_stats() : Trace::OnDemandStats{};
+        std::printf("frames model=%s toggle=%d switch=%d on_demand=%d n=%zu mean_ms=%.2f median_ms=%.2f p95_ms=%.2f "
+                    "last_job_ms=%.1f kept_mb=%.1f blocks_recomputed=%d last_block_ms=%.1f peak_rss_mb=%.0f rss_mb=%.0f",
+                    app.s.config().name.c_str(), int(a_.bench_toggle), int(a_.bench_switch), int(t && t->on_demand()),
+                    ms_.size(), sum / double(ms_.size()), ms_[ms_.size() / 2], ms_[size_t(double(ms_.size()) * 0.95)],
+                    app.s.result().ms, double(od.kept_bytes) / 1e6, od.recomputes, od.last_ms, status_mb("VmHWM:"),
+                    status_mb("VmRSS:"));
         // With --bench-toggle each frame is a toggle and the frame that shows its trace (the poll waits for
         // the pass): the frame against the pass it waited for, in the same run. A toggle back to the
         // default options reuses the cached baseline (no pass): counted apart.
@@ -164,6 +190,7 @@ private:
     std::vector<double> ms_, pass_ms_, toggle_ms_, reused_ms_;
     int settled_frames_ = 0;
     bool timing_ = false;
+    int switches_ = 0;
 };
 
 // The state being drawn, for the crash handler (a segfault names the state it happened in). A signal

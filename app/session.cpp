@@ -1,5 +1,7 @@
 #include "session.h"
 
+#include <malloc.h>
+
 #include <chrono>
 #include <filesystem>
 #include <cstdio>
@@ -21,6 +23,7 @@ Session::~Session() {
     // the jobs hold what they need (model, input, their result): nothing of this session
     if (run_job_) run_job_->cancel();
     if (load_job_) load_job_->cancel();
+    if (changes_.job) changes_.job->cancel();
 }
 
 // The overrides of a load: heads, and for hf: models offline and the download's progress (read
@@ -286,6 +289,81 @@ std::string run_step_text(const StageTable& t, int units, bool first_pass) {
     return first_pass ? "first pass, packing the weights: " + where : where;
 }
 
+const std::vector<StageKind>& on_demand_keep_kinds() {
+    static const std::vector<StageKind> k{StageKind::AttnPattern};
+    return k;
+}
+
+bool runs_on_demand(StagesMode mode, const Config& c, const Options& opt, bool grads) {
+    if (grads || mode == StagesMode::All) return false;
+    if (mode == StagesMode::OnDemand) return c.depth > 0;
+    try {
+        return c.depth > 0 && run_dims(c, opt).full_floats * sizeof(float) > kOnDemandBytes;
+    } catch (const std::exception&) {
+        return false;  // options the model cannot run: the pass says why
+    }
+}
+
+void Session::set_stages_mode(StagesMode m) {
+    if (m == stages_mode_) return;
+    stages_mode_ = m;
+    base_ = {};  // the baseline is recorded the same way as the trace
+    dirty_ = true;
+}
+
+void Session::trim_stages() {
+    size_t freed = 0;
+    if (res_.trace) freed += res_.trace->trim();
+    if (res_.base && res_.base != res_.trace) freed += res_.base->trim();
+    if (freed || trim_heap_) {
+        // glibc keeps freed arrays of a big model's pass or block for later allocations (its mmap
+        // threshold grows as large blocks are freed): give them back, so that the session holds what
+        // it uses (tens of MB on ViT-B)
+        malloc_trim(0);
+        trim_heap_ = false;
+    }
+}
+
+ChangesState Session::changes() const {
+    ChangesState st;
+    const Result& r = res_;
+    if (!r.trace || !r.base) return st;
+    ChangesCache& cc = changes_;
+    if (cc.now != r.trace || cc.base != r.base) {
+        if (cc.job) cc.job->cancel();
+        cc = ChangesCache{r.base, r.trace, nullptr, nullptr};
+        if (!r.trace->on_demand() && !r.base->on_demand()) {
+            cc.out = std::make_shared<std::vector<StageChange>>(trace_changes(*r.base, *r.trace));
+        } else {
+            // every block of both passes recomputed once, in traces of the job's own (the window's
+            // caches untouched): about two passes of work, off the UI thread
+            auto out = std::make_shared<std::vector<StageChange>>();
+            const auto base = r.base, now = r.trace;
+            cc.job = jobs_.submit("comparing every stage with the baseline",
+                                  job_threads(param_count(now->table().config())), [base, now, out](Job& job) {
+                                      *out = trace_changes(*base, *now, [&job](int l, int L) {
+                                          job.set_progress(float(l) / float(std::max(1, L)));
+                                          job.set_step("block " + std::to_string(l + 1) + " of " + std::to_string(L));
+                                      });
+                                  });
+            cc.out = out;
+        }
+    }
+    if (cc.job) {
+        if (!cc.job->finished()) {
+            st.pending = true;
+            st.progress = std::max(0.f, cc.job->progress());
+            return st;
+        }
+        if (cc.job->state() != Job::State::Done) {
+            st.error = cc.job->state() == Job::State::Failed ? cc.job->error() : "cancelled";
+            return st;
+        }
+    }
+    st.list = cc.out.get();
+    return st;
+}
+
 float Session::progress() const { return run_job_ ? std::max(0.f, run_job_->progress()) : 1.f; }
 
 void Session::launch() {
@@ -300,9 +378,6 @@ void Session::launch() {
         base_.trace && base_.model == model && base_.input_version == input_version_ && base_.options == bopt
             ? base_.trace : nullptr;
     const bool same_as_base = opt == bopt;
-    // Back at the baseline's options (a toggle switched back): the cached baseline is this pass's
-    // result, computed with exactly these options on this model and input; no pass runs.
-    const bool reuse_base = same_as_base && base && (!want_grads() || base->has_grads());
     // The trace on screen, when it is of this model and input: the new pass reuses its stages before
     // the first block the options change (an intervention at block L leaves blocks 0..L-1 as they were).
     const std::shared_ptr<const Trace> prev =
@@ -336,8 +411,16 @@ void Session::launch() {
         rows = StageTable::get(c, opt)->size();
     } catch (const std::exception&) {  // options the model cannot run: the job says why
     }
-    const int total = int(rows) * (same_as_base || base ? 1 : 2);
     const bool want_grads = this->want_grads();
+    // Stages on demand (big models): the trace holds the model to recompute a block's stages with.
+    std::shared_ptr<const Weights> on_demand;
+    if (runs_on_demand(stages_mode_, c, opt, want_grads)) on_demand = std::shared_ptr<const Weights>(model, &model->weights);
+    // a baseline recorded the other way (the mode changed) is not reused
+    if (base && base->on_demand() != bool(on_demand)) base = nullptr;
+    // Back at the baseline's options (a toggle switched back): the cached baseline is this pass's
+    // result, computed with exactly these options on this model and input; no pass runs.
+    const bool reuse_base = same_as_base && base && (!want_grads || base->has_grads());
+    const int total = int(rows) * (same_as_base || base ? 1 : 2);
     auto out = std::make_shared<Result>();
     out->model = model;
     out->no_grads_why = grads_unavailable_reason();
@@ -353,7 +436,7 @@ void Session::launch() {
     packed_model_ = model.get();
     run_job_ = jobs_.submit("forward pass", job_threads(param_count(c)),
                             [model, xp, opt_run, bopt, base, same_as_base, want_grads, total, out, who, prev, patch_input,
-                             patch_out, into, reuse_base](Job& job) {
+                             patch_out, into, reuse_base, on_demand](Job& job) {
         const Tensor3& x = *xp;
         Result& r = *out;
         Options opt = opt_run;
@@ -381,6 +464,10 @@ void Session::launch() {
         RunRequest req;
         req.grads = want_grads;  // the backward pass in the same run: one forward
         req.model = who;
+        if (on_demand) {
+            req.on_demand = on_demand;
+            req.keep_kinds = on_demand_keep_kinds();
+        }
         try {
             const int from = prev && !want_grads ? first_changed_block(model->weights.cfg, prev->options(), opt) : -1;
             if (from >= 0) {
@@ -406,6 +493,8 @@ void Session::launch() {
             b->set_progress(&job.units());
             RunRequest breq;
             breq.model = who;
+            breq.on_demand = req.on_demand;
+            breq.keep_kinds = req.keep_kinds;
             forward(model->weights, x, bopt, *b, breq);
             b->set_progress(nullptr);
             r.base = b;
@@ -452,6 +541,9 @@ bool Session::poll(double wait_ms) {
         return false;
     }
     if (job->state() != Job::State::Done || job->cancelled()) return false;
+    // the old trace goes (its arrays kept for the next pass when no one else holds it): memory is given
+    // back at the next trim_stages (on demand: big models)
+    trim_heap_ = (res_.trace && res_.trace->on_demand()) || (out->trace && out->trace->on_demand());
     retired_ = std::move(res_.trace);
     res_ = std::move(*out);
     res_input_version_ = run_input_version_;

@@ -14,6 +14,7 @@
 #include "core/model/forward.h"
 #include "core/io/image.h"
 #include "core/model/stages.h"
+#include "core/teach/analysis.h"
 #include "jobs.h"
 
 namespace vit::app {
@@ -65,6 +66,30 @@ struct HeadsRequest {
     int width = 0;             // its width: the head count must divide it
     std::vector<int> choices;  // the divisors of the width
     std::string why;           // the loader's message (names the file, says --heads N is needed)
+};
+
+// How the window records a pass's stages. Auto: every stage when the full trace is small (up to
+// kOnDemandBytes: ViT-S/16 at 224 and smaller); larger ones keep the residual stream and what the
+// overview tabs read for every block (on_demand_keep_kinds) and recompute any other stage's block
+// when a view reads it (Trace::set_on_demand). Small models keep the full trace because it costs the
+// same single pass, every stage is then there at once (a switch of stage recomputes nothing), and it
+// is small. A pass with gradients records every stage (the backward pass reads them all).
+enum class StagesMode { Auto, OnDemand, All };
+constexpr double kOnDemandBytes = 128e6;
+// The block stages an on-demand pass of the window keeps for every block (the residual stream is
+// always kept): the attention patterns that the attention maps, rollout, attention distance and
+// the cls-attention overlay read across all layers. The logit lens and token norms read the stream.
+const std::vector<StageKind>& on_demand_keep_kinds();
+// Whether a pass of `c` with `opt` runs on demand under `mode` (grads: a full trace).
+bool runs_on_demand(StagesMode mode, const Config& c, const Options& opt, bool grads);
+
+// The Changes comparison of the result on screen (Session::changes): every stage's change from the
+// baseline. On-demand traces are compared in a job, a block at a time.
+struct ChangesState {
+    const std::vector<StageChange>* list = nullptr;  // null while it is being computed (or failed)
+    bool pending = false;
+    float progress = 0;  // 0..1 while pending
+    std::string error;   // why it failed
 };
 
 // Whether the backward pass runs with each forward pass.
@@ -154,6 +179,16 @@ public:
     void dismiss_errors() { errors_.clear(); }
     uint64_t version() const { return version_; }  // bumps with every new result
 
+    // ---- stages on demand
+    void set_stages_mode(StagesMode m);
+    StagesMode stages_mode() const { return stages_mode_; }
+    // Drops the blocks of the traces on screen (and their baseline) materialized but not read since
+    // the last call: at the start of a frame, when no view holds a reference into them.
+    void trim_stages();
+    // The comparison of every stage with the baseline for the Changes tab and the tour: computed here
+    // for full traces, in a job (started by the first call) for on-demand ones.
+    ChangesState changes() const;
+
 private:
     void launch();
     void refresh_input();
@@ -220,6 +255,15 @@ private:
     // else holds it (a ViT-B trace is ~200 MB: fresh pages cost a page fault each, ~10% of a pass).
     std::shared_ptr<const Trace> retired_;
     uint64_t version_ = 0;
+    StagesMode stages_mode_ = StagesMode::Auto;
+    bool trim_heap_ = false;  // a big pass ended: trim_stages gives the allocator's free memory back
+    // The Changes comparison of res_ (trace, base), and the job computing it.
+    struct ChangesCache {
+        std::shared_ptr<const Trace> base, now;
+        std::shared_ptr<std::vector<StageChange>> out;
+        std::shared_ptr<Job> job;
+    };
+    mutable ChangesCache changes_;
 };
 
 }  // namespace vit::app

@@ -45,7 +45,10 @@ std::string change_summary(const Session& s) {
     if (!r.trace || !r.base || r.base == r.trace) return "";
     std::string first;
     double logits = 0;
-    for (const StageChange& c : trace_changes(*r.base, *r.trace)) {
+    const ChangesState cs = s.changes();
+    if (!cs.list) return cs.pending ? "comparing every stage with the baseline (the Changes tab shows its progress)"
+                                    : "the comparison with the baseline failed: " + cs.error;
+    for (const StageChange& c : *cs.list) {
         if (first.empty() && c.diff_norm > 0) first = c.name;
         if (c.id.kind == StageKind::Logits && c.base_norm > 0) logits = c.diff_norm / c.base_norm;
     }

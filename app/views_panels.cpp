@@ -1007,6 +1007,24 @@ void DrawPredictions(ViewCtx& v) {
     }
 }
 
+std::string stages_text(const Trace& t) {
+    char b[160];
+    const double full = run_dims(t.table().config(), t.options()).full_floats * 4 / 1e6;
+    if (!t.on_demand()) {
+        std::snprintf(b, sizeof b, "every stage recorded (%.0f MB)", double(t.bytes()) / 1e6);
+        return b;
+    }
+    const Trace::OnDemandStats od = t.on_demand_stats();
+    std::snprintf(b, sizeof b, "stages on demand: %.0f MB kept of %.0f MB", double(od.kept_bytes) / 1e6, full);
+    std::string out = b;
+    if (od.last_block >= 0) {
+        std::snprintf(b, sizeof b, ", block %d recomputed (%.0f ms), %d held (%.0f MB)", od.last_block, od.last_ms,
+                      od.blocks_held, double(od.cache_bytes) / 1e6);
+        out += b;
+    }
+    return out;
+}
+
 std::string status_line(const Session& s, const std::string& notice) {
     Config c = s.shown_config();  // the model of the trace on screen, with the pooling it ran with
     if (s.shown_options().pooling) c.pooling = *s.shown_options().pooling;
@@ -1024,6 +1042,7 @@ std::string status_line(const Session& s, const std::string& notice) {
             std::snprintf(b, sizeof b, " %.1f ms", s.result().ms);
             line += b;
         }
+        line += " | " + stages_text(*s.trace());
     }
     if (!notice.empty()) line += " | " + notice;
     return line;
@@ -1096,6 +1115,7 @@ void DrawStatusBar(ViewCtx& v) {
         ImGui::SameLine();
     }
     std::string line = status_line(s, v.notice);
+    if (s.trace()) pr.strings["status.stages"] = stages_text(*s.trace());
     const Options& shown = s.shown_options();  // the trace on screen's (the toolbar shows the ones asked for)
     if (shown.has_bug()) {
         std::string bug = "BUG on:";
@@ -1113,9 +1133,19 @@ void DrawStatusBar(ViewCtx& v) {
     const std::string field = "GEMM: " + ops::gemm_engine_short() + (best ? "" : " (not best)");
     const float spacing = ImGui::GetStyle().ItemSpacing.x;
     const float field_w = ImGui::CalcTextSize(field.c_str()).x;
+    // Stages on demand have their own field too, before the GEMM's (the line may be cut): which block
+    // was recomputed last; the memory kept and held in its tooltip.
+    std::string od_field, od_full;
+    if (s.trace() && s.trace()->on_demand()) {
+        const Trace::OnDemandStats od = s.trace()->on_demand_stats();
+        od_field = "stages on demand" + (od.last_block >= 0 ? ": block " + std::to_string(od.last_block) + " recomputed" : "");
+        od_full = stages_text(*s.trace()) + "\n(the residual stream and the attention patterns are kept; a stage of a block "
+                                           "is recomputed from the stream entering it when it is shown, bit for bit)";
+    }
+    const float od_w = od_field.empty() ? 0.f : ImGui::CalcTextSize(od_field.c_str()).x + 2 * spacing + 9;
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
     const float x_line = ImGui::GetCursorScreenPos().x;
-    const float room = std::max(0.f, right - field_w - 2 * spacing - 9 - x_line);
+    const float room = std::max(0.f, right - field_w - od_w - 2 * spacing - 9 - x_line);
     std::string shown_line = line.substr(shown.has_bug() ? line.find(" | ") + 3 : 0);
     bool cut = false;
     const std::string fitted = fit_text(shown_line, room, cut);
@@ -1125,6 +1155,17 @@ void DrawStatusBar(ViewCtx& v) {
         pr.rects["status.line"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     }
     if (cut && v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", line.c_str());
+    if (!od_field.empty()) {
+        const float x = right - field_w - od_w;
+        ImGui::SameLine(x - ImGui::GetWindowPos().x);
+        ImGui::GetWindowDrawList()->AddLine(ImVec2(x - spacing - 4, ImGui::GetCursorScreenPos().y + 2),
+                                            ImVec2(x - spacing - 4, ImGui::GetCursorScreenPos().y + ImGui::GetTextLineHeight() - 2),
+                                            ImGui::GetColorU32(ImGuiCol_Separator));
+        ImGui::TextColored(ImVec4(0.55f, 0.8f, 1.f, 1), "%s", od_field.c_str());
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        pr.rects["status.stages"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", od_full.c_str());
+    }
     ImGui::SameLine(right - field_w - ImGui::GetWindowPos().x);
     ImGui::GetWindowDrawList()->AddLine(ImVec2(right - field_w - spacing - 4, ImGui::GetCursorScreenPos().y + 2),
                                         ImVec2(right - field_w - spacing - 4, ImGui::GetCursorScreenPos().y + ImGui::GetTextLineHeight() - 2),

@@ -16,6 +16,8 @@
 #include "core/model/forward.h"
 #include "tests/trace_compare.h"
 #include "core/kernels/gemm.h"
+#include "core/model/finite.h"
+#include "core/teach/analysis.h"
 
 using namespace vit;
 using vit::test_util::expect_same_trace;
@@ -167,6 +169,122 @@ TEST(OnDemand, EveryStageEqualsTheFullTrace) {
             EXPECT_EQ(od.block_held(), -1);
         }
     }
+}
+
+// The window's traces on demand (Trace::set_on_demand through RunRequest::on_demand): every row of
+// the table reads as the full trace's, bit for bit, whether kept or materialized from its block, in
+// any order; a materialized array keeps its address until trim(), which drops only the blocks not
+// read since the last trim; the Changes comparison, a pass reusing an on-demand pass's prefix
+// (forward_from) and the NaN report agree with the full traces'.
+TEST(OnDemand, TraceMaterializesEveryStageBitForBit) {
+    for (const Config& c : models()) {
+        const auto w = std::make_shared<const Weights>([&] { Weights p = init_weights(c, 5); pack_blocks(p); return p; }());
+        const Tensor3 x = wave(c, 0.11f);
+        RunRequest od;
+        od.on_demand = w;
+        od.keep_kinds = {StageKind::AttnPattern};
+        Options iv;
+        iv.iv.heads = {{1, 0, true}};
+        iv.iv.dropped = {2};
+        for (const auto& [what, opt] : std::vector<std::pair<std::string, Options>>{{"clean", {}}, {"interventions", iv}}) {
+            SCOPED_TRACE(c.name + ", " + what);
+            const Trace full = run(*w, x, opt);
+            Trace t;
+            forward(*w, x, opt, t, od);
+            ASSERT_TRUE(t.on_demand());
+            ASSERT_EQ(t.size(), full.size());
+            EXPECT_LT(t.bytes(), full.bytes() / 2) << "the on-demand pass kept most of the trace";
+            for (size_t r = 0; r < full.size(); ++r) {
+                const StageInfo& s = full.info(r);
+                EXPECT_EQ(t.kept(r), s.layer < 0 || s.id.kind == StageKind::ResidPost || s.id.kind == StageKind::AttnPattern)
+                    << s.name;
+                EXPECT_TRUE(t.has(s.id)) << s.name;
+            }
+            EXPECT_EQ(t.on_demand_stats().recomputes, 0) << "has() or index() recomputed a block";
+            for (int pass = 0; pass < 2; ++pass)  // forward, then backward through the blocks
+                for (size_t k = 0; k < full.size(); ++k) {
+                    const size_t r = pass ? full.size() - 1 - k : k;
+                    SCOPED_TRACE(full.name(r));
+                    EXPECT_TRUE(same_bits(t.at(r), full.at(r)));
+                    EXPECT_TRUE(same_bits(t.get(full.info(r).id), full.at(r)));
+                }
+            EXPECT_EQ(t.on_demand_stats().recomputes, c.depth) << "a block recomputed twice before a trim";
+            // addresses stay until trim(); trim keeps the blocks read since the last one
+            const StageId q{StageKind::AttnQ, 0}, m{StageKind::MlpPre, 1};
+            const Array* q0 = t.find(q);
+            const size_t all = t.on_demand_stats().cache_bytes;
+            t.trim();  // everything was read since the pass: nothing dropped
+            EXPECT_EQ(t.on_demand_stats().blocks_held, c.depth);
+            EXPECT_EQ(t.on_demand_stats().cache_bytes, all);
+            EXPECT_EQ(t.find(q), q0);
+            t.trim();  // only q read since the last trim: it stays, the rest goes
+            EXPECT_EQ(t.on_demand_stats().blocks_held, 1);
+            EXPECT_EQ(t.on_demand_stats().cache_bytes, q0->size() * sizeof(float));
+            EXPECT_EQ(t.find(q), q0);
+            t.trim();
+            EXPECT_TRUE(same_bits(t.get(m), full.get(m)));
+            EXPECT_EQ(t.on_demand_stats().blocks_held, 1) << "block 0, not read since the trim, stayed";
+            t.trim();
+            const Array* m0 = t.find(m);  // block 1 read since the trim: it stays while block 0 is computed
+            EXPECT_TRUE(same_bits(*t.find(q), full.get(q)));
+            EXPECT_EQ(t.on_demand_stats().blocks_held, 2);
+            EXPECT_EQ(t.find(m), m0);
+            t.trim();
+            t.trim();
+            EXPECT_EQ(t.on_demand_stats().blocks_held, 0);
+            EXPECT_EQ(t.on_demand_stats().cache_bytes, 0u);
+            // a block into a trace of the caller's own leaves the cache alone
+            const int recomputes = t.on_demand_stats().recomputes;
+            const Trace b1 = t.block(1);
+            EXPECT_TRUE(same_bits(b1.get(m), full.get(m)));
+            EXPECT_EQ(t.on_demand_stats().recomputes, recomputes);
+            EXPECT_EQ(t.on_demand_stats().blocks_held, 0);
+            // the Changes comparison, stage by stage, as between the full traces
+            const Trace base_full = run(*w, x, Options{});
+            Trace base;
+            forward(*w, x, Options{}, base, od);
+            const auto want = trace_changes(base_full, full), got = trace_changes(base, t);
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < want.size(); ++i) {
+                EXPECT_EQ(got[i].name, want[i].name);
+                EXPECT_EQ(got[i].diff_norm, want[i].diff_norm) << want[i].name;
+                EXPECT_EQ(got[i].base_norm, want[i].base_norm) << want[i].name;
+            }
+            EXPECT_EQ(t.on_demand_stats().blocks_held, 0) << "the comparison filled the cache";
+            EXPECT_FALSE(first_nonfinite_stage(t).has_value());
+        }
+        // a pass reusing an on-demand pass's blocks before the one an ablation changes
+        Options ab;
+        ab.iv.heads = {{1, 1, true}};
+        Trace prev, next;
+        forward(*w, x, {}, prev, od);
+        forward_from(*w, prev, ab, 1, next, od);
+        ASSERT_TRUE(next.on_demand());
+        const Trace full = run(*w, x, ab);
+        for (size_t r = 0; r < full.size(); ++r) {
+            SCOPED_TRACE(c.name + ", forward_from: " + full.name(r));
+            EXPECT_TRUE(same_bits(next.at(r), full.at(r)));
+        }
+        EXPECT_EQ(prev.on_demand_stats().recomputes, 0) << "forward_from filled the earlier trace's cache";
+    }
+}
+
+// NaN from an on-demand pass: found from its kept rows, then named exactly as in the full trace.
+TEST(OnDemand, NonFiniteStageAsTheFullTrace) {
+    const Config c = small("vit-ti16");
+    auto wp = std::make_shared<Weights>(init_weights(c, 3));
+    wp->blocks[1].fc1_b(0) = std::numeric_limits<float>::quiet_NaN();  // blocks.1.mlp.pre: the first stage with NaN
+    pack_blocks(*wp);
+    const std::shared_ptr<const Weights> w = wp;
+    const Tensor3 x = wave(c);
+    RunRequest od;
+    od.on_demand = w;
+    Trace t;
+    forward(*w, x, {}, t, od);
+    const auto a = first_nonfinite_stage(run(*w, x)), b = first_nonfinite_stage(t);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->stage, "blocks.1.mlp.pre");
+    EXPECT_EQ(b->describe(t.size()), a->describe(t.size()));
 }
 
 // The size limit applies to what a pass holds: ViT-L/16 at 512 px is refused as a full trace

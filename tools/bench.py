@@ -23,17 +23,20 @@ busy/idle factor of each engine.
 After the models, the scale lines (issue 22), unless --no-scale:
 
     session vit-b16 session_peak_mb=... ort_peak_mb=... torch_peak_mb=... vs_ort=... vs_torch=...
+    window vit-b16 peak_mb_on_demand=... peak_mb_full=... ort_peak_mb=... switch_median_ms_on_demand=...
     scale MODEL@SIZE load_ms=... first_ms=... peak_mb=... weights_mb=... limit_mb=... within=yes|no
-    window MODEL toggle_to_picture_ms=... pass_ms=... toggle_over_pass=... within=yes|no window_peak_mb=...
+    toggle MODEL toggle_to_picture_ms=... pass_ms=... toggle_over_pass=... within=yes|no window_peak_mb=...
 
 session: ViTScope's peak with the stages on demand (the residual stream kept, a block's stages
 recomputed when looked at: what the window and `trace --out` hold) beside ONNX Runtime's and
-PyTorch's peaks on the same model. scale: ViT-L/16 at 224 and 512 px and ViT-H/14 with random
+PyTorch's peaks on the same model. window: the window (vitscope --bench-frames under xvfb-run) on
+the same weights: its peak with every stage recorded and with the stages on demand, and the median
+frame of a stage switch to another block (--bench-switch) both ways. scale: ViT-L/16 at 224 and 512 px and ViT-H/14 with random
 weights (presets), each in a fresh vitscope-bench process: load (weights made and packed),
 first picture (the on-demand pass plus one block's stages), peak memory against the weights'
-size, the target being at most 1.25 x weights + 512 MB. window (with --window PATH-TO-vitscope, under
+size, the target being at most 1.25 x weights + 512 MB. toggle (--toggle-models, the window under
 xvfb-run): the app's median time from a toggle of elementwise_affine to the first frame that shows the
-new trace, beside the pass it waited for in the same run (target: at most 1.3 x), and the app's peak.
+new trace, beside the median pass it waited for in the same run (target: at most 1.3 x), and the app's peak.
 The last lines name the machine: the
 CPU (lscpu's Model name), the GEMM engine and kernel, the packed GEMM's peak on a 2048^3
 product and ViT-B/16's forward pass as a fraction of it.
@@ -221,6 +224,21 @@ def bench_kv(a, args, env):
     return out
 
 
+def window_kv(a, args, env):
+    """vitscope (the window) under xvfb-run with --bench-frames: its bench line as a dict, or None
+    when xvfb-run or the vitscope binary (beside vitscope-bench) is not there."""
+    app = os.path.join(os.path.dirname(os.path.abspath(a.bench)), "vitscope")
+    if not shutil.which("xvfb-run") or not os.path.exists(app):
+        return None
+    sample = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "assets", "samples", "9_ankle_boot_test0.png")
+    r = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1920x1200x24", app, "--image", sample, "--no-settings", *args],
+                       env=env, capture_output=True, text=True)
+    line = next((l for l in r.stdout.splitlines() if l.startswith("frames ")), None)
+    if r.returncode != 0 or not line:
+        raise RuntimeError(f"vitscope {' '.join(args)} failed: {r.stderr.strip()[-400:]}")
+    return kv_line(line[len("frames "):])
+
+
 def lscpu_model():
     try:
         r = subprocess.run(["lscpu"], capture_output=True, text=True)
@@ -247,9 +265,9 @@ def main():
                                                         f"onnxruntime-node-{ORT_VERSION}"))
     ap.add_argument("--no-scale", action="store_true", help="skip the session and scale lines (issue 22)")
     ap.add_argument("--scale", default=",".join(SCALE), help="MODEL@SIZE list for the scale lines")
-    ap.add_argument("--window", help="path to the vitscope app: also the window lines (toggle to picture), under xvfb-run")
-    ap.add_argument("--window-models", default="vit-b16,vit-l16", help="models for the window lines")
-    ap.add_argument("--window-frames", type=int, default=12, help="toggles measured per model in the window")
+    ap.add_argument("--toggle-models", default="vit-b16,vit-l16",
+                    help="models (presets) for the toggle lines: the window's toggle to picture")
+    ap.add_argument("--toggle-frames", type=int, default=12, help="toggles measured per model in the window")
     ap.add_argument("--torch-child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_child:
@@ -306,6 +324,24 @@ def main():
                     s += f" vs_ort={float(od['peak_mb']) / idle['ort_peak_mb']:.2f}"
                 s += f" vs_torch={float(od['peak_mb']) / idle['torch_peak_mb']:.2f} load={os.getloadavg()[0]:.2f}"
                 print(s, flush=True)
+                # The window's session on the same weights: its peak (VmHWM) with every stage recorded and
+                # with the stages on demand (what it does for ViT-B), and a stage switch's frame (another
+                # block's stage every frame, the frame that shows it timed) both ways.
+                wf = window_kv(a, ["--model", paths["st"], "--bench-frames", "20", "--stages", "all"], env)
+                if wf:
+                    wo = window_kv(a, ["--model", paths["st"], "--bench-frames", "20", "--stages", "auto"], env)
+                    sf = window_kv(a, ["--model", paths["st"], "--bench-frames", "48", "--bench-switch", "--stages", "all"], env)
+                    so = window_kv(a, ["--model", paths["st"], "--bench-frames", "48", "--bench-switch", "--stages", "auto"], env)
+                    s = (f"window vit-b16 peak_mb_on_demand={float(wo['peak_rss_mb']):.0f} "
+                         f"peak_mb_full={float(wf['peak_rss_mb']):.0f} peak_mb_switching={float(so['peak_rss_mb']):.0f}")
+                    if "ort_peak_mb" in idle:
+                        s += f" ort_peak_mb={idle['ort_peak_mb']:.1f} vs_ort={float(wo['peak_rss_mb']) / idle['ort_peak_mb']:.2f}"
+                    s += (f" switch_median_ms_on_demand={float(so['median_ms']):.1f}"
+                          f" switch_median_ms_full={float(sf['median_ms']):.1f} block_ms={float(so['last_block_ms']):.1f}"
+                          f" pass_ms={float(so['last_job_ms']):.1f} load={os.getloadavg()[0]:.2f}")
+                    print(s, flush=True)
+                else:
+                    print("window vit-b16: skipped (no xvfb-run, or no vitscope beside vitscope-bench)", flush=True)
             if a.busy:
                 busy = subprocess.Popen(["nice", "-n", "19", "yes"], stdout=subprocess.DEVNULL)
                 time.sleep(0.5)
@@ -335,9 +371,9 @@ def main():
                       f"peak_mb={peak:.0f} weights_mb={w:.0f} limit_mb={limit:.0f} peak_over_weights={peak / w:.2f} "
                       f"within={'yes' if peak <= limit else 'no'} tokens={r['tokens']} load={os.getloadavg()[0]:.2f}",
                       flush=True)
-        if a.window:
-            for model in [x for x in a.window_models.split(",") if x]:
-                window_line(a, model, env)
+        if not a.no_scale:
+            for model in [x for x in a.toggle_models.split(",") if x]:
+                toggle_line(a, model, env)
         g = bench_kv(a, ["--gemm-peak"], env)
         peak = float(g["gemm_peak_gflops"])
         s = f"# gemm_peak_gflops={peak:.1f} (packed, 2048^3, {a.threads} threads)"
@@ -354,31 +390,20 @@ def main():
     print(f"# threads={a.threads} cpu=\"{lscpu_model()}\" load={os.getloadavg()[0]:.2f}")
 
 
-def window_line(a, model, env):
+def toggle_line(a, model, env):
     """The window's own frame timing: `vitscope --bench-frames N --bench-toggle` toggles LayerNorm's
     elementwise_affine at every frame and waits for the pass, so each frame is a toggle and the first frame
     that shows its trace. Started with --unbiased so that neither side is the default options (a toggle
-    back to them would show the cached baseline without a pass). The app's own VmHWM is its peak."""
-    if not shutil.which("xvfb-run"):
-        print(f"# window {model}: xvfb-run is not installed; no window lines", flush=True)
+    back to them would show the cached baseline without a pass)."""
+    f = window_kv(a, ["--model", model, "--bench-frames", str(a.toggle_frames), "--bench-toggle", "--unbiased"], env)
+    if not f:
+        print(f"toggle {model}: skipped (no xvfb-run, or no vitscope beside vitscope-bench)", flush=True)
         return
-    cmd = ["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", "/usr/bin/time", "-f", "maxrss_kb=%M",
-           a.window, "--model", model, "--bench-frames", str(a.window_frames), "--bench-toggle", "--unbiased"]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    out = p.stdout + p.stderr
-    frames = next((l for l in out.splitlines() if l.startswith("frames ")), None)
-    rss = next((l for l in out.splitlines() if l.startswith("maxrss_kb=")), None)
-    if p.returncode != 0 or not frames:
-        print(f"# window {model}: the app failed (exit {p.returncode}): {out.strip()[-300:]}", flush=True)
-        return
-    f = kv_line(frames.split(" ", 1)[1])
-    ratio = float(f.get("toggle_over_pass", "nan"))
-    s = (f"window {model} toggle_to_picture_ms={float(f['toggle_to_picture_ms']):.1f} pass_ms={float(f['pass_ms']):.1f}"
-         f" toggle_over_pass={ratio:.2f} target=1.30 within={'yes' if ratio <= 1.3 else 'no'}"
-         f" toggles={f['toggles_with_pass']}")
-    if rss:
-        s += f" window_peak_mb={int(rss.split('=')[1]) / 1024:.0f}"
-    print(s + f" load={os.getloadavg()[0]:.2f}", flush=True)
+    ratio = float(f["toggle_over_pass"])
+    print(f"toggle {model} toggle_to_picture_ms={float(f['toggle_to_picture_ms']):.1f} pass_ms={float(f['pass_ms']):.1f}"
+          f" toggle_over_pass={ratio:.2f} target=1.30 within={'yes' if ratio <= 1.3 else 'no'}"
+          f" toggles={f['toggles_with_pass']} on_demand={f['on_demand']} window_peak_mb={float(f['peak_rss_mb']):.0f}"
+          f" load={os.getloadavg()[0]:.2f}", flush=True)
 
 
 def cpu_name():

@@ -51,9 +51,21 @@ public:
             ImGui::PopTextWrapPos();
             return;
         }
+        // every stage of both runs compared: for traces on demand, in a job that recomputes their
+        // blocks one at a time (the list waits for it: no stage is shown as unchanged before it is compared)
+        const ChangesState cs = s.changes();
+        if (!cs.list) {
+            const std::string why = cs.pending ? "Comparing every stage with the baseline: the stages are computed on "
+                                                 "demand for this model, so each block of both runs is recomputed for it..."
+                                               : "The comparison with the baseline failed: " + cs.error;
+            ImGui::TextWrapped("%s", why.c_str());
+            ImGui::PopTextWrapPos();
+            if (cs.pending) ImGui::ProgressBar(cs.progress, ImVec2(std::min(320.f, ImGui::GetContentRegionAvail().x), 0));
+            pr.strings[cs.pending ? "changes.pending" : "changes.message"] = why;
+            return;
+        }
         const bool fresh = keys_.stale("changes", s.version());
-        if (fresh) changes_ = trace_changes(*r.base, *r.trace);
-        const std::vector<StageChange>& ch = changes_;
+        const std::vector<StageChange>& ch = *cs.list;
         ImGui::Text("How far each stage moved: ||now - baseline|| / ||baseline||");
         ImGui::TextDisabled("baseline: %s", pr.strings["changes.baseline"].c_str());
         ImGui::TextDisabled("now: %s", opt.describe().c_str());
@@ -200,7 +212,6 @@ private:
     int last_frame_ = -10;
     bool scroll_to_ = false;  // the list scrolls to the stage the tab opened on
     CacheKeys keys_;
-    std::vector<StageChange> changes_;
     Array diff_vals_;
     HeatmapCache diff_;
 };

@@ -78,14 +78,42 @@ std::string NonFiniteStage::describe(size_t stages_total) const {
 
 std::optional<NonFiniteStage> first_nonfinite_stage(const Trace& t) {
     std::optional<NonFiniteStage> r;
-    for (size_t i = 0; i < t.size(); ++i) {
-        if (!t.has(t.info(i).id)) continue;  // a row this run did not record
-        const Array& a = t.at(i);
+    auto visit = [&](size_t i, const Array& a) {
         NonFinite nf = count_nonfinite(a.data(), a.size());
         if (nf.any()) {
             if (!r) r = NonFiniteStage{t.name(i), t.info(i).id, i, nf, 0};
             ++r->stages_with;
         }
+    };
+    if (!t.on_demand()) {
+        for (size_t i = 0; i < t.size(); ++i)
+            if (t.has(t.info(i).id)) visit(i, t.at(i));  // a row this run did not record is skipped
+        return r;
+    }
+    // Stages on demand: the kept rows (the residual stream leaving every block among them) first,
+    // without recomputing anything. NaN and Inf carry through the residual stream, so a block whose
+    // output is finite holds none inside, except where an ablation zeroes the sub-layer that held
+    // them (then its stage shows them when it is looked at). When a kept row holds any, every stage
+    // is looked at, a block at a time in a trace of this call's own (the trace's cache is not
+    // touched), to name the first exactly and count them all.
+    bool any = false;
+    for (size_t i = 0; i < t.size() && !any; ++i)
+        if (t.kept(i)) any = count_nonfinite(t.at(i).data(), t.at(i).size()).any();
+    if (!any) return r;
+    Trace blk;
+    int held = -1;
+    for (size_t i = 0; i < t.size(); ++i) {
+        if (t.kept(i)) {
+            visit(i, t.at(i));
+            continue;
+        }
+        const int l = t.info(i).layer;
+        if (l < 0) continue;
+        if (held != l) {
+            blk = t.block(l);
+            held = l;
+        }
+        visit(i, blk.at(i));
     }
     return r;
 }

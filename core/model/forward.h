@@ -60,6 +60,12 @@ struct RunRequest {
     int grad_class = -1;     // -1: the predicted class (top-1, ties to the lower index)
     ModelIdentity model;     // recorded in the trace ("" name: the config's)
     const std::atomic<bool>* cancel = nullptr;  // raise to stop the run (Cancelled is thrown)
+    // Non-null: the stages on demand (Trace::set_on_demand). The pass keeps the stages outside the
+    // blocks, the residual stream leaving every block and the block stages of the kinds in
+    // `keep_kinds`; the trace holds these weights (the same as the pass's) to recompute any other
+    // block stage when it is read. Not with grads.
+    std::shared_ptr<const Weights> on_demand;
+    std::vector<StageKind> keep_kinds;
 };
 
 // A traced run on one image (C, S, S): a batch of one that records every stage, and
@@ -77,11 +83,16 @@ int first_changed_block(const Config& c, const Options& a, const Options& b);
 // its table's stage: ln_pre.out, with_registers, embed.kept or embed before block 0, else resid_post.
 StageId stream_into(const StageTable& t, int layer);
 
+// The rows an on-demand pass of `t` keeps (RunRequest::on_demand): every row outside the blocks,
+// blocks.L.resid_post, and the block rows of the kinds in `also`.
+std::vector<char> on_demand_rows(const StageTable& t, const std::vector<StageKind>& also);
+
 // A traced pass with `opt` that reuses the stages of `prev` before block `layer` (copied in, as they
 // are) and computes the rest from prev's residual stream entering that block. prev must be a pass of
 // the same weights and input whose stages before `layer` are those of `opt` (first_changed_block of
 // their options is at least `layer`; checked, std::invalid_argument otherwise). The result equals a
-// full forward() bit for bit. No gradients.
+// full forward() bit for bit. No gradients. With req.on_demand the result is on demand (the rows of
+// prev before `layer` that it keeps are copied in; prev may be on demand or full).
 void forward_from(const Weights& w, const Trace& prev, const Options& opt, int layer, Trace& out,
                   const RunRequest& req = {});
 

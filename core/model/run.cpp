@@ -4,6 +4,7 @@
 #include <optional>
 #include <xtensor/xbuilder.hpp>
 
+#include "core/kernels/ops.h"
 #include "core/model/backward.h"
 #include "core/model/forward.h"
 
@@ -22,10 +23,56 @@ Tensor4 batch_of_one(const Weights& w, const Tensor3& input) {  // the size is c
     std::copy(input.begin(), input.end(), x.begin());
     return x;
 }
+
+// How an on-demand trace recomputes block l: the block alone (RunFrom with until = l + 1) from the
+// kept residual stream entering it, with the trace's own options (interventions included), the same
+// code on the same numbers as the pass that kept it.
+// The recompute runs with the thread count the pass ran with (ops::threads() of the thread that ran
+// it): the kernels split their sums by it, so a block recomputed on another thread (the window's UI
+// thread, a job) with another count could differ in the last bits.
+Trace::BlockRecompute block_recompute(std::shared_ptr<const Weights> w) {
+    const int threads = ops::threads();
+    return [w, threads](const Trace& kept, int l, Trace& out) {
+        ops::Budget budget(threads);
+        const StageTable& t = kept.table();
+        const int sr = t.index(stream_into(t, l));
+        if (sr < 0 || !kept.kept(size_t(sr)))
+            throw std::logic_error("stages on demand: the trace kept no residual stream into block " + std::to_string(l));
+        RunFrom from{l, kept.at(size_t(sr)).data(), l + 1};
+        Tensor4 none = Tensor4::from_shape({1, 1, 1, 1});  // not read: the pass starts at block l
+        // A workspace of this call's own: a block's scratch arrays are not kept between recomputes
+        // (held per thread they would stay for the session; allocating them costs far less than the block).
+        WorkspacePtr ws = make_workspace();
+        forward_batch(*w, none, kept.options(), out, Keep::All, *ws, kept.model(), nullptr, &from);
+    };
+}
+
+void check_on_demand(const Weights& w, const RunRequest& req) {
+    if (req.grads) throw std::invalid_argument("stages on demand: the backward pass needs a full trace");
+    if (req.on_demand.get() != &w) throw std::invalid_argument("stages on demand: the weights held are not the pass's");
+}
 }  // namespace
+
+std::vector<char> on_demand_rows(const StageTable& t, const std::vector<StageKind>& also) {
+    std::vector<char> rows(t.size(), 0);
+    for (size_t r = 0; r < rows.size(); ++r) {
+        const StageInfo& s = t[r];
+        rows[r] = s.layer < 0 || s.id.kind == StageKind::ResidPost ||
+                  std::find(also.begin(), also.end(), s.id.kind) != also.end();
+    }
+    return rows;
+}
 
 void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& trace, const RunRequest& req) {
     const Tensor4 x = batch_of_one(w, input);
+    if (req.on_demand) {
+        check_on_demand(w, req);
+        const std::vector<char> rows = on_demand_rows(*StageTable::get(w.cfg, opt), req.keep_kinds);
+        WorkspacePtr ws = make_workspace();  // freed after the pass: a big model's scratch is not held between passes
+        forward_batch(w, x, opt, trace, Keep::All, *ws, req.model, req.cancel, nullptr, &rows);
+        trace.set_on_demand(block_recompute(req.on_demand));
+        return;
+    }
     if (!req.grads) {
         thread_local WorkspacePtr ws = make_workspace();
         forward_batch(w, x, opt, trace, Keep::All, *ws, req.model, req.cancel);
@@ -106,17 +153,38 @@ void forward_from(const Weights& w, const Trace& prev, const Options& opt, int l
     RunFrom from{layer, keep_stream.data()};
     Tensor4 none = Tensor4::from_shape({1, 1, 1, 1});  // not read: the pass starts at block `layer`
     // The earlier pass's rows before that block, by id (the new table lists the same stages there).
+    // On demand: only the rows the new trace keeps, read from prev without filling its cache (prev may
+    // be on screen, and its cache is the window's): a row prev did not keep comes from its block
+    // computed into a trace of this job's own.
+    std::vector<char> rows;
+    if (req.on_demand) {
+        check_on_demand(w, req);
+        rows = on_demand_rows(nt, req.keep_kinds);
+    }
     std::vector<std::pair<size_t, Array>> early;
+    std::optional<Trace> prev_block;
     for (size_t r = 0; r < nt.size() && !(nt[r].layer >= layer || (layer == c.depth && nt[r].layer < 0 && r > 0 &&
                                                                    nt[r - 1].layer >= 0));
          ++r) {
-        const Array* a = prev.find(nt[r].id);
-        if (!a) throw std::invalid_argument("forward_from: the earlier pass has no " + nt[r].name);
-        early.emplace_back(r, *a);
+        if (!rows.empty() && !rows[r]) continue;
+        const int pr = pt.index(nt[r].id);
+        if (pr < 0) throw std::invalid_argument("forward_from: the earlier pass has no " + nt[r].name);
+        if (prev.kept(size_t(pr)) || !prev.on_demand()) {
+            early.emplace_back(r, prev.at(size_t(pr)));
+            continue;
+        }
+        const int l = nt[r].layer;
+        if (!prev_block || prev_block->table().index(nt[r].id) < 0 || !prev_block->kept(size_t(pr)))
+            prev_block = prev.block(l);
+        early.emplace_back(r, prev_block->at(size_t(pr)));
     }
-    thread_local WorkspacePtr ws = make_workspace();
-    forward_batch(w, none, opt, out, Keep::All, *ws, req.model.name.empty() ? prev.model() : req.model, req.cancel, &from);
+    prev_block.reset();
+    thread_local WorkspacePtr ws_kept = make_workspace();
+    WorkspacePtr ws_own = req.on_demand ? make_workspace() : nullptr;  // on demand: freed after the pass
+    forward_batch(w, none, opt, out, Keep::All, ws_own ? *ws_own : *ws_kept,
+                  req.model.name.empty() ? prev.model() : req.model, req.cancel, &from, rows.empty() ? nullptr : &rows);
     for (auto& [r, a] : early) out.adopt(r, a);
+    if (req.on_demand) out.set_on_demand(block_recompute(req.on_demand));
 }
 
 }  // namespace vit

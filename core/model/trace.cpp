@@ -1,9 +1,45 @@
 #include "core/model/trace.h"
 
 #include <algorithm>
+#include <chrono>
+#include <mutex>
 #include <stdexcept>
 
 namespace vit {
+
+// The on-demand state: how to recompute a block, and the blocks materialized so far.
+struct Trace::Lazy {
+    BlockRecompute recompute;
+    mutable std::mutex mu;
+    std::vector<std::shared_ptr<const Array>> cache;  // per row: a materialized array (null: none)
+    std::vector<char> used;                            // per row: read since the last trim()
+    int last_block = -1, recomputes = 0;
+    double last_ms = 0;
+
+    Lazy() = default;
+    Lazy(const Lazy& o) : recompute(o.recompute) {
+        std::lock_guard<std::mutex> g(o.mu);
+        cache = o.cache;
+        used = o.used;
+        last_block = o.last_block;
+        recomputes = o.recomputes;
+        last_ms = o.last_ms;
+    }
+};
+
+Trace::Trace() = default;
+Trace::~Trace() = default;
+Trace::Trace(Trace&&) noexcept = default;
+Trace& Trace::operator=(Trace&&) noexcept = default;
+Trace::Trace(const Trace& o)
+    : table_(o.table_), opt_(o.opt_), model_(o.model_), arrays_(o.arrays_), grads_(o.grads_), recorded_(o.recorded_),
+      graded_(o.graded_), cursor_(o.cursor_), has_grads_(o.has_grads_), grad_class_(o.grad_class_), progress_(nullptr) {
+    if (o.lazy_) lazy_ = std::make_unique<Lazy>(*o.lazy_);
+}
+Trace& Trace::operator=(const Trace& o) {
+    if (this != &o) *this = Trace(o);
+    return *this;
+}
 
 void Trace::begin(std::shared_ptr<const StageTable> table, const Options& opt, ModelIdentity model) {
     if (!table) throw std::invalid_argument("Trace::begin: no stage table");
@@ -12,6 +48,7 @@ void Trace::begin(std::shared_ptr<const StageTable> table, const Options& opt, M
     recorded_.assign(table->size(), 0);
     graded_.assign(table->size(), 0);
     table_ = std::move(table);
+    lazy_.reset();  // a new pass: nothing materialized, nothing to materialize from
     opt_ = opt;
     model_ = std::move(model);
     cursor_ = 0;
@@ -78,12 +115,19 @@ const StageTable& Trace::table() const {
 int Trace::index(StageId id) const {
     if (!table_) return -1;
     const int i = table_->index(id);
-    return i >= 0 && size_t(i) < recorded_.size() && recorded_[size_t(i)] ? i : -1;
+    if (i < 0 || size_t(i) >= recorded_.size()) return -1;
+    if (recorded_[size_t(i)]) return i;
+    return lazy_ && (*table_)[size_t(i)].layer >= 0 ? i : -1;  // a block's row: materialized when read
+}
+
+const Array& Trace::at(size_t row) const {
+    if (row < recorded_.size() && !recorded_[row] && lazy_ && (*table_)[row].layer >= 0) return *materialize(row);
+    return arrays_.at(row);
 }
 
 const Array* Trace::find(StageId id) const {
     const int i = index(id);
-    return i < 0 ? nullptr : &arrays_[size_t(i)];
+    return i < 0 ? nullptr : &at(size_t(i));
 }
 
 const Array& Trace::get(StageId id) const {
@@ -100,7 +144,7 @@ int Trace::index_of(const std::string& name) const {
 
 const Array* Trace::find(const std::string& name) const {
     const int i = index_of(name);
-    return i < 0 ? nullptr : &arrays_[size_t(i)];
+    return i < 0 ? nullptr : &at(size_t(i));
 }
 
 const Array& Trace::get(const std::string& name) const {
@@ -122,7 +166,93 @@ size_t Trace::bytes() const {
     size_t b = 0;
     for (size_t i = 0; i < arrays_.size(); ++i) b += recorded_[i] ? arrays_[i].size() * sizeof(float) : 0;
     for (size_t i = 0; i < grads_.size(); ++i) b += graded_[i] ? grads_[i].size() * sizeof(float) : 0;
-    return b;
+    return b + on_demand_stats().cache_bytes;
+}
+
+// ---- stages on demand
+
+void Trace::set_on_demand(BlockRecompute recompute) {
+    if (!table_) throw std::logic_error("Trace::set_on_demand: no pass was recorded");
+    if (!recompute) throw std::invalid_argument("Trace::set_on_demand: no way to recompute a block");
+    lazy_ = std::make_unique<Lazy>();
+    lazy_->recompute = std::move(recompute);
+    lazy_->cache.assign(table_->size(), nullptr);
+    lazy_->used.assign(table_->size(), 0);
+}
+
+bool Trace::on_demand() const { return lazy_ != nullptr; }
+
+const Array* Trace::materialize(size_t row) const {
+    Lazy& z = *lazy_;
+    const StageTable& t = *table_;
+    const int l = t[row].layer;
+    std::lock_guard<std::mutex> g(z.mu);
+    z.used[row] = 1;
+    if (!z.cache[row]) {
+        // Before a block is computed, the arrays not read since the last trim() go: no reference into
+        // them is held (the trim contract), and a switch from block to block then holds one block, not two.
+        for (size_t r = 0; r < z.cache.size(); ++r)
+            if (z.cache[r] && !z.used[r]) z.cache[r].reset();
+        const auto t0 = std::chrono::steady_clock::now();
+        Trace out;
+        z.recompute(*this, l, out);
+        for (size_t r = 0; r < t.size(); ++r) {
+            if (t[r].layer != l || recorded_[r]) continue;
+            if (!out.kept(r)) throw std::logic_error("Trace: recomputing block " + std::to_string(l) + " gave no " + t[r].name);
+            z.cache[r] = std::make_shared<const Array>(std::move(out.arrays_[r]));
+        }
+        z.last_block = l;
+        z.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        ++z.recomputes;
+    }
+    return z.cache[row].get();
+}
+
+Trace Trace::block(int layer) const {
+    if (!table_ || layer < 0 || layer >= table_->depth())
+        throw std::out_of_range("Trace::block: no block " + std::to_string(layer));
+    Trace out;
+    if (lazy_) {
+        lazy_->recompute(*this, layer, out);  // reads only kept rows: no lock, no cache
+        return out;
+    }
+    out.begin(table_, opt_, model_);
+    for (size_t r = 0; r < table_->size(); ++r)
+        if ((*table_)[r].layer == layer && recorded_[r]) out.adopt(r, arrays_[r]);
+    return out;
+}
+
+size_t Trace::trim() const {
+    if (!lazy_) return 0;
+    Lazy& z = *lazy_;
+    std::lock_guard<std::mutex> g(z.mu);
+    size_t freed = 0;
+    for (size_t r = 0; r < z.cache.size(); ++r) {
+        if (!z.cache[r] || z.used[r]) continue;
+        freed += z.cache[r]->size() * sizeof(float);
+        z.cache[r].reset();
+    }
+    std::fill(z.used.begin(), z.used.end(), 0);
+    return freed;
+}
+
+Trace::OnDemandStats Trace::on_demand_stats() const {
+    OnDemandStats s;
+    for (size_t i = 0; i < arrays_.size(); ++i) s.kept_bytes += recorded_[i] ? arrays_[i].size() * sizeof(float) : 0;
+    if (!lazy_) return s;
+    const Lazy& z = *lazy_;
+    std::lock_guard<std::mutex> g(z.mu);
+    std::vector<char> held(size_t(std::max(0, table_->depth())), 0);
+    for (size_t r = 0; r < z.cache.size(); ++r)
+        if (z.cache[r]) {
+            s.cache_bytes += z.cache[r]->size() * sizeof(float);
+            held[size_t((*table_)[r].layer)] = 1;
+        }
+    s.blocks_held = int(std::count(held.begin(), held.end(), 1));
+    s.last_block = z.last_block;
+    s.last_ms = z.last_ms;
+    s.recomputes = z.recomputes;
+    return s;
 }
 
 }  // namespace vit

@@ -6,6 +6,7 @@
 // tensor with options it was not computed with. Look-ups by id are O(1).
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,13 @@ struct ModelIdentity {
 
 class Trace {
 public:
+    Trace();
+    ~Trace();
+    Trace(Trace&&) noexcept;
+    Trace& operator=(Trace&&) noexcept;
+    Trace(const Trace&);  // a copy holds the same materialized arrays (shared, immutable) and its own lock
+    Trace& operator=(const Trace&);
+
     // ---- recording (the forward and backward passes)
     // Starts a run recorded through `table`. The arrays of the last run are reused where a row's
     // shape is the same (a toggle re-running the same model): no allocation, no page faults.
@@ -51,10 +59,12 @@ public:
     int depth() const { return table_ ? table_->depth() : 0; }
 
     // ---- its arrays, by id (O(1)) or by row
+    // On an on-demand trace (below), index/has answer for every block row without computing it, and
+    // at/find/get of a row the pass did not keep materialize its block first.
     size_t size() const { return arrays_.size(); }   // rows of the table recorded
     const StageInfo& info(size_t row) const { return table()[row]; }
     const std::string& name(size_t row) const { return table()[row].name; }
-    const Array& at(size_t row) const { return arrays_.at(row); }
+    const Array& at(size_t row) const;
     int index(StageId id) const;                     // -1 when absent or not recorded
     bool has(StageId id) const { return index(id) >= 0; }
     const Array* find(StageId id) const;             // null when absent
@@ -72,9 +82,43 @@ public:
     const Array* grad(StageId id) const;
     const Array* grad_at(size_t row) const;
 
-    size_t bytes() const;
+    size_t bytes() const;  // the arrays held now: recorded, gradients and materialized
+
+    // ---- stages on demand (issue 22)
+    // A pass that recorded only some rows (forward with RunRequest::on_demand: the residual stream
+    // and what the overview views read for every block) hands the trace a way to recompute one block
+    // from the kept residual stream entering it: `recompute(kept, l, out)` runs block l alone and
+    // records its rows into `out`, bit for bit as a full pass records them. Then every row of a block
+    // is readable: index/has say so, at/find/get of a row not kept compute its block into a cache in
+    // the trace (under a lock: jobs read traces too) and return it. A materialized array keeps its
+    // address until trim(), which only the thread that owns the trace's readers calls, at a point
+    // where none holds a reference (the window: the start of a frame). Jobs read with block(), which
+    // computes into a trace of their own and never touches the cache.
+    using BlockRecompute = std::function<void(const Trace& kept, int layer, Trace& out)>;
+    void set_on_demand(BlockRecompute recompute);  // after the pass (end()); begin() clears it
+    bool on_demand() const;
+    bool kept(size_t row) const { return row < recorded_.size() && recorded_[row]; }  // recorded by the pass itself
+    // Block `layer`'s rows as the pass would have recorded them, in a trace of the caller's own (the
+    // kept rows of that block copied in too). Any thread.
+    Trace block(int layer) const;
+    // Drops the materialized arrays not read since the last trim() (a block is computed whole, and
+    // what is not looked at of it goes); returns the bytes freed. A block materialized later drops
+    // them too, before it is computed.
+    size_t trim() const;
+    struct OnDemandStats {
+        int blocks_held = 0;     // blocks with arrays materialized now
+        int last_block = -1;     // the block recomputed last (-1: none yet)
+        double last_ms = 0;      // how long that took
+        int recomputes = 0;      // blocks recomputed since the pass
+        size_t kept_bytes = 0;   // what the pass kept
+        size_t cache_bytes = 0;  // what materialized blocks hold now
+    };
+    OnDemandStats on_demand_stats() const;
 
 private:
+    struct Lazy;
+    std::unique_ptr<Lazy> lazy_;
+    const Array* materialize(size_t row) const;
     std::shared_ptr<const StageTable> table_;
     Options opt_;
     ModelIdentity model_;

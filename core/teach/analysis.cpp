@@ -172,12 +172,10 @@ std::vector<float> grad_rollout(const Trace& t, int upto) {
     return on_patch_grid(t, out);
 }
 
-Array comparable_base(const Trace& base, const Trace& now, StageId id) {
-    const Array* ap = base.find(id);
-    const Array* bp = now.find(id);
+namespace {
+Array comparable(const Array* ap, const RunDims& rb, const Array* bp, const RunDims& rn) {
     if (!ap || !bp || !bp->size()) return Array();
     if (ap->shape() == bp->shape()) return *ap;
-    const RunDims &rb = base.table().dims(), &rn = now.table().dims();
     if (rb.dropped() || !rn.dropped() || rb.N != rn.N || rb.prefix != rn.prefix || ap->dimension() != bp->dimension())
         return Array();
     // The base's tokens that `now` kept: the prefix, then the kept patches (stages before the blocks'
@@ -202,12 +200,50 @@ Array comparable_base(const Trace& base, const Trace& now, StageId id) {
     return a.shape() == bp->shape() ? a : Array();
 }
 
-std::vector<StageChange> trace_changes(const Trace& base, const Trace& now) {
+// A trace's rows read one at a time in table order without filling an on-demand trace's cache: a row
+// the pass did not keep comes from its block computed into a trace of the reader's own (one block
+// held at a time).
+class RowReader {
+public:
+    explicit RowReader(const Trace& t) : t_(t) {}
+    const Array* operator()(StageId id) {
+        const int r = t_.index(id);
+        if (r < 0) return nullptr;
+        if (t_.kept(size_t(r)) || !t_.on_demand()) return &t_.at(size_t(r));
+        const int l = t_.info(size_t(r)).layer;
+        if (held_ != l) {
+            block_ = t_.block(l);
+            held_ = l;
+        }
+        return &block_.at(size_t(r));
+    }
+
+private:
+    const Trace& t_;
+    Trace block_;
+    int held_ = -1;
+};
+}  // namespace
+
+Array comparable_base(const Trace& base, const Trace& now, StageId id) {
+    if (base.empty() || now.empty()) return Array();
+    return comparable(base.find(id), base.table().dims(), now.find(id), now.table().dims());
+}
+
+std::vector<StageChange> trace_changes(const Trace& base, const Trace& now,
+                                       const std::function<void(int, int)>& progress) {
     std::vector<StageChange> out;
+    RowReader read_base(base), read_now(now);
+    const RunDims& rb = base.table().dims();
+    const RunDims& rn = now.table().dims();
+    int block = -1;
     for (size_t r = 0; r < now.size(); ++r) {
         const StageId id = now.info(r).id;
-        const Array& b = now.at(r);
-        const Array a = comparable_base(base, now, id);
+        if (progress && id.layer != block && id.layer >= 0) progress(block = id.layer, now.depth());
+        const Array* bp = read_now(id);
+        if (!bp) continue;
+        const Array& b = *bp;
+        const Array a = comparable(read_base(id), rb, bp, rn);
         if (!a.size() || a.shape() != b.shape()) continue;
         double dn = 0, bn = 0;
         for (size_t k = 0; k < a.size(); ++k) {

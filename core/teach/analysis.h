@@ -1,6 +1,7 @@
 // What the views show, computed in the core: statistics,
 // attention maps over the patch grid, and differences between traces.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,11 @@ std::vector<float> grad_rollout(const Trace& t, int upto);
 Array comparable_base(const Trace& base, const Trace& now, StageId id);
 
 // Per-stage L2 norm of (b - a) and of a, for stages present in both that compare (comparable_base:
-// with patches dropped in `now`, over the tokens it kept).
+// with patches dropped in `now`, over the tokens it kept). Every stage of on-demand traces too: their
+// blocks are recomputed one at a time into traces of this call's own (their caches are not touched,
+// so a job may call it), `progress(block, depth)` told as each block starts.
 struct StageChange { StageId id; std::string name; double diff_norm, base_norm; };
-std::vector<StageChange> trace_changes(const Trace& base, const Trace& now);
+std::vector<StageChange> trace_changes(const Trace& base, const Trace& now,
+                                       const std::function<void(int, int)>& progress = {});
 
 }  // namespace vit
