@@ -338,7 +338,7 @@ def main():
                         s += f" ort_peak_mb={idle['ort_peak_mb']:.1f} vs_ort={float(wo['peak_rss_mb']) / idle['ort_peak_mb']:.2f}"
                     s += (f" switch_median_ms_on_demand={float(so['median_ms']):.1f}"
                           f" switch_median_ms_full={float(sf['median_ms']):.1f} block_ms={float(so['last_block_ms']):.1f}"
-                          f" pass_ms={float(so['last_job_ms']):.1f} load={os.getloadavg()[0]:.2f}")
+                          f" last_job_ms={float(so['last_job_ms']):.1f} load={os.getloadavg()[0]:.2f}")
                     print(s, flush=True)
                 else:
                     print("window vit-b16: skipped (no xvfb-run, or no vitscope beside vitscope-bench)", flush=True)
