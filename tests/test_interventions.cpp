@@ -17,14 +17,9 @@
 using namespace vit;
 using vit::test_util::expect_same_trace;
 using vit::test_util::same_bits;
+using vit::test_util::wave;
 
 namespace {
-
-Tensor3 wave(const Config& c, float f = 0.1f) {
-    Tensor3 x = Tensor3::from_shape({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
-    for (size_t i = 0; i < x.size(); ++i) x.flat(i) = std::sin(f * float(i));
-    return x;
-}
 
 // A DINOv2-like embedding model: registers, layer scale, no classifier.
 Config dinov2_like() {

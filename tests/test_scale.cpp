@@ -22,14 +22,9 @@
 using namespace vit;
 using vit::test_util::expect_same_trace;
 using vit::test_util::same_bits;
+using vit::test_util::wave;
 
 namespace {
-
-Tensor3 wave(const Config& c, float f = 0.1f) {
-    Tensor3 x = Tensor3::from_shape({size_t(c.channels), size_t(c.image_size), size_t(c.image_size)});
-    for (size_t i = 0; i < x.size(); ++i) x.flat(i) = std::sin(f * float(i));
-    return x;
-}
 
 // A family preset made small enough for a unit test and large enough for its matrices to be
 // packed (rows x in x out >= 1e6): 2 blocks, a 7 x 7 grid.
