@@ -2,7 +2,6 @@
 """vitscope-cli as a script sees it: exit codes (0 ok, 1 unusable file/model,
 2 usage), messages naming the file, .npz files numpy.load opens with the
 trace's names in order, and no partial output on failure."""
-import argparse
 import glob
 import json
 import os
@@ -11,6 +10,8 @@ import subprocess
 import sys
 
 import numpy as np
+
+import harness  # tests/harness.py: the scripts' command line
 
 FAIL = []
 
@@ -22,12 +23,7 @@ def expect(cond, what):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--assets", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
+    a = harness.script_args("cli", "workdir", "assets")
     w = lambda n: os.path.join(a.workdir, n)
 
     def cli(*args):

@@ -7,13 +7,14 @@ and layer scale, and a run with dropped patches and an ablated head; with --grad
 too (checkpointed the same way: each block's recomputed from the kept gradient of the stream leaving
 it), on the default model, a ViT-Ti/16 with mean pooling at another size and a subset of a toy
 model's stages. --stages writes a subset of the same arrays; a pattern that matches nothing exits 2 naming the flag and leaves no file."""
-import argparse
 import glob
 import os
 import subprocess
 import sys
 
 import numpy as np
+
+import harness  # tests/harness.py: the scripts' command line
 
 FAIL = []
 
@@ -36,12 +37,7 @@ def same_npz(a, b):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--assets", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
+    a = harness.script_args("cli", "workdir", "assets")
     w = lambda n: os.path.join(a.workdir, n)
     sample = sorted(glob.glob(os.path.join(a.assets, "samples", "*.png")))[0]
 

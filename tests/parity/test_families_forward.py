@@ -11,7 +11,6 @@ the model's stage table (vitscope-cli info --stage-table) must equal the referen
 float64 value to 1e-4 of the tensor's scale; a stage the reference lacks fails.
 This checks the forward pass and the stage table independently of the checkpoint
 layouts' key names (the loaders have their own test)."""
-import argparse
 import json
 import os
 import subprocess
@@ -72,11 +71,7 @@ def own_tensors(s, c):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
+    a = test_parity.script_args("cli", "workdir")
     test_parity.self_test()
     xs = families.inputs()
     seen = set()

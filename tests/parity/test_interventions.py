@@ -17,7 +17,6 @@ first shows that the intervention changes the output, then compares every stage 
 table vitscope-cli reports for those flags (info --stage-table) and the logits (or embedding)
 with the reference to 1e-4 of each tensor's scale; then `analyze --head-importance --occlusion`
 against the same sweeps done with hooks. Bad flag values must exit 2 naming the flag."""
-import argparse
 import json
 import math
 import os
@@ -386,11 +385,7 @@ def effect(clean_out, out, logits, cls):
 
 @torch.no_grad()
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
+    a = test_parity.script_args("cli", "workdir")
     cli = Cli(a.cli, a.workdir)
     test_parity.self_test()
 

@@ -8,7 +8,6 @@ stage must match to 1e-4 of the tensor's scale. The teaching options are
 checked against PyTorch's nn.LayerNorm(elementwise_affine=False) and
 std(unbiased=True) in a manual forward pass that is itself first checked
 against torchvision."""
-import argparse
 import functools
 import json
 import math
@@ -22,6 +21,8 @@ import torch.nn.functional as F
 import torchvision
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import script_args  # noqa: E402,F401  (the parity scripts' command line, tests/harness.py)
 import vitref  # noqa: E402
 
 torch.set_num_threads(1)
@@ -149,10 +150,7 @@ class Runner:
 
 @torch.no_grad()
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--workdir", required=True)
-    a = ap.parse_args()
+    a = script_args("cli", "workdir")
     run = Runner(a.cli, a.workdir)
     path = lambda n: os.path.join(a.workdir, n)
     self_test()

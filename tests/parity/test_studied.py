@@ -16,12 +16,13 @@ The prefix (cls, registers, dist) is written here from each family's published t
 read from ViTScope: DINOv2 with registers has cls + 4 registers, DeiT distilled cls + dist, SigLIP
 none. Every family's preset runs, at non-square sizes where the patch allows it.
 """
-import argparse
 import os
 import subprocess
 import sys
 
 import numpy as np
+
+import test_parity  # script_args
 
 FAIL = []
 
@@ -191,12 +192,7 @@ def check_dropped(cli, workdir, image, keep=0.6):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("--image", required=True)
-    a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
+    a = test_parity.script_args("cli", "workdir", "image")
     for model, size, prefix, norm_all in CASES:
         check(a.cli, a.workdir, a.image, model, size, prefix, norm_all)
     # another keep and factor change the masks and the list as numpy says
