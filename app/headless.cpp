@@ -361,9 +361,7 @@ private:
     // (all of them at the small sizes where layouts break, fewer at the large ones), the math
     // panel, the tour, the Changes tab with an option off.
     void build_layout(AppContext& app) {
-        SweepPlan plan;
-        plan.session = &app.s;
-        plan.trace = app.s.trace();
+        SweepPlan plan = plan_for(app);
         const Trace& tr = *plan.trace;
         const Config& c = app.s.shown_config();
         const int L = c.depth, last = std::max(0, L - 1);
@@ -521,10 +519,16 @@ private:
             fail("the status bar's GEMM field is clipped or overlapped");
     }
 
-    void build(AppContext& app) {
+    // A plan of states for the session's trace on screen.
+    static SweepPlan plan_for(AppContext& app) {
         SweepPlan plan;
         plan.session = &app.s;
         plan.trace = app.s.trace();
+        return plan;
+    }
+
+    void build(AppContext& app) {
+        SweepPlan plan = plan_for(app);
         const Trace& tr = *plan.trace;
         const Config& c = app.s.shown_config();
         // the run's sizes: its patches and tokens (at the --image-size the sweep started with)
