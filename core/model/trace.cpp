@@ -197,7 +197,8 @@ const Array* Trace::materialize(size_t row) const {
         Trace out;
         z.recompute(*this, l, out);
         for (size_t r = 0; r < t.size(); ++r) {
-            if (t[r].layer != l || recorded_[r]) continue;
+            // a row still held keeps its array (a view may hold a reference into it until trim())
+            if (t[r].layer != l || recorded_[r] || z.cache[r]) continue;
             if (!out.kept(r)) throw std::logic_error("Trace: recomputing block " + std::to_string(l) + " gave no " + t[r].name);
             z.cache[r] = std::make_shared<const Array>(std::move(out.arrays_[r]));
         }
