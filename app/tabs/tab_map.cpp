@@ -30,8 +30,12 @@ const Options& shown_options(const Session& s) { return s.shown_options(); }
 
 
 std::string shape_of_stage(const Session& s, const StageInfo& st) {
-    if (const Trace* t = s.trace())
-        if (const Array* a = t->find(st.id)) return shape_text(*a);
+    // A row the pass recorded: its array's shape. A row an on-demand trace did not keep: the table's,
+    // the shape its block's recompute records (read without computing the block just for a label).
+    if (const Trace* t = s.trace()) {
+        const int r = t->index(st.id);
+        if (r >= 0 && (!t->on_demand() || t->kept(size_t(r)))) return shape_text(t->at(size_t(r)));
+    }
     return shape_str(st.shape);
 }
 
