@@ -209,6 +209,7 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
         }
         app.dropped.clear();
         if (driver) driver->before_poll(app);
+        s.set_view_block(app.ui.stage.layer);
         // Small models finish within the frame; large ones keep the old trace on screen.
         s.poll(driver ? driver->poll_wait_ms() : 8.0);
         if (!range_checked && !s.loading()) {

@@ -436,7 +436,7 @@ void Session::launch() {
     packed_model_ = model.get();
     run_job_ = jobs_.submit("forward pass", job_threads(param_count(c)),
                             [model, xp, opt_run, bopt, base, same_as_base, want_grads, total, out, who, prev, patch_input,
-                             patch_out, into, reuse_base, on_demand](Job& job) {
+                             patch_out, into, reuse_base, on_demand, view_block = view_block_](Job& job) {
         const Tensor3& x = *xp;
         Result& r = *out;
         Options opt = opt_run;
@@ -467,6 +467,7 @@ void Session::launch() {
         if (on_demand) {
             req.on_demand = on_demand;
             req.keep_kinds = on_demand_keep_kinds();
+            req.keep_block = view_block;
         }
         try {
             const int from = prev && !want_grads ? first_changed_block(model->weights.cfg, prev->options(), opt) : -1;

@@ -185,6 +185,9 @@ public:
     // Drops the blocks of the traces on screen (and their baseline) materialized but not read since
     // the last call: at the start of a frame, when no view holds a reference into them.
     void trim_stages();
+    // The block the views look at (the selected stage's; -1: none): an on-demand pass records all of
+    // its rows, so the picture after a toggle needs no recompute. Takes effect at the next pass.
+    void set_view_block(int layer) { view_block_ = layer; }
     // The comparison of every stage with the baseline for the Changes tab and the tour: computed here
     // for full traces, in a job (started by the first call) for on-demand ones.
     ChangesState changes() const;
@@ -201,6 +204,7 @@ private:
     std::vector<ErrorItem> errors_;
     std::optional<bool> squash_;
     GradMode grad_mode_ = GradMode::Auto;
+    int view_block_ = -1;
     Image image_;
     Tensor3 input_;
     Options opt_;

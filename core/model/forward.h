@@ -66,6 +66,9 @@ struct RunRequest {
     // block stage when it is read. Not with grads.
     std::shared_ptr<const Weights> on_demand;
     std::vector<StageKind> keep_kinds;
+    // On demand: every row of this block recorded too (the block the window shows: its picture needs
+    // no recompute after the pass). -1: none.
+    int keep_block = -1;
 };
 
 // A traced run on one image (C, S, S): a batch of one that records every stage, and
@@ -84,8 +87,8 @@ int first_changed_block(const Config& c, const Options& a, const Options& b);
 StageId stream_into(const StageTable& t, int layer);
 
 // The rows an on-demand pass of `t` keeps (RunRequest::on_demand): every row outside the blocks,
-// blocks.L.resid_post, and the block rows of the kinds in `also`.
-std::vector<char> on_demand_rows(const StageTable& t, const std::vector<StageKind>& also);
+// blocks.L.resid_post, the block rows of the kinds in `also`, and every row of block `block` (-1: none).
+std::vector<char> on_demand_rows(const StageTable& t, const std::vector<StageKind>& also, int block = -1);
 
 // A traced pass with `opt` that reuses the stages of `prev` before block `layer` (copied in, as they
 // are) and computes the rest from prev's residual stream entering that block. prev must be a pass of

@@ -53,11 +53,11 @@ void check_on_demand(const Weights& w, const RunRequest& req) {
 }
 }  // namespace
 
-std::vector<char> on_demand_rows(const StageTable& t, const std::vector<StageKind>& also) {
+std::vector<char> on_demand_rows(const StageTable& t, const std::vector<StageKind>& also, int block) {
     std::vector<char> rows(t.size(), 0);
     for (size_t r = 0; r < rows.size(); ++r) {
         const StageInfo& s = t[r];
-        rows[r] = s.layer < 0 || s.id.kind == StageKind::ResidPost ||
+        rows[r] = s.layer < 0 || s.layer == block || s.id.kind == StageKind::ResidPost ||
                   std::find(also.begin(), also.end(), s.id.kind) != also.end();
     }
     return rows;
@@ -67,7 +67,7 @@ void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& 
     const Tensor4 x = batch_of_one(w, input);
     if (req.on_demand) {
         check_on_demand(w, req);
-        const std::vector<char> rows = on_demand_rows(*StageTable::get(w.cfg, opt), req.keep_kinds);
+        const std::vector<char> rows = on_demand_rows(*StageTable::get(w.cfg, opt), req.keep_kinds, req.keep_block);
         WorkspacePtr ws = make_workspace();  // freed after the pass: a big model's scratch is not held between passes
         forward_batch(w, x, opt, trace, Keep::All, *ws, req.model, req.cancel, nullptr, &rows);
         trace.set_on_demand(block_recompute(req.on_demand));
@@ -159,7 +159,7 @@ void forward_from(const Weights& w, const Trace& prev, const Options& opt, int l
     std::vector<char> rows;
     if (req.on_demand) {
         check_on_demand(w, req);
-        rows = on_demand_rows(nt, req.keep_kinds);
+        rows = on_demand_rows(nt, req.keep_kinds, req.keep_block);
     }
     std::vector<std::pair<size_t, Array>> early;
     std::optional<Trace> prev_block;
