@@ -224,6 +224,17 @@ TEST(OnDemand, TraceMaterializesEveryStageBitForBit) {
             EXPECT_TRUE(same_bits(*t.find(q), full.get(q)));
             EXPECT_EQ(t.on_demand_stats().blocks_held, 2);
             EXPECT_EQ(t.find(m), m0);
+            // a row read in a frame, then another row of its block that was dropped: recomputing the
+            // block leaves the row read (and perhaps referenced) at its address
+            t.trim();
+            EXPECT_EQ(t.find(m), m0);
+            t.trim();  // block 1's other rows go, m stays
+            const Array* m1 = t.find(m);  // the next frame reads m, then another row of its block
+            EXPECT_EQ(m1, m0);
+            const StageId k1{StageKind::AttnK, 1};
+            EXPECT_TRUE(same_bits(t.get(k1), full.get(k1)));  // block 1 recomputed
+            EXPECT_EQ(t.find(m), m1) << "recomputing a block moved a row that was held";
+            EXPECT_TRUE(same_bits(*m1, full.get(m)));
             t.trim();
             t.trim();
             EXPECT_EQ(t.on_demand_stats().blocks_held, 0);
@@ -261,6 +272,47 @@ TEST(OnDemand, TraceMaterializesEveryStageBitForBit) {
             EXPECT_TRUE(same_bits(next.at(r), full.at(r)));
         }
         EXPECT_EQ(prev.on_demand_stats().recomputes, 0) << "forward_from filled the earlier trace's cache";
+    }
+}
+
+// The block the window looks at (RunRequest::keep_block) is recorded whole by the on-demand pass, so
+// its picture needs no recompute after a toggle; its rows equal the full trace's, and so do they when
+// a pass reuses an earlier one's blocks (forward_from) before or after that block.
+TEST(OnDemand, BlockInViewKeptByThePass) {
+    for (const Config& c : models()) {
+        const auto w = std::make_shared<const Weights>([&] { Weights p = init_weights(c, 7); pack_blocks(p); return p; }());
+        const Tensor3 x = wave(c, 0.23f);
+        const int view = c.depth - 1;
+        RunRequest od;
+        od.on_demand = w;
+        od.keep_kinds = {StageKind::AttnPattern};
+        od.keep_block = view;
+        const Trace full = run(*w, x, {});
+        Trace t;
+        forward(*w, x, {}, t, od);
+        for (size_t r = 0; r < full.size(); ++r) {
+            const StageInfo& s = full.info(r);
+            SCOPED_TRACE(c.name + ": " + s.name);
+            EXPECT_EQ(t.kept(r), s.layer < 0 || s.layer == view || s.id.kind == StageKind::ResidPost ||
+                                     s.id.kind == StageKind::AttnPattern);
+            if (s.layer == view) EXPECT_TRUE(same_bits(t.at(r), full.at(r)));
+        }
+        EXPECT_EQ(t.on_demand_stats().recomputes, 0) << "a row of the block in view was recomputed";
+        // an ablation in block 0 and in the last block: forward_from reuses the prefix, the view block kept
+        for (int from : {0, view}) {
+            Options ab;
+            ab.iv.heads = {{from, 0, true}};
+            Trace next;
+            forward_from(*w, t, ab, from, next, od);
+            const Trace want = run(*w, x, ab);
+            for (size_t r = 0; r < want.size(); ++r) {
+                if (want.info(r).layer != view) continue;
+                SCOPED_TRACE(c.name + ", forward_from block " + std::to_string(from) + ": " + want.name(r));
+                EXPECT_TRUE(next.kept(r));
+                EXPECT_TRUE(same_bits(next.at(r), want.at(r)));
+            }
+            EXPECT_EQ(next.on_demand_stats().recomputes, 0);
+        }
     }
 }
 
