@@ -672,7 +672,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     ImGui::SetNextItemWidth(190);
     ImGui::SliderFloat("opacity", &ui.opacity, 0.f, 1.f, "%.2f");
     // the overlay values over the patch grid: recomputed only when what they depend on changes
-    // (rollout is O(T^3 L): ~0.1 s for ViT-B, not something to redo every frame)
+    // (rollout reads every layer's attention pattern: not something to redo every frame)
     uint64_t okey = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
                     uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003 + uint64_t(ui.query + 1) * 10000019;
     if (panel.keys.stale("overlay", okey)) {

@@ -87,6 +87,21 @@ TEST(Analysis, RolloutMultipliesTheLaterLayerOnTheLeft) {
     EXPECT_NEAR(r0[1], .25, 1e-6);
 }
 
+TEST(Analysis, RolloutDiscardThinsEveryRowButNeverItsDiagonal) {
+    // discard 0.34 of T = 3: the smallest weight of each row is dropped (k = 1), never the diagonal,
+    // before (A + I) / 2 and the renormalisation. Layer 0 (A): row 0's smallest is its diagonal (.2),
+    // so nothing goes: [.6 .15 .25]; row 1 [.1 .8 .1] loses its first .1: [0 .9 .05] / .95;
+    // row 2 [.3 .3 .4] loses its first .3: [0 .15 .7] / .85. Layer 1 (C) row 0 [.7 .2 .1] loses .1:
+    // [.85 .1 0] / .95. Row 0 of the product: 17/19 [.6 .15 .25] + 2/19 [0 18/19 1/19].
+    std::vector<float> A = {.2f, .3f, .5f, .1f, .8f, .1f, .3f, .3f, .4f}, C = {.7f, .2f, .1f, .3f, .3f, .4f, .5f, .25f, .25f};
+    auto r = attention_rollout(patterns({A, C}, 1, 3), 1, Fusion::Mean, 0.34f);
+    EXPECT_NEAR(r[0], 17. / 19 * .15 + 2. / 19 * 18. / 19, 1e-6);
+    EXPECT_NEAR(r[1], 17. / 19 * .25 + 2. / 19 * 1. / 19, 1e-6);
+    // Without the discard the same layers give B1 B0's row 0 (the test above): the thinning changes it.
+    auto r0 = attention_rollout(patterns({A, C}, 1, 3), 1, Fusion::Mean, 0.f);
+    EXPECT_NEAR(r0[0], .225, 1e-6);
+}
+
 TEST(Analysis, GradRolloutOfTwoLayers) {
     // R = (I + relu(G1 * C)) (I + relu(G0 * A)): row 0 of M1 = [1 .6 .1], M0 = [[1.2 0 2] [.05 1 0] [0 0 1.4]],
     // row 0 of M1 M0 = [1.23 .6 2.14] (M0 M1 would give [3.2 .72 2.12]).

@@ -80,28 +80,24 @@ std::vector<float> probe_attention(const Trace& t, int head) {
 }
 
 namespace {
-using Mat = std::vector<double>;
-// v <- v A for a row vector v (T) and a T x T matrix A.
-void times(std::vector<double>& v, const Mat& A, size_t T) {
-    std::vector<double> out(T, 0.0);
-    for (size_t k = 0; k < T; ++k) {
-        const double vk = v[k];
-        if (vk == 0) continue;
-        const double* a = &A[k * T];
-        for (size_t j = 0; j < T; ++j) out[j] += vk * a[j];
-    }
-    v.swap(out);
-}
 // The cls token's row of a product of per-layer matrices M_upto ... M_1 M_0 (the rollout's R): row 0 of
 // it is e0^T M_upto ... M_0, so it is a row vector times each matrix from the last layer down, T^2 per
 // layer instead of the T^3 of the whole product (which the window would pay at every new trace).
-std::vector<double> cls_row_of_product(size_t T, int upto, const std::function<void(int, Mat&)>& layer_matrix) {
-    std::vector<double> v(T, 0.0);
+// `layer_row(l, k, row)` writes row k of M_l (T values). Only the rows the vector weighs are made
+// (M_upto's row 0 alone), one at a time: nothing T x T is held, and each row is used while in cache.
+std::vector<double> cls_row_of_product(size_t T, int upto,
+                                       const std::function<void(int, size_t, double*)>& layer_row) {
+    std::vector<double> v(T, 0.0), out(T), row(T);
     v[0] = 1;
-    Mat M(T * T);
     for (int l = upto; l >= 0; --l) {
-        layer_matrix(l, M);
-        times(v, M, T);
+        std::fill(out.begin(), out.end(), 0.0);
+        for (size_t k = 0; k < T; ++k) {  // out = v M_l, summed over k in order
+            const double vk = v[k];
+            if (vk == 0) continue;
+            layer_row(l, k, row.data());
+            for (size_t j = 0; j < T; ++j) out[j] += vk * row[j];
+        }
+        v.swap(out);
     }
     return v;
 }
@@ -111,38 +107,33 @@ std::vector<float> attention_rollout(const Trace& t, int upto, Fusion f, float d
     need_cls(t, "attention rollout");
     const size_t T = pattern(t, 0).shape(1), pre = prefix_of(t);
     // R = A_upto ... A_0 with each A_l the heads fused, optionally thinned, then (A + I) / 2, rows summing to 1.
-    const std::vector<double> R0 = cls_row_of_product(T, upto, [&](int l, Mat& A) {
+    std::vector<double> sorted;
+    const std::vector<double> R0 = cls_row_of_product(T, upto, [&](int l, size_t i, double* a) {
         const Array& p = pattern(t, l);
         const size_t H = p.shape(0);
-        const float* pd = p.data();
-        for (size_t i = 0; i < T * T; ++i) {
-            double v = f == Fusion::Mean ? 0 : pd[i];
-            for (size_t h = 0; h < H; ++h) {
-                double x = pd[h * T * T + i];
-                if (f == Fusion::Mean) v += x / H;
-                else if (f == Fusion::Max) v = std::max(v, x);
-                else v = std::min(v, x);
-            }
-            A[i] = v;
+        const float* pd = p.data() + i * T;  // row i of head 0
+        // the heads fused, each head's row read contiguously (the same operations in the same order
+        // per entry as a loop over the heads)
+        if (f == Fusion::Mean) std::fill(a, a + T, 0.0);
+        else for (size_t j = 0; j < T; ++j) a[j] = pd[j];
+        for (size_t h = 0; h < H; ++h) {
+            const float* ph = pd + h * T * T;
+            if (f == Fusion::Mean) for (size_t j = 0; j < T; ++j) a[j] += double(ph[j]) / double(H);
+            else if (f == Fusion::Max) for (size_t j = 0; j < T; ++j) a[j] = std::max(a[j], double(ph[j]));
+            else for (size_t j = 0; j < T; ++j) a[j] = std::min(a[j], double(ph[j]));
         }
-        if (discard > 0) {  // drop the smallest weights of each row, never the diagonal
-            for (size_t i = 0; i < T; ++i) {
-                std::vector<double> row(A.begin() + i * T, A.begin() + (i + 1) * T);
-                std::vector<double> sorted = row;
-                size_t k = size_t(discard * T);
-                if (k == 0) continue;
-                std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end());
-                double thr = sorted[k - 1];
-                size_t dropped = 0;
-                for (size_t j = 0; j < T && dropped < k; ++j)
-                    if (j != i && row[j] <= thr) { A[i * T + j] = 0; ++dropped; }
-            }
+        if (const size_t k = size_t(discard * T); discard > 0 && k > 0) {
+            // drop the smallest weights of the row, never the diagonal
+            sorted.assign(a, a + T);
+            std::nth_element(sorted.begin(), sorted.begin() + long(k - 1), sorted.end());
+            const double thr = sorted[k - 1];
+            size_t dropped = 0;
+            for (size_t j = 0; j < T && dropped < k; ++j)
+                if (j != i && a[j] <= thr) { a[j] = 0; ++dropped; }
         }
-        for (size_t i = 0; i < T; ++i) {
-            double s = 0;
-            for (size_t j = 0; j < T; ++j) { A[i * T + j] = 0.5 * A[i * T + j] + (i == j ? 0.5 : 0); s += A[i * T + j]; }
-            for (size_t j = 0; j < T; ++j) A[i * T + j] /= s;
-        }
+        double s = 0;
+        for (size_t j = 0; j < T; ++j) { a[j] = 0.5 * a[j] + (i == j ? 0.5 : 0); s += a[j]; }
+        for (size_t j = 0; j < T; ++j) a[j] /= s;
     });
     std::vector<float> out(T - pre);
     for (size_t j = pre; j < T; ++j) out[j - pre] = float(R0[j]);  // row 0: the cls token, over the patches
@@ -157,15 +148,16 @@ std::vector<float> grad_rollout(const Trace& t, int upto) {
         if (!t.grad(StageId{StageKind::AttnPattern, l}))
             throw std::invalid_argument("the trace has no gradient of " + t.table().name({StageKind::AttnPattern, l}));
     // R = R + A_l R per layer, that is R = (I + A_upto) ... (I + A_0), A_l = mean over heads of relu(grad * A).
-    const std::vector<double> R0 = cls_row_of_product(T, upto, [&](int l, Mat& A) {
+    const std::vector<double> R0 = cls_row_of_product(T, upto, [&](int l, size_t i, double* a) {
         const Array& p = pattern(t, l);
         const Array& gp = *t.grad(StageId{StageKind::AttnPattern, l});
         const size_t H = p.shape(0);
-        std::fill(A.begin(), A.end(), 0.0);
-        for (size_t h = 0; h < H; ++h)
-            for (size_t i = 0; i < T * T; ++i)
-                A[i] += std::max(0.0, double(gp.data()[h * T * T + i]) * p.data()[h * T * T + i]) / H;
-        for (size_t i = 0; i < T; ++i) A[i * T + i] += 1;
+        std::fill(a, a + T, 0.0);
+        for (size_t h = 0; h < H; ++h) {
+            const float *ph = p.data() + (h * T + i) * T, *gh = gp.data() + (h * T + i) * T;
+            for (size_t j = 0; j < T; ++j) a[j] += std::max(0.0, double(gh[j]) * ph[j]) / H;
+        }
+        a[i] += 1;
     });
     std::vector<float> out(T - pre);
     for (size_t j = pre; j < T; ++j) out[j - pre] = float(R0[j]);
