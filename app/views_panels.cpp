@@ -663,9 +663,16 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         const char* fu[] = {"mean", "max", "min"};
         ImGui::SetNextItemWidth(90);
         ImGui::Combo("head fusion", &ui.fusion, fu, 3);
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("how each layer's %d heads become one matrix before the rollout: their mean, or the "
+                              "largest or smallest weight of each query-key pair", H);
         ImGui::SameLine();
         ImGui::SetNextItemWidth(90);
         ImGui::SliderFloat("discard", &ui.discard, 0.f, 0.95f, "%.2f");
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("in every row of each layer's fused matrix, set the smallest %.0f%% of the weights to 0 "
+                              "(never the diagonal: with it among them, fewer go), then (A + I) / 2 with rows "
+                              "renormalised to sum to 1", double(ui.discard) * 100);
     }
     const bool grads = t->has_grads();
     if (ui.overlay == Overlay::GradRollout && !grads) draw_no_grads(s, pr, "the gradient-weighted rollout");
