@@ -464,9 +464,20 @@ TEST(OnDemand, TraceGradientsEqualTheFullBackward) {
         EXPECT_EQ(t.on_demand_stats().last_block, 1);
         EXPECT_EQ(t.on_demand_stats().blocks_held, 1);
         const Array* gq = t.grad(q);
+        const Array* vq = t.find(q);
         t.trim();  // q and its gradient read: they stay, the block's other arrays go
         EXPECT_EQ(t.grad(q), gq);
+        EXPECT_EQ(t.find(q), vq);
         EXPECT_EQ(t.on_demand_stats().cache_bytes, 2 * gq->size() * sizeof(float));
+        // another stage and gradient of that block, recomputed: the arrays held keep their addresses
+        // (a view read them earlier in the frame)
+        const StageId k{StageKind::AttnK, 1};
+        EXPECT_TRUE(same_bits(t.get(k), full.get(k)));
+        EXPECT_TRUE(same_bits(*t.grad(k), *full.grad(k)));
+        EXPECT_EQ(t.find(q), vq);
+        EXPECT_EQ(t.grad(q), gq);
+        EXPECT_TRUE(same_bits(*vq, full.get(q)));
+        EXPECT_TRUE(same_bits(*gq, *full.grad(q)));
         t.trim();
         t.trim();
         EXPECT_EQ(t.on_demand_stats().cache_bytes, 0u);

@@ -219,7 +219,9 @@ void Trace::compute_block_locked(int l) const {
     for (size_t r = 0; r < t.size(); ++r) {
         if (t[r].layer != l || recorded_[r]) continue;
         if (!out.kept(r)) throw std::logic_error("Trace: recomputing block " + std::to_string(l) + " gave no " + t[r].name);
-        z.cache[r] = std::make_shared<const Array>(std::move(out.arrays_[r]));
+        // a row still held (read since the last trim) keeps its array: a view may hold a reference
+        // into it (the same numbers: the block is recomputed bit for bit)
+        if (!z.cache[r]) z.cache[r] = std::make_shared<const Array>(std::move(out.arrays_[r]));
     }
     ++z.recomputes;
 }
@@ -269,7 +271,7 @@ const Array* Trace::materialize_grad(size_t row) const {
             if (t[r].layer != l || graded_[r] || !t[r].has_grad) continue;
             if (!out.grad_kept(r))
                 throw std::logic_error("Trace: the backward pass of block " + std::to_string(l) + " gave no gradient of " + t[r].name);
-            z.gcache[r] = std::make_shared<const Array>(std::move(out.grads_[r]));
+            if (!z.gcache[r]) z.gcache[r] = std::make_shared<const Array>(std::move(out.grads_[r]));  // held ones stay
         }
         z.last_block = l;
         z.last_grads = true;
