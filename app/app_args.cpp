@@ -104,7 +104,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--bench-frames", a.bench_frames, "render N frames and print frame times");
     cli.add_flag("--bench-toggle", a.bench_toggle, "with --bench-frames: toggle elementwise_affine every frame");
     cli.add_flag("--bench-switch", a.bench_switch, "with --bench-frames: show a stage of another block every frame (the Stage "
-                 "tab), timing the frame that shows it");
+                 "tab), timing the frame that shows it; with --grads, its gradient (the block's backward pass recomputed)");
     cli.add_option("--stages", a.stages, "how a pass records its stages: auto (every stage for small models, on demand when "
                    "the full trace is over 128 MB), on-demand (keep the residual stream and the attention patterns, "
                    "recompute a block when one of its stages is shown), all")
