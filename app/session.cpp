@@ -327,9 +327,15 @@ void Session::set_options(const Options& o) {
     dirty_ = true;
 }
 
-std::string run_step_text(const StageTable& t, int units, bool first_pass) {
+std::string run_step_text(const StageTable& t, int units, bool first_pass, int backward_blocks) {
     const int rows = int(t.size());
     if (rows == 0) return "";
+    if (backward_blocks > 0 && units >= rows) {  // the checkpointed backward pass, from the last block down
+        if (units < rows + backward_blocks)
+            return "the backward pass (checkpointed): block " + std::to_string(t.depth() - (units - rows)) + " of " +
+                   std::to_string(t.depth()) + ", its stages recomputed";
+        units -= backward_blocks;
+    }
     const bool base = units >= rows;  // the second pass: the Changes baseline
     const int u = std::min(units % rows, rows - 1);
     const StageInfo& st = t[size_t(u)];
@@ -476,7 +482,9 @@ void Session::launch() {
     // Back at the baseline's options (a toggle switched back): the cached baseline is this pass's
     // result, computed with exactly these options on this model and input; no pass runs.
     const bool reuse_base = same_as_base && base && (!want_grads || base->has_grads());
-    const int total = int(rows) * (same_as_base || base ? 1 : 2);
+    // the checkpointed backward pass (on demand) counts a unit per block (backward_on_demand)
+    const int backward_blocks = want_grads && on_demand ? c.depth : 0;
+    const int total = int(rows) * (same_as_base || base ? 1 : 2) + backward_blocks;
     auto out = std::make_shared<Result>();
     out->model = model;
     out->no_grads_why = grads_unavailable_reason();
@@ -565,7 +573,9 @@ void Session::launch() {
     } catch (const std::exception&) {
     }
     if (table)
-        run_job_->set_step_from_units([table, first_pass](int units) { return run_step_text(*table, units, first_pass); });
+        run_job_->set_step_from_units([table, first_pass, backward_blocks](int units) {
+            return run_step_text(*table, units, first_pass, backward_blocks);
+        });
     dirty_ = false;
 }
 

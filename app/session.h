@@ -41,8 +41,10 @@ Options base_options(const Options& o);
 // the file (346 MB)", "finding it in the Hugging Face cache, or downloading".
 std::string load_step(const std::string& spec);
 // A forward pass's step from the stages recorded so far (units; past the table's rows: the
-// baseline's pass): "running block 3 of 24", "running the head", "first pass, packing the weights: ...".
-std::string run_step_text(const StageTable& t, int units, bool first_pass);
+// checkpointed backward's blocks when backward_blocks > 0, then the baseline's pass): "running block 3
+// of 24", "running the head", "first pass, packing the weights: ...", "the backward pass
+// (checkpointed): block 24 of 24, its stages recomputed".
+std::string run_step_text(const StageTable& t, int units, bool first_pass, int backward_blocks = 0);
 
 // Activation patching's other input, as the window holds it: an image file (prepared like the
 // model's input) or a normalized .npy. The patch's values are computed in the forward pass's job

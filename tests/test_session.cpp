@@ -2,6 +2,7 @@
 // grad_bytes), and a pass on demand with gradients, checkpointed, against the full backward.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
 
 #include "app/jobs.h"
@@ -160,4 +161,42 @@ TEST(GradPlan, SessionPassOnDemandWithGradients) {
     EXPECT_TRUE(n.trace()->has_grads() && n.trace()->on_demand());
     EXPECT_EQ(n.result().no_grads_why, "");
     EXPECT_FALSE(n.can_compute_grads()) << "the button is offered with the gradients there";
+}
+
+// The progress of a pass with the checkpointed backward: the forward's rows, a unit per block of the
+// backward from the last block down, then the Changes baseline's rows.
+TEST(GradPlan, StepTextThroughTheBackward) {
+    const Config c = preset("vit-b16");
+    const auto t = StageTable::get(c, {});
+    const int rows = int(t->size()), L = c.depth;
+    EXPECT_EQ(run_step_text(*t, rows - 1, false, L), "running the head");
+    EXPECT_EQ(run_step_text(*t, rows, false, L), "the backward pass (checkpointed): block 12 of 12, its stages recomputed");
+    EXPECT_EQ(run_step_text(*t, rows + L - 1, false, L), "the backward pass (checkpointed): block 1 of 12, its stages recomputed");
+    EXPECT_EQ(run_step_text(*t, rows + L, false, L), run_step_text(*t, rows, false, 0));
+    EXPECT_TRUE(has(run_step_text(*t, rows + L, false, L), "the baseline for Changes")) << run_step_text(*t, rows + L, false, L);
+    EXPECT_EQ(run_step_text(*t, 5, true, L), run_step_text(*t, 5, true, 0));
+}
+
+// The pass reports a unit per block of its checkpointed backward (what the progress bar counts).
+TEST(GradPlan, BackwardCountsItsBlocks) {
+    Config c = preset("vit-ti16");
+    c.depth = 3;
+    const auto w = std::make_shared<const Weights>(init_weights(c, 2));
+    Tensor3 x = Tensor3::from_shape({3, 224, 224});
+    for (size_t i = 0; i < x.size(); ++i) x.flat(i) = float(i % 13) / 13.f - 0.4f;
+    std::atomic<int> units{0};
+    RunRequest req;
+    req.on_demand = w;
+    req.keep_kinds = on_demand_keep_kinds();
+    Trace fwd;
+    fwd.set_progress(&units);
+    forward(*w, x, {}, fwd, req);
+    const int forward_units = units.load();
+    EXPECT_EQ(forward_units, int(fwd.size()));
+    units = 0;
+    req.grads = true;
+    Trace t;
+    t.set_progress(&units);
+    forward(*w, x, {}, t, req);
+    EXPECT_EQ(units.load(), forward_units + c.depth);
 }

@@ -507,6 +507,7 @@ Trace::BlockGrads backward_on_demand(std::shared_ptr<const Weights> wp, Trace& t
             if (r >= 0 && t.kept(size_t(r))) put_kept(k, b, src);
         };
         block_backward(w, nullptr, l, opt, 1, get_block, nullptr, dx, scratch, &put_block);
+        t.add_progress(1);  // a unit per block (Trace::set_progress)
     }
     embed_backward(w, nullptr, opt, 1, get_kept, dx, &put_kept);
     t.set_grad_class(cls);

@@ -49,6 +49,10 @@ public:
     void clear_grads();
     // Counts recorded stages while a run is in progress (for progress bars).
     void set_progress(std::atomic<int>* p) { progress_ = p; }
+    // Counts n more units of work (the checkpointed backward pass: one per block).
+    void add_progress(int n) {
+        if (progress_) progress_->fetch_add(n, std::memory_order_relaxed);
+    }
 
     // ---- what it is
     bool empty() const { return !table_; }
