@@ -229,11 +229,13 @@ void draw_grads_missing(Session& s, Probe& pr, const std::string& why) {
         if (ImGui::Button("Compute gradients for this model")) s.set_grad_mode(GradMode::On);
         pr.rects["compute_grads"] = Rect{ImGui::GetItemRectMin().x, ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x,
                                          ImGui::GetItemRectSize().y};
+        ImGui::PushTextWrapPos(0);
         if (s.grad_plan().on_demand)
             ImGui::TextDisabled("(from now on every pass runs a backward pass too, checkpointed: each block's stages computed "
                                 "once more, a block's gradients recomputed when shown)");
         else
             ImGui::TextDisabled("(one backward pass per forward pass from now on; slower for large models)");
+        ImGui::PopTextWrapPos();
     }
 }
 
