@@ -71,7 +71,9 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_flag("--bug-scale-after-softmax", a.bug_scale_after_softmax, "a classic bug on purpose: divide by sqrt(d) after the softmax");
     cli.add_flag("--bug-reshape-patches", a.bug_reshape_patches, "a classic bug on purpose: patchify with a plain reshape instead of unfold");
     cli.add_flag("--squash", a.squash, "resize the image straight to the model's square (aspect lost) instead of resize + centre crop");
-    cli.add_flag("--no-grads", a.no_grads, "forward pass only: no gradients (gradient views say so)");
+    auto* no_grads = cli.add_flag("--no-grads", a.no_grads, "forward pass only: no gradients (gradient views say so)");
+    cli.add_flag("--grads", a.grads, "gradients from the start for any model, as the 'compute gradients' button asks for them "
+                 "(within the window's memory limit: 1.25 x the weights + 0.5 GB; big models checkpointed)")->excludes(no_grads);
     cli.add_option("--ablate-head", a.ablate_heads, "knock out head H of block L (its slice of attn.z set to 0; :mean: "
                    "to its mean over the tokens); repeatable")->type_name("L.H[:mean]");
     cli.add_option("--ablate", a.ablate, "set blocks.L.attn.out or blocks.L.mlp.out to 0; repeatable")->type_name("STAGE");
@@ -95,14 +97,14 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--train-epochs", a.train_epochs, "start the Train panel at launch for N epochs (headless: wait for it)");
     cli.add_option("--train-limit", a.train_limit, "with --train-epochs: train on the first N images");
     cli.add_flag("--export-view", a.export_view, "with --screenshot: also export the centre view as PNG (as the toolbar button does)");
-    cli.add_flag("--export-npy", a.export_npy, "with --screenshot: also export the current tensor as .npy");
+    cli.add_flag("--export-npy", a.export_npy, "with --screenshot: also export the current tensor as .npy (and <stage>.grad.npy when the gradient view shows it)");
     cli.add_flag("--export-npz", a.export_npz, "with --screenshot: also export the whole trace (and gradients) as .npz");
     cli.add_option("--export-dir", a.export_dir, "directory for exports")->default_val(".");
     cli.add_option("--shader-dir", a.shader_dir, "load shaders from this directory (live editing; errors shown in the window)");
     cli.add_option("--bench-frames", a.bench_frames, "render N frames and print frame times");
     cli.add_flag("--bench-toggle", a.bench_toggle, "with --bench-frames: toggle elementwise_affine every frame");
     cli.add_flag("--bench-switch", a.bench_switch, "with --bench-frames: show a stage of another block every frame (the Stage "
-                 "tab), timing the frame that shows it");
+                 "tab), timing the frame that shows it; with --grads, its gradient (the block's backward pass recomputed)");
     cli.add_option("--stages", a.stages, "how a pass records its stages: auto (every stage for small models, on demand when "
                    "the full trace is over 128 MB), on-demand (keep the residual stream and the attention patterns, "
                    "recompute a block when one of its stages is shown), all")

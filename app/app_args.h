@@ -21,7 +21,7 @@ struct AppArgs {
     float opacity = -1;
     bool attention_per_map = false;  // --attention-scale per-map
     bool offline = false;  // --offline: hf: models from the Hugging Face cache only
-    bool no_affine = false, unbiased = false, bug_scale_after_softmax = false, bug_reshape_patches = false, squash = false, no_grads = false;
+    bool no_affine = false, unbiased = false, bug_scale_after_softmax = false, bug_reshape_patches = false, squash = false, no_grads = false, grads = false;
     std::optional<std::pair<int, int>> cell;       // --cell I,J: the cell whose math is shown
     std::optional<std::pair<float, float>> hover;  // headless: put the mouse here (else no tooltip)
     bool click = false;                            // headless, with --hover: one left click there

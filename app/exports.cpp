@@ -94,6 +94,11 @@ std::vector<std::string> run_exports(AppContext& app, int W, int H) {
         else {
             std::string p = app.export_dir + "/" + safe_name(cur->info->name) + ".npy";
             attempt("the tensor", p, [&] { write_file_atomic(p, npy_bytes(cur->value->data(), shape_of(*cur->value))); });
+            // the gradient view shows d logit[pred] / d stage: it is exported too, as <stage>.grad.npy
+            if (ui.show_grad && cur->grad) {
+                std::string pg = app.export_dir + "/" + safe_name(cur->info->name) + ".grad.npy";
+                attempt("the gradient", pg, [&] { write_file_atomic(pg, npy_bytes(cur->grad->data(), shape_of(*cur->grad))); });
+            }
         }
     }
     if (req.npz) {
@@ -119,6 +124,29 @@ std::vector<std::string> run_exports(AppContext& app, int W, int H) {
                                                  held = l;
                                              }
                                              return blk.at(i).data();
+                                         },
+                                         nullptr});
+                    }
+                    // then d logit[pred] / d stage, <stage>.grad, in the same order (as a recorded trace writes
+                    // them): a gradient the pass did not keep comes from its block's backward pass, computed
+                    // with its stages into a trace of this export's own, one block at a time
+                    Trace gblk;
+                    int gheld = -1;
+                    for (size_t i = 0; i < t.size(); ++i) {
+                        if (!t.has_grad_at(i)) continue;
+                        const StageInfo& si = t.info(i);
+                        items.push_back({si.name + ".grad", si.shape, [&t, &blk, &held, &gblk, &gheld, i]() -> const float* {
+                                             if (t.grad_kept(i)) return t.grad_at(i)->data();
+                                             const int l = t.info(i).layer;
+                                             if (gheld != l) {
+                                                 blk = Trace();  // the stages' block is done with: one block held
+                                                 held = -1;
+                                                 gblk = t.block(l, true);
+                                                 gheld = l;
+                                             }
+                                             const Array* g = gblk.grad_at(i);
+                                             if (!g) throw std::logic_error("no gradient of " + t.name(i) + " from its block");
+                                             return g->data();
                                          },
                                          nullptr});
                     }

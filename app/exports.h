@@ -1,4 +1,4 @@
-// Exports: the centre view as PNG, the current tensor as .npy, the trace (with its gradients,
+// Exports: the centre view as PNG, the current tensor as .npy (and its gradient when the gradient view shows it), the trace (with its gradients,
 // when computed) as .npz. Requested by the toolbar buttons or --export-*.
 #pragma once
 #include <string>

@@ -149,6 +149,7 @@ public:
             const StageId id{kinds[(switches_ / L) % 4], switches_ % L};
             ++switches_;
             app.ui.tab = Tab::Stage;
+            app.ui.show_grad = a_.grads;  // with --grads, the gradient view: a block's backward each time
             select_stage(app.ui, t, id);
         }
     }
@@ -161,11 +162,13 @@ public:
         for (double v : ms_) sum += v;
         const Trace* t = app.s.trace();
         const Trace::OnDemandStats od = t ? t->on_demand_stats() : Trace::OnDemandStats{};
-        std::printf("frames model=%s toggle=%d switch=%d on_demand=%d n=%zu mean_ms=%.2f median_ms=%.2f p95_ms=%.2f "
-                    "last_job_ms=%.1f kept_mb=%.1f blocks_recomputed=%d last_block_ms=%.1f peak_rss_mb=%.0f rss_mb=%.0f",
+        std::printf("frames model=%s toggle=%d switch=%d on_demand=%d grads=%d n=%zu mean_ms=%.2f median_ms=%.2f p95_ms=%.2f "
+                    "last_job_ms=%.1f kept_mb=%.1f kept_grad_mb=%.1f blocks_recomputed=%d block_grads_recomputed=%d "
+                    "last_block_ms=%.1f peak_rss_mb=%.0f rss_mb=%.0f",
                     app.s.config().name.c_str(), int(a_.bench_toggle), int(a_.bench_switch), int(t && t->on_demand()),
-                    ms_.size(), sum / double(ms_.size()), ms_[ms_.size() / 2], ms_[size_t(double(ms_.size()) * 0.95)],
-                    app.s.result().ms, double(od.kept_bytes) / 1e6, od.recomputes, od.last_ms, status_mb("VmHWM:"),
+                    int(t && t->has_grads()), ms_.size(), sum / double(ms_.size()), ms_[ms_.size() / 2],
+                    ms_[size_t(double(ms_.size()) * 0.95)], app.s.result().ms, double(od.kept_bytes) / 1e6,
+                    double(od.kept_grad_bytes) / 1e6, od.recomputes, od.grad_recomputes, od.last_ms, status_mb("VmHWM:"),
                     status_mb("VmRSS:"));
         // With --bench-toggle each frame is a toggle and the frame that shows its trace (the poll waits for
         // the pass): the frame against the pass it waited for, in the same run. A toggle back to the

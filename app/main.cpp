@@ -122,6 +122,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
         std::fprintf(stderr, "vitscope: %s: %s\n", e.title.c_str(), e.detail.c_str());
     };
     if (a.no_grads) s.set_grad_mode(GradMode::Off);
+    if (a.grads) s.set_grad_mode(GradMode::On);
     s.set_stages_mode(a.stages == "on-demand" ? StagesMode::OnDemand : a.stages == "all" ? StagesMode::All : StagesMode::Auto);
     s.set_offline(a.offline);
     // In the window (and with --while-loading) a model loads as a job: the window is up at once and

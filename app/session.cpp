@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <cstdio>
@@ -204,31 +205,86 @@ bool Session::load_patch_source(const std::string& path) {
     }
 }
 
-bool Session::want_grads() const {
-    if (!backward_unsupported(config(), opt_).empty()) return false;
-    int64_t n = param_count(config());
-    if (grad_mode_ == GradMode::Off) return false;
-    if (grad_mode_ == GradMode::On) return n <= kMaxGradParams;
-    return n < kAutoGradParams;
+GradBytes grad_bytes(const Config& c, const Options& opt, bool on_demand) {
+    GradBytes b;
+    b.weights = double(param_count(c)) * sizeof(float);
+    const auto table = StageTable::get(c, opt);
+    const std::vector<char> kept = on_demand ? on_demand_rows(*table, on_demand_keep_kinds()) : std::vector<char>();
+    std::vector<double> block(size_t(std::max(0, c.depth)), 0.0);
+    for (size_t r = 0; r < table->size(); ++r) {
+        const StageInfo& s = (*table)[r];
+        const double n = double(shape_numel(s.shape)) * sizeof(float) * (s.has_grad ? 2 : 1);  // the stage and its gradient
+        if (!on_demand || kept[r]) b.kept += n;
+        if (s.layer >= 0 && (on_demand ? !kept[r] : true)) block[size_t(s.layer)] += n;
+    }
+    // on demand: a block's stages and gradients computed for the backward pass or a view (and the one a
+    // view still holds); a full trace: the backward's scratch, about one block
+    const double one = block.empty() ? 0.0 : *std::max_element(block.begin(), block.end());
+    b.block = on_demand ? 2 * one : one;
+    return b;
 }
 
-bool Session::can_compute_grads() const {
-    return !want_grads() && param_count(config()) <= kMaxGradParams && backward_unsupported(config(), opt_).empty();
+namespace {
+std::string gb_text(double bytes) {
+    char b[32];
+    std::snprintf(b, sizeof b, bytes >= 1e9 ? "%.2f GB" : "%.0f MB", bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6);
+    return b;
+}
+}  // namespace
+
+GradPlan grad_plan(GradMode mode, StagesMode stages, const Config& c, const Options& opt) {
+    GradPlan p;
+    if (std::string why = backward_unsupported(c, opt); !why.empty()) {
+        p.why = "no gradients: " + why;
+        return p;
+    }
+    p.on_demand = runs_on_demand(stages, c, opt);
+    GradBytes b;
+    try {
+        b = grad_bytes(c, opt, p.on_demand);
+    } catch (const std::exception& e) {  // options the model cannot run: the pass says why
+        p.why = std::string("no gradients: ") + e.what();
+        return p;
+    }
+    const bool fits = b.total() <= b.limit();
+    const int64_t n = param_count(c);
+    char params[32];
+    std::snprintf(params, sizeof params, "%.1fM", double(n) / 1e6);
+    p.run = fits && (mode == GradMode::On || (mode == GradMode::Auto && n < kAutoGradParams));
+    if (p.run) return p;
+    p.can_request = fits;
+    const std::string off = "gradients are off for this session (--no-grads): only the forward pass ran";
+    if (!fits) {
+        p.why = (mode == GradMode::Off ? off + "; and for this model they" : "gradients are not computed for this model: they") +
+                std::string(" would take the pass to about ") + gb_text(b.total()) +
+                " (" + gb_text(b.weights) + " of weights, " + gb_text(b.kept + b.block) + " of stages and gradients" +
+                (p.on_demand ? ", on demand" : ", every one recorded") + "), over the window's limit of 1.25 x the weights + 0.5 GB = " +
+                gb_text(b.limit());
+        if (!p.on_demand) {
+            try {
+                const GradBytes od = grad_bytes(c, opt, true);
+                if (od.total() <= od.limit()) p.why += " (with the stages on demand, --stages on-demand, they would fit)";
+            } catch (const std::exception&) {
+            }
+        }
+        return p;
+    }
+    if (mode == GradMode::Off) {
+        p.why = off;
+        return p;
+    }
+    p.why = "gradients are not computed automatically for this model: " + std::string(params) +
+            " parameters (automatic only under 30M, where the backward pass costs about a frame)";
+    return p;
 }
 
-std::string Session::grads_unavailable_reason() const {
-    if (want_grads()) return "";
-    if (std::string why = backward_unsupported(config(), opt_); !why.empty()) return "no gradients: " + why;
-    int64_t n = param_count(config());
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.1fM", double(n) / 1e6);
-    if (n > kMaxGradParams)
-        return "gradients are not computed for this model: " + std::string(buf) +
-               " parameters is over the app's limit of 100M for a backward pass";
-    if (grad_mode_ == GradMode::Off) return "gradients are off for this session (--no-grads): only the forward pass ran";
-    return "gradients are not computed automatically for this model: " + std::string(buf) +
-           " parameters (automatic only up to 30M, where the backward pass costs about a frame)";
-}
+GradPlan Session::grad_plan() const { return app::grad_plan(grad_mode_, stages_mode_, config(), opt_); }
+
+bool Session::want_grads() const { return grad_plan().run; }
+
+bool Session::can_compute_grads() const { return grad_plan().can_request; }
+
+std::string Session::grads_unavailable_reason() const { return grad_plan().why; }
 
 bool Session::load_labels(const std::string& path) {
     try {
@@ -271,9 +327,15 @@ void Session::set_options(const Options& o) {
     dirty_ = true;
 }
 
-std::string run_step_text(const StageTable& t, int units, bool first_pass) {
+std::string run_step_text(const StageTable& t, int units, bool first_pass, int backward_blocks) {
     const int rows = int(t.size());
     if (rows == 0) return "";
+    if (backward_blocks > 0 && units >= rows) {  // the checkpointed backward pass, from the last block down
+        if (units < rows + backward_blocks)
+            return "the backward pass (checkpointed): block " + std::to_string(t.depth() - (units - rows)) + " of " +
+                   std::to_string(t.depth()) + ", its stages recomputed";
+        units -= backward_blocks;
+    }
     const bool base = units >= rows;  // the second pass: the Changes baseline
     const int u = std::min(units % rows, rows - 1);
     const StageInfo& st = t[size_t(u)];
@@ -294,8 +356,8 @@ const std::vector<StageKind>& on_demand_keep_kinds() {
     return k;
 }
 
-bool runs_on_demand(StagesMode mode, const Config& c, const Options& opt, bool grads) {
-    if (grads || mode == StagesMode::All) return false;
+bool runs_on_demand(StagesMode mode, const Config& c, const Options& opt) {
+    if (mode == StagesMode::All) return false;
     if (mode == StagesMode::OnDemand) return c.depth > 0;
     try {
         return c.depth > 0 && run_dims(c, opt).full_floats * sizeof(float) > kOnDemandBytes;
@@ -414,13 +476,15 @@ void Session::launch() {
     const bool want_grads = this->want_grads();
     // Stages on demand (big models): the trace holds the model to recompute a block's stages with.
     std::shared_ptr<const Weights> on_demand;
-    if (runs_on_demand(stages_mode_, c, opt, want_grads)) on_demand = std::shared_ptr<const Weights>(model, &model->weights);
+    if (runs_on_demand(stages_mode_, c, opt)) on_demand = std::shared_ptr<const Weights>(model, &model->weights);
     // a baseline recorded the other way (the mode changed) is not reused
     if (base && base->on_demand() != bool(on_demand)) base = nullptr;
     // Back at the baseline's options (a toggle switched back): the cached baseline is this pass's
     // result, computed with exactly these options on this model and input; no pass runs.
     const bool reuse_base = same_as_base && base && (!want_grads || base->has_grads());
-    const int total = int(rows) * (same_as_base || base ? 1 : 2);
+    // the checkpointed backward pass (on demand) counts a unit per block (backward_on_demand)
+    const int backward_blocks = want_grads && on_demand ? c.depth : 0;
+    const int total = int(rows) * (same_as_base || base ? 1 : 2) + backward_blocks;
     auto out = std::make_shared<Result>();
     out->model = model;
     out->no_grads_why = grads_unavailable_reason();
@@ -462,7 +526,7 @@ void Session::launch() {
         auto t = into ? into : std::make_shared<Trace>();
         t->set_progress(&job.units());
         RunRequest req;
-        req.grads = want_grads;  // the backward pass in the same run: one forward
+        req.grads = want_grads;  // the backward pass in the same run: one forward (on demand: checkpointed)
         req.model = who;
         if (on_demand) {
             req.on_demand = on_demand;
@@ -510,7 +574,9 @@ void Session::launch() {
     } catch (const std::exception&) {
     }
     if (table)
-        run_job_->set_step_from_units([table, first_pass](int units) { return run_step_text(*table, units, first_pass); });
+        run_job_->set_step_from_units([table, first_pass, backward_blocks](int units) {
+            return run_step_text(*table, units, first_pass, backward_blocks);
+        });
     dirty_ = false;
 }
 

@@ -41,8 +41,10 @@ Options base_options(const Options& o);
 // the file (346 MB)", "finding it in the Hugging Face cache, or downloading".
 std::string load_step(const std::string& spec);
 // A forward pass's step from the stages recorded so far (units; past the table's rows: the
-// baseline's pass): "running block 3 of 24", "running the head", "first pass, packing the weights: ...".
-std::string run_step_text(const StageTable& t, int units, bool first_pass);
+// checkpointed backward's blocks when backward_blocks > 0, then the baseline's pass): "running block 3
+// of 24", "running the head", "first pass, packing the weights: ...", "the backward pass
+// (checkpointed): block 24 of 24, its stages recomputed".
+std::string run_step_text(const StageTable& t, int units, bool first_pass, int backward_blocks = 0);
 
 // Activation patching's other input, as the window holds it: an image file (prepared like the
 // model's input) or a normalized .npy. The patch's values are computed in the forward pass's job
@@ -73,15 +75,16 @@ struct HeadsRequest {
 // overview tabs read for every block (on_demand_keep_kinds) and recompute any other stage's block
 // when a view reads it (Trace::set_on_demand). Small models keep the full trace because it costs the
 // same single pass, every stage is then there at once (a switch of stage recomputes nothing), and it
-// is small. A pass with gradients records every stage (the backward pass reads them all).
+// is small. A pass with gradients runs the same way: on demand, its backward pass is checkpointed
+// (the gradients of the kept rows kept, a block's others recomputed when a view reads them).
 enum class StagesMode { Auto, OnDemand, All };
 constexpr double kOnDemandBytes = 128e6;
 // The block stages an on-demand pass of the window keeps for every block (the residual stream is
 // always kept): the attention patterns that the attention maps, rollout, attention distance and
 // the cls-attention overlay read across all layers. The logit lens and token norms read the stream.
 const std::vector<StageKind>& on_demand_keep_kinds();
-// Whether a pass of `c` with `opt` runs on demand under `mode` (grads: a full trace).
-bool runs_on_demand(StagesMode mode, const Config& c, const Options& opt, bool grads);
+// Whether a pass of `c` with `opt` runs on demand under `mode` (with or without gradients).
+bool runs_on_demand(StagesMode mode, const Config& c, const Options& opt);
 
 // The Changes comparison of the result on screen (Session::changes): every stage's change from the
 // baseline. On-demand traces are compared in a job, a block at a time.
@@ -92,10 +95,33 @@ struct ChangesState {
     std::string error;   // why it failed
 };
 
-// Whether the backward pass runs with each forward pass.
-enum class GradMode { Auto, Off, On };  // Auto: for models up to kAutoGradParams parameters
+// Whether the backward pass runs with each forward pass. Auto: for models under kAutoGradParams
+// parameters; On: on request (the "compute gradients" button, --grads); Off: --no-grads. Auto and On
+// only while the pass with its gradients fits the window's memory limit (GradPlan).
+enum class GradMode { Auto, Off, On };
 constexpr int64_t kAutoGradParams = 30'000'000;   // ViT-S and smaller: backward costs about a frame
-constexpr int64_t kMaxGradParams = 100'000'000;   // ViT-B: on request (seconds); ViT-L and up: never
+// The window's memory limit for a pass with gradients: issue 22's target for a big model's session,
+// kGradLimitWeights x the weights + kGradLimitExtra bytes.
+constexpr double kGradLimitWeights = 1.25, kGradLimitExtra = 0.5e9;
+
+// What a pass with gradients would hold: the weights, the stages and gradients it keeps (every one,
+// or on demand those of the kept rows), and at most one block's stages and gradients more (the
+// backward pass's block, the views' block). An estimate of the arrays, in bytes.
+struct GradBytes {
+    double weights = 0, kept = 0, block = 0;
+    double total() const { return weights + kept + block; }
+    double limit() const { return kGradLimitWeights * weights + kGradLimitExtra; }
+};
+GradBytes grad_bytes(const Config& c, const Options& opt, bool on_demand);
+
+// What the window does about gradients for a model and options.
+struct GradPlan {
+    bool run = false;          // the pass computes them
+    bool can_request = false;  // not computed now; the "compute gradients" button (GradMode::On) would
+    bool on_demand = false;    // the pass runs on demand: the backward is checkpointed
+    std::string why;           // why they are not computed ("" when they are)
+};
+GradPlan grad_plan(GradMode mode, StagesMode stages, const Config& c, const Options& opt);
 
 class Session {
 public:
@@ -144,7 +170,8 @@ public:
     GradMode grad_mode() const { return grad_mode_; }
     // Why gradients are not computed for the current model ("" when they are, or will be).
     std::string grads_unavailable_reason() const;
-    bool can_compute_grads() const;         // small enough for the "compute gradients" button
+    bool can_compute_grads() const;         // within the limit, for the "compute gradients" button
+    GradPlan grad_plan() const;             // for the current model, options and modes
 
     // Takes a finished load; starts a run if inputs changed (cancelling one in flight:
     // the newer request supersedes it); returns true when a new result was taken.

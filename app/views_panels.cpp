@@ -1024,9 +1024,13 @@ std::string stages_text(const Trace& t) {
     const Trace::OnDemandStats od = t.on_demand_stats();
     std::snprintf(b, sizeof b, "stages on demand: %.0f MB kept of %.0f MB", double(od.kept_bytes) / 1e6, full);
     std::string out = b;
+    if (t.has_grads()) {
+        std::snprintf(b, sizeof b, ", gradients checkpointed (%.0f MB kept)", double(od.kept_grad_bytes) / 1e6);
+        out += b;
+    }
     if (od.last_block >= 0) {
-        std::snprintf(b, sizeof b, ", block %d recomputed (%.0f ms), %d held (%.0f MB)", od.last_block, od.last_ms,
-                      od.blocks_held, double(od.cache_bytes) / 1e6);
+        std::snprintf(b, sizeof b, ", block %d%s recomputed (%.0f ms), %d held (%.0f MB)", od.last_block,
+                      od.last_grads ? "'s gradients" : "", od.last_ms, od.blocks_held, double(od.cache_bytes) / 1e6);
         out += b;
     }
     return out;
@@ -1145,9 +1149,15 @@ void DrawStatusBar(ViewCtx& v) {
     std::string od_field, od_full;
     if (s.trace() && s.trace()->on_demand()) {
         const Trace::OnDemandStats od = s.trace()->on_demand_stats();
-        od_field = "stages on demand" + (od.last_block >= 0 ? ": block " + std::to_string(od.last_block) + " recomputed" : "");
+        od_field = "stages on demand" + (od.last_block >= 0 ? ": block " + std::to_string(od.last_block) +
+                                                                  (od.last_grads ? "'s gradients" : "") + " recomputed"
+                                                            : "");
         od_full = stages_text(*s.trace()) + "\n(the residual stream and the attention patterns are kept; a stage of a block "
                                            "is recomputed from the stream entering it when it is shown, bit for bit)";
+        if (s.trace()->has_grads())
+            od_full += "\n(gradients: those of the stream and of the attention patterns are kept; a block's others are "
+                       "recomputed when shown, by its backward pass from the kept gradient of the stream leaving it, "
+                       "bit for bit)";
     }
     const float od_w = od_field.empty() ? 0.f : ImGui::CalcTextSize(od_field.c_str()).x + 2 * spacing + 9;
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;

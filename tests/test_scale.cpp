@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <unistd.h>
 
 #include "core/io/checkpoint.h"
@@ -16,6 +18,7 @@
 #include "core/model/forward.h"
 #include "tests/trace_compare.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/ops.h"
 #include "core/model/finite.h"
 #include "core/teach/analysis.h"
 
@@ -436,6 +439,131 @@ TEST(OnDemand, EveryGradientEqualsTheFullBackward) {
         check(g1b);
         EXPECT_TRUE(same_bits(od.at(s0), full.at(s0)));
         EXPECT_TRUE(same_bits(*od.grad({StageKind::Ln1Out, 0}), *full.grad({StageKind::Ln1Out, 0})));
+    }
+}
+
+// Gradients on demand in the window's trace (forward with RunRequest::on_demand and grads): the
+// pass keeps the gradients outside the blocks and of the rows it keeps (the stream leaving every
+// block, the attention patterns that the gradient-weighted rollout reads for every block); any other
+// gradient is computed when read, its block's stages reused when they are held, kept and trimmed like
+// the stages; every gradient, read in order, in reverse, after a trim and from a block of the caller's
+// own, equals the full traced backward's bit for bit. Also on another thread with another thread count.
+TEST(OnDemand, TraceGradientsEqualTheFullBackward) {
+    Config ti = small("vit-ti16");
+    ti.depth = 3;
+    const auto w = std::make_shared<const Weights>([&] { Weights p = init_weights(ti, 17); pack_blocks(p); return p; }());
+    Options mean;
+    mean.pooling = Pooling::Mean;
+    mean.unbiased = true;
+    for (const auto& [what, opt, cls] : std::vector<std::tuple<std::string, Options, int>>{{"clean", {}, -1},
+                                                                                          {"mean pooling, class 3", mean, 3}}) {
+        SCOPED_TRACE(what);
+        const Tensor3 x = wave(ti, 0.07f);
+        RunRequest req;
+        req.grads = true;
+        req.grad_class = cls;
+        const Trace full = run(*w, x, opt, req);
+        ASSERT_TRUE(full.has_grads());
+        RunRequest od = req;
+        od.on_demand = w;
+        od.keep_kinds = {StageKind::AttnPattern};
+        Trace t;
+        forward(*w, x, opt, t, od);
+        ASSERT_TRUE(t.on_demand());
+        ASSERT_TRUE(t.has_grads());
+        EXPECT_EQ(t.grad_class(), full.grad_class());
+        EXPECT_EQ(t.on_demand_stats().recomputes, 0) << "the backward pass filled the cache";
+        EXPECT_EQ(t.on_demand_stats().grad_recomputes, 0);
+        size_t graded = 0;
+        for (size_t r = 0; r < full.size(); ++r) {
+            const StageInfo& s = full.info(r);
+            SCOPED_TRACE(s.name);
+            const bool has = full.grad_at(r) != nullptr;
+            graded += has;
+            EXPECT_EQ(t.has_grad_at(r), has);
+            EXPECT_EQ(t.grad_kept(r), has && (s.layer < 0 || s.id.kind == StageKind::ResidPost ||
+                                              s.id.kind == StageKind::AttnPattern));
+        }
+        EXPECT_GE(graded, size_t(16 * ti.depth));
+        EXPECT_EQ(t.on_demand_stats().grad_recomputes, 0) << "has_grad_at computed a gradient";
+        // the gradient-weighted rollout reads only kept gradients
+        EXPECT_EQ(grad_rollout(t, ti.depth - 1), grad_rollout(full, ti.depth - 1));
+        EXPECT_EQ(t.on_demand_stats().grad_recomputes, 0);
+        for (int pass = 0; pass < 2; ++pass)
+            for (size_t k = 0; k < full.size(); ++k) {
+                const size_t r = pass ? full.size() - 1 - k : k;
+                SCOPED_TRACE(full.name(r));
+                const Array* a = t.grad_at(r);
+                const Array* b = full.grad_at(r);
+                ASSERT_EQ(a != nullptr, b != nullptr);
+                if (a) EXPECT_TRUE(same_bits(*a, *b));
+            }
+        EXPECT_EQ(t.on_demand_stats().grad_recomputes, ti.depth) << "a block's gradients computed twice before a trim";
+        EXPECT_EQ(t.on_demand_stats().recomputes, ti.depth) << "each block's stages computed once, for its backward";
+        EXPECT_TRUE(t.on_demand_stats().last_grads);
+        // trimmed like the stages: a stage read, then its gradient, holds one block (its stages reused)
+        t.trim();
+        t.trim();
+        EXPECT_EQ(t.on_demand_stats().blocks_held, 0);
+        EXPECT_EQ(t.on_demand_stats().cache_bytes, 0u);
+        const StageId q{StageKind::AttnQ, 1};
+        const int rc = t.on_demand_stats().recomputes;
+        EXPECT_TRUE(same_bits(t.get(q), full.get(q)));
+        EXPECT_FALSE(t.on_demand_stats().last_grads);
+        EXPECT_TRUE(same_bits(*t.grad(q), *full.grad(q)));
+        EXPECT_EQ(t.on_demand_stats().recomputes, rc + 1) << "the gradient recomputed the stages a view had just read";
+        EXPECT_TRUE(t.on_demand_stats().last_grads);
+        EXPECT_EQ(t.on_demand_stats().last_block, 1);
+        EXPECT_EQ(t.on_demand_stats().blocks_held, 1);
+        const Array* gq = t.grad(q);
+        const Array* vq = t.find(q);
+        t.trim();  // q and its gradient read: they stay, the block's other arrays go
+        EXPECT_EQ(t.grad(q), gq);
+        EXPECT_EQ(t.find(q), vq);
+        EXPECT_EQ(t.on_demand_stats().cache_bytes, 2 * gq->size() * sizeof(float));
+        // another stage and gradient of that block, recomputed: the arrays held keep their addresses
+        // (a view read them earlier in the frame)
+        const StageId k{StageKind::AttnK, 1};
+        EXPECT_TRUE(same_bits(t.get(k), full.get(k)));
+        EXPECT_TRUE(same_bits(*t.grad(k), *full.grad(k)));
+        EXPECT_EQ(t.find(q), vq);
+        EXPECT_EQ(t.grad(q), gq);
+        EXPECT_TRUE(same_bits(*vq, full.get(q)));
+        EXPECT_TRUE(same_bits(*gq, *full.grad(q)));
+        t.trim();
+        t.trim();
+        EXPECT_EQ(t.on_demand_stats().cache_bytes, 0u);
+        // a block with its gradients into a trace of the caller's own: the cache untouched
+        const int gr = t.on_demand_stats().grad_recomputes;
+        const Trace b0 = t.block(0, true);
+        for (size_t r = 0; r < full.size(); ++r) {
+            if (full.info(r).layer != 0) continue;
+            SCOPED_TRACE("block(0, true): " + full.name(r));
+            EXPECT_TRUE(same_bits(b0.at(r), full.at(r)));
+            ASSERT_EQ(b0.grad_at(r) != nullptr, full.grad_at(r) != nullptr);
+            if (full.grad_at(r)) EXPECT_TRUE(same_bits(*b0.grad_at(r), *full.grad_at(r)));
+        }
+        EXPECT_EQ(t.on_demand_stats().grad_recomputes, gr);
+        EXPECT_EQ(t.on_demand_stats().blocks_held, 0);
+        // read from another thread with another thread count: the pass's count is used, the same bits
+        const StageId m{StageKind::MlpPre, 2};
+        std::thread([&] {
+            ops::Budget b(1);
+            EXPECT_TRUE(same_bits(*t.grad(m), *full.grad(m)));
+        }).join();
+    }
+    // a pass with gradients that the backward cannot run is refused with its reason, before it runs
+    RunRequest od;
+    od.on_demand = w;
+    od.grads = true;
+    Options iv;
+    iv.iv.heads = {{1, 0, true}};
+    Trace t;
+    try {
+        forward(*w, wave(ti), iv, t, od);
+        ADD_FAILURE() << "gradients on demand ran with an intervention";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_EQ(std::string(e.what()), backward_unsupported(ti, iv));
     }
 }
 

@@ -23,7 +23,7 @@ busy/idle factor of each engine.
 After the models, the scale lines (issue 22), unless --no-scale:
 
     session vit-b16 session_peak_mb=... ort_peak_mb=... torch_peak_mb=... vs_ort=... vs_torch=...
-    window vit-b16 peak_mb_on_demand=... peak_mb_full=... ort_peak_mb=... switch_median_ms_on_demand=...
+    window vit-b16 peak_mb_on_demand=... peak_mb_full=... peak_mb_grads_switching=... ort_peak_mb=... switch_median_ms_on_demand=...
     scale MODEL@SIZE load_ms=... first_ms=... peak_mb=... weights_mb=... limit_mb=... within=yes|no
     toggle MODEL toggle_to_picture_ms=... pass_ms=... toggle_over_pass=... within=yes|no window_peak_mb=...
 
@@ -31,7 +31,8 @@ session: ViTScope's peak with the stages on demand (the residual stream kept, a 
 recomputed when looked at: what the window and `trace --out` hold) beside ONNX Runtime's and
 PyTorch's peaks on the same model. window: the window (vitscope --bench-frames under xvfb-run) on
 the same weights: its peak with every stage recorded and with the stages on demand, and the median
-frame of a stage switch to another block (--bench-switch) both ways. scale: ViT-L/16 at 224 and 512 px and ViT-H/14 with random
+frame of a stage switch to another block (--bench-switch) both ways, and its peak with gradients
+(--grads: checkpointed on demand) while the gradient view switches to another block every frame. scale: ViT-L/16 at 224 and 512 px and ViT-H/14 with random
 weights (presets), each in a fresh vitscope-bench process: load (weights made and packed),
 first picture (the on-demand pass plus one block's stages), peak memory against the weights'
 size, the target being at most 1.25 x weights + 512 MB. toggle (--toggle-models, the window under
@@ -332,8 +333,12 @@ def main():
                     wo = window_kv(a, ["--model", paths["st"], "--bench-frames", "20", "--stages", "auto"], env)
                     sf = window_kv(a, ["--model", paths["st"], "--bench-frames", "48", "--bench-switch", "--stages", "all"], env)
                     so = window_kv(a, ["--model", paths["st"], "--bench-frames", "48", "--bench-switch", "--stages", "auto"], env)
+                    # with gradients (checkpointed on demand), the gradient view switched to another block every frame
+                    sg = window_kv(a, ["--model", paths["st"], "--bench-frames", "48", "--bench-switch", "--grads"], env)
                     s = (f"window vit-b16 peak_mb_on_demand={float(wo['peak_rss_mb']):.0f} "
-                         f"peak_mb_full={float(wf['peak_rss_mb']):.0f} peak_mb_switching={float(so['peak_rss_mb']):.0f}")
+                         f"peak_mb_full={float(wf['peak_rss_mb']):.0f} peak_mb_switching={float(so['peak_rss_mb']):.0f}"
+                         f" peak_mb_grads_switching={float(sg['peak_rss_mb']):.0f} grads_on_demand={sg['on_demand']}"
+                         f" grad_switch_median_ms={float(sg['median_ms']):.1f}")
                     if "ort_peak_mb" in idle:
                         s += f" ort_peak_mb={idle['ort_peak_mb']:.1f} vs_ort={float(wo['peak_rss_mb']) / idle['ort_peak_mb']:.2f}"
                     s += (f" switch_median_ms_on_demand={float(so['median_ms']):.1f}"

@@ -29,12 +29,13 @@ const ImU32 kArrow = IM_COL32(170, 180, 195, 255), kShape = IM_COL32(140, 215, 2
 const Options& shown_options(const Session& s) { return s.shown_options(); }
 
 
+// The recorded array's shape. A row that an on-demand pass did not keep is recorded, when its block is
+// computed, through the same table with the row's shape: its block is not recomputed to draw the map.
 std::string shape_of_stage(const Session& s, const StageInfo& st) {
-    // A row the pass recorded: its array's shape. A row an on-demand trace did not keep: the table's,
-    // the shape its block's recompute records (read without computing the block just for a label).
     if (const Trace* t = s.trace()) {
         const int r = t->index(st.id);
-        if (r >= 0 && (!t->on_demand() || t->kept(size_t(r)))) return shape_text(t->at(size_t(r)));
+        if (r >= 0 && t->on_demand() && !t->kept(size_t(r))) return shape_str(t->info(size_t(r)).shape);
+        if (const Array* a = t->find(st.id)) return shape_text(*a);
     }
     return shape_str(st.shape);
 }

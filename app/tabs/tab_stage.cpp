@@ -229,7 +229,13 @@ void draw_grads_missing(Session& s, Probe& pr, const std::string& why) {
         if (ImGui::Button("Compute gradients for this model")) s.set_grad_mode(GradMode::On);
         pr.rects["compute_grads"] = Rect{ImGui::GetItemRectMin().x, ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x,
                                          ImGui::GetItemRectSize().y};
-        ImGui::TextDisabled("(one backward pass per forward pass from now on; slower for large models)");
+        ImGui::PushTextWrapPos(0);
+        if (s.grad_plan().on_demand)
+            ImGui::TextDisabled("(from now on every pass runs a backward pass too, checkpointed: each block's stages computed "
+                                "once more, a block's gradients recomputed when shown)");
+        else
+            ImGui::TextDisabled("(one backward pass per forward pass from now on; slower for large models)");
+        ImGui::PopTextWrapPos();
     }
 }
 
@@ -442,8 +448,14 @@ void StageTab::draw_stage(ViewCtx& v) {
     pr.strings["stage.shape"] = shape_line;
     if (!info.from.empty()) {  // shapes in -> out
         std::string in;
-        for (StageId f : info.from)
-            if (const Array* fa = trace->find(f)) in += (in.empty() ? "" : " + ") + trace->table().name(f) + " " + shape_text(*fa);
+        for (StageId f : info.from) {
+            const int fr = trace->index(f);
+            if (fr < 0) continue;
+            // a row an on-demand pass did not keep has its table row's shape when computed: not recomputed for it
+            const std::string fs = trace->on_demand() && !trace->kept(size_t(fr)) ? shape_str(trace->info(size_t(fr)).shape)
+                                                                                 : shape_text(trace->at(size_t(fr)));
+            in += (in.empty() ? "" : " + ") + trace->table().name(f) + " " + fs;
+        }
         ImGui::PushTextWrapPos(0);
         if (!in.empty()) ImGui::TextDisabled("in: %s  ->  out: %s", in.c_str(), shape_text(*t).c_str());
         ImGui::PopTextWrapPos();

@@ -472,6 +472,67 @@ void OnDemandTrace::backward_kept(const RunRequest& req) {
     release_block();
 }
 
+Trace::BlockGrads backward_on_demand(std::shared_ptr<const Weights> wp, Trace& t, const RunRequest& req) {
+    const Weights& w = *wp;
+    const Config& c = w.cfg;
+    const Options& opt = t.options();
+    if (const std::string why = backward_unsupported(c, opt); !why.empty()) throw std::invalid_argument(why);
+    if (!t.on_demand()) throw std::logic_error("backward_on_demand: the trace is not on demand");
+    const StageTable& tab = t.table();
+    const Array* logits = t.kept(size_t(std::max(0, tab.index(StageId{StageKind::Logits})))) ? t.find(StageId{StageKind::Logits}) : nullptr;
+    if (!logits) throw std::invalid_argument("on-demand gradients: the model has no logits to differentiate");
+    int cls = req.grad_class;
+    if (cls < 0) cls = int(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    if (cls >= c.classes)
+        throw std::invalid_argument("class " + std::to_string(cls) + " is out of range (the model has " +
+                                    std::to_string(c.classes) + " classes)");
+    Tensor2 dl = xt::zeros<float>({size_t(1), size_t(c.classes)});
+    dl(0, size_t(cls)) = 1.f;  // d logit[cls] / d logits
+    // outside the blocks: the kept stages, and every gradient recorded
+    const StageGet get_kept = [&](StageKind k, int l) { return t.get(StageId{k, l}).data(); };
+    const StagePut put_kept = [&](StageKind k, int l, const float* src) {
+        Array& a = t.record_grad(StageId{k, l});
+        std::copy_n(src, a.size(), a.data());
+    };
+    Tensor2 dx;
+    head_backward(w, nullptr, opt, 1, get_kept, dl, dx, &put_kept);
+    BlockScratch scratch;
+    for (int l = c.depth - 1; l >= 0; --l) {
+        if (req.cancel && req.cancel->load(std::memory_order_relaxed)) throw Cancelled();
+        const Trace blk = t.block(l);  // the block's stages, in a trace of this pass's own
+        const StageGet get_block = [&](StageKind k, int b) { return blk.get(StageId{k, b}).data(); };
+        // in a block: the gradients of the rows the pass kept (the stream leaving it, the kept kinds)
+        const StagePut put_block = [&](StageKind k, int b, const float* src) {
+            const int r = tab.index(StageId{k, b});
+            if (r >= 0 && t.kept(size_t(r))) put_kept(k, b, src);
+        };
+        block_backward(w, nullptr, l, opt, 1, get_block, nullptr, dx, scratch, &put_block);
+        t.add_progress(1);  // a unit per block (Trace::set_progress)
+    }
+    embed_backward(w, nullptr, opt, 1, get_kept, dx, &put_kept);
+    t.set_grad_class(cls);
+    // A block's gradients on demand: its backward from the kept gradient of the stream leaving it, with
+    // this pass's thread count (the kernels split their sums by it: another count could change the last bits).
+    const int threads = ops::threads();
+    return [wp, threads](const Trace& kept, int l, const Trace::StageRead& stage, Trace& out) {
+        ops::Budget budget(threads);
+        const StageTable& tb = kept.table();
+        const Config& cf = wp->cfg;
+        const Array* leaving = kept.grad(StageId{StageKind::ResidPost, l});
+        if (!leaving || !kept.grad_kept(size_t(tb.index(StageId{StageKind::ResidPost, l}))))
+            throw std::logic_error("gradients on demand: no kept gradient of the stream leaving block " + std::to_string(l));
+        Tensor2 d = Tensor2::from_shape({leaving->size() / size_t(cf.width), size_t(cf.width)});
+        std::copy_n(leaving->data(), d.size(), d.data());
+        const StageGet get = [&](StageKind k, int b) { return stage(size_t(tb.index(StageId{k, b}))).data(); };
+        const StagePut put = [&](StageKind k, int b, const float* src) {
+            Array& a = out.record_grad(StageId{k, b});
+            std::copy_n(src, a.size(), a.data());
+        };
+        BlockScratch st;
+        block_backward(*wp, nullptr, l, kept.options(), 1, get, nullptr, d, st, &put);
+    };
+}
+
 const Array* OnDemandTrace::grad_at(size_t row) {
     const StageTable& t = kept_.table();
     if (row >= t.size()) throw std::out_of_range("OnDemandTrace: no row " + std::to_string(row));

@@ -13,6 +13,15 @@ namespace vit {
 // the vanilla ViT (cls token, GELU, a Linear classifier on cls or mean pooling), at any input size.
 std::string backward_unsupported(const Config& c, const Options& o);
 
+// Gradients on demand in a Trace, the checkpointing of OnDemandTrace: `t` is an on-demand pass of
+// `w` (forward with RunRequest::on_demand, set_on_demand done). Runs the backward pass from the last
+// block to the first, each block's stages recomputed from the kept stream entering it (Trace::block),
+// and records into `t` the gradients outside the blocks and of every row the pass kept (the residual
+// stream leaving each block, the kept kinds): d logit[req.grad_class] / d stage (-1: the predicted
+// class), bit for bit as the full backward. Returns how `t` computes any other block gradient
+// (Trace::set_on_demand's BlockGrads), with the calling thread's thread count.
+Trace::BlockGrads backward_on_demand(std::shared_ptr<const Weights> w, Trace& t, const RunRequest& req);
+
 class Batch {
 public:
     Batch();

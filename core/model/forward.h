@@ -63,7 +63,9 @@ struct RunRequest {
     // Non-null: the stages on demand (Trace::set_on_demand). The pass keeps the stages outside the
     // blocks, the residual stream leaving every block and the block stages of the kinds in
     // `keep_kinds`; the trace holds these weights (the same as the pass's) to recompute any other
-    // block stage when it is read. Not with grads.
+    // block stage when it is read. With grads, the backward pass is checkpointed the same way
+    // (backward_on_demand, backward.h): the gradients outside the blocks and of the kept rows are
+    // kept, any other block gradient is computed when it is read (Trace::grad_at), bit for bit.
     std::shared_ptr<const Weights> on_demand;
     std::vector<StageKind> keep_kinds;
     // On demand: every row of this block recorded too (the block the window shows: its picture needs
@@ -94,7 +96,7 @@ std::vector<char> on_demand_rows(const StageTable& t, const std::vector<StageKin
 // are) and computes the rest from prev's residual stream entering that block. prev must be a pass of
 // the same weights and input whose stages before `layer` are those of `opt` (first_changed_block of
 // their options is at least `layer`; checked, std::invalid_argument otherwise). The result equals a
-// full forward() bit for bit. No gradients. With req.on_demand the result is on demand (the rows of
+// full forward() bit for bit. No gradients (req.grads: std::invalid_argument). With req.on_demand the result is on demand (the rows of
 // prev before `layer` that it keeps are copied in; prev may be on demand or full).
 void forward_from(const Weights& w, const Trace& prev, const Options& opt, int layer, Trace& out,
                   const RunRequest& req = {});

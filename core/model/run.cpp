@@ -48,7 +48,6 @@ Trace::BlockRecompute block_recompute(std::shared_ptr<const Weights> w) {
 }
 
 void check_on_demand(const Weights& w, const RunRequest& req) {
-    if (req.grads) throw std::invalid_argument("stages on demand: the backward pass needs a full trace");
     if (req.on_demand.get() != &w) throw std::invalid_argument("stages on demand: the weights held are not the pass's");
 }
 }  // namespace
@@ -69,8 +68,15 @@ void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& 
         check_on_demand(w, req);
         const std::vector<char> rows = on_demand_rows(*StageTable::get(w.cfg, opt), req.keep_kinds, req.keep_block);
         WorkspacePtr ws = make_workspace();  // freed after the pass: a big model's scratch is not held between passes
+        if (req.grads)  // refused before the forward pass, with the backward's own reason
+            if (const std::string why = backward_unsupported(w.cfg, opt); !why.empty()) throw std::invalid_argument(why);
         forward_batch(w, x, opt, trace, Keep::All, *ws, req.model, req.cancel, nullptr, &rows);
+        ws.reset();
         trace.set_on_demand(block_recompute(req.on_demand));
+        if (req.grads) {  // the checkpointed backward pass: the gradients kept, any other on demand
+            Trace::BlockGrads grads = backward_on_demand(req.on_demand, trace, req);
+            trace.set_on_demand(block_recompute(req.on_demand), std::move(grads));
+        }
         return;
     }
     if (!req.grads) {
@@ -156,6 +162,7 @@ void forward_from(const Weights& w, const Trace& prev, const Options& opt, int l
     // On demand: only the rows the new trace keeps, read from prev without filling its cache (prev may
     // be on screen, and its cache is the window's): a row prev did not keep comes from its block
     // computed into a trace of this job's own.
+    if (req.grads) throw std::invalid_argument("forward_from: no gradients (the backward pass runs from a whole pass)");
     std::vector<char> rows;
     if (req.on_demand) {
         check_on_demand(w, req);

@@ -10,20 +10,36 @@ namespace vit {
 // The on-demand state: how to recompute a block, and the blocks materialized so far.
 struct Trace::Lazy {
     BlockRecompute recompute;
+    BlockGrads grads;  // null: the pass computed no gradients
     mutable std::mutex mu;
     std::vector<std::shared_ptr<const Array>> cache;  // per row: a materialized array (null: none)
     std::vector<char> used;                            // per row: read since the last trim()
-    int last_block = -1, recomputes = 0;
+    std::vector<std::shared_ptr<const Array>> gcache;  // per row: a materialized gradient
+    std::vector<char> gused;                           // per row: its gradient read since the last trim()
+    int last_block = -1, recomputes = 0, grad_recomputes = 0;
+    bool last_grads = false;
     double last_ms = 0;
 
     Lazy() = default;
-    Lazy(const Lazy& o) : recompute(o.recompute) {
+    Lazy(const Lazy& o) : recompute(o.recompute), grads(o.grads) {
         std::lock_guard<std::mutex> g(o.mu);
         cache = o.cache;
         used = o.used;
+        gcache = o.gcache;
+        gused = o.gused;
         last_block = o.last_block;
         recomputes = o.recomputes;
+        grad_recomputes = o.grad_recomputes;
+        last_grads = o.last_grads;
         last_ms = o.last_ms;
+    }
+    // Drops what was not read since the last trim() (stages and gradients), except block `keep`'s.
+    void drop_unused(const StageTable& t, int keep) {
+        for (size_t r = 0; r < cache.size(); ++r) {
+            if (t[r].layer == keep) continue;
+            if (cache[r] && !used[r]) cache[r].reset();
+            if (gcache[r] && !gused[r]) gcache[r].reset();
+        }
     }
 };
 
@@ -153,8 +169,17 @@ const Array& Trace::get(const std::string& name) const {
     return *a;
 }
 
+bool Trace::has_grad_at(size_t row) const {
+    if (!has_grads_ || row >= graded_.size()) return false;
+    if (graded_[row]) return true;
+    const StageInfo& s = (*table_)[row];
+    return lazy_ && lazy_->grads && s.layer >= 0 && s.has_grad;
+}
+
 const Array* Trace::grad_at(size_t row) const {
-    return has_grads_ && row < graded_.size() && graded_[row] ? &grads_[row] : nullptr;
+    if (!has_grads_ || row >= graded_.size()) return nullptr;
+    if (graded_[row]) return &grads_[row];
+    return has_grad_at(row) ? materialize_grad(row) : nullptr;
 }
 
 const Array* Trace::grad(StageId id) const {
@@ -171,16 +196,35 @@ size_t Trace::bytes() const {
 
 // ---- stages on demand
 
-void Trace::set_on_demand(BlockRecompute recompute) {
+void Trace::set_on_demand(BlockRecompute recompute, BlockGrads grads) {
     if (!table_) throw std::logic_error("Trace::set_on_demand: no pass was recorded");
     if (!recompute) throw std::invalid_argument("Trace::set_on_demand: no way to recompute a block");
+    if (grads && !has_grads_) throw std::logic_error("Trace::set_on_demand: gradients on demand without the pass's gradients");
     lazy_ = std::make_unique<Lazy>();
     lazy_->recompute = std::move(recompute);
+    lazy_->grads = std::move(grads);
     lazy_->cache.assign(table_->size(), nullptr);
     lazy_->used.assign(table_->size(), 0);
+    lazy_->gcache.assign(table_->size(), nullptr);
+    lazy_->gused.assign(table_->size(), 0);
 }
 
 bool Trace::on_demand() const { return lazy_ != nullptr; }
+
+void Trace::compute_block_locked(int l) const {
+    Lazy& z = *lazy_;
+    const StageTable& t = *table_;
+    Trace out;
+    z.recompute(*this, l, out);
+    for (size_t r = 0; r < t.size(); ++r) {
+        if (t[r].layer != l || recorded_[r]) continue;
+        if (!out.kept(r)) throw std::logic_error("Trace: recomputing block " + std::to_string(l) + " gave no " + t[r].name);
+        // a row still held (read since the last trim) keeps its array: a view may hold a reference
+        // into it (the same numbers: the block is recomputed bit for bit)
+        if (!z.cache[r]) z.cache[r] = std::make_shared<const Array>(std::move(out.arrays_[r]));
+    }
+    ++z.recomputes;
+}
 
 const Array* Trace::materialize(size_t row) const {
     Lazy& z = *lazy_;
@@ -191,35 +235,73 @@ const Array* Trace::materialize(size_t row) const {
     if (!z.cache[row]) {
         // Before a block is computed, the arrays not read since the last trim() go: no reference into
         // them is held (the trim contract), and a switch from block to block then holds one block, not two.
-        for (size_t r = 0; r < z.cache.size(); ++r)
-            if (z.cache[r] && !z.used[r]) z.cache[r].reset();
+        z.drop_unused(t, -2);
         const auto t0 = std::chrono::steady_clock::now();
-        Trace out;
-        z.recompute(*this, l, out);
-        for (size_t r = 0; r < t.size(); ++r) {
-            // a row still held keeps its array (a view may hold a reference into it until trim())
-            if (t[r].layer != l || recorded_[r] || z.cache[r]) continue;
-            if (!out.kept(r)) throw std::logic_error("Trace: recomputing block " + std::to_string(l) + " gave no " + t[r].name);
-            z.cache[r] = std::make_shared<const Array>(std::move(out.arrays_[r]));
-        }
+        compute_block_locked(l);
         z.last_block = l;
+        z.last_grads = false;
         z.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        ++z.recomputes;
     }
     return z.cache[row].get();
 }
 
-Trace Trace::block(int layer) const {
+const Array* Trace::materialize_grad(size_t row) const {
+    Lazy& z = *lazy_;
+    const StageTable& t = *table_;
+    const int l = t[row].layer;
+    std::lock_guard<std::mutex> g(z.mu);
+    z.gused[row] = 1;
+    if (!z.gcache[row]) {
+        // as materialize(): what was not read since the last trim() goes first, but not the block's own
+        // stages (a view that shows a gradient has usually just read the stage: they are reused)
+        z.drop_unused(t, l);
+        const auto t0 = std::chrono::steady_clock::now();
+        bool missing = false;
+        for (size_t r = 0; r < t.size(); ++r) missing = missing || (t[r].layer == l && !recorded_[r] && !z.cache[r]);
+        if (missing) compute_block_locked(l);  // its stages stay in the cache, unread until a view reads them
+        const StageRead stage = [&](size_t r) -> const Array& {
+            if (r >= t.size() || t[r].layer != l) throw std::logic_error("Trace: block " + std::to_string(l) +
+                                                                         "'s backward read another block's stage");
+            return recorded_[r] ? arrays_[r] : *z.cache[r];
+        };
+        Trace out;
+        out.begin(table_, opt_, model_);
+        z.grads(*this, l, stage, out);
+        for (size_t r = 0; r < t.size(); ++r) {
+            if (t[r].layer != l || graded_[r] || !t[r].has_grad) continue;
+            if (!out.grad_kept(r))
+                throw std::logic_error("Trace: the backward pass of block " + std::to_string(l) + " gave no gradient of " + t[r].name);
+            if (!z.gcache[r]) z.gcache[r] = std::make_shared<const Array>(std::move(out.grads_[r]));  // held ones stay
+        }
+        z.last_block = l;
+        z.last_grads = true;
+        z.last_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        ++z.grad_recomputes;
+    }
+    return z.gcache[row].get();
+}
+
+Trace Trace::block(int layer, bool with_grads) const {
     if (!table_ || layer < 0 || layer >= table_->depth())
         throw std::out_of_range("Trace::block: no block " + std::to_string(layer));
     Trace out;
     if (lazy_) {
         lazy_->recompute(*this, layer, out);  // reads only kept rows: no lock, no cache
+        if (with_grads && lazy_->grads) {
+            const StageRead stage = [&out](size_t r) -> const Array& { return out.at(r); };
+            lazy_->grads(*this, layer, stage, out);  // reads only kept gradients
+            out.grad_class_ = grad_class_;
+        }
         return out;
     }
     out.begin(table_, opt_, model_);
     for (size_t r = 0; r < table_->size(); ++r)
         if ((*table_)[r].layer == layer && recorded_[r]) out.adopt(r, arrays_[r]);
+    if (with_grads && has_grads_) {
+        for (size_t r = 0; r < table_->size(); ++r)
+            if ((*table_)[r].layer == layer && graded_[r]) out.record_grad((*table_)[r].id) = grads_[r];
+        out.grad_class_ = grad_class_;
+    }
     return out;
 }
 
@@ -229,30 +311,40 @@ size_t Trace::trim() const {
     std::lock_guard<std::mutex> g(z.mu);
     size_t freed = 0;
     for (size_t r = 0; r < z.cache.size(); ++r) {
-        if (!z.cache[r] || z.used[r]) continue;
-        freed += z.cache[r]->size() * sizeof(float);
-        z.cache[r].reset();
+        if (z.cache[r] && !z.used[r]) {
+            freed += z.cache[r]->size() * sizeof(float);
+            z.cache[r].reset();
+        }
+        if (z.gcache[r] && !z.gused[r]) {
+            freed += z.gcache[r]->size() * sizeof(float);
+            z.gcache[r].reset();
+        }
     }
     std::fill(z.used.begin(), z.used.end(), 0);
+    std::fill(z.gused.begin(), z.gused.end(), 0);
     return freed;
 }
 
 Trace::OnDemandStats Trace::on_demand_stats() const {
     OnDemandStats s;
     for (size_t i = 0; i < arrays_.size(); ++i) s.kept_bytes += recorded_[i] ? arrays_[i].size() * sizeof(float) : 0;
+    for (size_t i = 0; i < grads_.size(); ++i) s.kept_grad_bytes += graded_[i] ? grads_[i].size() * sizeof(float) : 0;
     if (!lazy_) return s;
     const Lazy& z = *lazy_;
     std::lock_guard<std::mutex> g(z.mu);
     std::vector<char> held(size_t(std::max(0, table_->depth())), 0);
     for (size_t r = 0; r < z.cache.size(); ++r)
-        if (z.cache[r]) {
-            s.cache_bytes += z.cache[r]->size() * sizeof(float);
-            held[size_t((*table_)[r].layer)] = 1;
-        }
+        for (const auto* c : {&z.cache[r], &z.gcache[r]})
+            if (*c) {
+                s.cache_bytes += (*c)->size() * sizeof(float);
+                held[size_t((*table_)[r].layer)] = 1;
+            }
     s.blocks_held = int(std::count(held.begin(), held.end(), 1));
     s.last_block = z.last_block;
     s.last_ms = z.last_ms;
+    s.last_grads = z.last_grads;
     s.recomputes = z.recomputes;
+    s.grad_recomputes = z.grad_recomputes;
     return s;
 }
 

@@ -49,6 +49,10 @@ public:
     void clear_grads();
     // Counts recorded stages while a run is in progress (for progress bars).
     void set_progress(std::atomic<int>* p) { progress_ = p; }
+    // Counts n more units of work (the checkpointed backward pass: one per block).
+    void add_progress(int n) {
+        if (progress_) progress_->fetch_add(n, std::memory_order_relaxed);
+    }
 
     // ---- what it is
     bool empty() const { return !table_; }
@@ -76,7 +80,8 @@ public:
     const Array* find(const std::string& name) const;
     const Array& get(const std::string& name) const;  // throws std::out_of_range naming it
 
-    // ---- gradients (present when the run asked for them)
+    // ---- gradients (present when the run asked for them; on an on-demand trace with gradients,
+    // grad_at/grad of a block's row not kept by the pass compute that block's gradients, as at() does)
     bool has_grads() const { return has_grads_; }
     int grad_class() const { return grad_class_; }
     const Array* grad(StageId id) const;
@@ -95,12 +100,27 @@ public:
     // where none holds a reference (the window: the start of a frame). Jobs read with block(), which
     // computes into a trace of their own and never touches the cache.
     using BlockRecompute = std::function<void(const Trace& kept, int layer, Trace& out)>;
-    void set_on_demand(BlockRecompute recompute);  // after the pass (end()); begin() clears it
+    // Gradients on demand, the same checkpointing (a pass with RunRequest::on_demand and grads): the
+    // pass kept the gradients outside the blocks and of the rows it kept (the residual stream leaving
+    // every block, the kept kinds); `grads(kept, l, stage, out)` runs block l's backward pass from the
+    // kept gradient of the stream leaving it, reading the block's stages through `stage` (by row), and
+    // records the gradient of each of its rows into `out` (record_grad; out begun on the same table),
+    // bit for bit as the full backward records them. Then grad_at/grad of any block row that has a
+    // gradient computes its block's gradients into the cache (its stages from the cache when they are
+    // there, else recomputed), kept and trimmed like the stages.
+    using StageRead = std::function<const Array&(size_t row)>;
+    using BlockGrads = std::function<void(const Trace& kept, int layer, const StageRead& stage, Trace& out)>;
+    // After the pass (end(), and its kept gradients); begin() clears it. `grads` may be null (no gradients).
+    void set_on_demand(BlockRecompute recompute, BlockGrads grads = nullptr);
     bool on_demand() const;
     bool kept(size_t row) const { return row < recorded_.size() && recorded_[row]; }  // recorded by the pass itself
+    bool grad_kept(size_t row) const { return has_grads_ && row < graded_.size() && graded_[row]; }  // by the pass
+    // Whether grad_at(row) gives a gradient, without computing one.
+    bool has_grad_at(size_t row) const;
     // Block `layer`'s rows as the pass would have recorded them, in a trace of the caller's own (the
-    // kept rows of that block copied in too). Any thread.
-    Trace block(int layer) const;
+    // kept rows of that block copied in too); with_grads, also the gradients of its rows (a trace with
+    // gradients on demand). Any thread.
+    Trace block(int layer, bool with_grads = false) const;
     // Drops the materialized arrays not read since the last trim() (a block is computed whole, and
     // what is not looked at of it goes); returns the bytes freed. A block materialized later drops
     // them too, before it is computed.
@@ -109,8 +129,11 @@ public:
         int blocks_held = 0;     // blocks with arrays materialized now
         int last_block = -1;     // the block recomputed last (-1: none yet)
         double last_ms = 0;      // how long that took
-        int recomputes = 0;      // blocks recomputed since the pass
-        size_t kept_bytes = 0;   // what the pass kept
+        bool last_grads = false; // that recompute was of the block's gradients (its backward, and its stages when not held)
+        int recomputes = 0;      // blocks recomputed since the pass (stages)
+        int grad_recomputes = 0; // blocks whose gradients were recomputed since the pass
+        size_t kept_bytes = 0;   // what the pass kept (stages)
+        size_t kept_grad_bytes = 0;  // the gradients it kept (a pass with gradients)
         size_t cache_bytes = 0;  // what materialized blocks hold now
     };
     OnDemandStats on_demand_stats() const;
@@ -119,6 +142,8 @@ private:
     struct Lazy;
     std::unique_ptr<Lazy> lazy_;
     const Array* materialize(size_t row) const;
+    const Array* materialize_grad(size_t row) const;
+    void compute_block_locked(int layer) const;  // block `layer`'s stages into the cache (lock held)
     std::shared_ptr<const StageTable> table_;
     Options opt_;
     ModelIdentity model_;
