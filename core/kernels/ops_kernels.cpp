@@ -83,9 +83,23 @@ inline float hsum(const batch& v) {
 #endif
 }
 
+// 0.5 x (1 + erf(x / sqrt 2)) with erf by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7, the form
+// PyTorch's vectorized CPU erf uses): erf(u) = 1 - t (p1 + p2 t + ... + p5 t^4) exp(-u^2) for u >= 0,
+// t = 1 / (1 + p u). One exp and one division per value: ~2x faster than xsimd::erf, which evaluates
+// two approximations (small and large |u|) and selects. 1 + erf(u) is taken as 2 - q for u >= 0 and
+// q for u < 0 (q = t P(t) exp(-u^2)), so the negative tail keeps its relative precision.
+inline batch gelu_of(const batch& v) {
+    const batch half(0.5f), one(1.f), two(2.f), rs2(float(M_SQRT1_2)), p(0.3275911f);
+    const batch p1(0.254829592f), p2(-0.284496736f), p3(1.421413741f), p4(-1.453152027f), p5(1.061405429f);
+    const batch u = v * rs2, au = xsimd::abs(u);
+    const batch t = one / xsimd::fma(p, au, one);
+    const batch poly = xsimd::fma(xsimd::fma(xsimd::fma(xsimd::fma(p5, t, p4), t, p3), t, p2), t, p1);
+    const batch q = t * poly * xsimd::exp(-(u * u));
+    return half * v * xsimd::select(u < batch(0.f), q, two - q);
+}
+
 void gelu(float* out, const float* x, size_t begin, size_t end) {
-    const batch half(0.5f), one(1.f), rs2(float(M_SQRT1_2));
-    auto f = [&](const batch& v) { return half * v * (one + xsimd::erf(v * rs2)); };
+    auto f = [](const batch& v) { return gelu_of(v); };
     size_t i = begin;
     for (; i + W <= end; i += W) f(batch::load_unaligned(x + i)).store_unaligned(out + i);
     // the tail through the same vector code (padded), so that a value's result does not depend on
