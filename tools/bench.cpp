@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include <sys/resource.h>
 
 #include "core/kernels/blas.h"
 #include "core/kernels/gemm.h"
@@ -55,6 +56,14 @@ static int bench_ops(int runs) {
                 "(one thread; gelu %dx%d, layernorm %dx%d, softmax %dx%dx%d, add %dx%d)\n",
                 vit::ops::kernels::best().name, gelu, ln, sm, add, T, M, T, D, H, T, T, T, D);
     return 0;
+}
+
+// CPU time of this process so far (every thread, user + system), in ms: a pass's share of it
+// (cpu_ms) depends less on other processes taking the cores than its wall time does.
+static double cpu_ms() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return (double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3);
 }
 
 // Peak resident memory of this process image. (getrusage's ru_maxrss survives
@@ -157,13 +166,14 @@ int main(int argc, char** argv) {
         for (auto& v : x) v = nd(rng);
         vit::Trace t;
         std::optional<vit::OnDemandTrace> od;
-        std::vector<double> ms;
+        std::vector<double> ms, cpu;
         double first_ms = -1;
         // --grads: the pass with its backward (d logit[top-1] / d every stage); on demand, the
         // checkpointed backward, then one block's gradients (the last block's attention pattern's)
         vit::RunRequest req;
         req.grads = grads;
         for (int r = 0; r < warmup + runs; ++r) {
+            const double c0 = cpu_ms();
             auto t0 = std::chrono::steady_clock::now();
             if (on_demand) {  // what a picture needs: the kept pass, then one block's stages (the last)
                 od.reset();
@@ -175,7 +185,7 @@ int main(int argc, char** argv) {
             }
             double d = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             if (r == 0) first_ms = d;
-            if (r >= warmup) ms.push_back(d);
+            if (r >= warmup) ms.push_back(d), cpu.push_back(cpu_ms() - c0);
         }
         if (od) t = od->kept();
         if (prof) {
@@ -198,9 +208,10 @@ int main(int argc, char** argv) {
             std::printf("  %-52s %9.3f\n", "sum of parts", total / runs);
         }
         std::sort(ms.begin(), ms.end());
-        std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f load_ms=%.1f first_ms=%.1f "
+        std::sort(cpu.begin(), cpu.end());
+        std::printf("ours_ms=%.3f min_ms=%.3f cpu_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f load_ms=%.1f first_ms=%.1f "
                     "weights_mb=%.1f mode=%s%s tokens=%d\n",
-                    ms[ms.size() / 2], ms[0], t.size(), (od ? od->bytes() : t.bytes()) / 1e6, peak_mb(), load_ms,
+                    ms[ms.size() / 2], ms[0], cpu[cpu.size() / 2], t.size(), (od ? od->bytes() : t.bytes()) / 1e6, peak_mb(), load_ms,
                     first_ms, vit::weights_bytes(lm.weights) / 1e6, on_demand ? "on-demand" : "full", grads ? "+grads" : "",
                     vit::StageTable::get(c, opt)->dims().T);
         std::printf("gemm: %s\nblas: %s\nthreads: %s\n", vit::ops::gemm_engine().c_str(), vit::blas::describe().c_str(),
