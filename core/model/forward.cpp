@@ -51,6 +51,12 @@ const Tensor2& workspace_zcat(const Workspace& ws, int l) { return ws.zcat.at(si
 
 namespace {
 
+// The size of a full trace from which on recorded stages that a pass does not read again are written
+// past the caches (Recorder::stream): 16 MB, well over a core's L2. The default model's trace (under
+// 2 MB) stays in cache between passes, where plain stores cost less (docs/kernels.md); ViT-Ti's and
+// ViT-B's do not.
+constexpr double kStreamFloats = 4 << 20;
+
 // A view of an array's storage with the shape the computation wants (no copy).
 template <size_t N>
 auto as(Array& a, const std::array<size_t, N>& shape) {
@@ -95,6 +101,11 @@ public:
         return a;
     }
     bool all() const { return keep_ == Keep::All; }  // every stage computed in full (recorded or not)
+    // Recorded stages that the pass does not read again are written with streaming stores (past the
+    // caches) when the trace is larger than caches hold anyway; a small model's trace stays in
+    // cache from one pass to the next, where plain stores cost less.
+    bool stream() const { return stream_; }
+    void set_stream(bool s) { stream_ = s; }
     // Skips the rows before block `layer` (a pass that starts at a later block; layer == depth:
     // at the first stage after the blocks).
     void skip_to_block(int layer) {
@@ -118,6 +129,7 @@ private:
     Array* last_ = nullptr;
     std::array<Array*, kStageKinds> last_by_kind_{};
     size_t i_ = 0, B_;
+    bool stream_ = false;
     Keep keep_;
     Trace& t_;
     Workspace& ws_;
@@ -147,7 +159,7 @@ struct PendingAdd {
 // torch: F.layer_norm(x, (D,), weight, bias, eps) -- or, unbiased, var over D-1.
 // With `add`, x is add->out and the residual add that makes it runs in the same pass, a few rows
 // at a time (ops::add_layernorm: the same bits as the add, then the LayerNorm).
-// A recorded pass writes `normalized` (which nothing in the pass reads again) past the caches.
+// A pass that streams (Recorder::stream) writes `normalized`, which it does not read again, past the caches.
 const float* layernorm_stage(Recorder& rec, LnSite site, const float* x, const LayerNormW& w, size_t R, size_t D,
                              float eps, const Options& opt, const PendingAdd* add = nullptr) {
     float* mean = rec(ln_kind(site, LnPart::Mean)).data();
@@ -159,11 +171,11 @@ const float* layernorm_stage(Recorder& rec, LnSite site, const float* x, const L
         if (add->out != x) throw std::logic_error("layernorm_stage: the pending add is not this LayerNorm's input");
         profile::Scope prof([] { return std::string("residual add + layernorm"); }, 9.0 * double(R) * double(D));
         ops::add_layernorm(add->out, out, norm, mean, sd, add->a, add->b, g, bb, int(R), int(D), eps, opt.unbiased,
-                           rec.all());
+                           rec.stream());
         return out;
     }
     profile::Scope prof([] { return std::string("layernorm"); }, 8.0 * double(R) * double(D));
-    ops::layernorm(out, norm, mean, sd, x, g, bb, int(R), int(D), eps, opt.unbiased, rec.all());
+    ops::layernorm(out, norm, mean, sd, x, g, bb, int(R), int(D), eps, opt.unbiased, rec.stream());
     return out;
 }
 
@@ -243,14 +255,14 @@ void linear_then(const char* what, const char* plus, float* out, const float* in
 // in cache (the same bits as the separate pass: ops::gelu and ops::gelu_rows agree value by value).
 void linear_act(const char* what, Act act, float* pre, float* post, const float* in, const Tensor2& W,
                 const Tensor1& b, size_t R, size_t M, const gemm::Packs* packs,
-                const std::shared_ptr<const gemm::Matrix>& P) {
+                const std::shared_ptr<const gemm::Matrix>& P, bool stream) {
     if (!P || act != Act::Gelu) {
         linear(what, pre, in, W, b, R, packs, P);
         return activation(act, post, pre, R, M);
     }
     linear_then(what, "gelu", pre, in, *P, b, R, [&](const float* y, size_t ld, int c0, int c1) {
         ops::gelu_rows(post + c0, M, y, ld, int(R), c1 - c0);
-    }, gemm::Out::Streamed);  // pre: recorded, not read again (GELU reads the thread's block)
+    }, stream ? gemm::Out::Streamed : gemm::Out::Cached);  // pre is not read again (GELU reads the thread's block)
 }
 
 // Multi-head attention of B images' queries q (B, H, Tq, d) over keys and values k, v (B, H, Tk, d):
@@ -260,15 +272,16 @@ void linear_act(const char* what, Act act, float* pre, float* post, const float*
 // Tasks of (image, head, block of query rows): when the heads do not divide evenly among the
 // threads (ViT-Ti: 3 heads on 2), each head's rows are split so every thread gets the same work
 // (rows are independent: softmax is per row).
-// A traced pass records scores, pattern and z, which nothing in the pass reads again: each task
-// computes them in its thread's buffers, where the softmax and the product with v read them from
-// cache, and copies them out with streaming stores (ops::copy_stream), so that recording them
-// neither reads the trace's lines first nor evicts the pass's data. The arithmetic is the same
-// either way: only where the values are stored differs.
+// With `stream` (a traced pass whose trace is larger than the caches: Recorder::stream), the
+// recorded scores, pattern and z, which nothing in the pass reads again, are computed in the
+// thread's buffers, where the softmax and the product with v read them from cache, and copied out
+// with streaming stores (ops::copy_stream), so that recording them neither reads the trace's lines
+// first nor evicts the pass's data. The arithmetic is the same either way: only where the values
+// are stored differs.
 void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz, const float* q, const float* k,
-               const float* v, size_t B, size_t H, size_t Tq, size_t Tk, size_t d, float alpha, float post) {
+               const float* v, size_t B, size_t H, size_t Tq, size_t Tk, size_t d, float alpha, float post, bool stream) {
     const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
-    const bool buffered = scores != pattern;
+    const bool buffered = stream && scores != pattern;
     ops::for_range(int(B * H * split), B * H * Tq * Tk * d > 1000000, [&](int task) {
         const size_t bh = size_t(task) / split, part = size_t(task) % split, img = bh / H, h = bh % H;
         const size_t t0 = Tq * part / split, t1 = Tq * (part + 1) / split;
@@ -438,6 +451,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     if (record_rows && (keep != Keep::All || record_rows->size() != table->size()))
         throw std::logic_error("forward_batch: record_rows is for a traced pass, one entry per row of its table");
     Recorder rec(*table, B, keep, acts, ws, record_rows);
+    rec.set_stream(keep == Keep::All && rd.full_floats > kStreamFloats);
     table_prof.reset();
     auto check_cancel = [cancel] {
         if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
@@ -602,7 +616,8 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
                                     4.0 * double(B * H) * double(T) * double(T) * double(d));
             // the heads' concatenation written by each head's task while its z is in cache, unless an
             // intervention changes z first (then the copy below, after it)
-            attention(sc, pa, z, !z || concat_in_task ? zcat.data() : nullptr, D, q, k, v, B, H, T, T, d, alpha, post);
+            attention(sc, pa, z, !z || concat_in_task ? zcat.data() : nullptr, D, q, k, v, B, H, T, T, d, alpha, post,
+                      rec.stream());
         }
         if (z && opt.iv.patch) patch(StageKind::AttnZ, li, rec.last_of(StageKind::AttnZ));
         if (!z && opt.iv.patch) patch_zcat(opt, rec.info({StageKind::AttnZ, li}), zcat.data(), B);
@@ -642,7 +657,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         // mlp.pre = fc1(ln2); mlp.post = act(mlp.pre); mlp.out = fc2(mlp.post)
         Array& pre = rec(StageKind::MlpPre);
         Array& mpost = rec(StageKind::MlpPost);
-        linear_act("mlp.fc1", c.act, pre.data(), mpost.data(), h2, b.fc1_w, b.fc1_b, R, M, packs, b.fc1_p);
+        linear_act("mlp.fc1", c.act, pre.data(), mpost.data(), h2, b.fc1_w, b.fc1_b, R, M, packs, b.fc1_p, rec.stream());
         patch(StageKind::MlpPost, li, mpost);
         Array& mo = rec(StageKind::MlpOut);
         if (sublayer_ablated(opt, li, true)) std::fill_n(mo.data(), mo.size(), 0.f);
@@ -734,7 +749,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
             float* hp = rec(StageKind::HeadAttnPattern).data();
             float* hz = rec(StageKind::HeadAttnZ).data();
             Tensor2 zc = Tensor2::from_shape({B, D});
-            attention(hs, hp, hz, nullptr, D, hq, hk, hv, B, H, 1, T, d, scale, 1.f);
+            attention(hs, hp, hz, nullptr, D, hq, hk, hv, B, H, 1, T, d, scale, 1.f, rec.stream());
             for (size_t img = 0; img < B; ++img)
                 for (size_t h = 0; h < H; ++h) std::copy_n(hz + (img * H + h) * d, d, zc.data() + img * D + h * d);
             Array& hao = rec(StageKind::HeadAttnOut);
