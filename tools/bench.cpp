@@ -99,6 +99,42 @@ static double gemm_peak_gflops() {
     return 2.0 * n * n * double(n) / best / 1e9;
 }
 
+// --gemm-layers: ViT-B/16's four linear layers (197 rows) through the packed matmul on every
+// thread, each with one matrix (hot in cache) and with twelve in turn (as a pass meets them: a
+// layer's weights come from memory): the most a pass's linear layers can reach on this machine.
+static int gemm_layers() {
+    const int R = 197, L = 12;
+    struct Shape { const char* name; int I, O; } shapes[] = {{"qkv", 768, 2304}, {"proj", 768, 768}, {"fc1", 768, 3072},
+                                                             {"fc2", 3072, 768}};
+    std::mt19937 rng(0);
+    std::normal_distribution<float> nd;
+    double flops = 0, hot_s = 0, cold_s = 0;
+    for (const Shape& sh : shapes) {
+        std::vector<float> W(size_t(sh.I) * sh.O), b(size_t(sh.O)), in(size_t(R) * sh.I), out(size_t(R) * sh.O);
+        for (auto& v : W) v = nd(rng) * 0.02f;
+        for (auto& v : in) v = nd(rng);
+        std::vector<std::shared_ptr<const vit::gemm::Matrix>> ms;
+        for (int l = 0; l < L; ++l) ms.push_back(vit::gemm::pack_matrix(W.data(), sh.I, sh.O, vit::ops::threads(), R));
+        auto median_s = [&](int n) {  // one call per matrix of the first n, median over 20 rounds
+            std::vector<double> t;
+            for (int r = 0; r < 23; ++r) {
+                auto t0 = std::chrono::steady_clock::now();
+                for (int l = 0; l < n; ++l) vit::ops::linear_packed(out.data(), in.data(), *ms[size_t(l)], b.data(), R);
+                if (r >= 3) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n);
+            }
+            std::sort(t.begin(), t.end());
+            return t[t.size() / 2];
+        };
+        const double hot = median_s(1), cold = median_s(L), f = 2.0 * R * sh.I * sh.O;
+        flops += f, hot_s += hot, cold_s += cold;
+        std::printf("gemm_layer %s %dx%d @ %dx%d hot_ms=%.3f hot_gflops=%.1f cold_ms=%.3f cold_gflops=%.1f\n", sh.name, R,
+                    sh.I, sh.I, sh.O, hot * 1e3, f / hot / 1e9, cold * 1e3, f / cold / 1e9);
+    }
+    std::printf("gemm_layers per_block_hot_ms=%.3f per_block_cold_ms=%.3f hot_gflops=%.1f cold_gflops=%.1f threads=%d\n",
+                hot_s * 1e3, cold_s * 1e3, flops / hot_s / 1e9, flops / cold_s / 1e9, vit::ops::threads());
+    return 0;
+}
+
 int main(int argc, char** argv) {
     vit::blas::init();
     std::string model = "default";
@@ -124,8 +160,9 @@ int main(int argc, char** argv) {
             return 0;
         }
         else if (a == "--ops") return bench_ops(runs * 10);
+        else if (a == "--gemm-layers") return gemm_layers();
         else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile] [--ops] "
-                                 "[--on-demand] [--grads] [--image-size S] [--gemm-peak]\n"); return 2; }
+                                 "[--on-demand] [--grads] [--image-size S] [--gemm-peak] [--gemm-layers]\n"); return 2; }
     }
     try {
         auto l0 = std::chrono::steady_clock::now();
