@@ -56,7 +56,7 @@ TEST(OpsKernels, GeluAddSoftmaxLayerNormMatchDoubleArithmetic) {
         }
         for (bool unbiased : {false, true}) {
             k->layernorm_rows(out.data(), norm.data(), mean.data(), sd.data(), x.data(), g.data(), b.data(), 0, R, C,
-                              1e-6f, unbiased);
+                              1e-6f, unbiased, false);
             for (int r = 0; r < R; ++r) {
                 double m = 0, v = 0;
                 for (int i = 0; i < C; ++i) m += x[r * C + i];
@@ -172,4 +172,60 @@ TEST(OpsThreads, CancelFlagStopsThisThreadsKernels) {
         EXPECT_TRUE(other.get());
     }
     EXPECT_NO_THROW(linear(out.data(), in.data(), W.data(), nullptr, R, I, O));
+}
+
+// Streaming copies (past the caches) write exactly the source, whatever the alignment of either end
+// and the length (aligned whole vectors streamed, the ends stored plainly).
+TEST(OpsKernels, CopyStreamWritesTheSource) {
+    auto src = randn(1000, 9);
+    for (const kernels::Table* k : runnable()) {
+        SCOPED_TRACE(k->name);
+        for (size_t off : {0, 1, 5, 16, 17})
+            for (size_t n : {0, 1, 7, 16, 33, 197, 900}) {
+                std::vector<float> dst(1000 + 32, -1.f);
+                k->copy_stream(dst.data() + off, src.data() + 3, n);
+                stream_fence();
+                for (size_t i = 0; i < dst.size(); ++i)
+                    ASSERT_EQ(dst[i], i >= off && i < off + n ? src[3 + i - off] : -1.f) << "off " << off << " n " << n << " i " << i;
+            }
+    }
+}
+
+// LayerNorm with `normalized` streamed past the caches gives the same bits as with plain stores, and
+// the residual add fused into it (ops::add_layernorm) the same as the add, then the LayerNorm.
+TEST(OpsKernels, StreamedAndFusedLayerNormGiveTheSameBits) {
+    const int R = 113, C = 203;  // R * C over the size that splits LayerNorm across threads
+    auto a = randn(size_t(R) * C, 10), c = randn(size_t(R) * C, 11), g = randn(C, 12, 1.f), b = randn(C, 13, 1.f);
+    for (const kernels::Table* k : runnable()) {
+        SCOPED_TRACE(k->name);
+        std::vector<float> x(a.size()), out0(a.size()), norm0(a.size()), mean0(R), sd0(R);
+        k->add(x.data(), a.data(), c.data(), 0, x.size());
+        k->layernorm_rows(out0.data(), norm0.data(), mean0.data(), sd0.data(), x.data(), g.data(), b.data(), 0, R, C,
+                          1e-6f, false, false);
+        std::vector<float> out1(a.size()), norm1(a.size()), mean1(R), sd1(R);
+        k->layernorm_rows(out1.data(), norm1.data(), mean1.data(), sd1.data(), x.data(), g.data(), b.data(), 0, R, C,
+                          1e-6f, false, true);
+        stream_fence();
+        EXPECT_EQ(out0, out1);
+        EXPECT_EQ(norm0, norm1);
+        EXPECT_EQ(mean0, mean1);
+        EXPECT_EQ(sd0, sd1);
+    }
+    for (int nt : {1, 2}) {
+        SCOPED_TRACE(std::to_string(nt) + " threads");
+        const int before = threads();
+        set_threads(nt);
+        std::vector<float> x(a.size()), out0(a.size()), norm0(a.size()), mean0(R), sd0(R);
+        add(x.data(), a.data(), c.data(), x.size());
+        layernorm(out0.data(), norm0.data(), mean0.data(), sd0.data(), x.data(), g.data(), b.data(), R, C, 1e-6f, true);
+        std::vector<float> sum(a.size()), out1(a.size()), norm1(a.size()), mean1(R), sd1(R);
+        add_layernorm(sum.data(), out1.data(), norm1.data(), mean1.data(), sd1.data(), a.data(), c.data(), g.data(),
+                      b.data(), R, C, 1e-6f, true, true);
+        set_threads(before);
+        EXPECT_EQ(x, sum);
+        EXPECT_EQ(out0, out1);
+        EXPECT_EQ(norm0, norm1);
+        EXPECT_EQ(mean0, mean1);
+        EXPECT_EQ(sd0, sd1);
+    }
 }

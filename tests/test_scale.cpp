@@ -589,3 +589,86 @@ TEST(OnDemand, GradientsRefuseWhatTheBackwardRefuses) {
     EXPECT_FALSE(plain.has_grads());
     EXPECT_EQ(plain.grad_at(3), nullptr);
 }
+
+// The traced pass's fused and buffered parts against plain arithmetic on its own recorded stages:
+// the residual adds computed inside the next LayerNorm (resid_mid, resid_post: exact float sums),
+// the LayerNorms, and the attention computed per head in thread buffers, in blocks of query rows,
+// and copied out with streaming stores (scores, pattern, z and the heads' concatenation that
+// attn.out reads). A ViT-Ti at 368 px has 530 tokens: more query rows per task than a block holds.
+TEST(FusedPass, StagesEqualPlainArithmeticOnTheRecordedInputs) {
+    Config c = preset("vit-ti16");
+    c.depth = 2;
+    c.image_size = 23 * c.patch;
+    c.pos_grid = 0;
+    c.pre.resize = 0;
+    c.classes = 10;
+    c.name = "vit-ti16-530";
+    c.validate();
+    Weights w = init_weights(c, 5);
+    pack_blocks(w);
+    const Trace t = run(w, wave(c, 0.05f), {});
+    const size_t T = 530, D = size_t(c.width), H = size_t(c.heads), d = D / H;
+    const double scale = 1.0 / std::sqrt(double(d));
+    for (int l = 0; l < c.depth; ++l) {
+        SCOPED_TRACE("block " + std::to_string(l));
+        auto get = [&](StageKind k) -> const Array& { return t.get(StageId{k, l}); };
+        const Array& x = l == 0 ? t.get(StageId{StageKind::Embed}) : t.get(StageId{StageKind::ResidPost, l - 1});
+        const Array &ao = get(StageKind::AttnOut), &rm = get(StageKind::ResidMid), &mo = get(StageKind::MlpOut),
+                    &rp = get(StageKind::ResidPost);
+        ASSERT_EQ(rm.size(), T * D);
+        for (size_t i = 0; i < T * D; ++i) {
+            ASSERT_EQ(rm.data()[i], x.data()[i] + ao.data()[i]) << i;
+            ASSERT_EQ(rp.data()[i], rm.data()[i] + mo.data()[i]) << i;
+        }
+        // ln1 reads the stream into the block, ln2 resid_mid: (x - mean) / sqrt(var + eps) * g + b
+        for (auto [site, in] : {std::pair<LnSite, const Array*>{LnSite::Ln1, &x}, {LnSite::Ln2, &rm}}) {
+            const Array& out = get(ln_kind(site, LnPart::Out));
+            const Array& norm = get(ln_kind(site, LnPart::Normalized));
+            const LayerNormW& lw = site == LnSite::Ln1 ? w.blocks[size_t(l)].ln1 : w.blocks[size_t(l)].ln2;
+            for (size_t r = 0; r < T; ++r) {
+                double m = 0, v = 0;
+                for (size_t i = 0; i < D; ++i) m += in->data()[r * D + i];
+                m /= double(D);
+                for (size_t i = 0; i < D; ++i) v += std::pow(in->data()[r * D + i] - m, 2);
+                v /= double(D);
+                for (size_t i = 0; i < D; ++i) {
+                    const double n = (in->data()[r * D + i] - m) / std::sqrt(v + c.eps);
+                    ASSERT_NEAR(norm.data()[r * D + i], n, 1e-4) << r << " " << i;
+                    ASSERT_NEAR(out.data()[r * D + i], n * lw.g(i) + lw.b(i), 1e-4 * (1 + std::fabs(lw.g(i))));
+                }
+            }
+        }
+        const Array &q = get(StageKind::AttnQ), &k = get(StageKind::AttnK), &v = get(StageKind::AttnV),
+                    &sc = get(StageKind::AttnScores), &pa = get(StageKind::AttnPattern), &z = get(StageKind::AttnZ);
+        std::vector<double> s(T), p(T);
+        for (size_t h = 0; h < H; ++h)
+            for (size_t i = 0; i < T; ++i) {
+                double mx = -1e300, sum = 0;
+                for (size_t j = 0; j < T; ++j) {
+                    double a = 0;
+                    for (size_t e = 0; e < d; ++e) a += double(q.data()[(h * T + i) * d + e]) * k.data()[(h * T + j) * d + e];
+                    s[j] = a * scale;
+                    mx = std::max(mx, s[j]);
+                }
+                for (size_t j = 0; j < T; ++j) sum += p[j] = std::exp(s[j] - mx);
+                for (size_t j = 0; j < T; ++j) {
+                    p[j] /= sum;
+                    ASSERT_NEAR(sc.data()[(h * T + i) * T + j], s[j], 1e-4 * (1 + std::fabs(s[j]))) << h << " " << i << " " << j;
+                    ASSERT_NEAR(pa.data()[(h * T + i) * T + j], p[j], 1e-6) << h << " " << i << " " << j;
+                }
+                for (size_t e = 0; e < d; ++e) {
+                    double a = 0;
+                    for (size_t j = 0; j < T; ++j) a += double(pa.data()[(h * T + i) * T + j]) * v.data()[(h * T + j) * d + e];
+                    ASSERT_NEAR(z.data()[(h * T + i) * d + e], a, 1e-5 * (1 + std::fabs(a))) << h << " " << i << " " << e;
+                }
+            }
+    }
+    // attn.out = proj(concat of the heads' z): the concatenation each head's task wrote, against the
+    // one copied from z after the attention, which a pass with a head ablation makes (in every
+    // block; the ablation is in block 1, so block 0's stages must not change)
+    Options ab;
+    ab.iv.heads = {{1, 0, false}};
+    const Trace u = run(w, wave(c, 0.05f), ab);
+    EXPECT_TRUE(same_bits(u.get(StageId{StageKind::AttnOut, 0}), t.get(StageId{StageKind::AttnOut, 0})));
+    EXPECT_TRUE(same_bits(u.get(StageId{StageKind::ResidPost, 0}), t.get(StageId{StageKind::ResidPost, 0})));
+}

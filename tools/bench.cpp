@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <vector>
+#include <sys/resource.h>
 
 #include "core/kernels/blas.h"
 #include "core/kernels/gemm.h"
@@ -57,6 +58,14 @@ static int bench_ops(int runs) {
     return 0;
 }
 
+// CPU time of this process so far (every thread, user + system), in ms: a pass's share of it
+// (cpu_ms) depends less on other processes taking the cores than its wall time does.
+static double cpu_ms() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return (double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3);
+}
+
 // Peak resident memory of this process image. (getrusage's ru_maxrss survives
 // execve on Linux, so a child of a big Python process would report the parent's.)
 static double peak_mb() {
@@ -90,6 +99,42 @@ static double gemm_peak_gflops() {
     return 2.0 * n * n * double(n) / best / 1e9;
 }
 
+// --gemm-layers: ViT-B/16's four linear layers (197 rows) through the packed matmul on every
+// thread, each with one matrix (hot in cache) and with twelve in turn (as a pass meets them: a
+// layer's weights come from memory): the most a pass's linear layers can reach on this machine.
+static int gemm_layers() {
+    const int R = 197, L = 12;
+    struct Shape { const char* name; int I, O; } shapes[] = {{"qkv", 768, 2304}, {"proj", 768, 768}, {"fc1", 768, 3072},
+                                                             {"fc2", 3072, 768}};
+    std::mt19937 rng(0);
+    std::normal_distribution<float> nd;
+    double flops = 0, hot_s = 0, cold_s = 0;
+    for (const Shape& sh : shapes) {
+        std::vector<float> W(size_t(sh.I) * sh.O), b(size_t(sh.O)), in(size_t(R) * sh.I), out(size_t(R) * sh.O);
+        for (auto& v : W) v = nd(rng) * 0.02f;
+        for (auto& v : in) v = nd(rng);
+        std::vector<std::shared_ptr<const vit::gemm::Matrix>> ms;
+        for (int l = 0; l < L; ++l) ms.push_back(vit::gemm::pack_matrix(W.data(), sh.I, sh.O, vit::ops::threads(), R));
+        auto median_s = [&](int n) {  // one call per matrix of the first n, median over 20 rounds
+            std::vector<double> t;
+            for (int r = 0; r < 23; ++r) {
+                auto t0 = std::chrono::steady_clock::now();
+                for (int l = 0; l < n; ++l) vit::ops::linear_packed(out.data(), in.data(), *ms[size_t(l)], b.data(), R);
+                if (r >= 3) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n);
+            }
+            std::sort(t.begin(), t.end());
+            return t[t.size() / 2];
+        };
+        const double hot = median_s(1), cold = median_s(L), f = 2.0 * R * sh.I * sh.O;
+        flops += f, hot_s += hot, cold_s += cold;
+        std::printf("gemm_layer %s %dx%d @ %dx%d hot_ms=%.3f hot_gflops=%.1f cold_ms=%.3f cold_gflops=%.1f\n", sh.name, R,
+                    sh.I, sh.I, sh.O, hot * 1e3, f / hot / 1e9, cold * 1e3, f / cold / 1e9);
+    }
+    std::printf("gemm_layers per_block_hot_ms=%.3f per_block_cold_ms=%.3f hot_gflops=%.1f cold_gflops=%.1f threads=%d\n",
+                hot_s * 1e3, cold_s * 1e3, flops / hot_s / 1e9, flops / cold_s / 1e9, vit::ops::threads());
+    return 0;
+}
+
 int main(int argc, char** argv) {
     vit::blas::init();
     std::string model = "default";
@@ -115,8 +160,9 @@ int main(int argc, char** argv) {
             return 0;
         }
         else if (a == "--ops") return bench_ops(runs * 10);
+        else if (a == "--gemm-layers") return gemm_layers();
         else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile] [--ops] "
-                                 "[--on-demand] [--grads] [--image-size S] [--gemm-peak]\n"); return 2; }
+                                 "[--on-demand] [--grads] [--image-size S] [--gemm-peak] [--gemm-layers]\n"); return 2; }
     }
     try {
         auto l0 = std::chrono::steady_clock::now();
@@ -157,13 +203,14 @@ int main(int argc, char** argv) {
         for (auto& v : x) v = nd(rng);
         vit::Trace t;
         std::optional<vit::OnDemandTrace> od;
-        std::vector<double> ms;
+        std::vector<double> ms, cpu;
         double first_ms = -1;
         // --grads: the pass with its backward (d logit[top-1] / d every stage); on demand, the
         // checkpointed backward, then one block's gradients (the last block's attention pattern's)
         vit::RunRequest req;
         req.grads = grads;
         for (int r = 0; r < warmup + runs; ++r) {
+            const double c0 = cpu_ms();
             auto t0 = std::chrono::steady_clock::now();
             if (on_demand) {  // what a picture needs: the kept pass, then one block's stages (the last)
                 od.reset();
@@ -175,7 +222,7 @@ int main(int argc, char** argv) {
             }
             double d = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             if (r == 0) first_ms = d;
-            if (r >= warmup) ms.push_back(d);
+            if (r >= warmup) ms.push_back(d), cpu.push_back(cpu_ms() - c0);
         }
         if (od) t = od->kept();
         if (prof) {
@@ -198,9 +245,10 @@ int main(int argc, char** argv) {
             std::printf("  %-52s %9.3f\n", "sum of parts", total / runs);
         }
         std::sort(ms.begin(), ms.end());
-        std::printf("ours_ms=%.3f min_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f load_ms=%.1f first_ms=%.1f "
+        std::sort(cpu.begin(), cpu.end());
+        std::printf("ours_ms=%.3f min_ms=%.3f cpu_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f load_ms=%.1f first_ms=%.1f "
                     "weights_mb=%.1f mode=%s%s tokens=%d\n",
-                    ms[ms.size() / 2], ms[0], t.size(), (od ? od->bytes() : t.bytes()) / 1e6, peak_mb(), load_ms,
+                    ms[ms.size() / 2], ms[0], cpu[cpu.size() / 2], t.size(), (od ? od->bytes() : t.bytes()) / 1e6, peak_mb(), load_ms,
                     first_ms, vit::weights_bytes(lm.weights) / 1e6, on_demand ? "on-demand" : "full", grads ? "+grads" : "",
                     vit::StageTable::get(c, opt)->dims().T);
         std::printf("gemm: %s\nblas: %s\nthreads: %s\n", vit::ops::gemm_engine().c_str(), vit::blas::describe().c_str(),

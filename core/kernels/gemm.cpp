@@ -1,7 +1,10 @@
 #include "core/kernels/gemm.h"
 
+#include "core/kernels/ops_kernels.h"
+
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
+#include <immintrin.h>
 
 // Written against oneDNN 2.x (Debian bookworm's 2.6.3), whose operation
 // descriptors (dnnl::matmul::desc) oneDNN 3.0 removed.
@@ -361,7 +364,7 @@ void unpack(const Matrix& m, float* W) {
     }
 }
 
-Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R) {
+Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R, Out mode) {
     const MatrixSlice& s = m.slices.at(size_t(part));
     const size_t n = size_t(s.c1 - s.c0);
     // This thread's primitives by (matrix, row count, slice, bias or not): found without the
@@ -427,7 +430,13 @@ Block run(const Matrix& m, int part, float* out, const float* in, const float* b
                                  " @ " + std::to_string(m.I) + "x" + std::to_string(m.O) + " (status " +
                                  std::to_string(int(st)) + ")");
     if (!s.dense) return {out + s.c0, size_t(m.O)};
-    for (size_t r = 0; r < size_t(R); ++r) std::memcpy(out + r * size_t(m.O) + s.c0, dst + r * n, sizeof(float) * n);
+    if (mode == Out::Streamed) {
+        const auto& k = vit::ops::kernels::best();
+        for (size_t r = 0; r < size_t(R); ++r) k.copy_stream(out + r * size_t(m.O) + s.c0, dst + r * n, n);
+        _mm_sfence();
+    } else if (mode == Out::Cached) {
+        for (size_t r = 0; r < size_t(R); ++r) std::memcpy(out + r * size_t(m.O) + s.c0, dst + r * n, sizeof(float) * n);
+    }
     return {dst, n};
 }
 

@@ -75,7 +75,12 @@ struct Block {
     const float* p;  // row r of the slice at p + r * ld
     size_t ld;
 };
-Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R);
+// What becomes of out's columns when the slice was computed as a dense block (a slice computed in
+// place is in out anyway): copied (Cached), copied past the caches with streaming stores (Streamed:
+// a recorded stage that the pass does not read again), or not written at all (Skipped: an epilogue
+// reads the block and nothing reads out).
+enum class Out { Cached, Streamed, Skipped };
+Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R, Out mode = Out::Cached);
 int first_column(const Matrix& m, int part);
 int end_column(const Matrix& m, int part);
 // W(O,I) back in row-major order, bit for bit what was packed.

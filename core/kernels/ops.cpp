@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <omp.h>
+#include <immintrin.h>
 
 
 extern "C" void openblas_set_num_threads(int);
@@ -265,10 +266,11 @@ void linear(float* out, const float* in, const float* Wt, const float* b, int R,
 }
 
 void linear_packed(float* out, const float* in, const gemm::Matrix& W, const float* b, int R,
-                   const std::function<void(const float* y, size_t ld, int c0, int c1)>& then) {
+                   const std::function<void(const float* y, size_t ld, int c0, int c1)>& then, gemm::Out out_mode) {
     cancellation_point();
+    if (!then && out_mode == gemm::Out::Skipped) throw std::logic_error("linear_packed: Skipped needs an epilogue");
     auto slice = [&](int p) {
-        const gemm::Block y = gemm::run(W, p, out, in, b, R);
+        const gemm::Block y = gemm::run(W, p, out, in, b, R, out_mode);
         if (then) then(y.p, y.ld, gemm::first_column(W, p), gemm::end_column(W, p));
     };
     parallel_parts(omp_in_parallel() ? 1 : gemm::parts(W), [&](int t, int n) {
@@ -279,10 +281,28 @@ void linear_packed(float* out, const float* in, const gemm::Matrix& W, const flo
 }
 
 void layernorm(float* out, float* norm, float* mean, float* std, const float* x, const float* g,
-               const float* b, int R, int D, float eps, bool unbiased) {
+               const float* b, int R, int D, float eps, bool unbiased, bool stream_norm) {
     const auto& k = kernels::best();
     parallel(int64_t(R) * D > 20000, [&](int t, int n) {
-        k.layernorm_rows(out, norm, mean, std, x, g, b, int(split(R, t, n)), int(split(R, t + 1, n)), D, eps, unbiased);
+        k.layernorm_rows(out, norm, mean, std, x, g, b, int(split(R, t, n)), int(split(R, t + 1, n)), D, eps, unbiased,
+                         stream_norm);
+        if (stream_norm) stream_fence();
+    });
+}
+
+void add_layernorm(float* sum, float* out, float* norm, float* mean, float* std, const float* a, const float* c,
+                   const float* g, const float* b, int R, int D, float eps, bool unbiased, bool stream_norm) {
+    const auto& k = kernels::best();
+    parallel(int64_t(R) * D > 20000, [&](int t, int n) {
+        const int r0 = int(split(R, t, n)), r1 = int(split(R, t + 1, n));
+        // a few rows at a time: the sum is still in L1 when LayerNorm reads it
+        for (int q0 = r0; q0 < r1; q0 += 4) {
+            const int q1 = std::min(r1, q0 + 4);
+            const size_t o = size_t(q0) * size_t(D);
+            k.add(sum + o, a + o, c + o, 0, size_t(q1 - q0) * size_t(D));
+            k.layernorm_rows(out, norm, mean, std, sum, g, b, q0, q1, D, eps, unbiased, stream_norm);
+        }
+        if (stream_norm) stream_fence();
     });
 }
 
@@ -313,6 +333,9 @@ void add(float* out, const float* a, const float* b, size_t n) {
         k.add(out, a, b, size_t(split(int64_t(n), t, nt)), size_t(split(int64_t(n), t + 1, nt)));
     });
 }
+
+void copy_stream(float* dst, const float* src, size_t n) { kernels::best().copy_stream(dst, src, n); }
+void stream_fence() { _mm_sfence(); }
 
 namespace kernels {
 // GCC's __builtin_cpu_supports checks that the OS saves the wide registers too.

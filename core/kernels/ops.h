@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace vit::gemm { class Packs; struct Matrix; }
+#include "core/kernels/gemm.h"  // gemm::Out (small: no oneDNN, no xtensor)
 
 namespace vit::ops {
 
@@ -79,15 +79,23 @@ void linear(float* out, const float* in, const float* W, const float* b, int R, 
 // `then`, if given, runs on the thread that computed each column slice [c0, c1), right after it,
 // with the slice's values where they are warmest in cache: row r at y + r * ld (an epilogue
 // fused into the product, such as the MLP's activation).
+// `out_mode` says how the slices reach out (gemm::Out): Skipped only with `then`, and then out's
+// columns hold the product only where the kernel computed a slice in place.
 void linear_packed(float* out, const float* in, const gemm::Matrix& W, const float* b, int R,
-                   const std::function<void(const float* y, size_t ld, int c0, int c1)>& then = nullptr);
+                   const std::function<void(const float* y, size_t ld, int c0, int c1)>& then = nullptr,
+                   gemm::Out out_mode = gemm::Out::Cached);
 
 // LayerNorm over the last axis of x(R,D). mean(R), std(R) = sqrt(var) (without eps,
 // as torch.std prints it), norm(R,D) = (x-mean)/sqrt(var+eps), out = norm*g + b.
 // g/b null: elementwise_affine=False. unbiased: var divides by D-1.
 // Any of mean/std/norm may be null.
+// stream_norm: norm written past the caches (a recorded stage that the pass does not read again).
 void layernorm(float* out, float* norm, float* mean, float* std, const float* x, const float* g,
-               const float* b, int R, int D, float eps, bool unbiased);
+               const float* b, int R, int D, float eps, bool unbiased, bool stream_norm = false);
+// sum = a + c elementwise (R, D), then LayerNorm of sum as above, each row while it is in cache: one
+// pass for a residual add and the LayerNorm that reads it (the same bits as add, then layernorm).
+void add_layernorm(float* sum, float* out, float* norm, float* mean, float* std, const float* a, const float* c,
+                   const float* g, const float* b, int R, int D, float eps, bool unbiased, bool stream_norm = false);
 
 // out = 0.5 x (1 + erf(x / sqrt 2))                  F.gelu(x)  (exact, not tanh)
 // Each value's result does not depend on n or on where it lies (gelu_rows gives the same bits).
@@ -100,5 +108,12 @@ void softmax_rows(float* out, const float* x, int R, int C);
 
 // out = a + b elementwise.
 void add(float* out, const float* a, const float* b, size_t n);
+
+// dst = src (n floats) on the calling thread, written past the caches (streaming stores): for a
+// recorded stage that the pass does not read again, so that writing it neither reads the
+// destination's lines first nor pushes the pass's working data out of the caches. Such stores are
+// weakly ordered: the thread calls stream_fence() after its last one, before its region ends.
+void copy_stream(float* dst, const float* src, size_t n);
+void stream_fence();
 
 }  // namespace vit::ops

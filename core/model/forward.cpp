@@ -51,6 +51,12 @@ const Tensor2& workspace_zcat(const Workspace& ws, int l) { return ws.zcat.at(si
 
 namespace {
 
+// The size of a full trace from which on recorded stages that a pass does not read again are written
+// past the caches (Recorder::stream): 16 MB, well over a core's L2. The default model's trace (under
+// 2 MB) stays in cache between passes, where plain stores cost less (docs/kernels.md); ViT-Ti's and
+// ViT-B's do not.
+constexpr double kStreamFloats = 4 << 20;
+
 // A view of an array's storage with the shape the computation wants (no copy).
 template <size_t N>
 auto as(Array& a, const std::array<size_t, N>& shape) {
@@ -95,6 +101,11 @@ public:
         return a;
     }
     bool all() const { return keep_ == Keep::All; }  // every stage computed in full (recorded or not)
+    // Recorded stages that the pass does not read again are written with streaming stores (past the
+    // caches) when the trace is larger than caches hold anyway; a small model's trace stays in
+    // cache from one pass to the next, where plain stores cost less.
+    bool stream() const { return stream_; }
+    void set_stream(bool s) { stream_ = s; }
     // Skips the rows before block `layer` (a pass that starts at a later block; layer == depth:
     // at the first stage after the blocks).
     void skip_to_block(int layer) {
@@ -118,6 +129,7 @@ private:
     Array* last_ = nullptr;
     std::array<Array*, kStageKinds> last_by_kind_{};
     size_t i_ = 0, B_;
+    bool stream_ = false;
     Keep keep_;
     Trace& t_;
     Workspace& ws_;
@@ -136,17 +148,34 @@ void linear(const char* what, float* out, const float* in, const Tensor2& W, con
     else ops::linear(out, in, W.data(), b.data(), int(R), int(I), int(O), packs);
 }
 
+// A residual add whose sum the next LayerNorm reads: out = a + b, computed by the LayerNorm's pass.
+struct PendingAdd {
+    float* out;
+    const float* a;
+    const float* b;
+};
+
 // LayerNorm with its internals recorded: mean (R), std (R), normalized (R, D), out (R, D).
 // torch: F.layer_norm(x, (D,), weight, bias, eps) -- or, unbiased, var over D-1.
+// With `add`, x is add->out and the residual add that makes it runs in the same pass, a few rows
+// at a time (ops::add_layernorm: the same bits as the add, then the LayerNorm).
+// A pass that streams (Recorder::stream) writes `normalized`, which it does not read again, past the caches.
 const float* layernorm_stage(Recorder& rec, LnSite site, const float* x, const LayerNormW& w, size_t R, size_t D,
-                             float eps, const Options& opt) {
+                             float eps, const Options& opt, const PendingAdd* add = nullptr) {
     float* mean = rec(ln_kind(site, LnPart::Mean)).data();
     float* sd = rec(ln_kind(site, LnPart::Std)).data();
     float* norm = rec(ln_kind(site, LnPart::Normalized)).data();
     float* out = rec(ln_kind(site, LnPart::Out)).data();
+    const float *g = opt.affine ? w.g.data() : nullptr, *bb = opt.affine ? w.b.data() : nullptr;
+    if (add) {
+        if (add->out != x) throw std::logic_error("layernorm_stage: the pending add is not this LayerNorm's input");
+        profile::Scope prof([] { return std::string("residual add + layernorm"); }, 9.0 * double(R) * double(D));
+        ops::add_layernorm(add->out, out, norm, mean, sd, add->a, add->b, g, bb, int(R), int(D), eps, opt.unbiased,
+                           rec.stream());
+        return out;
+    }
     profile::Scope prof([] { return std::string("layernorm"); }, 8.0 * double(R) * double(D));
-    ops::layernorm(out, norm, mean, sd, x, opt.affine ? w.g.data() : nullptr, opt.affine ? w.b.data() : nullptr,
-                   int(R), int(D), eps, opt.unbiased);
+    ops::layernorm(out, norm, mean, sd, x, g, bb, int(R), int(D), eps, opt.unbiased, rec.stream());
     return out;
 }
 
@@ -212,12 +241,13 @@ void activation(Act act, float* out, const float* in, size_t R, size_t M) {
 // F.linear(in, P, b) with the matrix held packed and an epilogue on each thread's column slice
 // (ops::linear_packed's `then`), reported to the profile as the GEMM "+ plus".
 void linear_then(const char* what, const char* plus, float* out, const float* in, const gemm::Matrix& P,
-                 const Tensor1& b, size_t R, const std::function<void(const float*, size_t, int, int)>& then) {
+                 const Tensor1& b, size_t R, const std::function<void(const float*, size_t, int, int)>& then,
+                 gemm::Out out_mode) {
     const size_t O = size_t(gemm::rows(P)), I = size_t(gemm::cols(P));
     profile::Scope s([&] { return "gemm " + std::string(what) + " + " + plus + " " + std::to_string(R) + "x" +
                                   std::to_string(I) + " @ " + std::to_string(I) + "x" + std::to_string(O); },
                      2.0 * double(R) * double(I) * double(O));
-    ops::linear_packed(out, in, P, b.data(), int(R), then);
+    ops::linear_packed(out, in, P, b.data(), int(R), then, out_mode);
 }
 
 // pre = F.linear(in, W, b) and post = act(pre) (M columns). With the matrix held packed and GELU,
@@ -225,38 +255,68 @@ void linear_then(const char* what, const char* plus, float* out, const float* in
 // in cache (the same bits as the separate pass: ops::gelu and ops::gelu_rows agree value by value).
 void linear_act(const char* what, Act act, float* pre, float* post, const float* in, const Tensor2& W,
                 const Tensor1& b, size_t R, size_t M, const gemm::Packs* packs,
-                const std::shared_ptr<const gemm::Matrix>& P) {
+                const std::shared_ptr<const gemm::Matrix>& P, bool stream) {
     if (!P || act != Act::Gelu) {
         linear(what, pre, in, W, b, R, packs, P);
         return activation(act, post, pre, R, M);
     }
     linear_then(what, "gelu", pre, in, *P, b, R, [&](const float* y, size_t ld, int c0, int c1) {
         ops::gelu_rows(post + c0, M, y, ld, int(R), c1 - c0);
-    });
+    }, stream ? gemm::Out::Streamed : gemm::Out::Cached);  // pre is not read again (GELU reads the thread's block)
 }
 
 // Multi-head attention of B images' queries q (B, H, Tq, d) over keys and values k, v (B, H, Tk, d):
 // scores = q k^T * alpha, pattern = softmax(scores) (then * post when the BUG is on), z = pattern v,
-// written as (B, H, Tq, d) into z, or else heads concatenated (B, Tq, ldz) into zcat.
+// written as (B, H, Tq, d) into z and/or with the heads concatenated (B, Tq, ldz) into zcat (each
+// when not null). scores == pattern (training) computes the softmax in place.
 // Tasks of (image, head, block of query rows): when the heads do not divide evenly among the
 // threads (ViT-Ti: 3 heads on 2), each head's rows are split so every thread gets the same work
 // (rows are independent: softmax is per row).
+// With `stream` (a traced pass whose trace is larger than the caches: Recorder::stream), the
+// recorded scores, pattern and z, which nothing in the pass reads again, are computed in the
+// thread's buffers, where the softmax and the product with v read them from cache, and copied out
+// with streaming stores (ops::copy_stream), so that recording them neither reads the trace's lines
+// first nor evicts the pass's data. The arithmetic is the same either way: only where the values
+// are stored differs.
 void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz, const float* q, const float* k,
-               const float* v, size_t B, size_t H, size_t Tq, size_t Tk, size_t d, float alpha, float post) {
+               const float* v, size_t B, size_t H, size_t Tq, size_t Tk, size_t d, float alpha, float post, bool stream) {
     const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
+    const bool buffered = stream && scores != pattern;
     ops::for_range(int(B * H * split), B * H * Tq * Tk * d > 1000000, [&](int task) {
         const size_t bh = size_t(task) / split, part = size_t(task) % split, img = bh / H, h = bh % H;
-        const size_t r0 = Tq * part / split, r1 = Tq * (part + 1) / split, n = r1 - r0;
-        if (!n) return;
+        const size_t t0 = Tq * part / split, t1 = Tq * (part + 1) / split;
         const float *qh = q + bh * Tq * d, *kh = k + bh * Tk * d, *vh = v + bh * Tk * d;
-        float* srow = scores + (bh * Tq + r0) * Tk;
-        float* prow = pattern + (bh * Tq + r0) * Tk;
-        ops::gemm(false, true, int(n), int(Tk), int(d), alpha, qh + r0 * d, int(d), kh, int(d), 0.f, srow, int(Tk));
-        ops::softmax_rows(prow, srow, int(n), int(Tk));
-        if (post != 1.f) as(prow, n * Tk, std::array<size_t, 1>{n * Tk}) *= post;
-        if (z) ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f, z + (bh * Tq + r0) * d, int(d));
-        else ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f,
-                       zcat + (img * Tq + r0) * ldz + h * d, int(ldz));
+        // query rows in blocks of at most kRows, so that a long sequence's buffers stay in cache too
+        constexpr size_t kRows = 256;
+        thread_local std::vector<float> buf;
+        for (size_t r0 = t0; r0 < t1; r0 += kRows) {
+            const size_t n = std::min(kRows, t1 - r0);
+            float* srow = scores + (bh * Tq + r0) * Tk;
+            float* prow = pattern + (bh * Tq + r0) * Tk;
+            float* zrow = z ? z + (bh * Tq + r0) * d : nullptr;
+            if (buffered) {
+                if (buf.size() < n * (2 * Tk + d)) buf.resize(n * (2 * Tk + d));
+                srow = buf.data(), prow = srow + n * Tk;
+                if (z) zrow = prow + n * Tk;
+            }
+            ops::gemm(false, true, int(n), int(Tk), int(d), alpha, qh + r0 * d, int(d), kh, int(d), 0.f, srow, int(Tk));
+            ops::softmax_rows(prow, srow, int(n), int(Tk));
+            if (post != 1.f) as(prow, n * Tk, std::array<size_t, 1>{n * Tk}) *= post;
+            if (zrow) ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f, zrow, int(d));
+            if (zcat) {
+                float* zc = zcat + (img * Tq + r0) * ldz + h * d;
+                if (zrow)
+                    for (size_t i = 0; i < n; ++i) std::copy_n(zrow + i * d, d, zc + i * ldz);
+                else
+                    ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f, zc, int(ldz));
+            }
+            if (buffered) {
+                ops::copy_stream(scores + (bh * Tq + r0) * Tk, srow, n * Tk);
+                ops::copy_stream(pattern + (bh * Tq + r0) * Tk, prow, n * Tk);
+                if (z) ops::copy_stream(z + (bh * Tq + r0) * d, zrow, n * d);
+                ops::stream_fence();
+            }
+        }
     });
 }
 
@@ -391,6 +451,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     if (record_rows && (keep != Keep::All || record_rows->size() != table->size()))
         throw std::logic_error("forward_batch: record_rows is for a traced pass, one entry per row of its table");
     Recorder rec(*table, B, keep, acts, ws, record_rows);
+    rec.set_stream(keep == Keep::All && rd.full_floats > kStreamFloats);
     table_prof.reset();
     auto check_cancel = [cancel] {
         if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
@@ -497,11 +558,16 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
     // The heads concatenated are kept per block for the backward pass; a pass that no backward
     // follows (on demand, output only) reuses one (R, D) array for every block.
     const bool one_zcat = keep == Keep::Output || record_rows || (from && from->until >= 0);
+    // The residual adds run inside the LayerNorm that reads their sum (one pass over the rows instead
+    // of two) unless an intervention patches a stage between them; resid_post's add waits for the
+    // next block's ln1 (the last block's runs on its own).
+    std::optional<PendingAdd> pending;
     for (size_t l = first_block; l < end_block; ++l) {
         check_cancel();
         const int li = int(l);
         const BlockW& b = w.blocks[l];
-        const float* h1 = layernorm_stage(rec, LnSite::Ln1, xres, b.ln1, R, D, c.eps, opt);
+        const float* h1 = layernorm_stage(rec, LnSite::Ln1, xres, b.ln1, R, D, c.eps, opt, pending ? &*pending : nullptr);
+        pending.reset();
         if (opt.iv.patch) patch(ln_kind(LnSite::Ln1, LnPart::Out), li, const_cast<Array&>(rec.last()));
 
         // q, k, v: (H, T, d) each = ln1 @ Wqkv.T + b, rows of Wqkv [q; k; v], heads contiguous.
@@ -522,7 +588,8 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         };
         if (b.qkv_p) {  // each thread splits its column slice while it is in cache
             linear_then("qkv", "split", ws.qkv.data(), h1, *b.qkv_p, b.qkv_b, R,
-                        [&](const float* y, size_t ld, int c0, int c1) { split(y, ld, 0, R, size_t(c0), size_t(c1)); });
+                        [&](const float* y, size_t ld, int c0, int c1) { split(y, ld, 0, R, size_t(c0), size_t(c1)); },
+                        gemm::Out::Skipped);
         } else {
             linear("qkv", ws.qkv.data(), h1, b.qkv_w, b.qkv_b, R, packs, b.qkv_p);
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
@@ -543,15 +610,19 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
         const float alpha = opt.bug_scale_after_softmax ? 1.f : scale;
         // BUG (teaching switch): attn = scores.softmax(-1) / sqrt(d)
         const float post = opt.bug_scale_after_softmax ? scale : 1.f;
+        const bool concat_in_task = z && !opt.iv.patch && opt.iv.heads.empty();
         {
             profile::Scope att_prof([] { return std::string("attention: q k^T, softmax, attn v (per head)"); },
                                     4.0 * double(B * H) * double(T) * double(T) * double(d));
-            attention(sc, pa, z, zcat.data(), D, q, k, v, B, H, T, T, d, alpha, post);
+            // the heads' concatenation written by each head's task while its z is in cache, unless an
+            // intervention changes z first (then the copy below, after it)
+            attention(sc, pa, z, !z || concat_in_task ? zcat.data() : nullptr, D, q, k, v, B, H, T, T, d, alpha, post,
+                      rec.stream());
         }
         if (z && opt.iv.patch) patch(StageKind::AttnZ, li, rec.last_of(StageKind::AttnZ));
         if (!z && opt.iv.patch) patch_zcat(opt, rec.info({StageKind::AttnZ, li}), zcat.data(), B);
         if (!opt.iv.heads.empty()) ablate_heads(opt, li, z ? z : zcat.data(), !z, B, H, T, d);
-        if (z) {  // heads concatenated: z.transpose(0, 1).reshape(T, D)
+        if (z && !concat_in_task) {  // heads concatenated: z.transpose(0, 1).reshape(T, D)
             profile::Scope prof([] { return std::string("qkv split + head concat (copies)"); }, 0);
             ops::for_range(int(R), R * D > 50000, [&](int i) {  // one row (b, t) of the concat
                 const size_t img = size_t(i) / T, t = size_t(i) % T;
@@ -575,16 +646,18 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // resid_mid = x + attn_out
         Array& rm = rec(StageKind::ResidMid);
-        residual_add(rm.data(), xres, attn_branch, R, D);
-        patch(StageKind::ResidMid, li, rm);
-
-        const float* h2 = layernorm_stage(rec, LnSite::Ln2, rm.data(), b.ln2, R, D, c.eps, opt);
+        const PendingAdd mid{rm.data(), xres, attn_branch};
+        if (opt.iv.patch) {
+            residual_add(rm.data(), xres, attn_branch, R, D);
+            patch(StageKind::ResidMid, li, rm);
+        }
+        const float* h2 = layernorm_stage(rec, LnSite::Ln2, rm.data(), b.ln2, R, D, c.eps, opt, opt.iv.patch ? nullptr : &mid);
         if (opt.iv.patch) patch(ln_kind(LnSite::Ln2, LnPart::Out), li, const_cast<Array&>(rec.last()));
 
         // mlp.pre = fc1(ln2); mlp.post = act(mlp.pre); mlp.out = fc2(mlp.post)
         Array& pre = rec(StageKind::MlpPre);
         Array& mpost = rec(StageKind::MlpPost);
-        linear_act("mlp.fc1", c.act, pre.data(), mpost.data(), h2, b.fc1_w, b.fc1_b, R, M, packs, b.fc1_p);
+        linear_act("mlp.fc1", c.act, pre.data(), mpost.data(), h2, b.fc1_w, b.fc1_b, R, M, packs, b.fc1_p, rec.stream());
         patch(StageKind::MlpPost, li, mpost);
         Array& mo = rec(StageKind::MlpOut);
         if (sublayer_ablated(opt, li, true)) std::fill_n(mo.data(), mo.size(), 0.f);
@@ -599,8 +672,12 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
 
         // resid_post = resid_mid + mlp_out
         Array& rp = rec(StageKind::ResidPost);
-        residual_add(rp.data(), rm.data(), mlp_branch, R, D);
-        patch(StageKind::ResidPost, li, rp);
+        if (!opt.iv.patch && l + 1 < end_block) {
+            pending = PendingAdd{rp.data(), rm.data(), mlp_branch};
+        } else {
+            residual_add(rp.data(), rm.data(), mlp_branch, R, D);
+            patch(StageKind::ResidPost, li, rp);
+        }
         xres = rp.data();
     }
     (void)Mi;
@@ -672,7 +749,7 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
             float* hp = rec(StageKind::HeadAttnPattern).data();
             float* hz = rec(StageKind::HeadAttnZ).data();
             Tensor2 zc = Tensor2::from_shape({B, D});
-            attention(hs, hp, hz, nullptr, D, hq, hk, hv, B, H, 1, T, d, scale, 1.f);
+            attention(hs, hp, hz, nullptr, D, hq, hk, hv, B, H, 1, T, d, scale, 1.f, rec.stream());
             for (size_t img = 0; img < B; ++img)
                 for (size_t h = 0; h < H; ++h) std::copy_n(hz + (img * H + h) * d, d, zc.data() + img * D + h * d);
             Array& hao = rec(StageKind::HeadAttnOut);
