@@ -25,6 +25,20 @@ Options at_size(int px) {
     return o;
 }
 
+// A three-block ViT-Ti/16 with random weights and a 224-px ramp input (values (i % period) / period - off).
+struct SmallVit {
+    Config c;
+    std::shared_ptr<const Weights> w;
+    Tensor3 x;
+};
+SmallVit small_vit(uint64_t seed, size_t period, float off) {
+    SmallVit m{preset("vit-ti16"), nullptr, Tensor3::from_shape({3, 224, 224})};
+    m.c.depth = 3;
+    m.w = std::make_shared<const Weights>(init_weights(m.c, seed));
+    for (size_t i = 0; i < m.x.size(); ++i) m.x.flat(i) = float(i % period) / float(period) - off;
+    return m;
+}
+
 // Runs the session's pass to its end (the job's own signal: poll takes the result once it finished).
 void settle(Session& s) {
     s.poll(0);
@@ -37,11 +51,7 @@ void settle(Session& s) {
 // on-demand pass keeps exactly its `kept` (stages and gradients of the kept rows), then holds at most
 // `block` more while a block's stages and gradients are computed.
 TEST(GradPlan, BytesAreWhatThePassHolds) {
-    Config c = preset("vit-ti16");
-    c.depth = 3;
-    const auto w = std::make_shared<const Weights>(init_weights(c, 4));
-    Tensor3 x = Tensor3::from_shape({3, 224, 224});
-    for (size_t i = 0; i < x.size(); ++i) x.flat(i) = float(i % 97) / 97.f - 0.5f;
+    const auto [c, w, x] = small_vit(4, 97, 0.5f);
     EXPECT_EQ(grad_bytes(c, {}, false).weights, double(param_count(c)) * 4);
     RunRequest req;
     req.grads = true;
@@ -179,11 +189,7 @@ TEST(GradPlan, StepTextThroughTheBackward) {
 
 // The pass reports a unit per block of its checkpointed backward (what the progress bar counts).
 TEST(GradPlan, BackwardCountsItsBlocks) {
-    Config c = preset("vit-ti16");
-    c.depth = 3;
-    const auto w = std::make_shared<const Weights>(init_weights(c, 2));
-    Tensor3 x = Tensor3::from_shape({3, 224, 224});
-    for (size_t i = 0; i < x.size(); ++i) x.flat(i) = float(i % 13) / 13.f - 0.4f;
+    const auto [c, w, x] = small_vit(2, 13, 0.4f);
     std::atomic<int> units{0};
     RunRequest req;
     req.on_demand = w;

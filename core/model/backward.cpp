@@ -439,18 +439,23 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights* g, Trace
 
 namespace vit {
 
+Tensor2 d_logit(const Config& c, const Array& logits, int& cls) {
+    if (cls < 0) cls = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (cls >= c.classes)
+        throw std::invalid_argument("class " + std::to_string(cls) + " is out of range (the model has " +
+                                    std::to_string(c.classes) + " classes)");
+    Tensor2 dl = xt::zeros<float>({size_t(1), size_t(c.classes)});
+    dl(0, size_t(cls)) = 1.f;
+    return dl;
+}
+
 void OnDemandTrace::backward_kept(const RunRequest& req) {
     const Config& c = w_.cfg;
     const StageTable& t = kept_.table();
     const Array* logits = kept_.find(StageId{StageKind::Logits});
     if (!logits) throw std::invalid_argument("on-demand gradients: the model has no logits to differentiate");
     int cls = req.grad_class;
-    if (cls < 0) cls = int(std::max_element(logits->begin(), logits->end()) - logits->begin());
-    if (cls >= c.classes)
-        throw std::invalid_argument("class " + std::to_string(cls) + " is out of range (the model has " +
-                                    std::to_string(c.classes) + " classes)");
-    Tensor2 dl = xt::zeros<float>({size_t(1), size_t(c.classes)});
-    dl(0, size_t(cls)) = 1.f;  // d logit[cls] / d logits
+    const Tensor2 dl = d_logit(c, *logits, cls);
     const Options& opt = kept_.options();
     const StageGet get_kept = [&](StageKind k, int l) { return kept_.get(StageId{k, l}).data(); };
     const StagePut put_kept = [&](StageKind k, int l, const float* src) {
@@ -482,12 +487,7 @@ Trace::BlockGrads backward_on_demand(std::shared_ptr<const Weights> wp, Trace& t
     const Array* logits = t.kept(size_t(std::max(0, tab.index(StageId{StageKind::Logits})))) ? t.find(StageId{StageKind::Logits}) : nullptr;
     if (!logits) throw std::invalid_argument("on-demand gradients: the model has no logits to differentiate");
     int cls = req.grad_class;
-    if (cls < 0) cls = int(std::max_element(logits->begin(), logits->end()) - logits->begin());
-    if (cls >= c.classes)
-        throw std::invalid_argument("class " + std::to_string(cls) + " is out of range (the model has " +
-                                    std::to_string(c.classes) + " classes)");
-    Tensor2 dl = xt::zeros<float>({size_t(1), size_t(c.classes)});
-    dl(0, size_t(cls)) = 1.f;  // d logit[cls] / d logits
+    const Tensor2 dl = d_logit(c, *logits, cls);
     // outside the blocks: the kept stages, and every gradient recorded
     const StageGet get_kept = [&](StageKind k, int l) { return t.get(StageId{k, l}).data(); };
     const StagePut put_kept = [&](StageKind k, int l, const float* src) {

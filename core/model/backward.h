@@ -13,6 +13,10 @@ namespace vit {
 // the vanilla ViT (cls token, GELU, a Linear classifier on cls or mean pooling), at any input size.
 std::string backward_unsupported(const Config& c, const Options& o);
 
+// d logit[cls] / d logits for one image: a (1, K) one-hot. cls < 0 takes the predicted class (top-1,
+// ties to the lower index) and is set to it; a class outside the model's throws naming it.
+Tensor2 d_logit(const Config& c, const Array& logits, int& cls);
+
 // Gradients on demand in a Trace, the checkpointing of OnDemandTrace: `t` is an on-demand pass of
 // `w` (forward with RunRequest::on_demand, set_on_demand done). Runs the backward pass from the last
 // block to the first, each block's stages recomputed from the kept stream entering it (Trace::block),

@@ -88,12 +88,7 @@ void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& 
     Batch b;
     const Array& logits = b.forward(w, x, opt, &trace, req.model, req.cancel);
     int cls = req.grad_class;
-    if (cls < 0) cls = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    if (cls >= c.classes)
-        throw std::invalid_argument("class " + std::to_string(cls) + " is out of range (the model has " +
-                                    std::to_string(c.classes) + " classes)");
-    Tensor2 dl = xt::zeros<float>({size_t(1), size_t(c.classes)});
-    dl(0, size_t(cls)) = 1.f;  // d logit[cls] / d logits
+    const Tensor2 dl = d_logit(c, logits, cls);
     b.backward(w, dl, nullptr, &trace);  // the stages' gradients: the weights' are not computed
     trace.set_grad_class(cls);
 }
