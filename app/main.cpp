@@ -169,12 +169,25 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     return ok;
 }
 
+// --stage takes a full name, or with --layer a block stage's name within its block ("attn.pattern")
+std::string stage_arg_name(const AppArgs& a) {
+    if (a.layer >= 0 && !parse_stage_name(a.stage)) return "blocks." + std::to_string(a.layer) + "." + a.stage;
+    return a.stage;
+}
+
+// The block of the stage --stage names (-1: none, or not a block stage). The first pass runs before
+// the stage is applied (that needs the trace); an on-demand pass keeps this block whole, so the
+// stage asked for is not recomputed once the pass is in.
+int stage_arg_block(const AppArgs& a) {
+    if (a.stage.empty()) return -1;
+    const std::optional<StageId> id = parse_stage_name(stage_arg_name(a));
+    return id ? id->layer : -1;
+}
+
 // --stage, applied once the first trace is in. Returns false if the trace has no such stage.
 bool apply_stage(AppContext& app, const AppArgs& a) {
     const Trace* t = app.s.trace();
-    // --stage takes a full name, or with --layer a block stage's name within its block ("attn.pattern")
-    std::string full = a.stage;
-    if (a.layer >= 0 && !parse_stage_name(a.stage)) full = "blocks." + std::to_string(a.layer) + "." + a.stage;
+    const std::string full = stage_arg_name(a);
     const std::optional<StageId> id = parse_stage_name(full);
     if (!id || !select_stage(app.ui, *t, *id)) {
         app.s.add_error("No stage '" + full + "'", "this model's trace has no stage of that name (try 'vitscope-cli info')");
@@ -210,7 +223,7 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
         }
         app.dropped.clear();
         if (driver) driver->before_poll(app);
-        s.set_view_block(app.ui.stage.layer);
+        s.set_view_block(stage_applied ? app.ui.stage.layer : stage_arg_block(a));
         // Small models finish within the frame; large ones keep the old trace on screen.
         s.poll(driver ? driver->poll_wait_ms() : 8.0);
         if (!range_checked && !s.loading()) {

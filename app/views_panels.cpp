@@ -1028,6 +1028,10 @@ std::string stages_text(const Trace& t) {
         std::snprintf(b, sizeof b, ", gradients checkpointed (%.0f MB kept)", double(od.kept_grad_bytes) / 1e6);
         out += b;
     }
+    if (od.kept_block >= 0 && od.kept_block != od.last_block) {
+        std::snprintf(b, sizeof b, ", block %d kept whole by the pass", od.kept_block);
+        out += b;
+    }
     if (od.last_block >= 0) {
         std::snprintf(b, sizeof b, ", block %d%s recomputed (%.0f ms), %d held (%.0f MB)", od.last_block,
                       od.last_grads ? "'s gradients" : "", od.last_ms, od.blocks_held, double(od.cache_bytes) / 1e6);

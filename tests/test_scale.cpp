@@ -192,6 +192,7 @@ TEST(OnDemand, TraceMaterializesEveryStageBitForBit) {
             ASSERT_TRUE(t.on_demand());
             ASSERT_EQ(t.size(), full.size());
             EXPECT_LT(t.bytes(), full.bytes() / 2) << "the on-demand pass kept most of the trace";
+            EXPECT_EQ(t.on_demand_stats().kept_block, -1) << "no block kept whole when none was asked for";
             for (size_t r = 0; r < full.size(); ++r) {
                 const StageInfo& s = full.info(r);
                 EXPECT_EQ(t.kept(r), s.layer < 0 || s.id.kind == StageKind::ResidPost || s.id.kind == StageKind::AttnPattern)
@@ -301,6 +302,7 @@ TEST(OnDemand, BlockInViewKeptByThePass) {
             if (s.layer == view) EXPECT_TRUE(same_bits(t.at(r), full.at(r)));
         }
         EXPECT_EQ(t.on_demand_stats().recomputes, 0) << "a row of the block in view was recomputed";
+        EXPECT_EQ(t.on_demand_stats().kept_block, view) << "the stats (the status bar) name the block kept whole";
         // an ablation in block 0 and in the last block: forward_from reuses the prefix, the view block kept
         for (int from : {0, view}) {
             Options ab;

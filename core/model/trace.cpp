@@ -330,6 +330,14 @@ Trace::OnDemandStats Trace::on_demand_stats() const {
     for (size_t i = 0; i < arrays_.size(); ++i) s.kept_bytes += recorded_[i] ? arrays_[i].size() * sizeof(float) : 0;
     for (size_t i = 0; i < grads_.size(); ++i) s.kept_grad_bytes += graded_[i] ? grads_[i].size() * sizeof(float) : 0;
     if (!lazy_) return s;
+    {
+        // the first block whose every row the pass recorded
+        std::vector<char> whole(size_t(std::max(0, table_->depth())), 1);
+        for (size_t r = 0; r < table_->size(); ++r)
+            if ((*table_)[r].layer >= 0 && !kept(r)) whole[size_t((*table_)[r].layer)] = 0;
+        const auto k = std::find(whole.begin(), whole.end(), 1);
+        if (k != whole.end()) s.kept_block = int(k - whole.begin());
+    }
     const Lazy& z = *lazy_;
     std::lock_guard<std::mutex> g(z.mu);
     std::vector<char> held(size_t(std::max(0, table_->depth())), 0);

@@ -130,6 +130,7 @@ public:
         int last_block = -1;     // the block recomputed last (-1: none yet)
         double last_ms = 0;      // how long that took
         bool last_grads = false; // that recompute was of the block's gradients (its backward, and its stages when not held)
+        int kept_block = -1;     // a block the pass recorded whole (the one in view: RunRequest::keep_block)
         int recomputes = 0;      // blocks recomputed since the pass (stages)
         int grad_recomputes = 0; // blocks whose gradients were recomputed since the pass
         size_t kept_bytes = 0;   // what the pass kept (stages)

@@ -5,8 +5,9 @@ against a full trace (every stage recorded in one pass, nothing recomputed): the
 depend on how many threads split them), and the command line's `trace --record-all` to float
 rounding (it may run on another number of threads).
 
-- ViT-B/16 (random weights) opens on demand: the status bar says so, and names the block recomputed
-  for the stage shown; that stage, exported from the window, equals the full trace's.
+- ViT-B/16 (random weights) opens on demand: the status bar says so; the block of the stage --stage
+  names is kept whole by the first pass, and a stage of another block (PageDown) is recomputed, the
+  status bar naming the block; that stage, exported from the window, equals the full trace's.
 - a small model forced on demand (--stages on-demand) exports the whole trace from the window with
   every stage of the full trace, bit for bit.
 - the default model keeps its full trace, and the status bar says every stage is recorded.
@@ -47,7 +48,14 @@ def window_export(app, sub, *args):
 
 def check_vitb_stage_on_demand(app):
     stage = "blocks.5.mlp.pre"
-    d, lay = window_export(app, "vitb", "--model", "vit-b16", "--no-grads", "--stage", stage, "--export-npy")
+    # the stage --stage names: its block kept whole by the first pass, nothing recomputed
+    _, lay = app.shot("--model", "vit-b16", "--no-grads", "--stage", stage)
+    st = lay["strings"].get("status.stages", "")
+    expect(st.startswith("stages on demand:") and "block 5 kept whole by the pass" in st and "recomputed" not in st,
+           f"ViT-B/16 with --stage {stage}: the first pass keeps block 5 whole, nothing recomputed: '{st}'")
+    # a stage of another block (PageDown: the same stage one block down) is recomputed from the kept residual
+    d, lay = window_export(app, "vitb", "--model", "vit-b16", "--no-grads", "--stage", "blocks.4.mlp.pre",
+                           "--keys", "PageDown", "--export-npy")
     st = lay["strings"].get("status.stages", "")
     expect(st.startswith("stages on demand:"), f"ViT-B/16 runs on demand: the status bar says '{st}'")
     expect("block 5 recomputed" in st, f"the status bar names the block recomputed for {stage}: '{st}'")
@@ -85,7 +93,9 @@ def check_export_every_stage(app):
 
 def check_vitb_gradient_on_demand(app):
     stage = "blocks.5.mlp.pre"
-    args = ["--model", "vit-b16", "--grads", "--stage", stage, "--keys", "g", "--export-npy", "--overlay", "grad"]
+    # the first pass keeps block 4 (--stage) and its gradients; PageDown shows block 5, whose gradients are recomputed
+    args = ["--model", "vit-b16", "--grads", "--stage", "blocks.4.mlp.pre", "--keys", "PageDown,g", "--export-npy",
+            "--overlay", "grad"]
     d, lay = window_export(app, "vitb-grads", *args)
     st = lay["strings"].get("status.stages", "")
     expect(st.startswith("stages on demand:") and "gradients checkpointed" in st,
