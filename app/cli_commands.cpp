@@ -513,24 +513,25 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             // trace in memory. With --grads the backward pass is checkpointed the same way: it keeps
             // the gradient of the stream between blocks, and a block's gradients are recomputed from
             // it as the writer reaches them. --record-all records everything first.
-            Trace full;
-            std::optional<OnDemandTrace> od;
-            if (s.record_all) full = run_named(lm, x, opt, req);
+            // The on-demand trace holds the weights to recompute blocks with: lm outlives it (no ownership).
+            const bool streamed = !s.record_all;
+            if (streamed) req.on_demand = std::shared_ptr<const Weights>(std::shared_ptr<const Weights>(), &lm.weights);
+            Trace t;
+            if (s.record_all) t = run_named(lm, x, opt, req);
             else
                 name_out_of_memory(lm.source, "running the forward pass", [&] {
                     try {
-                        od.emplace(lm.weights, x, opt, req);
+                        forward(lm.weights, x, opt, t, req);
                     } catch (const FileError&) {
                         throw;
                     } catch (const std::invalid_argument& e) {
                         throw std::runtime_error(lm.source + ": the forward pass failed: " + e.what());
                     }
                 });
-            const Trace& t = od ? od->kept() : full;
             const std::vector<size_t> rows = select_stages(t.table(), s.stages);
             std::string nonfinite;
             size_t bytes = 0;
-            if (!od) {
+            if (!streamed) {
                 nonfinite = report_nonfinite(t, lm.source);
                 std::vector<ArrayRef> items;
                 for (size_t i : rows) items.push_back(array_ref(t.name(i), t.at(i)));
@@ -541,11 +542,18 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             } else {
                 std::optional<NonFiniteStage> nf;
                 std::vector<LazyTensor> items;
+                // One block held at a time: when the writer reaches another block, what it read of the
+                // last one is let go (trim), and goes when the next block is computed.
+                int reading = -2;
+                auto next = [&](size_t i) {
+                    if (t.info(i).layer != reading) t.trim(), reading = t.info(i).layer;
+                };
                 for (size_t i : rows) {
                     const StageInfo& si = t.info(i);
                     bytes += 4 * shape_numel(si.shape);
                     items.push_back({si.name, si.shape, [&, i] {
-                                         const Array& a = od->at(i);
+                                         next(i);
+                                         const Array& a = t.at(i);
                                          const NonFinite n = count_nonfinite(a);
                                          if (n.any()) {
                                              if (!nf) nf = NonFiniteStage{t.name(i), t.info(i).id, i, n, 0};
@@ -557,21 +565,20 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 }
                 // gradients after the stages, in the same order (as the recorded trace writes them):
                 // every row the table gives one (the test compares with --record-all's file)
-                if (od->has_grads())
+                if (t.has_grads())
                     for (size_t i : rows) {
                         const StageInfo& si = t.info(i);
                         if (!si.has_grad) continue;
                         bytes += 4 * shape_numel(si.shape);
                         items.push_back({si.name + ".grad", si.shape, [&, i] {
-                                             const Array* g = od->grad_at(i);
+                                             next(i);
+                                             const Array* g = t.grad_at(i);
                                              if (!g) throw std::logic_error("no gradient for " + t.name(i));
                                              return g->data();
                                          },
                                          nullptr});
                     }
-                // the last block materialized goes before __options__ is written
                 name_out_of_memory(s.out, "writing the trace", [&] { write_npz_streamed(s.out, items, texts); });
-                od->release_block();
                 if (nf) {
                     nonfinite = nf->describe(t.size());
                     warn(lm.source + ": the forward pass produced non-finite values: " + nonfinite);
@@ -582,7 +589,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
             if (opt.image_h) std::printf("input: %dx%d\n", opt.image_h, opt.image_w);
             std::printf("wrote %zu stages (%.1f MB%s) to %s\n", rows.size(), bytes / 1e6,
-                        od ? ", computed block by block as written" : "", safe(s.out).c_str());
+                        streamed ? ", computed block by block as written" : "", safe(s.out).c_str());
             if (!nonfinite.empty()) std::printf("non-finite: %s\n", nonfinite.c_str());
             if (t.has_grads())
                 std::printf("gradients: d logit[%d] / d stage for every stage that has one (<stage>.grad)\n",

@@ -29,6 +29,25 @@ using vit::test_util::wave;
 
 namespace {
 
+// An on-demand pass (RunRequest::on_demand) of weights the caller keeps alive, with the block rows of
+// the kinds in `also` kept too.
+Trace on_demand_pass(const Weights& w, const Tensor3& x, const Options& opt, RunRequest req = {},
+                     std::vector<StageKind> also = {}) {
+    req.on_demand = std::shared_ptr<const Weights>(std::shared_ptr<const Weights>(), &w);
+    req.keep_kinds = std::move(also);
+    Trace t;
+    forward(w, x, opt, t, req);
+    return t;
+}
+
+// Reads a trace's rows as `trace --out` does, one block held at a time: trim() whenever the reader
+// reaches another block.
+struct BlockReader {
+    const Trace& t;
+    int reading = -2;
+    void at(size_t r) { if (t.info(r).layer != reading) t.trim(), reading = t.info(r).layer; }
+};
+
 // A family preset made small enough for a unit test and large enough for its matrices to be
 // packed (rows x in x out >= 1e6): 2 blocks, a 7 x 7 grid.
 Config small(const std::string& name) {
@@ -147,24 +166,27 @@ TEST(OnDemand, EveryStageEqualsTheFullTrace) {
         for (const auto& [what, opt] : cases) {
             SCOPED_TRACE(c.name + ", " + what);
             const Trace full = run(w, x, opt);
-            OnDemandTrace od(w, x, opt, {}, {StageKind::AttnPattern});
+            const Trace od = on_demand_pass(w, x, opt, {}, {StageKind::AttnPattern});
             ASSERT_EQ(od.size(), full.size());
-            EXPECT_LT(od.kept().bytes(), full.bytes() / 2) << "the on-demand pass kept most of the trace";
+            EXPECT_LT(od.bytes(), full.bytes() / 2) << "the on-demand pass kept most of the trace";
             // the rows it keeps, and those it does not
             for (size_t r = 0; r < full.size(); ++r) {
                 const StageInfo& s = full.info(r);
                 const bool want = s.layer < 0 || s.id.kind == StageKind::ResidPost || s.id.kind == StageKind::AttnPattern;
-                EXPECT_EQ(od.is_kept(r), want) << full.name(r);
+                EXPECT_EQ(od.kept(r), want) << full.name(r);
             }
+            BlockReader reader{od};
             auto check = [&](size_t r) {
                 SCOPED_TRACE(full.name(r));
+                reader.at(r);
                 EXPECT_TRUE(same_bits(od.at(r), full.at(r)));
+                EXPECT_LE(od.on_demand_stats().blocks_held, 1) << "read block by block, more than one block held";
             };
             for (size_t r = 0; r < full.size(); ++r) check(r);
             for (size_t r = full.size(); r-- > 0;) check(r);  // blocks recomputed in reverse order
-            EXPECT_GE(od.block_held(), 0);
-            od.release_block();
-            EXPECT_EQ(od.block_held(), -1);
+            EXPECT_EQ(od.on_demand_stats().blocks_held, 1);
+            od.trim(), od.trim();  // the last block read, then not read since: dropped
+            EXPECT_EQ(od.on_demand_stats().blocks_held, 0);
         }
     }
 }
@@ -396,39 +418,41 @@ TEST(OnDemand, EveryGradientEqualsTheFullBackward) {
         req.grad_class = k.cls;
         const Trace full = run(k.w, x, k.opt, req);
         ASSERT_TRUE(full.has_grads());
-        OnDemandTrace od(k.w, x, k.opt, req, k.also);
+        const Trace od = on_demand_pass(k.w, x, k.opt, req, k.also);
         ASSERT_TRUE(od.has_grads());
         EXPECT_EQ(od.grad_class(), full.grad_class());
         if (k.cls >= 0) EXPECT_EQ(od.grad_class(), k.cls);
-        EXPECT_EQ(od.block_held(), -1);
-        EXPECT_EQ(od.grads_held(), -1);
-        // what the checkpointed pass keeps: the gradients outside the blocks and of the stream between them
+        EXPECT_EQ(od.on_demand_stats().blocks_held, 0);
+        // what the checkpointed pass keeps: the gradients outside the blocks, of the stream between them
+        // and of the kinds kept
         size_t graded = 0;
         for (size_t r = 0; r < full.size(); ++r) {
             const StageInfo& s = full.info(r);
-            const bool want = full.grad_at(r) && (s.layer < 0 || s.id.kind == StageKind::ResidPost);
-            EXPECT_EQ(od.kept().grad_at(r) != nullptr, want) << full.name(r);
+            const bool kept_kind = std::find(k.also.begin(), k.also.end(), s.id.kind) != k.also.end();
+            const bool want = full.grad_at(r) && (s.layer < 0 || s.id.kind == StageKind::ResidPost || kept_kind);
+            EXPECT_EQ(od.grad_kept(r), want) << full.name(r);
             graded += full.grad_at(r) != nullptr;
         }
         EXPECT_GE(graded, size_t(16 * c.depth));
+        const size_t kept = od.bytes();
+        BlockReader reader{od};
         auto check = [&](size_t r) {
             SCOPED_TRACE(full.name(r));
+            reader.at(r);
             const Array* a = od.grad_at(r);
             const Array* b = full.grad_at(r);
             ASSERT_EQ(a != nullptr, b != nullptr);
             if (a) EXPECT_TRUE(same_bits(*a, *b));
         };
         for (size_t r = 0; r < full.size(); ++r) check(r);
-        EXPECT_EQ(od.grads_held(), c.depth - 1);
-        // held: what it keeps and one block's stages and gradients (the last one asked for; the last
-        // block is recomputed with the stages after it)
+        const Trace::OnDemandStats st = od.on_demand_stats();
+        EXPECT_TRUE(st.last_block == c.depth - 1 && st.last_grads) << "the last block's gradients computed last";
+        // held: what it keeps and one block's stages and gradients (the last one asked for)
         size_t block = 0;
-        for (size_t r = 0; r < full.size(); ++r) {
-            const int layer = full.info(r).layer;
-            if (layer == c.depth - 1) block += full.grad_at(r) ? full.grad_at(r)->size() * 4 : 0;
-            if (layer == c.depth - 1 || layer < 0) block += full.at(r).size() * 4;
-        }
-        EXPECT_LE(od.bytes(), od.kept().bytes() + block) << "the on-demand pass held more than one block";
+        for (size_t r = 0; r < full.size(); ++r)
+            if (full.info(r).layer == c.depth - 1)
+                block += full.at(r).size() * 4 + (full.grad_at(r) ? full.grad_at(r)->size() * 4 : 0);
+        EXPECT_LE(od.bytes(), kept + block) << "the on-demand pass held more than one block";
         if (c.depth >= 3) EXPECT_LT(od.bytes(), full.bytes() * 2 / 3);
         for (size_t r = full.size(); r-- > 0;) check(r);
         // a stage of another block read between two gradients of one block: both stay right
@@ -577,7 +601,7 @@ TEST(OnDemand, GradientsRefuseWhatTheBackwardRefuses) {
     RunRequest req;
     req.grads = true;
     try {
-        OnDemandTrace od(w, wave(c), {}, req);
+        on_demand_pass(w, wave(c), {}, req);
         ADD_FAILURE() << "on-demand gradients ran on a model with registers";
     } catch (const std::invalid_argument& e) {
         EXPECT_EQ(std::string(e.what()), backward_unsupported(c, {}));
@@ -586,8 +610,8 @@ TEST(OnDemand, GradientsRefuseWhatTheBackwardRefuses) {
     const Weights wv = init_weights(v, 2);
     Options o;
     o.iv.dropped = {2};
-    EXPECT_THROW(OnDemandTrace(wv, wave(v), o, req), std::invalid_argument);
-    OnDemandTrace plain(wv, wave(v), {});
+    EXPECT_THROW(on_demand_pass(wv, wave(v), o, req), std::invalid_argument);
+    const Trace plain = on_demand_pass(wv, wave(v), {});
     EXPECT_FALSE(plain.has_grads());
     EXPECT_EQ(plain.grad_at(3), nullptr);
 }

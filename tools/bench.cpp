@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
         std::normal_distribution<float> nd;
         for (auto& v : x) v = nd(rng);
         vit::Trace t;
-        std::optional<vit::OnDemandTrace> od;
+        vit::Trace od;  // --on-demand: the kept pass, its blocks recomputed when read
         std::vector<double> ms, cpu;
         double first_ms = -1;
         // --grads: the pass with its backward (d logit[top-1] / d every stage); on demand, the
@@ -213,10 +213,12 @@ int main(int argc, char** argv) {
             const double c0 = cpu_ms();
             auto t0 = std::chrono::steady_clock::now();
             if (on_demand) {  // what a picture needs: the kept pass, then one block's stages (the last)
-                od.reset();
-                od.emplace(lm.weights, x, opt, req);
-                od->get(vit::StageId{vit::StageKind::AttnPattern, c.depth - 1});
-                if (grads) od->grad(vit::StageId{vit::StageKind::AttnPattern, c.depth - 1});
+                od = vit::Trace();
+                vit::RunRequest rq = req;
+                rq.on_demand = std::shared_ptr<const vit::Weights>(std::shared_ptr<const vit::Weights>(), &lm.weights);
+                vit::forward(lm.weights, x, opt, od, rq);
+                od.get(vit::StageId{vit::StageKind::AttnPattern, c.depth - 1});
+                if (grads) od.grad(vit::StageId{vit::StageKind::AttnPattern, c.depth - 1});
             } else {
                 vit::forward(lm.weights, x, opt, t, req);
             }
@@ -224,7 +226,6 @@ int main(int argc, char** argv) {
             if (r == 0) first_ms = d;
             if (r >= warmup) ms.push_back(d), cpu.push_back(cpu_ms() - c0);
         }
-        if (od) t = od->kept();
         if (prof) {
             // One more run per profiled pass, each part timed (the timing adds a little overhead).
             vit::profile::Profile p;
@@ -248,7 +249,8 @@ int main(int argc, char** argv) {
         std::sort(cpu.begin(), cpu.end());
         std::printf("ours_ms=%.3f min_ms=%.3f cpu_ms=%.3f stages=%zu trace_mb=%.1f peak_mb=%.1f load_ms=%.1f first_ms=%.1f "
                     "weights_mb=%.1f mode=%s%s tokens=%d\n",
-                    ms[ms.size() / 2], ms[0], cpu[cpu.size() / 2], t.size(), (od ? od->bytes() : t.bytes()) / 1e6, peak_mb(), load_ms,
+                    ms[ms.size() / 2], ms[0], cpu[cpu.size() / 2], (on_demand ? od : t).size(),
+                    (on_demand ? od : t).bytes() / 1e6, peak_mb(), load_ms,
                     first_ms, vit::weights_bytes(lm.weights) / 1e6, on_demand ? "on-demand" : "full", grads ? "+grads" : "",
                     vit::StageTable::get(c, opt)->dims().T);
         std::printf("gemm: %s\nblas: %s\nthreads: %s\n", vit::ops::gemm_engine().c_str(), vit::blas::describe().c_str(),

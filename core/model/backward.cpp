@@ -434,7 +434,7 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights* g, Trace
 
 }  // namespace vit
 
-// ---- Gradients on demand (OnDemandTrace, forward.h): the backward pass checkpointed at the
+// ---- Gradients on demand (Trace::set_on_demand): the backward pass checkpointed at the
 // residual stream between blocks.
 
 namespace vit {
@@ -447,34 +447,6 @@ Tensor2 d_logit(const Config& c, const Array& logits, int& cls) {
     Tensor2 dl = xt::zeros<float>({size_t(1), size_t(c.classes)});
     dl(0, size_t(cls)) = 1.f;
     return dl;
-}
-
-void OnDemandTrace::backward_kept(const RunRequest& req) {
-    const Config& c = w_.cfg;
-    const StageTable& t = kept_.table();
-    const Array* logits = kept_.find(StageId{StageKind::Logits});
-    if (!logits) throw std::invalid_argument("on-demand gradients: the model has no logits to differentiate");
-    int cls = req.grad_class;
-    const Tensor2 dl = d_logit(c, *logits, cls);
-    const Options& opt = kept_.options();
-    const StageGet get_kept = [&](StageKind k, int l) { return kept_.get(StageId{k, l}).data(); };
-    const StagePut put_kept = [&](StageKind k, int l, const float* src) {
-        Array& a = kept_.record_grad(StageId{k, l});
-        std::copy_n(src, a.size(), a.data());
-    };
-    // A block's stages as at() gives them (the kept arrays, or its block recomputed once).
-    const StageGet get_block = [&](StageKind k, int l) { return at(size_t(t.index(StageId{k, l}))).data(); };
-    Tensor2 dx;
-    head_backward(w_, nullptr, opt, 1, get_kept, dl, dx, &put_kept);
-    BlockScratch scratch;
-    for (int l = c.depth - 1; l >= 0; --l) {
-        if (req.cancel && req.cancel->load(std::memory_order_relaxed)) throw Cancelled();
-        put_kept(StageKind::ResidPost, l, dx.data());  // the gradient of the stream leaving block l
-        block_backward(w_, nullptr, l, opt, 1, get_block, nullptr, dx, scratch, nullptr);
-    }
-    embed_backward(w_, nullptr, opt, 1, get_kept, dx, &put_kept);
-    kept_.set_grad_class(cls);
-    release_block();
 }
 
 Trace::BlockGrads backward_on_demand(std::shared_ptr<const Weights> wp, Trace& t, const RunRequest& req) {
@@ -531,47 +503,6 @@ Trace::BlockGrads backward_on_demand(std::shared_ptr<const Weights> wp, Trace& t
         BlockScratch st;
         block_backward(*wp, nullptr, l, kept.options(), 1, get, nullptr, d, st, &put);
     };
-}
-
-const Array* OnDemandTrace::grad_at(size_t row) {
-    const StageTable& t = kept_.table();
-    if (row >= t.size()) throw std::out_of_range("OnDemandTrace: no row " + std::to_string(row));
-    if (!kept_.has_grads()) return nullptr;
-    if (const Array* g = kept_.grad_at(row)) return g;
-    const int l = t[row].layer;
-    if (l < 0 || !t[row].has_grad) return nullptr;
-    if (grads_held_ != l) {
-        grads_held_ = -1;
-        block_grads_.assign(t.size(), Array());
-        block_graded_.assign(t.size(), 0);
-        const Array* leaving = kept_.grad(StageId{StageKind::ResidPost, l});
-        if (!leaving) throw std::logic_error("OnDemandTrace: no gradient of the stream leaving block " + std::to_string(l));
-        Tensor2 dx = Tensor2::from_shape({leaving->size() / size_t(w_.cfg.width), size_t(w_.cfg.width)});
-        std::copy_n(leaving->data(), dx.size(), dx.data());
-        const StageGet get_block = [&](StageKind k, int b) { return at(size_t(t.index(StageId{k, b}))).data(); };
-        const StagePut put_block = [&](StageKind k, int b, const float* src) {
-            const size_t r = size_t(t.index(StageId{k, b}));
-            block_grads_[r] = empty_array(t[r].shape);
-            block_graded_[r] = 1;
-            std::copy_n(src, block_grads_[r].size(), block_grads_[r].data());
-        };
-        BlockScratch scratch;
-        block_backward(w_, nullptr, l, kept_.options(), 1, get_block, nullptr, dx, scratch, &put_block);
-        grads_held_ = l;
-    }
-    return block_graded_[row] ? &block_grads_[row] : nullptr;
-}
-
-const Array* OnDemandTrace::grad(StageId id) {
-    const StageTable& t = kept_.table();
-    if (!t.has(id)) throw std::out_of_range("OnDemandTrace: the table has no such stage");
-    return grad_at(size_t(t.index(id)));
-}
-
-size_t OnDemandTrace::grad_bytes() const {
-    size_t b = 0;
-    for (size_t r = 0; r < block_grads_.size(); ++r) b += block_graded_[r] ? block_grads_[r].size() * sizeof(float) : 0;
-    return b;
 }
 
 }  // namespace vit

@@ -17,7 +17,7 @@ std::string backward_unsupported(const Config& c, const Options& o);
 // ties to the lower index) and is set to it; a class outside the model's throws naming it.
 Tensor2 d_logit(const Config& c, const Array& logits, int& cls);
 
-// Gradients on demand in a Trace, the checkpointing of OnDemandTrace: `t` is an on-demand pass of
+// Gradients on demand in a Trace, checkpointed at the residual stream: `t` is an on-demand pass of
 // `w` (forward with RunRequest::on_demand, set_on_demand done). Runs the backward pass from the last
 // block to the first, each block's stages recomputed from the kept stream entering it (Trace::block),
 // and records into `t` the gradients outside the blocks and of every row the pass kept (the residual
