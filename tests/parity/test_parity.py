@@ -272,25 +272,29 @@ def main():
     vitref.write_safetensors(path("tv224.safetensors"), tv.state_dict(), {"num_heads": 1})
     canon = vitref.tv_to_canonical(tv.state_dict(), 1)
     vitref.write_safetensors(path("timm224.safetensors"), canon, {"num_heads": 1})
-    pil = T.functional.to_tensor(Image.open(img_path))
-    for fam, mean, std, size, interp in [("torchvision", (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 256, IM.BILINEAR),
-                                         ("timm", (0.5,) * 3, (0.5,) * 3, 248, IM.BICUBIC)]:
-        ref = T.Compose([T.Resize(size, interpolation=interp, antialias=True), T.CenterCrop(224),
-                         T.Normalize(mean, std)])(pil)
-        out = path("pre.npz")
-        r = subprocess.run([a.cli, "trace", "--model", path(f"{'tv' if fam == 'torchvision' else 'timm'}224.safetensors"),
-                            "--image", img_path, "--out", out], capture_output=True, text=True)
-        if r.returncode:
-            raise SystemExit(r.stderr)
-        with np.load(out) as z:
-            ours = z["input"]
-        err = float(np.abs(ours - ref.numpy()).max()) * min(std)  # in units of pixel value (0..1)
-        st = "ok" if err < 2.5 / 255 else "FAIL"
-        print(f"{st:4} preprocessing, {fam} family ({interp.value}, resize {size}, crop 224) vs torchvision.transforms: "
-              f"max error {err * 255:.4f}/255 of a pixel")
-        if st == "FAIL":
-            FAIL.append(f"preprocess {fam}")
 
+    def check_preprocess(image, what, tag):
+        # each family's resize + center crop + normalize against torchvision.transforms on `image`
+        pil = T.functional.to_tensor(Image.open(image))
+        for fam, mean, std, size, interp in [("torchvision", (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 256, IM.BILINEAR),
+                                             ("timm", (0.5,) * 3, (0.5,) * 3, 248, IM.BICUBIC)]:
+            ref = T.Compose([T.Resize(size, interpolation=interp, antialias=True), T.CenterCrop(224),
+                             T.Normalize(mean, std)])(pil)
+            out = path("pre.npz")
+            r = subprocess.run([a.cli, "trace", "--model", path(f"{'tv' if fam == 'torchvision' else 'timm'}224.safetensors"),
+                                "--image", image, "--out", out], capture_output=True, text=True)
+            if r.returncode:
+                raise SystemExit(r.stderr)
+            with np.load(out) as z:
+                ours = z["input"]
+            err = float(np.abs(ours - ref.numpy()).max()) * min(std)  # in units of pixel value (0..1)
+            st = "ok" if ours.shape == tuple(ref.shape) and err < 2.5 / 255 else "FAIL"
+            print(f"{st:4} preprocessing{what}, {fam} family ({interp.value}, resize {size}, crop 224) vs "
+                  f"torchvision.transforms: max error {err * 255:.4f}/255 of a pixel")
+            if st == "FAIL":
+                FAIL.append(f"preprocess {fam}{tag}")
+
+    check_preprocess(img_path, "", "")
     # Extreme aspect ratios (issue 23): the shorter side is upsampled 128x and more and only the
     # crop is computed; still torchvision's Resize + CenterCrop on the same files. (Smaller than
     # the issue's 16384 x 1, which torchvision itself would resize to 12 GB of floats.)
@@ -298,24 +302,7 @@ def main():
         ext = np.clip(g.normal(128, 60, (h, w, 3)), 0, 255).astype(np.uint8)
         ext_path = path(f"extreme_{w}x{h}.png")
         Image.fromarray(ext).save(ext_path)
-        pil = T.functional.to_tensor(Image.open(ext_path))
-        for fam, mean, std, size, interp in [("torchvision", (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), 256, IM.BILINEAR),
-                                             ("timm", (0.5,) * 3, (0.5,) * 3, 248, IM.BICUBIC)]:
-            ref = T.Compose([T.Resize(size, interpolation=interp, antialias=True), T.CenterCrop(224),
-                             T.Normalize(mean, std)])(pil)
-            out = path("pre.npz")
-            r = subprocess.run([a.cli, "trace", "--model", path(f"{'tv' if fam == 'torchvision' else 'timm'}224.safetensors"),
-                                "--image", ext_path, "--out", out], capture_output=True, text=True)
-            if r.returncode:
-                raise SystemExit(r.stderr)
-            with np.load(out) as z:
-                ours = z["input"]
-            err = float(np.abs(ours - ref.numpy()).max()) * min(std)
-            st = "ok" if ours.shape == tuple(ref.shape) and err < 2.5 / 255 else "FAIL"
-            print(f"{st:4} preprocessing of a {w}x{h} image, {fam} family ({interp.value}, resize {size}, crop 224) vs "
-                  f"torchvision.transforms: max error {err * 255:.4f}/255 of a pixel")
-            if st == "FAIL":
-                FAIL.append(f"preprocess {fam} {w}x{h}")
+        check_preprocess(ext_path, f" of a {w}x{h} image", f" {w}x{h}")
 
     print(f"{'FAILED: ' + ', '.join(FAIL) if FAIL else 'all parity checks passed'}")
     return 1 if FAIL else 0
