@@ -83,14 +83,19 @@ def _grid(table, prefix):
     return table[:prefix], table[prefix:].reshape(1, side, side, -1).permute(0, 3, 1, 2), side
 
 
-def pos_timm(table, prefix, new):
-    """timm layers/pos_embed.py resample_abs_pos_embed(posemb, new_size, old_size,
-    num_prefix_tokens, interpolation='bicubic', antialias=True): F.interpolate by size."""
+def _resize(table, prefix, new, **interp):
+    """The patch positions' grid resized to `new` with F.interpolate(..., **interp), the prefix kept."""
     head, g, side = _grid(table, prefix)
     if tuple(new) == (side, side):
         return table
-    g = F.interpolate(g, size=tuple(new), mode="bicubic", antialias=True)
+    g = F.interpolate(g, size=tuple(new), **interp)
     return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+
+
+def pos_timm(table, prefix, new):
+    """timm layers/pos_embed.py resample_abs_pos_embed(posemb, new_size, old_size,
+    num_prefix_tokens, interpolation='bicubic', antialias=True): F.interpolate by size."""
+    return _resize(table, prefix, new, mode="bicubic", antialias=True)
 
 
 def pos_dino(table, prefix, new):
@@ -109,30 +114,18 @@ def pos_dino(table, prefix, new):
 
 def pos_dinov2_reg(table, prefix, new):
     """DINOv2 with registers (hub: interpolate_offset=0.0, interpolate_antialias=True): by size."""
-    head, g, side = _grid(table, prefix)
-    if tuple(new) == (side, side):
-        return table
-    g = F.interpolate(g, size=tuple(new), mode="bicubic", antialias=True)
-    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+    return _resize(table, prefix, new, mode="bicubic", antialias=True)
 
 
 def pos_hf(table, prefix, new):
     """Hugging Face interpolate_pos_encoding of DeiT, Dinov2, CLIP, SigLIP (current
     transformers): bicubic, align_corners=False, size=(h // patch, w // patch)."""
-    head, g, side = _grid(table, prefix)
-    if tuple(new) == (side, side):
-        return table
-    g = F.interpolate(g, size=tuple(new), mode="bicubic", align_corners=False)
-    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+    return _resize(table, prefix, new, mode="bicubic", align_corners=False)
 
 
 def pos_hf_aa(table, prefix, new):
     """Hugging Face Dinov2WithRegistersEmbeddings.interpolate_pos_encoding: as pos_hf, antialias=True."""
-    head, g, side = _grid(table, prefix)
-    if tuple(new) == (side, side):
-        return table
-    g = F.interpolate(g, size=tuple(new), mode="bicubic", align_corners=False, antialias=True)
-    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+    return _resize(table, prefix, new, mode="bicubic", align_corners=False, antialias=True)
 
 
 def pos_open_clip(table, prefix, new):
@@ -148,11 +141,7 @@ def pos_open_clip(table, prefix, new):
 def pos_mae(table, prefix, new):
     """facebookresearch/mae util/pos_embed.py interpolate_pos_embed: bicubic by size,
     align_corners=False, extra tokens kept (upstream resizes square grids; (h, w) here)."""
-    head, g, side = _grid(table, prefix)
-    if tuple(new) == (side, side):
-        return table
-    g = F.interpolate(g, size=tuple(new), mode="bicubic", align_corners=False)
-    return torch.cat([head, g.permute(0, 2, 3, 1).reshape(-1, table.shape[1])], 0)
+    return _resize(table, prefix, new, mode="bicubic", align_corners=False)
 
 
 # name -> (function, the rule's name in core/model/pos_embed.h)
