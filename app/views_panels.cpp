@@ -666,7 +666,11 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         if (v.hover && ImGui::IsItemHovered())
             ImGui::SetTooltip("how each layer's %d heads become one matrix before the rollout: their mean, or the "
                               "largest or smallest weight of each query-key pair", H);
-        ImGui::SameLine();
+        // the discard ratio beside it when it fits the panel, on its own line when not (a narrow panel)
+        const ImGuiStyle& st = ImGui::GetStyle();
+        const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+        if (ImGui::GetItemRectMax().x + st.ItemSpacing.x + 90 + st.ItemInnerSpacing.x + ImGui::CalcTextSize("discard").x <= right)
+            ImGui::SameLine();
         ImGui::SetNextItemWidth(90);
         ImGui::SliderFloat("discard", &ui.discard, 0.f, 0.95f, "%.2f");
         if (v.hover && ImGui::IsItemHovered())
