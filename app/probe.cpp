@@ -199,6 +199,7 @@ std::vector<ProbeKey> make_schema() {
         // ---- Token norms, Patch features, Self-attention (issue 20: what the families are studied for)
         {K::Rect, "norms.image", "the patch norms over the image"},
         {K::Rect, "norms.token.<name>", "where a token before the patches (cls, reg0, dist) looks"},
+        {K::Number, "norms.token.<name>.vmax", "the top of its colours (0 .. its largest weight)"},
         {K::Number, "norms.{layer|factor|median|high|layers|tokens}", "the token norms tab's numbers"},
         {K::String, "norms.{message|values|high|tokens}", "the token norms tab's texts and numbers"},
         {K::Rect, "features.{image|rgb|mask}", "the input, the components as RGB, the foreground"},
