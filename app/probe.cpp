@@ -100,6 +100,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "toolbar.heads", "the heads in force, as the toolbar shows them"},
         {K::String, "toolbar.model_notes", "what the loaded file is and what its loader ignored or took from elsewhere (absent for presets)"},
         {K::String, "toolbar.samples", "the sample images the menu lists"},
+        {K::String, "toolbar.image", "what the image menu shows: the loaded image's file name, or that none is loaded"},
         {K::String, "prediction.<k>", "the k-th prediction: class index and name"},
 
         // ---- heatmaps (heatmap.cpp) and the statistics beside the stage view

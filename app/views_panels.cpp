@@ -163,7 +163,10 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
     flow.next(170, true);
     ImGui::SetNextItemWidth(170);
     std::string cur = fs::path(s.image_path()).filename().string();
-    if (ImGui::BeginCombo("##img", cur.empty() ? "sample image" : cur.c_str())) {
+    // what is loaded, or that nothing is (never a sample's name or "sample image" when none is)
+    const std::string shown_img = cur.empty() ? "no image: choose one" : cur;
+    pr.strings["toolbar.image"] = shown_img;
+    if (ImGui::BeginCombo("##img", shown_img.c_str())) {
         for (auto& p : samples)
             if (ImGui::Selectable(fs::path(p).filename().string().c_str(), p == s.image_path())) s.load_image(p);
         if (std::string r = RecentMenu(v.settings, false); !r.empty()) s.load_image(r);
