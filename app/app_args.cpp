@@ -3,8 +3,9 @@
 #include <GLFW/glfw3.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "tabs/tab.h"
@@ -38,6 +39,18 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     CLI::App cli{"vitscope: step through a Vision Transformer stage by stage"};
     std::string overlay, hover, cell, image_size;
     int tab = -1;
+    // CLI::Range lets NaN through (every comparison with it is false): numbers must be finite first
+    const CLI::Validator finite(
+        [](std::string& v) {
+            double d = 0;
+            try {
+                d = std::stod(v);
+            } catch (const std::exception&) {
+                return std::string();  // not a number: the option's own conversion says so
+            }
+            return std::isfinite(d) ? std::string() : "'" + v + "' is not a finite number";
+        },
+        "FINITE");
     cli.add_option("--settings", a.settings, "remember recent files and options in this file (default: $XDG_CONFIG_HOME/vitscope/settings.json; off in headless runs)");
     cli.add_flag("--no-settings", a.no_settings, "neither read nor write the settings file");
     cli.add_option("--model,-m", a.model, "'default', a preset (or a torchvision/timm name such as vit_b_16), a .safetensors/.pth/.pt/.bin checkpoint, "
@@ -45,24 +58,24 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_flag("--offline", a.offline, "hf: models from the Hugging Face cache only, never downloaded (as HF_HUB_OFFLINE=1)");
     cli.add_option("--image,-i", a.image, "image to load: " + vit::image_formats() + " (default: a bundled Fashion-MNIST sample)");
     cli.add_option("--labels", a.labels, "class names, one per line");
-    cli.add_option("--heads", a.heads, "number of heads, if the checkpoint does not say");
+    cli.add_option("--heads", a.heads, "number of heads, if the checkpoint does not say")->check(CLI::Range(1, 8192));
     cli.add_option("--stage", a.stage, "stage to show: a trace name (blocks.2.attn.pattern) or, with --layer, attn.pattern");
     cli.add_option("--layer", a.layer, "layer for --stage and the overlay");
     cli.add_option("--head", a.head, "head to show (and for the overlay; default: mean of heads)");
     cli.add_option("--patch", a.patch, "select a patch (its token is highlighted everywhere)");
     cli.add_option("--overlay", overlay, "overlay on the image")->check(CLI::IsMember({"none", "cls", "rollout", "grad", "query"}));
     cli.add_option("--query", a.query, "query token for the 'query' overlay (0 = cls, n + 1 = patch n); implies --overlay query")
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(0, 1000000));
     cli.add_option("--cell", cell, "show the math of cell I,J (row, column) of the current stage's shown slice (head: --head)");
     std::string attention_scale;
     cli.add_option("--attention-scale", attention_scale, "attention pictures: one scale from 0 shared by every map on screen "
                                                          "(shared, the default) or each map on its own, its range printed (per-map)")
         ->check(CLI::IsMember({"shared", "per-map"}));
-    cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(CLI::Range(0.0, 1.0));
+    cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(finite)->check(CLI::Range(0.0, 1.0));
     cli.add_option("--tab", tab, "the tab shown: " + tab_help())->check(CLI::Range(0, tab_count() - 1));
     cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
                    "set N and run it at launch (headless: before the screenshot)")->check(CLI::Range(1, 10000));
-    cli.add_option("--tour", a.tour, "start the guided tour at step N (0 = the first)")->check(CLI::NonNegativeNumber);
+    cli.add_option("--tour", a.tour, "start the guided tour at step N (0 = the first)")->check(CLI::Range(0, 1000000));
     cli.add_option("--image-size", image_size, "run the model at this input size, H or H,W pixels (multiples of the patch "
                    "size); the position embeddings are resized by the family's rule (the image panel has the same control)");
     cli.add_option("--pooling", a.pooling, "pool the cls token or the mean of the patch tokens (default: the model's)")->check(CLI::IsMember({"cls", "mean"}));
@@ -92,16 +105,19 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--while-loading", a.while_loading, "with --screenshot: take it while --model loads (load) or while its "
                                                       "first forward pass runs (pass); the window shows what it is doing")
         ->check(CLI::IsMember({"load", "pass"}));
-    cli.add_option("--width", a.width, "window width")->default_val(1600);
-    cli.add_option("--height", a.height, "window height")->default_val(1000);
-    cli.add_option("--train-epochs", a.train_epochs, "start the Train panel at launch for N epochs (headless: wait for it)");
-    cli.add_option("--train-limit", a.train_limit, "with --train-epochs: train on the first N images");
+    // (the window sizes --sweep-sizes takes; a negative width aborted inside GLFW, 0 failed as "cannot create a window")
+    cli.add_option("--width", a.width, "window width")->default_val(1600)->check(CLI::Range(320, 8192));
+    cli.add_option("--height", a.height, "window height")->default_val(1000)->check(CLI::Range(240, 8192));
+    cli.add_option("--train-epochs", a.train_epochs, "start the Train panel at launch for N epochs (headless: wait for it)")
+        ->check(CLI::Range(1, 10000));
+    cli.add_option("--train-limit", a.train_limit, "with --train-epochs: train on the first N images (0: all)")
+        ->check(CLI::Range(0, 1000000));
     cli.add_flag("--export-view", a.export_view, "with --screenshot: also export the centre view as PNG (as the toolbar button does)");
     cli.add_flag("--export-npy", a.export_npy, "with --screenshot: also export the current tensor as .npy (and <stage>.grad.npy when the gradient view shows it)");
     cli.add_flag("--export-npz", a.export_npz, "with --screenshot: also export the whole trace (and gradients) as .npz");
     cli.add_option("--export-dir", a.export_dir, "directory for exports")->default_val(".");
     cli.add_option("--shader-dir", a.shader_dir, "load shaders from this directory (live editing; errors shown in the window)");
-    cli.add_option("--bench-frames", a.bench_frames, "render N frames and print frame times");
+    cli.add_option("--bench-frames", a.bench_frames, "render N frames and print frame times")->check(CLI::Range(1, 1000000));
     cli.add_flag("--bench-toggle", a.bench_toggle, "with --bench-frames: toggle elementwise_affine every frame");
     cli.add_flag("--bench-switch", a.bench_switch, "with --bench-frames: show a stage of another block every frame (the Stage "
                  "tab), timing the frame that shows it; with --grads, its gradient (the block's backward pass recomputed)");
@@ -114,8 +130,9 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--sweep-sizes", sizes, "with --sweep: the layout sweep instead, at each window size WxH[@SCALE], comma-separated "
                                            "(every tab and a choice of stages at each; @2: a 2x content scale)");
     cli.add_option("--ui-scale", a.ui_scale, "content scale (HiDPI): 2 draws everything twice as large (default: the monitor's)")
-        ->check(CLI::Range(0.5, 4.0));
-    cli.add_option("--sweep-stages", a.sweep_stages, "with --sweep: only this many stages, spread over the trace (0: all)");
+        ->check(finite)->check(CLI::Range(0.5, 4.0));
+    cli.add_option("--sweep-stages", a.sweep_stages, "with --sweep: only this many stages, spread over the trace (0: all)")
+        ->check(CLI::Range(0, 1000000));
     try {
         cli.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -130,7 +147,8 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     }
     if (!hover.empty()) {
         float x = 0, y = 0;
-        if (std::sscanf(hover.c_str(), "%f,%f", &x, &y) != 2) {
+        char extra = 0;
+        if (std::sscanf(hover.c_str(), "%f,%f%c", &x, &y, &extra) != 2 || !std::isfinite(x) || !std::isfinite(y)) {
             std::fprintf(stderr, "vitscope: --hover wants X,Y (got '%s')\n", hover.c_str());
             return 2;
         }

@@ -419,6 +419,14 @@ private:
                     if (s.trace()) select_row(ui, *s.trace(), size_t(mid));
                 });
             add("attention maps, contrast per map", [](Session&, UiState& ui) { ui = UiState{}; ui.tab = Tab::AttentionMaps; ui.attention_per_map = true; });
+            // every overlay: each brings its own controls into the image panel (rollout's head fusion
+            // and discard ratio side by side, the query slider, the no-gradients reason)
+            for (int o = 0; o < kOverlayCount; ++o)
+                add(std::string("overlay ") + overlay_name(Overlay(o)), [o](Session&, UiState& ui) {
+                    ui = UiState{};
+                    ui.overlay = Overlay(o);
+                    ui.query = 5;
+                });
             // the tour over the views it talks about
             for (int k : {0, 9, 14})
                 add("tour step " + std::to_string(k), [k](Session&, UiState& ui) { ui = UiState{}; ui.tour_step = k; });

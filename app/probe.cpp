@@ -100,6 +100,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "toolbar.heads", "the heads in force, as the toolbar shows them"},
         {K::String, "toolbar.model_notes", "what the loaded file is and what its loader ignored or took from elsewhere (absent for presets)"},
         {K::String, "toolbar.samples", "the sample images the menu lists"},
+        {K::String, "toolbar.image", "what the image menu shows: the loaded image's file name, or that none is loaded"},
         {K::String, "prediction.<k>", "the k-th prediction: class index and name"},
 
         // ---- heatmaps (heatmap.cpp) and the statistics beside the stage view
@@ -199,6 +200,7 @@ std::vector<ProbeKey> make_schema() {
         // ---- Token norms, Patch features, Self-attention (issue 20: what the families are studied for)
         {K::Rect, "norms.image", "the patch norms over the image"},
         {K::Rect, "norms.token.<name>", "where a token before the patches (cls, reg0, dist) looks"},
+        {K::Number, "norms.token.<name>.vmax", "the top of its colours (0 .. its largest weight)"},
         {K::Number, "norms.{layer|factor|median|high|layers|tokens}", "the token norms tab's numbers"},
         {K::String, "norms.{message|values|high|tokens}", "the token norms tab's texts and numbers"},
         {K::Rect, "features.{image|rgb|mask}", "the input, the components as RGB, the foreground"},

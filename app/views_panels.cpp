@@ -163,7 +163,10 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
     flow.next(170, true);
     ImGui::SetNextItemWidth(170);
     std::string cur = fs::path(s.image_path()).filename().string();
-    if (ImGui::BeginCombo("##img", cur.empty() ? "sample image" : cur.c_str())) {
+    // what is loaded, or that nothing is (never a sample's name or "sample image" when none is)
+    const std::string shown_img = cur.empty() ? "no image: choose one" : cur;
+    pr.strings["toolbar.image"] = shown_img;
+    if (ImGui::BeginCombo("##img", shown_img.c_str())) {
         for (auto& p : samples)
             if (ImGui::Selectable(fs::path(p).filename().string().c_str(), p == s.image_path())) s.load_image(p);
         if (std::string r = RecentMenu(v.settings, false); !r.empty()) s.load_image(r);
@@ -666,7 +669,11 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         if (v.hover && ImGui::IsItemHovered())
             ImGui::SetTooltip("how each layer's %d heads become one matrix before the rollout: their mean, or the "
                               "largest or smallest weight of each query-key pair", H);
-        ImGui::SameLine();
+        // the discard ratio beside it when it fits the panel, on its own line when not (a narrow panel)
+        const ImGuiStyle& st = ImGui::GetStyle();
+        const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+        if (ImGui::GetItemRectMax().x + st.ItemSpacing.x + 90 + st.ItemInnerSpacing.x + ImGui::CalcTextSize("discard").x <= right)
+            ImGui::SameLine();
         ImGui::SetNextItemWidth(90);
         ImGui::SliderFloat("discard", &ui.discard, 0.f, 0.95f, "%.2f");
         if (v.hover && ImGui::IsItemHovered())

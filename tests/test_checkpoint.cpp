@@ -54,6 +54,27 @@ TEST(Checkpoint, SaveLoadRoundTripKeepsConfigAndOutputs) {
     EXPECT_EQ(a.get("logits"), b.get("logits"));
 }
 
+// vitscope.config's resize interpolation: the two it knows round-trip; any other spelling is refused
+// by name (it was read as bilinear, silently resizing differently from what the file said).
+TEST(Checkpoint, ConfigInterpIsOneItKnows) {
+    Config c = preset("vit-ti16");
+    c.pre.interp = Interp::Bicubic;
+    EXPECT_EQ(config_from_json(config_to_json(c), "m.safetensors").pre.interp, Interp::Bicubic);
+    c.pre.interp = Interp::Bilinear;
+    std::string j = config_to_json(c);
+    EXPECT_EQ(config_from_json(j, "m.safetensors").pre.interp, Interp::Bilinear);
+    const size_t at = j.find("\"bilinear\"");
+    ASSERT_NE(at, std::string::npos);
+    j.replace(at, 10, "\"lanczos\"");
+    try {
+        config_from_json(j, "m.safetensors");
+        ADD_FAILURE() << "an unknown interp was accepted";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("m.safetensors"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("interp"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Checkpoint, InfersConfigFromShapes) {
     Config c = preset("vit-ti16");
     c.image_size = 64; c.depth = 2; c.classes = 5;  // 4x4 grid, width 192 -> 3 heads of 64

@@ -160,4 +160,17 @@ TEST(Npy, RoundTripAndRejections) {
     std::string i8 = b;
     i8.replace(i8.find("<f4"), 3, "<i8");
     EXPECT_THROW(parse_npy(i8, "x.npy"), FileError);
+    // A key given twice: numpy's reader (a Python dict) takes the last 'shape', so the file is (2,) to
+    // numpy; reading the first would run a (1, 2, 2) input numpy never sees. Refused, naming the key.
+    std::string twice = b;
+    twice.replace(twice.find("'shape'"), 0, "'shape': (2,), ");
+    twice.erase(twice.rfind(' ', twice.find('\n')) - 14, 15);  // keep the header's padded length
+    ASSERT_EQ(twice.size(), b.size());
+    try {
+        parse_npy(twice, "twice.npy");
+        ADD_FAILURE() << "accepted a header that gives 'shape' twice";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("twice.npy"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("'shape' twice"), std::string::npos) << e.what();
+    }
 }

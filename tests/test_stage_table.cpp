@@ -189,3 +189,16 @@ TEST(Families, RunSizesAreCheckedAndResizeThePositions) {
         EXPECT_NE(std::string(e.what()).find("pooling mean does not apply"), std::string::npos) << e.what();
     }
 }
+
+// The map draws one "pool" box and one "head" box from the table's notes: for DeiT distilled they
+// must say that both the cls and the dist token are pooled and that two heads are averaged (the map
+// of the model that ran, not of a plain ViT).
+TEST(StageTable, DistilledBoxesSayBothTokensAndBothHeads) {
+    const auto t = StageTable::get(preset("deit-ti16-distilled"));
+    EXPECT_EQ(t->info({StageKind::Pooled, -1}).box.sub, "cls and dist tokens");
+    EXPECT_EQ(t->info({StageKind::PooledDist, -1}).box.sub, "cls and dist tokens");
+    EXPECT_EQ(t->info({StageKind::LogitsCls, -1}).box.sub, "2 heads averaged, 1000 classes");
+    const auto plain = StageTable::get(preset("vit-ti16"));
+    EXPECT_EQ(plain->info({StageKind::Pooled, -1}).box.sub, "cls token");
+    EXPECT_EQ(plain->info({StageKind::Logits, -1}).box.sub, "1000 classes");
+}

@@ -149,6 +149,7 @@ public:
             dl->AddRect(q, ImVec2(q.x + cell, q.y + cell), IM_COL32(255, 80, 200, 255), 0, 0, 2);
         }
         pr.rects["norms.image"] = Rect{p0.x, p0.y, mw, mh};
+        ColorKey(v, "norms.image", cm, mw);  // the heatmap's scale above: 0 .. the largest norm
         ImGui::EndGroup();
         ImGui::SameLine();
         // ---- the tokens before the patches, by name: norm, what cls pays them, where they look
@@ -198,14 +199,14 @@ public:
                     const float sw = gw >= gh ? sm : sm * float(gw) / float(gh), sh = gh >= gw ? sm : sm * float(gh) / float(gw);
                     ImVec2 q = ImGui::GetCursorScreenPos();
                     ImGui::Dummy(ImVec2(sw, sh));
-                    Colormap scm;
-                    scm.vmin = spec_range_[size_t(i)].first;
-                    scm.vmax = std::max(spec_range_[size_t(i)].second, scm.vmin + 1e-9f);
+                    // attention's key: from 0 (dark) to this row's largest weight (yellow)
+                    const Colormap scm = attention_colormap(spec_range_[size_t(i)].second, spec_range_[size_t(i)].second, false);
                     v.gfx.draw(ImGui::GetWindowDrawList(), spec_tex_[size_t(i)], q, ImVec2(q.x + sw, q.y + sh), scm);
                     pr.rects["norms.token." + name] = Rect{q.x, q.y, sw, sh};
                     ImGui::SameLine();
-                    ImGui::TextDisabled("where %s looks\n(attention over the patches,\nmean of heads, max %.3f)", name.c_str(),
-                                        double(spec_range_[size_t(i)].second));
+                    ImGui::TextDisabled("where %s looks\n(attention over the patches,\nmean of heads; colours 0 .. %s)", name.c_str(),
+                                        fmt(scm.vmax).c_str());
+                    pr.numbers["norms.token." + name + ".vmax"] = scm.vmax;
                 }
             }
         }

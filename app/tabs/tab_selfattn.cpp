@@ -78,17 +78,39 @@ public:
             pr.strings["selfattn.message"] = why;
             return;
         }
+        ImGui::PushTextWrapPos(0);
         ImGui::TextDisabled("%s, the %s row, over the patches%s", maps_.source_name.c_str(), maps_.query.c_str(),
                             rd.prefix > 1 ? " (the other tokens before the patches left out, not renormalised)" : "");
+        ImGui::PopTextWrapPos();
         pr.strings["selfattn.source"] = maps_.source_name;
         pr.numbers["selfattn.layer"] = maps_.layer;
         const int H = int(maps_.attn.shape(0));
         pr.numbers["selfattn.heads"] = H;
+        // The key, as every attention picture has it: one scale from 0 shared by the heads (or each head
+        // from 0 to its own largest weight, printed in its caption), even attention 1/T marked.
+        float shared_max = 0;
+        for (auto& r : range_) shared_max = std::max(shared_max, r.second);
+        const int keys_n = int(t->get(maps_.source).shape().back());
+        ImGui::Checkbox("contrast per map##selfattn", &ui.attention_per_map);
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("off: one scale for every head, from 0 to the largest weight of them all (colours compare across heads)\n"
+                              "on: each head from 0 to its own largest weight, printed above it (colours do not compare)");
+        ImGui::SameLine();
+        ImGui::TextDisabled(ui.attention_per_map ? "each map: 0 (dark) to its own max" : "all maps: one scale");
+        const float key_w = std::min(ImGui::GetContentRegionAvail().x, 420.f);
+        if (!ui.attention_per_map) {
+            ColorKey(v, "selfattn", attention_colormap(shared_max, shared_max, false), key_w, attention_marks(keys_n));
+        } else {
+            ColorKey(v, "selfattn", attention_colormap(1.f, 1.f, false), key_w);
+            ImGui::SameLine();
+            ImGui::TextDisabled("(fraction of each map's max)");
+        }
         // ---- one column per head: its map, then its mask over the image
         const ImVec2 avail = ImGui::GetContentRegionAvail();
         const float gap = ImGui::GetStyle().ItemSpacing.x;
         // a column per head, as wide as its caption at least ("head 11: 100.0% in 1369")
-        const float caption = ImGui::CalcTextSize(("head " + std::to_string(H - 1) + ": 100.0% in " + std::to_string(N)).c_str()).x;
+        const float caption = ImGui::CalcTextSize(("head " + std::to_string(H - 1) + ": 100.0% in " + std::to_string(N) +
+                                                   (ui.attention_per_map ? ", max 0.0000" : "")).c_str()).x;
         const float min_col = std::max(96.f, caption);
         const int per_row = std::max(1, std::min(H, int((avail.x - ImGui::GetStyle().ScrollbarSize + gap) / (min_col + gap))));
         const float col = std::max(min_col, (avail.x - ImGui::GetStyle().ScrollbarSize - gap * float(per_row - 1)) / float(per_row) - 1);
@@ -103,7 +125,11 @@ public:
             ImGui::BeginGroup();
             int kept_n = 0;
             for (int n = 0; n < N; ++n) kept_n += maps_.mask(size_t(h), size_t(n)) > 0;
-            ImGui::TextDisabled("head %d: %.1f%% in %d", h, 100.0 * maps_.kept_mass(size_t(h)), kept_n);
+            if (ui.attention_per_map)
+                ImGui::TextDisabled("head %d: %.1f%% in %d, max %s", h, 100.0 * maps_.kept_mass(size_t(h)), kept_n,
+                                    fmt(range_[size_t(h)].second).c_str());
+            else
+                ImGui::TextDisabled("head %d: %.1f%% in %d", h, 100.0 * maps_.kept_mass(size_t(h)), kept_n);
             ImVec2 p0 = ImGui::GetCursorScreenPos();
             ImGui::PushID(h);
             if (ImGui::InvisibleButton("map", ImVec2(mw, mh))) {  // this head's pattern on the Stage tab, over the image
@@ -116,9 +142,7 @@ public:
             }
             if (v.hover && ImGui::IsItemHovered())
                 ImGui::SetTooltip("head %d: max %.4f; click to open %s", h, double(range_[size_t(h)].second), maps_.source_name.c_str());
-            Colormap cm;
-            cm.vmin = range_[size_t(h)].first;
-            cm.vmax = std::max(range_[size_t(h)].second, cm.vmin + 1e-9f);
+            const Colormap cm = attention_colormap(shared_max, range_[size_t(h)].second, ui.attention_per_map);
             v.gfx.draw(dl, tex_[size_t(h)], p0, ImVec2(p0.x + mw, p0.y + mh), cm);
             DrawDropped(dl, *t, p0, cell, cell);
             pr.rects["selfattn.head." + std::to_string(h)] = Rect{p0.x, p0.y, mw, mh};

@@ -201,7 +201,8 @@ Config config_from_json(const std::string& text, const std::string& what) {
     c.pos_grid = r.integer("pos_grid", 0, kMaxImageSize, &kZero);
     const int zero = 0;
     c.pre.resize = r.integer("resize", 0, kMaxResize, &zero);
-    c.pre.interp = r.text("interp", "bilinear") == "bicubic" ? Interp::Bicubic : Interp::Bilinear;
+    static const char* const kInterpNames[] = {"bilinear", "bicubic"};  // anything else is refused, not read as bilinear
+    c.pre.interp = r.choice("interp", kInterpNames, 0) == 1 ? Interp::Bicubic : Interp::Bilinear;
     if (auto it = j.find("squash"); it != j.end()) {
         if (!it->is_boolean()) r.bad("squash", "is not true or false");
         c.pre.squash = it->get<bool>();

@@ -180,6 +180,10 @@ namespace {
 std::string dict_value(const std::string& h, const std::string& key, const std::string& what) {
     auto p = h.find("'" + key + "'");
     if (p == std::string::npos) throw FileError(what + ": .npy header has no '" + key + "'");
+    // numpy reads the header as a Python dict, where a key given twice means its last value: refused
+    // rather than read differently from numpy
+    if (h.find("'" + key + "'", p + 1) != std::string::npos)
+        throw FileError(what + ": .npy header gives '" + key + "' twice");
     p = h.find(':', p);
     if (p == std::string::npos) throw FileError(what + ": malformed .npy header");
     ++p;

@@ -562,7 +562,7 @@ void d_pooled(const Ctx& x, StageInfo& s) {
             s.what = std::string("The cls token's row of the final LayerNorm: the summary of the image that the ") +
                      (x.c.head == Head::Projection ? "projection" : "head") + " reads.";
             s.torch = "pooled = x[:, 0]";
-            s.box.sub = "cls token";
+            s.box.sub = x.c.head == Head::Distilled ? "cls and dist tokens" : "cls token";  // DeiT pools both
             break;
         case Pooling::Mean:
             s.from = {x.last_stream()};
@@ -594,7 +594,7 @@ void d_pooled_dist(const Ctx& x, StageInfo& s) {
     s.title = "Pooled (distillation token)";
     s.what = "The distillation token's row of the final LayerNorm: what head_dist reads.";
     s.torch = "pooled_dist = x[:, 1]";
-    s.box.sub = "cls token";  // one box with pooled
+    s.box.sub = "cls and dist tokens";  // one box with pooled
 }
 
 // The vector a classifier head reads: the pooled row, or the final norm of the pooled row.
@@ -602,7 +602,10 @@ StageId head_input(const Ctx& x) {
     return x.pool == Pooling::Cls ? StageId{K::Pooled, -1} : StageId{K::LnFinalOut, -1};
 }
 
-void logits_sub(const Ctx& x, StageInfo& s) { s.box.sub = str(x.K) + " classes"; }
+// The head box's note: DeiT's two heads and their mean are one box, so it says so.
+void logits_sub(const Ctx& x, StageInfo& s) {
+    s.box.sub = x.c.head == Head::Distilled ? "2 heads averaged, " + str(x.K) + " classes" : str(x.K) + " classes";
+}
 
 void d_logits_cls(const Ctx& x, StageInfo& s) {
     s.shape = {x.K};

@@ -14,6 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_truth import App, run_checks, crop, expect, FAIL  # noqa: E402
+from test_gui import viridis  # noqa: E402
 
 REG = ("dinov2-s14-reg", "112,168", 5, 8, 12)  # model, size, tokens before the patches, grid rows, grid columns
 
@@ -40,10 +41,11 @@ def shot(app, model, size, *args):
     return app.shot("--model", model, *(["--image-size", size] if size else []), *args)
 
 
-def patch_px(img, rect, gh, gw, n):
-    """The pixel at the centre of patch n of a picture drawn in `rect` over a gh x gw grid."""
+def patch_px(img, rect, gh, gw, n, at=0.5):
+    """The pixel at the centre of patch n of a picture drawn in `rect` over a gh x gw grid (at: how far
+    into the patch, 0.5 its centre; the model input's patch numbers sit in its top-left corner)."""
     x, y, w, h = rect
-    return img[int(y + (n // gw + 0.5) * h / gh), int(x + (n % gw + 0.5) * w / gw)]
+    return img[int(y + (n // gw + at) * h / gh), int(x + (n % gw + at) * w / gw)]
 
 
 def check_image_panel_non_square(app):
@@ -63,8 +65,9 @@ def check_image_panel_non_square(app):
     expect(got.shape == want.shape and np.abs(got - want).max() <= 1e-6,
            f"...the cls attention overlay is pattern[11][:, 0, {pre}:] (cls and 4 registers left out as keys)")
     top = int(want.argmax())
-    expect(np.all(patch_px(img, r["image"], gh, gw, top) >= 245), f"...patch {top}, the hottest, is drawn white-hot "
-           f"at its place on the 8x12 grid ({patch_px(img, r['image'], gh, gw, top)})")
+    px = patch_px(img, r["image"], gh, gw, top, at=0.8)  # (below and right of its number)
+    expect(np.abs(px - viridis(1.0)).max() <= 25, f"...patch {top}, the hottest, is drawn opaque yellow (the overlay's "
+           f"top at opacity 1) at its place on the 8x12 grid ({px})")
     # the patch numbers sit at their patch's corner on the gh x gw grid (cells w / gw = h / gh wide)
     labels = [tx for tx in lay["texts"] if tx["group"] == "image.patches"]
     cell = w / gw
@@ -146,6 +149,21 @@ def check_token_norms(app):
     toks = lay["strings"].get("norms.tokens", "")
     expect(all(f"reg{i}:" in toks for i in range(4)) and toks.startswith("cls:"), "...the registers listed by name, after cls")
     expect(all(f"norms.token.reg{i}" in lay["rects"] for i in range(4)), "...each with where it looks")
+    pat = trace(app, model, size)["blocks.11.attn.pattern"]
+    want = [float(pat[:, i, pre:].mean(0).max()) for i in range(pre)]
+    got = [n_ for n_ in (lay["numbers"].get(f"norms.token.{nm}.vmax") for nm in ["cls"] + [f"reg{i}" for i in range(4)])]
+    expect(all(g is not None for g in got) and np.abs(np.array(got) - want).max() <= 1e-6,
+           f"...on a key 0 .. the row's largest weight, said beside it ({got} against the trace's {want})")
+    # the patch norms over the image: its own key, the heatmap's scale
+    expect("norms.image.key" in lay["rects"] and lay["numbers"].get("norms.image.key.vmin") == 0 and
+           abs(lay["numbers"].get("norms.image.key.vmax", -1) - a["token_norms"].max()) <= 1e-3 * a["token_norms"].max(),
+           "...and the patch norms over the image have their key, 0 .. the largest norm")
+    x, y, w, h = lay["rects"]["norms.image"]
+    row = a["token_norms"][-1, pre:]
+    k = int(row.argmin())
+    px = patch_px(img, lay["rects"]["norms.image"], gh, gw, k)
+    expect(np.abs(px - viridis(row[k] / a["token_norms"].max())).max() <= 25,
+           f"...drawn on it: the weakest patch {k} is viridis({row[k] / a['token_norms'].max():.2f}) ({px})")
     # the heatmap: the largest norm is the colour bar's top (viridis yellow)
     n = lay["numbers"]
     expect(abs(n["norms.vmax"] - a["token_norms"].max()) <= 1e-3 * a["token_norms"].max() and n["norms.vmin"] == 0,
@@ -212,15 +230,34 @@ def check_self_attention(app):
     expect(np.array_equal(mask, a["self_attn_mask"]), "...and its masks (60% of each head's mass)")
     expect(np.abs(floats(s.get("selfattn.kept", "")) - a["self_attn_kept"]).max() <= 1e-6, "...with the mass each keeps")
     expect(s.get("selfattn.source") == "blocks.11.attn.pattern", f"...of the last layer ({s.get('selfattn.source')})")
-    # pixels: head 0's hottest patch is yellow on its map; its mask darkens the patches it leaves out
-    h0 = a["self_attn"][0]
-    px = patch_px(img, lay["rects"]["selfattn.head.0"], gh, gw, int(h0.argmax()))
-    expect(px[0] > 200 and px[1] > 200 and px[2] < 90, f"...head 0's hottest patch is drawn yellow ({px})")
+    # pixels: the hottest patch of all heads is yellow on its map; head 0's mask darkens the patches it leaves out
+    hh, kk = np.unravel_index(int(a["self_attn"].argmax()), a["self_attn"].shape)
+    px = patch_px(img, lay["rects"][f"selfattn.head.{hh}"], gh, gw, int(kk))
+    expect(px[0] > 200 and px[1] > 200 and px[2] < 90, f"...the heads' hottest patch (head {hh}) is drawn yellow ({px})")
     ok = True
     for k in range(gh * gw):
         v = patch_px(img, lay["rects"]["selfattn.mask.0"], gh, gw, k).mean()
         ok &= (v > 12) if a["self_attn_mask"][0, k] else (v < 0.25 * 255)
     expect(ok, "...and head 0's mask leaves its kept patches bright, the others dark")
+    # the key, as every attention picture has it: one scale from 0 to the largest weight of all heads, and
+    # every head's patches drawn on it (a head whose largest weight is half the top is never yellow)
+    n = lay["numbers"]
+    top = float(a["self_attn"].max())
+    expect("selfattn.key" in lay["rects"] and n.get("selfattn.key.vmin") == 0 and
+           abs(n.get("selfattn.key.vmax", -1) - top) <= 1e-6 * top,
+           f"...under a colour key from 0 to the heads' largest weight {top:.4g} "
+           f"({n.get('selfattn.key.vmin')} .. {n.get('selfattn.key.vmax')})")
+    worst = 0
+    for h in range(H):
+        m = a["self_attn"][h]
+        for k in (int(m.argmax()), int(m.argmin())):
+            px = patch_px(img, lay["rects"][f"selfattn.head.{h}"], gh, gw, k)
+            worst = max(worst, float(np.abs(px - viridis(m[k] / top)).max()))
+    expect(worst <= 25, f"...every head's patches are viridis(weight / that top) (worst channel error {worst:.0f}/255)")
+    _, lay = shot(app, model, size, "--tab", "12", "--attention-scale", "per-map")
+    n = lay["numbers"]
+    expect(n.get("selfattn.key.vmin") == 0 and n.get("selfattn.key.vmax") == 1,
+           "--attention-scale per-map: the key is the fraction of each map's max")
     # SigLIP: the probe's row, said
     a = analyze(app, "siglip-b16", "64,96")
     _, lay = shot(app, "siglip-b16", "64,96", "--tab", "12")
@@ -266,6 +303,6 @@ def check_input_size_control(app):
 
 
 if __name__ == "__main__":
-    run_checks([check_image_panel_non_square, check_siglip_probe, check_deit_query_dist, check_token_norms,
+    sys.exit(run_checks([check_image_panel_non_square, check_siglip_probe, check_deit_query_dist, check_token_norms,
                 check_patch_features, check_self_attention, check_positions_resized, check_input_size_control],
-               "the families' views")
+               "the families' views"))

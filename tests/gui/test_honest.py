@@ -176,6 +176,14 @@ def check_out_of_range(app):
         if good:
             rc, err, _, _ = app.run(*good)
             expect(rc == 0, f"{' '.join(good)}: accepted (exit {rc})")
+    # flags out of their domain: refused before a window opens, naming the flag (a negative --width aborted
+    # inside GLFW, NaN passed the range checks, a negative --train-limit trained on everything for minutes)
+    for bad in (["--width", "-5"], ["--width", "0"], ["--height", "10"], ["--opacity", "nan"], ["--ui-scale", "nan"],
+                ["--hover", "1,2,3"], ["--hover", "nan,nan"], ["--heads", "0"], ["--train-epochs", "-1"],
+                ["--train-epochs", "1", "--train-limit", "-5"], ["--bench-frames", "-1"], ["--query", "-1"]):
+        rc, err, _, _ = app.run(*bad)
+        flag = bad[-2]
+        expect(rc == 2 and flag in err and len(err) < 400, f"{' '.join(bad)}: exit 2 naming {flag} ({rc}, {err.strip()[:110]})")
     # against the model loaded, not the default one: vit-ti16 has 3 heads and 196 patches
     rc, err, _, _ = app.run("--model", "vit-ti16", "--no-grads", "--head", "3")
     expect(rc == 2 and "--head 3" in err and "3 heads" in err, f"--head 3 on vit-ti16 (3 heads): exit 2 ({err.strip()[:90]})")

@@ -219,6 +219,8 @@ def main():
                    "...and nothing runs on a blank input: no prediction, 'no image' in the title")
             expect("No image is loaded" in lay["strings"].get("stage.message", "") and
                    any("corrupt.png" in e["title"] for e in lay["errors"]), "...the views say why; the panel names the file")
+            expect(lay["strings"].get("toolbar.image") == "no image: choose one",
+                   f"...and the image menu says none is loaded ({lay['strings'].get('toolbar.image')!r})")
         rc, err, _, lay = app.run("--labels", os.path.join(a.workdir, "nolabels.txt"))
         expect(rc == 1 and lay and any("nolabels.txt" in e["title"] for e in lay["errors"]), "a bad --labels file is in the panel")
 
