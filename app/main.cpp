@@ -127,9 +127,11 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     s.set_offline(a.offline);
     // In the window (and with --while-loading) a model loads as a job: the window is up at once and
     // says what it is doing; headless runs load it first, so their exit codes name a bad file.
-    if (a.model != "default" && a.load_in_background()) {
+    // The default model is in memory already: loaded again only to check a --heads against it.
+    const bool load = a.model != "default" || a.heads > 0;
+    if (load && a.load_in_background()) {
         s.begin_load_model(a.model, a.heads);
-    } else if (a.model != "default" && !s.load_model(a.model, a.heads)) {
+    } else if (load && !s.load_model(a.model, a.heads)) {
         if (s.heads_request()) {  // not an error panel entry: the window asks for the count
             ok = false;
             std::fprintf(stderr, "vitscope: %s\n", s.heads_request()->why.c_str());

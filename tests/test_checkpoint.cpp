@@ -125,6 +125,38 @@ TEST(Checkpoint, PublishedShapesGiveTheirHeadCount) {
     EXPECT_EQ(head_choices_text(6), "1, 2, 3 or 6");
 }
 
+// --heads is for a file that does not say: one that contradicts the count the file states is
+// refused naming the flag, the file and where it states it; the same count is taken; a count the
+// shapes only suggest (a published ViT's) gives way to the flag.
+TEST(Checkpoint, HeadsFlagNeverOverridesWhatTheFileStates) {
+    Config c = preset("vit-ti16");
+    c.image_size = 64; c.depth = 2; c.classes = 5;
+    LoadOverrides ov;
+    ov.heads = 6;
+    try {
+        weights_from_tensors(timm_tensors(init_weights(c, 1)), {{"num_heads", "3"}}, "m.safetensors", ov);
+        FAIL() << "--heads 6 overrode the file's 3";
+    } catch (const UsageError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("--heads 6 contradicts m.safetensors, which states 3 heads (__metadata__ num_heads)"),
+                  std::string::npos) << m;
+    }
+    ov.heads = 3;
+    LoadedModel lm = weights_from_tensors(timm_tensors(init_weights(c, 1)), {{"num_heads", "3"}}, "m.safetensors", ov);
+    EXPECT_EQ(lm.weights.cfg.heads, 3);
+    EXPECT_EQ(lm.heads_from, "__metadata__ num_heads");
+    c.depth = 12;  // ViT-Ti's shapes: 3 heads by the published model, which --heads may say otherwise
+    ov.heads = 6;
+    lm = weights_from_tensors(timm_tensors(init_weights(c, 1)), {}, "m.safetensors", ov);
+    EXPECT_EQ(lm.weights.cfg.heads, 6);
+    EXPECT_EQ(lm.heads_from, "--heads");
+    // the embedded model states its own
+    ov.heads = 2;
+    EXPECT_THROW(load_model("default", ov), UsageError);
+    ov.heads = 4;
+    EXPECT_EQ(load_model("default", ov).weights.cfg.heads, 4);
+}
+
 TEST(Checkpoint, TopKLargestFirstTiesByIndexNaNLast) {
     const float nan = std::nanf("");
     const std::vector<float> p{0.1f, 0.3f, nan, 0.3f, 0.05f, 0.3f, 0.2f};

@@ -1197,21 +1197,32 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
     }
     for (auto& n : p.notes) lm.notes.push_back(n);
 
-    // ---- heads: never guessed (issue 19)
+    // ---- heads: never guessed (issue 19). What the file (or a config beside it) states, else --heads,
+    // else what the shapes tell (a published ViT, CLIP's rule). --heads is for files that do not say:
+    // one that contradicts the file's count is refused (it would run a model the file does not describe).
     check_heads_flag(ov.heads, c.width, what);
-    if (ov.heads > 0) { c.heads = ov.heads; lm.heads_from = "--heads"; }
-    else if (own) lm.heads_from = "__metadata__ vitscope.config";
-    else if (int h = meta_int(meta, "num_heads", what)) { c.heads = h; lm.heads_from = "__metadata__ num_heads"; }
-    else if (int h2 = meta_int(meta, "heads", what)) { c.heads = h2; lm.heads_from = "__metadata__ heads"; }
-    else if (p.legacy_cfg) lm.heads_from = "__metadata__ vitscope.config";
+    int stated = 0;
+    std::string stated_from;
+    if (own) stated = c.heads, stated_from = "__metadata__ vitscope.config";
+    else if (int h = meta_int(meta, "num_heads", what)) stated = h, stated_from = "__metadata__ num_heads";
+    else if (int h2 = meta_int(meta, "heads", what)) stated = h2, stated_from = "__metadata__ heads";
+    else if (p.legacy_cfg) stated = c.heads, stated_from = "__metadata__ vitscope.config";
     else if (side.heads > 0 && (!ocfg || cfg)) {
-        c.heads = side.heads;
-        lm.heads_from = side.path + (cfg && cfg->kind == ConfigKind::Timm ? " model_args.num_heads" : " num_attention_heads");
+        stated = side.heads;
+        stated_from = side.path + (cfg && cfg->kind == ConfigKind::Timm ? " model_args.num_heads" : " num_attention_heads");
     } else if (ocfg && ocfg->num_attention_heads) {
-        c.heads = *ocfg->num_attention_heads;
-        lm.heads_from = ocfg_path + " width / head_width" +
-                        (std::find(ocfg->defaulted.begin(), ocfg->defaulted.end(), "head_width") != ocfg->defaulted.end()
-                             ? " (head_width absent: open_clip's default 64)" : "");
+        stated = *ocfg->num_attention_heads;
+        stated_from = ocfg_path + " width / head_width" +
+                      (std::find(ocfg->defaulted.begin(), ocfg->defaulted.end(), "head_width") != ocfg->defaulted.end()
+                           ? " (head_width absent: open_clip's default 64)" : "");
+    }
+    if (stated > 0 && ov.heads > 0 && ov.heads != stated)
+        throw UsageError("--heads " + std::to_string(ov.heads) + " contradicts " + what + ", which states " +
+                         std::to_string(stated) + " heads (" + stated_from + "): leave --heads out");
+    if (stated > 0) { c.heads = stated; lm.heads_from = stated_from; }
+    else if (ov.heads > 0) {
+        c.heads = ov.heads;
+        lm.heads_from = "--heads";
     } else if (int kh = known_heads(c.width, c.depth, c.mlp)) {
         c.heads = kh;
         lm.heads_from = "the published ViT with these shapes";

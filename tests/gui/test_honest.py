@@ -184,6 +184,15 @@ def check_out_of_range(app):
         rc, err, _, _ = app.run(*bad)
         flag = bad[-2]
         expect(rc == 2 and flag in err and len(err) < 400, f"{' '.join(bad)}: exit 2 naming {flag} ({rc}, {err.strip()[:110]})")
+    # --heads is for files that do not say: against the embedded model's own 4 heads it is refused, naming
+    # the flag and where the model states its count (it used to be ignored in the window, taken by the CLI)
+    rc, err, _, _ = app.run("--heads", "2")
+    expect(rc != 0 and "--heads 2 contradicts" in err and "states 4 heads" in err,
+           f"--heads 2 on the default model (4 heads): refused ({rc}, {err.strip()[:120]})")
+    rc, err, _, _ = app.run("--heads", "4")
+    expect(rc == 0, f"--heads 4 on the default model: accepted (exit {rc})")
+    r = subprocess.run([app.cli, "info", "--heads", "2"], capture_output=True, text=True, timeout=60)
+    expect(r.returncode == 2 and "--heads 2 contradicts" in r.stderr, f"vitscope-cli info --heads 2: exit 2 ({r.stderr.strip()[:100]})")
     # against the model loaded, not the default one: vit-ti16 has 3 heads and 196 patches
     rc, err, _, _ = app.run("--model", "vit-ti16", "--no-grads", "--head", "3")
     expect(rc == 2 and "--head 3" in err and "3 heads" in err, f"--head 3 on vit-ti16 (3 heads): exit 2 ({err.strip()[:90]})")
