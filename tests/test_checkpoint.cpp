@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 
 #include "core/io/checkpoint.h"
 #include "core/io/layouts.h"
@@ -155,6 +157,48 @@ TEST(Checkpoint, HeadsFlagNeverOverridesWhatTheFileStates) {
     EXPECT_THROW(load_model("default", ov), UsageError);
     ov.heads = 4;
     EXPECT_EQ(load_model("default", ov).weights.cfg.heads, 4);
+}
+
+// A ViTScope file's vitscope.config (a vanilla ViT's, read with the timm names) describes the model its
+// tensors hold: a size it states that the tensors contradict, or class names of another count (in the
+// config or in __metadata__ class_names), is refused naming the file and the field; they were silently
+// replaced by the shapes, or dropped.
+TEST(CheckpointBad, OwnConfigThatDescribesAnotherModel) {
+    Config c = preset("toy-gray4");
+    c.classes = 3;
+    c.class_names = {"a", "b", "c"};
+    const Weights w = init_weights(c, 1);
+    auto load = [&](const Config& said, std::map<std::string, std::string> meta) {
+        meta["vitscope.config"] = config_to_json(said);
+        return weights_from_tensors(timm_tensors(w), meta, "m.safetensors", {});
+    };
+    ASSERT_EQ(config_to_json(c).find("\"family\""), std::string::npos) << "not the vanilla ViT's config";
+    EXPECT_EQ(load(c, {}).weights.cfg.class_names, c.class_names);
+    for (const auto& [field, change] : std::vector<std::pair<std::string, std::function<void(Config&)>>>{
+             {"depth", [](Config& x) { x.depth += 2; }},
+             {"image_size", [](Config& x) { x.image_size *= 2; }},
+             {"mlp", [](Config& x) { x.mlp += 8; }},
+             {"classes", [](Config& x) { x.classes = 5; x.class_names = {"a", "b", "c", "d", "e"}; }}}) {
+        Config said = c;
+        change(said);
+        try {
+            load(said, {});
+            ADD_FAILURE() << "a vitscope.config with another " << field << " was taken";
+        } catch (const FileError& e) {
+            const std::string m = e.what();
+            EXPECT_NE(m.find("m.safetensors: __metadata__ vitscope.config says " + field), std::string::npos) << m;
+        }
+    }
+    Config names = c;
+    names.class_names = {"a", "b"};
+    EXPECT_THROW(load(names, {}), FileError);
+    try {
+        load(c, {{"class_names", "[\"x\", \"y\", \"z\", \"w\"]"}});
+        ADD_FAILURE() << "__metadata__ class_names of 4 names for 3 classes was taken";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("__metadata__ class_names names 4 classes but the checkpoint's head has 3"),
+                  std::string::npos) << e.what();
+    }
 }
 
 TEST(Checkpoint, TopKLargestFirstTiesByIndexNaNLast) {

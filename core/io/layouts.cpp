@@ -11,8 +11,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <xtensor/xbuilder.hpp>
 #include <xtensor/xmanipulation.hpp>
@@ -977,6 +979,7 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
     lm.nonfinite = nonfinite_tensors(src);  // by the file's own names, before the mapping moves them
     const bool own = meta.count("vitscope.config") && meta.at("vitscope.config").find("\"family\"") != std::string::npos;
     Plan p;
+    std::optional<Config> legacy_stated;  // an older ViTScope file's vitscope.config, as it states the model
     if (own) {
         p = plan_own();
         p.it = "ViTScope's own file";
@@ -1049,6 +1052,7 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
         if (auto it = meta.find("vitscope.config"); it != meta.end() && kind == Kind::Timm && p.c.family == ModelFamily::ViT &&
                                                     p.c.head == Head::Classifier) {
             Config legacy = config_from_json(it->second, what);
+            legacy_stated = legacy;
             legacy.pooling = p.c.pooling;
             legacy.layer_scale = p.c.layer_scale;
             legacy.pos_no_cls = p.c.pos_no_cls;
@@ -1138,6 +1142,17 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
             lm.notes.push_back("runs at " + std::to_string(c.image_size) + "x" + std::to_string(c.image_size) +
                                ", the size its position table was learned at; DINOv2's own evaluation resizes to 256 and "
                                "crops 224 (--image-size 224 runs it there, the table resized by DINOv2's rule)");
+        if (legacy_stated) {
+            // what an older ViTScope file's config states of the model's sizes must be what its tensors hold
+            const Config& st = *legacy_stated;
+            for (const auto& [field, said, has] : {std::tuple<const char*, int, int>{"image_size", st.image_size, c.image_size},
+                                                   {"patch", st.patch, c.patch}, {"channels", st.channels, c.channels},
+                                                   {"width", st.width, c.width}, {"depth", st.depth, c.depth},
+                                                   {"mlp", st.mlp, c.mlp}, {"classes", st.classes, c.classes}})
+                if (said != has)
+                    throw FileError(what + ": __metadata__ vitscope.config says " + field + " " + std::to_string(said) +
+                                    " but the tensors hold " + std::to_string(has) + " (it describes another model)");
+        }
         if (!p.legacy_cfg) c.name = std::string(family_name(p.layout)) + "-" + (c.family == ModelFamily::ViT ? "vit" : [&] {
             std::string f = family_label(c.family);
             for (char& ch : f) ch = char(std::tolower(static_cast<unsigned char>(ch)));
@@ -1296,8 +1311,15 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
         c.class_names = class_names_from_json(it->second, what);
         lm.labels_from = "__metadata__ class_names";
     }
-    if (!c.has_logits() && !c.class_names.empty()) { c.class_names.clear(); lm.labels_from.clear(); }
-    if (!c.class_names.empty() && c.class_names.size() != size_t(c.classes)) { c.class_names.clear(); lm.labels_from.clear(); }
+    if (!c.has_logits() && !c.class_names.empty()) {
+        lm.notes.push_back(lm.labels_from + " names " + std::to_string(c.class_names.size()) +
+                           " classes, but the model has no classifier: not used");
+        c.class_names.clear();
+        lm.labels_from.clear();
+    }
+    if (!c.class_names.empty() && c.class_names.size() != size_t(c.classes))
+        throw FileError(what + ": " + lm.labels_from + " names " + std::to_string(c.class_names.size()) +
+                        " classes but the checkpoint's head has " + std::to_string(c.classes));
     if (c.class_names.empty() && !side.class_names.empty() && !own) {
         if (!c.has_logits()) {
             lm.notes.push_back(side.path + " names " + std::to_string(side.class_names.size()) +
