@@ -28,6 +28,31 @@ void Flow::new_row() { row_ = true; }
 
 float Flow::text_w(const char* text) { return ImGui::CalcTextSize(text, nullptr, true).x; }
 
+std::vector<std::string> wrap_at_spaces(const std::string& text, float width) {
+    std::vector<std::string> lines;
+    std::string line = text.substr(0, text.find_first_not_of(' ') == std::string::npos ? text.size()
+                                                                                         : text.find_first_not_of(' '));
+    bool empty = true;  // no word on `line` yet (only the leading spaces)
+    size_t i = line.size();
+    while (i < text.size()) {
+        const size_t e = std::min(text.find(' ', i), text.size());
+        const std::string word = text.substr(i, e - i);
+        if (!word.empty()) {
+            const std::string next = empty ? line + word : line + " " + word;
+            if (!empty && ImGui::CalcTextSize(next.c_str()).x > width) {
+                lines.push_back(line);
+                line = word;
+            } else {
+                line = next;
+            }
+            empty = false;
+        }
+        i = e + 1;
+    }
+    lines.push_back(line);
+    return lines;
+}
+
 float Flow::button_w(const char* label) { return text_w(label) + 2 * ImGui::GetStyle().FramePadding.x; }
 
 float Flow::checkbox_w(const char* label) {

@@ -84,6 +84,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "working", "the work in flight shown in the centre while there is no trace: name and step, one per line"},
         {K::String, "errors", "the error panel's text"},
         {K::String, "preprocess", "the preprocessing steps"},
+        {K::String, "preprocess.drawn", "the preprocessing steps as drawn, one line per screen line (wrapped at spaces only)"},
         {K::String, "image.message", "why the image panel shows no input"},
         {K::String, "overlay.message", "why the overlay shows nothing"},
         {K::String, "overlay.error", "the overlay's computation failed"},

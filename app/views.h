@@ -94,6 +94,10 @@ private:
     float left_ = 0, right_ = 0;
     bool first_ = true, row_ = false;
 };
+// `text` broken into lines no wider than `width`, at spaces only (ImGui's wrapping also breaks after
+// a '.', which splits numbers: "0.\n500"); a word wider than `width` keeps a line of its own.
+// Leading spaces of the text are kept on its first line.
+std::vector<std::string> wrap_at_spaces(const std::string& text, float width);
 // Records every window of this frame in the probe (after the last End).
 void RecordWindows(Probe& probe);
 

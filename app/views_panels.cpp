@@ -350,7 +350,13 @@ std::vector<std::string> preprocessing_lines(const Image& im, const Config& c, i
     if (p.resize_w != p.crop_w || p.resize_h != p.crop_h)
         v.push_back("-> centre crop " + std::to_string(p.crop_w) + "x" + std::to_string(p.crop_h) + " at (" +
                     std::to_string(p.crop_left) + ", " + std::to_string(p.crop_top) + ")");
-    v.push_back("-> (x - " + list_of(c.pre.mean) + ") / " + list_of(c.pre.std));
+    if (c.pre.mean.size() > 1) {  // per channel: the tuples on lines of their own (a narrow panel wrapped them mid-number)
+        v.push_back("-> (x - mean) / std, per channel (R, G, B):");
+        v.push_back("   mean " + list_of(c.pre.mean));
+        v.push_back("   std  " + list_of(c.pre.std));
+    } else {
+        v.push_back("-> (x - " + list_of(c.pre.mean) + ") / " + list_of(c.pre.std));
+    }
     return v;
 }
 
@@ -418,13 +424,16 @@ void draw_original(ViewCtx& v, ImagePanel& panel) {
     ImGui::EndGroup();
     ImGui::SameLine();
     ImGui::BeginGroup();
-    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
-    std::string all;
+    std::string all, drawn;
+    const float room = ImGui::GetContentRegionAvail().x;
     for (auto& line : preprocessing_lines(im, c, in_h, in_w)) {
-        ImGui::TextDisabled("%s", line.c_str());
+        for (const std::string& part : wrap_at_spaces(line, room)) {
+            ImGui::TextDisabled("%s", part.c_str());
+            drawn += part + "\n";
+        }
         all += line + "\n";
     }
-    ImGui::PopTextWrapPos();
+    pr.strings["preprocess.drawn"] = drawn;
     pr.strings["preprocess"] = all;
     bool squash = c.pre.squash;
     if (ImGui::Checkbox("squash (aspect lost)", &squash)) s.set_squash(squash);

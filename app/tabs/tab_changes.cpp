@@ -116,6 +116,19 @@ public:
         }
         ImGui::BeginChild("list", ImVec2(list_w, 0), true);
         const auto shown = shown_stage(s, ui);
+        const auto value_text = [&](const auto& c) { return c.diff_norm == 0 ? std::string("0 (same)") : fmt(float(relative(c))); };
+        // block stages by their full names, or all of them as "L3 attn.pattern" when one full name does not fit
+        // (not a mix of the two forms down the list)
+        bool short_names = false;
+        {
+            const Rect lc = clip_rect(ImGui::GetWindowDrawList());
+            const float room = lc.x + lc.w - (ImGui::GetCursorScreenPos().x + bar_w + 6);
+            for (auto& c : ch)
+                if (c.id.layer >= 0 && ImGui::CalcTextSize((value_text(c) + "  " + c.name).c_str()).x > room) {
+                    short_names = true;
+                    break;
+                }
+        }
         for (auto& c : ch) {
             const double rel = relative(c);
             const bool sel = shown && shown->info->id == c.id;
@@ -128,13 +141,12 @@ public:
             dl->AddRectFilled(ImVec2(o.x, o.y + 3), ImVec2(o.x + bar_w, o.y + th - 1), IM_COL32(45, 50, 60, 255));
             if (len > 0) dl->AddRectFilled(ImVec2(o.x, o.y + 3), ImVec2(o.x + std::max(1.f, len), o.y + th - 1), IM_COL32(120, 170, 230, 255));
             pr.rects["changes.bar." + c.name] = Rect{o.x, o.y + 3, len, th - 4};
-            // the value and the stage's name (in a block, "L3 attn.pattern" when the full name does not fit)
-            const std::string val = c.diff_norm == 0 ? "0 (same)" : fmt(float(rel));
+            // the value and the stage's name
+            const std::string val = value_text(c);
             const Rect lc = clip_rect(dl);
             const float room = lc.x + lc.w - (o.x + bar_w + 6);
             std::string label = val + "  " + c.name;
-            if (ImGui::CalcTextSize(label.c_str()).x > room && c.id.layer >= 0)
-                label = val + "  L" + std::to_string(c.id.layer) + " " + stage_local_name(c.id);
+            if (short_names && c.id.layer >= 0) label = val + "  L" + std::to_string(c.id.layer) + " " + stage_local_name(c.id);
             bool cut = false;
             label = fit_text(label, room, cut);  // still too long: cut with "...", the full name in the tooltip
             if (cut && v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s: %s", c.name.c_str(), val.c_str());

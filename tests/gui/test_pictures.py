@@ -226,6 +226,15 @@ def check_changes(app):
     expect(worst <= 1.5, f"...bar lengths are relative change / {top:.3f} of the axis (worst {worst:.2f} px)")
     expect("the default options at the same input size, no interventions" in st.get("changes.baseline", ""),
            "the baseline is said: the default options at the same input size, no interventions")
+    # the block stages' names in one form down the list: all "blocks.0.ln1.mean" or all "L0 ln1.mean" (at
+    # 1280x800 some full names do not fit, and the list mixed both forms)
+    for w, h in [(1280, 800), (1920, 1080)]:
+        _, small = app.shot("--no-affine", "--tab", "2", "--width", str(w), "--height", str(h))
+        names = [x["text"].split("  ", 1)[-1] for x in small["texts"] if x["group"] == "changes.list"]
+        block = [x for x in names if x.startswith("blocks.") or re.match(r"L\d+ ", x)]
+        forms = {x.startswith("blocks.") for x in block}
+        expect(len(block) > 5 and len(forms) == 1, f"...at {w}x{h} the block stages named in one form ({block[:2]} ... "
+                                                   f"{block[-2:]}, {len(block)} rows)")
     # a stage that did not change, clicked in the list: white, and said
     bx, by, bw, bh = R["changes.bar.input"]
     img, lay = app.shot("--no-affine", "--tab", "2", "--hover", f"{bx + 5},{by + bh / 2}", "--click")

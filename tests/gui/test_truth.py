@@ -8,6 +8,7 @@ Every check here failed on the code before issue 8 (a crash, a missing panel, a 
 a stretched cell, an overlapping label, a missing number)."""
 import argparse
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -267,6 +268,15 @@ def main():
         _, lay2 = app.shot("--image", pp, "--squash", image=False)
         expect("squash to 28x28" in lay2["strings"].get("preprocess", "") and "crop" not in lay2["strings"]["preprocess"],
                "--squash: 'squash to 28x28', no crop")
+        # an RGB model's per-channel mean and std, each on a line of its own (in one line the narrow panel
+        # wrapped them in the middle of a number: "0.\n500")
+        _, lay3 = app.shot("--model", "vit-ti16", "--no-grads", "--image", pp, "--width", "1280", "--height", "800", image=False)
+        lines = lay3["strings"].get("preprocess", "").splitlines()
+        expect("-> (x - mean) / std, per channel (R, G, B):" in lines and "   mean (0.500, 0.500, 0.500)" in lines
+               and "   std  (0.500, 0.500, 0.500)" in lines, f"vit-ti16: mean and std per channel on lines of their own ({lines[-3:]})")
+        drawn = lay3["strings"].get("preprocess.drawn", "").splitlines()
+        split = [(x, y) for x, y in zip(drawn, drawn[1:]) if re.search(r"\d\.$", x) and re.match(r"\d", y)]
+        expect(len(drawn) >= len(lines) and not split, f"...and no number is wrapped in the middle ({split[:2]})")
 
     def check_7():
         # 7. Centre crop equals torchvision's to the pixel (odd margins: Python's round half to even).
