@@ -100,6 +100,14 @@ public:
             a.row_label = "layer"; a.col_label = "classes";
             a.col_names = names;
             a.index_prefix = "[layer ";
+            // the columns are numbered: which class each number is, above the chart
+            if (int(c.class_names.size()) == K) {
+                std::string legend = "columns:";
+                for (int k = 0; k < K; ++k) legend += (k ? ", " : " ") + std::to_string(k) + " " + names[size_t(k)].substr(0, 32);
+                for (const std::string& part : wrap_at_spaces(legend, ImGui::GetContentRegionAvail().x))
+                    ImGui::TextDisabled("%s", part.c_str());
+                pr.strings["lens.legend"] = legend;
+            }
             a.max_h = std::max(120.f, ImGui::GetContentRegionAvail().y - 30.f - (L + 1) * ImGui::GetTextLineHeightWithSpacing());
             Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
         } else {

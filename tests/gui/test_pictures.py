@@ -264,6 +264,16 @@ def check_colours(app):
         expect(redder == (logits[k] > 0), f"...as its heatmap cell is ({cell})")
 
 
+def check_lens_legend(app):
+    """The logit lens of the default model numbers its 10 columns: a legend above the chart says which class
+    each number is (Fashion-MNIST's labels, as Zalando publishes them)."""
+    names = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
+    _, lay = app.shot("--tab", "4", "--width", "1280", "--height", "800", image=False)
+    want = "columns: " + ", ".join(f"{k} {n}" for k, n in enumerate(names))
+    expect(len(names) == 10 and lay["strings"].get("lens.legend") == want,
+           f"the lens's columns named: '{lay['strings'].get('lens.legend')}' (info: {names[:3]}...)")
+
+
 def check_lens_1000(app):
     """The logit lens of a 1000-class model: the final top 10 and each layer's top class, named, at
     least 150 px tall (it was a 10 px strip)."""
@@ -407,6 +417,6 @@ def check_big_model(app):
 
 
 if __name__ == "__main__":
-    sys.exit(run_checks([check_attention_scale, check_overlay_key, check_layouts, check_changes, check_colours, check_lens_1000, check_nan_legend,
+    sys.exit(run_checks([check_attention_scale, check_overlay_key, check_layouts, check_changes, check_colours, check_lens_legend, check_lens_1000, check_nan_legend,
                          check_domain, check_tour, check_math_panel, check_pooling_status, check_big_model],
                         "all issue-19 picture checks passed"))
