@@ -350,13 +350,12 @@ std::vector<std::string> preprocessing_lines(const Image& im, const Config& c, i
     if (p.resize_w != p.crop_w || p.resize_h != p.crop_h)
         v.push_back("-> centre crop " + std::to_string(p.crop_w) + "x" + std::to_string(p.crop_h) + " at (" +
                     std::to_string(p.crop_left) + ", " + std::to_string(p.crop_top) + ")");
-    if (c.pre.mean.size() > 1) {  // per channel: the tuples on lines of their own (a narrow panel wrapped them mid-number)
-        v.push_back("-> (x - mean) / std, per channel (R, G, B):");
-        v.push_back("   mean " + list_of(c.pre.mean));
-        v.push_back("   std  " + list_of(c.pre.std));
-    } else {
+    // one mean and std for every channel: written once
+    const auto same = [](const std::vector<float>& x) { return std::all_of(x.begin(), x.end(), [&](float y) { return y == x[0]; }); };
+    if (c.pre.mean.size() > 1 && same(c.pre.mean) && same(c.pre.std))
+        v.push_back("-> (x - " + fixed(c.pre.mean[0]) + ") / " + fixed(c.pre.std[0]) + " in every channel");
+    else
         v.push_back("-> (x - " + list_of(c.pre.mean) + ") / " + list_of(c.pre.std));
-    }
     return v;
 }
 
