@@ -91,6 +91,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "overlay.values", "the overlay's values, comma-separated"},
         {K::Group, "thumbs.range", "the range under each thumbnail (0 .. its max)"},
         {K::Number, "thumbs.{0|1|2}.vmax", "the largest value of the cls attention, rollout and grad-weighted thumbnails"},
+        {K::String, "thumbs.{0|1|2}.why", "why a thumbnail is empty: under its name, with the session's reason for missing gradients"},
         {K::String, "prediction", "the top-1 class name"},
         {K::String, "predictions.note", "why the predictions mean nothing"},
         {K::String, "predictions.{domain|nonfinite}", "the image is outside what the model knows; the prediction is not a number"},

@@ -857,11 +857,15 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         ImVec2 q = ImGui::GetCursorScreenPos();
         ImGui::PushID(k3);
         if (ImGui::InvisibleButton("t", ImVec2(tw, tw))) ui.overlay = Overlay(k3 + 1);
-        if (v.hover && ImGui::IsItemHovered()) {
-            std::string why = panel.thumb_why[size_t(k3)];
-            std::replace(why.begin(), why.end(), '\n', ' ');
-            ImGui::SetTooltip("%s up to layer %d: %s", names[k3], ol, why.empty() ? "click to show it over the image" : why.c_str());
+        std::string why_line = panel.thumb_why[size_t(k3)];  // why it is empty, on one line
+        std::replace(why_line.begin(), why_line.end(), '\n', ' ');
+        if (k3 == 2 && !grads) {  // the session's reason, as the overlay says it when chosen
+            std::string r = s.result().no_grads_why.empty() ? s.grads_unavailable_reason() : s.result().no_grads_why;
+            if (r.rfind("no gradients: ", 0) == 0) r = r.substr(14);
+            if (!r.empty()) why_line += ": " + r;
         }
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s up to layer %d: %s", names[k3], ol, why_line.empty() ? "click to show it over the image" : why_line.c_str());
         ImGui::PopID();
         const ImVec2 q0(q.x + (tw - tiw) / 2, q.y + (tw - tih) / 2), q1(q0.x + tiw, q0.y + tih);
         const std::string& why = panel.thumb_why[size_t(k3)];
@@ -893,8 +897,17 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
             if (at.x >= clip.x && at.y >= clip.y && at.x + sz.x <= clip.x + clip.w && at.y + sz.y <= clip.y + clip.h)
                 DrawLabel(dl, pr, "thumbs.range", at, ImGui::GetColorU32(ImGuiCol_TextDisabled), range, clip);
             pr.numbers[std::string("thumbs.") + std::to_string(k3) + ".vmax"] = cm.vmax;
+        } else if (k3 == 2 && !grads && s.can_compute_grads()) {
+            // gradients this session can compute: asked for here (as G does)
+            ImGui::PushID(k3);
+            if (ImGui::SmallButton("compute (G)")) s.set_grad_mode(GradMode::On);
+            ImGui::PopID();
+            pr.strings[std::string("thumbs.") + std::to_string(k3) + ".why"] = why_line;
         } else {
-            ImGui::Dummy(ImVec2(tw, ImGui::GetTextLineHeight()));
+            // under its name: where the reason is (a sentence, too long for the thumbnail's width)
+            ImGui::TextDisabled("why? (hover)");
+            if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", why_line.c_str());
+            pr.strings[std::string("thumbs.") + std::to_string(k3) + ".why"] = why_line;
         }
         ImGui::EndGroup();
     }

@@ -193,6 +193,17 @@ def check_out_of_range(app):
     expect(rc == 0, f"--heads 4 on the default model: accepted (exit {rc})")
     r = subprocess.run([app.cli, "info", "--heads", "2"], capture_output=True, text=True, timeout=60)
     expect(r.returncode == 2 and "--heads 2 contradicts" in r.stderr, f"vitscope-cli info --heads 2: exit 2 ({r.stderr.strip()[:100]})")
+    # an empty gradient-weighted thumbnail says why (the reason the command line gives), or offers to compute
+    r = subprocess.run([app.cli, "trace", "--model", "dinov2-s14-reg", "--grads", "--image", app.sample, "--out",
+                        os.path.join(app.dir, "reg.npz")], capture_output=True, text=True, timeout=120)
+    reason = r.stderr.strip().split("the forward pass failed: ")[-1]
+    _, lay = app.shot("--model", "dinov2-s14-reg")
+    why = lay["strings"].get("thumbs.2.why", "")
+    expect(r.returncode != 0 and len(reason) > 20 and why == "no gradients: " + reason,
+           f"dinov2-s14-reg: the grad-weighted thumbnail's reason is the backward's own ('{why[:90]}')")
+    _, lay = app.shot("--model", "vit-ti16", "--no-grads")
+    why = lay["strings"].get("thumbs.2.why", "")
+    expect("--no-grads" in why, f"vit-ti16 --no-grads: the thumbnail says the gradients are off ('{why[:90]}')")
     # against the model loaded, not the default one: vit-ti16 has 3 heads and 196 patches
     rc, err, _, _ = app.run("--model", "vit-ti16", "--no-grads", "--head", "3")
     expect(rc == 2 and "--head 3" in err and "3 heads" in err, f"--head 3 on vit-ti16 (3 heads): exit 2 ({err.strip()[:90]})")
