@@ -24,6 +24,13 @@ namespace vit::gemm {
 void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
            float beta, float* C, int ldc);
 
+// C(M,N) = alpha * (A(M,K) @ op(B)), op(B) = B(N,K) transposed when tb, else B(K,N), on the packed
+// product's own AVX-512 kernel (gemm_avx512.h: its arithmetic, with alpha times each finished sum),
+// B packed into the calling thread's buffer on each call: for products whose operands change every
+// call (attention per head). Returns false, and computes nothing, where that kernel is not in use.
+bool own_product(bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float* C,
+                 int ldc);
+
 struct PackSet;  // the packed matrices of one Weights (gemm.cpp)
 
 // A member of Weights. Copies start empty (a copy's matrices live elsewhere);

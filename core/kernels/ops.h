@@ -69,6 +69,12 @@ bool gemm_engine_best();
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc);
 
+// C(MxN) = alpha * A op(B) on the calling thread (beta 0, A not transposed), for small products whose
+// operands change every call (attention per head): the packed product's own kernel where it runs
+// (gemm::own_product), else gemm above.
+void product(bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float* C,
+             int ldc);
+
 // out(R,O) = in(R,I) @ W(O,I).T + b(O)            F.linear(in, W, b)
 // With packs (the Weights' own, see gemm.h), W is packed once for the kernel and
 // reused; without, each call hands W to the GEMM as it is.
