@@ -63,7 +63,7 @@ void* scratch(size_t bytes) {
 // The packed products run on the own AVX-512 kernel (gemm_avx512.h) where the CPU has AVX-512 and
 // the elementwise kernels use it too (VITSCOPE_KERNELS=avx2 narrows both); VITSCOPE_GEMM_KERNEL=onednn
 // keeps oneDNN's (to compare the two in one binary). Decided once: packs made by one are run by it.
-bool own_kernel() {
+bool own_kernel_v() {
     static const bool v = [] {
         const char* e = std::getenv("VITSCOPE_GEMM_KERNEL");
         return std::string(vit::ops::kernels::best().name) == "avx512" && !(e && std::strcmp(e, "onednn") == 0);
@@ -104,7 +104,7 @@ struct Slice {
     dnnl::memory::desc src, bias, dst;
     dnnl::memory weights;           // W[c0:c1].T in the kernel's blocked layout
     size_t scratch = 0;
-    std::shared_ptr<float> own;     // or W[c0:c1] packed for the own kernel (own_kernel())
+    std::shared_ptr<float> own;     // or W[c0:c1] packed for the own kernel (own_kernel_v())
 };
 
 struct Packed {
@@ -202,7 +202,7 @@ std::shared_ptr<const Packed> make_packed(const float* W, const float* b, int R,
         s.c0 = int(int64_t(O / 16) * t / parts) * 16;
         s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
         const int64_t n = s.c1 - s.c0;
-        if (own_kernel()) {
+        if (own_kernel_v()) {
             const size_t floats = avx512::packed_floats(I, int(n));
             s.own = std::shared_ptr<float>(own_buffer(floats).release(), Aligned());
             avx512::pack(s.own.get(), W + size_t(s.c0) * size_t(I), size_t(I), I, int(n));
@@ -329,7 +329,7 @@ void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, i
 
 bool own_product(bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float* C,
                  int ldc) {
-    if (!own_kernel()) return false;
+    if (!own_kernel_v()) return false;
     if (M <= 0 || N <= 0) return true;
     thread_local OwnBuffer buf;
     thread_local size_t have = 0;
@@ -351,7 +351,7 @@ struct MatrixSlice {
     bool dense = false;
     dnnl::memory::desc wdesc;   // the blocked layout chosen for the packing row count
     dnnl::memory weights;       // W[c0:c1].T in that layout
-    OwnBuffer own;              // or W[c0:c1] packed for the own kernel (own_kernel())
+    OwnBuffer own;              // or W[c0:c1] packed for the own kernel (own_kernel_v())
 };
 struct Matrix {
     uint64_t id = 0;  // names the matrix in each thread's primitive cache (run): never reused
@@ -369,7 +369,7 @@ struct Matrix {
     mutable std::map<std::tuple<int, int, bool>, std::shared_ptr<const Prim>> prims;
 };
 
-std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int parts, int R) {
+std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int parts, int R, bool onednn) {
     auto m = std::make_shared<Matrix>();
     static std::atomic<uint64_t> next_matrix{1};
     m->id = next_matrix++;
@@ -381,7 +381,7 @@ std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int part
             s.c0 = int(int64_t(O / 16) * t / parts) * 16;
             s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
             const int64_t n = s.c1 - s.c0;
-            if (own_kernel()) {
+            if (own_kernel_v() && !onednn) {
                 const size_t floats = avx512::packed_floats(I, int(n));
                 s.own = own_buffer(floats);
                 avx512::pack(s.own.get(), W + size_t(s.c0) * size_t(I), size_t(I), I, int(n));
@@ -519,6 +519,8 @@ Block run(const Matrix& m, int part, float* out, const float* in, const float* b
     }
     return {dst, n};
 }
+
+bool own_kernel() { return own_kernel_v(); }
 
 std::string version() {
     const dnnl_version_t* v = dnnl_version();
