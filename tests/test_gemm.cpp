@@ -92,13 +92,13 @@ TEST(Gemm, PackedLinearEqualsDoubleLoop) {
 // The own AVX-512 kernel (gemm_avx512.h) promises its arithmetic exactly: per output element,
 // acc = bias, then acc = fma(in[r][k], W[c][k], acc) for k in order. So a scalar loop of std::fma
 // must give the same bits, for every row count (tiles of 6 and the tails), column count (blocks of
-// 64, narrower ones, a last vector under a mask), K (chunks of 384 and a short last one), with the
-// output in place among other columns (whose values must stay), and from inside a wider input.
+// 64, narrower ones, a last vector under a mask; rows in chunks of ~240), K (chunks of 768 and a short
+// last one), with the output in place among other columns (whose values must stay), and from inside a wider input.
 TEST(Gemm, OwnKernelEqualsScalarFmaLoopBitForBit) {
     if (std::string(ops::kernels::best().name) != "avx512") GTEST_SKIP() << "no AVX-512 on this CPU";
     struct Shape { int R, K, n; };
     for (Shape s : {Shape{197, 768, 1152}, Shape{13, 3072, 96}, Shape{7, 5, 33}, Shape{1, 385, 64}, Shape{6, 800, 130},
-                    Shape{25, 1, 17}, Shape{12, 384, 200}})
+                    Shape{25, 1, 17}, Shape{12, 384, 200}, Shape{500, 40, 70}, Shape{1025, 20, 64}})
         for (bool bias : {true, false}) {
             const size_t ldi = size_t(s.K) + 3, ldo = size_t(s.n) + 5, ldw = size_t(s.K) + 2;
             const auto in = randn(size_t(s.R) * ldi, 21), W = randn(size_t(s.n) * ldw, 22), b = randn(size_t(s.n), 23);

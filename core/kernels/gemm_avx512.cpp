@@ -23,6 +23,7 @@ namespace {
 
 constexpr int kKc = 768;   // K rows per chunk
 constexpr int kNb = 64;    // columns per block (4 vectors)
+constexpr int kMc = 240;   // rows per row chunk, about
 constexpr int kMr = 6;     // rows per tile: 6 x 4 accumulators + 4 weight vectors + 1 broadcast
 
 inline int round16(int n) { return (n + 15) / 16 * 16; }
@@ -138,12 +139,17 @@ void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, cons
          const float* bias, const void* next, size_t next_bytes, float alpha) {
     if (R <= 0 || n <= 0) return;
     const int np = round16(n);
-    const int tiles = (R + kMr - 1) / kMr;
     if (K <= 0) {  // no inputs: the bias alone
         for (int r = 0; r < R; ++r)
             for (int c = 0; c < n; ++c) out[size_t(r) * ldo + size_t(c)] = alpha * (bias ? bias[c] : 0.f);
         return;
     }
+    // rows in chunks of about kMc (whole tiles), so that a chunk's rows of `in` stay in the L2 cache
+    // while every block of the weights passes (ViT-B's 197 rows are one chunk)
+    const int row_chunks = (R + kMc - 1) / kMc;
+    const int chunk_rows = ((R + row_chunks - 1) / row_chunks + kMr - 1) / kMr * kMr;
+    for (int m0 = 0; m0 < R; m0 += chunk_rows) {
+    const int Rm = std::min(chunk_rows, R - m0), tiles = (Rm + kMr - 1) / kMr;
     for (int k0 = 0; k0 < K; k0 += kKc) {
         const int kc = std::min(kKc, K - k0);
         const float* chunk = packed + size_t(k0) * size_t(np);
@@ -155,7 +161,7 @@ void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, cons
             const __mmask16 last = __mmask16((1u << (valid - 16 * (nv - 1))) - 1u);
             const float* b = chunk + size_t(kc) * size_t(j0);
             // what to prefetch during this block: the next block of this chunk, the next chunk's
-            // first, or after the last the caller's next weights
+            // first, the first again for the next rows, or after the last the caller's next weights
             const char* pf;
             size_t pf_bytes;
             if (j0 + kNb < np) {
@@ -165,6 +171,9 @@ void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, cons
                 const int kc2 = std::min(kKc, K - k0 - kKc);
                 pf = reinterpret_cast<const char*>(chunk + size_t(kc) * size_t(np));
                 pf_bytes = size_t(kc2) * size_t(std::min(kNb, np)) * sizeof(float);
+            } else if (m0 + chunk_rows < R) {
+                pf = reinterpret_cast<const char*>(packed);
+                pf_bytes = first_block_bytes(K, n);
             } else {
                 pf = static_cast<const char*>(next);
                 pf_bytes = next ? next_bytes : 0;
@@ -176,8 +185,8 @@ void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, cons
             const int per = per_tile > 0 ? std::min(per_tile, kc / step) : 0;
             int issued = 0;
             const float* bj = bias && first ? bias + j0 : nullptr;
-            for (int r0 = 0; r0 < R; r0 += kMr) {
-                const int rows = std::min(kMr, R - r0), cnt = std::max(0, std::min(per, lines - issued));
+            for (int r0 = m0; r0 < m0 + Rm; r0 += kMr) {
+                const int rows = std::min(kMr, m0 + Rm - r0), cnt = std::max(0, std::min(per, lines - issued));
                 float* c = out + size_t(r0) * ldo + size_t(j0);
                 const float* a = in + size_t(r0) * ldi + size_t(k0);
                 const char* p = pf ? pf + size_t(issued) * 64 : nullptr;
@@ -190,6 +199,7 @@ void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, cons
                 issued += cnt;
             }
         }
+    }
     }
 }
 
