@@ -126,35 +126,6 @@ TEST(Gemm, OwnKernelEqualsScalarFmaLoopBitForBit) {
         }
 }
 
-// The attention's products (gemm::own_product): B as it is or transposed, packed per call; the same
-// arithmetic, then alpha times each sum.
-TEST(Gemm, OwnProductEqualsScalarFmaLoopBitForBit) {
-    if (std::string(ops::kernels::best().name) != "avx512") GTEST_SKIP() << "no AVX-512 on this CPU";
-    struct Shape { int M, N, K; };
-    for (Shape s : {Shape{197, 197, 64}, Shape{197, 64, 197}, Shape{1, 197, 64}, Shape{99, 577, 400}, Shape{5, 7, 3}})
-        for (bool tb : {true, false})
-            for (float alpha : {1.f, 0.125f, 0.3f}) {
-                const int lda = s.K + 1, ldb = (tb ? s.K : s.N) + 2, ldc = s.N + 3;
-                const auto A = randn(size_t(s.M) * lda, 41), B = randn(size_t(tb ? s.N : s.K) * ldb, 42);
-                std::vector<float> C(size_t(s.M) * ldc, -5.f);
-                ASSERT_TRUE(gemm::own_product(tb, s.M, s.N, s.K, alpha, A.data(), lda, B.data(), ldb, C.data(), ldc));
-                size_t wrong = 0, kept = 0;
-                for (int m = 0; m < s.M; ++m) {
-                    for (int n = 0; n < s.N; ++n) {
-                        float acc = 0.f;
-                        for (int k = 0; k < s.K; ++k)
-                            acc = std::fma(A[size_t(m) * lda + size_t(k)],
-                                           tb ? B[size_t(n) * ldb + size_t(k)] : B[size_t(k) * ldb + size_t(n)], acc);
-                        if (alpha != 1.f) acc = alpha * acc;
-                        wrong += C[size_t(m) * ldc + size_t(n)] != acc;
-                    }
-                    for (int n = s.N; n < ldc; ++n) kept += C[size_t(m) * ldc + size_t(n)] == -5.f;
-                }
-                EXPECT_EQ(wrong, 0u) << s.M << "x" << s.K << " @ " << s.K << "x" << s.N << " tb " << tb << " alpha " << alpha;
-                EXPECT_EQ(kept, size_t(s.M) * size_t(ldc - s.N));
-            }
-}
-
 // A matrix held packed (pack_matrix) gives the same bits in every output mode (in place, a dense
 // block copied or streamed out, skipped) and with any row count, and unpacks to what was packed.
 TEST(Gemm, PackedMatrixModesAgree) {

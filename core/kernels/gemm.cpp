@@ -327,20 +327,6 @@ void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, i
                                  std::to_string(int(st)) + ")");
 }
 
-bool own_product(bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float* C,
-                 int ldc) {
-    if (!own_kernel_v()) return false;
-    if (M <= 0 || N <= 0) return true;
-    thread_local OwnBuffer buf;
-    thread_local size_t have = 0;
-    const size_t need = avx512::packed_floats(K, N);
-    if (need > have) buf = own_buffer(need), have = need;
-    if (tb) avx512::pack(buf.get(), B, size_t(ldb), K, N);
-    else avx512::pack_kn(buf.get(), B, size_t(ldb), K, N);
-    avx512::run(C, size_t(ldc), A, size_t(lda), M, K, buf.get(), N, nullptr, nullptr, 0, alpha);
-    return true;
-}
-
 struct MatrixSlice {
     int c0 = 0, c1 = 0;
     // The kernel writes a dense (R, c1 - c0) block (a buffer of the calling thread, then copied

@@ -7,7 +7,8 @@
 //    operands change every call). oneDNN packs the operands inside each call.
 //  - packed/run (through ops::linear): F.linear with the weight matrix packed ONCE into the blocked
 //    layout oneDNN's matmul kernel reads (a oneDNN matmul primitive per column
-//    slice), then reused by every forward pass. The packs live in the Weights
+//    slice; on CPUs with AVX-512, the own kernel's layout instead: gemm_avx512.h), then reused by
+//    every forward pass. The packs live in the Weights
 //    they were made from (Weights::packs): copying Weights starts an empty set,
 //    and a weight changed in place is detected (see gemm.cpp) and repacked.
 //
@@ -23,13 +24,6 @@ namespace vit::gemm {
 // C(M,N) = alpha * op(A) op(B) + beta * C, row-major; op = transpose when the flag is set.
 void sgemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
            float beta, float* C, int ldc);
-
-// C(M,N) = alpha * (A(M,K) @ op(B)), op(B) = B(N,K) transposed when tb, else B(K,N), on the packed
-// product's own AVX-512 kernel (gemm_avx512.h: its arithmetic, with alpha times each finished sum),
-// B packed into the calling thread's buffer on each call: for products whose operands change every
-// call (attention per head). Returns false, and computes nothing, where that kernel is not in use.
-bool own_product(bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float* C,
-                 int ldc);
 
 struct PackSet;  // the packed matrices of one Weights (gemm.cpp)
 
@@ -94,7 +88,7 @@ int end_column(const Matrix& m, int part);
 // W(O,I) back in row-major order, bit for bit what was packed.
 void unpack(const Matrix& m, float* W);
 
-// Whether the packed products (and the attention's) run on the own AVX-512 kernel (gemm_avx512.h).
+// Whether the packed products run on the own AVX-512 kernel (gemm_avx512.h).
 bool own_kernel();
 // "oneDNN 2.6.3, AVX-512 kernels (chosen by oneDNN for this CPU; ...)".
 std::string describe();

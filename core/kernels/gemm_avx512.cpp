@@ -33,7 +33,7 @@ inline int round16(int n) { return (n + 15) / 16 * 16; }
 // one every `pf_step` rows of b.
 template <int MR, int NV>
 inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* b, int ldb, int kc, const float* bias,
-                 bool first, __mmask16 last, const char* pf, int pf_lines, int pf_step, float alpha) {
+                 bool first, __mmask16 last, const char* pf, int pf_lines, int pf_step) {
     __m512 acc[MR][NV];
     for (int v = 0; v < NV; ++v) {
         const __mmask16 m = v == NV - 1 ? last : __mmask16(0xFFFF);
@@ -58,11 +58,6 @@ inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* 
             countdown = --pf_lines > 0 ? pf_step : kc + 1;
         }
     }
-    if (alpha != 1.f) {
-        const __m512 s = _mm512_set1_ps(alpha);
-        for (int v = 0; v < NV; ++v)
-            for (int r = 0; r < MR; ++r) acc[r][v] = _mm512_mul_ps(s, acc[r][v]);
-    }
     for (int v = 0; v < NV; ++v) {
         const __mmask16 m = v == NV - 1 ? last : __mmask16(0xFFFF);
         for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(c + size_t(r) * ldc + 16 * v, m, acc[r][v]);
@@ -71,14 +66,14 @@ inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* 
 
 template <int NV>
 void tile_rows(int rows, float* c, size_t ldc, const float* a, size_t lda, const float* b, int kc, const float* bias,
-               bool first, __mmask16 last, const char* pf, int pf_lines, int pf_step, float alpha) {
+               bool first, __mmask16 last, const char* pf, int pf_lines, int pf_step) {
     switch (rows) {
-        case 6: return tile<6, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step, alpha);
-        case 5: return tile<5, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step, alpha);
-        case 4: return tile<4, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step, alpha);
-        case 3: return tile<3, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step, alpha);
-        case 2: return tile<2, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step, alpha);
-        case 1: return tile<1, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step, alpha);
+        case 6: return tile<6, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
+        case 5: return tile<5, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
+        case 4: return tile<4, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
+        case 3: return tile<3, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
+        case 2: return tile<2, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
+        case 1: return tile<1, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
         default: return;
     }
 }
@@ -102,22 +97,6 @@ void pack(float* dst, const float* W, size_t ldw, int K, int n) {
     }
 }
 
-void pack_kn(float* dst, const float* B, size_t ldb, int K, int n) {
-    const int np = round16(n);
-    for (int k0 = 0; k0 < K; k0 += kKc) {
-        const int kc = std::min(kKc, K - k0);
-        float* chunk = dst + size_t(k0) * size_t(np);
-        for (int j0 = 0; j0 < np; j0 += kNb) {
-            const int pj = std::min(kNb, np - j0), valid = std::min(pj, n - j0);
-            float* blk = chunk + size_t(kc) * size_t(j0);
-            for (int k = 0; k < kc; ++k) {
-                std::copy_n(B + size_t(k0 + k) * ldb + size_t(j0), valid, blk + size_t(k) * size_t(pj));
-                std::fill(blk + size_t(k) * size_t(pj) + valid, blk + size_t(k + 1) * size_t(pj), 0.f);
-            }
-        }
-    }
-}
-
 size_t first_block_bytes(int K, int n) { return size_t(std::min(kKc, K)) * size_t(std::min(kNb, round16(n))) * sizeof(float); }
 
 void unpack(float* W, size_t ldw, const float* src, int K, int n) {
@@ -136,12 +115,12 @@ void unpack(float* W, size_t ldw, const float* src, int K, int n) {
 }
 
 void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, const float* packed, int n,
-         const float* bias, const void* next, size_t next_bytes, float alpha) {
+         const float* bias, const void* next, size_t next_bytes) {
     if (R <= 0 || n <= 0) return;
     const int np = round16(n);
     if (K <= 0) {  // no inputs: the bias alone
         for (int r = 0; r < R; ++r)
-            for (int c = 0; c < n; ++c) out[size_t(r) * ldo + size_t(c)] = alpha * (bias ? bias[c] : 0.f);
+            for (int c = 0; c < n; ++c) out[size_t(r) * ldo + size_t(c)] = bias ? bias[c] : 0.f;
         return;
     }
     // rows in chunks of about kMc (whole tiles), so that a chunk's rows of `in` stay in the L2 cache
@@ -154,7 +133,6 @@ void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, cons
         const int kc = std::min(kKc, K - k0);
         const float* chunk = packed + size_t(k0) * size_t(np);
         const bool first = k0 == 0;
-        const float al = k0 + kKc >= K ? alpha : 1.f;  // alpha times the finished sums only
         for (int j0 = 0; j0 < np; j0 += kNb) {
             const int pj = std::min(kNb, np - j0), nv = pj / 16;
             const int valid = std::min(pj, n - j0);
@@ -191,10 +169,10 @@ void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, cons
                 const float* a = in + size_t(r0) * ldi + size_t(k0);
                 const char* p = pf ? pf + size_t(issued) * 64 : nullptr;
                 switch (nv) {
-                    case 4: tile_rows<4>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step, al); break;
-                    case 3: tile_rows<3>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step, al); break;
-                    case 2: tile_rows<2>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step, al); break;
-                    default: tile_rows<1>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step, al); break;
+                    case 4: tile_rows<4>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step); break;
+                    case 3: tile_rows<3>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step); break;
+                    case 2: tile_rows<2>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step); break;
+                    default: tile_rows<1>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step); break;
                 }
                 issued += cnt;
             }

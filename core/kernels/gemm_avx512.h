@@ -20,15 +20,13 @@ namespace vit::gemm::avx512 {
 size_t packed_floats(int K, int n);
 // Packs columns c of W(n, K) (row c at W + c * ldw: F.linear's weight rows) into dst.
 void pack(float* dst, const float* W, size_t ldw, int K, int n);
-// The same layout from B(K, n) (row k at B + k * ldb: a right-hand operand as it is, not transposed).
-void pack_kn(float* dst, const float* B, size_t ldb, int K, int n);
 // The inverse: W(n, K) back, bit for bit.
 void unpack(float* W, size_t ldw, const float* src, int K, int n);
 // out(R, n) (row r at out + r * ldo) = in(R, K) (row r at in + r * ldi) @ packed + bias (n, may be
-// null), each result times alpha when alpha != 1 (after the sum: alpha * acc). While the last block computes, prefetches `next_bytes` of `next` (the weights the
+// null). While the last block computes, prefetches `next_bytes` of `next` (the weights the
 // calling thread multiplies next; may be null) into the L2 cache, a little at a time.
 void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, const float* packed, int n,
-         const float* bias, const void* next = nullptr, size_t next_bytes = 0, float alpha = 1.f);
+         const float* bias, const void* next = nullptr, size_t next_bytes = 0);
 // Bytes of a packed slice's first block (what a caller prefetches of the weights it runs next).
 size_t first_block_bytes(int K, int n);
 

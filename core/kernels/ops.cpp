@@ -205,13 +205,6 @@ void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, in
                 K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void product(bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float* C,
-             int ldc) {
-    cancellation_point();
-    if (!use_openblas() && gemm::own_product(tb, M, N, K, alpha, A, lda, B, ldb, C, ldc)) return;
-    gemm(false, tb, M, N, K, alpha, A, lda, B, ldb, 0.f, C, ldc);
-}
-
 void for_range(int n, bool worth, const std::function<void(int)>& body) {
     parallel(worth && n > 1, [&](int t, int parts) {
         for (int i = int(split(n, t, parts)); i < int(split(n, t + 1, parts)); ++i) body(i);
@@ -229,7 +222,7 @@ bool use_openblas() {
 std::string gemm_engine() {
     if (use_openblas()) return blas::describe() + " (VITSCOPE_GEMM=openblas)";
     return gemm::describe() + ", weights packed once" +
-           (gemm::own_kernel() ? "; the packed and attention products on ViTScope's own AVX-512 kernel" : "");
+           (gemm::own_kernel() ? "; the packed products on ViTScope's own AVX-512 kernel" : "");
 }
 
 std::string gemm_engine_short() {

@@ -59,7 +59,7 @@ void for_range(int n, bool worth, const std::function<void(int)>& body);
 // VITSCOPE_GEMM=openblas is set (to compare the two in one binary).
 bool use_openblas();
 // "oneDNN 2.6.3, AVX-512 kernels (...), weights packed once" (then, where the own kernel runs the
-// packed products, "; the packed and attention products on ViTScope's own AVX-512 kernel") or the
+// packed products, "; the packed products on ViTScope's own AVX-512 kernel") or the
 // OpenBLAS line.
 std::string gemm_engine();
 // The same in a few words, for a status bar: "oneDNN 2.6.3 AVX-512 BF16" (+ " + own AVX-512") or "OpenBLAS SkylakeX".
@@ -70,12 +70,6 @@ bool gemm_engine_best();
 // C(MxN) = alpha * op(A) op(B) + beta * C, op = transpose when the flag is set.
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc);
-
-// C(MxN) = alpha * A op(B) on the calling thread (beta 0, A not transposed), for small products whose
-// operands change every call (attention per head): the packed product's own kernel where it runs
-// (gemm::own_product), else gemm above.
-void product(bool tb, int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float* C,
-             int ldc);
 
 // out(R,O) = in(R,I) @ W(O,I).T + b(O)            F.linear(in, W, b)
 // With packs (the Weights' own, see gemm.h), W is packed once for the kernel and

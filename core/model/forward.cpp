@@ -299,16 +299,16 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
                 srow = buf.data(), prow = srow + n * Tk;
                 if (z) zrow = prow + n * Tk;
             }
-            ops::product(true, int(n), int(Tk), int(d), alpha, qh + r0 * d, int(d), kh, int(d), srow, int(Tk));
+            ops::gemm(false, true, int(n), int(Tk), int(d), alpha, qh + r0 * d, int(d), kh, int(d), 0.f, srow, int(Tk));
             ops::softmax_rows(prow, srow, int(n), int(Tk));
             if (post != 1.f) as(prow, n * Tk, std::array<size_t, 1>{n * Tk}) *= post;
-            if (zrow) ops::product(false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), zrow, int(d));
+            if (zrow) ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f, zrow, int(d));
             if (zcat) {
                 float* zc = zcat + (img * Tq + r0) * ldz + h * d;
                 if (zrow)
                     for (size_t i = 0; i < n; ++i) std::copy_n(zrow + i * d, d, zc + i * ldz);
                 else
-                    ops::product(false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), zc, int(ldz));
+                    ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f, zc, int(ldz));
             }
             if (buffered) {
                 ops::copy_stream(scores + (bh * Tq + r0) * Tk, srow, n * Tk);
