@@ -11,7 +11,9 @@
 
 #include "core/model/forward.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/gemm_avx512.h"
 #include "core/kernels/ops.h"
+#include "core/kernels/ops_kernels.h"
 #include "core/train/optimizer.h"
 
 using namespace vit;
@@ -85,6 +87,71 @@ TEST(Gemm, PackedLinearEqualsDoubleLoop) {
                 EXPECT_EQ(out, again);
                 if (double(s.R) * s.I * s.O >= 1e6) EXPECT_GE(packs.bytes(), size_t(s.O) * s.I * sizeof(float));
             }
+}
+
+// The own AVX-512 kernel (gemm_avx512.h) promises its arithmetic exactly: per output element,
+// acc = bias, then acc = fma(in[r][k], W[c][k], acc) for k in order. So a scalar loop of std::fma
+// must give the same bits, for every row count (tiles of 6 and the tails), column count (blocks of
+// 64, narrower ones, a last vector under a mask; rows in chunks of ~240), K (chunks of 768 and a short
+// last one), with the output in place among other columns (whose values must stay), and from inside a wider input.
+TEST(Gemm, OwnKernelEqualsScalarFmaLoopBitForBit) {
+    if (std::string(ops::kernels::best().name) != "avx512") GTEST_SKIP() << "no AVX-512 on this CPU";
+    struct Shape { int R, K, n; };
+    for (Shape s : {Shape{197, 768, 1152}, Shape{13, 3072, 96}, Shape{7, 5, 33}, Shape{1, 385, 64}, Shape{6, 800, 130},
+                    Shape{25, 1, 17}, Shape{12, 384, 200}, Shape{500, 40, 70}, Shape{1025, 20, 64}})
+        for (bool bias : {true, false}) {
+            const size_t ldi = size_t(s.K) + 3, ldo = size_t(s.n) + 5, ldw = size_t(s.K) + 2;
+            const auto in = randn(size_t(s.R) * ldi, 21), W = randn(size_t(s.n) * ldw, 22), b = randn(size_t(s.n), 23);
+            std::vector<float> packed(gemm::avx512::packed_floats(s.K, s.n) + 16);
+            float* pk = packed.data() + (16 - (reinterpret_cast<uintptr_t>(packed.data()) / 4) % 16) % 16;  // 64-byte aligned
+            gemm::avx512::pack(pk, W.data(), ldw, s.K, s.n);
+            std::vector<float> out(size_t(s.R) * ldo, -7.f);
+            gemm::avx512::run(out.data(), ldo, in.data(), ldi, s.R, s.K, pk, s.n, bias ? b.data() : nullptr, W.data(),
+                              W.size() * sizeof(float));
+            size_t wrong = 0, kept = 0;
+            for (int r = 0; r < s.R; ++r) {
+                for (int c = 0; c < s.n; ++c) {
+                    float acc = bias ? b[size_t(c)] : 0.f;
+                    for (int k = 0; k < s.K; ++k) acc = std::fma(in[size_t(r) * ldi + size_t(k)], W[size_t(c) * ldw + size_t(k)], acc);
+                    wrong += out[size_t(r) * ldo + size_t(c)] != acc;
+                }
+                for (size_t c = size_t(s.n); c < ldo; ++c) kept += out[size_t(r) * ldo + c] == -7.f;
+            }
+            EXPECT_EQ(wrong, 0u) << s.R << "x" << s.K << " @ " << s.K << "x" << s.n << ", bias " << bias;
+            EXPECT_EQ(kept, size_t(s.R) * (ldo - size_t(s.n))) << "columns past the slice written";
+            std::vector<float> back(size_t(s.n) * ldw, 0.f);
+            gemm::avx512::unpack(back.data(), ldw, pk, s.K, s.n);
+            for (int c = 0; c < s.n; ++c)
+                for (int k = 0; k < s.K; ++k) ASSERT_EQ(back[size_t(c) * ldw + size_t(k)], W[size_t(c) * ldw + size_t(k)]);
+        }
+}
+
+// A matrix held packed (pack_matrix) gives the same bits in every output mode (in place, a dense
+// block copied or streamed out, skipped) and with any row count, and unpacks to what was packed.
+TEST(Gemm, PackedMatrixModesAgree) {
+    const int I = 200, O = 300;
+    const auto W = randn(size_t(O) * I, 31), b = randn(size_t(O), 32), in = randn(size_t(197) * I, 33);
+    const auto m = gemm::pack_matrix(W.data(), I, O, 2, 197);
+    std::vector<float> back(W.size());
+    gemm::unpack(*m, back.data());
+    EXPECT_EQ(back, W);
+    for (int R : {197, 50, 1}) {
+        std::vector<float> ref(size_t(R) * O, NAN);
+        for (int p = 0; p < gemm::parts(*m); ++p) gemm::run(*m, p, ref.data(), in.data(), b.data(), R, gemm::Out::Cached);
+        EXPECT_LT(linear_error(ref, std::vector<float>(in.begin(), in.begin() + size_t(R) * I), W, b.data(), R, I, O), 1e-6);
+        for (gemm::Out mode : {gemm::Out::Streamed, gemm::Out::Skipped}) {
+            std::vector<float> out(size_t(R) * O, NAN);
+            for (int p = 0; p < gemm::parts(*m); ++p) {
+                const gemm::Block y = gemm::run(*m, p, out.data(), in.data(), b.data(), R, mode);
+                const int c0 = gemm::first_column(*m, p), c1 = gemm::end_column(*m, p);
+                for (int r = 0; r < R; ++r)
+                    for (int c = c0; c < c1; ++c) {
+                        ASSERT_EQ(y.p[size_t(r) * y.ld + size_t(c - c0)], ref[size_t(r) * O + size_t(c)]);
+                        if (mode == gemm::Out::Streamed) ASSERT_EQ(out[size_t(r) * O + size_t(c)], ref[size_t(r) * O + size_t(c)]);
+                    }
+            }
+        }
+    }
 }
 
 TEST(Gemm, SgemmEveryTransposeEqualsDoubleLoop) {

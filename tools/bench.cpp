@@ -80,15 +80,16 @@ static double peak_mb() {
 }
 
 // --gemm-peak: the packed matmul's GFLOP/s on a 2048^3 product, its column slices on every thread
-// (the best of 5 runs after one warm-up): the machine's practical fp32 GEMM peak for this engine.
-static double gemm_peak_gflops() {
+// (the best of 5 runs after one warm-up), with the own kernel (where it runs) and with oneDNN's:
+// the machine's practical fp32 GEMM peak is the faster of the two.
+static double gemm_peak_gflops(bool onednn) {
     const int n = 2048;
     std::mt19937 rng(0);
     std::normal_distribution<float> nd;
     std::vector<float> W(size_t(n) * n), in(size_t(n) * n), out(size_t(n) * n);
     for (auto& v : W) v = nd(rng);
     for (auto& v : in) v = nd(rng);
-    const auto m = vit::gemm::pack_matrix(W.data(), n, n, vit::ops::threads(), n);
+    const auto m = vit::gemm::pack_matrix(W.data(), n, n, vit::ops::threads(), n, onednn);
     double best = 1e30;
     for (int r = 0; r < 6; ++r) {
         auto t0 = std::chrono::steady_clock::now();
@@ -155,8 +156,9 @@ int main(int argc, char** argv) {
         else if (a == "--grads") grads = true;
         else if (a == "--image-size") image_size = std::max(1, std::atoi(next().c_str()));
         else if (a == "--gemm-peak") {
-            std::printf("gemm_peak_gflops=%.1f threads=%d\ngemm: %s\n", gemm_peak_gflops(), vit::ops::threads(),
-                        vit::ops::gemm_engine().c_str());
+            const double own = gemm_peak_gflops(false), onednn = gemm_peak_gflops(true);
+            std::printf("gemm_peak_gflops=%.1f threads=%d peak_own_gflops=%.1f peak_onednn_gflops=%.1f\ngemm: %s\n",
+                        std::max(own, onednn), vit::ops::threads(), own, onednn, vit::ops::gemm_engine().c_str());
             return 0;
         }
         else if (a == "--ops") return bench_ops(runs * 10);

@@ -1,5 +1,6 @@
 #include "core/kernels/gemm.h"
 
+#include "core/kernels/gemm_avx512.h"
 #include "core/kernels/ops_kernels.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <unordered_map>
 #include <cstring>
 #include <map>
@@ -58,6 +60,27 @@ void* scratch(size_t bytes) {
     return buf.data();
 }
 
+// The packed products run on the own AVX-512 kernel (gemm_avx512.h) where the CPU has AVX-512 and
+// the elementwise kernels use it too (VITSCOPE_KERNELS=avx2 narrows both); VITSCOPE_GEMM_KERNEL=onednn
+// keeps oneDNN's (to compare the two in one binary). Decided once: packs made by one are run by it.
+bool own_kernel_v() {
+    static const bool v = [] {
+        const char* e = std::getenv("VITSCOPE_GEMM_KERNEL");
+        return std::string(vit::ops::kernels::best().name) == "avx512" && !(e && std::strcmp(e, "onednn") == 0);
+    }();
+    return v;
+}
+// 64-byte aligned floats for a packed slice of the own kernel.
+struct Aligned {
+    void operator()(float* p) const { std::free(p); }
+};
+using OwnBuffer = std::unique_ptr<float, Aligned>;
+OwnBuffer own_buffer(size_t floats) {
+    void* p = std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return OwnBuffer(static_cast<float*>(p));
+}
+
 // Values sampled from a matrix: changed weights change them (an optimizer step
 // moves every element; loading new weights into the same buffer too).
 constexpr int kSamples = 16;
@@ -81,6 +104,7 @@ struct Slice {
     dnnl::memory::desc src, bias, dst;
     dnnl::memory weights;           // W[c0:c1].T in the kernel's blocked layout
     size_t scratch = 0;
+    std::shared_ptr<float> own;     // or W[c0:c1] packed for the own kernel (own_kernel_v())
 };
 
 struct Packed {
@@ -178,6 +202,14 @@ std::shared_ptr<const Packed> make_packed(const float* W, const float* b, int R,
         s.c0 = int(int64_t(O / 16) * t / parts) * 16;
         s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
         const int64_t n = s.c1 - s.c0;
+        if (own_kernel_v()) {
+            const size_t floats = avx512::packed_floats(I, int(n));
+            s.own = std::shared_ptr<float>(own_buffer(floats).release(), Aligned());
+            avx512::pack(s.own.get(), W + size_t(s.c0) * size_t(I), size_t(I), I, int(n));
+            p->bytes += floats * sizeof(float);
+            p->slices.push_back(std::move(s));
+            continue;
+        }
         // the same choice of kernel and output as pack_matrix's (a pass with these packs and one
         // with the matrices held packed give the same bits)
         const auto pd = slice_pd(R, I, n, O, b != nullptr, s.dense);
@@ -256,6 +288,10 @@ Mems& mems_for(uint64_t id, const dnnl::memory::desc& src, const dnnl::memory::d
 void run(const Packed& p, int part, float* out, const float* in) {
     const Slice& s = p.slices.at(size_t(part));
     const size_t n = size_t(s.c1 - s.c0);
+    if (s.own) {
+        avx512::run(out + s.c0, size_t(p.O), in, size_t(p.I), p.R, p.I, s.own.get(), int(n), p.b ? p.b + s.c0 : nullptr);
+        return;
+    }
     Mems& m = mems_for(s.id, s.src, s.dst, s.bias, s.scratch);
     float* dst = s.dense ? block_buffer(size_t(p.R) * n) : out + s.c0;
     m.src.set_data_handle(const_cast<float*>(in));
@@ -301,6 +337,7 @@ struct MatrixSlice {
     bool dense = false;
     dnnl::memory::desc wdesc;   // the blocked layout chosen for the packing row count
     dnnl::memory weights;       // W[c0:c1].T in that layout
+    OwnBuffer own;              // or W[c0:c1] packed for the own kernel (own_kernel_v())
 };
 struct Matrix {
     uint64_t id = 0;  // names the matrix in each thread's primitive cache (run): never reused
@@ -318,7 +355,7 @@ struct Matrix {
     mutable std::map<std::tuple<int, int, bool>, std::shared_ptr<const Prim>> prims;
 };
 
-std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int parts, int R) {
+std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int parts, int R, bool onednn) {
     auto m = std::make_shared<Matrix>();
     static std::atomic<uint64_t> next_matrix{1};
     m->id = next_matrix++;
@@ -330,6 +367,14 @@ std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int part
             s.c0 = int(int64_t(O / 16) * t / parts) * 16;
             s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
             const int64_t n = s.c1 - s.c0;
+            if (own_kernel_v() && !onednn) {
+                const size_t floats = avx512::packed_floats(I, int(n));
+                s.own = own_buffer(floats);
+                avx512::pack(s.own.get(), W + size_t(s.c0) * size_t(I), size_t(I), I, int(n));
+                m->bytes += floats * sizeof(float);
+                m->slices.push_back(std::move(s));
+                continue;
+            }
             const auto pd = slice_pd(std::max(R, 1), I, n, O, true, s.dense);
             s.wdesc = pd.weights_desc();
             const dnnl::memory::desc w_user(dims{I, n}, dt::f32, dims{1, I});
@@ -356,6 +401,10 @@ size_t bytes(const Matrix& m) { return m.bytes; }
 
 void unpack(const Matrix& m, float* W) {
     for (const MatrixSlice& s : m.slices) {
+        if (s.own) {
+            avx512::unpack(W + size_t(s.c0) * size_t(m.I), size_t(m.I), s.own.get(), m.I, s.c1 - s.c0);
+            continue;
+        }
         const dnnl::memory::desc w_user(dims{m.I, s.c1 - s.c0}, dt::f32, dims{1, m.I});
         dnnl::memory user(w_user, engine(), W + size_t(s.c0) * size_t(m.I));
         dnnl::memory src(s.wdesc, engine(), s.weights.get_data_handle());
@@ -367,6 +416,23 @@ void unpack(const Matrix& m, float* W) {
 Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R, Out mode) {
     const MatrixSlice& s = m.slices.at(size_t(part));
     const size_t n = size_t(s.c1 - s.c0);
+    if (s.own) {
+        // in place where out is read again; otherwise into the thread's dense block, from which the
+        // epilogue reads it and (Streamed) it goes to out past the caches
+        const float* bias = b ? b + s.c0 : nullptr;
+        if (mode == Out::Cached) {
+            avx512::run(out + s.c0, size_t(m.O), in, size_t(m.I), R, m.I, s.own.get(), int(n), bias);
+            return {out + s.c0, size_t(m.O)};
+        }
+        float* dst = block_buffer(size_t(R) * n);
+        avx512::run(dst, n, in, size_t(m.I), R, m.I, s.own.get(), int(n), bias);
+        if (mode == Out::Streamed) {
+            const auto& k = vit::ops::kernels::best();
+            for (size_t r = 0; r < size_t(R); ++r) k.copy_stream(out + r * size_t(m.O) + s.c0, dst + r * n, n);
+            _mm_sfence();
+        }
+        return {dst, n};
+    }
     // This thread's primitives by (matrix, row count, slice, bias or not): found without the
     // matrix's lock; a miss takes it and makes the primitive (once per matrix) or shares it.
     // Weak: the matrix owns its primitives, and they go with it.
@@ -439,6 +505,8 @@ Block run(const Matrix& m, int part, float* out, const float* in, const float* b
     }
     return {dst, n};
 }
+
+bool own_kernel() { return own_kernel_v(); }
 
 std::string version() {
     const dnnl_version_t* v = dnnl_version();

@@ -7,7 +7,8 @@
 //    operands change every call). oneDNN packs the operands inside each call.
 //  - packed/run (through ops::linear): F.linear with the weight matrix packed ONCE into the blocked
 //    layout oneDNN's matmul kernel reads (a oneDNN matmul primitive per column
-//    slice), then reused by every forward pass. The packs live in the Weights
+//    slice; on CPUs with AVX-512, the own kernel's layout instead: gemm_avx512.h), then reused by
+//    every forward pass. The packs live in the Weights
 //    they were made from (Weights::packs): copying Weights starts an empty set,
 //    and a weight changed in place is detected (see gemm.cpp) and repacked.
 //
@@ -63,8 +64,9 @@ void run(const Packed& p, int part, float* out, const float* in);
 // the row count, and a primitive for each row count a run uses is made on first use.
 struct Matrix;
 // Packs W(O,I) in `parts` column slices (16-float boundaries); R is the row count whose
-// kernel picks the layout (any other row count runs on the same layout).
-std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int parts, int R);
+// kernel picks the layout (any other row count runs on the same layout). `onednn`: for oneDNN's
+// kernel even where the own one runs (to measure the machine's best GEMM with both).
+std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int parts, int R, bool onednn = false);
 int parts(const Matrix& m);
 int rows(const Matrix& m);    // O
 int cols(const Matrix& m);    // I
@@ -86,6 +88,8 @@ int end_column(const Matrix& m, int part);
 // W(O,I) back in row-major order, bit for bit what was packed.
 void unpack(const Matrix& m, float* W);
 
+// Whether the packed products run on the own AVX-512 kernel (gemm_avx512.h).
+bool own_kernel();
 // "oneDNN 2.6.3, AVX-512 kernels (chosen by oneDNN for this CPU; ...)".
 std::string describe();
 // "oneDNN 2.6.3" and the instruction set its kernels use on this CPU: "AVX-512 BF16", "AVX2", ...

@@ -237,6 +237,8 @@ def check_status(app):
     # "gemm: oneDNN 2.6.3, AVX-512 BF16 kernels (...)" -> the field says "GEMM: oneDNN 2.6.3 AVX-512 BF16"
     gemm = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("gemm:")), "")
     kernel = (gemm.split(",")[0] + " " + gemm.split(", ", 1)[1].split(" kernels")[0]) if ", " in gemm else "?"
+    if "own AVX-512 kernel" in gemm:  # the packed products on ViTScope's own kernel (core/kernels/gemm_avx512.h)
+        kernel += " + own AVX-512"
     img, lay = app.shot("--model", long_model, "--image", long_image, "--width", "1600", image=False)
     r, st = lay["rects"], lay["strings"]
     W = lay["window"][0]
