@@ -98,6 +98,9 @@ public:
         z_.reset(zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze));
         if (!z_) {
             zip_source_free(src);
+            if (zip_error_code_zip(&ze) == ZIP_ER_EXISTS)  // libzip's consistency check: a name given twice
+                fail_zip("the zip archive holds two entries of the same name (which one is meant is not said; "
+                         "torch.save never writes this)", &ze);
             fail_zip("not a readable zip archive (truncated, or a bad zip directory)", &ze);
         }
         zip_int64_t n = zip_get_num_entries(z_.get(), 0);
@@ -561,6 +564,13 @@ private:
         s->numel = numel;
         const Entry* e = ar_.find("data/" + s->s);
         if (!e) fail_at(at, "storage '" + s->s + "' is missing from the archive (no " + ar_.prefix() + "data/" + s->s + ")");
+        // One storage is one dtype: torch.save refuses to write views of the same data as
+        // different types, and torch.load would read every view with the first type it meets.
+        auto seen = storage_dtypes_.emplace(s->s, s->dt);
+        if (!seen.second && seen.first->second != s->dt)
+            fail_at(at, "storage '" + printable(s->s) + "' is named as " + info(seen.first->second).storage + " and as " +
+                            info(s->dt).storage + " (one storage has one dtype; torch.save never writes this)");
+        if (seen.second) charge(kMemoEntryBytes + s->s.size(), "storage keys", at);
         size_t es = info(s->dt).size;
         if (numel > e->size / es || numel * es != e->size)
             fail_at(at, "storage '" + s->s + "' should hold " + std::to_string(numel) + " x " + std::to_string(es) +
@@ -583,6 +593,7 @@ private:
     std::vector<Val*> stack_;
     std::vector<size_t> marks_;
     std::unordered_map<uint64_t, Val*> memo_;
+    std::unordered_map<std::string, DT> storage_dtypes_;  // the dtype each storage key was first named with
 };
 
 bool has_tensor(const Val* d) {
