@@ -182,6 +182,23 @@ TEST(HostileText, TerminalSafe) {
     EXPECT_EQ(terminal_safe("two\nlines", true), "two\nlines");
 }
 
+// A --labels file is the class names in class order, one a line. A UTF-8 byte-order mark (as
+// Notepad writes) is not part of the first name; Windows line ends, trailing spaces and blank lines
+// at the end are dropped; a blank line between names would shift every later class by one, so it
+// is refused naming the file and the line, never skipped.
+TEST(HostileText, LabelsAreOneNameALineInClassOrder) {
+    Config c = preset("toy-rgb8");
+    c.classes = 4;
+    apply_labels(c, "\xef\xbb\xbf" "cat\r\ndog \r\nbird\r\nfish\r\n\r\n\n", "bom.txt");
+    EXPECT_EQ(c.class_names, (std::vector<std::string>{"cat", "dog", "bird", "fish"}));
+    std::string m = what_of([&] { apply_labels(c, "cat\ndog\n\nbird\nfish\n", "gap.txt"); });
+    EXPECT_NE(m.find("gap.txt: line 3 is blank"), std::string::npos) << m;
+    m = what_of([&] { apply_labels(c, "\ncat\ndog\nbird\nfish", "lead.txt"); });
+    EXPECT_NE(m.find("lead.txt: line 1 is blank"), std::string::npos) << m;
+    m = what_of([&] { apply_labels(c, "cat\ndog\nbird\n", "three.txt"); });
+    EXPECT_NE(m.find("three.txt: 3 class names for a model with 4 classes"), std::string::npos) << m;
+}
+
 // IDX payloads are read once into a vector sized from the header (no second copy, no slack);
 // a gzip of two members reads as one file, as gzread reads it.
 TEST(HostileIdx, HeldOnceAndMultiMemberGzip) {
