@@ -2,6 +2,7 @@
 // readers, each against numbers worked out by hand here (the end-to-end cases,
 // with the CLI under a memory limit, are in test_hostile.py).
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -230,4 +231,28 @@ TEST(HostileIdx, HeldOnceAndMultiMemberGzip) {
     EXPECT_NE(m.find("cut.gz"), std::string::npos) << m;
     m = what_of([&] { parse_idx(im, be32(0x801) + be32(4) + "\x01\x02\x03\x04", "im", "four"); });
     EXPECT_NE(m.find("im has 3 images but four has 4 labels"), std::string::npos) << m;
+}
+
+// Fashion-MNIST has 10 classes: a label file holding another value is refused naming the file,
+// the label and the image (training said "training label 200 (image 31)" and named no file;
+// `eval` counted such an image as a miss and left it out of the confusion matrix). A --data that
+// is missing or a file is named as such, not as a missing IDX file inside it.
+TEST(HostileIdx, FashionMnistLabelsAndDirectoryNamed) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("vitscope_fmnist_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto be32 = [](uint32_t v) { std::string s; for (int k = 24; k >= 0; k -= 8) s.push_back(char(v >> k & 0xff)); return s; };
+    std::ofstream(dir / "t10k-images-idx3-ubyte", std::ios::binary) << be32(0x803) + be32(3) + be32(2) + be32(2) + std::string(12, '\0');
+    std::ofstream(dir / "t10k-labels-idx1-ubyte", std::ios::binary) << be32(0x801) + be32(3) + std::string("\x09\x00\x0a", 3);
+    const std::string labels = (dir / "t10k-labels-idx1-ubyte").string();
+    std::string m = what_of([&] { load_fashion_mnist(dir.string(), false); });
+    EXPECT_NE(m.find(labels + ": label 10 of image 2 is not one of Fashion-MNIST's 10 classes (0..9)"), std::string::npos) << m;
+    std::ofstream(dir / "t10k-labels-idx1-ubyte", std::ios::binary) << be32(0x801) + be32(3) + std::string("\x09\x00\x01", 3);
+    EXPECT_EQ(load_fashion_mnist(dir.string(), false).labels[0], 9);
+    m = what_of([&] { load_fashion_mnist(labels, false); });
+    EXPECT_NE(m.find(labels + ": not a directory"), std::string::npos) << m;
+    m = what_of([&] { load_fashion_mnist((dir / "nope").string(), false); });
+    EXPECT_NE(m.find((dir / "nope").string() + ": no such directory"), std::string::npos) << m;
+    fs::remove_all(dir);
 }
