@@ -85,6 +85,35 @@ TEST(HostilePickle, ViewsRebuiltFromMemoizedArgumentsHitTheBudget) {
     EXPECT_NE(m.find("tensor views would take the unpickler past its 128 MB memory budget"), std::string::npos) << m;
 }
 
+// A TorchScript module tree may share a submodule (the memo makes it one object); one shared
+// twice at each of 60 levels is 2^60 paths through a 1.4 KB data.pkl. The walk counts every
+// attribute it visits and stops at 1,000,000 naming the file (it used to walk forever).
+TEST(HostilePickle, SharedTorchScriptSubtreesAreWalkedBoundedly) {
+    using namespace std::string_literals;
+    auto X = [](const std::string& s) { return "X"s + char(s.size()) + "\0\0\0"s + s; };
+    std::function<std::string(int)> obj = [&](int level) -> std::string {
+        // NEWOBJ of the class (memo 0); above level 0, BUILD {"a": child (memo level), "b": the same child}
+        if (level == 0) return "h\0)\x81"s;
+        return "h\0)\x81}("s + X("a") + obj(level - 1) + "q"s + char(level) + X("b") + "h"s + char(level) + "ub"s;
+    };
+    std::string pkl = obj(60);
+    pkl.replace(0, 2, "c__torch__\nM\nq\0"s);  // the first use of the class defines it
+    const std::string zip = fuzz::stored_zip({{"archive/data.pkl", "\x80\x02"s + pkl + "."s},
+                                              {"archive/constants.pkl", "\x80\x02)."s},
+                                              {"archive/code/__torch__.py", ""},
+                                              {"archive/version", "3\n"}});
+    std::string m = what_of([&] { parse_pth(zip, "dag.pt"); });
+    EXPECT_NE(m.find("dag.pt: the TorchScript module tree"), std::string::npos) << m;
+    EXPECT_NE(m.find("1000000"), std::string::npos) << m;
+    // Sharing itself is fine: 10 levels (1,023 objects walked) is a tree with no tensors.
+    pkl = obj(10);
+    pkl.replace(0, 2, "c__torch__\nM\nq\0"s);
+    m = what_of([&] { parse_pth(fuzz::stored_zip({{"archive/data.pkl", "\x80\x02"s + pkl + "."s},
+                                                  {"archive/constants.pkl", "\x80\x02)."s},
+                                                  {"archive/code/__torch__.py", ""}}), "small.pt"); });
+    EXPECT_NE(m.find("small.pt: a TorchScript archive whose module '__torch__.M' holds no tensors"), std::string::npos) << m;
+}
+
 // A config's resize must lie in image_size..2*image_size (the checkpoint with resize 8192 on 8x8).
 TEST(HostileConfig, ResizeIsTiedToImageSize) {
     Config c = preset("toy-rgb8");
