@@ -18,6 +18,7 @@
 #include "core/train/trainer.h"
 
 #include <fnmatch.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <xtensor/xmath.hpp>
@@ -111,6 +113,19 @@ void note_dataset_size(const std::string& dir, const Dataset& d, const Config& c
     std::fprintf(stderr, "vitscope-cli: note: %s holds %dx%d images and the model takes %dx%d: each is resized and "
                          "centre-cropped by the model's preprocessing, as any image is\n",
                  safe(dir).c_str(), d.cols, d.rows, c.image_size, c.image_size);
+}
+// Where train writes its model (and the .optim beside it) after every epoch: checked before the
+// data loads, so a bad --out costs no epoch.
+void check_train_out(const std::string& out) {
+    struct stat sb;
+    if (::stat(out.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode))
+        throw UsageError("--out " + safe(out) + ": is a directory; give the file to write (.safetensors)");
+    const std::string::size_type slash = out.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : out.substr(0, slash);
+    if (::stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode))
+        throw UsageError("--out " + safe(out) + ": the directory " + safe(dir) + " does not exist");
+    if (::access(dir.c_str(), W_OK) != 0)
+        throw UsageError("--out " + safe(out) + ": cannot write in " + safe(dir) + ": " + std::strerror(errno));
 }
 void warn(const std::string& m) { std::fprintf(stderr, "vitscope-cli: warning: %s\n", terminal_safe(m, true).c_str()); }
 
@@ -841,6 +856,7 @@ void Commands::add_training(CLI::App& app) {
             std::signal(SIGTERM, on_sigint);
             if (s.threads > 0) ops::set_threads(s.threads);
             s.ts.augment = !s.no_augment;
+            check_train_out(s.out);
             Dataset train = load_fashion_mnist(s.data, true), test = load_fashion_mnist(s.data, false);
             Weights w;
             int start_epoch = 0;

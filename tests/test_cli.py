@@ -129,6 +129,12 @@ def main():
     expect(r.returncode == 0 and d32 in r.stderr and note in r.stderr, f"eval on 32x32 IDX images says so ({r.stderr.strip()[-300:]})")
     r = cli("eval", "--model", "fmnist", "--limit", "100")
     expect(r.returncode == 0 and "resized" not in r.stderr, "eval on Fashion-MNIST itself has no such note")
+    # An --out train cannot write is refused before the data loads and an epoch is spent (it
+    # failed after the first epoch): a directory, a directory that does not exist.
+    for bad_out, words in ((d32, "is a directory"), (w("no_such_dir/x.safetensors"), "does not exist")):
+        r = cli("train", "--data", d32, "--epochs", "1", "--batch", "8", "--depth", "1", "--out", bad_out)
+        expect(r.returncode == 2 and "--out " + bad_out in r.stderr and words in r.stderr and "epoch" not in r.stderr
+               and "training" not in r.stdout, f"train --out {os.path.basename(bad_out)}: exit 2 before training ({r.stderr.strip()[-200:]})")
     with open(os.path.join(d32, "t10k-labels-idx1-ubyte"), "wb") as f:
         f.write(struct.pack(">II", 0x801, 16) + bytes(range(10)) + bytes([10]) + bytes(5))
     r = cli("eval", "--model", "fmnist", "--data", d32)
