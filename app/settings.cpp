@@ -235,6 +235,10 @@ bool Settings::parse(const std::string& text) {
             if (!j.is_object()) problem = "not a JSON object";
         } catch (const json::parse_error& e) {
             problem = "not valid JSON (byte " + std::to_string(e.byte) + ")";
+        } catch (const json::out_of_range&) {  // a number past double's range, such as 5E937
+            problem = "a number out of range (past 1.8e308), not a settings file";
+        } catch (const json::exception& e) {  // anything else the parser refuses: never past this reader
+            problem = std::string("not valid JSON (") + e.what() + ")";
         } catch (const std::length_error& e) {
             problem = std::string("not a settings file: ") + e.what();
         }

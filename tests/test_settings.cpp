@@ -164,6 +164,24 @@ TEST(Settings, NamesThatCannotBeWrittenBackAreNotRemembered) {
     EXPECT_TRUE(r.writable());
 }
 
+// A number past double's range ("5E937", found by the settings harness) made the JSON parser
+// throw an exception nothing caught: the app ended at every launch. Named, defaults, file kept.
+TEST(Settings, NumberOutOfRangeIsReportedNotACrash) {
+    TempDir t;
+    fs::path f = t.p / "settings.json";
+    for (std::string bad : {std::string("5E937"), std::string("{\"version\": 1, \"view\": {\"opacity\": 1e400}}"),
+                            std::string("{\"future\": -2e999}")}) {
+        spit(f, bad);
+        Settings s(f.string());
+        s.load();
+        EXPECT_NE(s.error().find("settings " + f.string() + ": "), std::string::npos) << s.error();
+        EXPECT_NE(s.error().find("out of range"), std::string::npos) << s.error();
+        EXPECT_TRUE(s.data() == vit::app::SettingsData{});
+        EXPECT_FALSE(s.writable());
+        EXPECT_EQ(slurp(f), bad);
+    }
+}
+
 TEST(Settings, CorruptFileIsReportedAndNeverOverwritten) {
     TempDir t;
     fs::path f = t.p / "settings.json";
