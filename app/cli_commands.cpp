@@ -18,6 +18,7 @@
 #include "core/train/trainer.h"
 
 #include <fnmatch.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include <chrono>
 #include <csignal>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <xtensor/xmath.hpp>
@@ -104,6 +106,27 @@ void progress(const StepInfo& i, int& last_decile) {
 // terminal escaped: a class name holding ESC [ 2 J must not clear the screen.
 std::string safe(const std::string& t) { return terminal_safe(t); }
 
+// IDX images of another size than the model's are resized (and centre-cropped) by its
+// preprocessing, as any image is: said, never done silently.
+void note_dataset_size(const std::string& dir, const Dataset& d, const Config& c) {
+    if (d.rows == c.image_size && d.cols == c.image_size) return;
+    std::fprintf(stderr, "vitscope-cli: note: %s holds %dx%d images and the model takes %dx%d: each is resized and "
+                         "centre-cropped by the model's preprocessing, as any image is\n",
+                 safe(dir).c_str(), d.cols, d.rows, c.image_size, c.image_size);
+}
+// Where train writes its model (and the .optim beside it) after every epoch: checked before the
+// data loads, so a bad --out costs no epoch.
+void check_train_out(const std::string& out) {
+    struct stat sb;
+    if (::stat(out.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode))
+        throw UsageError("--out " + safe(out) + ": is a directory; give the file to write (.safetensors)");
+    const std::string::size_type slash = out.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : out.substr(0, slash);
+    if (::stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode))
+        throw UsageError("--out " + safe(out) + ": the directory " + safe(dir) + " does not exist");
+    if (::access(dir.c_str(), W_OK) != 0)
+        throw UsageError("--out " + safe(out) + ": cannot write in " + safe(dir) + ": " + std::strerror(errno));
+}
 void warn(const std::string& m) { std::fprintf(stderr, "vitscope-cli: warning: %s\n", terminal_safe(m, true).c_str()); }
 
 void print_eval(const EvalResult& r, const Config& c) {
@@ -833,6 +856,7 @@ void Commands::add_training(CLI::App& app) {
             std::signal(SIGTERM, on_sigint);
             if (s.threads > 0) ops::set_threads(s.threads);
             s.ts.augment = !s.no_augment;
+            check_train_out(s.out);
             Dataset train = load_fashion_mnist(s.data, true), test = load_fashion_mnist(s.data, false);
             Weights w;
             int start_epoch = 0;
@@ -864,6 +888,8 @@ void Commands::add_training(CLI::App& app) {
                 w = init_weights(c, s.ts.seed);
             }
             const Config c = w.cfg;  // a copy: w is moved into the trainer below
+            note_dataset_size(s.data, train, c);
+            if (test.rows != train.rows || test.cols != train.cols) note_dataset_size(s.data, test, c);
             std::printf("training %s\n  %lld parameters, %d train / %d test images, batch %d, %d epochs, %d threads\n",
                         c.describe().c_str(), (long long)param_count(c), s.ts.limit ? std::min(s.ts.limit, train.n) : train.n,
                         test.n, s.ts.batch, s.ts.epochs, ops::threads());
@@ -912,6 +938,7 @@ void Commands::add_training(CLI::App& app) {
             Dataset test = load_fashion_mnist(s.data, false);
             const Config& c = lm.weights.cfg;
             if (c.classes != 10) throw std::runtime_error("model has " + std::to_string(c.classes) + " classes; Fashion-MNIST has 10");
+            note_dataset_size(s.data, test, c);
             EvalResult r = evaluate(lm.weights, test, s.limit);
             std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
             print_eval(r, c);

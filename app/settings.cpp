@@ -35,6 +35,19 @@ std::string one_of(const char* const (&names)[N]) {
 }
 
 // Collects what was wrong; each reader leaves the default in place on a bad value.
+// A recent file or model name as the settings file holds it: not empty, at most 4,096 bytes, one
+// line, and UTF-8 that the JSON writer accepts (a Linux file name may be any bytes; the writer
+// would throw on them and the reader refuses the rest).
+bool storable_name(const std::string& s) {
+    if (s.empty() || s.size() > 4096 || s.find('\n') != std::string::npos) return false;
+    try {
+        (void)json(s).dump();
+    } catch (const json::type_error&) {
+        return false;
+    }
+    return true;
+}
+
 struct Reader {
     const json& root;
     std::vector<std::string> problems;
@@ -85,8 +98,7 @@ struct Reader {
         std::vector<std::string> r;
         for (size_t i = 0; i < v->size(); ++i) {
             const json& e = (*v)[i];
-            if (!e.is_string() || e.get<std::string>().empty() || e.get<std::string>().size() > 4096 ||
-                e.get<std::string>().find('\n') != std::string::npos) {
+            if (!e.is_string() || !storable_name(e.get<std::string>())) {
                 problems.push_back(std::string(key) + "[" + std::to_string(i) + "] is not a file name or model name");
                 continue;
             }
@@ -176,7 +188,8 @@ std::string Settings::default_path() {
 Settings::Settings(std::string path) : path_(std::move(path)) {}
 
 void Settings::add_recent(std::vector<std::string>& v, const std::string& item) {
-    if (item.empty()) return;
+    // A name the file could not hold, or the next launch would refuse, is not remembered.
+    if (!storable_name(item)) return;
     auto it = std::find(v.begin(), v.end(), item);
     if (!v.empty() && it == v.begin()) return;
     if (it != v.end()) v.erase(it);
@@ -222,6 +235,10 @@ bool Settings::parse(const std::string& text) {
             if (!j.is_object()) problem = "not a JSON object";
         } catch (const json::parse_error& e) {
             problem = "not valid JSON (byte " + std::to_string(e.byte) + ")";
+        } catch (const json::out_of_range&) {  // a number past double's range, such as 5E937
+            problem = "a number out of range (past 1.8e308), not a settings file";
+        } catch (const json::exception& e) {  // anything else the parser refuses: never past this reader
+            problem = std::string("not valid JSON (") + e.what() + ")";
         } catch (const std::length_error& e) {
             problem = std::string("not a settings file: ") + e.what();
         }

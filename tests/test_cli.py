@@ -113,6 +113,33 @@ def main():
     expect(r.returncode == 0 and len(rows) == 10 and total == 500, f"eval prints a 10x10 confusion matrix over 500 images ({total})")
     r = cli("train", "--data", w("nowhere"), "--out", w("x.safetensors"))
     expect(r.returncode == 1 and "nowhere" in r.stderr, "train without the dataset exits 1 naming the directory")
+    # IDX files of 32x32 images: each is resized to the model's 28x28 by its preprocessing, and
+    # train and eval say so (they said nothing); a label of 10 is refused naming the file.
+    d32 = w("idx32")
+    os.makedirs(d32, exist_ok=True)
+    for part in ("train", "t10k"):
+        with open(os.path.join(d32, f"{part}-images-idx3-ubyte"), "wb") as f:
+            f.write(struct.pack(">IIII", 0x803, 16, 32, 32) + bytes(16 * 32 * 32))
+        with open(os.path.join(d32, f"{part}-labels-idx1-ubyte"), "wb") as f:
+            f.write(struct.pack(">II", 0x801, 16) + bytes(range(10)) + bytes(6))
+    note = "holds 32x32 images and the model takes 28x28: each is resized"
+    r = cli("train", "--data", d32, "--epochs", "1", "--batch", "8", "--depth", "1", "--out", w("d32.safetensors"))
+    expect(r.returncode == 0 and d32 in r.stderr and note in r.stderr, f"train on 32x32 IDX images says they are resized ({r.stderr.strip()[-300:]})")
+    r = cli("eval", "--model", "fmnist", "--data", d32)
+    expect(r.returncode == 0 and d32 in r.stderr and note in r.stderr, f"eval on 32x32 IDX images says so ({r.stderr.strip()[-300:]})")
+    r = cli("eval", "--model", "fmnist", "--limit", "100")
+    expect(r.returncode == 0 and "resized" not in r.stderr, "eval on Fashion-MNIST itself has no such note")
+    # An --out train cannot write is refused before the data loads and an epoch is spent (it
+    # failed after the first epoch): a directory, a directory that does not exist.
+    for bad_out, words in ((d32, "is a directory"), (w("no_such_dir/x.safetensors"), "does not exist")):
+        r = cli("train", "--data", d32, "--epochs", "1", "--batch", "8", "--depth", "1", "--out", bad_out)
+        expect(r.returncode == 2 and "--out " + bad_out in r.stderr and words in r.stderr and "epoch" not in r.stderr
+               and "training" not in r.stdout, f"train --out {os.path.basename(bad_out)}: exit 2 before training ({r.stderr.strip()[-200:]})")
+    with open(os.path.join(d32, "t10k-labels-idx1-ubyte"), "wb") as f:
+        f.write(struct.pack(">II", 0x801, 16) + bytes(range(10)) + bytes([10]) + bytes(5))
+    r = cli("eval", "--model", "fmnist", "--data", d32)
+    expect(r.returncode == 1 and os.path.join(d32, "t10k-labels-idx1-ubyte") + ": label 10 of image 10" in r.stderr,
+           f"eval with a label of 10 exits 1 naming the file ({r.stderr.strip()[-200:]})")
 
     # --labels: class names from a file, one per line; a count that does not fit is an error naming the file.
     good, bad = w("labels.txt"), w("labels_bad.txt")

@@ -2,6 +2,7 @@
 // readers, each against numbers worked out by hand here (the end-to-end cases,
 // with the CLI under a memory limit, are in test_hostile.py).
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -82,6 +83,35 @@ TEST(HostilePickle, ViewsRebuiltFromMemoizedArgumentsHitTheBudget) {
     std::string m = what_of([&] { parse_pth(pth_with(p), "views.pth"); });
     EXPECT_NE(m.find("views.pth: archive/data.pkl: "), std::string::npos) << m;
     EXPECT_NE(m.find("tensor views would take the unpickler past its 128 MB memory budget"), std::string::npos) << m;
+}
+
+// A TorchScript module tree may share a submodule (the memo makes it one object); one shared
+// twice at each of 60 levels is 2^60 paths through a 1.4 KB data.pkl. The walk counts every
+// attribute it visits and stops at 1,000,000 naming the file (it used to walk forever).
+TEST(HostilePickle, SharedTorchScriptSubtreesAreWalkedBoundedly) {
+    using namespace std::string_literals;
+    auto X = [](const std::string& s) { return "X"s + char(s.size()) + "\0\0\0"s + s; };
+    std::function<std::string(int)> obj = [&](int level) -> std::string {
+        // NEWOBJ of the class (memo 0); above level 0, BUILD {"a": child (memo level), "b": the same child}
+        if (level == 0) return "h\0)\x81"s;
+        return "h\0)\x81}("s + X("a") + obj(level - 1) + "q"s + char(level) + X("b") + "h"s + char(level) + "ub"s;
+    };
+    std::string pkl = obj(60);
+    pkl.replace(0, 2, "c__torch__\nM\nq\0"s);  // the first use of the class defines it
+    const std::string zip = fuzz::stored_zip({{"archive/data.pkl", "\x80\x02"s + pkl + "."s},
+                                              {"archive/constants.pkl", "\x80\x02)."s},
+                                              {"archive/code/__torch__.py", ""},
+                                              {"archive/version", "3\n"}});
+    std::string m = what_of([&] { parse_pth(zip, "dag.pt"); });
+    EXPECT_NE(m.find("dag.pt: the TorchScript module tree"), std::string::npos) << m;
+    EXPECT_NE(m.find("1000000"), std::string::npos) << m;
+    // Sharing itself is fine: 10 levels (1,023 objects walked) is a tree with no tensors.
+    pkl = obj(10);
+    pkl.replace(0, 2, "c__torch__\nM\nq\0"s);
+    m = what_of([&] { parse_pth(fuzz::stored_zip({{"archive/data.pkl", "\x80\x02"s + pkl + "."s},
+                                                  {"archive/constants.pkl", "\x80\x02)."s},
+                                                  {"archive/code/__torch__.py", ""}}), "small.pt"); });
+    EXPECT_NE(m.find("small.pt: a TorchScript archive whose module '__torch__.M' holds no tensors"), std::string::npos) << m;
 }
 
 // A config's resize must lie in image_size..2*image_size (the checkpoint with resize 8192 on 8x8).
@@ -182,6 +212,23 @@ TEST(HostileText, TerminalSafe) {
     EXPECT_EQ(terminal_safe("two\nlines", true), "two\nlines");
 }
 
+// A --labels file is the class names in class order, one a line. A UTF-8 byte-order mark (as
+// Notepad writes) is not part of the first name; Windows line ends, trailing spaces and blank lines
+// at the end are dropped; a blank line between names would shift every later class by one, so it
+// is refused naming the file and the line, never skipped.
+TEST(HostileText, LabelsAreOneNameALineInClassOrder) {
+    Config c = preset("toy-rgb8");
+    c.classes = 4;
+    apply_labels(c, "\xef\xbb\xbf" "cat\r\ndog \r\nbird\r\nfish\r\n\r\n\n", "bom.txt");
+    EXPECT_EQ(c.class_names, (std::vector<std::string>{"cat", "dog", "bird", "fish"}));
+    std::string m = what_of([&] { apply_labels(c, "cat\ndog\n\nbird\nfish\n", "gap.txt"); });
+    EXPECT_NE(m.find("gap.txt: line 3 is blank"), std::string::npos) << m;
+    m = what_of([&] { apply_labels(c, "\ncat\ndog\nbird\nfish", "lead.txt"); });
+    EXPECT_NE(m.find("lead.txt: line 1 is blank"), std::string::npos) << m;
+    m = what_of([&] { apply_labels(c, "cat\ndog\nbird\n", "three.txt"); });
+    EXPECT_NE(m.find("three.txt: 3 class names for a model with 4 classes"), std::string::npos) << m;
+}
+
 // IDX payloads are read once into a vector sized from the header (no second copy, no slack);
 // a gzip of two members reads as one file, as gzread reads it.
 TEST(HostileIdx, HeldOnceAndMultiMemberGzip) {
@@ -213,4 +260,28 @@ TEST(HostileIdx, HeldOnceAndMultiMemberGzip) {
     EXPECT_NE(m.find("cut.gz"), std::string::npos) << m;
     m = what_of([&] { parse_idx(im, be32(0x801) + be32(4) + "\x01\x02\x03\x04", "im", "four"); });
     EXPECT_NE(m.find("im has 3 images but four has 4 labels"), std::string::npos) << m;
+}
+
+// Fashion-MNIST has 10 classes: a label file holding another value is refused naming the file,
+// the label and the image (training said "training label 200 (image 31)" and named no file;
+// `eval` counted such an image as a miss and left it out of the confusion matrix). A --data that
+// is missing or a file is named as such, not as a missing IDX file inside it.
+TEST(HostileIdx, FashionMnistLabelsAndDirectoryNamed) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("vitscope_fmnist_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    auto be32 = [](uint32_t v) { std::string s; for (int k = 24; k >= 0; k -= 8) s.push_back(char(v >> k & 0xff)); return s; };
+    std::ofstream(dir / "t10k-images-idx3-ubyte", std::ios::binary) << be32(0x803) + be32(3) + be32(2) + be32(2) + std::string(12, '\0');
+    std::ofstream(dir / "t10k-labels-idx1-ubyte", std::ios::binary) << be32(0x801) + be32(3) + std::string("\x09\x00\x0a", 3);
+    const std::string labels = (dir / "t10k-labels-idx1-ubyte").string();
+    std::string m = what_of([&] { load_fashion_mnist(dir.string(), false); });
+    EXPECT_NE(m.find(labels + ": label 10 of image 2 is not one of Fashion-MNIST's 10 classes (0..9)"), std::string::npos) << m;
+    std::ofstream(dir / "t10k-labels-idx1-ubyte", std::ios::binary) << be32(0x801) + be32(3) + std::string("\x09\x00\x01", 3);
+    EXPECT_EQ(load_fashion_mnist(dir.string(), false).labels[0], 9);
+    m = what_of([&] { load_fashion_mnist(labels, false); });
+    EXPECT_NE(m.find(labels + ": not a directory"), std::string::npos) << m;
+    m = what_of([&] { load_fashion_mnist((dir / "nope").string(), false); });
+    EXPECT_NE(m.find((dir / "nope").string() + ": no such directory"), std::string::npos) << m;
+    fs::remove_all(dir);
 }

@@ -188,6 +188,19 @@ def main():
             ok(f in se and "levels deep" in se, f"settings file nested {depth} deep named: {se[:120]!r}")
             ok(any(f in e["title"] for e in L.get("errors", [])), "and listed in the window's error panel", str(L.get("errors"))[:300])
         ok(open(f, "rb").read() == text, f"settings file nested {depth} deep left as it was")
+    # a number past double's range: the JSON parser's out_of_range exception ended the app at launch
+    f = P("settings_1e400.json")
+    text = b'{"version": 1, "view": {"opacity": 1e400}}'
+    with open(f, "wb") as fh:
+        fh.write(text)
+    if a.app and shutil.which("xvfb-run"):
+        lay = P("layout_1e400.json")
+        got, o, err, wall = run_limited(["xvfb-run", "-a", "-s", "-screen 0 1280x800x24", a.app, "--settings", f, "--screenshot",
+                                         P("settings_1e400.png"), "--layout", lay, "--width", "1280", "--height", "800"],
+                                        None, cpu_s=60, wall_s=120, env_extra={"LIBGL_ALWAYS_SOFTWARE": "1"})
+        se = json.load(open(lay)).get("settings_error", "") if os.path.exists(lay) else ""
+        ok(got == 0 and f in se and "out of range" in se, f"app with a settings number of 1e400: exit {got}, {se[:120]!r}", err[-300:])
+        ok(open(f, "rb").read() == text, "settings file with 1e400 left as it was")
 
     # ---- 5. non-finite numbers: in .safetensors and .pth weights, in an --input .npy
     t = toy_timm(1)

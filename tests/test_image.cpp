@@ -378,6 +378,54 @@ TEST(ImageBad, WholeImageDecodesOverTheirBudgetRefusedByName) {
     }
 }
 
+// Text, ICC and palette-suggestion chunks never change a pixel: a 2x2 gray PNG whose zTXt
+// inflates to 64 MB, whose iCCP does too, with 5,000 tEXt chunks (libpng keeps at most 1,000
+// ancillary chunks) or a 9 MB plain tEXt decodes to its pixels, not to "corrupt or truncated"
+// (the metadata is skipped unread, never inflated or kept).
+TEST(Image, MetadataChunksNeverStopThePixels) {
+    std::string idat;
+    {
+        const unsigned char rows[] = {0, 10, 200, 0, 30, 255};  // filter byte, 2 gray samples, twice
+        uLongf n = compressBound(sizeof rows);
+        idat.resize(n);
+        ASSERT_EQ(compress(reinterpret_cast<Bytef*>(&idat[0]), &n, rows, sizeof rows), Z_OK);
+        idat.resize(n);
+    }
+    std::string bomb;
+    {
+        const std::string zeros(64 << 20, '\0');
+        uLongf n = compressBound(uLong(zeros.size()));
+        bomb.resize(n);
+        ASSERT_EQ(compress2(reinterpret_cast<Bytef*>(&bomb[0]), &n, reinterpret_cast<const Bytef*>(zeros.data()),
+                            uLong(zeros.size()), 9), Z_OK);
+        bomb.resize(n);
+    }
+    std::string many;
+    for (int i = 0; i < 5000; ++i) many += png_chunk("tEXt", std::string("k\0v", 3));
+    const std::pair<const char*, std::string> cases[] = {
+        {"ztxt_64mb.png", png_chunk("zTXt", std::string("k\0\0", 3) + bomb)},
+        {"iccp_64mb.png", png_chunk("iCCP", std::string("p\0\0", 3) + bomb)},
+        {"text_5000.png", many},
+        {"text_9mb.png", png_chunk("tEXt", "k" + std::string(1, '\0') + std::string(9 << 20, 'v'))},
+    };
+    for (auto& [name, meta] : cases) {
+        SCOPED_TRACE(name);
+        const std::string png = png_header(2, 2, 8, 0, 0) + meta + png_chunk("IDAT", idat) + png_chunk("IEND", "");
+        Image im;
+        try {
+            im = decode_image(png, name);
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << e.what();
+            continue;
+        }
+        ASSERT_EQ(shape_of(im.pixels), (Shape{1, 2, 2}));
+        EXPECT_FLOAT_EQ(im.pixels.flat(0), 10 / 255.f);
+        EXPECT_FLOAT_EQ(im.pixels.flat(1), 200 / 255.f);
+        EXPECT_FLOAT_EQ(im.pixels.flat(2), 30 / 255.f);
+        EXPECT_FLOAT_EQ(im.pixels.flat(3), 1.f);
+    }
+}
+
 // The help lists what decode_image reads, and nothing else.
 TEST(Image, FormatsListedAreTheFormatsRead) {
     EXPECT_EQ(image_formats(), "PNG (8/16-bit), JPEG, BMP");

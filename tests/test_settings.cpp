@@ -138,6 +138,50 @@ TEST(Settings, RecentListsAreMostRecentFirstWithoutDuplicatesAndCapped) {
     EXPECT_EQ(s.data().recent_images.front(), "/i/9.png");
 }
 
+// A Linux file name may hold any byte but '/' and NUL; the settings file is JSON (UTF-8) and its
+// reader refuses names with a newline or over 4,096 bytes. A name that could not be written and
+// read back is not remembered, so opening such a file neither stops every later save (the JSON
+// writer threw on the bytes) nor makes the next launch refuse the whole file.
+TEST(Settings, NamesThatCannotBeWrittenBackAreNotRemembered) {
+    TempDir t;
+    fs::path f = t.p / "settings.json";
+    Settings s(f.string());
+    s.load();
+    s.add_recent_image("/i/ok.png");
+    for (std::string odd : {std::string("/i/latin1-\xe9t\xe9.png"), std::string("/i/two\nlines.png"),
+                            std::string("/i/") + std::string(5000, 'x') + ".png", std::string("/i/\xc3.png")})
+        s.add_recent_image(odd);
+    s.add_recent_model("/m/\xff.pth");
+    EXPECT_EQ(s.data().recent_images, (std::vector<std::string>{"/i/ok.png"}));
+    EXPECT_TRUE(s.data().recent_models.empty());
+    s.add_recent_image("/i/caf\xc3\xa9 \xe2\x9c\x93.png");  // UTF-8 is kept
+    ASSERT_TRUE(s.save()) << s.error();
+    EXPECT_TRUE(s.error().empty()) << s.error();
+    Settings r(f.string());
+    r.load();
+    EXPECT_TRUE(r.error().empty()) << r.error();
+    EXPECT_EQ(r.data().recent_images, (std::vector<std::string>{"/i/caf\xc3\xa9 \xe2\x9c\x93.png", "/i/ok.png"}));
+    EXPECT_TRUE(r.writable());
+}
+
+// A number past double's range ("5E937", found by the settings harness) made the JSON parser
+// throw an exception nothing caught: the app ended at every launch. Named, defaults, file kept.
+TEST(Settings, NumberOutOfRangeIsReportedNotACrash) {
+    TempDir t;
+    fs::path f = t.p / "settings.json";
+    for (std::string bad : {std::string("5E937"), std::string("{\"version\": 1, \"view\": {\"opacity\": 1e400}}"),
+                            std::string("{\"future\": -2e999}")}) {
+        spit(f, bad);
+        Settings s(f.string());
+        s.load();
+        EXPECT_NE(s.error().find("settings " + f.string() + ": "), std::string::npos) << s.error();
+        EXPECT_NE(s.error().find("out of range"), std::string::npos) << s.error();
+        EXPECT_TRUE(s.data() == vit::app::SettingsData{});
+        EXPECT_FALSE(s.writable());
+        EXPECT_EQ(slurp(f), bad);
+    }
+}
+
 TEST(Settings, CorruptFileIsReportedAndNeverOverwritten) {
     TempDir t;
     fs::path f = t.p / "settings.json";

@@ -2,7 +2,7 @@
 # Long fuzzing runs: every libFuzzer harness (or the named ones), one after
 # the other, for MINUTES each, with ASan + UBSan.
 #   tools/fuzz.sh MINUTES [HARNESS...]     harnesses: safetensors model npy image idx labels optim pth
-#                                          pickle settings input image_full
+#                                          hfconfig pickle settings input image_full
 # The corpus grows in $BUILD/san/fuzz/corpus/<harness> (kept between runs);
 # crashes, leaks, timeouts and out-of-memory inputs land in
 # $BUILD/san/fuzz/findings/<harness>/. Minimize one with
@@ -16,7 +16,7 @@ SAN=$BUILD/san
 minutes=${1:?usage: tools/fuzz.sh MINUTES [HARNESS...]}
 shift
 harnesses=("$@")
-((${#harnesses[@]})) || harnesses=(safetensors model npy image idx labels optim pth pickle settings input image_full)
+((${#harnesses[@]})) || harnesses=(safetensors model npy image idx labels optim pth hfconfig pickle settings input image_full)
 
 cmake -S "$ROOT" -B "$SAN" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DVITSCOPE_FUZZ=ON -DVITSCOPE_BUILD_APP=OFF >/dev/null
@@ -36,6 +36,7 @@ for h in "${harnesses[@]}"; do
     npy) dict=(-dict="$src/dict/npy.dict") ;;
     image|image_full) dict=(-dict="$src/dict/image.dict") ;;
     pth|pickle) dict=(-dict="$src/dict/pickle.dict") ;;
+    hfconfig) dict=(-dict="$src/dict/json.dict") ;;
   esac
   timeout=10
   [[ $h == image_full ]] && timeout=60  # real size limits: 268 M pixels take seconds under ASan (run_fuzz_test.sh)

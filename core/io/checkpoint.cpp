@@ -487,13 +487,23 @@ void apply_labels_file(Config& c, const std::string& path) {
 void apply_labels(Config& c, const std::string& text, const std::string& path) {
     // Names are kept only up to the model's count (a 16 MB file of 8 M one-letter lines would
     // otherwise hold 8 M strings); the rest are only counted, for the message.
+    // One name a line, in class order: a UTF-8 byte-order mark is not part of the first name, and
+    // blank lines may only end the file (one between names would shift every later class).
     std::vector<std::string> names;
-    size_t count = 0;
-    std::stringstream ss(text);
+    size_t count = 0, lineno = 0, blank = 0;
+    std::stringstream ss(text.compare(0, 3, "\xef\xbb\xbf") == 0 ? text.substr(3) : text);
     std::string line;
     while (std::getline(ss, line)) {
+        ++lineno;
         while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-        if (line.empty()) continue;
+        if (line.empty()) {
+            if (!blank) blank = lineno;
+            continue;
+        }
+        if (blank)
+            throw FileError(path + ": line " + std::to_string(blank) + " is blank, and class names follow it: the file " +
+                            "holds one name a line in class order, so a skipped line would shift every later class (give " +
+                            "that class a name)");
         if (++count <= size_t(c.classes)) names.push_back(line);
     }
     if (count != size_t(c.classes))

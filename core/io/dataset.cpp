@@ -196,6 +196,13 @@ Dataset parse_idx(const std::string& im_raw, const std::string& lb_raw, const st
 std::string default_fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
 
 Dataset load_fashion_mnist(const std::string& dir, bool train) {
+    struct stat sb;
+    if (::stat(dir.c_str(), &sb) != 0)
+        throw FileError(dir + ": " + (errno == ENOENT ? std::string("no such directory") : std::strerror(errno)) +
+                        " (the Fashion-MNIST IDX files' directory; Debian's dataset-fashion-mnist installs them in "
+                        "/usr/share/datasets/fashion-mnist)");
+    if (!S_ISDIR(sb.st_mode))
+        throw FileError(dir + ": not a directory (give the directory that holds the Fashion-MNIST IDX files)");
     std::string pre = dir + "/" + (train ? "train" : "t10k");
     auto pick = [](const std::string& base) {
         if (::access((base + ".gz").c_str(), R_OK) == 0) return base + ".gz";
@@ -203,7 +210,15 @@ Dataset load_fashion_mnist(const std::string& dir, bool train) {
         throw FileError(base + "[.gz]: not found (Debian's dataset-fashion-mnist installs it in "
                                "/usr/share/datasets/fashion-mnist)");
     };
-    return load_idx(pick(pre + "-images-idx3-ubyte"), pick(pre + "-labels-idx1-ubyte"));
+    const std::string labels = pick(pre + "-labels-idx1-ubyte");
+    Dataset d = load_idx(pick(pre + "-images-idx3-ubyte"), labels);
+    // Fashion-MNIST's classes are 0..9: another label would index past a 10-class head in
+    // training and be counted as a miss, outside the confusion matrix, by eval.
+    for (size_t i = 0; i < d.labels.size(); ++i)
+        if (d.labels[i] > 9)
+            throw FileError(labels + ": label " + std::to_string(d.labels[i]) + " of image " + std::to_string(i) +
+                            " is not one of Fashion-MNIST's 10 classes (0..9)");
+    return d;
 }
 
 Tensor3 dataset_input(const Dataset& d, int i, const Config& c, int h, int w) {

@@ -299,7 +299,13 @@ public:
     bool header() {
         if (setjmp(png_jmpbuf(png_))) return false;
         png_set_user_limits(png_, uint32_t(kMaxSide), uint32_t(kMaxSide));
-        png_set_chunk_malloc_max(png_, size_t(8) << 20);  // a compressed text or ICC chunk inflates to at most 8 MB
+        // Text, ICC profiles, suggested palettes and Exif never change a sample read here: skipped
+        // unread, so neither their size nor their number (libpng keeps 1,000 at most) refuses the
+        // pixels. What is still read whole (pCAL, sCAL: never inflated) and every chunk's declared
+        // length are bounded by the file itself, 8 MB at least.
+        png_set_chunk_malloc_max(png_, std::max(size_t(8) << 20, src_.n));
+        static const png_byte skip[] = "tEXt\0zTXt\0iTXt\0iCCP\0sPLT\0eXIf";
+        png_set_keep_unknown_chunks(png_, PNG_HANDLE_CHUNK_NEVER, skip, int(sizeof skip / 5));
         png_set_benign_errors(png_, 0);  // too much or too little image data is an error, as stb_image had it
         png_read_info(png_, info_);
         return true;

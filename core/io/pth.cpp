@@ -98,6 +98,9 @@ public:
         z_.reset(zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze));
         if (!z_) {
             zip_source_free(src);
+            if (zip_error_code_zip(&ze) == ZIP_ER_EXISTS)  // libzip's consistency check: a name given twice
+                fail_zip("the zip archive holds two entries of the same name (which one is meant is not said; "
+                         "torch.save never writes this)", &ze);
             fail_zip("not a readable zip archive (truncated, or a bad zip directory)", &ze);
         }
         zip_int64_t n = zip_get_num_entries(z_.get(), 0);
@@ -561,6 +564,13 @@ private:
         s->numel = numel;
         const Entry* e = ar_.find("data/" + s->s);
         if (!e) fail_at(at, "storage '" + s->s + "' is missing from the archive (no " + ar_.prefix() + "data/" + s->s + ")");
+        // One storage is one dtype: torch.save refuses to write views of the same data as
+        // different types, and torch.load would read every view with the first type it meets.
+        auto seen = storage_dtypes_.emplace(s->s, s->dt);
+        if (!seen.second && seen.first->second != s->dt)
+            fail_at(at, "storage '" + printable(s->s) + "' is named as " + info(seen.first->second).storage + " and as " +
+                            info(s->dt).storage + " (one storage has one dtype; torch.save never writes this)");
+        if (seen.second) charge(kMemoEntryBytes + s->s.size(), "storage keys", at);
         size_t es = info(s->dt).size;
         if (numel > e->size / es || numel * es != e->size)
             fail_at(at, "storage '" + s->s + "' should hold " + std::to_string(numel) + " x " + std::to_string(es) +
@@ -583,6 +593,7 @@ private:
     std::vector<Val*> stack_;
     std::vector<size_t> marks_;
     std::unordered_map<uint64_t, Val*> memo_;
+    std::unordered_map<std::string, DT> storage_dtypes_;  // the dtype each storage key was first named with
 };
 
 bool has_tensor(const Val* d) {
@@ -628,10 +639,16 @@ const Val* find_state_dict(const Val* top, const std::string& what, std::string&
 // A TorchScript archive's module tree as its state dict: every tensor attribute under its dotted
 // path ("visual.transformer.resblocks.0.attn.in_proj_weight"), as module.state_dict() names it.
 // Submodules are objects; other attributes (flags, sizes, None) are skipped. The memo can make a
-// tree refer back to itself or share a subtree many times over: bounded in depth and entries.
+// tree refer back to itself or share a subtree many times over (one shared twice at each of 60
+// levels is 2^60 paths): bounded in depth, in tensors and in attributes visited along the way.
 void flatten_module(const Val* obj, const std::string& prefix, std::vector<const Val*>& path,
-                    std::map<std::string, const Val*>& out, const std::string& what) {
+                    std::map<std::string, const Val*>& out, const std::string& what, uint64_t& visited) {
     if (path.size() > 64) throw FileError(what + ": the TorchScript module tree is more than 64 levels deep at '" + prefix + "'");
+    constexpr uint64_t kMaxVisited = 1000000;  // CLIP ViT-L/14's tree has a few thousand attributes
+    if (obj->dict.size() > kMaxVisited - visited)
+        throw FileError(what + ": the TorchScript module tree has more than " + std::to_string(kMaxVisited) +
+                        " attributes when walked (at '" + prefix + "': submodules shared over and over; refusing)");
+    visited += obj->dict.size();
     path.push_back(obj);
     for (auto& [k, v] : obj->dict) {
         if (k->kind != Val::Str) continue;
@@ -644,7 +661,7 @@ void flatten_module(const Val* obj, const std::string& prefix, std::vector<const
         } else if (v->kind == Val::Object) {
             for (const Val* p : path)
                 if (p == v) throw FileError(what + ": the TorchScript module '" + name + "' contains itself");
-            flatten_module(v, name + ".", path, out, what);
+            flatten_module(v, name + ".", path, out, what, visited);
         }
     }
     path.pop_back();
@@ -701,7 +718,8 @@ auto with_state_dict(const char* bytes, size_t size, const std::string& what, F&
         if (!torchscript)
             throw FileError(what + ": holds an object of class '" + printable(top->s) + "', not a state dict");
         std::vector<const Val*> path;
-        flatten_module(top, "", path, found.chosen, what);
+        uint64_t visited = 0;
+        flatten_module(top, "", path, found.chosen, what, visited);
         if (found.chosen.empty())
             throw FileError(what + ": a TorchScript archive whose module '" + printable(top->s) + "' holds no tensors");
         found.metadata["pth.torchscript"] = printable(top->s);

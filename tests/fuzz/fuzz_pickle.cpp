@@ -2,10 +2,13 @@
 // here in a stored zip with correct CRCs beside three storages ("0": 4096
 // float32, "1": 4096 float16, "2": one int64) and byteorder / version entries,
 // so that every mutation reaches Unpickler::run (libzip would refuse almost all
-// of them on the CRC if the fuzzer mutated the whole archive, as in fuzz_pth).
+// of them on the CRC if the fuzzer mutated the whole archive, as in fuzz_pth). A
+// pickle that names __torch__ also gets code/ and constants.pkl: a TorchScript
+// archive, whose module tree is walked.
 // Then the tensor views over the storages, family detection and the config.
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -40,6 +43,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<std::pair<std::string, std::string>> entries{
         {"archive/data.pkl", std::string(reinterpret_cast<const char*>(data), size)}};
     for (auto& e : storages()) entries.push_back(e);
+    // A pickle naming __torch__ classes is read as a TorchScript archive's (its module tree
+    // walked), which needs code/ and constants.pkl beside it; any other pickle reads the same.
+    if (std::string_view(reinterpret_cast<const char*>(data), size).find("__torch__") != std::string_view::npos) {
+        entries.emplace_back("archive/constants.pkl", "\x80\x02).");
+        entries.emplace_back("archive/code/__torch__.py", "");
+    }
     const std::string zip = fuzz::stored_zip(entries);
     fuzz::expect_named([&] {
         vit::SafeTensors st = vit::parse_pth(zip, fuzz::kWhat);

@@ -320,6 +320,26 @@ class SharedArgsView:  # every rebuild from the same memoized 64-dimensional arg
             SharedArgsView.args = (F32, 0, (1,) * 64, (1,) * 64, False, collections.OrderedDict())
         return (_rebuild_tensor_v2, SharedArgsView.args)
 put("pickle", "view_bomb.pkl", pkl([SharedArgsView() for _ in range(5000)]))
+# A TorchScript module tree (fuzz_pickle.cpp adds code/ and constants.pkl when the pickle names
+# __torch__): objects created empty by NEWOBJ and filled by BUILD, one block shared by two
+# parents, and a chain of 12 levels that each hold one child twice (4,096 paths through the memo).
+ts_mod = types.ModuleType("__torch__")
+class Module:
+    pass
+Module.__module__, Module.__qualname__ = "__torch__", "Module"
+ts_mod.Module = Module
+sys.modules["__torch__"] = ts_mod
+def module(**attrs):
+    m = Module()
+    m.__dict__.update(attrs)
+    return m
+chain = module(w=View(F32, 100, [4]))
+for _ in range(12):
+    chain = module(a=chain, b=chain, training=False)
+block = module(ln_1=module(weight=View(F32, 0, [8]), bias=View(F32, 8, [8])), attn=module(in_proj_weight=View(F16, 0, [24, 8])))
+put("pickle", "torchscript_tree.pkl", pkl(module(visual=module(conv1=module(weight=View(F32, 16, [8, 3, 2, 2])),
+                                                                  b0=block, b1=block, chain=chain),
+                                                 input_resolution=View(I64, 0, []), training=False)))
 
 # model: NaN and Inf in the weights (loaded, and named); a config whose resize (8192) is not
 # related to its image size (8)

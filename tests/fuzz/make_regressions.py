@@ -167,6 +167,35 @@ o = optim_tensors(); o["v.head.bias"] = np.full(k, -1.0, np.float32)
 put("optim", "negative_v.optim", mc.safetensors(o, {"step": "5", "epoch": "1"}))
 o = optim_tensors(); o["m.head.weight"] = np.zeros((3,), np.float32)
 put("optim", "wrong_size.optim", mc.safetensors(o, {"step": "5", "epoch": "1"}))
+# ---- pth (whole files, through `info --model`)
+def stored_zip(entries):
+    import warnings, zipfile
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a duplicate name, on purpose
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+            for name, data in entries:
+                z.writestr(zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
+
+
+def X(s):
+    return b"X" + struct.pack("<I", len(s)) + s.encode()
+
+
+def shared(level):  # a TorchScript object whose attributes "a" and "b" are one shared child, 'level' deep
+    if level == 0:
+        return b"h\x00)\x81"
+    return b"h\x00)\x81}(" + X("a") + shared(level - 1) + b"q" + bytes([level]) + X("b") + b"h" + bytes([level]) + b"ub"
+
+
+ts = b"\x80\x02" + shared(60).replace(b"h\x00", b"c__torch__\nM\nq\x00", 1) + b"."
+put("pth", "torchscript_shared_subtree_2pow60.pt",                                           # was: a hang (2^60 paths)
+    stored_zip([("archive/data.pkl", ts), ("archive/constants.pkl", b"\x80\x02)."), ("archive/code/__torch__.py", b""),
+                ("archive/version", b"3\n")]))
+empty_sd = b"\x80\x02}."
+put("pth", "duplicate_entry.pth", stored_zip([("archive/data.pkl", empty_sd), ("archive/data.pkl", empty_sd)]))
+
 # Found by the harnesses (kept as they found them, not regenerated here):
 #   safetensors/empty_tensor_null_data.safetensors  memcpy(null, ., 0) for a (0, 4) tensor
 #   image/png_empty_first_idat.png                 stb: memcpy(NULL, p, 0) for an empty first IDAT chunk

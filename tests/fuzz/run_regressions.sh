@@ -54,6 +54,10 @@ for f in "$reg"/safetensors/* "$reg"/model/*; do
   [[ $f == *.md ]] && continue
   check "$f" info --model "$f"
 done
+for f in "$reg"/pth/*; do
+  [[ $f == *.md ]] && continue
+  check "$f" info --model "$f"
+done
 for f in "$reg"/image/*; do
   [[ $f == *.md ]] && continue
   want=1

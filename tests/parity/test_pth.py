@@ -20,6 +20,7 @@ import os
 import pickle
 import subprocess
 import sys
+import warnings
 import zipfile
 
 import numpy as np
@@ -431,6 +432,26 @@ def bad_input(cli, path, workdir):
         z.writestr("archive/byteorder", "big")
         z.writestr("archive/version", "3\n")
     expect_refused(cli, path, "byteorder 'big'", p, ["byteorder", "little-endian"], outs)
+    # A name given twice in the zip (Python's zipfile writes it with a warning): which entry is
+    # meant is not said, so the file is refused naming why, for data.pkl and for a storage.
+    for label, names in [("data/0 twice, the second all zeros", ["data.pkl", "data/0", "data/0"]),
+                         ("data.pkl twice", ["data.pkl", "data.pkl", "data/0"])]:
+        p = path("duplicate_entry.pth")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with zipfile.ZipFile(p, "w") as z:
+                for i, n in enumerate(names):
+                    z.writestr(f"archive/{n}", pickle_bytes(good) if n == "data.pkl" else
+                               (data["0"] if i == 1 else bytes(len(data["0"]))))
+                z.writestr("archive/version", "3\n")
+        expect_refused(cli, path, f"an entry name given twice: {label}", p, ["two entries of the same name"], outs)
+    # One storage named with two dtypes: torch.save refuses to write it and torch.load reads every
+    # view with the first; refused naming the storage and both types.
+    p = path("storage_two_dtypes.pth")
+    write_zip(p, pickle_bytes({"a": FakeTensor(FakeStorage("0", 12), 0, (12,), (1,)),
+                               "b": FakeTensor(FakeStorage("0", 24, torch.HalfStorage), 0, (24,), (1,))}), data)
+    expect_refused(cli, path, "storage '0' as FloatStorage and as HalfStorage", p,
+                   ["storage '0'", "FloatStorage", "HalfStorage"], outs)
     # Many views of one storage must not multiply memory without bound.
     big = FakeStorage("0", 1 << 20)
     views = {f"v{i}": FakeTensor(big, 0, (1 << 20,), (1,)) for i in range(300)}
