@@ -538,7 +538,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             // it as the writer reaches them. --record-all records everything first.
             // The on-demand trace holds the weights to recompute blocks with: lm outlives it (no ownership).
             const bool streamed = !s.record_all;
-            if (streamed) req.on_demand = std::shared_ptr<const Weights>(std::shared_ptr<const Weights>(), &lm.weights);
+            if (streamed) req.on_demand = borrowed(lm.weights);
             Trace t;
             if (s.record_all) t = run_named(lm, x, opt, req);
             else

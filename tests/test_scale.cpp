@@ -33,7 +33,7 @@ namespace {
 // the kinds in `also` kept too.
 Trace on_demand_pass(const Weights& w, const Tensor3& x, const Options& opt, RunRequest req = {},
                      std::vector<StageKind> also = {}) {
-    req.on_demand = std::shared_ptr<const Weights>(std::shared_ptr<const Weights>(), &w);
+    req.on_demand = borrowed(w);
     req.keep_kinds = std::move(also);
     Trace t;
     forward(w, x, opt, t, req);

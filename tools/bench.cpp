@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
             if (on_demand) {  // what a picture needs: the kept pass, then one block's stages (the last)
                 od = vit::Trace();
                 vit::RunRequest rq = req;
-                rq.on_demand = std::shared_ptr<const vit::Weights>(std::shared_ptr<const vit::Weights>(), &lm.weights);
+                rq.on_demand = vit::borrowed(lm.weights);
                 vit::forward(lm.weights, x, opt, od, rq);
                 od.get(vit::StageId{vit::StageKind::AttnPattern, c.depth - 1});
                 if (grads) od.grad(vit::StageId{vit::StageKind::AttnPattern, c.depth - 1});

@@ -73,6 +73,10 @@ struct RunRequest {
     int keep_block = -1;
 };
 
+// Weights for RunRequest::on_demand that the caller owns and keeps alive as long as the trace is
+// read (a command's pass over a model it loaded): a shared_ptr that owns nothing.
+inline std::shared_ptr<const Weights> borrowed(const Weights& w) { return {std::shared_ptr<const Weights>(), &w}; }
+
 // A traced run on one image (C, S, S): a batch of one that records every stage, and
 // with req.grads, the gradient of every stage that has one, in the same trace.
 void forward(const Weights& w, const Tensor3& input, const Options& opt, Trace& trace, const RunRequest& req = {});
