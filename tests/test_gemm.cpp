@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -152,6 +153,74 @@ TEST(Gemm, PackedMatrixModesAgree) {
             }
         }
     }
+}
+
+// The own kernel's fused epilogues give what the product followed by its separate pass gives, bit
+// for bit: GELU from the registers (linear_packed_gelu) against ops::gelu over the product, in and
+// out of stream mode, over one and two K chunks and one and two row chunks; the q/k/v split by the
+// stores (linear_packed_heads) against the split by index of the product. A GELU far from the exact
+// one (erf in double) or a value stored to the wrong head fails too.
+TEST(Gemm, FusedEpiloguesEqualTheProductThenItsPass) {
+    if (std::string(ops::kernels::best().name) != "avx512") GTEST_SKIP() << "no AVX-512 on this CPU";
+    struct Shape { int R, I, O; };
+    for (Shape s : {Shape{197, 768, 320}, Shape{7, 1000, 96}, Shape{250, 64, 1200}})
+        for (bool stream : {false, true}) {
+            const auto W = randn(size_t(s.O) * s.I, 41), b = randn(size_t(s.O), 42), in = randn(size_t(s.R) * s.I, 43);
+            const auto m = gemm::pack_matrix(W.data(), s.I, s.O, 2, s.R);
+            ASSERT_TRUE(gemm::fusable(*m));
+            std::vector<float> ref(size_t(s.R) * s.O), ref_post(ref.size());
+            for (int p = 0; p < gemm::parts(*m); ++p) gemm::run(*m, p, ref.data(), in.data(), b.data(), s.R);
+            ops::gelu(ref_post.data(), ref.data(), ref.size());
+            const size_t ldp = size_t(s.O) + 8;
+            std::vector<float> pre(ref.size(), NAN), post(size_t(s.R) * ldp, -5.f);
+            ASSERT_TRUE(ops::linear_packed_gelu(pre.data(), post.data(), ldp, in.data(), *m, b.data(), s.R, stream));
+            size_t wrong_pre = 0, wrong_post = 0, far = 0, kept = 0;
+            for (int r = 0; r < s.R; ++r) {
+                for (int c = 0; c < s.O; ++c) {
+                    const size_t i = size_t(r) * s.O + size_t(c);
+                    const float g = post[size_t(r) * ldp + size_t(c)];
+                    wrong_pre += std::memcmp(&pre[i], &ref[i], 4) != 0;
+                    wrong_post += std::memcmp(&g, &ref_post[i], 4) != 0;
+                    const double x = ref[i], exact = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+                    far += std::fabs(g - exact) > 1e-6 * std::max(1.0, std::fabs(exact));
+                }
+                for (size_t c = size_t(s.O); c < ldp; ++c) kept += post[size_t(r) * ldp + c] == -5.f;
+            }
+            EXPECT_EQ(wrong_pre, 0u) << s.R << "x" << s.I << " @ " << s.I << "x" << s.O << ", stream " << stream;
+            EXPECT_EQ(wrong_post, 0u) << s.R << "x" << s.I << " @ " << s.I << "x" << s.O << ", stream " << stream;
+            EXPECT_EQ(far, 0u) << "GELU against erf in double";
+            EXPECT_EQ(kept, size_t(s.R) * (ldp - size_t(s.O))) << "post written past its columns";
+        }
+    struct Heads { int R, I, H, d; };
+    for (Heads s : {Heads{197, 768, 4, 64}, Heads{250, 1024, 3, 128}, Heads{1, 64, 2, 64}}) {
+        const int O = 3 * s.H * s.d;
+        const auto W = randn(size_t(O) * s.I, 51), b = randn(size_t(O), 52), in = randn(size_t(s.R) * s.I, 53);
+        const auto m = gemm::pack_matrix(W.data(), s.I, O, 2, s.R);
+        ASSERT_TRUE(gemm::fusable(*m, s.d));
+        std::vector<float> ref(size_t(s.R) * O);
+        for (int p = 0; p < gemm::parts(*m); ++p) gemm::run(*m, p, ref.data(), in.data(), b.data(), s.R);
+        const size_t per = size_t(s.H) * s.R * s.d;
+        std::vector<float> q(per, NAN), k(per, NAN), v(per, NAN);
+        float* heads[3] = {q.data(), k.data(), v.data()};
+        ASSERT_TRUE(ops::linear_packed_heads(heads, s.d, in.data(), *m, b.data(), s.R));
+        size_t wrong = 0;
+        for (int part = 0; part < 3; ++part)  // torch: qkv.reshape(R, 3, H, d).permute(1, 2, 0, 3)
+            for (int h = 0; h < s.H; ++h)
+                for (int r = 0; r < s.R; ++r)
+                    for (int j = 0; j < s.d; ++j) {
+                        const float x = heads[part][(size_t(h) * s.R + size_t(r)) * s.d + size_t(j)];
+                        const float y = ref[size_t(r) * O + size_t(part) * s.H * s.d + size_t(h) * s.d + size_t(j)];
+                        wrong += std::memcmp(&x, &y, 4) != 0;
+                    }
+        EXPECT_EQ(wrong, 0u) << s.R << " rows, " << s.H << " heads of " << s.d;
+    }
+    // heads of 80 (ViT-H/14): a 64-column block would straddle two heads, so the caller splits
+    const auto W = randn(size_t(480) * 64, 61);
+    const auto m = gemm::pack_matrix(W.data(), 64, 480, 2, 10);
+    EXPECT_FALSE(gemm::fusable(*m, 80));
+    std::vector<float> q(480), k(480), v(480);
+    float* heads[3] = {q.data(), k.data(), v.data()};
+    EXPECT_FALSE(ops::linear_packed_heads(heads, 80, W.data(), *m, nullptr, 1));
 }
 
 TEST(Gemm, SgemmEveryTransposeEqualsDoubleLoop) {

@@ -413,6 +413,34 @@ void unpack(const Matrix& m, float* W) {
     }
 }
 
+bool fusable(const Matrix& m, int head_cols) {
+    if (m.I <= 0 || m.slices.empty()) return false;
+    for (const MatrixSlice& s : m.slices) {
+        if (!s.own) return false;
+        if (head_cols > 0 && (m.O % 3 || (m.O / 3) % head_cols || !avx512::heads_fit(s.c0, s.c1 - s.c0, head_cols)))
+            return false;
+    }
+    return true;
+}
+
+void run_gelu(const Matrix& m, int part, float* pre, float* post, size_t ldp, const float* in, const float* b, int R,
+              bool stream) {
+    const MatrixSlice& s = m.slices.at(size_t(part));
+    if (!s.own || m.I <= 0) throw std::logic_error("gemm::run_gelu: not a matrix of the own kernel (gemm::fusable)");
+    avx512::Epilogue e;
+    e.post = post + s.c0, e.ldp = ldp, e.stream = stream;
+    avx512::run(pre + s.c0, size_t(m.O), in, size_t(m.I), R, m.I, s.own.get(), s.c1 - s.c0, b ? b + s.c0 : nullptr,
+                nullptr, 0, &e);
+}
+
+void run_heads(const Matrix& m, int part, float* const* heads, int head_cols, const float* in, const float* b, int R) {
+    const MatrixSlice& s = m.slices.at(size_t(part));
+    if (!fusable(m, head_cols)) throw std::logic_error("gemm::run_heads: the matrix does not split into heads here");
+    avx512::Epilogue e;
+    e.heads = heads, e.part_cols = m.O / 3, e.head_cols = head_cols, e.col0 = s.c0, e.rows = size_t(R);
+    avx512::run(nullptr, 0, in, size_t(m.I), R, m.I, s.own.get(), s.c1 - s.c0, b ? b + s.c0 : nullptr, nullptr, 0, &e);
+}
+
 Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R, Out mode) {
     const MatrixSlice& s = m.slices.at(size_t(part));
     const size_t n = size_t(s.c1 - s.c0);

@@ -83,6 +83,16 @@ struct Block {
 // reads the block and nothing reads out).
 enum class Out { Cached, Streamed, Skipped };
 Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R, Out mode = Out::Cached);
+// The own kernel's fused epilogues (gemm_avx512.h, Epilogue), for slice `part`:
+// run_gelu: pre(R,O) = in @ W.T + b and post(R,O) (row r at post + r * ldp) = GELU(pre), from the
+// registers (pre past the caches with `stream`); run_heads: qkv = in @ W.T + b stored straight
+// into q, k, v (heads[0..2], each (H, R, head_cols) of one image), the split done by the stores.
+// fusable: whether every slice of m runs on the own kernel and (head_cols > 0) its columns split
+// into whole heads for run_heads; where not, the caller runs `run` and its own epilogue.
+bool fusable(const Matrix& m, int head_cols = 0);
+void run_gelu(const Matrix& m, int part, float* pre, float* post, size_t ldp, const float* in, const float* b, int R,
+              bool stream);
+void run_heads(const Matrix& m, int part, float* const* heads, int head_cols, const float* in, const float* b, int R);
 int first_column(const Matrix& m, int part);
 int end_column(const Matrix& m, int part);
 // W(O,I) back in row-major order, bit for bit what was packed.

@@ -13,6 +13,8 @@
 // weights reach the L2 cache from memory during the block before it.
 #include "core/kernels/gemm_avx512.h"
 
+#include "core/kernels/gelu_of.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -31,9 +33,12 @@ inline int round16(int n) { return (n + 15) / 16 * 16; }
 // A tile of MR rows x NV vectors: c(MR, 16 NV) = (first ? bias : c) + a(MR, kc) @ b(kc, 16 NV).
 // `last` masks the last vector's columns (the slice's edge). Prefetches `pf_lines` lines from pf,
 // one every `pf_step` rows of b.
-template <int MR, int NV>
+// With GELU (the last K chunk of fc1), post's tile gets GELU of the sums as they are stored;
+// `stream` stores c's whole aligned vectors past the caches.
+template <int MR, int NV, bool GELU = false>
 inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* b, int ldb, int kc, const float* bias,
-                 bool first, __mmask16 last, const char* pf, int pf_lines, int pf_step) {
+                 bool first, __mmask16 last, const char* pf, int pf_lines, int pf_step, float* post = nullptr,
+                 size_t ldp = 0, bool stream = false) {
     __m512 acc[MR][NV];
     for (int v = 0; v < NV; ++v) {
         const __mmask16 m = v == NV - 1 ? last : __mmask16(0xFFFF);
@@ -60,21 +65,45 @@ inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* 
     }
     for (int v = 0; v < NV; ++v) {
         const __mmask16 m = v == NV - 1 ? last : __mmask16(0xFFFF);
-        for (int r = 0; r < MR; ++r) _mm512_mask_storeu_ps(c + size_t(r) * ldc + 16 * v, m, acc[r][v]);
+        for (int r = 0; r < MR; ++r) {
+            float* p = c + size_t(r) * ldc + 16 * v;
+            if (stream && m == 0xFFFF && (reinterpret_cast<uintptr_t>(p) & 63) == 0) _mm512_stream_ps(p, acc[r][v]);
+            else _mm512_mask_storeu_ps(p, m, acc[r][v]);
+            if constexpr (GELU) {
+                const __m512 g = vit::ops::kernels::gelu_of(xsimd::batch<float>(acc[r][v]));
+                _mm512_mask_storeu_ps(post + size_t(r) * ldp + 16 * v, m, g);
+            }
+        }
     }
 }
 
-template <int NV>
+template <int NV, bool GELU>
 void tile_rows(int rows, float* c, size_t ldc, const float* a, size_t lda, const float* b, int kc, const float* bias,
-               bool first, __mmask16 last, const char* pf, int pf_lines, int pf_step) {
+               bool first, __mmask16 last, const char* pf, int pf_lines, int pf_step, float* post, size_t ldp,
+               bool stream) {
+#define VITSCOPE_TILE(MR) \
+    tile<MR, NV, GELU>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step, post, ldp, stream)
     switch (rows) {
-        case 6: return tile<6, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
-        case 5: return tile<5, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
-        case 4: return tile<4, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
-        case 3: return tile<3, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
-        case 2: return tile<2, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
-        case 1: return tile<1, NV>(c, ldc, a, lda, b, 16 * NV, kc, bias, first, last, pf, pf_lines, pf_step);
+        case 6: return VITSCOPE_TILE(6);
+        case 5: return VITSCOPE_TILE(5);
+        case 4: return VITSCOPE_TILE(4);
+        case 3: return VITSCOPE_TILE(3);
+        case 2: return VITSCOPE_TILE(2);
+        case 1: return VITSCOPE_TILE(1);
         default: return;
+    }
+#undef VITSCOPE_TILE
+}
+
+template <bool GELU>
+void tile_any(int nv, int rows, float* c, size_t ldc, const float* a, size_t lda, const float* b, int kc,
+              const float* bias, bool first, __mmask16 last, const char* pf, int pf_lines, int pf_step, float* post,
+              size_t ldp, bool stream) {
+    switch (nv) {
+        case 4: return tile_rows<4, GELU>(rows, c, ldc, a, lda, b, kc, bias, first, last, pf, pf_lines, pf_step, post, ldp, stream);
+        case 3: return tile_rows<3, GELU>(rows, c, ldc, a, lda, b, kc, bias, first, last, pf, pf_lines, pf_step, post, ldp, stream);
+        case 2: return tile_rows<2, GELU>(rows, c, ldc, a, lda, b, kc, bias, first, last, pf, pf_lines, pf_step, post, ldp, stream);
+        default: return tile_rows<1, GELU>(rows, c, ldc, a, lda, b, kc, bias, first, last, pf, pf_lines, pf_step, post, ldp, stream);
     }
 }
 
@@ -114,8 +143,12 @@ void unpack(float* W, size_t ldw, const float* src, int K, int n) {
     }
 }
 
+bool heads_fit(int col0, int n, int head_cols) {
+    return head_cols > 0 && head_cols % kNb == 0 && col0 % kNb == 0 && n > 0;
+}
+
 void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, const float* packed, int n,
-         const float* bias, const void* next, size_t next_bytes) {
+         const float* bias, const void* next, size_t next_bytes, const Epilogue* epi) {
     if (R <= 0 || n <= 0) return;
     const int np = round16(n);
     if (K <= 0) {  // no inputs: the bias alone
@@ -163,17 +196,26 @@ void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, cons
             const int per = per_tile > 0 ? std::min(per_tile, kc / step) : 0;
             int issued = 0;
             const float* bj = bias && first ? bias + j0 : nullptr;
+            // where this block's values go: out's columns, or (the q/k/v split) one head's
+            float* cb = out + size_t(j0);
+            size_t ldc = ldo;
+            if (epi && epi->heads) {
+                const int a = epi->col0 + j0, hd = epi->head_cols, part = a / epi->part_cols, e = a % epi->part_cols;
+                cb = epi->heads[part] + size_t(e / hd) * epi->rows * size_t(hd) + size_t(e % hd);
+                ldc = size_t(hd);
+            }
+            const bool final = k0 + kc >= K;
+            const bool gelu = final && epi && epi->post, stream = final && epi && epi->stream;
             for (int r0 = m0; r0 < m0 + Rm; r0 += kMr) {
                 const int rows = std::min(kMr, m0 + Rm - r0), cnt = std::max(0, std::min(per, lines - issued));
-                float* c = out + size_t(r0) * ldo + size_t(j0);
+                float* c = cb + size_t(r0) * ldc;
                 const float* a = in + size_t(r0) * ldi + size_t(k0);
                 const char* p = pf ? pf + size_t(issued) * 64 : nullptr;
-                switch (nv) {
-                    case 4: tile_rows<4>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step); break;
-                    case 3: tile_rows<3>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step); break;
-                    case 2: tile_rows<2>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step); break;
-                    default: tile_rows<1>(rows, c, ldo, a, ldi, b, kc, bj, first, last, p, cnt, step); break;
-                }
+                if (gelu)
+                    tile_any<true>(nv, rows, c, ldc, a, ldi, b, kc, bj, first, last, p, cnt, step,
+                                   epi->post + size_t(r0) * epi->ldp + size_t(j0), epi->ldp, stream);
+                else
+                    tile_any<false>(nv, rows, c, ldc, a, ldi, b, kc, bj, first, last, p, cnt, step, nullptr, 0, stream);
                 issued += cnt;
             }
         }

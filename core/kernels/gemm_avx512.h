@@ -22,11 +22,30 @@ size_t packed_floats(int K, int n);
 void pack(float* dst, const float* W, size_t ldw, int K, int n);
 // The inverse: W(n, K) back, bit for bit.
 void unpack(float* W, size_t ldw, const float* src, int K, int n);
+// What the kernel does with a final value (after the last K chunk) besides storing it in out.
+struct Epilogue {
+    // The q/k/v split of an attention's qkv product, stored where it goes instead of out: the
+    // slice's column c (absolute column col0 + c of the product) of row r at
+    // heads[a / part_cols] + ((a % part_cols) / head_cols) * rows * head_cols + r * head_cols + a % head_cols
+    // (a = col0 + c: part q/k/v, head, element; (H, rows, head_cols) arrays of one image). Every
+    // 64-column block must lie within one head: col0 and head_cols multiples of 64 (heads_fit).
+    float* const* heads = nullptr;
+    int part_cols = 0, head_cols = 0, col0 = 0;
+    size_t rows = 0;
+    // post(R, n) (row r at post + r * ldp) = GELU(out), by the elementwise kernel's arithmetic
+    // (gelu_of.h), computed from the registers as out is stored.
+    float* post = nullptr;
+    size_t ldp = 0;
+    // out's final values stored past the caches (a recorded stage that the pass does not read again)
+    bool stream = false;
+};
+bool heads_fit(int col0, int n, int head_cols);
 // out(R, n) (row r at out + r * ldo) = in(R, K) (row r at in + r * ldi) @ packed + bias (n, may be
 // null). While the last block computes, prefetches `next_bytes` of `next` (the weights the
-// calling thread multiplies next; may be null) into the L2 cache, a little at a time.
+// calling thread multiplies next; may be null) into the L2 cache, a little at a time. With `epi`,
+// what it says (out is not written where epi->heads takes the values).
 void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, const float* packed, int n,
-         const float* bias, const void* next = nullptr, size_t next_bytes = 0);
+         const float* bias, const void* next = nullptr, size_t next_bytes = 0, const Epilogue* epi = nullptr);
 // Bytes of a packed slice's first block (what a caller prefetches of the weights it runs next).
 size_t first_block_bytes(int K, int n);
 

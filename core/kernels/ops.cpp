@@ -281,6 +281,30 @@ void linear_packed(float* out, const float* in, const gemm::Matrix& W, const flo
     });
 }
 
+bool linear_packed_gelu(float* pre, float* post, size_t ldp, const float* in, const gemm::Matrix& W, const float* b,
+                        int R, bool stream) {
+    if (!gemm::fusable(W)) return false;
+    cancellation_point();
+    const int parts = gemm::parts(W);
+    parallel_parts(omp_in_parallel() ? 1 : parts, [&](int t, int n) {
+        for (int p = n == 1 ? 0 : t; p < (n == 1 ? parts : t + 1); ++p)
+            gemm::run_gelu(W, p, pre, post, ldp, in, b, R, stream);
+        if (stream) stream_fence();  // this thread's streaming stores, before the others read after the join
+    });
+    return true;
+}
+
+bool linear_packed_heads(float* const* heads, int head_cols, const float* in, const gemm::Matrix& W, const float* b,
+                         int R) {
+    if (!gemm::fusable(W, head_cols)) return false;
+    cancellation_point();
+    const int parts = gemm::parts(W);
+    parallel_parts(omp_in_parallel() ? 1 : parts, [&](int t, int n) {
+        for (int p = n == 1 ? 0 : t; p < (n == 1 ? parts : t + 1); ++p) gemm::run_heads(W, p, heads, head_cols, in, b, R);
+    });
+    return true;
+}
+
 void layernorm(float* out, float* norm, float* mean, float* std, const float* x, const float* g,
                const float* b, int R, int D, float eps, bool unbiased, bool stream_norm) {
     const auto& k = kernels::best();

@@ -86,6 +86,15 @@ void linear(float* out, const float* in, const float* W, const float* b, int R, 
 void linear_packed(float* out, const float* in, const gemm::Matrix& W, const float* b, int R,
                    const std::function<void(const float* y, size_t ld, int c0, int c1)>& then = nullptr,
                    gemm::Out out_mode = gemm::Out::Cached);
+// The two products whose epilogue the own kernel fuses into its stores (gemm::run_gelu, run_heads),
+// their column slices split across the threads as above. False (nothing done) where W's slices do
+// not allow it (gemm::fusable): the caller runs linear_packed with `then`.
+// pre = in @ W.T + b, post (row r at post + r * ldp) = GELU(pre); pre past the caches with `stream`.
+bool linear_packed_gelu(float* pre, float* post, size_t ldp, const float* in, const gemm::Matrix& W, const float* b,
+                        int R, bool stream);
+// qkv = in @ W.T + b stored into q, k, v (heads[0..2], (H, R, head_cols) each: one image's rows).
+bool linear_packed_heads(float* const* heads, int head_cols, const float* in, const gemm::Matrix& W, const float* b,
+                         int R);
 
 // LayerNorm over the last axis of x(R,D). mean(R), std(R) = sqrt(var) (without eps,
 // as torch.std prints it), norm(R,D) = (x-mean)/sqrt(var+eps), out = norm*g + b.

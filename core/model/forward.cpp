@@ -240,25 +240,35 @@ void activation(Act act, float* out, const float* in, size_t R, size_t M) {
 
 // F.linear(in, P, b) with the matrix held packed and an epilogue on each thread's column slice
 // (ops::linear_packed's `then`), reported to the profile as the GEMM "+ plus".
+profile::Scope gemm_then_scope(const char* what, const char* plus, const gemm::Matrix& P, size_t R) {
+    const size_t O = size_t(gemm::rows(P)), I = size_t(gemm::cols(P));
+    return profile::Scope([=] { return "gemm " + std::string(what) + " + " + plus + " " + std::to_string(R) + "x" +
+                                       std::to_string(I) + " @ " + std::to_string(I) + "x" + std::to_string(O); },
+                          2.0 * double(R) * double(I) * double(O));
+}
+
 void linear_then(const char* what, const char* plus, float* out, const float* in, const gemm::Matrix& P,
                  const Tensor1& b, size_t R, const std::function<void(const float*, size_t, int, int)>& then,
                  gemm::Out out_mode) {
-    const size_t O = size_t(gemm::rows(P)), I = size_t(gemm::cols(P));
-    profile::Scope s([&] { return "gemm " + std::string(what) + " + " + plus + " " + std::to_string(R) + "x" +
-                                  std::to_string(I) + " @ " + std::to_string(I) + "x" + std::to_string(O); },
-                     2.0 * double(R) * double(I) * double(O));
+    const profile::Scope s = gemm_then_scope(what, plus, P, R);
     ops::linear_packed(out, in, P, b.data(), int(R), then, out_mode);
 }
 
 // pre = F.linear(in, W, b) and post = act(pre) (M columns). With the matrix held packed and GELU,
-// each thread applies it to its column slice of pre right after computing it, while the slice is
-// in cache (the same bits as the separate pass: ops::gelu and ops::gelu_rows agree value by value).
+// the own kernel computes GELU from its registers as it stores pre (ops::linear_packed_gelu); other
+// kernels have each thread apply it to its column slice of pre right after computing it, while the
+// slice is in cache. Either way the same bits as the separate pass (the vector arithmetic of
+// gelu_of.h: ops::gelu, ops::gelu_rows and the kernel's agree value by value).
 void linear_act(const char* what, Act act, float* pre, float* post, const float* in, const Tensor2& W,
                 const Tensor1& b, size_t R, size_t M, const gemm::Packs* packs,
                 const std::shared_ptr<const gemm::Matrix>& P, bool stream) {
     if (!P || act != Act::Gelu) {
         linear(what, pre, in, W, b, R, packs, P);
         return activation(act, post, pre, R, M);
+    }
+    if (gemm::fusable(*P)) {
+        const profile::Scope s = gemm_then_scope(what, "gelu", *P, R);
+        if (ops::linear_packed_gelu(pre, post, M, in, *P, b.data(), int(R), stream)) return;
     }
     linear_then(what, "gelu", pre, in, *P, b, R, [&](const float* y, size_t ld, int c0, int c1) {
         ops::gelu_rows(post + c0, M, y, ld, int(R), c1 - c0);
@@ -586,7 +596,12 @@ const Array& forward_batch(const Weights& w, const Tensor4& x, const Options& op
                     c += run;
                 }
         };
-        if (b.qkv_p) {  // each thread splits its column slice while it is in cache
+        // One image (a traced or on-demand pass) on the own kernel: its stores do the split. Otherwise
+        // each thread splits its column slice while it is in cache.
+        if (b.qkv_p && B == 1 && gemm::fusable(*b.qkv_p, int(d))) {
+            const profile::Scope s = gemm_then_scope("qkv", "split", *b.qkv_p, R);
+            ops::linear_packed_heads(qkv3, int(d), h1, *b.qkv_p, b.qkv_b.data(), int(R));
+        } else if (b.qkv_p) {
             linear_then("qkv", "split", ws.qkv.data(), h1, *b.qkv_p, b.qkv_b, R,
                         [&](const float* y, size_t ld, int c0, int c1) { split(y, ld, 0, R, size_t(c0), size_t(c1)); },
                         gemm::Out::Skipped);
