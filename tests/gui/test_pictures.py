@@ -265,13 +265,23 @@ def check_colours(app):
 
 
 def check_lens_legend(app):
-    """The logit lens of the default model numbers its 10 columns: a legend above the chart says which class
-    each number is (Fashion-MNIST's labels, as Zalando publishes them)."""
+    """The logit lens of the default model names its 10 columns (Fashion-MNIST's labels, as Zalando
+    publishes them): where the names do not fit the cells the columns are numbered and a legend above
+    the chart says which class each number is; where they fit, the headers are the names and there is
+    no legend repeating them."""
     names = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
     _, lay = app.shot("--tab", "4", "--width", "1280", "--height", "800", image=False)
     want = "columns: " + ", ".join(f"{k} {n}" for k, n in enumerate(names))
-    expect(len(names) == 10 and lay["strings"].get("lens.legend") == want,
-           f"the lens's columns named: '{lay['strings'].get('lens.legend')}' (info: {names[:3]}...)")
+    heads = [t["text"] for t in lay["texts"] if t["group"] == "lens.cols"]
+    expect(heads == [str(k) for k in range(10)] and lay["strings"].get("lens.legend") == want
+           and lay["numbers"].get("lens.named_columns") == 0,
+           f"1280x800: numbered columns {heads}, named in the legend: '{lay['strings'].get('lens.legend')}'")
+    _, lay = app.shot("--tab", "4", "--width", "1920", "--height", "1200", image=False)
+    heads = [t["text"] for t in lay["texts"] if t["group"] == "lens.cols"]
+    expect(heads == names and "lens.legend" not in lay["strings"] and lay["numbers"].get("lens.named_columns") == 1,
+           f"1920x1200: the headers are the names {heads[:3]}..., and no legend repeats them "
+           f"('{lay['strings'].get('lens.legend')}')")
+    expect("lens.colorbar" in {t["group"] for t in lay["texts"]}, "...the colour bar still keys the probabilities")
 
 
 def check_lens_1000(app):
