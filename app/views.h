@@ -233,8 +233,15 @@ struct ImagePanel {
     int size_h = 0, size_w = 0;
     std::string size_for;                             // the model the typed size is for
     std::string size_error;
+    // the thumbnails' row as last drawn: its bottom (screen y; 0: no row), and whether it did not fit
+    // the part of the panel shown (a line under the panel then says they continue below)
+    float thumbs_bottom = 0;
+    bool thumbs_below = false;
 };
 void DrawImagePanel(ViewCtx& v, ImagePanel& panel);
+// The image panel in a scrolling child `height` tall (less a line that says, when the thumbnails'
+// row did not fit the part shown last frame, that they continue below).
+void DrawImagePanelArea(ViewCtx& v, ImagePanel& panel, float height);
 // The trace on screen's input (H, W), denormalized to 0..1, as an RGB texture; false when there is none.
 bool upload_model_input(Texture& tex, const Session& s);
 void DrawPredictions(ViewCtx& v);
