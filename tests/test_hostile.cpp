@@ -34,6 +34,13 @@ std::string what_of(const std::function<void()>& f) {
     }
     return "";
 }
+// An empty directory of its own under the system's temporary directory (this process's id in its name).
+std::filesystem::path fresh_temp_dir(const std::string& name) {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    return dir;
+}
 // data.pkl behind a valid zip with one float storage of 16 values.
 std::string pth_with(const std::string& pkl) {
     return fuzz::stored_zip({{"archive/data.pkl", pkl}, {"archive/data/0", std::string(64, '\0')}, {"archive/version", "3\n"}});
@@ -264,9 +271,7 @@ TEST(HostileText, ClassNamesHaveLimits) {
 // with what it is.
 TEST(HostileFiles, DevicesDirectoriesAndPipesAreNamed) {
     namespace fs = std::filesystem;
-    const fs::path dir = fs::temp_directory_path() / ("vitscope_notfiles_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    const fs::path dir = fresh_temp_dir("vitscope_notfiles");
     const std::string fifo = (dir / "fifo").string();
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     const std::vector<std::pair<std::string, std::string>> paths = {
@@ -333,9 +338,7 @@ TEST(HostileIdx, HeldOnceAndMultiMemberGzip) {
 // is missing or a file is named as such, not as a missing IDX file inside it.
 TEST(HostileIdx, FashionMnistLabelsAndDirectoryNamed) {
     namespace fs = std::filesystem;
-    const fs::path dir = fs::temp_directory_path() / ("vitscope_fmnist_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    const fs::path dir = fresh_temp_dir("vitscope_fmnist");
     auto be32 = [](uint32_t v) { std::string s; for (int k = 24; k >= 0; k -= 8) s.push_back(char(v >> k & 0xff)); return s; };
     std::ofstream(dir / "t10k-images-idx3-ubyte", std::ios::binary) << be32(0x803) + be32(3) + be32(2) + be32(2) + std::string(12, '\0');
     std::ofstream(dir / "t10k-labels-idx1-ubyte", std::ios::binary) << be32(0x801) + be32(3) + std::string("\x09\x00\x0a", 3);
