@@ -947,9 +947,35 @@ void Commands::add_training(CLI::App& app) {
     });
 }
 
+namespace {
+// The files the command line names, each refused before anything is read when it is missing or not
+// a regular file (a directory, /dev/zero, /dev/null, a FIFO such as a piped /dev/stdin): the error
+// names the flag and the path, "--image /dev/zero: is a character device, not a regular file".
+// --model only when it names a file (not 'default', a preset or hf:).
+void check_input_files(const Commands::State& s) {
+    const auto check = [](const char* flag, const std::string& path) {
+        if (path.empty()) return;
+        try {
+            check_regular_file(path);
+        } catch (const FileError& e) {
+            throw FileError(std::string(flag) + " " + e.what());
+        }
+    };
+    if (!s.model.empty() && s.model != "default" && !is_preset(s.model) && !hub::is_spec(s.model) &&
+        ::access(s.model.c_str(), F_OK) == 0)
+        check("--model", s.model);
+    check("--labels", s.labels);
+    check("--image", s.image);
+    check("--input", s.input);
+    check("--patch-from", s.iv.patch_from);
+    check("--resume", s.resume);
+}
+}  // namespace
+
 int Commands::run() {
     try {
         if (!selected_) return 2;
+        check_input_files(*s_);
         return selected_();
     } catch (const CLI::ValidationError& e) {
         std::cerr << "vitscope-cli: " << terminal_safe(e.what(), true) << "\n";

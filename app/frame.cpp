@@ -57,11 +57,7 @@ void draw_frame(AppContext& app, float W, float H) {
     ImGui::End();
     place(float(W) - right, top, right, float(H) - top - bottom);
     ImGui::Begin("image", nullptr, fixed);
-    ImGui::BeginChild("imgpanel", ImVec2(0, ImGui::GetContentRegionAvail().y - predictions_height(v)));
-    ImGui::PushTextWrapPos(0);  // its lines wrap at the panel's edge, whatever its width
-    DrawImagePanel(v, app.image);
-    ImGui::PopTextWrapPos();
-    ImGui::EndChild();
+    DrawImagePanelArea(v, app.image, ImGui::GetContentRegionAvail().y - predictions_height(v));
     DrawPredictions(v);
     ImGui::End();
     const Rect centre{left, top, float(W) - left - right, float(H) - top - bottom};

@@ -292,6 +292,28 @@ Colormap attention_colormap(float shared_max, float map_max, bool per_map) {
     return cm;
 }
 
+void AttentionScaleKey(ViewCtx& v, const char* id, bool& per_map, float shared_max, int keys, const char* unit,
+                       const char* caption) {
+    ImGui::Checkbox(("contrast per map##" + std::string(id)).c_str(), &per_map);
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("off: one scale for every %s, from 0 to the largest weight of them all (colours compare across %ss)\n"
+                          "on: each %s from 0 to its own largest weight, printed %s it (colours do not compare)",
+                          unit, unit, unit, caption);
+    ImGui::SameLine();
+    if (per_map)
+        ImGui::TextDisabled("each map: 0 (dark) to its own max, printed %s it", caption);
+    else
+        ImGui::TextDisabled("all maps: one scale");
+    const float w = std::min(ImGui::GetContentRegionAvail().x, 420.f);
+    if (!per_map) {
+        ColorKey(v, id, attention_colormap(shared_max, shared_max, false), w, attention_marks(keys));
+    } else {
+        ColorKey(v, id, attention_colormap(1.f, 1.f, false), w);
+        ImGui::SameLine();
+        ImGui::TextDisabled("(fraction of each map's max)");
+    }
+}
+
 bool AttentionNote(ViewCtx& v, const std::string& key) {
     const std::string note = weights_note(v.s);
     if (note.empty()) return false;
@@ -364,7 +386,50 @@ std::string axis_label(const StageInfo& info, size_t i, size_t rank) {
     return "axis " + std::to_string(i);
 }
 
+// Where a heatmap's parts go, from the room it is given (avail) and its arguments alone: the
+// panel (W x H), the row names' margin, the colour bar's width, the cells' width and height, and
+// whether the columns carry a.col_names (else numbers: the names do not fit the cells).
+struct HeatmapGeometry {
+    float W = 0, H = 0, left = 0, bar_w = 0, cwf = 0, chf = 0, cw = 0, ch = 0;
+    bool col_names = false;
+};
+HeatmapGeometry heatmap_geometry(const HeatmapArgs& a, ImVec2 avail, float zoom) {
+    HeatmapGeometry g;
+    g.W = a.max_w > 0 ? std::min(a.max_w, avail.x) : avail.x;
+    g.H = a.max_h > 0 ? std::min(a.max_h, avail.y) : avail.y;
+    const float th = ImGui::GetTextLineHeight();
+    g.bar_w = a.colorbar ? colorbar_width(a.cm, a.marks) : 0.f;
+    auto row_text = [&](int r) { return a.row_name ? a.row_name(r) : std::to_string(r); };
+    if (a.row_labels) {
+        for (int r : {0, std::min(a.rows - 1, 1), a.rows - 1, a.rows / 2, std::max(0, a.rows - 2)})
+            g.left = std::max(g.left, ImGui::CalcTextSize(row_text(r).c_str()).x);
+        if (a.row_name) g.left = std::max(g.left, ImGui::CalcTextSize(row_text(a.rows > 10 ? 10 : 0).c_str()).x);
+        g.left += 8;
+    }
+    const float top = th + 2;
+    // Square cells, as large as the panel allows; zoom (wheel) for more.
+    g.cwf = (g.W - g.bar_w - g.left) / a.cols;
+    g.chf = (g.H - th - top - 4) / a.rows;
+    float cell = a.cell > 0 ? a.cell : std::max(std::min(g.cwf, g.chf), 0.05f);
+    if (a.rows == 1 && a.cell <= 0) cell = std::min(g.cwf, 48.f);  // a vector: square cells up to 48 px
+    const float z = a.zoomable ? zoom : 1.f;
+    g.cw = cell * z;
+    g.ch = cell * z;
+    if (a.cols == 1 && a.strip_w > 0) g.cw = a.strip_w;  // one value per row (LayerNorm mean/std): a column
+    if (a.rows == 1 && g.ch < 12) g.ch = 12;              // a long vector: a visible strip (cells taller than wide)
+    if (!a.col_names.empty() && int(a.col_names.size()) == a.cols) {
+        float widest = 0;
+        for (auto& n : a.col_names) widest = std::max(widest, ImGui::CalcTextSize(n.c_str()).x);
+        g.col_names = widest + 6 <= g.cw;
+    }
+    return g;
+}
+
 }  // namespace
+
+bool heatmap_col_names_fit(const ViewCtx& v, const HeatmapArgs& a, ImVec2 avail) {
+    return a.rows > 0 && a.cols > 0 && heatmap_geometry(a, avail, v.ui.zoom).col_names;
+}
 
 void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const HeatmapArgs& a) {
     UiState& ui = v.ui;
@@ -376,20 +441,11 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
     if (upload) tex.upload_float(a.data, a.cols, a.rows);
     ImGui::PushID(id);
     const std::string group = a.rect_name ? a.rect_name : id;
-    ImVec2 avail = ImGui::GetContentRegionAvail();
-    float W = a.max_w > 0 ? std::min(a.max_w, avail.x) : avail.x;
-    float H = a.max_h > 0 ? std::min(a.max_h, avail.y) : avail.y;
+    const HeatmapGeometry g = heatmap_geometry(a, ImGui::GetContentRegionAvail(), ui.zoom);
+    const float W = g.W, H = g.H, bar_w = g.bar_w, left = g.left;
     const float th = ImGui::GetTextLineHeight();
-    const float bar_w = a.colorbar ? colorbar_width(a.cm, a.marks) : 0.f;
     // the row names: numbers, or the tokens' names (cls, p0, p1, ...) on a token axis
     auto row_text = [&](int r) { return a.row_name ? a.row_name(r) : std::to_string(r); };
-    float left = 0;
-    if (a.row_labels) {
-        for (int r : {0, std::min(a.rows - 1, 1), a.rows - 1, a.rows / 2, std::max(0, a.rows - 2)})
-            left = std::max(left, ImGui::CalcTextSize(row_text(r).c_str()).x);
-        if (a.row_name) left = std::max(left, ImGui::CalcTextSize(row_text(a.rows > 10 ? 10 : 0).c_str()).x);
-        left += 8;
-    }
     const float top = th + 2;
     // the non-finite cells of this slice: their legend goes under the colour bar
     const NonFinite nf = count_nonfinite(a.data, size_t(a.rows) * size_t(a.cols));
@@ -403,16 +459,9 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
         ImGui::TextDisabled("%s", t);
         ImGui::PopTextWrapPos();
     }
-    // Square cells, as large as the panel allows; zoom (wheel) for more.
     const float legend_h = nf.any() ? 3 * (th + ImGui::GetStyle().ItemSpacing.y) : 0.f;
-    float cwf = (W - bar_w - left) / a.cols, chf = (H - th - top - 4) / a.rows;
-    float cell = a.cell > 0 ? a.cell : std::max(std::min(cwf, chf), 0.05f);
-    if (a.rows == 1 && a.cell <= 0) cell = std::min(cwf, 48.f);  // a vector: square cells up to 48 px
-    bool zoom = a.zoomable;
-    float z = zoom ? ui.zoom : 1.f;
-    float cw = cell * z, ch = cell * z;
-    if (a.cols == 1 && a.strip_w > 0) cw = a.strip_w;  // one value per row (LayerNorm mean/std): a column
-    if (a.rows == 1 && ch < 12) ch = 12;                // a long vector: a visible strip (cells taller than wide)
+    const float cwf = g.cwf, chf = g.chf, cw = g.cw, ch = g.ch;
+    const bool zoom = a.zoomable;
     ImVec2 canvas(std::min(W - bar_w, left + a.cols * cw), std::min(H - th - 4, top + a.rows * ch));
     canvas.x = std::max(canvas.x, 1.f); canvas.y = std::max(canvas.y, 1.f);
     ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -467,15 +516,11 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
             DrawLabel(dl, pr, group + ".rows", ImVec2(origin.x, y), tc, t, clip);
         }
     }
-    bool names = !a.col_names.empty() && int(a.col_names.size()) == a.cols;
+    const bool names = g.col_names;
     auto col_text = [&](int c) { return names ? a.col_names[size_t(c)] : a.col_name ? a.col_name(c) : std::to_string(c); };
     float widest = 0;
     if (names) for (auto& n : a.col_names) widest = std::max(widest, ImGui::CalcTextSize(n.c_str()).x);
-    if (!names || widest + 6 > cw) {
-        names = false;
-        widest = 0;
-        for (int c : {0, a.cols - 1, a.cols / 2, std::max(0, a.cols - 2)}) widest = std::max(widest, ImGui::CalcTextSize(col_text(c).c_str()).x);
-    }
+    else for (int c : {0, a.cols - 1, a.cols / 2, std::max(0, a.cols - 2)}) widest = std::max(widest, ImGui::CalcTextSize(col_text(c).c_str()).x);
     int cstep = std::max(1, int(std::ceil((widest + 6) / cw)));
     for (int c = 0; c < a.cols; c += cstep) {
         std::string s = col_text(c);

@@ -90,6 +90,10 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "overlay.error", "the overlay's computation failed"},
         {K::String, "overlay.values", "the overlay's values, comma-separated"},
         {K::Group, "thumbs.range", "the range under each thumbnail (0 .. its max)"},
+        {K::Rect, "thumbs", "the thumbnails' row, their names and ranges included (where drawn: it may be scrolled out of view)"},
+        {K::Rect, "image.panel", "the part of the image panel shown (it scrolls; the predictions are under it)"},
+        {K::Rect, "image.more_below", "the line under the image panel saying the thumbnails continue below"},
+        {K::String, "image.more_below", "what that line says (only while the thumbnails' row is below the part shown)"},
         {K::Number, "thumbs.{0|1|2}.vmax", "the largest value of the cls attention, rollout and grad-weighted thumbnails"},
         {K::String, "thumbs.{0|1|2}.why", "why a thumbnail is empty: under its name, with the session's reason for missing gradients"},
         {K::String, "prediction", "the top-1 class name"},
@@ -175,6 +179,7 @@ std::vector<ProbeKey> make_schema() {
         // ---- Logit lens, Positions, Filters
         {K::Rect, "lens", "the logit lens chart"},
         {K::String, "lens.{message|note|reads|top|values|classes|legend}", "the logit lens's texts and numbers"},
+        {K::Number, "lens.named_columns", "1: the lens's column headers are the class names; 0: numbers, with the legend (lens.legend)"},
         {K::Rect, "pos.{grid|selected}", "the position-similarity maps"},
         {K::Number, "pos.{patch|grid_n|run.patch}", "the patch shown large, the learned grid's side, the run's patch"},
         {K::String, "pos.{message|values|run.values}", "the Positions tab's texts and numbers (learned; as run)"},

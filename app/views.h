@@ -131,6 +131,13 @@ bool NonFiniteKey(ViewCtx& v, const std::string& group, const NonFinite& nf);
 // map from 0 to its own largest), with uniform attention 1/T marked.
 Colormap attention_colormap(float shared_max, float map_max, bool per_map);
 std::vector<KeyMark> attention_marks(int tokens);
+// The scale of a picture of several attention maps, as every such picture has it: the "contrast per
+// map" checkbox (`per_map`, the UI's attention_per_map), a line saying what the scale is, and the key
+// under it, "<id>.key": off, one scale from 0 to `shared_max` (the largest value of every map) with
+// uniform attention 1/`keys` marked; on, the fraction of each map's own max. `unit` names one map in
+// the tooltip ("map", "head"); `caption` says where each map's own max is printed ("under", "above").
+void AttentionScaleKey(ViewCtx& v, const char* id, bool& per_map, float shared_max, int keys, const char* unit,
+                       const char* caption);
 // A curve with its axes: a title (y_label), the y figures (ymin / ymax, NaN: the data's), the x
 // figures from first_x to last_x and the x axis's name. Records rects "<id>" and labels "<id>.axes".
 void PlotWithAxes(ViewCtx& v, const char* id, const std::vector<float>& y, float ymin, float ymax, const std::string& x_label,
@@ -175,6 +182,9 @@ Rect clip_rect(ImDrawList* dl);
 void DrawLabel(ImDrawList* dl, Probe& probe, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,
                const Rect& clip);
 void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const HeatmapArgs& a);
+// Whether Heatmap, given `avail` of room, labels its columns with a.col_names (each fits its cell),
+// not with numbers: a view decides from it whether a legend of the numbers is needed.
+bool heatmap_col_names_fit(const ViewCtx& v, const HeatmapArgs& a, ImVec2 avail);
 // Range and colormap for a slice under the chosen scale mode.
 Colormap colormap_for(const float* all, size_t n_all, const float* slice, size_t n_slice, bool signed_values, ScaleMode mode);
 // A heatmap's cached texture and colour range, re-uploaded only when what it shows changes.
@@ -223,8 +233,15 @@ struct ImagePanel {
     int size_h = 0, size_w = 0;
     std::string size_for;                             // the model the typed size is for
     std::string size_error;
+    // the thumbnails' row as last drawn: its bottom (screen y; 0: no row), and whether it did not fit
+    // the part of the panel shown (a line under the panel then says they continue below)
+    float thumbs_bottom = 0;
+    bool thumbs_below = false;
 };
 void DrawImagePanel(ViewCtx& v, ImagePanel& panel);
+// The image panel in a scrolling child `height` tall (less a line that says, when the thumbnails'
+// row did not fit the part shown last frame, that they continue below).
+void DrawImagePanelArea(ViewCtx& v, ImagePanel& panel, float height);
 // The trace on screen's input (H, W), denormalized to 0..1, as an RGB texture; false when there is none.
 bool upload_model_input(Texture& tex, const Session& s);
 void DrawPredictions(ViewCtx& v);

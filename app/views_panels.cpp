@@ -602,10 +602,40 @@ bool upload_model_input(Texture& tex, const Session& s) {
     return true;
 }
 
+void DrawImagePanelArea(ViewCtx& v, ImagePanel& panel, float height) {
+    // the line is kept while the row is below the part shown: measured as drawn (the child's
+    // scrolling and the row's place are known only then), so the line's room is taken from the
+    // frame after the row first falls below (taking it keeps the row below: no flicker)
+    const float line = ImGui::GetTextLineHeightWithSpacing();
+    const float hint_h = panel.thumbs_below ? line : 0.f;
+    ImGui::BeginChild("imgpanel", ImVec2(0, height - hint_h));
+    ImGui::PushTextWrapPos(0);  // its lines wrap at the panel's edge, whatever its width
+    DrawImagePanel(v, panel);
+    ImGui::PopTextWrapPos();
+    const ImVec2 wp = ImGui::GetWindowPos(), ws = ImGui::GetWindowSize();
+    const bool below = panel.thumbs_bottom > wp.y + ws.y + 0.5f;
+    v.probe.rects["image.panel"] = Rect{wp.x, wp.y, ws.x, ws.y};
+    ImGui::EndChild();
+    if (below && hint_h > 0) {
+        const std::string hint = "scroll down for the attention thumbnails";
+        bool cut = false;
+        const std::string shown = fit_text(hint, ImGui::GetContentRegionAvail().x, cut);
+        const ImVec2 at = ImGui::GetCursorScreenPos();
+        ImGui::TextUnformatted(shown.c_str());
+        if (cut && v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", hint.c_str());
+        v.probe.strings["image.more_below"] = hint;
+        v.probe.rects["image.more_below"] = Rect{at.x, at.y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y};
+    } else if (hint_h > 0) {
+        ImGui::Dummy(ImVec2(1, hint_h - ImGui::GetStyle().ItemSpacing.y));  // the row came into view: the room goes next frame
+    }
+    panel.thumbs_below = below;
+}
+
 void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     Session& s = v.s;
     UiState& ui = v.ui;
     Probe& pr = v.probe;
+    panel.thumbs_bottom = 0;
     if (s.has_image()) draw_original(v, panel);
     const Trace* t = s.trace();
     if (!t) {
@@ -835,6 +865,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     const char* names[3] = {probe ? "probe attention" : "cls attention", "rollout", "grad-weighted"};
     const float tiw = gw >= gh ? tw : tw * float(gw) / float(gh), tih = gh >= gw ? tw : tw * float(gh) / float(gw);
     if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); panel.thumb_why.resize(3); }
+    ImVec2 row0;  // the row's top left
     for (int k3 = 0; k3 < 3; ++k3) {
         uint64_t key = s.version() * 131 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 + uint64_t(ui.fusion) * 3 +
                        uint64_t(ui.discard * 1000) * 100003;
@@ -910,6 +941,10 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
             pr.strings[std::string("thumbs.") + std::to_string(k3) + ".why"] = why_line;
         }
         ImGui::EndGroup();
+        const ImVec2 g0 = ImGui::GetItemRectMin(), g1 = ImGui::GetItemRectMax();
+        if (k3 == 0) row0 = g0;
+        panel.thumbs_bottom = std::max(panel.thumbs_bottom, g1.y);
+        pr.rects["thumbs"] = Rect{row0.x, row0.y, g1.x - row0.x, panel.thumbs_bottom - row0.y};
     }
     if (std::string note = weights_note(s); !note.empty())
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: these attention maps mean nothing", note.c_str());

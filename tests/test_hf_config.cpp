@@ -246,6 +246,12 @@ TEST(HfConfig, HostileFilesAreRefusedNamingFileAndField) {
     expect_refused([] { cfg(R"({"id2label": {"0": "a", "2": "c"}})"); }, {f, "'id2label'", "\"2\""});
     expect_refused([] { cfg(R"({"id2label": {"0": "a", "01": "b"}})"); }, {f, "'id2label'", "\"01\""});
     expect_refused([] { cfg(R"({"id2label": {"0": 7}})"); }, {f, "'id2label.0'", "not a string"});
+    // a class name over 1 KB (kMaxClassNameBytes), in either form; 1024 bytes is a name
+    expect_refused([] { cfg(R"({"id2label": {"0": "a", "1": ")" + std::string(1025, 'b') + R"("}})"); },
+                   {f, "'id2label.1'", "a class name of 1025 bytes, more than the 1024"});
+    expect_refused([] { cfg(R"({"architecture": "vit_base", "label_names": ["a", ")" + std::string(1025, 'b') + R"("], "model_args": {}})"); },
+                   {f, "'label_names[1]'", "a class name of 1025 bytes, more than the 1024"});
+    EXPECT_EQ(cfg(R"({"id2label": {"0": "a", "1": ")" + std::string(1024, 'b') + R"("}})").model.labels[1].size(), 1024u);
     expect_refused([] { cfg(R"({"hidden_size": 8, "hidden_size": 16})"); }, {f, "'hidden_size' appears twice"});
     expect_refused([] { cfg(R"([1, 2, 3])"); }, {f, "not a JSON object"});
     expect_refused([] { cfg("{\"model_type\": \"vit\""); }, {f, "not valid JSON (UTF-8"});

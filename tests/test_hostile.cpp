@@ -2,6 +2,7 @@
 // readers, each against numbers worked out by hand here (the end-to-end cases,
 // with the CLI under a memory limit, are in test_hostile.py).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -32,6 +33,13 @@ std::string what_of(const std::function<void()>& f) {
         return e.what();
     }
     return "";
+}
+// An empty directory of its own under the system's temporary directory (this process's id in its name).
+std::filesystem::path fresh_temp_dir(const std::string& name) {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    return dir;
 }
 // data.pkl behind a valid zip with one float storage of 16 values.
 std::string pth_with(const std::string& pkl) {
@@ -229,6 +237,68 @@ TEST(HostileText, LabelsAreOneNameALineInClassOrder) {
     EXPECT_NE(m.find("three.txt: 3 class names for a model with 4 classes"), std::string::npos) << m;
 }
 
+// A class name is at most 1 KB whatever its source, and a class-name file at most 8 MiB: a larger
+// file is refused before it is read, a longer name naming the file, its line and the limit.
+TEST(HostileText, ClassNamesHaveLimits) {
+    namespace fs = std::filesystem;
+    Config c = preset("toy-rgb8");
+    c.classes = 3;
+    apply_labels(c, "cat\n" + std::string(1024, 'd') + "\nbird\n", "edge.txt");
+    EXPECT_EQ(c.class_names[1].size(), 1024u);
+    std::string m = what_of([&] { apply_labels(c, "cat\ndog\n" + std::string(1025, 'b') + "\n", "long.txt"); });
+    EXPECT_NE(m.find("long.txt: line 3 is a class name of 1025 bytes, more than the 1024 a class name may have"),
+              std::string::npos) << m;
+    m = what_of([&] { apply_labels(c, std::string(3 << 20, 'x'), "oneline.txt"); });
+    EXPECT_NE(m.find("oneline.txt: line 1 is a class name of 3145728 bytes"), std::string::npos) << m;
+    // a file one byte over 8 MiB (sparse: nothing is written, and nothing may be read)
+    const fs::path big = fs::temp_directory_path() / ("vitscope_labels_" + std::to_string(::getpid()) + ".txt");
+    std::ofstream(big.string()).close();
+    fs::resize_file(big, (size_t(8) << 20) + 1);
+    m = what_of([&] { apply_labels_file(c, big.string()); });
+    EXPECT_NE(m.find(big.string() + ": 8388609 bytes, more than the 8388608 (8 MiB) a class-name file may hold"),
+              std::string::npos) << m;
+    fs::remove(big);
+    // a checkpoint's own names (metadata, vitscope.config) go through the config's check
+    Config k = preset("toy-rgb8");
+    k.class_names.assign(size_t(k.classes), "n");
+    k.class_names[2] = std::string(1025, 'n');
+    m = what_of([&] { k.validate(); });
+    EXPECT_NE(m.find("class name 2 is 1025 bytes, more than the 1024 a class name may have"), std::string::npos) << m;
+}
+
+// Paths that are not regular files are refused by every reader before it reads or waits: /dev/zero
+// (endless), /dev/null (empty), a directory, a FIFO (an open would wait for a writer), each named
+// with what it is.
+TEST(HostileFiles, DevicesDirectoriesAndPipesAreNamed) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fresh_temp_dir("vitscope_notfiles");
+    const std::string fifo = (dir / "fifo").string();
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const std::vector<std::pair<std::string, std::string>> paths = {
+        {"/dev/zero", "is a character device, not a regular file"},
+        {"/dev/null", "is a character device, not a regular file"},
+        {dir.string(), "is a directory, not a regular file"},
+        {fifo, "is a FIFO (a pipe), not a regular file"}};
+    for (const auto& [p, kind] : paths) {
+        Config c = preset("toy-rgb8");
+        const std::vector<std::pair<const char*, std::function<void()>>> readers = {
+            {"read_file", [&] { read_file(p); }},
+            {"load_image", [&] { load_image(p); }},
+            {"read_npy", [&] { read_npy(p); }},
+            {"read_checkpoint", [&] { read_checkpoint(p); }},
+            {"index_checkpoint", [&] { index_checkpoint(p); }},
+            {"read_safetensors", [&] { read_safetensors(p); }},
+            {"load_model", [&] { load_model(p, {}, 0); }},
+            {"apply_labels_file", [&] { apply_labels_file(c, p); }},
+            {"load_idx", [&] { load_idx(p, p); }}};
+        for (const auto& [name, read] : readers) {
+            const std::string m = what_of(read);
+            EXPECT_NE(m.find(p + ": " + kind), std::string::npos) << name << "(" << p << "): " << m;
+        }
+    }
+    fs::remove_all(dir);
+}
+
 // IDX payloads are read once into a vector sized from the header (no second copy, no slack);
 // a gzip of two members reads as one file, as gzread reads it.
 TEST(HostileIdx, HeldOnceAndMultiMemberGzip) {
@@ -268,9 +338,7 @@ TEST(HostileIdx, HeldOnceAndMultiMemberGzip) {
 // is missing or a file is named as such, not as a missing IDX file inside it.
 TEST(HostileIdx, FashionMnistLabelsAndDirectoryNamed) {
     namespace fs = std::filesystem;
-    const fs::path dir = fs::temp_directory_path() / ("vitscope_fmnist_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    const fs::path dir = fresh_temp_dir("vitscope_fmnist");
     auto be32 = [](uint32_t v) { std::string s; for (int k = 24; k >= 0; k -= 8) s.push_back(char(v >> k & 0xff)); return s; };
     std::ofstream(dir / "t10k-images-idx3-ubyte", std::ios::binary) << be32(0x803) + be32(3) + be32(2) + be32(2) + std::string(12, '\0');
     std::ofstream(dir / "t10k-labels-idx1-ubyte", std::ios::binary) << be32(0x801) + be32(3) + std::string("\x09\x00\x0a", 3);

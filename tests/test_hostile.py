@@ -301,11 +301,33 @@ def main():
            "-> scaled down on load from 9000x9000 to 4500x4500 (the JPEG decoder's 4/8 DCT scaling)" in steps,
            f"the app's preprocessing steps for the 9000x9000 photo (exit {got}, {wall:.1f} s)", steps + err[-300:])
 
-    # ---- 8. a labels file of 8 M one-letter lines (16 MB) is counted, not held
-    with open(P("labels_8M.txt"), "wb") as f:
+    # ---- 8. class-name files: one of 4 M one-letter lines (8 MiB, the most a class-name file may
+    # hold) is counted, not held; a larger one is refused before it is read, naming the file and the
+    # limit; a name over 1 KB (a single enormous line, or one long name among short ones) is refused
+    # naming the file, the line and the limit
+    with open(P("labels_4M.txt"), "wb") as f:
+        f.write(b"a\n" * (4 << 20))
+    case("4 M class names (8 MiB) for a 10-class model (info)", [cli, "info", "--model", "default", "--labels", P("labels_4M.txt")], 1,
+         stderr_has=[P("labels_4M.txt") + ": 4194304 class names for a model with 10 classes"], vm_kb=GB // 2)
+    with open(P("labels_16M.txt"), "wb") as f:
         f.write(b"a\n" * (8 << 20))
-    case("8 M class names for a 10-class model (info)", [cli, "info", "--model", "default", "--labels", P("labels_8M.txt")], 1,
-         stderr_has=[P("labels_8M.txt") + ": 8388608 class names for a model with 10 classes"], vm_kb=GB // 2)
+    case("a 16 MiB class-name file (info)", [cli, "info", "--model", "default", "--labels", P("labels_16M.txt")], 1,
+         stderr_has=[P("labels_16M.txt") + ": 16777216 bytes, more than the 8388608 (8 MiB) a class-name file may hold"],
+         vm_kb=GB // 2)
+    with open(P("labels_one_line.txt"), "wb") as f:
+        f.write(b"x" * (4 << 20))
+    case("a class-name file of one 4 MiB line (info)", [cli, "info", "--model", "default", "--labels", P("labels_one_line.txt")],
+         1, stderr_has=[P("labels_one_line.txt") + ": line 1 is a class name of 4194304 bytes, more than the 1024 a class "
+                                                   "name may have"], vm_kb=GB // 2)
+    names = [b"T-shirt", b"Trouser", b"p" * 1024, b"Dress", b"Coat", b"Sandal", b"Shirt", b"Sneaker", b"Bag", b"Boot"]
+    with open(P("labels_1024.txt"), "wb") as f:
+        f.write(b"\n".join(names) + b"\n")
+    case("a class name of exactly 1024 bytes (info)", [cli, "info", "--model", "default", "--labels", P("labels_1024.txt")], 0)
+    names[6] = b"s" * 1025
+    with open(P("labels_1025.txt"), "wb") as f:
+        f.write(b"\n".join(names) + b"\n")
+    case("a class name of 1025 bytes on line 7 (info)", [cli, "info", "--model", "default", "--labels", P("labels_1025.txt")], 1,
+         stderr_has=[P("labels_1025.txt") + ": line 7 is a class name of 1025 bytes, more than the 1024"])
 
     # ---- 9. out of memory is named: ViT-B traced with too little address space
     sample = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "assets", "samples", "9_ankle_boot_test0.png")
@@ -318,6 +340,44 @@ def main():
     # issue 22: the weights held once and the trace written block by block fit where the whole trace did not
     case("vit_b_16 under 700 MB (trace, streamed)", [cli, "trace", "--model", "vit_b_16", "--image", sample, "--out", out], 0,
          vm_kb=700 * 1024)
+
+    # ---- 10. paths that are not regular files, given where a file is read: a character device
+    # (/dev/zero is endless, /dev/null empty), a directory, a FIFO (nothing may wait for its writer),
+    # and /dev/stdin fed by a pipe. Each is refused before it is read, naming the flag, the path and
+    # what it is; /dev/stdin redirected from a real file is that file and works.
+    fifo = P("fifo")
+    os.mkfifo(fifo)
+    os.makedirs(P("a_dir"), exist_ok=True)
+    photo = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "assets", "samples", "9_ankle_boot_test0.png")
+    kinds = [("/dev/zero", "a character device"), ("/dev/null", "a character device"), (P("a_dir"), "a directory"),
+             (fifo, "a FIFO (a pipe)")]
+    for path, kind in kinds:
+        for flag, argv in (("--model", ["info", "--model", path]),
+                           ("--labels", ["info", "--model", "default", "--labels", path]),
+                           ("--image", ["trace", "--model", "fmnist", "--image", path, "--out", out]),
+                           ("--input", ["trace", "--model", "fmnist", "--input", path, "--out", out]),
+                           ("--patch-from", ["trace", "--model", "fmnist", "--image", photo, "--patch-from", path,
+                                             "--patch-stage", "embed", "--out", out])):
+            case(f"{flag} {os.path.basename(path)} ({argv[0]})", [cli, *argv], 1,
+                 stderr_has=[f"{flag} {path}: is {kind}, not a regular file"], absent=["file is empty", "bad magic"])
+    r = subprocess.run([cli, "trace", "--model", "fmnist", "--image", "/dev/stdin", "--out", out], input=b"\x89PNG",
+                       capture_output=True, timeout=60)
+    ok(r.returncode == 1 and b"--image /dev/stdin: is a FIFO (a pipe), not a regular file" in r.stderr,
+       f"--image /dev/stdin from a pipe: exit {r.returncode}, named", r.stderr.decode(errors="replace")[-300:])
+    with open(photo, "rb") as fh:
+        r = subprocess.run([cli, "trace", "--model", "fmnist", "--image", "/dev/stdin", "--out", out], stdin=fh,
+                           capture_output=True, timeout=60)
+    ok(r.returncode == 0 and b"prediction: class" in r.stdout,
+       f"--image /dev/stdin redirected from a PNG file reads that file (exit {r.returncode})", r.stderr.decode(errors="replace")[-300:])
+    if a.app and shutil.which("xvfb-run"):
+        # the window's loaders say the same, naming the path, in its error panel and on stderr
+        lay = P("layout_devzero.json")
+        got, o, err, wall = run_limited(["xvfb-run", "-a", "-s", "-screen 0 1280x800x24", a.app, "--model", "/dev/zero",
+                                         "--image", fifo, "--screenshot", P("devzero.png"), "--layout", lay, "--width", "1280",
+                                         "--height", "800"], None, cpu_s=60, wall_s=120, env_extra={"LIBGL_ALWAYS_SOFTWARE": "1"})
+        ok(got == 1 and "/dev/zero: is a character device, not a regular file" in err and
+           f"{fifo}: is a FIFO (a pipe), not a regular file" in err,
+           f"app --model /dev/zero --image FIFO: exit {got} in {wall:.1f} s, both named", err[-500:])
 
     print(f"{'FAILED: ' + '; '.join(FAIL) if FAIL else 'all hostile cases passed'}")
     return 1 if FAIL else 0

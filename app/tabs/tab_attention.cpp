@@ -91,20 +91,7 @@ public:
         // The key: one scale for every map, from 0, uniform attention 1/T (T the keys) marked; or each map's own.
         const StageId src = probe ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, 0};
         const int T = int(t->get(src).shape().back());
-        ImGui::Checkbox("contrast per map", &ui.attention_per_map);
-        if (v.hover && ImGui::IsItemHovered())
-            ImGui::SetTooltip("off: one scale for every map, from 0 to the largest value of them all (colours compare across maps)\n"
-                              "on: each map from 0 to its own largest value, printed under it (colours do not compare)");
-        ImGui::SameLine();
-        ImGui::TextDisabled(ui.attention_per_map ? "each map: 0 (dark) to its own max, printed under it" : "all maps: one scale");
-        const std::vector<KeyMark> marks = attention_marks(T);
-        if (!ui.attention_per_map) {
-            ColorKey(v, "attn", attention_colormap(shared_max, shared_max, false), std::min(ImGui::GetContentRegionAvail().x, 420.f), marks);
-        } else {
-            ColorKey(v, "attn", attention_colormap(1.f, 1.f, false), std::min(ImGui::GetContentRegionAvail().x, 420.f));
-            ImGui::SameLine();
-            ImGui::TextDisabled("(fraction of each map's max)");
-        }
+        AttentionScaleKey(v, "attn", ui.attention_per_map, shared_max, T, "map", "under");
         pr.numbers["attn.per_map"] = ui.attention_per_map;
         pr.numbers["attn.shared_max"] = shared_max;
         pr.numbers["attn.uniform"] = 1.0 / T;

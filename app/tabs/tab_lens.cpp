@@ -100,15 +100,29 @@ public:
             a.row_label = "layer"; a.col_label = "classes";
             a.col_names = names;
             a.index_prefix = "[layer ";
-            // the columns are numbered: which class each number is, above the chart
+            // the chart's height: the room left above the layers' predictions
+            const float line = ImGui::GetTextLineHeightWithSpacing();
+            const auto max_h = [&](float avail_y) { return std::max(120.f, avail_y - 30.f - (L + 1) * line); };
+            // Columns whose class names do not fit their cells are numbered: a legend above the chart
+            // says which class each number is. Whether the names fit is decided with the legend's room
+            // taken: names that fit then fit without it too (the cells only grow), so the legend is
+            // drawn exactly when the columns show numbers.
             if (int(c.class_names.size()) == K) {
                 std::string legend = "columns:";
                 for (int k = 0; k < K; ++k) legend += (k ? ", " : " ") + std::to_string(k) + " " + names[size_t(k)].substr(0, 32);
-                for (const std::string& part : wrap_at_spaces(legend, ImGui::GetContentRegionAvail().x))
-                    ImGui::TextDisabled("%s", part.c_str());
-                pr.strings["lens.legend"] = legend;
+                const ImVec2 room = ImGui::GetContentRegionAvail();
+                const std::vector<std::string> parts = wrap_at_spaces(legend, room.x);
+                const ImVec2 left(room.x, room.y - float(parts.size()) * line);
+                a.max_h = max_h(left.y);
+                if (heatmap_col_names_fit(v, a, left)) {
+                    pr.numbers["lens.named_columns"] = 1;  // the column headers are the class names
+                } else {
+                    for (const std::string& part : parts) ImGui::TextDisabled("%s", part.c_str());
+                    pr.strings["lens.legend"] = legend;
+                    pr.numbers["lens.named_columns"] = 0;
+                }
             }
-            a.max_h = std::max(120.f, ImGui::GetContentRegionAvail().y - 30.f - (L + 1) * ImGui::GetTextLineHeightWithSpacing());
+            a.max_h = max_h(ImGui::GetContentRegionAvail().y);
             Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
         } else {
             // too many classes for a column each: the ones that matter, named down the side (each

@@ -91,20 +91,7 @@ public:
         float shared_max = 0;
         for (auto& r : range_) shared_max = std::max(shared_max, r.second);
         const int keys_n = int(t->get(maps_.source).shape().back());
-        ImGui::Checkbox("contrast per map##selfattn", &ui.attention_per_map);
-        if (v.hover && ImGui::IsItemHovered())
-            ImGui::SetTooltip("off: one scale for every head, from 0 to the largest weight of them all (colours compare across heads)\n"
-                              "on: each head from 0 to its own largest weight, printed above it (colours do not compare)");
-        ImGui::SameLine();
-        ImGui::TextDisabled(ui.attention_per_map ? "each map: 0 (dark) to its own max" : "all maps: one scale");
-        const float key_w = std::min(ImGui::GetContentRegionAvail().x, 420.f);
-        if (!ui.attention_per_map) {
-            ColorKey(v, "selfattn", attention_colormap(shared_max, shared_max, false), key_w, attention_marks(keys_n));
-        } else {
-            ColorKey(v, "selfattn", attention_colormap(1.f, 1.f, false), key_w);
-            ImGui::SameLine();
-            ImGui::TextDisabled("(fraction of each map's max)");
-        }
+        AttentionScaleKey(v, "selfattn", ui.attention_per_map, shared_max, keys_n, "head", "above");
         // ---- one column per head: its map, then its mask over the image
         const ImVec2 avail = ImGui::GetContentRegionAvail();
         const float gap = ImGui::GetStyle().ItemSpacing.x;

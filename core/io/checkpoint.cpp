@@ -372,6 +372,7 @@ namespace {
 enum class Format { SafeTensors, Pth };
 // By extension; other files by their first bytes. Unknown: a FileError listing kCheckpointFormats.
 Format checkpoint_format(const std::string& path) {
+    check_regular_file(path);  // before the first bytes are read: /dev/zero, a FIFO, a directory
     auto ends = [&](const char* e) {
         size_t n = std::strlen(e);
         if (path.size() < n) return false;
@@ -450,6 +451,7 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
                         "; torchvision and timm names such as vit_b_16 or vit_base_patch16_224: see "
                         "'vitscope-cli info --list') nor an existing file (" + std::string(kCheckpointFormats) + ")");
     }
+    check_regular_file(spec);  // a directory or a device is named as such, before anything beside it is read
     // The config files beside a checkpoint describe it (a hub snapshot's, a released model's folder).
     const SideConfig side = read_side_files(spec);
     return name_out_of_memory(spec, "reading the checkpoint",
@@ -481,12 +483,20 @@ LoadedModel model_from_safetensors(SafeTensors st, const std::string& what, cons
 }
 
 void apply_labels_file(Config& c, const std::string& path) {
-    name_out_of_memory(path, "reading the class names", [&] { apply_labels(c, read_file(path, 1 << 24), path); });
+    check_regular_file(path);
+    struct stat sb;
+    if (::stat(path.c_str(), &sb) == 0 && uint64_t(sb.st_size) > kMaxClassNamesFileBytes)
+        throw FileError(path + ": " + std::to_string(sb.st_size) + " bytes, more than the " +
+                        std::to_string(kMaxClassNamesFileBytes) + " (" + std::to_string(kMaxClassNamesFileBytes >> 20) +
+                        " MiB) a class-name file may hold; it is not read (one name a line, at most " +
+                        std::to_string(kMaxClassNameBytes) + " bytes each, up to " + std::to_string(kMaxClasses) + " classes)");
+    name_out_of_memory(path, "reading the class names",
+                       [&] { apply_labels(c, read_file(path, kMaxClassNamesFileBytes), path); });
 }
 
 void apply_labels(Config& c, const std::string& text, const std::string& path) {
-    // Names are kept only up to the model's count (a 16 MB file of 8 M one-letter lines would
-    // otherwise hold 8 M strings); the rest are only counted, for the message.
+    // Names are kept only up to the model's count (an 8 MiB file of 4 M one-letter lines would
+    // otherwise hold 4 M strings); the rest are only counted, for the message.
     // One name a line, in class order: a UTF-8 byte-order mark is not part of the first name, and
     // blank lines may only end the file (one between names would shift every later class).
     std::vector<std::string> names;
@@ -500,6 +510,9 @@ void apply_labels(Config& c, const std::string& text, const std::string& path) {
             if (!blank) blank = lineno;
             continue;
         }
+        if (line.size() > kMaxClassNameBytes)
+            throw FileError(path + ": line " + std::to_string(lineno) + " is a class name of " + std::to_string(line.size()) +
+                            " bytes, more than the " + std::to_string(kMaxClassNameBytes) + " a class name may have");
         if (blank)
             throw FileError(path + ": line " + std::to_string(blank) + " is blank, and class names follow it: the file " +
                             "holds one name a line in class order, so a skipped line would shift every later class (give " +

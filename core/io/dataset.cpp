@@ -174,9 +174,7 @@ Dataset parse_sources(const Source& im_src, const Source& lb_src, const std::str
 
 Dataset load_idx(const std::string& ip, const std::string& lp) {
     auto open = [](const std::string& p) {
-        struct stat sb;
-        if (::stat(p.c_str(), &sb) != 0) throw FileError(p + ": " + std::strerror(errno));
-        if (S_ISDIR(sb.st_mode)) throw FileError(p + ": is a directory, not a file");
+        check_regular_file(p);  // a FIFO would wait for a writer, /dev/zero never end
         std::FILE* f = std::fopen(p.c_str(), "rb");
         if (!f) throw FileError(p + ": cannot open: " + std::strerror(errno));
         return std::unique_ptr<std::FILE, int (*)(std::FILE*)>(f, std::fclose);

@@ -19,12 +19,13 @@
 namespace vit {
 
 SafeTensors parse_mapped(const std::string& path, const std::function<SafeTensors(const char*, size_t)>& parse) {
-    int fd = ::open(path.c_str(), O_RDONLY);
+    check_regular_file(path);
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) throw FileError(path + ": " + std::strerror(errno));
     struct stat sb;
     if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         ::close(fd);
-        throw FileError(path + ": not a regular file");
+        throw FileError(path + ": is not a regular file");
     }
     const size_t n = size_t(sb.st_size);
     if (n == 0) { ::close(fd); return parse(nullptr, 0); }
@@ -74,21 +75,53 @@ std::string terminal_safe(const std::string& t, bool keep_newlines) {
     return out;
 }
 
-std::string read_file(const std::string& path, size_t max_bytes) {
+namespace {
+// What a stat mode is when it is not a regular file, as an error says it.
+const char* not_regular_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISFIFO(m)) return "a FIFO (a pipe)";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+[[noreturn]] void refuse_not_regular(const std::string& path, mode_t m) {
+    const std::string kind = not_regular_kind(m);
+    if (kind == "not a regular file") throw FileError(path + ": is not a regular file");
+    throw FileError(path + ": is " + kind + ", not a regular file");
+}
+}  // namespace
+
+void check_regular_file(const std::string& path) {
     struct stat sb;
     if (::stat(path.c_str(), &sb) != 0) throw FileError(path + ": " + std::strerror(errno));
-    if (S_ISDIR(sb.st_mode)) throw FileError(path + ": is a directory, not a file");
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw FileError(path + ": cannot open: " + std::strerror(errno));
-    f.seekg(0, std::ios::end);
-    std::streamoff len = f.tellg();
-    if (len < 0) throw FileError(path + ": cannot determine the file size");
-    if (size_t(len) > max_bytes)
+    if (!S_ISREG(sb.st_mode)) refuse_not_regular(path, sb.st_mode);
+}
+
+std::string read_file(const std::string& path, size_t max_bytes) {
+    check_regular_file(path);
+    // O_NONBLOCK: were the path swapped for a FIFO since the check, open does not wait for a writer
+    // (the fstat below refuses it); a regular file's reads ignore the flag.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) throw FileError(path + ": cannot open: " + std::strerror(errno));
+    struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
+    struct stat sb;
+    if (::fstat(fd, &sb) != 0) throw FileError(path + ": cannot determine the file size: " + std::strerror(errno));
+    if (!S_ISREG(sb.st_mode)) refuse_not_regular(path, sb.st_mode);
+    const uint64_t len = uint64_t(sb.st_size);
+    if (len > max_bytes)
         throw FileError(path + ": file is too large (" + std::to_string(len) + " bytes; at most " + std::to_string(max_bytes) +
                         " are read)");
     std::string s(size_t(len), '\0');
-    f.seekg(0);
-    if (len && !f.read(&s[0], len)) throw FileError(path + ": read failed");
+    size_t got = 0;
+    while (got < s.size()) {
+        const ssize_t r = ::read(fd, &s[got], s.size() - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) throw FileError(path + ": read failed: " + std::strerror(errno));
+        if (r == 0) throw FileError(path + ": read failed: the file ended after " + std::to_string(got) + " of its " +
+                                    std::to_string(len) + " bytes (was it changed while read?)");
+        got += size_t(r);
+    }
     return s;
 }
 

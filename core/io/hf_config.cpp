@@ -169,7 +169,15 @@ struct Fields {
     std::vector<std::string> labels(const std::string& key) const {
         const json* v = get(key);
         if (!v) return {};
-        if (v->is_array()) return strings(key, size_t(kMaxClasses));
+        if (v->is_array()) {
+            std::vector<std::string> out = strings(key, size_t(kMaxClasses));
+            for (size_t i = 0; i < out.size(); ++i)
+                if (out[i].size() > kMaxClassNameBytes)
+                    bad(key + "[" + std::to_string(i) + "]", "is a class name of " + std::to_string(out[i].size()) +
+                                                               " bytes, more than the " + std::to_string(kMaxClassNameBytes) +
+                                                               " a class name may have");
+            return out;
+        }
         if (!v->is_object()) bad(key, "is " + shown(*v) + ", not an object of index: name");
         if (v->size() > size_t(kMaxClasses)) bad(key, "has " + std::to_string(v->size()) + " labels, more than " + std::to_string(kMaxClasses));
         std::vector<std::string> out(v->size());
@@ -183,7 +191,9 @@ struct Fields {
                 bad(key, "has the key \"" + k.substr(0, 40) + "\": the keys must be the class indices 0.." +
                              std::to_string(out.size() - 1));
             if (!it->is_string()) bad(key + "." + k, "is " + shown(*it) + ", not a string");
-            if (it->get<std::string>().size() > kMaxText) bad(key + "." + k, "is a string of " + std::to_string(it->get<std::string>().size()) + " bytes");
+            if (it->get<std::string>().size() > kMaxClassNameBytes)
+                bad(key + "." + k, "is a class name of " + std::to_string(it->get<std::string>().size()) + " bytes, more than the " +
+                                       std::to_string(kMaxClassNameBytes) + " a class name may have");
             out[idx] = it->get<std::string>();
         }
         return out;  // n distinct keys (no key twice, no leading zeros) in 0..n-1: every index is there

@@ -99,7 +99,14 @@ void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
 // backslash is doubled. keep_newlines leaves '\n' (multi-line messages) as it is.
 std::string terminal_safe(const std::string& text, bool keep_newlines = false);
 
-// Whole-file read with a clear error; max_bytes guards against absurd files.
+// Refuses, before anything opens or reads it, a path that is not a regular file: "PATH: is a
+// character device, not a regular file" (/dev/zero, /dev/null), "is a directory", "is a FIFO (a
+// pipe)", "is a socket", "is a block device"; a path that does not exist: "PATH: No such file or
+// directory". Links are followed (/dev/stdin redirected from a file is that file). Nothing reads
+// an endless device or waits on a pipe's other end.
+void check_regular_file(const std::string& path);
+// Whole-file read with a clear error; max_bytes guards against absurd files. Only a regular file
+// is read (check_regular_file).
 std::string read_file(const std::string& path, size_t max_bytes = size_t(1) << 36);
 // Writes via a temporary file in the same directory, fsync, then rename.
 void write_file_atomic(const std::string& path, const std::string& bytes);

@@ -232,11 +232,12 @@ void write_safetensors(const std::string& path, const std::vector<ArrayRef>& ten
 namespace vit {
 
 TensorIndex index_safetensors(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY);
+    check_regular_file(path);
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) throw FileError(path + ": " + std::strerror(errno));
     struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
     struct stat sb;
-    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) throw FileError(path + ": not a regular file");
+    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) throw FileError(path + ": is not a regular file");
     const uint64_t size = uint64_t(sb.st_size);
     auto read_at = [&](char* dst, size_t n, uint64_t off) {
         size_t got = 0;

@@ -165,6 +165,10 @@ void Config::validate() const {
             std::to_string(kMaxWidth) + ", depth " + std::to_string(kMaxLayers) + ", heads <= width, mlp " +
             std::to_string(kMaxMlp) + ", classes " + std::to_string(kMaxClasses) + ")");
     if (pre.resize < 0 || pre.resize > kMaxResize) bad("resize must be in 0.." + std::to_string(kMaxResize));
+    for (size_t i = 0; i < class_names.size(); ++i)
+        if (class_names[i].size() > kMaxClassNameBytes)
+            bad("class name " + std::to_string(i) + " is " + std::to_string(class_names[i].size()) + " bytes, more than the " +
+                std::to_string(kMaxClassNameBytes) + " a class name may have");
     // The family's parts must fit together.
     if (registers < 0 || registers > 256) bad("registers must be in 0..256");
     if (registers && !cls_token) bad("register tokens need a cls token (they are inserted after it)");

@@ -55,6 +55,10 @@ struct Preprocess {
 constexpr int kMaxImageSize = 4096, kMaxWidth = 8192, kMaxLayers = 128, kMaxMlp = 32768,
               kMaxClasses = 100000, kMaxResize = 8192;
 constexpr double kMaxParams = 1e9, kMaxTraceFloats = 1 << 30;
+// Class names, from any source (--labels, a checkpoint's metadata, a config.json's id2label): one
+// name at most 1 KB (ImageNet's longest, with its synonyms, is under 100 bytes), and a class-name
+// file at most 8 MiB (kMaxClasses names of 80 bytes), refused before it is read.
+constexpr size_t kMaxClassNameBytes = 1024, kMaxClassNamesFileBytes = size_t(8) << 20;
 
 struct Config {
     std::string name = "custom";

@@ -247,6 +247,10 @@ def check_self_attention(app):
            abs(n.get("selfattn.key.vmax", -1) - top) <= 1e-6 * top,
            f"...under a colour key from 0 to the heads' largest weight {top:.4g} "
            f"({n.get('selfattn.key.vmin')} .. {n.get('selfattn.key.vmax')})")
+    T = gh * gw + 1  # the keys: the cls token and the patches (DINO has no registers)
+    key = [x["text"] for x in lay["texts"] if x["group"] == "selfattn.key"]
+    expect(f"1/{T} = {1 / T:.4f} (uniform)" in key,
+           f"...with uniform attention 1/{T} marked on it, as on the Attention maps tab ({key})")
     worst = 0
     for h in range(H):
         m = a["self_attn"][h]

@@ -265,13 +265,23 @@ def check_colours(app):
 
 
 def check_lens_legend(app):
-    """The logit lens of the default model numbers its 10 columns: a legend above the chart says which class
-    each number is (Fashion-MNIST's labels, as Zalando publishes them)."""
+    """The logit lens of the default model names its 10 columns (Fashion-MNIST's labels, as Zalando
+    publishes them): where the names do not fit the cells the columns are numbered and a legend above
+    the chart says which class each number is; where they fit, the headers are the names and there is
+    no legend repeating them."""
     names = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
     _, lay = app.shot("--tab", "4", "--width", "1280", "--height", "800", image=False)
     want = "columns: " + ", ".join(f"{k} {n}" for k, n in enumerate(names))
-    expect(len(names) == 10 and lay["strings"].get("lens.legend") == want,
-           f"the lens's columns named: '{lay['strings'].get('lens.legend')}' (info: {names[:3]}...)")
+    heads = [t["text"] for t in lay["texts"] if t["group"] == "lens.cols"]
+    expect(heads == [str(k) for k in range(10)] and lay["strings"].get("lens.legend") == want
+           and lay["numbers"].get("lens.named_columns") == 0,
+           f"1280x800: numbered columns {heads}, named in the legend: '{lay['strings'].get('lens.legend')}'")
+    _, lay = app.shot("--tab", "4", "--width", "1920", "--height", "1200", image=False)
+    heads = [t["text"] for t in lay["texts"] if t["group"] == "lens.cols"]
+    expect(heads == names and "lens.legend" not in lay["strings"] and lay["numbers"].get("lens.named_columns") == 1,
+           f"1920x1200: the headers are the names {heads[:3]}..., and no legend repeats them "
+           f"('{lay['strings'].get('lens.legend')}')")
+    expect("lens.colorbar" in {t["group"] for t in lay["texts"]}, "...the colour bar still keys the probabilities")
 
 
 def check_lens_1000(app):
@@ -416,7 +426,32 @@ def check_big_model(app):
     expect(rc == 0 and m is not None and 1 <= int(m.group(1)) <= 24, f"while the first pass runs: '{w.strip()}'")
 
 
+def check_thumbs_fold(app):
+    """The image panel scrolls above the predictions: with ViT-B at 1280x800 the attention thumbnails'
+    row is below the part shown, and a line under the panel says so; at 1920x1200 the row is in view
+    and there is no such line."""
+    icon = os.path.join(HERE, "..", "..", "assets", "icon.png")
+    img, lay = app.shot("--model", "vit-b16", "--image", icon, "--width", "1280", "--height", "800", image=False)
+    R = lay["rects"]
+    px, py, pw, ph = R["image.panel"]
+    tx, ty, tw, th = R["thumbs"]
+    expect(ty + th > py + ph + 0.5, f"1280x800, ViT-B: the thumbnails' row ends at y {ty + th:.0f}, below the panel's "
+                                    f"shown part (to y {py + ph:.0f})")
+    hint = R.get("image.more_below")
+    expect(hint is not None and lay["strings"].get("image.more_below") == "scroll down for the attention thumbnails"
+           and hint[1] >= py + ph - 0.5 and hint[1] + hint[3] <= 800,
+           f"...and a line under the panel says so: {lay['strings'].get('image.more_below')!r} at {hint}")
+    expect(hint is not None and crop(img, hint).std() > 20, "...drawn (its text differs from the background)")
+    img, lay = app.shot("--model", "vit-b16", "--image", icon, "--width", "1920", "--height", "1200", image=False)
+    R = lay["rects"]
+    px, py, pw, ph = R["image.panel"]
+    tx, ty, tw, th = R["thumbs"]
+    expect(ty >= py and ty + th <= py + ph + 0.5 and "image.more_below" not in lay["strings"],
+           f"1920x1200: the row (y {ty:.0f}..{ty + th:.0f}) is in the panel's shown part (to y {py + ph:.0f}), no line "
+           f"({lay['strings'].get('image.more_below')!r})")
+
+
 if __name__ == "__main__":
     sys.exit(run_checks([check_attention_scale, check_overlay_key, check_layouts, check_changes, check_colours, check_lens_legend, check_lens_1000, check_nan_legend,
-                         check_domain, check_tour, check_math_panel, check_pooling_status, check_big_model],
+                         check_domain, check_tour, check_math_panel, check_pooling_status, check_big_model, check_thumbs_fold],
                         "all issue-19 picture checks passed"))
