@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -27,6 +28,7 @@
 #include <xtensor/xstrided_view.hpp>
 #include <xtensor/xview.hpp>
 
+#include "core/kernels/attention_avx512.h"
 #include "core/kernels/ops.h"
 #include "core/kernels/profile.h"
 #include "core/model/pos_embed.h"
@@ -282,13 +284,31 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
                const float* v, size_t B, size_t H, size_t Tq, size_t Tk, size_t d, float alpha, float post, bool stream) {
     const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
     const bool buffered = stream && scores != pattern;
+    const bool own = attn::avx512::available();
     ops::for_range(int(B * H * split), B * H * Tq * Tk * d > 1000000, [&](int task) {
         const size_t bh = size_t(task) / split, part = size_t(task) % split, img = bh / H, h = bh % H;
         const size_t t0 = Tq * part / split, t1 = Tq * (part + 1) / split;
         const float *qh = q + bh * Tq * d, *kh = k + bh * Tk * d, *vh = v + bh * Tk * d;
         // query rows in blocks of at most kRows, so that a long sequence's buffers stay in cache too
         constexpr size_t kRows = 256;
-        thread_local std::vector<float> buf;
+        thread_local std::vector<float> buf, kbuf;
+        // the own kernel's k^T, packed once per task for every block of rows (64-byte aligned)
+        float* kp = nullptr;
+        if (own && t1 > t0) {
+            const size_t need = attn::avx512::packed_k_floats(int(Tk), int(d)) + 16;
+            if (kbuf.size() < need) kbuf.resize(need);
+            kp = kbuf.data() + (16 - (reinterpret_cast<uintptr_t>(kbuf.data()) / sizeof(float)) % 16) % 16;
+            attn::avx512::pack_k(kp, kh, int(Tk), int(d));
+        }
+        // the two products: the own AVX-512 kernel, or oneDNN's sgemm (the same sums, other bits)
+        auto qk = [&](float* s, const float* qr, size_t n) {
+            if (own) attn::avx512::scores(s, Tk, qr, d, int(n), int(d), kp, int(Tk), alpha);
+            else ops::gemm(false, true, int(n), int(Tk), int(d), alpha, qr, int(d), kh, int(d), 0.f, s, int(Tk));
+        };
+        auto pv = [&](float* zr, size_t ldzr, const float* p, size_t n) {
+            if (own) attn::avx512::weighted(zr, ldzr, p, Tk, int(n), int(Tk), vh, int(d));
+            else ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, p, int(Tk), vh, int(d), 0.f, zr, int(ldzr));
+        };
         for (size_t r0 = t0; r0 < t1; r0 += kRows) {
             const size_t n = std::min(kRows, t1 - r0);
             float* srow = scores + (bh * Tq + r0) * Tk;
@@ -299,16 +319,16 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
                 srow = buf.data(), prow = srow + n * Tk;
                 if (z) zrow = prow + n * Tk;
             }
-            ops::gemm(false, true, int(n), int(Tk), int(d), alpha, qh + r0 * d, int(d), kh, int(d), 0.f, srow, int(Tk));
+            qk(srow, qh + r0 * d, n);
             ops::softmax_rows(prow, srow, int(n), int(Tk));
             if (post != 1.f) as(prow, n * Tk, std::array<size_t, 1>{n * Tk}) *= post;
-            if (zrow) ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f, zrow, int(d));
+            if (zrow) pv(zrow, d, prow, n);
             if (zcat) {
                 float* zc = zcat + (img * Tq + r0) * ldz + h * d;
                 if (zrow)
                     for (size_t i = 0; i < n; ++i) std::copy_n(zrow + i * d, d, zc + i * ldz);
                 else
-                    ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f, zc, int(ldz));
+                    pv(zc, ldz, prow, n);
             }
             if (buffered) {
                 ops::copy_stream(scores + (bh * Tq + r0) * Tk, srow, n * Tk);

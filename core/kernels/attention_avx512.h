@@ -1,0 +1,35 @@
+// The attention's two products on an own AVX-512 kernel (core/kernels/attention_avx512.cpp, built
+// with AVX-512 flags whatever the build's, called only where the CPU has AVX-512: available()).
+// attention() in core/model/forward.cpp runs them per (image, head, block of query rows):
+//   scores(n, Tk) = alpha * q(n, d) @ k^T     (k^T packed once per head: pack_k)
+//   z(n, d)       = pattern(n, Tk) @ v(Tk, d) (v read as it is: row-major, d columns)
+// with the row softmax (ops::softmax_rows) between them.
+//
+// Why not oneDNN's sgemm: its per-call overhead and the repacking of k and v at every call weigh on
+// products this small (197 x 197 x 64 for ViT-B/16), and k^T is packed here once per head and
+// reused by every block of rows (docs/kernels.md has the figures).
+//
+// Arithmetic, per output element: acc = 0, then acc = fma(a[k], b[k], acc) for k = 0, 1, ..., K-1
+// in fp32 (K = d for the scores, Tk for z), the result acc * alpha (scores) or acc (z). The same bits
+// whatever the row count, the block of rows, the thread or the output's stride: an element never
+// depends on the other rows or columns.
+#pragma once
+#include <cstddef>
+
+namespace vit::attn::avx512 {
+
+// True when the CPU runs the AVX-512 elementwise kernels (ops::kernels::best(): VITSCOPE_KERNELS=avx2
+// narrows both) and VITSCOPE_ATTENTION is not "onednn" (which keeps oneDNN's sgemm, to compare the
+// two in one binary). Decided once. Defined in a file built with the build's own flags.
+bool available();
+
+// Floats that k^T of Tk keys over d dimensions takes packed.
+size_t packed_k_floats(int Tk, int d);
+// Packs k(Tk, d) (row t at k + t * d) for scores().
+void pack_k(float* dst, const float* k, int Tk, int d);
+// s(n, Tk) (row i at s + i * lds) = alpha * q(n, d) (row i at q + i * ldq) @ k^T, k packed by pack_k.
+void scores(float* s, size_t lds, const float* q, size_t ldq, int n, int d, const float* kp, int Tk, float alpha);
+// z(n, d) (row i at z + i * ldz) = p(n, Tk) (row i at p + i * ldp) @ v(Tk, d) (row t at v + t * d).
+void weighted(float* z, size_t ldz, const float* p, size_t ldp, int n, int Tk, const float* v, int d);
+
+}  // namespace vit::attn::avx512
