@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 
 namespace vit::attn::avx512 {
 namespace {
@@ -36,7 +37,7 @@ constexpr int rows_per_tile() { return NV == 4 ? 6 : NV == 3 ? 8 : 12; }
 // columns (the product's edge): b is read and c written under it.
 template <int MR, int NV>
 inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb, int kc, bool first,
-                 __mmask16 last, bool scaled, float scale) {
+                 __mmask16 last, bool scaled, float scale, const float* ss, float* sd, int sn) {
     __m512 acc[MR][NV];
     if (first) {
         #pragma GCC unroll 16
@@ -61,6 +62,7 @@ inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* 
             #pragma GCC unroll 16
             for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(x, w[v], acc[r][v]);
         }
+        if (k < sn) _mm512_stream_ps(sd + 16 * size_t(k), _mm512_loadu_ps(ss + 16 * size_t(k)));
     }
     if (scaled) {
         const __m512 s = _mm512_set1_ps(scale);
@@ -79,27 +81,57 @@ inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* 
 // tile<rows, NV> for rows in [1, MR].
 template <int NV, int MR>
 inline void tile_rows(int rows, float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb, int kc,
-                      bool first, __mmask16 last, bool scaled, float scale) {
-    if (rows == MR) return tile<MR, NV>(c, ldc, a, lda, b, ldb, kc, first, last, scaled, scale);
-    if constexpr (MR > 1) tile_rows<NV, MR - 1>(rows, c, ldc, a, lda, b, ldb, kc, first, last, scaled, scale);
+                      bool first, __mmask16 last, bool scaled, float scale, const float* ss, float* sd, int sn) {
+    if (rows == MR) return tile<MR, NV>(c, ldc, a, lda, b, ldb, kc, first, last, scaled, scale, ss, sd, sn);
+    if constexpr (MR > 1) tile_rows<NV, MR - 1>(rows, c, ldc, a, lda, b, ldb, kc, first, last, scaled, scale, ss, sd, sn);
 }
+
+// Copies that a product carries out on the side: the aligned whole vectors of each, a vector per
+// step of its tiles' loops, with streaming stores (the stores and the FMAs use different ports, so
+// that writing a recorded stage to memory overlaps the arithmetic instead of following it).
+struct Side {
+    const Copy* copies;
+    int count;
+    int i = 0;          // the copy under way
+    size_t done = 0;    // its vectors written
+    // src, dst and the vector count of the next contiguous run, at most `most` vectors
+    int take(int most, const float*& src, float*& dst) {
+        while (i < count) {
+            const Copy& c = copies[i];
+            const size_t vecs = c.n / 16;
+            if (done < vecs) {
+                const int n = int(std::min<size_t>(size_t(most), vecs - done));
+                src = c.src + 16 * done;
+                dst = c.dst + 16 * done;
+                done += size_t(n);
+                return n;
+            }
+            ++i, done = 0;
+        }
+        return 0;
+    }
+};
 
 // One block of NV vectors (`valid` columns of it real) over rows [0, n) and K rows [k0, k0 + kc).
 template <int NV>
 void block(float* c, size_t ldc, const float* a, size_t lda, int n, int k0, int kc, const float* b, size_t ldb,
-           int valid, bool first, bool scaled, float scale) {
+           int valid, bool first, bool scaled, float scale, Side* side) {
     constexpr int MR = rows_per_tile<NV>();
     const __mmask16 last = __mmask16((1u << (valid - 16 * (NV - 1))) - 1u);
-    for (int r0 = 0; r0 < n; r0 += MR)
+    for (int r0 = 0; r0 < n; r0 += MR) {
+        const float* ss = nullptr;
+        float* sd = nullptr;
+        const int sn = side ? side->take(kc, ss, sd) : 0;
         tile_rows<NV, MR>(std::min(MR, n - r0), c + size_t(r0) * ldc, ldc, a + size_t(r0) * lda + size_t(k0), lda,
-                          b, ldb, kc, first, last, scaled, scale);
+                          b, ldb, kc, first, last, scaled, scale, ss, sd, sn);
+    }
 }
 
 // c(n, N) = a(n, K) @ b (times `scale` when `scaled`); block j of b starts at b + j * block_stride,
 // its K rows ld_of(j) apart.
 template <class LdOf>
 void product(float* c, size_t ldc, const float* a, size_t lda, int n, int K, const float* b, size_t block_stride,
-             LdOf ld_of, int N, bool scaled, float scale) {
+             LdOf ld_of, int N, bool scaled, float scale, Side* side) {
     if (n <= 0 || N <= 0) return;
     if (K <= 0) {  // an empty sum
         for (int r = 0; r < n; ++r) std::fill_n(c + size_t(r) * ldc, size_t(N), 0.f);
@@ -115,10 +147,10 @@ void product(float* c, size_t ldc, const float* a, size_t lda, int n, int K, con
             const float* bj = b + size_t(j) * block_stride + size_t(k0) * ldb;
             float* cj = c + size_t(j0);
             switch (nv) {
-                case 4: block<4>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale); break;
-                case 3: block<3>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale); break;
-                case 2: block<2>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale); break;
-                default: block<1>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale); break;
+                case 4: block<4>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale, side); break;
+                case 3: block<3>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale, side); break;
+                case 2: block<2>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale, side); break;
+                default: block<1>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale, side); break;
             }
         }
     }
@@ -182,11 +214,33 @@ void pack_k(float* dst, const float* k, int Tk, int d) {
 void scores(float* s, size_t lds, const float* q, size_t ldq, int n, int d, const float* kp, int Tk, float alpha) {
     const int np = round16(Tk);
     product(s, lds, q, ldq, n, d, kp, size_t(d) * kNb, [&](int j) { return size_t(std::min(kNb, np - kNb * j)); }, Tk,
-            true, alpha);
+            true, alpha, nullptr);
 }
 
-void weighted(float* z, size_t ldz, const float* p, size_t ldp, int n, int Tk, const float* v, int d) {
-    product(z, ldz, p, ldp, n, Tk, v, kNb, [&](int) { return size_t(d); }, d, false, 1.f);
+void weighted(float* z, size_t ldz, const float* p, size_t ldp, int n, int Tk, const float* v, int d,
+              const Copy* copies, int ncopies) {
+    // each copy's floats before its destination's first 64-byte boundary and after its last whole
+    // vector are copied here; the vectors between go out on the side of the product, and what the
+    // product's steps do not cover, after it
+    Copy mid[4];
+    int nm = 0;
+    for (int i = 0; i < ncopies; ++i) {
+        const Copy& c = copies[i];
+        size_t h = 0;
+        while (h < c.n && (reinterpret_cast<uintptr_t>(c.dst + h) & 63)) c.dst[h] = c.src[h], ++h;
+        const size_t vecs = (c.n - h) / 16;
+        for (size_t t = h + 16 * vecs; t < c.n; ++t) c.dst[t] = c.src[t];
+        if (vecs) {
+            if (nm == 4) throw std::invalid_argument("attention weighted(): at most 4 copies on the side");
+            mid[nm++] = {c.src + h, c.dst + h, 16 * vecs};
+        }
+    }
+    Side side{mid, nm};
+    product(z, ldz, p, ldp, n, Tk, v, kNb, [&](int) { return size_t(d); }, d, false, 1.f, nm ? &side : nullptr);
+    const float* src;
+    float* dst;
+    for (int r; (r = side.take(1 << 20, src, dst)) > 0;)
+        for (int k = 0; k < r; ++k) _mm512_stream_ps(dst + 16 * k, _mm512_loadu_ps(src + 16 * k));
 }
 
 }  // namespace vit::attn::avx512

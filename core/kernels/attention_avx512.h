@@ -29,7 +29,18 @@ size_t packed_k_floats(int Tk, int d);
 void pack_k(float* dst, const float* k, int Tk, int d);
 // s(n, Tk) (row i at s + i * lds) = alpha * q(n, d) (row i at q + i * ldq) @ k^T, k packed by pack_k.
 void scores(float* s, size_t lds, const float* q, size_t ldq, int n, int d, const float* kp, int Tk, float alpha);
+// dst[i] = src[i], i in [0, n): a copy to run on the side of a product.
+struct Copy {
+    const float* src;
+    float* dst;
+    size_t n;
+};
 // z(n, d) (row i at z + i * ldz) = p(n, Tk) (row i at p + i * ldp) @ v(Tk, d) (row t at v + t * d).
-void weighted(float* z, size_t ldz, const float* p, size_t ldp, int n, int Tk, const float* v, int d);
+// Meanwhile, the `copies` (at most 4, none overlapping z, p or v) are written with streaming stores
+// spread over the product's steps (recorded stages that the pass does not read again: their writes
+// to memory overlap the arithmetic). Streaming stores are weakly ordered: the caller fences
+// (ops::stream_fence) before anything reads the copies.
+void weighted(float* z, size_t ldz, const float* p, size_t ldp, int n, int Tk, const float* v, int d,
+              const Copy* copies = nullptr, int ncopies = 0);
 
 }  // namespace vit::attn::avx512

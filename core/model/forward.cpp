@@ -278,8 +278,10 @@ void linear_act(const char* what, Act act, float* pre, float* post, const float*
 // recorded scores, pattern and z, which nothing in the pass reads again, are computed in the
 // thread's buffers, where the softmax and the product with v read them from cache, and copied out
 // with streaming stores (ops::copy_stream), so that recording them neither reads the trace's lines
-// first nor evicts the pass's data. The arithmetic is the same either way: only where the values
-// are stored differs.
+// first nor evicts the pass's data; the own kernel writes the scores and pattern out while it
+// computes z. The arithmetic is the same either way: only where the values are stored differs.
+// On CPUs with AVX-512 both products run on the own kernel (core/kernels/attention_avx512.h, k^T
+// packed once per task), elsewhere on oneDNN's sgemm.
 void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz, const float* q, const float* k,
                const float* v, size_t B, size_t H, size_t Tq, size_t Tk, size_t d, float alpha, float post, bool stream) {
     const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
@@ -305,9 +307,16 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
             if (own) attn::avx512::scores(s, Tk, qr, d, int(n), int(d), kp, int(Tk), alpha);
             else ops::gemm(false, true, int(n), int(Tk), int(d), alpha, qr, int(d), kh, int(d), 0.f, s, int(Tk));
         };
+        // z = p v, and the streamed copies of the block's scores and pattern (buffered), which the own
+        // kernel writes while it computes (the stores overlap the arithmetic), oneDNN's path after it
+        const attn::avx512::Copy* side = nullptr;
+        int sides = 0;
         auto pv = [&](float* zr, size_t ldzr, const float* p, size_t n) {
-            if (own) attn::avx512::weighted(zr, ldzr, p, Tk, int(n), int(Tk), vh, int(d));
+            if (own) attn::avx512::weighted(zr, ldzr, p, Tk, int(n), int(Tk), vh, int(d), side, sides);
             else ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, p, int(Tk), vh, int(d), 0.f, zr, int(ldzr));
+            if (!own)
+                for (int i = 0; i < sides; ++i) ops::copy_stream(side[i].dst, side[i].src, side[i].n);
+            sides = 0;
         };
         for (size_t r0 = t0; r0 < t1; r0 += kRows) {
             const size_t n = std::min(kRows, t1 - r0);
@@ -322,6 +331,9 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
             qk(srow, qh + r0 * d, n);
             ops::softmax_rows(prow, srow, int(n), int(Tk));
             if (post != 1.f) as(prow, n * Tk, std::array<size_t, 1>{n * Tk}) *= post;
+            const attn::avx512::Copy copies[2] = {{srow, scores + (bh * Tq + r0) * Tk, n * Tk},
+                                                  {prow, pattern + (bh * Tq + r0) * Tk, n * Tk}};
+            if (buffered) side = copies, sides = 2;
             if (zrow) pv(zrow, d, prow, n);
             if (zcat) {
                 float* zc = zcat + (img * Tq + r0) * ldz + h * d;
@@ -331,8 +343,8 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
                     pv(zc, ldz, prow, n);
             }
             if (buffered) {
-                ops::copy_stream(scores + (bh * Tq + r0) * Tk, srow, n * Tk);
-                ops::copy_stream(pattern + (bh * Tq + r0) * Tk, prow, n * Tk);
+                for (int i = 0; i < sides; ++i) ops::copy_stream(side[i].dst, side[i].src, side[i].n);  // no z, no zcat
+                sides = 0;
                 if (z) ops::copy_stream(z + (bh * Tq + r0) * d, zrow, n * d);
                 ops::stream_fence();
             }
