@@ -273,7 +273,10 @@ void linear_act(const char* what, Act act, float* pre, float* post, const float*
 // when not null). scores == pattern (training) computes the softmax in place.
 // Tasks of (image, head, block of query rows): when the heads do not divide evenly among the
 // threads (ViT-Ti: 3 heads on 2), each head's rows are split so every thread gets the same work
-// (rows are independent: softmax is per row).
+// (rows are independent: softmax is per row). That holds for the own kernel's bits too, but not for
+// oneDNN's sgemm, whose values for a row change with the call's row count: on its path each head's
+// rows are split into blocks of at most 128 whatever the thread count, so that a row's values do not
+// depend on how many threads a pass (or an on-demand recomputation) runs on.
 // With `stream` (a traced pass whose trace is larger than the caches: Recorder::stream), the
 // recorded scores, pattern and z, which nothing in the pass reads again, are computed in the
 // thread's buffers, where the softmax and the product with v read them from cache, and copied out
@@ -284,9 +287,9 @@ void linear_act(const char* what, Act act, float* pre, float* post, const float*
 // packed once per task), elsewhere on oneDNN's sgemm.
 void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz, const float* q, const float* k,
                const float* v, size_t B, size_t H, size_t Tq, size_t Tk, size_t d, float alpha, float post, bool stream) {
-    const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
-    const bool buffered = stream && scores != pattern;
     const bool own = attn::avx512::available();
+    const size_t nt = size_t(ops::threads()), split = own ? ((B * H) % nt ? nt : 1) : (Tq + 127) / 128;
+    const bool buffered = stream && scores != pattern;
     ops::for_range(int(B * H * split), B * H * Tq * Tk * d > 1000000, [&](int task) {
         const size_t bh = size_t(task) / split, part = size_t(task) % split, img = bh / H, h = bh % H;
         const size_t t0 = Tq * part / split, t1 = Tq * (part + 1) / split;
