@@ -33,11 +33,15 @@ template <int NV>
 constexpr int rows_per_tile() { return NV == 4 ? 6 : NV == 3 ? 8 : 12; }
 
 // A tile of MR rows x NV vectors: c(MR, 16 NV) = (first ? 0 : c) + a(MR, kc) @ b(kc, 16 NV), then
-// times `scale` when `scaled` (the last chunk of a scaled product). `last` masks the last vector's
-// columns (the product's edge): b is read and c written under it.
+// times *scale when `scale` is not null (the last chunk of a scaled product). `last` masks the last
+// vector's columns (the product's edge): b is read and c written under it. During its first `sn`
+// steps the tile also writes a vector from ss to sd with a streaming store (sd null: fetches the
+// line at ss into the L2 cache instead). The loops walk a and b by pointer, the rows of a at fixed
+// offsets from one pointer, so that the accumulators, b's vectors and the broadcast keep the
+// vector registers and the addresses few general ones (the compiler spilled both otherwise).
 template <int MR, int NV>
 inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb, int kc, bool first,
-                 __mmask16 last, bool scaled, float scale, const float* ss, float* sd, int sn) {
+                 __mmask16 last, const float* scale, const float* ss, float* sd, int sn) {
     __m512 acc[MR][NV];
     if (first) {
         #pragma GCC unroll 16
@@ -51,21 +55,36 @@ inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* 
             for (int v = 0; v < NV; ++v)
                 acc[r][v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xFFFF), c + size_t(r) * ldc + 16 * v);
     }
-    for (int k = 0; k < kc; ++k) {
+    const float* ak = a;
+    const float* bk = b;
+    auto step = [&]() __attribute__((always_inline)) {
         __m512 w[NV];
         #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v)
-            w[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xFFFF), b + size_t(k) * ldb + 16 * v);
+        for (int v = 0; v < NV - 1; ++v) w[v] = _mm512_loadu_ps(bk + 16 * v);
+        w[NV - 1] = _mm512_maskz_loadu_ps(last, bk + 16 * (NV - 1));
         #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
-            const __m512 x = _mm512_set1_ps(a[size_t(r) * lda + size_t(k)]);
+            const __m512 x = _mm512_set1_ps(ak[size_t(r) * lda]);
             #pragma GCC unroll 16
             for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(x, w[v], acc[r][v]);
         }
-        if (k < sn) _mm512_stream_ps(sd + 16 * size_t(k), _mm512_loadu_ps(ss + 16 * size_t(k)));
-    }
-    if (scaled) {
-        const __m512 s = _mm512_set1_ps(scale);
+        ++ak;
+        bk += ldb;
+    };
+    int k = 0;
+    if (sd)
+        for (; k < sn; ++k) {
+            step();
+            _mm512_stream_ps(sd + 16 * size_t(k), _mm512_loadu_ps(ss + 16 * size_t(k)));
+        }
+    else
+        for (; k < sn; ++k) {
+            step();
+            _mm_prefetch(reinterpret_cast<const char*>(ss + 16 * size_t(k)), _MM_HINT_T1);
+        }
+    for (; k < kc; ++k) step();
+    if (scale) {
+        const __m512 s = _mm512_set1_ps(*scale);
         #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r)
             #pragma GCC unroll 16
@@ -81,9 +100,9 @@ inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* 
 // tile<rows, NV> for rows in [1, MR].
 template <int NV, int MR>
 inline void tile_rows(int rows, float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb, int kc,
-                      bool first, __mmask16 last, bool scaled, float scale, const float* ss, float* sd, int sn) {
-    if (rows == MR) return tile<MR, NV>(c, ldc, a, lda, b, ldb, kc, first, last, scaled, scale, ss, sd, sn);
-    if constexpr (MR > 1) tile_rows<NV, MR - 1>(rows, c, ldc, a, lda, b, ldb, kc, first, last, scaled, scale, ss, sd, sn);
+                      bool first, __mmask16 last, const float* scale, const float* ss, float* sd, int sn) {
+    if (rows == MR) return tile<MR, NV>(c, ldc, a, lda, b, ldb, kc, first, last, scale, ss, sd, sn);
+    if constexpr (MR > 1) tile_rows<NV, MR - 1>(rows, c, ldc, a, lda, b, ldb, kc, first, last, scale, ss, sd, sn);
 }
 
 // Copies that a product carries out on the side: the aligned whole vectors of each, a vector per
@@ -102,7 +121,7 @@ struct Side {
             if (done < vecs) {
                 const int n = int(std::min<size_t>(size_t(most), vecs - done));
                 src = c.src + 16 * done;
-                dst = c.dst + 16 * done;
+                dst = c.dst ? c.dst + 16 * done : nullptr;
                 done += size_t(n);
                 return n;
             }
@@ -115,7 +134,7 @@ struct Side {
 // One block of NV vectors (`valid` columns of it real) over rows [0, n) and K rows [k0, k0 + kc).
 template <int NV>
 void block(float* c, size_t ldc, const float* a, size_t lda, int n, int k0, int kc, const float* b, size_t ldb,
-           int valid, bool first, bool scaled, float scale, Side* side) {
+           int valid, bool first, const float* scale, Side* side) {
     constexpr int MR = rows_per_tile<NV>();
     const __mmask16 last = __mmask16((1u << (valid - 16 * (NV - 1))) - 1u);
     for (int r0 = 0; r0 < n; r0 += MR) {
@@ -123,7 +142,7 @@ void block(float* c, size_t ldc, const float* a, size_t lda, int n, int k0, int 
         float* sd = nullptr;
         const int sn = side ? side->take(kc, ss, sd) : 0;
         tile_rows<NV, MR>(std::min(MR, n - r0), c + size_t(r0) * ldc, ldc, a + size_t(r0) * lda + size_t(k0), lda,
-                          b, ldb, kc, first, last, scaled, scale, ss, sd, sn);
+                          b, ldb, kc, first, last, scale, ss, sd, sn);
     }
 }
 
@@ -147,10 +166,10 @@ void product(float* c, size_t ldc, const float* a, size_t lda, int n, int K, con
             const float* bj = b + size_t(j) * block_stride + size_t(k0) * ldb;
             float* cj = c + size_t(j0);
             switch (nv) {
-                case 4: block<4>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale, side); break;
-                case 3: block<3>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale, side); break;
-                case 2: block<2>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale, side); break;
-                default: block<1>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk, scale, side); break;
+                case 4: block<4>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side); break;
+                case 3: block<3>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side); break;
+                case 2: block<2>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side); break;
+                default: block<1>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side); break;
             }
         }
     }
@@ -211,10 +230,21 @@ void pack_k(float* dst, const float* k, int Tk, int d) {
     }
 }
 
-void scores(float* s, size_t lds, const float* q, size_t ldq, int n, int d, const float* kp, int Tk, float alpha) {
+void scores(float* s, size_t lds, const float* q, size_t ldq, int n, int d, const float* kp, int Tk, float alpha,
+            const Copy* fetch, int nfetch) {
     const int np = round16(Tk);
+    // the ranges to fetch, from their first whole line on, a line per step
+    Copy mid[4];
+    int nm = 0;
+    for (int i = 0; i < nfetch && nm < 4; ++i) {
+        const Copy& c = fetch[i];
+        const float* a = reinterpret_cast<const float*>((reinterpret_cast<uintptr_t>(c.src) + 63) & ~uintptr_t(63));
+        const size_t skip = size_t(a - c.src);
+        if (c.n > skip + 16) mid[nm++] = {a, nullptr, (c.n - skip) / 16 * 16};
+    }
+    Side side{mid, nm};
     product(s, lds, q, ldq, n, d, kp, size_t(d) * kNb, [&](int j) { return size_t(std::min(kNb, np - kNb * j)); }, Tk,
-            true, alpha, nullptr);
+            true, alpha, nm ? &side : nullptr);
 }
 
 void weighted(float* z, size_t ldz, const float* p, size_t ldp, int n, int Tk, const float* v, int d,

@@ -23,18 +23,23 @@ namespace vit::attn::avx512 {
 // two in one binary). Decided once. Defined in a file built with the build's own flags.
 bool available();
 
-// Floats that k^T of Tk keys over d dimensions takes packed.
-size_t packed_k_floats(int Tk, int d);
-// Packs k(Tk, d) (row t at k + t * d) for scores().
-void pack_k(float* dst, const float* k, int Tk, int d);
-// s(n, Tk) (row i at s + i * lds) = alpha * q(n, d) (row i at q + i * ldq) @ k^T, k packed by pack_k.
-void scores(float* s, size_t lds, const float* q, size_t ldq, int n, int d, const float* kp, int Tk, float alpha);
-// dst[i] = src[i], i in [0, n): a copy to run on the side of a product.
+// dst[i] = src[i], i in [0, n): a copy to run on the side of a product (dst null: src's lines
+// fetched into the L2 cache instead).
 struct Copy {
     const float* src;
     float* dst;
     size_t n;
 };
+
+// Floats that k^T of Tk keys over d dimensions takes packed.
+size_t packed_k_floats(int Tk, int d);
+// Packs k(Tk, d) (row t at k + t * d) for scores().
+void pack_k(float* dst, const float* k, int Tk, int d);
+// s(n, Tk) (row i at s + i * lds) = alpha * q(n, d) (row i at q + i * ldq) @ k^T, k packed by pack_k.
+// Meanwhile, the lines of the `fetch` ranges (at most 4, dst null) are fetched into the L2 cache, a
+// line per step of the product (what the caller reads next).
+void scores(float* s, size_t lds, const float* q, size_t ldq, int n, int d, const float* kp, int Tk, float alpha,
+            const Copy* fetch = nullptr, int nfetch = 0);
 // z(n, d) (row i at z + i * ldz) = p(n, Tk) (row i at p + i * ldp) @ v(Tk, d) (row t at v + t * d).
 // Meanwhile, the `copies` (at most 4, none overlapping z, p or v) are written with streaming stores
 // spread over the product's steps (recorded stages that the pass does not read again: their writes

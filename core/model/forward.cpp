@@ -307,7 +307,18 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
         }
         // the two products: the own AVX-512 kernel, or oneDNN's sgemm (the same sums, other bits)
         auto qk = [&](float* s, const float* qr, size_t n) {
-            if (own) attn::avx512::scores(s, Tk, qr, d, int(n), int(d), kp, int(Tk), alpha);
+            if (own) {
+                // the next head's q, k and v (the task this thread most likely runs next), fetched
+                // into the L2 cache while this product computes: the qkv product left half of them
+                // in the other core's cache
+                const size_t nb = bh + 1;
+                const attn::avx512::Copy next[3] = {{q + nb * Tq * d, nullptr, Tq * d},
+                                                    {k + nb * Tk * d, nullptr, Tk * d},
+                                                    {v + nb * Tk * d, nullptr, Tk * d}};
+                const bool fetch = part + 1 == split && nb < B * H;
+                attn::avx512::scores(s, Tk, qr, d, int(n), int(d), kp, int(Tk), alpha, fetch ? next : nullptr,
+                                     fetch ? 3 : 0);
+            }
             else ops::gemm(false, true, int(n), int(Tk), int(d), alpha, qr, int(d), kh, int(d), 0.f, s, int(Tk));
         };
         // z = p v, and the streamed copies of the block's scores and pattern (buffered), which the own
