@@ -5,9 +5,13 @@
 //   z(n, d)       = pattern(n, Tk) @ v(Tk, d) (v read as it is: row-major, d columns)
 // with the row softmax (ops::softmax_rows) between them.
 //
-// Why not oneDNN's sgemm: its per-call overhead and the repacking of k and v at every call weigh on
-// products this small (197 x 197 x 64 for ViT-B/16), and k^T is packed here once per head and
-// reused by every block of rows (docs/kernels.md has the figures).
+// Why not oneDNN's sgemm: its values for a row change with the call's row count (a head's rows split
+// between two threads, or recomputed on demand in other blocks, would get other bits; here every
+// element's sum is the same whatever the rows around it), and the kernel can do a pass's other work
+// on the side of its arithmetic: write the scores and pattern out to the trace with streaming stores
+// while it computes z (weighted's `copies`), and fetch the next head's q, k and v while it computes
+// the scores (scores' `fetch`). On its own it is about as fast as sgemm; k^T is
+// packed once per head and reused by every block of rows (docs/kernels.md has the figures).
 //
 // Arithmetic, per output element: acc = 0, then acc = fma(a[k], b[k], acc) for k = 0, 1, ..., K-1
 // in fp32 (K = d for the scores, Tk for z), the result acc * alpha (scores) or acc (z). The same bits
