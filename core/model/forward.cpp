@@ -290,8 +290,11 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
     const bool own = attn::avx512::available();
     const size_t nt = size_t(ops::threads()), split = own ? ((B * H) % nt ? nt : 1) : (Tq + 127) / 128;
     const bool buffered = stream && scores != pattern;
-    ops::for_range(int(B * H * split), B * H * Tq * Tk * d > 1000000, [&](int task) {
-        const size_t bh = size_t(task) / split, part = size_t(task) % split, img = bh / H, h = bh % H;
+    // each thread's tasks run in turn in one part, so that it fences its streaming stores once, at the
+    // end of its share, instead of waiting at every task for the last one's stores to drain
+    const size_t tasks = B * H * split, parts = std::max<size_t>(1, std::min(tasks, nt));
+    auto run_task = [&](size_t task, bool more) {
+        const size_t bh = task / split, part = task % split, img = bh / H, h = bh % H;
         const size_t t0 = Tq * part / split, t1 = Tq * (part + 1) / split;
         const float *qh = q + bh * Tq * d, *kh = k + bh * Tk * d, *vh = v + bh * Tk * d;
         // query rows in blocks of at most kRows, so that a long sequence's buffers stay in cache too
@@ -308,14 +311,14 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
         // the two products: the own AVX-512 kernel, or oneDNN's sgemm (the same sums, other bits)
         auto qk = [&](float* s, const float* qr, size_t n) {
             if (own) {
-                // the next head's q, k and v (the task this thread most likely runs next), fetched
+                // the next head's q, k and v (this part's next task's), fetched
                 // into the L2 cache while this product computes: the qkv product left half of them
                 // in the other core's cache
                 const size_t nb = bh + 1;
                 const attn::avx512::Copy next[3] = {{q + nb * Tq * d, nullptr, Tq * d},
                                                     {k + nb * Tk * d, nullptr, Tk * d},
                                                     {v + nb * Tk * d, nullptr, Tk * d}};
-                const bool fetch = part + 1 == split && nb < B * H;
+                const bool fetch = more && part + 1 == split;
                 attn::avx512::scores(s, Tk, qr, d, int(n), int(d), kp, int(Tk), alpha, fetch ? next : nullptr,
                                      fetch ? 3 : 0);
             }
@@ -360,9 +363,13 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
                 for (int i = 0; i < sides; ++i) ops::copy_stream(side[i].dst, side[i].src, side[i].n);  // no z, no zcat
                 sides = 0;
                 if (z) ops::copy_stream(z + (bh * Tq + r0) * d, zrow, n * d);
-                ops::stream_fence();
             }
         }
+    };
+    ops::for_range(int(parts), B * H * Tq * Tk * d > 1000000, [&](int p) {
+        const size_t a = tasks * size_t(p) / parts, b = tasks * size_t(p + 1) / parts;
+        for (size_t task = a; task < b; ++task) run_task(task, task + 1 < b);
+        if (buffered && b > a) ops::stream_fence();
     });
 }
 
