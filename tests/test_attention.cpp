@@ -59,8 +59,11 @@ TEST(Attention, OwnKernelEqualsScalarFmaLoopBitForBit) {
         const float alpha = 0.37f;
         std::vector<float> sc(n * lds, -7.f), z(n * ldz, -7.f);
         attn::avx512::scores(sc.data(), lds, q.data(), ldq, s.n, s.d, kp, s.Tk, alpha);
-        attn::avx512::weighted(z.data(), ldz, sc.data(), lds, s.n, s.Tk, v.data(), s.d);
-        size_t wrong_s = 0, wrong_z = 0, kept = 0;
+        // z also written as a second output (the heads' concatenation), stride of its own
+        const size_t ldz2 = 3 * d + 1;
+        std::vector<float> z2(n * ldz2, -7.f);
+        attn::avx512::weighted(z.data(), ldz, sc.data(), lds, s.n, s.Tk, v.data(), s.d, nullptr, 0, z2.data() + d, ldz2);
+        size_t wrong_s = 0, wrong_z = 0, wrong_z2 = 0, kept = 0;
         for (size_t i = 0; i < n; ++i) {
             for (size_t j = 0; j < Tk; ++j) {
                 float acc = 0.f;
@@ -71,13 +74,16 @@ TEST(Attention, OwnKernelEqualsScalarFmaLoopBitForBit) {
                 float acc = 0.f;
                 for (size_t j = 0; j < Tk; ++j) acc = std::fma(sc[i * lds + j], v[j * d + e], acc);
                 wrong_z += z[i * ldz + e] != acc;
+                wrong_z2 += z2[i * ldz2 + d + e] != acc;
             }
+            for (size_t e = 0; e < ldz2; ++e) kept += (e < d || e >= 2 * d) && z2[i * ldz2 + e] == -7.f;
             for (size_t j = Tk; j < lds; ++j) kept += sc[i * lds + j] == -7.f;
             for (size_t e = d; e < ldz; ++e) kept += z[i * ldz + e] == -7.f;
         }
         EXPECT_EQ(wrong_s, 0u) << "scores";
         EXPECT_EQ(wrong_z, 0u) << "z";
-        EXPECT_EQ(kept, n * (lds - Tk + ldz - d)) << "written past a row's end";
+        EXPECT_EQ(wrong_z2, 0u) << "z's second output";
+        EXPECT_EQ(kept, n * (lds - Tk + ldz - d + ldz2 - d)) << "written past a row's end";
     }
 }
 

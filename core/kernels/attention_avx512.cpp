@@ -41,7 +41,7 @@ constexpr int rows_per_tile() { return NV == 4 ? 6 : NV == 3 ? 8 : 12; }
 // vector registers and the addresses few general ones (the compiler spilled both otherwise).
 template <int MR, int NV>
 inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb, int kc, bool first,
-                 __mmask16 last, const float* scale, const float* ss, float* sd, int sn) {
+                 __mmask16 last, const float* scale, const float* ss, float* sd, int sn, float* c2, size_t ldc2) {
     __m512 acc[MR][NV];
     if (first) {
         #pragma GCC unroll 16
@@ -95,14 +95,22 @@ inline void tile(float* c, size_t ldc, const float* a, size_t lda, const float* 
         #pragma GCC unroll 16
         for (int v = 0; v < NV; ++v)
             _mm512_mask_storeu_ps(c + size_t(r) * ldc + 16 * v, v == NV - 1 ? last : __mmask16(0xFFFF), acc[r][v]);
+    if (c2)
+        #pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r)
+            #pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v)
+                _mm512_mask_storeu_ps(c2 + size_t(r) * ldc2 + 16 * v, v == NV - 1 ? last : __mmask16(0xFFFF), acc[r][v]);
 }
 
 // tile<rows, NV> for rows in [1, MR].
 template <int NV, int MR>
 inline void tile_rows(int rows, float* c, size_t ldc, const float* a, size_t lda, const float* b, size_t ldb, int kc,
-                      bool first, __mmask16 last, const float* scale, const float* ss, float* sd, int sn) {
-    if (rows == MR) return tile<MR, NV>(c, ldc, a, lda, b, ldb, kc, first, last, scale, ss, sd, sn);
-    if constexpr (MR > 1) tile_rows<NV, MR - 1>(rows, c, ldc, a, lda, b, ldb, kc, first, last, scale, ss, sd, sn);
+                      bool first, __mmask16 last, const float* scale, const float* ss, float* sd, int sn, float* c2,
+                      size_t ldc2) {
+    if (rows == MR) return tile<MR, NV>(c, ldc, a, lda, b, ldb, kc, first, last, scale, ss, sd, sn, c2, ldc2);
+    if constexpr (MR > 1)
+        tile_rows<NV, MR - 1>(rows, c, ldc, a, lda, b, ldb, kc, first, last, scale, ss, sd, sn, c2, ldc2);
 }
 
 // Copies that a product carries out on the side: the aligned whole vectors of each, a vector per
@@ -134,7 +142,7 @@ struct Side {
 // One block of NV vectors (`valid` columns of it real) over rows [0, n) and K rows [k0, k0 + kc).
 template <int NV>
 void block(float* c, size_t ldc, const float* a, size_t lda, int n, int k0, int kc, const float* b, size_t ldb,
-           int valid, bool first, const float* scale, Side* side) {
+           int valid, bool first, const float* scale, Side* side, float* c2, size_t ldc2) {
     constexpr int MR = rows_per_tile<NV>();
     const __mmask16 last = __mmask16((1u << (valid - 16 * (NV - 1))) - 1u);
     for (int r0 = 0; r0 < n; r0 += MR) {
@@ -142,7 +150,7 @@ void block(float* c, size_t ldc, const float* a, size_t lda, int n, int k0, int 
         float* sd = nullptr;
         const int sn = side ? side->take(kc, ss, sd) : 0;
         tile_rows<NV, MR>(std::min(MR, n - r0), c + size_t(r0) * ldc, ldc, a + size_t(r0) * lda + size_t(k0), lda,
-                          b, ldb, kc, first, last, scale, ss, sd, sn);
+                          b, ldb, kc, first, last, scale, ss, sd, sn, c2 ? c2 + size_t(r0) * ldc2 : nullptr, ldc2);
     }
 }
 
@@ -150,7 +158,7 @@ void block(float* c, size_t ldc, const float* a, size_t lda, int n, int k0, int 
 // its K rows ld_of(j) apart.
 template <class LdOf>
 void product(float* c, size_t ldc, const float* a, size_t lda, int n, int K, const float* b, size_t block_stride,
-             LdOf ld_of, int N, bool scaled, float scale, Side* side) {
+             LdOf ld_of, int N, bool scaled, float scale, Side* side, float* c2 = nullptr, size_t ldc2 = 0) {
     if (n <= 0 || N <= 0) return;
     if (K <= 0) {  // an empty sum
         for (int r = 0; r < n; ++r) std::fill_n(c + size_t(r) * ldc, size_t(N), 0.f);
@@ -166,10 +174,10 @@ void product(float* c, size_t ldc, const float* a, size_t lda, int n, int K, con
             const float* bj = b + size_t(j) * block_stride + size_t(k0) * ldb;
             float* cj = c + size_t(j0);
             switch (nv) {
-                case 4: block<4>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side); break;
-                case 3: block<3>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side); break;
-                case 2: block<2>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side); break;
-                default: block<1>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side); break;
+                case 4: block<4>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side, c2 && last_chunk ? c2 + j0 : nullptr, ldc2); break;
+                case 3: block<3>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side, c2 && last_chunk ? c2 + j0 : nullptr, ldc2); break;
+                case 2: block<2>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side, c2 && last_chunk ? c2 + j0 : nullptr, ldc2); break;
+                default: block<1>(cj, ldc, a, lda, n, k0, kc, bj, ldb, valid, first, scaled && last_chunk ? &scale : nullptr, side, c2 && last_chunk ? c2 + j0 : nullptr, ldc2); break;
             }
         }
     }
@@ -248,7 +256,7 @@ void scores(float* s, size_t lds, const float* q, size_t ldq, int n, int d, cons
 }
 
 void weighted(float* z, size_t ldz, const float* p, size_t ldp, int n, int Tk, const float* v, int d,
-              const Copy* copies, int ncopies) {
+              const Copy* copies, int ncopies, float* z2, size_t ldz2) {
     // each copy's floats before its destination's first 64-byte boundary and after its last whole
     // vector are copied here; the vectors between go out on the side of the product, and what the
     // product's steps do not cover, after it
@@ -266,7 +274,8 @@ void weighted(float* z, size_t ldz, const float* p, size_t ldp, int n, int Tk, c
         }
     }
     Side side{mid, nm};
-    product(z, ldz, p, ldp, n, Tk, v, kNb, [&](int) { return size_t(d); }, d, false, 1.f, nm ? &side : nullptr);
+    product(z, ldz, p, ldp, n, Tk, v, kNb, [&](int) { return size_t(d); }, d, false, 1.f, nm ? &side : nullptr, z2,
+            ldz2);
     const float* src;
     float* dst;
     for (int r; (r = side.take(1 << 20, src, dst)) > 0;)

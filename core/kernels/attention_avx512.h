@@ -49,7 +49,8 @@ void scores(float* s, size_t lds, const float* q, size_t ldq, int n, int d, cons
 // spread over the product's steps (recorded stages that the pass does not read again: their writes
 // to memory overlap the arithmetic). Streaming stores are weakly ordered: the caller fences
 // (ops::stream_fence) before anything reads the copies.
+// With z2, z is also written there (row i at z2 + i * ldz2: the heads' concatenation), the same values.
 void weighted(float* z, size_t ldz, const float* p, size_t ldp, int n, int Tk, const float* v, int d,
-              const Copy* copies = nullptr, int ncopies = 0);
+              const Copy* copies = nullptr, int ncopies = 0, float* z2 = nullptr, size_t ldz2 = 0);
 
 }  // namespace vit::attn::avx512

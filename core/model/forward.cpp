@@ -328,8 +328,8 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
         // kernel writes while it computes (the stores overlap the arithmetic), oneDNN's path after it
         const attn::avx512::Copy* side = nullptr;
         int sides = 0;
-        auto pv = [&](float* zr, size_t ldzr, const float* p, size_t n) {
-            if (own) attn::avx512::weighted(zr, ldzr, p, Tk, int(n), int(Tk), vh, int(d), side, sides);
+        auto pv = [&](float* zr, size_t ldzr, const float* p, size_t n, float* z2 = nullptr, size_t ldz2 = 0) {
+            if (own) attn::avx512::weighted(zr, ldzr, p, Tk, int(n), int(Tk), vh, int(d), side, sides, z2, ldz2);
             else ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, p, int(Tk), vh, int(d), 0.f, zr, int(ldzr));
             if (!own)
                 for (int i = 0; i < sides; ++i) ops::copy_stream(side[i].dst, side[i].src, side[i].n);
@@ -351,14 +351,14 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
             const attn::avx512::Copy copies[2] = {{srow, scores + (bh * Tq + r0) * Tk, n * Tk},
                                                   {prow, pattern + (bh * Tq + r0) * Tk, n * Tk}};
             if (buffered) side = copies, sides = 2;
-            if (zrow) pv(zrow, d, prow, n);
-            if (zcat) {
-                float* zc = zcat + (img * Tq + r0) * ldz + h * d;
-                if (zrow)
+            float* zc = zcat ? zcat + (img * Tq + r0) * ldz + h * d : nullptr;
+            if (zrow && own) pv(zrow, d, prow, n, zc, ldz);  // the concatenation from the kernel's registers
+            else if (zrow) {
+                pv(zrow, d, prow, n);
+                if (zc)
                     for (size_t i = 0; i < n; ++i) std::copy_n(zrow + i * d, d, zc + i * ldz);
-                else
-                    pv(zc, ldz, prow, n);
-            }
+            } else if (zc)
+                pv(zc, ldz, prow, n);
             if (buffered) {
                 for (int i = 0; i < sides; ++i) ops::copy_stream(side[i].dst, side[i].src, side[i].n);  // no z, no zcat
                 sides = 0;
