@@ -311,9 +311,8 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
         // the two products: the own AVX-512 kernel, or oneDNN's sgemm (the same sums, other bits)
         auto qk = [&](float* s, const float* qr, size_t n) {
             if (own) {
-                // the next head's q, k and v (this part's next task's), fetched
-                // into the L2 cache while this product computes: the qkv product left half of them
-                // in the other core's cache
+                // the q, k and v of the head this part's next task reads, fetched into the L2 cache
+                // while this product computes (the qkv product left half of them in the other core's)
                 const size_t nb = bh + 1;
                 const attn::avx512::Copy next[3] = {{q + nb * Tq * d, nullptr, Tq * d},
                                                     {k + nb * Tk * d, nullptr, Tk * d},
@@ -360,7 +359,8 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
             } else if (zc)
                 pv(zc, ldz, prow, n);
             if (buffered) {
-                for (int i = 0; i < sides; ++i) ops::copy_stream(side[i].dst, side[i].src, side[i].n);  // no z, no zcat
+                // copies no product carried (neither z nor the concatenation asked for)
+                for (int i = 0; i < sides; ++i) ops::copy_stream(side[i].dst, side[i].src, side[i].n);
                 sides = 0;
                 if (z) ops::copy_stream(z + (bh * Tq + r0) * d, zrow, n * d);
             }
