@@ -34,7 +34,8 @@ constexpr int rows_per_tile() { return NV == 4 ? 6 : NV == 3 ? 8 : 12; }
 
 // A tile of MR rows x NV vectors: c(MR, 16 NV) = (first ? 0 : c) + a(MR, kc) @ b(kc, 16 NV), then
 // times *scale when `scale` is not null (the last chunk of a scaled product). `last` masks the last
-// vector's columns (the product's edge): b is read and c written under it. During its first `sn`
+// vector's columns (the product's edge): b is read and c written under it (and c2 when not null:
+// a second destination of the last chunk's values, row r at c2 + r * ldc2). During its first `sn`
 // steps the tile also writes a vector from ss to sd with a streaming store (sd null: fetches the
 // line at ss into the L2 cache instead). The loops walk a and b by pointer, the rows of a at fixed
 // offsets from one pointer, so that the accumulators, b's vectors and the broadcast keep the
