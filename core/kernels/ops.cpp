@@ -1,5 +1,6 @@
 #include "core/kernels/ops.h"
 
+#include "core/kernels/attention_avx512.h"
 #include "core/kernels/blas.h"
 #include "core/kernels/gemm.h"
 #include "core/kernels/ops_kernels.h"
@@ -384,3 +385,13 @@ const Table& best() {
 }  // namespace kernels
 
 }  // namespace vit::ops
+
+namespace vit::attn::avx512 {
+bool available() {
+    static const bool v = [] {
+        const char* e = std::getenv("VITSCOPE_ATTENTION");
+        return std::string(ops::kernels::best().name) == "avx512" && !(e && std::strcmp(e, "onednn") == 0);
+    }();
+    return v;
+}
+}  // namespace vit::attn::avx512

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -27,6 +28,7 @@
 #include <xtensor/xstrided_view.hpp>
 #include <xtensor/xview.hpp>
 
+#include "core/kernels/attention_avx512.h"
 #include "core/kernels/ops.h"
 #include "core/kernels/profile.h"
 #include "core/model/pos_embed.h"
@@ -281,24 +283,67 @@ void linear_act(const char* what, Act act, float* pre, float* post, const float*
 // when not null). scores == pattern (training) computes the softmax in place.
 // Tasks of (image, head, block of query rows): when the heads do not divide evenly among the
 // threads (ViT-Ti: 3 heads on 2), each head's rows are split so every thread gets the same work
-// (rows are independent: softmax is per row).
+// (rows are independent: softmax is per row). That holds for the own kernel's bits too, but not for
+// oneDNN's sgemm, whose values for a row change with the call's row count: on its path each head's
+// rows are split into blocks of at most 128 whatever the thread count, so that a row's values do not
+// depend on how many threads a pass (or an on-demand recomputation) runs on.
 // With `stream` (a traced pass whose trace is larger than the caches: Recorder::stream), the
 // recorded scores, pattern and z, which nothing in the pass reads again, are computed in the
 // thread's buffers, where the softmax and the product with v read them from cache, and copied out
 // with streaming stores (ops::copy_stream), so that recording them neither reads the trace's lines
-// first nor evicts the pass's data. The arithmetic is the same either way: only where the values
-// are stored differs.
+// first nor evicts the pass's data; the own kernel writes the scores and pattern out while it
+// computes z. The arithmetic is the same either way: only where the values are stored differs.
+// On CPUs with AVX-512 both products run on the own kernel (core/kernels/attention_avx512.h, k^T
+// packed once per task), elsewhere on oneDNN's sgemm.
 void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz, const float* q, const float* k,
                const float* v, size_t B, size_t H, size_t Tq, size_t Tk, size_t d, float alpha, float post, bool stream) {
-    const size_t nt = size_t(ops::threads()), split = (B * H) % nt ? nt : 1;
+    const bool own = attn::avx512::available();
+    const size_t nt = size_t(ops::threads()), split = own ? ((B * H) % nt ? nt : 1) : (Tq + 127) / 128;
     const bool buffered = stream && scores != pattern;
-    ops::for_range(int(B * H * split), B * H * Tq * Tk * d > 1000000, [&](int task) {
-        const size_t bh = size_t(task) / split, part = size_t(task) % split, img = bh / H, h = bh % H;
+    // each thread's tasks run in turn in one part, so that it fences its streaming stores once, at the
+    // end of its share, instead of waiting at every task for the last one's stores to drain
+    const size_t tasks = B * H * split, parts = std::max<size_t>(1, std::min(tasks, nt));
+    auto run_task = [&](size_t task, bool more) {
+        const size_t bh = task / split, part = task % split, img = bh / H, h = bh % H;
         const size_t t0 = Tq * part / split, t1 = Tq * (part + 1) / split;
         const float *qh = q + bh * Tq * d, *kh = k + bh * Tk * d, *vh = v + bh * Tk * d;
         // query rows in blocks of at most kRows, so that a long sequence's buffers stay in cache too
         constexpr size_t kRows = 256;
-        thread_local std::vector<float> buf;
+        thread_local std::vector<float> buf, kbuf;
+        // the own kernel's k^T, packed once per task for every block of rows (64-byte aligned)
+        float* kp = nullptr;
+        if (own && t1 > t0) {
+            const size_t need = attn::avx512::packed_k_floats(int(Tk), int(d)) + 16;
+            if (kbuf.size() < need) kbuf.resize(need);
+            kp = kbuf.data() + (16 - (reinterpret_cast<uintptr_t>(kbuf.data()) / sizeof(float)) % 16) % 16;
+            attn::avx512::pack_k(kp, kh, int(Tk), int(d));
+        }
+        // the two products: the own AVX-512 kernel, or oneDNN's sgemm (the same sums, other bits)
+        auto qk = [&](float* s, const float* qr, size_t n) {
+            if (own) {
+                // the q, k and v of the head this part's next task reads, fetched into the L2 cache
+                // while this product computes (the qkv product left half of them in the other core's)
+                const size_t nb = bh + 1;
+                const attn::avx512::Copy next[3] = {{q + nb * Tq * d, nullptr, Tq * d},
+                                                    {k + nb * Tk * d, nullptr, Tk * d},
+                                                    {v + nb * Tk * d, nullptr, Tk * d}};
+                const bool fetch = more && part + 1 == split;
+                attn::avx512::scores(s, Tk, qr, d, int(n), int(d), kp, int(Tk), alpha, fetch ? next : nullptr,
+                                     fetch ? 3 : 0);
+            }
+            else ops::gemm(false, true, int(n), int(Tk), int(d), alpha, qr, int(d), kh, int(d), 0.f, s, int(Tk));
+        };
+        // z = p v, and the streamed copies of the block's scores and pattern (buffered), which the own
+        // kernel writes while it computes (the stores overlap the arithmetic), oneDNN's path after it
+        const attn::avx512::Copy* side = nullptr;
+        int sides = 0;
+        auto pv = [&](float* zr, size_t ldzr, const float* p, size_t n, float* z2 = nullptr, size_t ldz2 = 0) {
+            if (own) attn::avx512::weighted(zr, ldzr, p, Tk, int(n), int(Tk), vh, int(d), side, sides, z2, ldz2);
+            else ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, p, int(Tk), vh, int(d), 0.f, zr, int(ldzr));
+            if (!own)
+                for (int i = 0; i < sides; ++i) ops::copy_stream(side[i].dst, side[i].src, side[i].n);
+            sides = 0;
+        };
         for (size_t r0 = t0; r0 < t1; r0 += kRows) {
             const size_t n = std::min(kRows, t1 - r0);
             float* srow = scores + (bh * Tq + r0) * Tk;
@@ -309,24 +354,32 @@ void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz,
                 srow = buf.data(), prow = srow + n * Tk;
                 if (z) zrow = prow + n * Tk;
             }
-            ops::gemm(false, true, int(n), int(Tk), int(d), alpha, qh + r0 * d, int(d), kh, int(d), 0.f, srow, int(Tk));
+            qk(srow, qh + r0 * d, n);
             ops::softmax_rows(prow, srow, int(n), int(Tk));
             if (post != 1.f) as(prow, n * Tk, std::array<size_t, 1>{n * Tk}) *= post;
-            if (zrow) ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f, zrow, int(d));
-            if (zcat) {
-                float* zc = zcat + (img * Tq + r0) * ldz + h * d;
-                if (zrow)
+            const attn::avx512::Copy copies[2] = {{srow, scores + (bh * Tq + r0) * Tk, n * Tk},
+                                                  {prow, pattern + (bh * Tq + r0) * Tk, n * Tk}};
+            if (buffered) side = copies, sides = 2;
+            float* zc = zcat ? zcat + (img * Tq + r0) * ldz + h * d : nullptr;
+            if (zrow && own) pv(zrow, d, prow, n, zc, ldz);  // the concatenation from the kernel's registers
+            else if (zrow) {
+                pv(zrow, d, prow, n);
+                if (zc)
                     for (size_t i = 0; i < n; ++i) std::copy_n(zrow + i * d, d, zc + i * ldz);
-                else
-                    ops::gemm(false, false, int(n), int(d), int(Tk), 1.f, prow, int(Tk), vh, int(d), 0.f, zc, int(ldz));
-            }
+            } else if (zc)
+                pv(zc, ldz, prow, n);
             if (buffered) {
-                ops::copy_stream(scores + (bh * Tq + r0) * Tk, srow, n * Tk);
-                ops::copy_stream(pattern + (bh * Tq + r0) * Tk, prow, n * Tk);
+                // copies no product carried (neither z nor the concatenation asked for)
+                for (int i = 0; i < sides; ++i) ops::copy_stream(side[i].dst, side[i].src, side[i].n);
+                sides = 0;
                 if (z) ops::copy_stream(z + (bh * Tq + r0) * d, zrow, n * d);
-                ops::stream_fence();
             }
         }
+    };
+    ops::for_range(int(parts), B * H * Tq * Tk * d > 1000000, [&](int p) {
+        const size_t a = tasks * size_t(p) / parts, b = tasks * size_t(p + 1) / parts;
+        for (size_t task = a; task < b; ++task) run_task(task, task + 1 < b);
+        if (buffered && b > a) ops::stream_fence();
     });
 }
 
