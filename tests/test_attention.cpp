@@ -22,13 +22,7 @@ using vit::test_util::wave;
 
 namespace {
 
-std::vector<float> randn(size_t n, unsigned seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd;
-    std::vector<float> v(n);
-    for (auto& x : v) x = nd(rng);
-    return v;
-}
+using test_util::randn;
 
 // A 64-byte aligned span of n floats inside v (the packed k^T's alignment).
 float* aligned(std::vector<float>& v, size_t n) {
@@ -166,14 +160,7 @@ TEST(Attention, SideCopiesArriveExactAndLeaveZAlone) {
 // (a task per head) and on two (3 heads on 2 threads: each head's rows split), every stage bit
 // for bit.
 TEST(Attention, TracedPassSameBitsOnOneAndTwoThreads) {
-    Config c = preset("vit-ti16");
-    c.depth = 2;
-    c.image_size = 23 * c.patch;
-    c.pos_grid = 0;
-    c.pre.resize = 0;
-    c.classes = 10;
-    c.name = "vit-ti16-530";
-    c.validate();
+    const Config c = test_util::vit_ti_530_config();
     Weights w = init_weights(c, 5);
     pack_blocks(w);
     const Tensor3 x = wave(c, 0.05f);

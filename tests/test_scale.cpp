@@ -622,14 +622,7 @@ TEST(OnDemand, GradientsRefuseWhatTheBackwardRefuses) {
 // and copied out with streaming stores (scores, pattern, z and the heads' concatenation that
 // attn.out reads). A ViT-Ti at 368 px has 530 tokens: more query rows per task than a block holds.
 TEST(FusedPass, StagesEqualPlainArithmeticOnTheRecordedInputs) {
-    Config c = preset("vit-ti16");
-    c.depth = 2;
-    c.image_size = 23 * c.patch;
-    c.pos_grid = 0;
-    c.pre.resize = 0;
-    c.classes = 10;
-    c.name = "vit-ti16-530";
-    c.validate();
+    const Config c = test_util::vit_ti_530_config();
     Weights w = init_weights(c, 5);
     pack_blocks(w);
     const Trace t = run(w, wave(c, 0.05f), {});
