@@ -279,7 +279,9 @@ TEST(HostileFiles, DevicesDirectoriesAndPipesAreNamed) {
         {"/dev/null", "is a character device, not a regular file"},
         {dir.string(), "is a directory, not a regular file"},
         {fifo, "is a FIFO (a pipe), not a regular file"}};
-    for (const auto& [p, kind] : paths) {
+    for (const auto& entry : paths) {
+        const std::string& p = entry.first;  // a reference the lambdas can capture (a structured binding is not, before C++20)
+        const std::string& kind = entry.second;
         Config c = preset("toy-rgb8");
         const std::vector<std::pair<const char*, std::function<void()>>> readers = {
             {"read_file", [&] { read_file(p); }},
