@@ -267,18 +267,26 @@ void linear(float* out, const float* in, const float* Wt, const float* b, int R,
     });
 }
 
+namespace {
+// slice(p) for each column slice p of W, a slice per thread; inside a parallel region (the
+// trainer's data-parallel loop) the calling thread runs every slice.
+template <class F>
+void each_slice(const gemm::Matrix& W, F&& slice) {
+    const int parts = gemm::parts(W);
+    parallel_parts(omp_in_parallel() ? 1 : parts, [&](int t, int n) {
+        if (n == 1) for (int p = 0; p < parts; ++p) slice(p);
+        else slice(t);
+    });
+}
+}  // namespace
+
 void linear_packed(float* out, const float* in, const gemm::Matrix& W, const float* b, int R,
                    const std::function<void(const float* y, size_t ld, int c0, int c1)>& then, gemm::Out out_mode) {
     cancellation_point();
     if (!then && out_mode == gemm::Out::Skipped) throw std::logic_error("linear_packed: Skipped needs an epilogue");
-    auto slice = [&](int p) {
+    each_slice(W, [&](int p) {
         const gemm::Block y = gemm::run(W, p, out, in, b, R, out_mode);
         if (then) then(y.p, y.ld, gemm::first_column(W, p), gemm::end_column(W, p));
-    };
-    parallel_parts(omp_in_parallel() ? 1 : gemm::parts(W), [&](int t, int n) {
-        // inside a parallel region (the trainer's data-parallel loop) one call runs every slice
-        if (n == 1) for (int p = 0; p < gemm::parts(W); ++p) slice(p);
-        else slice(t);
     });
 }
 
@@ -286,10 +294,8 @@ bool linear_packed_gelu(float* pre, float* post, size_t ldp, const float* in, co
                         int R, bool stream) {
     if (!gemm::fusable(W)) return false;
     cancellation_point();
-    const int parts = gemm::parts(W);
-    parallel_parts(omp_in_parallel() ? 1 : parts, [&](int t, int n) {
-        for (int p = n == 1 ? 0 : t; p < (n == 1 ? parts : t + 1); ++p)
-            gemm::run_gelu(W, p, pre, post, ldp, in, b, R, stream);
+    each_slice(W, [&](int p) {
+        gemm::run_gelu(W, p, pre, post, ldp, in, b, R, stream);
         if (stream) stream_fence();  // this thread's streaming stores, before the others read after the join
     });
     return true;
@@ -299,10 +305,7 @@ bool linear_packed_heads(float* const* heads, int head_cols, const float* in, co
                          int R) {
     if (!gemm::fusable(W, head_cols)) return false;
     cancellation_point();
-    const int parts = gemm::parts(W);
-    parallel_parts(omp_in_parallel() ? 1 : parts, [&](int t, int n) {
-        for (int p = n == 1 ? 0 : t; p < (n == 1 ? parts : t + 1); ++p) gemm::run_heads(W, p, heads, head_cols, in, b, R);
-    });
+    each_slice(W, [&](int p) { gemm::run_heads(W, p, heads, head_cols, in, b, R); });
     return true;
 }
 
