@@ -54,13 +54,20 @@ public:
     }
     std::optional<int> after_render(AppContext& app, int W, int H) override {
         if (!a_.while_loading.empty()) {
-            // the frame drawn while the model loads (or its first pass runs), once the step is named
+            // the frame drawn while the model loads (or its first pass runs), once the step is named:
+            // judged by what this frame drew ("name: step" lines, the probe), not by the jobs now, which
+            // a worker thread moves on while the frame is read back
             const bool load = a_.while_loading == "load";
             bool named = false;
-            for (const auto& j : app.jobs.active())
-                if (!j->step().empty() && (load ? j->name().rfind("loading", 0) == 0 : j->step().find("block") != std::string::npos))
-                    named = true;
-            if (named && !app.s.trace()) return shoot(app, W, H);
+            const auto drawn = app.probe.strings.find("working");
+            std::istringstream lines(drawn == app.probe.strings.end() ? std::string() : drawn->second);
+            for (std::string line; std::getline(lines, line);) {
+                const size_t colon = line.find(": ");
+                if (colon == std::string::npos) continue;  // no step yet
+                const std::string name = line.substr(0, colon), step = line.substr(colon + 2);
+                if (load ? name.rfind("loading", 0) == 0 : step.find("block") != std::string::npos) named = true;
+            }
+            if (named) return shoot(app, W, H);
             if (app.s.trace() || (!app.s.loading() && !app.s.busy() && ++idle_frames_ > 20)) {
                 std::fprintf(stderr, "vitscope: --while-loading %s: the %s finished before a frame showed it (use a larger model)\n",
                              a_.while_loading.c_str(), load ? "load" : "first pass");
