@@ -593,6 +593,36 @@ TEST(OnDemand, TraceGradientsEqualTheFullBackward) {
     }
 }
 
+// The backward pass gives the same bits on one thread and on two: its products are split by the
+// shapes, not by the thread count (a BLAS product's row can depend on the call's row count, as
+// oneDNN's AVX2 sgemm's does), so a gradient recomputed on demand under another job's budget or the
+// busy-core fallback equals the full backward's. Also GELU's backward (its chunks fixed by size).
+TEST(OnDemand, GradientsSameBitsOnOneAndTwoThreads) {
+    Config ti = small("vit-ti16");
+    ti.image_size = 14 * ti.patch;  // 197 tokens: rows that two threads split unevenly
+    ti.validate();
+    const Weights w = init_weights(ti, 5);
+    const Tensor3 x = wave(ti, 0.13f);
+    RunRequest req;
+    req.grads = true;
+    auto on = [&](int threads) {
+        ops::Budget b(threads);
+        return run(w, x, {}, req);
+    };
+    const Trace one = on(1), two = on(2);
+    ASSERT_TRUE(one.has_grads() && two.has_grads());
+    size_t compared = 0;
+    for (size_t r = 0; r < one.size(); ++r) {
+        SCOPED_TRACE(one.name(r));
+        const Array *a = one.grad_at(r), *b = two.grad_at(r);
+        ASSERT_EQ(a != nullptr, b != nullptr);
+        if (!a) continue;
+        ++compared;
+        EXPECT_TRUE(same_bits(*a, *b));
+    }
+    EXPECT_GE(compared, size_t(16 * ti.depth));
+}
+
 // The gradients on demand refuse what the backward pass refuses, with its message: a model with
 // register tokens, a run with interventions.
 TEST(OnDemand, GradientsRefuseWhatTheBackwardRefuses) {

@@ -30,26 +30,28 @@ auto as(const float* p, const std::array<size_t, N>& shape) {
 
 // dW(O,I) += dY(R,O).T @ X(R,I); db(O) += dY.sum(0) (if dW: the stage gradients alone do not
 // need the weights'); dX(R,I) = dY @ W (if dX).
+// The products are split into blocks of kBlock output columns (dW) and rows (dX) fixed by the
+// shapes, never by the thread count: a BLAS product's value for one row can depend on how many rows
+// the call has (oneDNN's AVX2 sgemm does), and the thread count changes between a full backward and
+// one on demand (another job's budget, the busy-core fallback), whose gradients must be the same bits.
 void linear_backward(float* dX, Tensor2* dW, Tensor1* db, const float* dY, const float* X, const Tensor2& W, int R,
                      int I, int O) {
-#pragma omp parallel
-    {
-        int t = omp_get_thread_num(), n = omp_get_num_threads();
-        int o0 = int(int64_t(O) * t / n), o1 = int(int64_t(O) * (t + 1) / n);
-        if (dW && o1 > o0) {
+    constexpr int kBlock = 32;
+    const int ob = dW ? (O + kBlock - 1) / kBlock : 0, rb = dX ? (R + kBlock - 1) / kBlock : 0;
+    ops::for_range(ob + rb, int64_t(R) * I * O > 200000, [&](int i) {
+        if (i < ob) {
+            const int o0 = i * kBlock, o1 = std::min(O, o0 + kBlock);
             ops::gemm(true, false, o1 - o0, I, R, 1.f, dY + o0, O, X, I, 1.f, dW->data() + size_t(o0) * I, I);
             for (int r = 0; r < R; ++r) {
                 const float* y = dY + size_t(r) * O;
                 for (int o = o0; o < o1; ++o) (*db)(o) += y[o];
             }
+        } else {
+            const int r0 = (i - ob) * kBlock, r1 = std::min(R, r0 + kBlock);
+            ops::gemm(false, false, r1 - r0, I, O, 1.f, dY + size_t(r0) * O, O, W.data(), I, 0.f, dX + size_t(r0) * I,
+                      I);
         }
-        if (dX) {
-            int r0 = int(int64_t(R) * t / n), r1 = int(int64_t(R) * (t + 1) / n);
-            if (r1 > r0)
-                ops::gemm(false, false, r1 - r0, I, O, 1.f, dY + size_t(r0) * O, O, W.data(), I, 0.f,
-                          dX + size_t(r0) * I, I);
-        }
-    }
+    });
 }
 
 // 1 / sqrt(var + eps) per row, from the recorded std = sqrt(var).
@@ -96,18 +98,18 @@ void ln_backward(float* dx, bool accumulate, LayerNormW* g, float* dxhat_out, co
     }
 }
 
-// d/dx gelu(x) = Phi(x) + x phi(x), as an expression split across the threads.
+// d/dx gelu(x) = Phi(x) + x phi(x), as an expression on chunks fixed by n (not by the thread count:
+// where the vector loop's scalar tail falls must not depend on it), split across the threads.
 void gelu_backward(float* dx, const float* dy, const float* x, size_t n) {
-#pragma omp parallel if (n > 50000)
-    {
-        const size_t t = size_t(omp_get_thread_num()), nt = size_t(omp_get_num_threads());
-        const size_t b = n * t / nt, e = n * (t + 1) / nt;
+    constexpr size_t kChunk = 16384;
+    ops::for_range(int((n + kChunk - 1) / kChunk), n > 50000, [&](int i) {
+        const size_t b = size_t(i) * kChunk, e = std::min(n, b + kChunk);
         const std::array<size_t, 1> sh{e - b};
         auto X = as(x + b, sh);
         xt::noalias(as(dx + b, sh)) =
             as(dy + b, sh) * (0.5f * (1.f + xt::erf(X * float(M_SQRT1_2))) +
                               X * float(0.3989422804014327) * xt::exp(-0.5f * X * X));
-    }
+    });
 }
 
 
