@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "core/kernels/governor.h"
 #include "core/kernels/ops.h"
 #include "core/kernels/ops_kernels.h"
 
@@ -228,4 +229,69 @@ TEST(OpsKernels, StreamedAndFusedLayerNormGiveTheSameBits) {
         EXPECT_EQ(mean0, mean1);
         EXPECT_EQ(sd0, sd1);
     }
+}
+
+// The busy-core rule on the patterns of regions measured on the 2-core Xeon (docs/kernels.md, "Busy
+// cores"): ViT-Ti-sized regions (0.10 ms on two threads, 0.18 ms of work on one). A load's pattern
+// runs through the rule as the kernels run it: on one thread a region costs its work and is not
+// reported; on two it costs its wall time and is reported.
+namespace {
+struct Region { double wall, single; };
+struct Replay {
+    BusyGovernor g;
+    double t = 0, on_one = 0;  // s: the clock, and the time spent on one thread
+    // `load(t)`: the region at time t on two threads
+    template <class Load>
+    void run(double until, Load&& load) {
+        while (t < until) {
+            g.probe(t);
+            const Region r = load(t);
+            if (g.one()) { t += r.single; on_one += r.single; continue; }
+            t += r.wall;
+            g.report(t, r.wall, r.single, r.wall - r.single / 2 > BusyGovernor::kStall);
+        }
+    }
+};
+constexpr Region kIdle{0.10e-3, 0.18e-3};
+}  // namespace
+
+TEST(OpsThreads, BusyRuleRidesOutABurstOfStallsFromANiceProcess) {
+    // `nice -n 19 yes`: a ~4 ms stall every quarter second, and a burst of a third of a second in
+    // which every ~7 ms one region waits ~6.5 ms for the other thread (measured at a process's start
+    // and after a thread slept). Over the burst two threads and one cost about the same; falling back
+    // for half a second or more at each one made ViT-Ti 1.4-1.8x slower than riding it out.
+    Replay r;
+    double next_stall = 0.25;
+    r.run(5.0, [&](double t) {
+        const bool burst = t > 1.0 && t < 1.33;
+        if (t >= next_stall) {
+            next_stall = t + (burst ? 7e-3 : 0.25);
+            return Region{burst ? 6.5e-3 : 4e-3, kIdle.single};
+        }
+        return kIdle;
+    });
+    EXPECT_EQ(r.g.fallbacks(), 0) << "fell back at a burst; on one thread for " << r.on_one << " s";
+    EXPECT_GT(r.g.stalls(), 40);
+}
+
+TEST(OpsThreads, BusyRuleFallsBackWhileAnEqualProcessRuns) {
+    // `nice -n 0 yes` from t = 1 s on: every region waits for a thread that shares its core (4x the
+    // idle wall time; two threads ~2.2x slower than one). The rule falls back within ~2 s and keeps
+    // to one thread for most of the time after (its probes back off).
+    Replay r;
+    r.run(12.0, [&](double t) { return t < 1.0 ? kIdle : Region{4 * kIdle.wall, kIdle.single}; });
+    EXPECT_GE(r.g.fallbacks(), 1);
+    EXPECT_GT(r.on_one, 0.75 * (12.0 - 1.0)) << "on one thread for " << r.on_one << " s of the 11 s under load";
+    // idle again: back on all threads after the pause, and it stays there
+    const long n = r.g.fallbacks();
+    r.run(30.0, [&](double) { return kIdle; });
+    EXPECT_FALSE(r.g.one());
+    EXPECT_EQ(r.g.fallbacks(), n);
+}
+
+TEST(OpsThreads, BusyRuleNeverFallsBackOnAnIdleMachine) {
+    Replay r;
+    r.run(5.0, [&](double) { return kIdle; });
+    EXPECT_EQ(r.g.fallbacks(), 0);
+    EXPECT_EQ(r.g.stalls(), 0);
 }

@@ -3,6 +3,7 @@
 #include "core/kernels/attention_avx512.h"
 #include "core/kernels/blas.h"
 #include "core/kernels/gemm.h"
+#include "core/kernels/governor.h"
 #include "core/kernels/ops_kernels.h"
 
 #include <cblas.h>
@@ -31,78 +32,45 @@ namespace vit::ops {
 // regions: on a loaded machine a ViT-Ti/16 pass became ~10x slower than on one
 // thread (docs/kernels.md). So each region measures itself: the fastest thread's
 // time per part tells what the region would have cost on one thread (parts x
-// that), the wall time what it cost on all of them; their difference is what
-// running in parallel gained (negative when a thread started or finished late by
-// more than the work itself). When the gain summed over the last quarter second
-// (an exponentially decaying sum) turns negative, the calling thread runs its
-// regions on one thread for a while (OpenMP's thread count of that thread goes to
-// 1, so the caller's own regions follow), then tries all threads again; the pause
+// that), the wall time what it cost on all of them. Both are summed over the last
+// second (exponentially decaying sums, started afresh after the warm-up and after
+// each probe, judged once they hold kJudge of regions). When the regions' wall
+// time is clearly over what one thread would have taken (by kLoss, and by
+// kEvidence in all), the calling thread runs its regions on one thread for a while
+// (OpenMP's thread count of that thread goes to 1, so the caller's own regions
+// follow), then tries all threads again; the pause starts at half a second,
 // doubles while parallel keeps losing (up to 8 s) and is forgotten after a quiet
-// spell. Occasional stalls (a `nice -n 19` process taking a slice now and then)
-// cost less than one thread would, so they are put up with; with a competing
-// process at the same priority (`nice -n 0 yes`) falling back is what wins. On an
-// idle machine parallel always gains and nothing changes. Per calling thread
-// (OpenMP's thread count is per thread too). docs/kernels.md has the measurements.
+// spell. A `nice -n 19` process takes its share in slices of ~4-7 ms, and now and
+// then (after a thread of ours slept, at a process's start) in bursts of a few
+// tenths of a second with a stall every few milliseconds: those are ridden out
+// (the rule before, a quarter-second sum judged at once, fell back at such bursts
+// and left ViT-Ti 1.4-1.8x slower than riding them out, docs/kernels.md). With a
+// competing process at the same priority (`nice -n 0 yes`, parallel 2-4x slower
+// than one thread for as long as it runs) falling back is what wins. On an idle
+// machine parallel always gains and nothing changes. Per calling thread (OpenMP's
+// thread count is per thread too).
 namespace {
 using Clock = std::chrono::steady_clock;
-constexpr double kStall = 0.5e-3;       // s of waiting that no fork/join on an idle machine costs
-constexpr double kFirstPause = 1.0;     // s on one thread after the stalls start
-constexpr double kMaxPause = 8.0;
-constexpr double kWindow = 0.25;        // s: the decay time of the gain sum
-constexpr double kEvidence = 2e-3;      // s: the sum must be this far below zero (not one early stall)
-constexpr double kWarmup = 0.2;         // s after a thread's first region: first calls JIT-compile
-                                        // oneDNN's kernels and fault pages in; they say nothing of the load
+constexpr double kStall = BusyGovernor::kStall;
 thread_local int t_requested = 0;       // set_threads() on this thread; 0: OpenMP's default (g_default)
 thread_local const std::atomic<bool>* t_cancel = nullptr;  // this thread's job's cancel flag (Budget)
 int g_default = 1;                      // omp_get_max_threads() at start (OMP_NUM_THREADS or the cores)
 bool g_fallback = true;                 // VITSCOPE_THREAD_FALLBACK=0 turns it off (to measure without it)
-
-struct Governor {
-    double gain = 0;                    // s gained by running regions in parallel, decaying over kWindow
-    Clock::time_point last{}, first{};  // the last report; the first (warm-up: no judging for kWarmup)
-    bool single = false;                // running on one thread now
-    Clock::time_point until{}, restored{};
-    double pause = kFirstPause;
-    long stalls = 0, fallbacks = 0;
-};
-thread_local Governor t_gov;
+thread_local BusyGovernor t_gov;
 
 int requested() { return t_requested > 0 ? t_requested : g_default; }
+double seconds(Clock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
 
 // Threads for a region started now by this thread.
 int team() {
     if (omp_in_parallel()) return 1;
-    Governor& g = t_gov;
-    if (g.single && Clock::now() >= g.until) {  // probe all threads again
-        g.single = false;
-        g.gain = 0;
-        g.restored = Clock::now();
-        omp_set_num_threads(requested());
-    }
-    return g.single ? 1 : omp_get_max_threads();
+    if (t_gov.probe(seconds(Clock::now()))) omp_set_num_threads(requested());  // all threads again
+    return t_gov.one() ? 1 : omp_get_max_threads();
 }
 
 // wall: the region's time on its threads; single: what it would have taken on one.
 void report(double wall, double single, bool stall) {
-    if (!g_fallback) return;
-    Governor& g = t_gov;
-    const auto now = Clock::now();
-    const double dt = g.last == Clock::time_point{} ? 0.0 : std::chrono::duration<double>(now - g.last).count();
-    g.last = now;
-    if (g.first == Clock::time_point{}) g.first = now;
-    g.gain = g.gain * std::exp(-dt / kWindow) + (single - wall);
-    if (stall) ++g.stalls;
-    else if (g.gain > 0 && now - g.restored > std::chrono::duration<double>(2 * g.pause))
-        g.pause = kFirstPause;  // a quiet spell: forget the back-off
-    if (!g.single && g.gain < -kEvidence && now - g.first > std::chrono::duration<double>(kWarmup)) {
-        // Parallel loses again soon after a probe: wait longer before the next one.
-        if (g.fallbacks && now - g.restored < std::chrono::duration<double>(0.5))
-            g.pause = std::min(kMaxPause, g.pause * 2);
-        g.single = true;
-        ++g.fallbacks;
-        g.until = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g.pause));
-        omp_set_num_threads(1);
-    }
+    if (g_fallback && t_gov.report(seconds(Clock::now()), wall, single, stall)) omp_set_num_threads(1);
 }
 
 // Splits the work in `parts` = the threads asked for (1 when not `worth`, the
@@ -169,7 +137,7 @@ struct PoolInit {
 int threads() { return requested(); }
 void set_threads(int n) {
     t_requested = n > 0 ? n : 1;
-    if (!t_gov.single) omp_set_num_threads(t_requested);
+    if (!t_gov.one()) omp_set_num_threads(t_requested);
 }
 
 Budget::Budget(int threads, const std::atomic<bool>* cancel) : threads_(t_requested), cancel_(t_cancel) {
@@ -180,7 +148,7 @@ Budget::Budget(int threads, const std::atomic<bool>* cancel) : threads_(t_reques
 Budget::~Budget() {
     t_cancel = cancel_;
     t_requested = threads_;
-    if (!t_gov.single) omp_set_num_threads(requested());
+    if (!t_gov.one()) omp_set_num_threads(requested());
 }
 
 void cancellation_point() {
@@ -189,12 +157,12 @@ void cancellation_point() {
 }
 
 std::string threading() {
-    const Governor& g = t_gov;
+    const BusyGovernor& g = t_gov;
     std::string s = std::to_string(requested()) + (requested() == 1 ? " thread" : " threads");
-    if (g.fallbacks)
-        s += ", " + std::to_string(g.stalls) + " stalled regions; one thread was faster " +
-             std::to_string(g.fallbacks) + (g.fallbacks == 1 ? " time" : " times");
-    if (g.single) s += " (one thread now)";
+    if (g.fallbacks())
+        s += ", " + std::to_string(g.stalls()) + " stalled regions; one thread was faster " +
+             std::to_string(g.fallbacks()) + (g.fallbacks() == 1 ? " time" : " times");
+    if (g.one()) s += " (one thread now)";
     return s;
 }
 
