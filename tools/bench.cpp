@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
     vit::blas::init();
     std::string model = "default";
     int runs = 10, warmup = 2, train_batch = 0, image_size = 0;
-    bool prof = false, on_demand = false, grads = false;
+    bool prof = false, on_demand = false, kept = false, grads = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
         else if (a == "--train-batch") train_batch = std::max(1, std::atoi(next().c_str()));
         else if (a == "--profile") prof = true;
         else if (a == "--on-demand") on_demand = true;
+        else if (a == "--kept") on_demand = kept = true;
         else if (a == "--grads") grads = true;
         else if (a == "--image-size") image_size = std::max(1, std::atoi(next().c_str()));
         else if (a == "--gemm-peak") {
@@ -164,7 +165,7 @@ int main(int argc, char** argv) {
         else if (a == "--ops") return bench_ops(runs * 10);
         else if (a == "--gemm-layers") return gemm_layers();
         else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile] [--ops] "
-                                 "[--on-demand] [--grads] [--image-size S] [--gemm-peak] [--gemm-layers]\n"); return 2; }
+                                 "[--on-demand] [--kept] [--grads] [--image-size S] [--gemm-peak] [--gemm-layers]\n"); return 2; }
     }
     try {
         auto l0 = std::chrono::steady_clock::now();
@@ -214,7 +215,11 @@ int main(int argc, char** argv) {
         for (int r = 0; r < warmup + runs; ++r) {
             const double c0 = cpu_ms();
             auto t0 = std::chrono::steady_clock::now();
-            if (on_demand) {  // what a picture needs: the kept pass, then one block's stages (the last)
+            if (kept) {  // the pass the window runs for a big model (--stages auto): what it keeps, no block
+                vit::RunRequest rq = req;
+                rq.on_demand = vit::borrowed(lm.weights);
+                vit::forward(lm.weights, x, opt, od, rq);
+            } else if (on_demand) {  // what a picture needs: the kept pass, then one block's stages (the last)
                 od = vit::Trace();
                 vit::RunRequest rq = req;
                 rq.on_demand = vit::borrowed(lm.weights);
@@ -232,7 +237,15 @@ int main(int argc, char** argv) {
             // One more run per profiled pass, each part timed (the timing adds a little overhead).
             vit::profile::Profile p;
             vit::profile::active() = &p;
-            for (int r = 0; r < runs; ++r) vit::forward(lm.weights, x, {}, t);
+            for (int r = 0; r < runs; ++r) {
+                if (kept) {
+                    vit::RunRequest rq;
+                    rq.on_demand = vit::borrowed(lm.weights);
+                    vit::forward(lm.weights, x, opt, od, rq);
+                } else {
+                    vit::forward(lm.weights, x, opt, t);
+                }
+            }
             vit::profile::active() = nullptr;
             double total = 0;
             for (auto& [k, v] : p.parts()) total += v.ms;
@@ -253,7 +266,7 @@ int main(int argc, char** argv) {
                     "weights_mb=%.1f mode=%s%s tokens=%d\n",
                     ms[ms.size() / 2], ms[0], cpu[cpu.size() / 2], (on_demand ? od : t).size(),
                     (on_demand ? od : t).bytes() / 1e6, peak_mb(), load_ms,
-                    first_ms, vit::weights_bytes(lm.weights) / 1e6, on_demand ? "on-demand" : "full", grads ? "+grads" : "",
+                    first_ms, vit::weights_bytes(lm.weights) / 1e6, kept ? "kept" : on_demand ? "on-demand" : "full", grads ? "+grads" : "",
                     vit::StageTable::get(c, opt)->dims().T);
         std::printf("gemm: %s\nblas: %s\nthreads: %s\n", vit::ops::gemm_engine().c_str(), vit::blas::describe().c_str(),
                     vit::ops::threading().c_str());
