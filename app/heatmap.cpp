@@ -401,9 +401,16 @@ HeatmapGeometry heatmap_geometry(const HeatmapArgs& a, ImVec2 avail, float zoom)
     g.bar_w = a.colorbar ? colorbar_width(a.cm, a.marks) : 0.f;
     auto row_text = [&](int r) { return a.row_name ? a.row_name(r) : std::to_string(r); };
     if (a.row_labels) {
+        // numbers grow with the row: a few rows tell the widest; names (classes, heads) are measured
+        // one by one (a long class name among short ones was left unlabelled), up to 40% of the width
+        // (a longer one is cut short with "...", its whole name in the hover line); token axes longer
+        // than 512 rows (cls, reg0, p0, p1, ...: widest at the end) keep to the sample, per frame
         for (int r : {0, std::min(a.rows - 1, 1), a.rows - 1, a.rows / 2, std::max(0, a.rows - 2)})
             g.left = std::max(g.left, ImGui::CalcTextSize(row_text(r).c_str()).x);
-        if (a.row_name) g.left = std::max(g.left, ImGui::CalcTextSize(row_text(a.rows > 10 ? 10 : 0).c_str()).x);
+        if (a.row_name)
+            for (int r = 0; r < (a.rows <= 512 ? a.rows : 0); ++r)
+                g.left = std::max(g.left, ImGui::CalcTextSize(row_text(r).c_str()).x);
+        if (a.row_name) g.left = std::min(g.left, std::max(60.f, 0.4f * g.W));
         g.left += 8;
     }
     const float top = th + 2;
@@ -511,8 +518,9 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
         for (int r = 0; r < a.rows; r += rstep) {
             float y = p0.y + r * ch + ch / 2 - th / 2;
             if (y < origin.y - 0.5f || y + th > clip1.y + 0.5f) continue;  // left of the cells: clear of the column labels
-            const std::string t = row_text(r);
-            if (ImGui::CalcTextSize(t.c_str()).x > left - 4) continue;
+            bool cut = false;
+            const std::string t = fit_text(row_text(r), left - 4, cut);
+            if (ImGui::CalcTextSize(t.c_str()).x > left - 4) continue;  // not even "..." fits
             DrawLabel(dl, pr, group + ".rows", ImVec2(origin.x, y), tc, t, clip);
         }
     }

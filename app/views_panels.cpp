@@ -959,6 +959,7 @@ std::string fit_text(const std::string& t, float w, bool& cut) {
         size_t mid = (lo + hi + 1) / 2;
         if (ImGui::CalcTextSize((t.substr(0, mid) + "...").c_str()).x <= w) lo = mid; else hi = mid - 1;
     }
+    while (lo > 0 && (static_cast<unsigned char>(t[lo]) & 0xC0) == 0x80) --lo;  // whole UTF-8 characters
     return t.substr(0, lo) + "...";
 }
 
