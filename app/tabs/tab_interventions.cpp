@@ -224,11 +224,16 @@ public:
         }
         const bool up = keys_.stale("maps", result_id * 1000003ull + s.version());
         ImDrawList* dl = ImGui::GetWindowDrawList();
+        // the titles wrap to the map's width: the maps start level under the tallest
+        float title_h = 0;
+        for (const Map& m : maps) title_h = std::max(title_h, ImGui::CalcTextSize(m.title, nullptr, false, side).y);
         for (int k = 0; k < 3; ++k) {
             if (k) ImGui::SameLine();
             ImGui::BeginGroup();
             ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + side);
+            const float y0 = ImGui::GetCursorPosY();
             ImGui::TextDisabled("%s", maps[k].title);
+            ImGui::SetCursorPosY(std::max(ImGui::GetCursorPosY(), y0 + title_h + ImGui::GetStyle().ItemSpacing.y));
             const ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + side, p0.y + side * float(gh) / float(std::max(gw, 1)));
             ImGui::PushID(k);
             ImGui::InvisibleButton("map", ImVec2(side, p1.y - p0.y));
@@ -267,12 +272,14 @@ public:
                                   k == 0 ? "\nclick to drop this patch" : "");
                 if (clicked && k == 0) toggle_dropped(s, n);
             }
-            ImGui::TextDisabled("%s .. %s, max at patch %d", fmt(r.vmin).c_str(), fmt(r.vmax).c_str(), r.argmax);
+            // the overlay's colours with their values: dark at the map's least, bright at its most
+            ColorKey(v, maps[k].key, cm, side);
+            ImGui::TextDisabled("max at patch %d", r.argmax);
             ImGui::PopTextWrapPos();
             ImGui::EndGroup();
         }
         ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + 3 * side + 2 * gap);
-        ImGui::TextDisabled("maps of the run without interventions; bright = large. Occlusion: %s. Click a patch of the "
+        ImGui::TextDisabled("maps of the run without interventions, each on its own scale (its key under it). Occlusion: %s. Click a patch of the "
                             "occlusion map to drop it.", oc.target.measure().c_str());
         ImGui::PopTextWrapPos();
         ImGui::EndGroup();

@@ -152,6 +152,19 @@ def check_what_it_uses(app):
             iv = json.loads(head[1][len("# options: "):])["interventions"] if head[1].startswith("# options: ") else None
             expect(iv is not None and iv["heads"] == [{"layer": 0, "head": 0, "mean": False}],
                    f"...its CSV says the options, the interventions in force included ({head[1][:90].strip()})")
+    # each map has its key under it: the overlay's colours from the map's least to its most value
+    # (occlusion's as the export has them), the figures drawn at the key's ends
+    for key in ("uses.occlusion", "uses.cls", "uses.rollout"):
+        n = lay["numbers"]
+        m, k = lay["rects"].get(key), lay["rects"].get(key + ".key")
+        drawn = [t["text"] for t in lay["texts"] if t["group"] == key + ".key"]
+        expect(m is not None and k is not None and k[1] > m[1] + m[3] - 1 and abs(k[2] - m[2]) <= 1
+               and n.get(key + ".key.vmin", 1) < n.get(key + ".key.vmax", 0) and len(drawn) >= 2,
+               f"{key}: a colour key under the map, as wide, with its values ({drawn}, key {k}, map {m})")
+    occ = np.load(os.path.join(exp, "occlusion.npy"))
+    expect(abs(lay["numbers"].get("uses.occlusion.key.vmin", 0) - float(occ.min())) <= 1e-6 * np.abs(occ).max()
+           and abs(lay["numbers"].get("uses.occlusion.key.vmax", 0) - float(occ.max())) <= 1e-6 * np.abs(occ).max(),
+           f"...the occlusion key spans the map's values ({occ.min():.4g} .. {occ.max():.4g})")
     # a click on the picture applies that ablation
     r = lay["rects"].get("uses.heads")
     if r:
