@@ -537,24 +537,42 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
         if (x < img0.x - 0.5f || x + w > clip1.x + 0.5f) continue;
         DrawLabel(dl, pr, group + ".cols", ImVec2(x, origin.y), tc, s, clip);
     }
+    bool key_drawn = false;
     if (a.colorbar) {
         float bh = std::min(canvas.y - top - th - legend_h, 260.f);
         if (bh < 20 && canvas.y - top - th >= 20) bh = canvas.y - top - th;  // the bar before the legend
         const ImVec2 bp(origin.x + canvas.x + 6, img0.y + th / 2);
-        DrawColorBar(v, group + ".colorbar", a.cm, bp, bh, a.marks);
-        if (nf.any()) {
-            // the legend of the cells that have no place on the bar, under it
-            const ImVec2 keep = ImGui::GetCursorScreenPos();
-            ImGui::SetCursorScreenPos(ImVec2(bp.x, bp.y + std::max(bh, 0.f) + th));
-            ImGui::BeginGroup();
-            NonFiniteKey(v, group + ".nonfinite", nf);
-            ImGui::EndGroup();
-            ImGui::SetCursorScreenPos(keep);
+        const std::string lo = fmt(a.cm.vmin), hi = fmt(a.cm.vmax);
+        const float key_w = canvas.x - left, key_min = ImGui::CalcTextSize(lo.c_str()).x + ImGui::CalcTextSize(hi.c_str()).x + 40;
+        if (bh < 20 && key_w >= key_min) {
+            // a strip too short for the bar beside it (a vector of 1000 logits, 12 layers of token
+            // norms at 29 px) and wide enough for a key under it: the key goes there, as wide as the
+            // cells, with its values
+            const ImVec2 below = ImGui::GetCursorScreenPos();
+            ImGui::SetCursorScreenPos(ImVec2(img0.x, below.y));
+            ColorKey(v, group.c_str(), a.cm, key_w, a.marks);
+            key_drawn = true;
+            if (nf.any()) {
+                ImGui::SetCursorScreenPos(ImVec2(img0.x, ImGui::GetCursorScreenPos().y));
+                NonFiniteKey(v, group + ".nonfinite", nf);
+            }
+        } else {
+            DrawColorBar(v, group + ".colorbar", a.cm, bp, bh, a.marks);
+            key_drawn = bh >= 20;  // DrawColorBar draws no bar shorter than that
+            if (nf.any()) {
+                // the legend of the cells that have no place on the bar, under it
+                const ImVec2 keep = ImGui::GetCursorScreenPos();
+                ImGui::SetCursorScreenPos(ImVec2(bp.x, bp.y + std::max(bh, 0.f) + th));
+                ImGui::BeginGroup();
+                NonFiniteKey(v, group + ".nonfinite", nf);
+                ImGui::EndGroup();
+                ImGui::SetCursorScreenPos(keep);
+            }
         }
     } else if (nf.any()) {
         NonFiniteKey(v, group + ".nonfinite", nf);
     }
-    pr.heatmaps.push_back({group, Rect{img0.x, img0.y, clip1.x - img0.x, clip1.y - img0.y}, a.rows, a.cols, cw, ch, a.colorbar,
+    pr.heatmaps.push_back({group, Rect{img0.x, img0.y, clip1.x - img0.x, clip1.y - img0.y}, a.rows, a.cols, cw, ch, key_drawn,
                            a.cell <= 0 && cwf <= chf});
     if (a.rect_name) {
         pr.rects[a.rect_name] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};

@@ -42,7 +42,7 @@ std::vector<ProbeKey> make_schema() {
         {K::Top, "strings", "texts shown: {key: text}"},
         {K::Top, "texts", "labels: [{group, text, box, clip}]"},
         {K::Top, "windows", "every window drawn: [{name, rect, content_right, content_bottom, right, bottom, scroll_x, scroll_y, floating}]"},
-        {K::Top, "heatmaps", "every heatmap drawn: [{name, rect, rows, cols, cell_w, cell_h, key, width_bound}]"},
+        {K::Top, "heatmaps", "every heatmap drawn: [{name, rect, rows, cols, cell_w, cell_h, key (drawn), width_bound}]"},
         {K::Top, "ui_scale", "the content scale (logical pixels are the framebuffer's over it)"},
         {K::Top, "schema", "this list"},
         {K::Top, "undeclared", "keys written that this list does not declare (must be empty)"},

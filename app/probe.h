@@ -40,7 +40,7 @@ struct DrawnHeatmap {
     Rect rect;
     int rows = 0, cols = 0;
     float cell_w = 0, cell_h = 0;
-    bool key = false;  // drawn with its colour bar
+    bool key = false;  // drawn with its colour key (the bar beside it, or a key under a short strip)
     bool width_bound = false;  // as wide as its room (square cells: the width limits its height)
 };
 

@@ -328,6 +328,28 @@ def check_lens_1000(app):
     rows_named(lay, got, "1920x1200, the ankle boot")
 
 
+def check_strip_keys(app):
+    """A heatmap too short for the colour bar beside it (1000 logits in one row; 12 layers of token
+    norms squeezed to ~29 px) carries its key under it, as wide as its cells, with the values of its
+    scale (they had no key: the bar was skipped for want of height)."""
+    t = app.trace("--model", "vit-ti16", image=PHOTO)
+    logits = t["logits"].ravel()
+    img, lay = app.shot("--model", "vit-ti16", "--image", PHOTO, "--stage", "logits", "--width", "1280", "--height", "800",
+                        image=False)
+    m, k, n = lay["rects"].get("stage"), lay["rects"].get("stage.key"), lay["numbers"]
+    big = float(np.abs(logits).max())
+    expect(m is not None and k is not None and k[1] >= m[1] + m[3] - 1 and abs(k[0] - m[0]) <= 1 and abs(k[2] - m[2]) <= 2
+           and abs(n.get("stage.key.vmin", 0) + big) <= 1e-4 * big and abs(n.get("stage.key.vmax", 0) - big) <= 1e-4 * big,
+           f"logits, one row: its key under it, -{big:.4f} .. {big:.4f} (key {k}, strip {m}, "
+           f"{n.get('stage.key.vmin')} .. {n.get('stage.key.vmax')})")
+    img, lay = app.shot("--model", "dinov2-s14-reg", "--image", PHOTO, "--tab", "10", "--width", "1280", "--height", "800",
+                        image=False)
+    m, k, n = lay["rects"].get("norms"), lay["rects"].get("norms.key"), lay["numbers"]
+    expect(m is not None and k is not None and m[3] < 60 and k[1] >= m[1] + m[3] - 1 and abs(k[2] - m[2]) <= 2
+           and n.get("norms.key.vmax") == n.get("norms.vmax") and n.get("norms.key.vmin") == n.get("norms.vmin"),
+           f"token norms at {m[3] if m else '?'} px tall: its key under it with the strip's range (key {k}, strip {m})")
+
+
 def check_nan_legend(app):
     """NaN in a weight: the NaN cells of q are magenta, and the legend says how many there are."""
     import vitref
@@ -471,6 +493,6 @@ def check_thumbs_fold(app):
 
 
 if __name__ == "__main__":
-    sys.exit(run_checks([check_attention_scale, check_overlay_key, check_layouts, check_changes, check_colours, check_lens_legend, check_lens_1000, check_nan_legend,
+    sys.exit(run_checks([check_attention_scale, check_overlay_key, check_layouts, check_changes, check_colours, check_lens_legend, check_lens_1000, check_strip_keys, check_nan_legend,
                          check_domain, check_tour, check_math_panel, check_pooling_status, check_big_model, check_thumbs_fold],
                         "all issue-19 picture checks passed"))
