@@ -137,6 +137,10 @@ void DrawColorBar(ViewCtx& v, const std::string& group, const Colormap& cm, ImVe
     DrawLabel(dl, v.probe, group, ImVec2(p.x + 14, p.y + h - th / 2), tc, fmt(cm.vmin), clip);
 }
 
+float color_key_min_width(const Colormap& cm) {
+    return ImGui::CalcTextSize(fmt(cm.vmin).c_str()).x + ImGui::CalcTextSize(fmt(cm.vmax).c_str()).x + 40;
+}
+
 float color_key_height() { return 10 + 2 + ImGui::GetTextLineHeight() + ImGui::GetStyle().ItemSpacing.y; }
 
 void ColorKey(ViewCtx& v, const char* id, const Colormap& cm, float w, const std::vector<KeyMark>& marks) {
@@ -144,7 +148,7 @@ void ColorKey(ViewCtx& v, const char* id, const Colormap& cm, float w, const std
     const float th = ImGui::GetTextLineHeight();
     const std::string lo = fmt(cm.vmin), hi = fmt(cm.vmax);
     const float lw = ImGui::CalcTextSize(lo.c_str()).x, hw = ImGui::CalcTextSize(hi.c_str()).x;
-    w = std::max(w, lw + hw + 40);
+    w = std::max(w, color_key_min_width(cm));
     ImVec2 o = ImGui::GetCursorScreenPos();
     ImGui::Dummy(ImVec2(w, 10 + 2 + th));
     const Rect clip{o.x, o.y, w, 12 + th};
@@ -407,10 +411,11 @@ HeatmapGeometry heatmap_geometry(const HeatmapArgs& a, ImVec2 avail, float zoom)
         // than 512 rows (cls, reg0, p0, p1, ...: widest at the end) keep to the sample, per frame
         for (int r : {0, std::min(a.rows - 1, 1), a.rows - 1, a.rows / 2, std::max(0, a.rows - 2)})
             g.left = std::max(g.left, ImGui::CalcTextSize(row_text(r).c_str()).x);
-        if (a.row_name)
+        if (a.row_name) {
             for (int r = 0; r < (a.rows <= 512 ? a.rows : 0); ++r)
                 g.left = std::max(g.left, ImGui::CalcTextSize(row_text(r).c_str()).x);
-        if (a.row_name) g.left = std::min(g.left, std::max(60.f, 0.4f * g.W));
+            g.left = std::min(g.left, std::max(60.f, 0.4f * g.W));
+        }
         g.left += 8;
     }
     const float top = th + 2;
@@ -542,9 +547,8 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
         float bh = std::min(canvas.y - top - th - legend_h, 260.f);
         if (bh < 20 && canvas.y - top - th >= 20) bh = canvas.y - top - th;  // the bar before the legend
         const ImVec2 bp(origin.x + canvas.x + 6, img0.y + th / 2);
-        const std::string lo = fmt(a.cm.vmin), hi = fmt(a.cm.vmax);
-        const float key_w = canvas.x - left, key_min = ImGui::CalcTextSize(lo.c_str()).x + ImGui::CalcTextSize(hi.c_str()).x + 40;
-        if (bh < 20 && key_w >= key_min) {
+        const float key_w = canvas.x - left;
+        if (bh < 20 && key_w >= color_key_min_width(a.cm)) {
             // a strip too short for the bar beside it (a vector of 1000 logits, 12 layers of token
             // norms at 29 px) and wide enough for a key under it: the key goes there, as wide as the
             // cells, with its values

@@ -124,6 +124,8 @@ void DrawColorBar(ViewCtx& v, const std::string& group, const Colormap& cm, ImVe
 // the ramp, its two ends' figures and the marks. Records rects/numbers "<id>.key" and labels.
 void ColorKey(ViewCtx& v, const char* id, const Colormap& cm, float w, const std::vector<KeyMark>& marks = {});
 float color_key_height();
+// The narrowest a ColorKey of `cm` is drawn (its two end values and room between them).
+float color_key_min_width(const Colormap& cm);
 // The legend of non-finite cells (NaN magenta, +Inf striped white, -Inf striped black) with their
 // counts, as items; nothing when all are finite. Returns whether it drew anything.
 bool NonFiniteKey(ViewCtx& v, const std::string& group, const NonFinite& nf);
