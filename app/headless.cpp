@@ -16,6 +16,7 @@
 #include "core/io/image.h"
 #include "core/teach/teach.h"
 #include "tensor_access.h"
+#include "views.h"
 #include "model_map.h"
 #include "paths.h"
 #include "settings.h"
@@ -346,24 +347,27 @@ private:
             if (r != p.rects.end() && stage != p.rects.end() && overlaps(r->second, stage->second))
                 fail(std::string("the ") + over + " panel covers the heatmap it explains");
         }
-        bool any_key = false;
-        for (auto& [k, r] : p.rects)
-            if (k.size() > 4 && k.compare(k.size() - 4, 4, ".key") == 0) any_key = true;
         for (const DrawnHeatmap& h : p.heatmaps) {
             if (app.ui.zoom > 1 && h.name == "stage") continue;  // zoomed in: drawn larger than its window on purpose
             const bool small_multiple = h.name.rfind("grid.", 0) == 0;  // the attention grid's maps, one per head
-            const float want_h = small_multiple ? 24.f : h.rows > 1 ? std::min(100.f, 4.f * h.rows) : 12.f;
+            const float want_h = small_multiple ? 24.f : readable_height(h.rows);
             const float want_w = small_multiple ? 24.f : std::min(100.f, 4.f * (h.cols > 1 ? h.cols : 6));
             // a map as wide as its room, and that room a large share of the centre, uses the space it has:
             // its square cells make it short (197 x 3072 at 1280 px); zoom shows more
             const auto ce = p.rects.find("center");
             const bool uses_width = (h.width_bound || h.name.rfind("ln.", 0) == 0 || h.name == "stage") && ce != p.rects.end() &&
                                     h.rect.w >= 0.45f * ce->second.w;
-            if ((h.rect.h + e < want_h && !uses_width) || h.rect.w + e < want_w)
+            // a LayerNorm panel whose rows are as tall as its room allows (mean and std share them)
+            const auto rb = p.numbers.find("ln.rows_room_bound");
+            const bool ln_room = rb != p.numbers.end() && rb->second != 0 &&
+                                 (h.name.rfind("ln.", 0) == 0 || h.name == "stage");
+            if ((h.rect.h + e < want_h && !uses_width && !ln_room) || h.rect.w + e < want_w)
                 fail("heatmap '" + h.name + "' (" + std::to_string(h.rows) + "x" + std::to_string(h.cols) + ") is drawn " +
                      std::to_string(int(h.rect.w)) + "x" + std::to_string(int(h.rect.h)) + " px, under " +
                      std::to_string(int(want_w)) + "x" + std::to_string(int(want_h)));
-            if (!h.key && !any_key) fail("heatmap '" + h.name + "' has no key");
+            // every heatmap its own key (a bar beside it, or a key under or near it that says so):
+            // another map's key elsewhere on screen tells nothing about this one's colours
+            if (!h.key) fail("heatmap '" + h.name + "' has no key");
         }
     }
 

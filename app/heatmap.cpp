@@ -141,6 +141,8 @@ float color_key_min_width(const Colormap& cm) {
     return ImGui::CalcTextSize(fmt(cm.vmin).c_str()).x + ImGui::CalcTextSize(fmt(cm.vmax).c_str()).x + 40;
 }
 
+float readable_height(int rows) { return rows > 1 ? std::min(100.f, 4.f * float(rows)) : 12.f; }
+
 float color_key_height() { return 10 + 2 + ImGui::GetTextLineHeight() + ImGui::GetStyle().ItemSpacing.y; }
 
 void ColorKey(ViewCtx& v, const char* id, const Colormap& cm, float w, const std::vector<KeyMark>& marks) {
@@ -427,6 +429,7 @@ HeatmapGeometry heatmap_geometry(const HeatmapArgs& a, ImVec2 avail, float zoom)
     const float z = a.zoomable ? zoom : 1.f;
     g.cw = cell * z;
     g.ch = cell * z;
+    if (a.cell > 0 && a.cell_h > 0) g.ch = a.cell_h * z;
     if (a.cols == 1 && a.strip_w > 0) g.cw = a.strip_w;  // one value per row (LayerNorm mean/std): a column
     if (a.rows == 1 && g.ch < 12) g.ch = 12;              // a long vector: a visible strip (cells taller than wide)
     if (!a.col_names.empty() && int(a.col_names.size()) == a.cols) {

@@ -125,7 +125,12 @@ std::vector<ProbeKey> make_schema() {
         // ---- Stage tab (tabs/tab_stage.cpp)
         {K::Number, "stage.showing_grad", "1 when the gradient is drawn"},
         {K::Number, "ln.stacked", "1 when normalized and out are drawn one above the other"},
+        {K::Number, "ln.row_h", "the LayerNorm panel's row height in px (cells taller than wide where it exceeds the cell width)"},
+        {K::Number, "ln.cell_w", "the LayerNorm panel's cell width in px"},
+        {K::Number, "ln.rows_room_bound", "1 when the rows are as tall as the panel's room allows, short of readable_height"},
         {K::String, "stage.message", "why the stage view shows no heatmap"},
+        {K::String, "navigator.layer", "the stage list's layer slider as it reads (no layer outside the blocks)"},
+        {K::String, "ln.cells", "the LayerNorm panel's note that its cells are not square, and why"},
         {K::String, "stage.title", "the stage's title"},
         {K::String, "stage.shape", "the line with the stage's name, shape and axes"},
         {K::String, "stage.what", "the stage's explanation"},

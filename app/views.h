@@ -126,6 +126,9 @@ void ColorKey(ViewCtx& v, const char* id, const Colormap& cm, float w, const std
 float color_key_height();
 // The narrowest a ColorKey of `cm` is drawn (its two end values and room between them).
 float color_key_min_width(const Colormap& cm);
+// The least height at which a heatmap of `rows` rows can be read: 4 px a row up to 100 px (a single
+// row: 12 px). The layout sweep holds every heatmap to it; layouts that set their own cell size use it.
+float readable_height(int rows);
 // The legend of non-finite cells (NaN magenta, +Inf striped white, -Inf striped black) with their
 // counts, as items; nothing when all are finite. Returns whether it drew anything.
 bool NonFiniteKey(ViewCtx& v, const std::string& group, const NonFinite& nf);
@@ -162,6 +165,7 @@ struct HeatmapArgs {
     bool colorbar = true;
     const char* rect_name = nullptr;  // records rect, range and cells under this name (probe schema)
     float cell = 0;              // > 0: this cell size (side-by-side panels share their rows)
+    float cell_h = 0;            // > 0 with cell: rows this tall (cells taller than wide: few rows, many columns)
     float strip_w = 0;           // > 0 with cols == 1: a column of this width (mean/std per token)
     std::vector<std::string> col_names;  // e.g. class names for a logits strip
     int* clicked_row = nullptr;  // set to the row of a cell clicked this frame (else left alone)

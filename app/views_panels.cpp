@@ -283,7 +283,15 @@ void DrawNavigator(ViewCtx& v) {
     const auto e = shown_stage(s, ui);
     int layer = e ? e->info->layer : -1;
     int lsel = std::max(0, layer);
-    if (L > 0 && e && ImGui::SliderInt("##layer", &lsel, 0, L - 1, "layer %d")) {
+    // outside the blocks (embedding, head) the shown stage has no layer: the slider says so, and
+    // what dragging it does
+    const char* lfmt = layer < 0 ? "no layer (drag: block %d)" : "layer %d";
+    if (L > 0 && e) {
+        char shown_text[64];
+        std::snprintf(shown_text, sizeof shown_text, lfmt, lsel);
+        v.probe.strings["navigator.layer"] = shown_text;
+    }
+    if (L > 0 && e && ImGui::SliderInt("##layer", &lsel, 0, L - 1, lfmt)) {
         // the same stage in the chosen block (from outside the blocks: that block's attention pattern)
         const StageKind k = layer < 0 ? StageKind::AttnPattern : e->info->id.kind;
         select_stage(ui, *t, StageId{k, lsel});

@@ -299,10 +299,23 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     const float cell_b = std::min((W - w01 - sp) / float(cols), (Hm_b / 2 - header - key_h - st.ItemSpacing.y) / rows);
     const bool stacked = cell_b > cell_a * 1.15f;
     const float cell = std::max(0.05f, stacked ? cell_b : cell_a);
-    const float map_h = header + rows * cell + 2 + (stacked ? key_h : 0.f);
+    // Rows at least readable (readable_height) where the room allows, the cells then taller than
+    // wide: few tokens and many dims (CLIP-B/32's 50 x 768) in square cells are rows of 0.6 px, and
+    // the mean and std strips that share them a 30 px smear.
+    const float room = stacked ? Hm_b / 2 - header - key_h - st.ItemSpacing.y : Hm - header;
+    const float row_h = std::max(cell, std::min(readable_height(rows), room) / float(rows));
+    const float map_h = header + rows * row_h + 2 + (stacked ? key_h : 0.f);
     pr.numbers["ln.stacked"] = stacked;
+    pr.numbers["ln.row_h"] = row_h;
+    pr.numbers["ln.cell_w"] = cell;
+    pr.numbers["ln.rows_room_bound"] = rows * row_h < readable_height(rows) - 0.5f;
     const ImVec2 o = ImGui::GetCursorScreenPos();
     float x = o.x;
+    struct StripKey {
+        int part;
+        Colormap cm;
+    };
+    std::vector<StripKey> strip_keys;
     for (int i = 0; i < 4; ++i) {
         const bool wide = i >= 2;
         const bool key_under = stacked && wide;
@@ -316,7 +329,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         ImGui::TextColored(cur ? ImVec4(1, 0.84f, 0.47f, 1) : ImVec4(0.8f, 0.8f, 0.8f, 1), "%s", parts[i]);
         ImGui::BeginChild(pn.c_str(), ImVec2(w, map_h - th - st.ItemSpacing.y), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
         HeatmapArgs a;
-        a.max_w = w; a.colorbar = !key_under; a.zoomable = false; a.cell = cell; a.titles = false;
+        a.max_w = w; a.colorbar = !key_under; a.zoomable = false; a.cell = cell; a.cell_h = row_h; a.titles = false;
         a.row_labels = i == 0;
         a.rect_name = cur ? "stage" : kLnRects[i];
         int crow = -1, ccol = -1;
@@ -336,7 +349,15 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         } else {
             tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, *pt[i], trace->info(ids[i]), ln_[i], a, false);
         }
-        if (key_under && pt[i]) ColorKey(v, kLnRects[i], cms[i], cols * cell);
+        if (key_under && pt[i]) {
+            ColorKey(v, kLnRects[i], cms[i], cols * cell);
+            if (!pr.heatmaps.empty()) pr.heatmaps.back().key = true;  // its key, laid along it
+        }
+        // a strip too short for its bar and too narrow for a key under it: its key goes under the strips
+        if (!wide && pt[i] && !pr.heatmaps.empty() && !pr.heatmaps.back().key) {
+            strip_keys.push_back({i, ln_[i].range});
+            pr.heatmaps.back().key = true;  // drawn below, after the maps
+        }
         if (cur && pr.rects.count("stage")) pr.rects[kLnRects[i]] = pr.rects["stage"];
         if (crow >= 0 && ccol >= 0) {
             ui.cell_r = crow; ui.cell_c = ccol;
@@ -347,22 +368,46 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         x += w + sp;
     }
     // below the maps (stacked: beside out, under the strips), the statistics and what to try
-    const float below = o.y + map_h + st.ItemSpacing.y;
+    const float below_maps = o.y + map_h + st.ItemSpacing.y;
+    float below = below_maps;
+    // the keys of strips too short for their bars (few tokens: CLIP-B/32's 50 rows in 32 px), one
+    // above the other under the strips, each named and as wide as the two strips' column
+    for (const StripKey& k : strip_keys) {
+        ImGui::SetCursorScreenPos(ImVec2(o.x, below));
+        ImGui::TextDisabled("%s", parts[k.part]);
+        ImGui::SetCursorScreenPos(ImVec2(o.x, ImGui::GetCursorScreenPos().y));
+        ColorKey(v, kLnRects[k.part], k.cm, w01 - sp);
+        below = ImGui::GetCursorScreenPos().y + st.ItemSpacing.y;
+    }
+    if (row_h > cell * 1.01f) {  // said where the cells are not square
+        ImGui::SetCursorScreenPos(ImVec2(o.x, below));
+        // stacked: in the strips' column (out is beside it)
+        ImGui::PushTextWrapPos(stacked ? ImGui::GetCursorPosX() + w01 - sp : 0.f);
+        char note[200];
+        std::snprintf(note, sizeof note, "Rows %.2g px tall, columns %.2g px wide: %d tokens x %d dims do not fit square "
+                      "cells, so the rows are made taller to tell the tokens apart.", row_h, cell, rows, cols);
+        ImGui::TextDisabled("%s", note);
+        pr.strings["ln.cells"] = note;
+        ImGui::PopTextWrapPos();
+        below = ImGui::GetCursorScreenPos().y + st.ItemSpacing.y;
+    }
     const char* hint = "Every row of normalized has mean 0 and std 1 over its dims; out = normalized * gamma + beta, column by "
                        "column. Toggle elementwise_affine (A) and unbiased std (U): without affine, out == normalized; with N-1, "
                        "normalized shrinks by sqrt((D-1)/D). The Changes tab shows the effect on every later stage.";
     if (stacked && !math) {
         ImGui::SetCursorScreenPos(ImVec2(o.x, below));
-        ImGui::BeginChild("lnstats", ImVec2(w01 - sp, map_h), false);
+        // as far down as out reaches (the strips' keys above it take their share)
+        const float stats_h = std::max(3 * ImGui::GetTextLineHeightWithSpacing(), below_maps + map_h - below);
+        ImGui::BeginChild("lnstats", ImVec2(w01 - sp, stats_h), false);
         stats_panel(shown, slice2d(shown, 0), "", stats_, pr, key);
         ImGui::EndChild();
-        ImGui::SetCursorScreenPos(ImVec2(o.x, below + map_h + st.ItemSpacing.y));
+        ImGui::SetCursorScreenPos(ImVec2(o.x, below + stats_h + st.ItemSpacing.y));
         ImGui::PushTextWrapPos(0);
         ImGui::TextDisabled("%s", hint);
         ImGui::PopTextWrapPos();
         return;
     }
-    ImGui::SetCursorScreenPos(ImVec2(o.x, below + (stacked ? map_h + st.ItemSpacing.y : 0.f)));
+    ImGui::SetCursorScreenPos(ImVec2(o.x, std::max(below, below_maps + (stacked ? map_h + st.ItemSpacing.y : 0.f))));
     ImGui::Separator();
     if (math) {  // the math of the selected cell, under the maps
         draw_math(v, 0, 0);
@@ -733,7 +778,10 @@ void StageTab::sweep_check(const Session& s, const UiState& ui, const Probe& p, 
     if (drew) {
         const double rows = p.number("stage.rows"), cols = p.number("stage.cols");
         const double cw = p.number("stage.cell_w"), ch = p.number("stage.cell_h");
-        if (rows > 1 && cols > 1 && std::abs(cw - ch) > 0.01)
+        // square, except a LayerNorm panel's rows raised to readable_height (few tokens, many dims)
+        const bool ln_raised = p.numbers.count("ln.row_h") && ch > cw &&
+                               std::abs(ch - p.number("ln.row_h")) < 0.01 && ch * rows <= readable_height(int(rows)) + 0.5;
+        if (rows > 1 && cols > 1 && std::abs(cw - ch) > 0.01 && !ln_raised)
             fail("heatmap cells are not square: " + std::to_string(cw) + " x " + std::to_string(ch));
     }
     if (ui.cell_r >= 0 && ui.cell_c >= 0) {

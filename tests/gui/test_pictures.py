@@ -350,6 +350,43 @@ def check_strip_keys(app):
            f"token norms at {m[3] if m else '?'} px tall: its key under it with the strip's range (key {k}, strip {m})")
 
 
+def check_ln_few_tokens(app):
+    """CLIP-B/32's LayerNorm, 50 tokens x 768 dims: in square cells its rows were 0.6 px, and the mean
+    and std strips that share them a 30 px smear with no key. The rows are now readable (100 px for the
+    50, or what the room allows) in all four panels, each strip has its colour bar with the trace's
+    range, and the panel says its cells are not square and why."""
+    t = app.trace("--model", "clip-b32")
+    mean, std = t["blocks.0.ln2.mean"].ravel(), t["blocks.0.ln2.std"].ravel()
+    for W, H in ((1280, 800), (1366, 768)):
+        _, lay = app.shot("--model", "clip-b32", "--stage", "blocks.0.ln2.std", "--width", str(W), "--height", str(H),
+                          image=False)
+        R = lay["rects"]
+        hs = [R[k][3] if k in R else 0 for k in ("ln.mean", "ln.std", "ln.normalized", "ln.out")]
+        bound = lay["numbers"].get("ln.rows_room_bound", 0) == 1  # as tall as the room allows, short of 100 px
+        expect((min(hs) >= 99.5 or (bound and min(hs) >= 80)) and max(hs) - min(hs) < 0.5,
+               f"{W}x{H}: the four panels' 50 rows readable and shared (heights {hs}{', room-bound' if bound else ''})")
+        unkeyed = [h["name"] for h in lay["heatmaps"] if not h["key"]]
+        expect(not unkeyed, f"...every heatmap has its key (none: {unkeyed})")
+        bar = lambda g: [x["text"] for x in lay["texts"] if x["group"] == g]
+        m = float(np.abs(mean).max())
+        expect(fmt4(m) in bar("ln.mean.colorbar") and fmt4(-m) in bar("ln.mean.colorbar"),
+               f"...mean's bar spans numpy's +-{fmt4(m)} ({bar('ln.mean.colorbar')})")
+        expect(fmt4(float(std.max())) in bar("stage.colorbar"), f"...std's bar reaches numpy's max {fmt4(float(std.max()))} "
+                                                                 f"({bar('stage.colorbar')})")
+        note = lay["strings"].get("ln.cells", "")
+        expect("50 tokens x 768 dims do not fit square cells" in note, f"...and it says its cells are not square ({note})")
+
+
+def check_navigator_layer(app):
+    """The stage list's layer slider names the shown stage's layer, and outside the blocks says there
+    is none (it read "layer 0" on the logits)."""
+    for stage, want in (("blocks.2.attn.pattern", "layer 2"), ("logits", "no layer (drag: block 0)"),
+                        ("patch_embed", "no layer (drag: block 0)")):
+        _, lay = app.shot("--stage", stage, image=False)
+        got = lay["strings"].get("navigator.layer", "")
+        expect(got == want, f"{stage}: the slider reads {got!r} ({want!r})")
+
+
 def check_nan_legend(app):
     """NaN in a weight: the NaN cells of q are magenta, and the legend says how many there are."""
     import vitref
@@ -493,6 +530,6 @@ def check_thumbs_fold(app):
 
 
 if __name__ == "__main__":
-    sys.exit(run_checks([check_attention_scale, check_overlay_key, check_layouts, check_changes, check_colours, check_lens_legend, check_lens_1000, check_strip_keys, check_nan_legend,
+    sys.exit(run_checks([check_attention_scale, check_overlay_key, check_layouts, check_changes, check_colours, check_lens_legend, check_lens_1000, check_strip_keys, check_ln_few_tokens, check_navigator_layer, check_nan_legend,
                          check_domain, check_tour, check_math_panel, check_pooling_status, check_big_model, check_thumbs_fold],
                         "all issue-19 picture checks passed"))
