@@ -337,6 +337,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
             a.clicked_row = &crow; a.clicked_col = &ccol;
             if (cur) { a.mark_row = ui.cell_r; a.mark_col = ui.cell_c; }
         }
+        const size_t drawn_before = pr.heatmaps.size();  // the entry this part's heatmap adds, if any
         if (!pt[i]) {
             ImGui::TextDisabled("(%s is not in this trace)", pn.c_str());
         } else if (rank(*pt[i]) == 1) {  // a column per token
@@ -349,12 +350,13 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         } else {
             tensor_heatmap(v, ("ln" + std::to_string(i)).c_str(), pn, *pt[i], trace->info(ids[i]), ln_[i], a, false);
         }
+        const bool drew = pr.heatmaps.size() > drawn_before;
         if (key_under && pt[i]) {
             ColorKey(v, kLnRects[i], cms[i], cols * cell);
-            if (!pr.heatmaps.empty()) pr.heatmaps.back().key = true;  // its key, laid along it
+            if (drew) pr.heatmaps.back().key = true;  // its key, laid along it
         }
         // a strip too short for its bar and too narrow for a key under it: its key goes under the strips
-        if (!wide && pt[i] && !pr.heatmaps.empty() && !pr.heatmaps.back().key) {
+        if (!wide && drew && !pr.heatmaps.back().key) {
             strip_keys.push_back({i, ln_[i].range});
             pr.heatmaps.back().key = true;  // drawn below, after the maps
         }
