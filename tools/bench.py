@@ -39,7 +39,8 @@ size, the target being at most 1.25 x weights + 512 MB. toggle (--toggle-models,
 xvfb-run): the app's median time from a toggle of elementwise_affine to the first frame that shows the
 new trace, beside the median pass it waited for in the same run (target: at most 1.3 x), and the app's peak.
 The last lines name the machine: the
-CPU (lscpu's Model name), the GEMM engine and kernel, the packed GEMM's peak on a 2048^3
+CPU (lscpu's Model name, with /proc/cpuinfo's family, model and stepping and the core design they
+name: tools/cpuinfo.py), the GEMM engine and kernel, the packed GEMM's peak on a 2048^3
 product (the best of one measurement beside each ViT-B round and one at the end, on all
 --threads, without the busy-core fallback) and ViT-B/16's forward pass (its FLOPs: every
 product of the pass, the attention's included) as a fraction of it, twice: the pass with every
@@ -63,6 +64,9 @@ import sys
 import tempfile
 import time
 import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpuinfo  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_VERSION = "1.23.0"
@@ -265,17 +269,6 @@ def window_kv(a, args, env):
     return kv_line(line[len("frames "):])
 
 
-def lscpu_model():
-    try:
-        r = subprocess.run(["lscpu"], capture_output=True, text=True)
-        for l in r.stdout.splitlines():
-            if l.startswith("Model name:"):
-                return l.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return cpu_name()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", help="path to the vitscope-bench binary")
@@ -426,7 +419,7 @@ def main():
     finally:
         stop_busy()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"# threads={a.threads} cpu=\"{lscpu_model()}\" load={os.getloadavg()[0]:.2f}")
+    print(f"# threads={a.threads} cpu=\"{cpuinfo.describe()}\" load={os.getloadavg()[0]:.2f}")
 
 
 def toggle_line(a, model, env):
@@ -443,17 +436,6 @@ def toggle_line(a, model, env):
           f" toggle_over_pass={ratio:.2f} target=1.30 within={'yes' if ratio <= 1.3 else 'no'}"
           f" toggles={f['toggles_with_pass']} on_demand={f['on_demand']} window_peak_mb={float(f['peak_rss_mb']):.0f}"
           f" load={os.getloadavg()[0]:.2f}", flush=True)
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for l in f:
-                if l.startswith("model name"):
-                    return l.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
 
 
 if __name__ == "__main__":

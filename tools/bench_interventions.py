@@ -28,21 +28,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "parity"))
+sys.path.insert(0, HERE)
+import cpuinfo  # noqa: E402
 
 MODELS = {  # name: (image, patch, layers, heads, width, mlp, classes)
     "vit-b16": (224, 16, 12, 12, 768, 3072, 1000),
     "vit-ti16": (224, 16, 12, 3, 192, 768, 1000),
     "fmnist-like": (28, 4, 6, 4, 64, 128, 10),
 }
-
-
-def cpu_model():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        m = re.search(r"Model name:\s*(.+)", out)
-        return m.group(1).strip() if m else "?"
-    except OSError:
-        return "?"
 
 
 def main():
@@ -75,7 +68,7 @@ def main():
     np.save(xin, x.numpy())
     N = (S // P) ** 2
     print(f"model {a.model}: {L} blocks x {H} heads = {L * H} head ablations, {N} patches; threads {a.threads}")
-    print(f"cpu: {cpu_model()}")
+    print(f"cpu: {cpuinfo.describe()}")
 
     # ---- ViTScope
     out = os.path.join(work, "ours.npz")
