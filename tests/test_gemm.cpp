@@ -12,7 +12,7 @@
 
 #include "core/model/forward.h"
 #include "core/kernels/gemm.h"
-#include "core/kernels/gemm_avx512.h"
+#include "core/kernels/gemm_own.h"
 #include "core/kernels/ops.h"
 #include "core/kernels/ops_kernels.h"
 #include "core/train/optimizer.h"
@@ -90,41 +90,56 @@ TEST(Gemm, PackedLinearEqualsDoubleLoop) {
             }
 }
 
-// The own AVX-512 kernel (gemm_avx512.h) promises its arithmetic exactly: per output element,
-// acc = bias, then acc = fma(in[r][k], W[c][k], acc) for k in order. So a scalar loop of std::fma
-// must give the same bits, for every row count (tiles of 6 and the tails), column count (blocks of
-// 64, narrower ones, a last vector under a mask; rows in chunks of ~240), K (chunks of 768 and a short
-// last one), with the output in place among other columns (whose values must stay), and from inside a wider input.
-TEST(Gemm, OwnKernelEqualsScalarFmaLoopBitForBit) {
-    if (std::string(ops::kernels::best().name) != "avx512") GTEST_SKIP() << "no AVX-512 on this CPU";
-    struct Shape { int R, K, n; };
-    for (Shape s : {Shape{197, 768, 1152}, Shape{13, 3072, 96}, Shape{7, 5, 33}, Shape{1, 385, 64}, Shape{6, 800, 130},
-                    Shape{25, 1, 17}, Shape{12, 384, 200}, Shape{500, 40, 70}, Shape{1025, 20, 64}})
-        for (bool bias : {true, false}) {
-            const size_t ldi = size_t(s.K) + 3, ldo = size_t(s.n) + 5, ldw = size_t(s.K) + 2;
-            const auto in = randn(size_t(s.R) * ldi, 21), W = randn(size_t(s.n) * ldw, 22), b = randn(size_t(s.n), 23);
-            std::vector<float> packed(gemm::avx512::packed_floats(s.K, s.n) + 16);
-            float* pk = packed.data() + (16 - (reinterpret_cast<uintptr_t>(packed.data()) / 4) % 16) % 16;  // 64-byte aligned
-            gemm::avx512::pack(pk, W.data(), ldw, s.K, s.n);
-            std::vector<float> out(size_t(s.R) * ldo, -7.f);
-            gemm::avx512::run(out.data(), ldo, in.data(), ldi, s.R, s.K, pk, s.n, bias ? b.data() : nullptr, W.data(),
-                              W.size() * sizeof(float));
-            size_t wrong = 0, kept = 0;
-            for (int r = 0; r < s.R; ++r) {
-                for (int c = 0; c < s.n; ++c) {
-                    float acc = bias ? b[size_t(c)] : 0.f;
-                    for (int k = 0; k < s.K; ++k) acc = std::fma(in[size_t(r) * ldi + size_t(k)], W[size_t(c) * ldw + size_t(k)], acc);
-                    wrong += out[size_t(r) * ldo + size_t(c)] != acc;
+// The own kernels (gemm_own.h) promise their arithmetic exactly: per output element, acc = bias,
+// then acc = fma(in[r][k], W[c][k], acc) for k in order. So a scalar loop of std::fma must give the
+// same bits, from the AVX-512 kernel and from the AVX2 one (whichever this CPU has), for every row
+// count (tiles of 6 and the tails), column count (blocks of 64, narrower ones, AVX2's tiles of 16
+// across a block, a last vector under a mask; rows in chunks of ~240), K (chunks of 768 and a short
+// last one), with the output in place among other columns (whose values must stay), and from
+// inside a wider input.
+TEST(Gemm, OwnKernelsEqualScalarFmaLoopBitForBit) {
+    __builtin_cpu_init();
+    struct Kernel { const char* name; gemm::own::Run run; bool here; };
+    const Kernel kernels[] = {
+        {"avx512", gemm::own::avx512::run, __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")},
+        {"avx2", gemm::own::avx2::run, __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")}};
+    int ran = 0;
+    for (const Kernel& kern : kernels) {
+        if (!kern.here) continue;
+        ++ran;
+        SCOPED_TRACE(kern.name);
+        struct Shape { int R, K, n; };
+        for (Shape s : {Shape{197, 768, 1152}, Shape{13, 3072, 96}, Shape{7, 5, 33}, Shape{1, 385, 64}, Shape{6, 800, 130},
+                        Shape{25, 1, 17}, Shape{12, 384, 200}, Shape{500, 40, 70}, Shape{1025, 20, 64}, Shape{9, 70, 8},
+                        Shape{5, 64, 41}})
+            for (bool bias : {true, false}) {
+                const size_t ldi = size_t(s.K) + 3, ldo = size_t(s.n) + 5, ldw = size_t(s.K) + 2;
+                const auto in = randn(size_t(s.R) * ldi, 21), W = randn(size_t(s.n) * ldw, 22), b = randn(size_t(s.n), 23);
+                std::vector<float> packed(gemm::own::packed_floats(s.K, s.n) + 16);
+                float* pk = packed.data() + (16 - (reinterpret_cast<uintptr_t>(packed.data()) / 4) % 16) % 16;  // 64-byte aligned
+                gemm::own::pack(pk, W.data(), ldw, s.K, s.n);
+                std::vector<float> out(size_t(s.R) * ldo, -7.f);
+                kern.run(out.data(), ldo, in.data(), ldi, s.R, s.K, pk, s.n, bias ? b.data() : nullptr, W.data(),
+                         W.size() * sizeof(float), nullptr);
+                size_t wrong = 0, kept = 0;
+                for (int r = 0; r < s.R; ++r) {
+                    for (int c = 0; c < s.n; ++c) {
+                        float acc = bias ? b[size_t(c)] : 0.f;
+                        for (int k = 0; k < s.K; ++k) acc = std::fma(in[size_t(r) * ldi + size_t(k)], W[size_t(c) * ldw + size_t(k)], acc);
+                        wrong += out[size_t(r) * ldo + size_t(c)] != acc;
+                    }
+                    for (size_t c = size_t(s.n); c < ldo; ++c) kept += out[size_t(r) * ldo + c] == -7.f;
                 }
-                for (size_t c = size_t(s.n); c < ldo; ++c) kept += out[size_t(r) * ldo + c] == -7.f;
+                EXPECT_EQ(wrong, 0u) << s.R << "x" << s.K << " @ " << s.K << "x" << s.n << ", bias " << bias;
+                EXPECT_EQ(kept, size_t(s.R) * (ldo - size_t(s.n))) << "columns past the slice written";
+                std::vector<float> back(size_t(s.n) * ldw, 0.f);
+                gemm::own::unpack(back.data(), ldw, pk, s.K, s.n);
+                for (int c = 0; c < s.n; ++c)
+                    for (int k = 0; k < s.K; ++k) ASSERT_EQ(back[size_t(c) * ldw + size_t(k)], W[size_t(c) * ldw + size_t(k)]);
             }
-            EXPECT_EQ(wrong, 0u) << s.R << "x" << s.K << " @ " << s.K << "x" << s.n << ", bias " << bias;
-            EXPECT_EQ(kept, size_t(s.R) * (ldo - size_t(s.n))) << "columns past the slice written";
-            std::vector<float> back(size_t(s.n) * ldw, 0.f);
-            gemm::avx512::unpack(back.data(), ldw, pk, s.K, s.n);
-            for (int c = 0; c < s.n; ++c)
-                for (int k = 0; k < s.K; ++k) ASSERT_EQ(back[size_t(c) * ldw + size_t(k)], W[size_t(c) * ldw + size_t(k)]);
-        }
+    }
+    if (ran == 0) GTEST_SKIP() << "neither AVX-512 nor AVX2 + FMA on this CPU";
 }
 
 // A matrix held packed (pack_matrix) gives the same bits in every output mode (in place, a dense
@@ -161,7 +176,7 @@ TEST(Gemm, PackedMatrixModesAgree) {
 // stores (linear_packed_heads) against the split by index of the product. A GELU far from the exact
 // one (erf in double) or a value stored to the wrong head fails too.
 TEST(Gemm, FusedEpiloguesEqualTheProductThenItsPass) {
-    if (std::string(ops::kernels::best().name) != "avx512") GTEST_SKIP() << "no AVX-512 on this CPU";
+    if (!gemm::own_kernel()) GTEST_SKIP() << "the packed products run on oneDNN here (no AVX-512 or AVX2 + FMA)";
     struct Shape { int R, I, O; };
     for (Shape s : {Shape{197, 768, 320}, Shape{7, 1000, 96}, Shape{250, 64, 1200}})
         for (bool stream : {false, true}) {

@@ -1,6 +1,6 @@
 // GELU's arithmetic for one vector of floats, shared by the elementwise kernels (ops_kernels.cpp,
 // one build per instruction set) and the packed product's AVX-512 kernel, which applies it to fc1's
-// values while they are still in registers (gemm_avx512.cpp): both include this, so a value's GELU
+// values while they are still in registers (gemm_own_kernel.h): both include this, so a value's GELU
 // is the same bits whichever of them computed it (Gemm.FusedGeluEqualsTheElementwiseKernel).
 #pragma once
 #include <cmath>

@@ -1,6 +1,6 @@
 #include "core/kernels/gemm.h"
 
-#include "core/kernels/gemm_avx512.h"
+#include "core/kernels/gemm_own.h"
 #include "core/kernels/ops_kernels.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -60,15 +60,22 @@ void* scratch(size_t bytes) {
     return buf.data();
 }
 
-// The packed products run on the own AVX-512 kernel (gemm_avx512.h) where the CPU has AVX-512 and
-// the elementwise kernels use it too (VITSCOPE_KERNELS=avx2 narrows both); VITSCOPE_GEMM_KERNEL=onednn
-// keeps oneDNN's (to compare the two in one binary). Decided once: packs made by one are run by it.
-bool own_kernel_v() {
-    static const bool v = [] {
+// The packed products run on an own kernel (gemm_own.h) where the CPU has AVX-512 or AVX2 + FMA:
+// the instruction set of the elementwise kernels (VITSCOPE_KERNELS=avx2 narrows both);
+// VITSCOPE_GEMM_KERNEL=onednn keeps oneDNN's (to compare the two in one binary). Decided once:
+// packs made for one are run by it.
+own::Run own_kernel_v() {
+    static const own::Run v = [] () -> own::Run {
         const char* e = std::getenv("VITSCOPE_GEMM_KERNEL");
-        return std::string(vit::ops::kernels::best().name) == "avx512" && !(e && std::strcmp(e, "onednn") == 0);
+        if (e && std::strcmp(e, "onednn") == 0) return nullptr;
+        const std::string isa = vit::ops::kernels::best().name;
+        return isa == "avx512" ? own::avx512::run : isa == "avx2" ? own::avx2::run : nullptr;
     }();
     return v;
+}
+void own_run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, const float* packed, int n,
+             const float* bias, const own::Epilogue* epi = nullptr) {
+    own_kernel_v()(out, ldo, in, ldi, R, K, packed, n, bias, nullptr, 0, epi);
 }
 // 64-byte aligned floats for a packed slice of the own kernel.
 struct Aligned {
@@ -203,9 +210,9 @@ std::shared_ptr<const Packed> make_packed(const float* W, const float* b, int R,
         s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
         const int64_t n = s.c1 - s.c0;
         if (own_kernel_v()) {
-            const size_t floats = avx512::packed_floats(I, int(n));
+            const size_t floats = own::packed_floats(I, int(n));
             s.own = std::shared_ptr<float>(own_buffer(floats).release(), Aligned());
-            avx512::pack(s.own.get(), W + size_t(s.c0) * size_t(I), size_t(I), I, int(n));
+            own::pack(s.own.get(), W + size_t(s.c0) * size_t(I), size_t(I), I, int(n));
             p->bytes += floats * sizeof(float);
             p->slices.push_back(std::move(s));
             continue;
@@ -289,7 +296,7 @@ void run(const Packed& p, int part, float* out, const float* in) {
     const Slice& s = p.slices.at(size_t(part));
     const size_t n = size_t(s.c1 - s.c0);
     if (s.own) {
-        avx512::run(out + s.c0, size_t(p.O), in, size_t(p.I), p.R, p.I, s.own.get(), int(n), p.b ? p.b + s.c0 : nullptr);
+        own_run(out + s.c0, size_t(p.O), in, size_t(p.I), p.R, p.I, s.own.get(), int(n), p.b ? p.b + s.c0 : nullptr);
         return;
     }
     Mems& m = mems_for(s.id, s.src, s.dst, s.bias, s.scratch);
@@ -368,9 +375,9 @@ std::shared_ptr<const Matrix> pack_matrix(const float* W, int I, int O, int part
             s.c1 = t + 1 == parts ? O : int(int64_t(O / 16) * (t + 1) / parts) * 16;
             const int64_t n = s.c1 - s.c0;
             if (own_kernel_v() && !onednn) {
-                const size_t floats = avx512::packed_floats(I, int(n));
+                const size_t floats = own::packed_floats(I, int(n));
                 s.own = own_buffer(floats);
-                avx512::pack(s.own.get(), W + size_t(s.c0) * size_t(I), size_t(I), I, int(n));
+                own::pack(s.own.get(), W + size_t(s.c0) * size_t(I), size_t(I), I, int(n));
                 m->bytes += floats * sizeof(float);
                 m->slices.push_back(std::move(s));
                 continue;
@@ -402,7 +409,7 @@ size_t bytes(const Matrix& m) { return m.bytes; }
 void unpack(const Matrix& m, float* W) {
     for (const MatrixSlice& s : m.slices) {
         if (s.own) {
-            avx512::unpack(W + size_t(s.c0) * size_t(m.I), size_t(m.I), s.own.get(), m.I, s.c1 - s.c0);
+            own::unpack(W + size_t(s.c0) * size_t(m.I), size_t(m.I), s.own.get(), m.I, s.c1 - s.c0);
             continue;
         }
         const dnnl::memory::desc w_user(dims{m.I, s.c1 - s.c0}, dt::f32, dims{1, m.I});
@@ -417,7 +424,7 @@ bool fusable(const Matrix& m, int head_cols) {
     if (m.I <= 0 || m.slices.empty()) return false;
     for (const MatrixSlice& s : m.slices) {
         if (!s.own) return false;
-        if (head_cols > 0 && (m.O % 3 || (m.O / 3) % head_cols || !avx512::heads_fit(s.c0, s.c1 - s.c0, head_cols)))
+        if (head_cols > 0 && (m.O % 3 || (m.O / 3) % head_cols || !own::heads_fit(s.c0, s.c1 - s.c0, head_cols)))
             return false;
     }
     return true;
@@ -427,18 +434,17 @@ void run_gelu(const Matrix& m, int part, float* pre, float* post, size_t ldp, co
               bool stream) {
     const MatrixSlice& s = m.slices.at(size_t(part));
     if (!s.own || m.I <= 0) throw std::logic_error("gemm::run_gelu: not a matrix of the own kernel (gemm::fusable)");
-    avx512::Epilogue e;
+    own::Epilogue e;
     e.post = post + s.c0, e.ldp = ldp, e.stream = stream;
-    avx512::run(pre + s.c0, size_t(m.O), in, size_t(m.I), R, m.I, s.own.get(), s.c1 - s.c0, b ? b + s.c0 : nullptr,
-                nullptr, 0, &e);
+    own_run(pre + s.c0, size_t(m.O), in, size_t(m.I), R, m.I, s.own.get(), s.c1 - s.c0, b ? b + s.c0 : nullptr, &e);
 }
 
 void run_heads(const Matrix& m, int part, float* const* heads, int head_cols, const float* in, const float* b, int R) {
     const MatrixSlice& s = m.slices.at(size_t(part));
     if (!fusable(m, head_cols)) throw std::logic_error("gemm::run_heads: the matrix does not split into heads here");
-    avx512::Epilogue e;
+    own::Epilogue e;
     e.heads = heads, e.part_cols = m.O / 3, e.head_cols = head_cols, e.col0 = s.c0, e.rows = size_t(R);
-    avx512::run(nullptr, 0, in, size_t(m.I), R, m.I, s.own.get(), s.c1 - s.c0, b ? b + s.c0 : nullptr, nullptr, 0, &e);
+    own_run(nullptr, 0, in, size_t(m.I), R, m.I, s.own.get(), s.c1 - s.c0, b ? b + s.c0 : nullptr, &e);
 }
 
 Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R, Out mode) {
@@ -449,11 +455,11 @@ Block run(const Matrix& m, int part, float* out, const float* in, const float* b
         // epilogue reads it and (Streamed) it goes to out past the caches
         const float* bias = b ? b + s.c0 : nullptr;
         if (mode == Out::Cached) {
-            avx512::run(out + s.c0, size_t(m.O), in, size_t(m.I), R, m.I, s.own.get(), int(n), bias);
+            own_run(out + s.c0, size_t(m.O), in, size_t(m.I), R, m.I, s.own.get(), int(n), bias);
             return {out + s.c0, size_t(m.O)};
         }
         float* dst = block_buffer(size_t(R) * n);
-        avx512::run(dst, n, in, size_t(m.I), R, m.I, s.own.get(), int(n), bias);
+        own_run(dst, n, in, size_t(m.I), R, m.I, s.own.get(), int(n), bias);
         if (mode == Out::Streamed) {
             const auto& k = vit::ops::kernels::best();
             for (size_t r = 0; r < size_t(R); ++r) k.copy_stream(out + r * size_t(m.O) + s.c0, dst + r * n, n);
@@ -534,7 +540,11 @@ Block run(const Matrix& m, int part, float* out, const float* in, const float* b
     return {dst, n};
 }
 
-bool own_kernel() { return own_kernel_v(); }
+bool own_kernel() { return own_kernel_v() != nullptr; }
+std::string own_kernel_isa() {
+    const own::Run k = own_kernel_v();
+    return k == own::avx512::run ? "AVX-512" : k == own::avx2::run ? "AVX2" : "";
+}
 
 std::string version() {
     const dnnl_version_t* v = dnnl_version();

@@ -7,7 +7,7 @@
 //    operands change every call). oneDNN packs the operands inside each call.
 //  - packed/run (through ops::linear): F.linear with the weight matrix packed ONCE into the blocked
 //    layout oneDNN's matmul kernel reads (a oneDNN matmul primitive per column
-//    slice; on CPUs with AVX-512, the own kernel's layout instead: gemm_avx512.h), then reused by
+//    slice; on CPUs with AVX-512 or AVX2 + FMA, the own kernels' layout instead: gemm_own.h), then reused by
 //    every forward pass. The packs live in the Weights
 //    they were made from (Weights::packs): copying Weights starts an empty set,
 //    and a weight changed in place is detected (see gemm.cpp) and repacked.
@@ -83,7 +83,7 @@ struct Block {
 // reads the block and nothing reads out).
 enum class Out { Cached, Streamed, Skipped };
 Block run(const Matrix& m, int part, float* out, const float* in, const float* b, int R, Out mode = Out::Cached);
-// The own kernel's fused epilogues (gemm_avx512.h, Epilogue), for slice `part`:
+// The own kernel's fused epilogues (gemm_own.h, Epilogue), for slice `part`:
 // run_gelu: pre(R,O) = in @ W.T + b and post(R,O) (row r at post + r * ldp) = GELU(pre), from the
 // registers (pre past the caches with `stream`); run_heads: qkv = in @ W.T + b stored straight
 // into q, k, v (heads[0..2], each (H, R, head_cols) of one image), the split done by the stores.
@@ -98,8 +98,10 @@ int end_column(const Matrix& m, int part);
 // W(O,I) back in row-major order, bit for bit what was packed.
 void unpack(const Matrix& m, float* W);
 
-// Whether the packed products run on the own AVX-512 kernel (gemm_avx512.h).
+// Whether the packed products run on an own kernel (gemm_own.h), and on which: "AVX-512", "AVX2"
+// (empty where they run on oneDNN's).
 bool own_kernel();
+std::string own_kernel_isa();
 // "oneDNN 2.6.3, AVX-512 kernels (chosen by oneDNN for this CPU; ...)".
 std::string describe();
 // "oneDNN 2.6.3" and the instruction set its kernels use on this CPU: "AVX-512 BF16", "AVX2", ...

@@ -191,12 +191,12 @@ bool use_openblas() {
 std::string gemm_engine() {
     if (use_openblas()) return blas::describe() + " (VITSCOPE_GEMM=openblas)";
     return gemm::describe() + ", weights packed once" +
-           (gemm::own_kernel() ? "; the packed products on ViTScope's own AVX-512 kernel" : "");
+           (gemm::own_kernel() ? "; the packed products on ViTScope's own " + gemm::own_kernel_isa() + " kernel" : "");
 }
 
 std::string gemm_engine_short() {
     if (use_openblas()) return "OpenBLAS " + blas::info().kernel;
-    return gemm::version() + " " + gemm::isa() + (gemm::own_kernel() ? " + own AVX-512" : "");
+    return gemm::version() + " " + gemm::isa() + (gemm::own_kernel() ? " + own " + gemm::own_kernel_isa() : "");
 }
 
 bool gemm_engine_best() { return !use_openblas() || blas::info().best; }

@@ -5,6 +5,7 @@ architecture is written here from the ViT paper (image -> patches -> embed -> +c
 [LN -> MHA -> + -> LN -> MLP -> +] x L -> LN -> pool -> head -> softmax), the expected shapes come from
 `vitscope-cli trace` read with numpy, and the tour's texts from `vitscope-cli info --explain`."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -237,8 +238,9 @@ def check_status(app):
     # "gemm: oneDNN 2.6.3, AVX-512 BF16 kernels (...)" -> the field says "GEMM: oneDNN 2.6.3 AVX-512 BF16"
     gemm = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("gemm:")), "")
     kernel = (gemm.split(",")[0] + " " + gemm.split(", ", 1)[1].split(" kernels")[0]) if ", " in gemm else "?"
-    if "own AVX-512 kernel" in gemm:  # the packed products on ViTScope's own kernel (core/kernels/gemm_avx512.h)
-        kernel += " + own AVX-512"
+    own = re.search(r"the packed products on ViTScope's own (\S+) kernel", gemm)  # core/kernels/gemm_own.h
+    if own:
+        kernel += " + own " + own.group(1)
     img, lay = app.shot("--model", long_model, "--image", long_image, "--width", "1600", image=False)
     r, st = lay["rects"], lay["strings"]
     W = lay["window"][0]

@@ -1,20 +1,23 @@
-// The packed matrix product's own AVX-512 kernel (core/kernels/gemm_avx512.cpp, built with
-// AVX-512 flags whatever the build's, used only where the CPU has AVX-512: gemm.cpp decides).
+// The packed matrix product's own kernels: one for AVX-512 (gemm_avx512.cpp) and one for AVX2 + FMA
+// (gemm_avx2.cpp), each built with its instruction set's flags whatever the build's, and called
+// only on CPUs that have it: gemm.cpp picks the widest (kernel()). Both read the same packed
+// layout, written and read back by the layout functions below (gemm_own.cpp, no special flags).
 //
 // Why not oneDNN's: with a layer's weights coming from memory (as a pass meets them: ViT-B's
 // 28 MB per block do not stay in any cache), oneDNN's kernel reads each 64-column block of the
-// weights in a burst, on its first row tile, and waits for memory there; this one prefetches
-// the next block a little at a time while it computes the current one, so the weights arrive
-// while it works (docs/kernels.md has the figures). It also writes any column range of the
+// weights in a burst, on its first row tile, and waits for memory there; these prefetch the
+// next block a little at a time while they compute the current one, so the weights arrive
+// while they work (docs/kernels.md has the figures). They also write any column range of the
 // output in place (oneDNN's blocked-weight kernel only a dense block, copied after).
 //
-// Its arithmetic, per output element: acc = bias (or 0), then acc = fma(in[r][k], W[c][k], acc)
+// Their arithmetic, per output element: acc = bias (or 0), then acc = fma(in[r][k], W[c][k], acc)
 // for k = 0, 1, ..., K-1, in fp32, the result acc. The same bits whatever the row count, the row
-// or column range and the thread: a row's values never depend on the other rows or columns.
+// or column range, the thread and the instruction set: a row's values never depend on the other
+// rows or columns, and an AVX2 lane does what an AVX-512 lane does.
 #pragma once
 #include <cstddef>
 
-namespace vit::gemm::avx512 {
+namespace vit::gemm::own {
 
 // Floats a slice of n output columns over K inputs takes packed (n rounded up to 16).
 size_t packed_floats(int K, int n);
@@ -40,13 +43,22 @@ struct Epilogue {
     bool stream = false;
 };
 bool heads_fit(int col0, int n, int head_cols);
-// out(R, n) (row r at out + r * ldo) = in(R, K) (row r at in + r * ldi) @ packed + bias (n, may be
-// null). While the last block computes, prefetches `next_bytes` of `next` (the weights the
-// calling thread multiplies next; may be null) into the L2 cache, a little at a time. With `epi`,
-// what it says (out is not written where epi->heads takes the values).
-void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, const float* packed, int n,
-         const float* bias, const void* next = nullptr, size_t next_bytes = 0, const Epilogue* epi = nullptr);
 // Bytes of a packed slice's first block (what a caller prefetches of the weights it runs next).
 size_t first_block_bytes(int K, int n);
 
-}  // namespace vit::gemm::avx512
+// out(R, n) (row r at out + r * ldo) = in(R, K) (row r at in + r * ldi) @ packed + bias (n, may be
+// null). While the last block computes, prefetches `next_bytes` of `next` (the weights the
+// calling thread multiplies next; may be null) into the L2 cache, a little at a time. With `epi`,
+// what it says (out is not written where epi->heads takes the values). packed is 64-byte aligned.
+using Run = void (*)(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, const float* packed, int n,
+                     const float* bias, const void* next, size_t next_bytes, const Epilogue* epi);
+namespace avx512 {
+void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, const float* packed, int n,
+         const float* bias, const void* next = nullptr, size_t next_bytes = 0, const Epilogue* epi = nullptr);
+}
+namespace avx2 {
+void run(float* out, size_t ldo, const float* in, size_t ldi, int R, int K, const float* packed, int n,
+         const float* bias, const void* next = nullptr, size_t next_bytes = 0, const Epilogue* epi = nullptr);
+}
+
+}  // namespace vit::gemm::own
