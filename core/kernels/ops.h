@@ -58,11 +58,11 @@ void for_range(int n, bool worth, const std::function<void(int)>& body);
 // The matrix-product engine: oneDNN (core/gemm.h), or OpenBLAS when
 // VITSCOPE_GEMM=openblas is set (to compare the two in one binary).
 bool use_openblas();
-// "oneDNN 2.6.3, AVX-512 kernels (...), weights packed once" (then, where the own kernel runs the
-// packed products, "; the packed products on ViTScope's own AVX-512 kernel") or the
-// OpenBLAS line.
+// "oneDNN 2.6.3, AVX-512 kernels (...), weights packed once" (then, where an own kernel runs the
+// packed products, "; the packed products on ViTScope's own AVX-512 kernel", or "own AVX2 kernel")
+// or the OpenBLAS line.
 std::string gemm_engine();
-// The same in a few words, for a status bar: "oneDNN 2.6.3 AVX-512 BF16" (+ " + own AVX-512") or "OpenBLAS SkylakeX".
+// The same in a few words, for a status bar: "oneDNN 2.6.3 AVX-512 BF16" (+ " + own AVX-512" or " + own AVX2") or "OpenBLAS SkylakeX".
 std::string gemm_engine_short();
 // False only when the products run on OpenBLAS with a kernel below the CPU's instruction set.
 bool gemm_engine_best();
