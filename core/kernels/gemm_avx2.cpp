@@ -1,5 +1,5 @@
-// The own packed kernel for AVX2 + FMA (gemm_own.h), for CPUs without AVX-512 (most laptops'
-// before 2023): a tile of 6 rows x 16 columns in 12 of the 16 registers (2 weight vectors and a
+// The own packed kernel for AVX2 + FMA (gemm_own.h), for CPUs without AVX-512 (most laptops:
+// Intel's since Alder Lake, AMD's before Zen 4): a tile of 6 rows x 16 columns in 12 of the 16 registers (2 weight vectors and a
 // broadcast beside them), four such tiles across each 64-column block of the same packed layout
 // as the AVX-512 kernel's. Built with AVX2 and FMA flags whatever the build's (CMakeLists.txt);
 // called only on CPUs that have both.
