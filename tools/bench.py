@@ -65,10 +65,10 @@ import tempfile
 import time
 import warnings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import cpuinfo  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ORT_VERSION = "1.23.0"
 
 MODELS = {  # name: (image, channels, patch, layers, heads, width, mlp, classes)
