@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -79,26 +80,34 @@ static double peak_mb() {
     return kb / 1024.0;
 }
 
-// --gemm-peak: the packed matmul's GFLOP/s on a 2048^3 product, its column slices on every thread
-// (the best of 5 runs after one warm-up), with the own kernel (where it runs) and with oneDNN's:
-// the machine's practical fp32 GEMM peak is the faster of the two.
-static double gemm_peak_gflops(bool onednn) {
-    const int n = 2048;
-    std::mt19937 rng(0);
-    std::normal_distribution<float> nd;
-    std::vector<float> W(size_t(n) * n), in(size_t(n) * n), out(size_t(n) * n);
-    for (auto& v : W) v = nd(rng);
-    for (auto& v : in) v = nd(rng);
-    const auto m = vit::gemm::pack_matrix(W.data(), n, n, vit::ops::threads(), n, onednn);
-    double best = 1e30;
-    for (int r = 0; r < 6; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        vit::ops::linear_packed(out.data(), in.data(), *m, nullptr, n);
-        double d = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (r > 0) best = std::min(best, d);
+// --gemm-peak: the packed matmul's GFLOP/s on a 2048^3 product, its column slices on every thread,
+// with the own kernel (where it runs) and with oneDNN's: the machine's practical fp32 GEMM peak is
+// the faster of the two. The matrices are made and packed once; best_gflops(reps) is the best of
+// `reps` products on each engine.
+struct PeakProbe {
+    static constexpr int n = 2048;
+    std::vector<float> in, out;
+    std::shared_ptr<const vit::gemm::Matrix> own, onednn;
+    PeakProbe() : in(size_t(n) * n), out(size_t(n) * n) {
+        std::mt19937 rng(0);
+        std::normal_distribution<float> nd;
+        std::vector<float> W(size_t(n) * n);
+        for (auto& v : W) v = nd(rng);
+        for (auto& v : in) v = nd(rng);
+        own = vit::gemm::pack_matrix(W.data(), n, n, vit::ops::threads(), n, false);
+        onednn = vit::gemm::pack_matrix(W.data(), n, n, vit::ops::threads(), n, true);
     }
-    return 2.0 * n * n * double(n) / best / 1e9;
-}
+    double gflops(const vit::gemm::Matrix& m, int reps) {
+        double best = 1e30;
+        for (int r = 0; r < reps; ++r) {
+            auto t0 = std::chrono::steady_clock::now();
+            vit::ops::linear_packed(out.data(), in.data(), m, nullptr, n);
+            best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        return 2.0 * n * n * double(n) / best / 1e9;
+    }
+    double best_gflops(int reps) { return std::max(gflops(*own, reps), gflops(*onednn, reps)); }
+};
 
 // --gemm-layers: ViT-B/16's four linear layers (197 rows) through the packed matmul on every
 // thread, each with one matrix (hot in cache) and with twelve in turn (as a pass meets them: a
@@ -140,7 +149,7 @@ int main(int argc, char** argv) {
     vit::blas::init();
     std::string model = "default";
     int runs = 10, warmup = 2, train_batch = 0, image_size = 0;
-    bool prof = false, on_demand = false, kept = false, grads = false;
+    bool prof = false, on_demand = false, kept = false, grads = false, paired = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -155,9 +164,12 @@ int main(int argc, char** argv) {
         else if (a == "--on-demand") on_demand = true;
         else if (a == "--kept") on_demand = kept = true;
         else if (a == "--grads") grads = true;
+        else if (a == "--paired") paired = true;
         else if (a == "--image-size") image_size = std::max(1, std::atoi(next().c_str()));
         else if (a == "--gemm-peak") {
-            const double own = gemm_peak_gflops(false), onednn = gemm_peak_gflops(true);
+            PeakProbe probe;
+            probe.gflops(*probe.own, 1), probe.gflops(*probe.onednn, 1);  // warm-up
+            const double own = probe.gflops(*probe.own, 5), onednn = probe.gflops(*probe.onednn, 5);
             std::printf("gemm_peak_gflops=%.1f threads=%d peak_own_gflops=%.1f peak_onednn_gflops=%.1f\ngemm: %s\n",
                         std::max(own, onednn), vit::ops::threads(), own, onednn, vit::ops::gemm_engine().c_str());
             return 0;
@@ -165,7 +177,7 @@ int main(int argc, char** argv) {
         else if (a == "--ops") return bench_ops(runs * 10);
         else if (a == "--gemm-layers") return gemm_layers();
         else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile] [--ops] "
-                                 "[--on-demand] [--kept] [--grads] [--image-size S] [--gemm-peak] [--gemm-layers]\n"); return 2; }
+                                 "[--on-demand] [--kept] [--grads] [--image-size S] [--gemm-peak] [--gemm-layers] [--paired]\n"); return 2; }
     }
     try {
         auto l0 = std::chrono::steady_clock::now();
@@ -206,6 +218,40 @@ int main(int argc, char** argv) {
         for (auto& v : x) v = nd(rng);
         vit::Trace t;
         vit::Trace od;  // --on-demand: the kept pass, its blocks recomputed when read
+        if (paired) {
+            // --paired: the GEMM-peak fraction measured pair by pair. This machine's speed drifts by
+            // 10-20% over seconds, so a pass timed in one second and the peak in another compare two
+            // machines. Each pair takes, within about half a second, the best of 3 passes with every
+            // stage recorded, the best of 3 with the stages kept (as the window runs a big model), and
+            // the best of 2 products of --gemm-peak on each engine; the order inside a pair alternates.
+            // tools/bench.py divides the pass's FLOP by each pair's time and peak.
+            PeakProbe probe;
+            probe.best_gflops(1);
+            auto best_ms = [&](bool keep) {
+                double best = 1e30;
+                for (int r = 0; r < 3; ++r) {
+                    auto t0 = std::chrono::steady_clock::now();
+                    if (keep) {
+                        vit::RunRequest rq;
+                        rq.on_demand = vit::borrowed(lm.weights);
+                        vit::forward(lm.weights, x, opt, od, rq);
+                    } else {
+                        vit::forward(lm.weights, x, opt, t);
+                    }
+                    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+                }
+                return best;
+            };
+            for (int r = 0; r < warmup; ++r) best_ms(false), best_ms(true);
+            for (int r = 0; r < runs; ++r) {
+                double full, keep, peak;
+                if (r % 2) peak = probe.best_gflops(2), full = best_ms(false), keep = best_ms(true);
+                else full = best_ms(false), keep = best_ms(true), peak = probe.best_gflops(2);
+                std::printf("pair %d full_ms=%.3f kept_ms=%.3f peak_gflops=%.1f\n", r, full, keep, peak);
+            }
+            std::printf("gemm: %s\nthreads: %s\n", vit::ops::gemm_engine().c_str(), vit::ops::threading().c_str());
+            return 0;
+        }
         std::vector<double> ms, cpu;
         double first_ms = -1;
         // --grads: the pass with its backward (d logit[top-1] / d every stage); on demand, the
