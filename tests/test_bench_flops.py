@@ -3,7 +3,8 @@
 against PyTorch's own count of the same pass (torch.profiler with_flops: every conv2d, mm, addmm and
 bmm of torchvision's VisionTransformer, the attention's products included), for each benchmarked
 model; and the pairs of vitscope-bench --paired read back by bench.paired(), each a pass time and a
-peak that the fraction divides.
+peak that the fraction divides, and the cores' FMA peak
+above the GEMM's.
 Usage: test_bench_flops.py --bench PATH_TO_vitscope-bench"""
 import os
 import sys
@@ -45,6 +46,12 @@ if "--bench" in sys.argv:
 
     pairs = bench.paired(A, "default")
     check("--paired gives --runs pairs", len(pairs) == 3, f"{pairs}")
-    check("each pair a pass time and a peak", all(len(p) == 3 and min(p) > 0 for p in pairs), f"{pairs}")
+    check("each pair two pass times, a GEMM peak and an FMA peak", all(len(p) == 4 and min(p) > 0 for p in pairs),
+          f"{pairs}")
+    # the FMA chains are the ceiling of any product (a 2048^3 product above them would mean the chains
+    # or the FLOP count wrong); the median pair, with a few percent of room, since this machine's speed
+    # can change between the two within a pair
+    ratio = sorted(p[2] / p[3] for p in pairs)[len(pairs) // 2]
+    check("the GEMM peak within the FMA peak", ratio <= 1.05, f"median GEMM / FMA {ratio:.3f} in {pairs}")
 
 sys.exit(1 if failures else 0)

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 #include <sys/resource.h>
+#include <immintrin.h>
 
 #include "core/kernels/blas.h"
 #include "core/kernels/gemm.h"
@@ -109,6 +110,40 @@ struct PeakProbe {
     double best_gflops(int reps) { return std::max(gflops(*own, reps), gflops(*onednn, reps)); }
 };
 
+// The cores' FMA peak: on every thread at once, 12 independent chains of vector FMAs on registers
+// alone (no memory), the widest vectors the kernels use (AVX-512 or AVX2, ops::kernels::best()):
+// the ceiling that no product can pass. The best of 3 rounds, GFLOP/s.
+template <class V, class Fma>
+static float fma_chains(long iters, V init, Fma fma) {
+    V acc[12];
+    for (int i = 0; i < 12; ++i) acc[i] = init;
+    const V m = init;
+    for (long it = 0; it < iters; ++it)
+        for (int i = 0; i < 12; ++i) acc[i] = fma(acc[i], m);
+    float sum = 0;
+    for (int i = 0; i < 12; ++i) sum += reinterpret_cast<const float*>(&acc[i])[0];
+    return sum;
+}
+__attribute__((target("avx512f"))) static float fma_chains_avx512(long iters) {
+    return fma_chains(iters, _mm512_set1_ps(0.999999f), [](__m512 a, __m512 m) { return _mm512_fmadd_ps(a, m, m); });
+}
+__attribute__((target("avx2,fma"))) static float fma_chains_avx2(long iters) {
+    return fma_chains(iters, _mm256_set1_ps(0.999999f), [](__m256 a, __m256 m) { return _mm256_fmadd_ps(a, m, m); });
+}
+static double fma_peak_gflops() {
+    const bool wide = std::strcmp(vit::ops::kernels::best().name, "avx512") == 0;
+    const long iters = 1000000;
+    const int n = vit::ops::threads();
+    std::vector<float> sink(static_cast<size_t>(n));
+    double best = 1e30;
+    for (int r = 0; r < 4; ++r) {  // a warm-up round (the threads woken), then the best of 3
+        auto t0 = std::chrono::steady_clock::now();
+        vit::ops::for_range(n, true, [&](int i) { sink[size_t(i)] = wide ? fma_chains_avx512(iters) : fma_chains_avx2(iters); });
+        if (r > 0) best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return double(n) * double(iters) * 12 * (wide ? 16 : 8) * 2 / best / 1e9;
+}
+
 // --gemm-layers: ViT-B/16's four linear layers (197 rows) through the packed matmul on every
 // thread, each with one matrix (hot in cache) and with twelve in turn (as a pass meets them: a
 // layer's weights come from memory): the most a pass's linear layers can reach on this machine.
@@ -166,6 +201,11 @@ int main(int argc, char** argv) {
         else if (a == "--grads") grads = true;
         else if (a == "--paired") paired = true;
         else if (a == "--image-size") image_size = std::max(1, std::atoi(next().c_str()));
+        else if (a == "--fma-peak") {
+            std::printf("fma_peak_gflops=%.1f threads=%d kernels=%s\n", fma_peak_gflops(), vit::ops::threads(),
+                        vit::ops::kernels::best().name);
+            return 0;
+        }
         else if (a == "--gemm-peak") {
             PeakProbe probe;
             probe.gflops(*probe.own, 1), probe.gflops(*probe.onednn, 1);  // warm-up
@@ -177,7 +217,7 @@ int main(int argc, char** argv) {
         else if (a == "--ops") return bench_ops(runs * 10);
         else if (a == "--gemm-layers") return gemm_layers();
         else { std::fprintf(stderr, "usage: vitscope-bench [--model SPEC] [--runs N] [--warmup N] [--train-batch B] [--profile] [--ops] "
-                                 "[--on-demand] [--kept] [--grads] [--image-size S] [--gemm-peak] [--gemm-layers] [--paired]\n"); return 2; }
+                                 "[--on-demand] [--kept] [--grads] [--image-size S] [--gemm-peak] [--gemm-layers] [--paired] [--fma-peak]\n"); return 2; }
     }
     try {
         auto l0 = std::chrono::steady_clock::now();
@@ -223,7 +263,8 @@ int main(int argc, char** argv) {
             // 10-20% over seconds, so a pass timed in one second and the peak in another compare two
             // machines. Each pair takes, within about half a second, the best of 3 passes with every
             // stage recorded, the best of 3 with the stages kept (as the window runs a big model), and
-            // the best of 2 products of --gemm-peak on each engine; the order inside a pair alternates.
+            // the best of 2 products of --gemm-peak on each engine, and the cores' FMA peak (the best of 3
+            // rounds of register-only FMA chains); the order inside a pair alternates.
             // tools/bench.py divides the pass's FLOP by each pair's time and peak.
             PeakProbe probe;
             probe.best_gflops(1);
@@ -244,10 +285,10 @@ int main(int argc, char** argv) {
             };
             for (int r = 0; r < warmup; ++r) best_ms(false), best_ms(true);
             for (int r = 0; r < runs; ++r) {
-                double full, keep, peak;
-                if (r % 2) peak = probe.best_gflops(2), full = best_ms(false), keep = best_ms(true);
-                else full = best_ms(false), keep = best_ms(true), peak = probe.best_gflops(2);
-                std::printf("pair %d full_ms=%.3f kept_ms=%.3f peak_gflops=%.1f\n", r, full, keep, peak);
+                double full, keep, peak, fma;
+                if (r % 2) fma = fma_peak_gflops(), peak = probe.best_gflops(2), full = best_ms(false), keep = best_ms(true);
+                else full = best_ms(false), keep = best_ms(true), peak = probe.best_gflops(2), fma = fma_peak_gflops();
+                std::printf("pair %d full_ms=%.3f kept_ms=%.3f peak_gflops=%.1f fma_gflops=%.1f\n", r, full, keep, peak, fma);
             }
             std::printf("gemm: %s\nthreads: %s\n", vit::ops::gemm_engine().c_str(), vit::ops::threading().c_str());
             return 0;

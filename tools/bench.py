@@ -52,7 +52,10 @@ by pair (vitscope-bench --paired, --runs pairs): each pair takes, within about h
 best of 3 passes of each kind and the best of 2 peak products per engine, and divides the one by the
 other. This machine's speed drifts by 10-20% over seconds, so the line before it (the median pass
 over the best peak of the whole run) is the strictest reading, and the pairs' median the like-for-like
-one; the target (0.90) is read on the pairs' median, and both lines are printed.
+one; the target (0.90) is read on the pairs' median, and both lines are printed. A last line puts
+the 2048^3 product and the pass beside the cores' FMA peak measured in the same pairs (register-only
+FMA chains: a ceiling, not the issue's GEMM peak, which is the 2048^3 product's as ../shared/DESIGN.md
+measures it).
 
 ONNX Runtime is installed on first use with
 `npm install --ignore-scripts onnxruntime-node@1.23.0` into --ort-cache
@@ -251,15 +254,16 @@ def gemm_peak(a):
 
 def paired(a, model):
     """vitscope-bench --paired: --runs pairs, each within about half a second: the best of 3 passes with
-    every stage recorded, of 3 with the stages on demand (--kept) and of 2 peak products per engine.
-    Returns [(full_ms, kept_ms, peak_gflops)]."""
+    every stage recorded, of 3 with the stages on demand (--kept), of 2 peak products per engine, and
+    the cores' FMA peak (register-only FMA chains on every thread). Returns [(full_ms, kept_ms,
+    peak_gflops, fma_gflops)]."""
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), VITSCOPE_THREAD_FALLBACK="0")
     r = subprocess.run([a.bench, "--model", model, "--paired", "--runs", str(a.runs), "--warmup", "2"], env=env,
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"vitscope-bench --paired failed: {r.stderr.strip()[-400:]}")
     pairs = [kv_line(l.split(" ", 2)[2]) for l in r.stdout.splitlines() if l.startswith("pair ")]
-    return [(float(p["full_ms"]), float(p["kept_ms"]), float(p["peak_gflops"])) for p in pairs]
+    return [(float(p["full_ms"]), float(p["kept_ms"]), float(p["peak_gflops"]), float(p["fma_gflops"])) for p in pairs]
 
 
 def quartiles(xs):
@@ -454,6 +458,13 @@ def main():
                       f" max {hi:.3f}; {len(pairs)} pairs; median pass {statistics.median(p[k] for p in pairs):.1f} ms,"
                       f" median peak {statistics.median(p[2] for p in pairs):.1f} GFLOP/s)"
                       f" within={'yes' if med >= 0.90 else 'no'}")
+            # context: how near the 2048^3 product itself comes to the cores' FMA peak (register-only
+            # FMA chains, the ceiling no product passes), in the same pairs
+            fma = statistics.median(p[3] for p in pairs)
+            print(f"# fma_peak_gflops={fma:.1f} (the cores' FMA peak in the median pair: register-only FMA chains on"
+                  f" {a.threads} threads); the 2048^3 product at {statistics.median(p[2] / p[3] for p in pairs):.3f} of it,"
+                  f" the ViT-B pass at {statistics.median(fl / (p[0] * 1e6) / p[3] for p in pairs):.3f}"
+                  f" (every stage recorded) and {statistics.median(fl / (p[1] * 1e6) / p[3] for p in pairs):.3f} (on demand)")
         print(f"# gemm=\"{g['gemm']}\"")
     finally:
         stop_busy()
