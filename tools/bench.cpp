@@ -258,6 +258,17 @@ int main(int argc, char** argv) {
         for (auto& v : x) v = nd(rng);
         vit::Trace t;
         vit::Trace od;  // --on-demand: the kept pass, its blocks recomputed when read
+        // one pass, without gradients: the kept one (what the window runs for a big model, into od) or
+        // with every stage recorded (into t)
+        auto pass = [&](bool keep) {
+            if (keep) {
+                vit::RunRequest rq;
+                rq.on_demand = vit::borrowed(lm.weights);
+                vit::forward(lm.weights, x, opt, od, rq);
+            } else {
+                vit::forward(lm.weights, x, opt, t);
+            }
+        };
         if (paired) {
             // --paired: the GEMM-peak fraction measured pair by pair. This machine's speed drifts by
             // 10-20% over seconds, so a pass timed in one second and the peak in another compare two
@@ -272,13 +283,7 @@ int main(int argc, char** argv) {
                 double best = 1e30;
                 for (int r = 0; r < 3; ++r) {
                     auto t0 = std::chrono::steady_clock::now();
-                    if (keep) {
-                        vit::RunRequest rq;
-                        rq.on_demand = vit::borrowed(lm.weights);
-                        vit::forward(lm.weights, x, opt, od, rq);
-                    } else {
-                        vit::forward(lm.weights, x, opt, t);
-                    }
+                    pass(keep);
                     best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
                 }
                 return best;
@@ -324,15 +329,7 @@ int main(int argc, char** argv) {
             // One more run per profiled pass, each part timed (the timing adds a little overhead).
             vit::profile::Profile p;
             vit::profile::active() = &p;
-            for (int r = 0; r < runs; ++r) {
-                if (kept) {
-                    vit::RunRequest rq;
-                    rq.on_demand = vit::borrowed(lm.weights);
-                    vit::forward(lm.weights, x, opt, od, rq);
-                } else {
-                    vit::forward(lm.weights, x, opt, t);
-                }
-            }
+            for (int r = 0; r < runs; ++r) pass(kept);
             vit::profile::active() = nullptr;
             double total = 0;
             for (auto& [k, v] : p.parts()) total += v.ms;
