@@ -2,9 +2,8 @@
 """tools/bench.py's GEMM-peak fraction: its numerator, the FLOP of a ViT forward pass (vit_flops),
 against PyTorch's own count of the same pass (torch.profiler with_flops: every conv2d, mm, addmm and
 bmm of torchvision's VisionTransformer, the attention's products included), for each benchmarked
-model; and the pairs of vitscope-bench --paired read back by bench.paired(), each a pass time and a
-peak that the fraction divides, and the cores' FMA peak
-above the GEMM's.
+model; and the pairs of vitscope-bench --paired read back by bench.paired(): each two pass times and
+the GEMM peak that the fraction divides them by, and the cores' FMA peak, which the GEMM's stays under.
 Usage: test_bench_flops.py --bench PATH_TO_vitscope-bench"""
 import os
 import sys

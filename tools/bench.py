@@ -461,7 +461,7 @@ def main():
             # context: how near the 2048^3 product itself comes to the cores' FMA peak (register-only
             # FMA chains, the ceiling no product passes), in the same pairs
             fma = statistics.median(p[3] for p in pairs)
-            print(f"# fma_peak_gflops={fma:.1f} (the cores' FMA peak in the median pair: register-only FMA chains on"
+            print(f"# fma_peak_gflops={fma:.1f} (the cores' FMA peak, the pairs' median: register-only FMA chains on"
                   f" {a.threads} threads); the 2048^3 product at {statistics.median(p[2] / p[3] for p in pairs):.3f} of it,"
                   f" the ViT-B pass at {statistics.median(fl / (p[0] * 1e6) / p[3] for p in pairs):.3f}"
                   f" (every stage recorded) and {statistics.median(fl / (p[1] * 1e6) / p[3] for p in pairs):.3f} (on demand)")
