@@ -111,7 +111,7 @@ struct PeakProbe {
 };
 
 // The cores' FMA peak: on every thread at once, 12 independent chains of vector FMAs on registers
-// alone (no memory), the widest vectors the kernels use (AVX-512 or AVX2, ops::kernels::best()):
+// alone (no memory), the widest vectors the kernels use (AVX-512, AVX2 or SSE2, ops::kernels::best()):
 // the ceiling that no product can pass, GFLOP/s: the sum of each thread's best of 7 rounds.
 template <class V, class Fma>
 static float fma_chains(long iters, V init, Fma fma) {
@@ -130,8 +130,13 @@ __attribute__((target("avx512f"))) static float fma_chains_avx512(long iters) {
 __attribute__((target("avx2,fma"))) static float fma_chains_avx2(long iters) {
     return fma_chains(iters, _mm256_set1_ps(0.999999f), [](__m256 a, __m256 m) { return _mm256_fmadd_ps(a, m, m); });
 }
+// SSE2 has no FMA: a multiply and an add per lane (the kernels' sse2 build, a CPU without AVX2).
+static float fma_chains_sse2(long iters) {
+    return fma_chains(iters, _mm_set1_ps(0.999999f), [](__m128 a, __m128 m) { return _mm_add_ps(_mm_mul_ps(a, m), m); });
+}
 static double fma_peak_gflops() {
-    const bool wide = std::strcmp(vit::ops::kernels::best().name, "avx512") == 0;
+    const std::string k = vit::ops::kernels::best().name;
+    const int lanes = k == "avx512" ? 16 : k == "avx2" ? 8 : 4;  // never wider than the CPU has (best())
     const long iters = 500000;  // ~1.5 ms a round at 4 GHz
     const int n = vit::ops::threads();
     // every thread at once, each timing its own rounds and keeping its best: a thread that another
@@ -143,10 +148,10 @@ static double fma_peak_gflops() {
         double best = 1e30;
         for (int r = 0; r < 8; ++r) {
             auto t0 = std::chrono::steady_clock::now();
-            sink[size_t(i)] += wide ? fma_chains_avx512(iters) : fma_chains_avx2(iters);
+            sink[size_t(i)] += lanes == 16 ? fma_chains_avx512(iters) : lanes == 8 ? fma_chains_avx2(iters) : fma_chains_sse2(iters);
             if (r > 0) best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
-        rate[size_t(i)] = double(iters) * 12 * (wide ? 16 : 8) * 2 / best / 1e9;
+        rate[size_t(i)] = double(iters) * 12 * lanes * 2 / best / 1e9;
     });
     double sum = 0;
     for (double r : rate) sum += r;
