@@ -1,10 +1,13 @@
 #include "cli_commands.h"
+#include "cli_scenes.h"
 
 #include <cstdio>
 #include <iostream>
 
 #include "core/kernels/blas.h"
 #include "core/io/checkpoint.h"
+#include "core/io/scenes.h"
+#include "core/teach/scenes_eval.h"
 #include "core/io/hub.h"
 #include "core/io/dataset.h"
 #include "core/model/finite.h"
@@ -45,6 +48,12 @@ struct Commands::State {
     TrainSettings ts;
     int width = 0, depth = 0, heads_cfg = 0, mlp = 0, patch = 0, limit = 0, threads = 0;
     bool no_augment = false;
+    // train --scenes, eval --scenes, scenes (core/io/scenes.h)
+    bool scenes = false;
+    std::string split = "test";
+    int count = 0;
+    uint64_t scene_seed = 1;
+    int distance_n = 1000;
     std::string command_line;
     // convert / info --list
     std::string conv_in, conv_out;
@@ -494,6 +503,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
     auto& s = *s_;
     s.command_line = command_line;
     add_training(app);
+    add_scenes_command(app, selected_);
     add_convert(app);
     add_models(app);
     auto* tr = app.add_subcommand("trace", "run one image and write every recorded stage to an .npz");
@@ -841,6 +851,8 @@ void Commands::add_training(CLI::App& app) {
     tr->add_option("--wd", s.ts.weight_decay, "AdamW weight decay (matrices only)")->default_val(0.05);
     tr->add_option("--warmup", s.ts.warmup_epochs, "linear warm-up, in epochs")->default_val(2);
     tr->add_flag("--no-augment", s.no_augment, "no random flips and shifts");
+    tr->add_flag("--scenes", s.scenes, "train on scenes made of the training items (a fresh scene of each item every "
+                                       "epoch; --config defaults to scenes) instead of the plain items");
     tr->add_option("--limit", s.ts.limit, "train on the first N images only")->default_val(0);
     tr->add_option("--seed", s.ts.seed, "seed for initialisation, shuffling and augmentation")->default_val(0);
     tr->add_option("--threads", s.threads, "threads (default: all cores)");
@@ -857,6 +869,7 @@ void Commands::add_training(CLI::App& app) {
             if (s.threads > 0) ops::set_threads(s.threads);
             s.ts.augment = !s.no_augment;
             check_train_out(s.out);
+            if (s.scenes && s.config == "fmnist") s.config = "scenes";
             Dataset train = load_fashion_mnist(s.data, true), test = load_fashion_mnist(s.data, false);
             Weights w;
             int start_epoch = 0;
@@ -877,19 +890,44 @@ void Commands::add_training(CLI::App& app) {
                 if (s.heads_cfg) c.heads = s.heads_cfg;
                 if (s.mlp) c.mlp = s.mlp;
                 if (s.patch) c.patch = s.patch;
-                if (c.channels != 1 || c.image_size != train.rows) {
+                if (s.scenes) {
+                    if (c.channels != 3 || c.image_size < 48)
+                        throw UsageError("--scenes: scenes are RGB and at least 48 pixels wide; --config " + safe(s.config) +
+                                         " is " + c.describe());
+                    c.name = "scenes-vit";
+                } else if (c.channels != 1 || c.image_size != train.rows) {
                     // Fashion-MNIST is 28x28 gray: keep the preset's shape only if it fits.
                     c.channels = 1; c.pre.mean = {0.2860f}; c.pre.std = {0.3530f};
                 }
                 c.classes = 10;
                 c.class_names = preset("fmnist").class_names;
-                c.name = "fmnist-vit";
+                if (!s.scenes) c.name = "fmnist-vit";
                 c.validate();
                 w = init_weights(c, s.ts.seed);
             }
             const Config c = w.cfg;  // a copy: w is moved into the trainer below
-            note_dataset_size(s.data, train, c);
-            if (test.rows != train.rows || test.cols != train.cols) note_dataset_size(s.data, test, c);
+            if (s.scenes) {
+                if (c.channels != 3) throw UsageError("--scenes: the model is " + c.describe() + "; scenes are RGB");
+                s.ts.render = [&train, c](int item, uint64_t draw, float* dst) {
+                    const Tensor3 x = scene_input(make_scene(train, item, draw, SceneOptions{c.image_size, true}), c.pre.mean, c.pre.std);
+                    std::copy(x.begin(), x.end(), dst);
+                };
+            } else {
+                note_dataset_size(s.data, train, c);
+                if (test.rows != train.rows || test.cols != train.cols) note_dataset_size(s.data, test, c);
+            }
+            // The test figure after each epoch: the test items (scenes: 2,000 test scenes of set 1).
+            const auto test_eval = [&](const Weights& w) {
+                if (!s.scenes) return evaluate(w, test);
+                return evaluate_inputs(
+                    w, std::min(2000, test.n),
+                    [&](int i, float* dst) {
+                        const SceneDraw d = scene_draw(test, 1, i);
+                        const Tensor3 x = scene_input(make_scene(test, d.item, d.seed, SceneOptions{c.image_size, true}), c.pre.mean, c.pre.std);
+                        std::copy(x.begin(), x.end(), dst);
+                    },
+                    [&](int i) { return int(test.labels[size_t(scene_draw(test, 1, i).item)]); });
+            };
             std::printf("training %s\n  %lld parameters, %d train / %d test images, batch %d, %d epochs, %d threads\n",
                         c.describe().c_str(), (long long)param_count(c), s.ts.limit ? std::min(s.ts.limit, train.n) : train.n,
                         test.n, s.ts.batch, s.ts.epochs, ops::threads());
@@ -897,7 +935,8 @@ void Commands::add_training(CLI::App& app) {
             if (!s.resume.empty() && have_adam) tr.resume(std::move(adam), start_epoch);
             else if (!s.resume.empty()) tr.set_epoch(start_epoch);
             auto meta = [&](const EvalResult* r) {
-                std::map<std::string, std::string> m{{"command", s.command_line}, {"dataset", "fashion-mnist"}};
+                std::map<std::string, std::string> m{{"command", s.command_line},
+                                                     {"dataset", s.scenes ? "scenes of fashion-mnist" : "fashion-mnist"}};
                 if (r) m["test_accuracy"] = std::to_string(r->accuracy);
                 return m;
             };
@@ -915,13 +954,13 @@ void Commands::add_training(CLI::App& app) {
                     return 130;
                 }
                 if (::isatty(2)) std::fprintf(stderr, "\n");
-                EvalResult r = evaluate(tr.weights(), test);
+                EvalResult r = test_eval(tr.weights());
                 save_training_checkpoint(s.out, tr.weights(), tr.adam(), tr.epoch(), meta(&r));
-                std::printf("epoch %d/%d: test accuracy %.2f%%, saved %s\n", tr.epoch(), s.ts.epochs, 100 * r.accuracy,
-                            s.out.c_str());
+                std::printf("epoch %d/%d: test accuracy %.2f%% (%d %s), saved %s\n", tr.epoch(), s.ts.epochs, 100 * r.accuracy,
+                            r.n, s.scenes ? "test scenes" : "test images", s.out.c_str());
                 std::fflush(stdout);
             }
-            EvalResult r = evaluate(tr.weights(), test);
+            EvalResult r = test_eval(tr.weights());
             print_eval(r, c);
             return 0;
         };
@@ -931,12 +970,19 @@ void Commands::add_training(CLI::App& app) {
     model_flags(ev, s);
     ev->add_option("--data", s.data, "directory with the IDX files")->default_val(default_fashion_mnist_dir());
     ev->add_option("--limit", s.limit, "evaluate the first N test images only")->default_val(0);
+    ev->add_flag("--scenes", s.scenes, "on test scenes instead (the scenes model): accuracy, the pointing game of the last "
+                                       "block's cls attention and of the rollout, the position embeddings' 2D structure, "
+                                       "the mean attention distance per block");
+    ev->add_option("--count", s.count, "--scenes: how many test scenes (default 10000)")->check(CLI::Range(1, 1000000));
+    ev->add_option("--scene-seed", s.scene_seed, "--scenes: the set of scenes (vitscope-cli scenes --seed)")->default_val(1);
+    ev->add_option("--distance-scenes", s.distance_n, "--scenes: scenes the attention distance averages over")->default_val(1000);
     ev->callback([this] {
         selected_ = [this] {
             auto& s = *s_;
             LoadedModel lm = load(s);
             Dataset test = load_fashion_mnist(s.data, false);
             const Config& c = lm.weights.cfg;
+            if (s.scenes) return eval_scenes(lm, test);
             if (c.classes != 10) throw std::runtime_error("model has " + std::to_string(c.classes) + " classes; Fashion-MNIST has 10");
             note_dataset_size(s.data, test, c);
             EvalResult r = evaluate(lm.weights, test, s.limit);
@@ -961,7 +1007,7 @@ void check_input_files(const Commands::State& s) {
             throw FileError(std::string(flag) + " " + e.what());
         }
     };
-    if (!s.model.empty() && s.model != "default" && !is_preset(s.model) && !hub::is_spec(s.model) &&
+    if (!s.model.empty() && !is_embedded_model(s.model) && !is_preset(s.model) && !hub::is_spec(s.model) &&
         ::access(s.model.c_str(), F_OK) == 0)
         check("--model", s.model);
     check("--labels", s.labels);
@@ -971,6 +1017,39 @@ void check_input_files(const Commands::State& s) {
     check("--resume", s.resume);
 }
 }  // namespace
+
+int Commands::eval_scenes(const LoadedModel& lm, const Dataset& test) {
+    const auto& s = *s_;
+    const Config& c = lm.weights.cfg;
+    const int n = s.count > 0 ? s.count : 10000;
+    const bool tty = ::isatty(2);
+    int last = -1;
+    const ScenesEval r = evaluate_scenes(lm.weights, test, s.scene_seed, n, s.distance_n, [&](int done, int total) {
+        const int pct = int(100.0 * done / total);
+        if (pct / 10 != last / 10 || (tty && pct != last)) {
+            std::fprintf(stderr, "%sscenes %d/%d (%d%%)%s", tty ? "\r" : "", done, total, pct, tty ? "" : "\n");
+            last = pct;
+        }
+        return !g_interrupted.load();
+    });
+    if (tty) std::fprintf(stderr, "\n");
+    std::printf("model: %s [%s]\n", c.describe().c_str(), safe(lm.source).c_str());
+    std::printf("test scenes: %d (set %llu of the Fashion-MNIST test split, vitscope-cli scenes --split test --seed %llu)\n", r.n,
+                (unsigned long long)s.scene_seed, (unsigned long long)s.scene_seed);
+    EvalResult e;
+    e.accuracy = r.accuracy;
+    e.n = r.n;
+    e.confusion = r.confusion;
+    print_eval(e, c);
+    std::printf("pointing game (the map's peak patch has its centre in the object's box), chance %.3f:\n", r.chance);
+    std::printf("  last block's cls attention, mean over heads: %.3f\n", r.pointing_cls);
+    std::printf("  attention rollout through every block:        %.3f\n", r.pointing_rollout);
+    std::printf("position embeddings: mean Spearman rho (cosine similarity vs grid distance): %.3f\n", r.pos_rho);
+    std::printf("mean attention distance per block (pixels, mean over heads, %d scenes):", r.distance_scenes);
+    for (double d : r.distance) std::printf(" %.1f", d);
+    std::printf("\n");
+    return 0;
+}
 
 int Commands::run() {
     try {

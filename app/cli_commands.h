@@ -2,6 +2,10 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
+namespace vit {
+struct LoadedModel;
+struct Dataset;
+}
 namespace vit::cli {
 // Registers the subcommands on `app`; run() executes the one parsed.
 class Commands {
@@ -13,6 +17,7 @@ private:
     void add_training(CLI::App& app);
     void add_convert(CLI::App& app);
     void add_models(CLI::App& app);
+    int eval_scenes(const LoadedModel& lm, const Dataset& test);
     std::function<int()> selected_;
     std::shared_ptr<State> s_;
 };

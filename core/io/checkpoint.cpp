@@ -405,7 +405,18 @@ TensorIndex index_checkpoint(const std::string& path) {
     return checkpoint_format(path) == Format::SafeTensors ? index_safetensors(path) : index_pth(path);
 }
 
+bool is_embedded_model(const std::string& spec) { return spec.empty() || spec == "default" || spec == "scenes"; }
+
 LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_t seed) {
+    if (spec == "scenes") {
+        const std::string bytes = embedded_scenes_bytes();
+        if (bytes.empty()) throw FileError("model 'scenes': this build has no embedded scenes model (assets/scenes_vit.safetensors "
+                                           "was missing when it was built)");
+        SafeTensors st = parse_safetensors(bytes, "embedded scenes model");
+        LoadedModel lm = weights_from_tensors(std::move(st.tensors), st.metadata, "embedded scenes model", ov);
+        lm.source = "embedded scenes";
+        return lm;
+    }
     if (spec == "default" || spec.empty()) {
         std::string bytes = embedded_model_bytes();
         if (bytes.empty()) {

@@ -150,6 +150,11 @@ void apply_labels(Config& c, const std::string& text, const std::string& path);
 
 // The embedded default model's bytes (empty if the build had none).
 std::string embedded_model_bytes();
+// The embedded scenes model (assets/scenes_vit.safetensors), "" in a build without it.
+std::string embedded_scenes_bytes();
+// "default" (the embedded Fashion-MNIST model, also "") and "scenes" (the embedded scenes model): the
+// specs load_model answers from the binary itself.
+bool is_embedded_model(const std::string& spec);
 // assets/classes/imagenet1k.txt as built into the binary (empty if the build had none).
 std::string imagenet1k_names_text();
 

@@ -1,5 +1,5 @@
-// The embedded default model: assets/fmnist_vit.safetensors is assembled into
-// the binary with .incbin, so `--model default` works from any directory. The
+// The embedded models: assets/fmnist_vit.safetensors (`default`) and assets/scenes_vit.safetensors
+// (`scenes`) are assembled into the binary with .incbin, so both work from any directory. The
 // ImageNet-1k class list (assets/classes/imagenet1k.txt) is built in the same way,
 // so every 1000-class head is named without looking for a data directory.
 #include <string>
@@ -15,6 +15,19 @@ __asm__(".section .rodata\n"
         ".previous\n");
 extern "C" const char vitscope_embedded_begin[];
 extern "C" const char vitscope_embedded_end[];
+#endif
+
+#ifdef VITSCOPE_SCENES_PATH
+__asm__(".section .rodata\n"
+        ".balign 16\n"
+        ".global vitscope_scenes_begin\n"
+        "vitscope_scenes_begin:\n"
+        ".incbin \"" VITSCOPE_SCENES_PATH "\"\n"
+        ".global vitscope_scenes_end\n"
+        "vitscope_scenes_end:\n"
+        ".previous\n");
+extern "C" const char vitscope_scenes_begin[];
+extern "C" const char vitscope_scenes_end[];
 #endif
 
 #ifdef VITSCOPE_IMAGENET_PATH
@@ -33,6 +46,14 @@ namespace vit {
 std::string imagenet1k_names_text() {
 #ifdef VITSCOPE_IMAGENET_PATH
     return std::string(vitscope_imagenet_begin, vitscope_imagenet_end);
+#else
+    return {};
+#endif
+}
+
+std::string embedded_scenes_bytes() {
+#ifdef VITSCOPE_SCENES_PATH
+    return std::string(vitscope_scenes_begin, vitscope_scenes_end);
 #else
     return {};
 #endif

@@ -372,6 +372,12 @@ Config preset(const std::string& n) {
         imagenet(c, 256, Interp::Bicubic);
         return c;
     }
+    if (n == "scenes") {
+        // The scenes model (core/io/scenes.h): 64x64 RGB scenes, 8x8 patches -> an 8x8 grid.
+        Config c = make(n, 64, 3, 8, 64, 6, 4, 128, 10);
+        c.class_names = preset("fmnist").class_names;
+        return c;
+    }
     if (n == "fmnist") {
         // The embedded default: 28x28 grayscale, 4x4 patches -> a 7x7 grid.
         Config c = make(n, 28, 1, 4, 64, 6, 4, 128, 10);

@@ -59,6 +59,10 @@ void Trainer::fill_batch(const std::vector<int>& idx, size_t from, int B, Tensor
     for (int b = 0; b < B; ++b) {
         int i = idx[from + b];
         y[b] = d_.labels[i];
+        if (s_.render) {
+            s_.render(i, rng_(), x.data() + per * b);
+            continue;
+        }
         const uint8_t* src = d_.images.data() + size_t(i) * rows * cols;
         int dx = 0, dy = 0;
         bool flip = false;

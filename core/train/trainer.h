@@ -21,6 +21,10 @@ struct TrainSettings {
     int shift = 2;
     int limit = 0;        // use only the first `limit` training images (0: all)
     uint64_t seed = 0;
+    // Renders training image `item` into the model's input (C, S, S) from one draw of the trainer's random
+    // stream, in place of the dataset's image with flips and shifts (the scenes model: a fresh scene of the
+    // item every epoch). Called on the training thread, one image at a time.
+    std::function<void(int item, uint64_t draw, float* dst)> render;
 };
 
 struct StepInfo {
