@@ -14,6 +14,7 @@ private:
     void add_convert(CLI::App& app);
     void add_models(CLI::App& app);
     std::function<int()> selected_;
+    CLI::App* app_ = nullptr;  // which subcommand was parsed (run() checks its output flags)
     std::shared_ptr<State> s_;
 };
 }  // namespace vit::cli
