@@ -333,12 +333,23 @@ Options options_from(const Commands::State& s) {
     return opt;
 }
 
-// An --input .npy of another size than the model's native one runs at its own size.
-void input_size_into(Options& opt, const Tensor3& x, const Config& c) {
-    if (opt.image_h || opt.image_w) return;
-    if (int(x.shape(1)) != c.image_size || int(x.shape(2)) != c.image_size) {
+// An --input .npy of another size than the model's native one runs at its own size. A size the
+// model cannot run at (a 4096 x 4096 input on a 28-pixel model: a pass of 35 TB) is refused naming
+// the file, or --image-size when that set it.
+void input_size_into(Options& opt, const Tensor3& x, const Config& c, const Commands::State& s) {
+    const bool from_flag = opt.image_h || opt.image_w;
+    if (!from_flag && (int(x.shape(1)) != c.image_size || int(x.shape(2)) != c.image_size)) {
         opt.image_h = int(x.shape(1));
         opt.image_w = int(x.shape(2));
+    }
+    try {
+        run_dims(c, opt);
+    } catch (const std::exception& e) {
+        if (from_flag) throw UsageError("--image-size " + safe(s.image_size) + ": " + e.what());
+        if (!s.input.empty())
+            throw FileError("--input " + s.input + ": its " + std::to_string(x.shape(1)) + "x" + std::to_string(x.shape(2)) +
+                            " input cannot run on this model (" + c.name + "): " + e.what());
+        throw;
     }
 }
 
@@ -425,7 +436,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             bool zero_input = false;
             const Tensor3 x = model_input(s, c, &zero_input);
             Options opt = options_from(s);
-            input_size_into(opt, x, c);
+            input_size_into(opt, x, c, s);
             interventions_from_flags(s.iv, w, opt);
             const Trace t = run_named(lm, x, opt);
             report_nonfinite(t, lm.source);
@@ -545,7 +556,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : app_(&app),
             const Config& c = lm.weights.cfg;
             const Tensor3 x = model_input(s, c, nullptr);
             Options opt = options_from(s);
-            input_size_into(opt, x, c);
+            input_size_into(opt, x, c, s);
             interventions_from_flags(s.iv, lm.weights, opt);
             if (s.grads && !opt.iv.empty())
                 throw UsageError("--grads: the backward pass does not run with interventions (" + opt.iv.describe() + ")");

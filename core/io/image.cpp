@@ -123,21 +123,21 @@ public:
                 for (int x = 0; x < w_; ++x, p += n) d[x] = float(at(p)) / scale_;
             }
         } else {
-            // Integer sums: exact (as the double sums they replace were), and a quarter of the time.
-            uint64_t* acc = acc_.data();
-            for (int c = 0; c < keep_; ++c, acc += ow_) {
-                const T* p = px + c;
-                for (int ox = 0, x = 0; ox < ow_; ++ox) {
-                    uint32_t s = 0;  // this row's part of block ox: k <= 16384 samples of 16 bits fit
-                    uint64_t s64 = 0;
-                    const int x1 = std::min(w_, x + k_);
-                    if (x1 - x <= 65536) {
-                        for (; x < x1; ++x, p += n) s += at(p);
-                        s64 = s;
-                    } else {
-                        for (; x < x1; ++x, p += n) s64 += at(p);
-                    }
-                    acc[ox] += s64;
+            // Integer sums (exact, as the double sums they replace were), the row read once in
+            // memory order: each pixel's kept channels go to its block's sums.
+            const int keep = keep_;
+            for (int ox = 0, x = 0; ox < ow_; ++ox) {
+                const int x1 = std::min(w_, x + k_);
+                const T* p = px + size_t(x) * n;
+                uint32_t s0 = 0, s1 = 0, s2 = 0;  // k <= 16384 samples of 16 bits: under 2^32
+                if (keep == 3) {
+                    for (; x < x1; ++x, p += n) s0 += at(p), s1 += at(p + 1), s2 += at(p + 2);
+                    acc_[size_t(ox)] += s0;
+                    acc_[size_t(ow_) + size_t(ox)] += s1;
+                    acc_[2 * size_t(ow_) + size_t(ox)] += s2;
+                } else {
+                    for (; x < x1; ++x, p += n) s0 += at(p);
+                    acc_[size_t(ox)] += s0;
                 }
             }
             ++rows_in_block_;
