@@ -214,3 +214,82 @@ TEST(Issue37, OutputsNeverClobber) {
     EXPECT_FALSE(vit::same_file(d + "/victim", d + "/target"));
     EXPECT_FALSE(vit::same_file(d + "/nothing", d + "/nothing"));
 }
+
+// ------------------------------------------------------------------ fault 11: large 16-bit PNGs
+// The big-PNG path (rows decoded in strips, shrunk on a second thread, 16-bit samples read
+// big-endian without libpng's swap, no Adler-32) against the pixels the file was written from.
+#include <zlib.h>
+
+#include "core/io/image.h"
+
+namespace {
+void be32(std::string& o, uint32_t v) {
+    for (int i = 3; i >= 0; --i) o += char((v >> (8 * i)) & 255);
+}
+void png_chunk(std::string& o, const char* type, const std::string& d) {
+    be32(o, uint32_t(d.size()));
+    std::string td = std::string(type, 4) + d;
+    o += td;
+    be32(o, uint32_t(crc32(0, reinterpret_cast<const Bytef*>(td.data()), uInt(td.size()))));
+}
+// A 16-bit RGB PNG (filter 0 rows) of value(x, y, c).
+template <class F>
+std::string png16(int w, int h, F value) {
+    std::string raw;
+    raw.reserve(size_t(h) * (1 + size_t(w) * 6));
+    for (int y = 0; y < h; ++y) {
+        raw += char(0);
+        for (int x = 0; x < w; ++x)
+            for (int c = 0; c < 3; ++c) {
+                const uint16_t v = value(x, y, c);
+                raw += char(v >> 8);
+                raw += char(v & 255);
+            }
+    }
+    uLongf n = compressBound(uLong(raw.size()));
+    std::string z(n, '\0');
+    EXPECT_EQ(compress2(reinterpret_cast<Bytef*>(&z[0]), &n, reinterpret_cast<const Bytef*>(raw.data()), uLong(raw.size()), 1), Z_OK);
+    z.resize(n);
+    std::string ihdr;
+    be32(ihdr, uint32_t(w));
+    be32(ihdr, uint32_t(h));
+    ihdr += std::string("\x10\x02\x00\x00\x00", 5);
+    std::string o = "\x89PNG\r\n\x1a\n";
+    png_chunk(o, "IHDR", ihdr);
+    png_chunk(o, "IDAT", z);
+    png_chunk(o, "IEND", "");
+    return o;
+}
+uint16_t v16(int x, int y, int c) { return uint16_t((x * 2654435761u + y * 40503u + c * 9973u) >> 7); }
+}  // namespace
+
+TEST(Issue37, LargeSixteenBitPngDecodedInStripsExactly) {
+    const int W = 2560, H = 1700;  // over 4 M pixels: the strip path
+    const std::string bytes = png16(W, H, v16);
+    const vit::Image im = vit::decode_image(bytes, "big16.png");
+    ASSERT_EQ(im.width, W);
+    ASSERT_EQ(im.height, H);
+    ASSERT_EQ(im.channels, 3);
+    EXPECT_TRUE(im.sixteen_bit);
+    size_t bad = 0;
+    for (int c = 0; c < 3; ++c)
+        for (int y = 0; y < H; y += 7)
+            for (int x = 0; x < W; ++x) bad += im.pixels(c, y, x) != float(v16(x, y, c)) / 65535.f;
+    EXPECT_EQ(bad, 0u);
+    // Shrunk 2 x 2 (over a 1.1 M pixel budget): each pixel the exact mean of its block.
+    const vit::Image s = vit::decode_image(bytes, "big16.png", 1100000);
+    ASSERT_EQ(s.width, W / 2);
+    ASSERT_EQ(s.height, H / 2);
+    bad = 0;
+    for (int c = 0; c < 3; ++c)
+        for (int y = 0; y < H / 2; y += 5)
+            for (int x = 0; x < W / 2; ++x) {
+                const double sum = double(v16(2 * x, 2 * y, c)) + v16(2 * x + 1, 2 * y, c) + v16(2 * x, 2 * y + 1, c) +
+                                   v16(2 * x + 1, 2 * y + 1, c);
+                bad += s.pixels(c, y, x) != float(sum / (4.0 * 65535.f));
+            }
+    EXPECT_EQ(bad, 0u);
+    // A truncated file is still named, with the strips' worker stopped.
+    const std::string cut = bytes.substr(0, bytes.size() / 2);
+    EXPECT_NE(error_of([&] { vit::decode_image(cut, "big16.png"); }).find("big16.png: corrupt or truncated PNG"), std::string::npos);
+}

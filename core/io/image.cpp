@@ -36,6 +36,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -282,6 +285,81 @@ private:
     bool created_ = false;
 };
 
+// Rows handed to the shrinker in strips on a thread of its own while the decoder reads the next strip
+// (double buffered): a 16384 x 16384 PNG's block sums no longer wait for its inflating, and the
+// shrinker sees the rows in order, so the result is bit for bit the same.
+class RowPipe {
+public:
+    RowPipe(Shrinker& s, size_t rowbytes, bool sixteen, int strip)
+        : s_(s), rowbytes_(rowbytes), sixteen_(sixteen), strip_(strip) {
+        for (auto& b : buf_) b.resize(rowbytes * size_t(strip));
+        worker_ = std::thread([this] { work(); });
+    }
+    ~RowPipe() {
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            quit_ = true;
+        }
+        cv_.notify_all();
+        worker_.join();
+    }
+    RowPipe(const RowPipe&) = delete;
+    RowPipe& operator=(const RowPipe&) = delete;
+    // Where the decoder writes its next row.
+    unsigned char* next_row() { return buf_[fill_].data() + size_t(rows_) * rowbytes_; }
+    // That row is written: a full strip goes to the worker (once it is done with the other buffer).
+    void row_done() {
+        if (++rows_ == strip_) submit();
+    }
+    // The last strip handed over, and every row shrunk.
+    void finish() {
+        if (rows_) submit();
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return !busy_; });
+    }
+
+private:
+    void submit() {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return !busy_; });
+        work_buf_ = fill_;
+        work_rows_ = rows_;
+        busy_ = true;
+        l.unlock();
+        cv_.notify_all();
+        fill_ ^= 1;
+        rows_ = 0;
+    }
+    void work() {
+        std::unique_lock<std::mutex> l(mu_);
+        for (;;) {
+            cv_.wait(l, [&] { return busy_ || quit_; });
+            if (!busy_) return;
+            const unsigned char* b = buf_[work_buf_].data();
+            const int n = work_rows_;
+            l.unlock();
+            for (int r = 0; r < n; ++r) {
+                const unsigned char* row = b + size_t(r) * rowbytes_;
+                if (sixteen_) s_.row<uint16_t, true>(reinterpret_cast<const uint16_t*>(row));
+                else s_.row(row);
+            }
+            l.lock();
+            busy_ = false;
+            cv_.notify_all();
+        }
+    }
+    Shrinker& s_;
+    const size_t rowbytes_;
+    const bool sixteen_;
+    const int strip_;
+    std::vector<unsigned char> buf_[2];
+    int fill_ = 0, rows_ = 0, work_buf_ = 0, work_rows_ = 0;
+    bool busy_ = false, quit_ = false;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::thread worker_;
+};
+
 // ------------------------------------------------------------------ PNG
 
 struct PngSrc { const unsigned char* p; size_t n, at; char msg[256]; };
@@ -350,6 +428,16 @@ public:
     }
     int channels() const { return png_get_channels(png_, info_); }
     size_t rowbytes() const { return png_get_rowbytes(png_, info_); }
+    // Row by row into the pipe's strips (non-interlaced, large images).
+    bool rows(RowPipe* pipe) {
+        if (setjmp(png_jmpbuf(png_))) return false;
+        for (int y = 0, h = height(); y < h; ++y) {
+            png_read_row(png_, pipe->next_row(), nullptr);
+            pipe->row_done();
+        }
+        png_read_end(png_, nullptr);
+        return true;
+    }
     // Row by row into the shrinker (non-interlaced).
     bool rows(unsigned char* row, Shrinker* s, bool sixteen) {
         if (setjmp(png_jmpbuf(png_))) return false;
@@ -439,7 +527,15 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
             img.file_channels = n;
             img.sixteen_bit = sixteen;
             Shrinker s(w, h, n, keep_of(n), k, sixteen ? 65535.f : 255.f);
-            if (!p.interlaced()) {
+            if (!p.interlaced() && int64_t(w) * h >= (int64_t(4) << 20)) {  // large: decoded and shrunk side by side
+                bool ok;
+                {
+                    RowPipe pipe(s, p.rowbytes(), sixteen, int(std::max<size_t>(1, (size_t(1) << 20) / p.rowbytes())));
+                    ok = p.rows(&pipe);
+                    pipe.finish();
+                }
+                if (!ok) throw FileError(what + ": corrupt or truncated PNG (" + p.msg() + ")");
+            } else if (!p.interlaced()) {
                 std::vector<unsigned char> row(p.rowbytes());
                 if (!p.rows(row.data(), &s, sixteen)) throw FileError(what + ": corrupt or truncated PNG (" + p.msg() + ")");
             } else {
