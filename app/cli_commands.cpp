@@ -736,14 +736,14 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : app_(&app),
             std::printf("parameters: %lld\n", (long long)param_count(c));
             std::printf("gemm: %s\n", vit::ops::gemm_engine().c_str());
             std::printf("blas: %s\n", vit::blas::describe().c_str());
-            std::printf("heads: %d (from %s)\n", c.heads, lm.heads_from.empty() ? "?" : lm.heads_from.c_str());
+            std::printf("heads: %d (from %s)\n", c.heads, lm.heads_from.empty() ? "?" : safe(lm.heads_from).c_str());
             if (c.class_names.empty()) std::printf("class names: none (classes are numbered; --labels FILE names them)\n");
             else std::printf("class names: %s, ... (from %s)\n", safe(c.class_names[0]).c_str(), safe(lm.labels_from).c_str());
             for (const char* k : {"hf.weights", "hf.config", "hf.preprocessor"})
                 if (auto it = lm.metadata.find(k); it != lm.metadata.end())
-                    std::printf("%s: %s\n", k + 3, it->second.c_str());
+                    std::printf("%s: %s\n", k + 3, safe(it->second).c_str());
             if (auto it = lm.metadata.find("vitscope.preprocess_note"); it != lm.metadata.end())
-                std::printf("note: not followed: %s\n", it->second.c_str());
+                std::printf("note: not followed: %s\n", safe(it->second).c_str());
             const int rs = c.pre.resize > 0 ? c.pre.resize : c.image_size;
             std::printf("preprocess: %s, mean", c.pre.squash ? ("straight resize to " + std::to_string(rs) + "x" + std::to_string(rs) + " (aspect not kept)" +
                                                                 (rs != c.image_size ? " + center crop" : "")).c_str()
@@ -760,7 +760,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : app_(&app),
                 const Trace t = run_named(lm, zero, options_from(s));
                 auto nf = first_nonfinite_stage(t);
                 std::printf("non-finite in a pass on an all-zero input: %s\n",
-                            nf ? nf->describe(t.size()).c_str() : "none (the non-finite weights do not reach any stage)");
+                            nf ? safe(nf->describe(t.size())).c_str() : "none (the non-finite weights do not reach any stage)");
             }
             if (!io.iv.empty()) std::printf("interventions: %s\n", safe(io.iv.describe()).c_str());
             std::printf("stages:\n");
@@ -856,9 +856,9 @@ void Commands::add_convert(CLI::App& app) {
             for (auto& [k, t] : st.tensors) { items.push_back(array_ref(k, t)); bytes += 4 * t.size(); }
             if (items.empty()) throw FileError(s.conv_in + ": no floating-point tensors to convert");
             write_safetensors(s.conv_out, items, meta);
-            for (auto& d : dropped) std::fprintf(stderr, "note: %s not converted (only floating-point tensors are)\n", d.c_str());
-            std::printf("wrote %zu tensors (%.1f MB, F32; source %s) to %s\n", items.size(), bytes / 1e6, src_dt.c_str(),
-                        s.conv_out.c_str());
+            for (auto& d : dropped) std::fprintf(stderr, "note: %s not converted (only floating-point tensors are)\n", safe(d).c_str());
+            std::printf("wrote %zu tensors (%.1f MB, F32; source %s) to %s\n", items.size(), bytes / 1e6, safe(src_dt).c_str(),
+                        safe(s.conv_out).c_str());
             return 0;
         };
     });
@@ -980,7 +980,7 @@ void Commands::add_training(CLI::App& app) {
             if (c.classes != 10) throw std::runtime_error("model has " + std::to_string(c.classes) + " classes; Fashion-MNIST has 10");
             note_dataset_size(s.data, test, c);
             EvalResult r = evaluate(lm.weights, test, s.limit);
-            std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
+            std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
             print_eval(r, c);
             return 0;
         };

@@ -285,6 +285,10 @@ bool malformed_reply(CURLcode c) {
 }
 
 [[noreturn]] void no_network(const Ctx& cx, const std::string& file, const Reply& r) {
+    if (r.code == CURLE_OPERATION_TIMEDOUT)  // it answered, too slowly: not a missing network
+        throw FileError(cx.spec + ": " + file + ": the server at " + cx.endpoint + " did not answer in time (" +
+                        terminal_safe(r.curl_error) + "), and " + cx.ref.repo_id + " is not in the Hugging Face cache " +
+                        cx.cache + ". Try again later, or check HF_ENDPOINT.");
     throw FileError(cx.spec + ": cannot connect to " + cx.endpoint + " to download " + file + " (" + r.curl_error +
                     "), and " + cx.ref.repo_id + " is not in the Hugging Face cache " + cx.cache +
                     ". Check the network connection (and HF_ENDPOINT, HTTPS_PROXY), or run where the model is cached.");
