@@ -285,7 +285,9 @@ bool malformed_reply(CURLcode c) {
 }
 
 [[noreturn]] void no_network(const Ctx& cx, const std::string& file, const Reply& r) {
-    if (r.code == CURLE_OPERATION_TIMEDOUT)  // it answered, too slowly: not a missing network
+    // Connected, then too slow to answer: not a missing network (a connect or resolve timeout is).
+    if (r.code == CURLE_OPERATION_TIMEDOUT && r.curl_error.find("Connection timed out") == std::string::npos &&
+        r.curl_error.find("Resolving timed out") == std::string::npos && r.curl_error.find("connect") == std::string::npos)
         throw FileError(cx.spec + ": " + file + ": the server at " + cx.endpoint + " did not answer in time (" +
                         terminal_safe(r.curl_error) + "), and " + cx.ref.repo_id + " is not in the Hugging Face cache " +
                         cx.cache + ". Try again later, or check HF_ENDPOINT.");
