@@ -42,6 +42,7 @@ def main():
     ap.add_argument("--cli", required=True)
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--assets", required=True)
+    ap.add_argument("--app", help="the window (vitscope), run under xvfb-run for the window's model notes")
     a = ap.parse_args()
     shutil.rmtree(a.workdir, ignore_errors=True)
     os.makedirs(a.workdir)
@@ -152,6 +153,16 @@ def main():
                 o = json.loads(str(z["__options__"]))
             expect("do_normalize is false" in o.get("preprocess_not_followed", ""),
                    "6. %s: __options__ records preprocess_not_followed" % cmd, str(o))
+
+    if a.app:
+        # ...and in the window: the toolbar's model notes (its probe, --layout) say it.
+        lay = w("pre-window.json")
+        r = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", a.app, "--no-settings", "--model", model,
+                            "--heads", "4", "--image", img, "--screenshot", w("pre-window.png"), "--layout", lay],
+                           capture_output=True, text=True, timeout=300, env=dict(env, LIBGL_ALWAYS_SOFTWARE="1"))
+        notes = json.load(open(lay)).get("strings", {}).get("toolbar.model_notes", "") if os.path.exists(lay) else ""
+        expect(r.returncode == 0 and "preprocessing not followed" in notes and "do_normalize is false" in notes,
+               "6. the window's model notes say what of preprocessor_config.json is not followed", r.stderr + notes)
 
     print("\n%d failure(s)" % len(FAIL))
     for f in FAIL:
