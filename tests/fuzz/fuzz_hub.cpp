@@ -39,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const vit::FileError& e) {
         if (!*e.what()) std::abort();
     }
-    for (const auto& [k, v] : headers) {
+    for (const auto& kv : headers) {
+        const std::string& v = kv.second;  // (clang 14 cannot capture a structured binding)
         fuzz::expect_named([&] {
             const uint64_t n = vit::hub::parse_size(v, fuzz::kWhat);
             if (n > vit::hub::kMaxDownloadBytes || v.find_first_not_of("0123456789") != std::string::npos) std::abort();
