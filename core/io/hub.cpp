@@ -268,14 +268,14 @@ std::string login_advice(const Ctx& cx) {
     throw FileError(head + " from " + printable(r.url) + server_says(r));
 }
 
-// A reply that is not HTTP as libcurl reads it ("Nul byte in header", a status line it cannot
-// parse): the server answered, so it is not the network.
 std::string sha256_fd(int fd, const std::string& what);  // below, with the hash
 
+// A reply that is not HTTP as libcurl reads it ("Nul byte in header", a status line it cannot
+// parse), or a redirect it refuses: the server answered, so it is not the network.
 bool malformed_reply(CURLcode c) {
     return c == CURLE_WEIRD_SERVER_REPLY || c == CURLE_UNSUPPORTED_PROTOCOL || c == CURLE_BAD_CONTENT_ENCODING ||
            c == CURLE_HTTP2 || c == CURLE_HTTP2_STREAM || c == CURLE_TOO_MANY_REDIRECTS || c == CURLE_RANGE_ERROR ||
-           c == CURLE_FILESIZE_EXCEEDED || c == CURLE_HTTP_RETURNED_ERROR;
+           c == CURLE_FILESIZE_EXCEEDED;
 }
 
 [[noreturn]] void malformed(const Ctx& cx, const std::string& file, const Reply& r) {
