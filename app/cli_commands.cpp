@@ -158,34 +158,42 @@ std::string models_json_line(const hub::Found& f) {
     return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// A download's progress on stderr: one line redrawn in place on a terminal, every 10% otherwise.
+// A download's progress on stderr: one line redrawn in place on a terminal; otherwise a line every
+// 10% and at least every 5 s (a slow transfer is never silent in a log).
 bool download_progress(const hub::Progress& p) {
     static std::string last_file;
     static int last_decile = -1;
-    static auto t0 = std::chrono::steady_clock::now();
+    static auto t0 = std::chrono::steady_clock::now(), last_line = t0;
     const bool tty = ::isatty(2);
+    const auto now = std::chrono::steady_clock::now();
     if (p.file != last_file) {
         last_file = p.file;
         last_decile = -1;
-        t0 = std::chrono::steady_clock::now();
-        if (p.waiting) std::fprintf(stderr, "waiting for another process downloading %s %s\n", p.repo_id.c_str(), p.file.c_str());
+        t0 = now;
+        if (p.waiting) std::fprintf(stderr, "waiting for another process downloading %s %s\n", safe(p.repo_id).c_str(), safe(p.file).c_str());
         else if (p.resumed_from)
-            std::fprintf(stderr, "resuming %s %s at %.1f of %.1f MB\n", p.repo_id.c_str(), p.file.c_str(), p.resumed_from / 1e6,
-                         p.total / 1e6);
+            std::fprintf(stderr, "resuming %s %s at %.1f of %.1f MB\n", safe(p.repo_id).c_str(), safe(p.file).c_str(),
+                         p.resumed_from / 1e6, p.total / 1e6);
+    }
+    if (!p.note.empty()) {
+        std::fprintf(stderr, "%s%s: %s\n", tty ? "\n" : "", safe(p.repo_id).c_str(), safe(p.note).c_str());
+        last_decile = -1;
+        t0 = now;
     }
     if (p.waiting) return true;
-    const double frac = p.total ? double(p.done) / double(p.total) : 0;
+    const double frac = p.total ? std::min(1.0, double(p.done) / double(p.total)) : 0;
     const int decile = int(frac * 10);
     const bool end = p.total && p.done == p.total;
-    if (!tty && decile == last_decile && !end) return true;
+    if (!tty && decile == last_decile && !end && now - last_line < std::chrono::seconds(5)) return true;
     last_decile = decile;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double rate = s > 0 ? (p.done - p.resumed_from) / s : 0;
+    last_line = now;
+    const double s = std::chrono::duration<double>(now - t0).count();
+    const double rate = s > 0 && p.done >= p.resumed_from ? (p.done - p.resumed_from) / s : 0;
     const int W = 24;
     std::string bar(size_t(frac * W), '#');
     bar.resize(W, '-');
     std::fprintf(stderr, "%sdownloading %s %s (%d/%d) [%s] %3d%%  %.1f/%.1f MB  %.1f MB/s%s", tty ? "\r" : "",
-                 p.repo_id.c_str(), p.file.c_str(), p.index, p.count, bar.c_str(), int(frac * 100), p.done / 1e6,
+                 safe(p.repo_id).c_str(), safe(p.file).c_str(), p.index, p.count, bar.c_str(), int(frac * 100), p.done / 1e6,
                  p.total / 1e6, rate / 1e6, tty ? (end ? "\n" : "   ") : "\n");
     std::fflush(stderr);
     return true;
@@ -224,6 +232,10 @@ LoadedModel load(const Commands::State& s) {
     pack_blocks(lm.weights);  // the block matrices held once, packed for the GEMM
     if (!s.labels.empty()) { apply_labels_file(lm.weights.cfg, s.labels); lm.labels_from = s.labels; }
     if (!lm.nonfinite.empty()) warn(lm.nonfinite_warning());
+    // What the model's preprocessing files ask for and cannot be done (do_normalize false, a 2-value
+    // image_mean on an RGB model, a size that is not the model's): said by every command, not only info.
+    if (auto it = lm.metadata.find("vitscope.preprocess_note"); it != lm.metadata.end())
+        std::fprintf(stderr, "vitscope-cli: note: not followed: %s\n", safe(it->second).c_str());
     return lm;
 }
 
@@ -308,6 +320,17 @@ std::string report_nonfinite(const Trace& t, const std::string& what) {
     return m;
 }
 
+// __options__ of a trace or analysis: the options in force, and the preprocessing the model's files
+// ask for that was not followed ("preprocess_not_followed"), so that the file says how it was made.
+std::string options_record(const Options& opt, const LoadedModel& lm) {
+    std::string j = options_json(opt, lm.weights.cfg);
+    auto it = lm.metadata.find("vitscope.preprocess_note");
+    if (it == lm.metadata.end() || j.empty() || j.back() != '}') return j;
+    j.pop_back();
+    return j + ", \"preprocess_not_followed\": " +
+           nlohmann::json(it->second).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "}";
+}
+
 // The options in force from the command line (trace, analyze).
 Options options_from(const Commands::State& s) {
     Options opt;
@@ -319,12 +342,23 @@ Options options_from(const Commands::State& s) {
     return opt;
 }
 
-// An --input .npy of another size than the model's native one runs at its own size.
-void input_size_into(Options& opt, const Tensor3& x, const Config& c) {
-    if (opt.image_h || opt.image_w) return;
-    if (int(x.shape(1)) != c.image_size || int(x.shape(2)) != c.image_size) {
+// An --input .npy of another size than the model's native one runs at its own size. A size the
+// model cannot run at (a 4096 x 4096 input on a 28-pixel model: a pass of 35 TB) is refused naming
+// the file, or --image-size when that set it.
+void input_size_into(Options& opt, const Tensor3& x, const Config& c, const Commands::State& s) {
+    const bool from_flag = opt.image_h || opt.image_w;
+    if (!from_flag && (int(x.shape(1)) != c.image_size || int(x.shape(2)) != c.image_size)) {
         opt.image_h = int(x.shape(1));
         opt.image_w = int(x.shape(2));
+    }
+    try {
+        run_dims(c, opt);
+    } catch (const std::exception& e) {
+        if (from_flag) throw UsageError("--image-size " + safe(s.image_size) + ": " + e.what());
+        if (!s.input.empty())
+            throw FileError("--input " + s.input + ": its " + std::to_string(x.shape(1)) + "x" + std::to_string(x.shape(2)) +
+                            " input cannot run on this model (" + c.name + "): " + e.what());
+        throw;
     }
 }
 
@@ -411,7 +445,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             bool zero_input = false;
             const Tensor3 x = model_input(s, c, &zero_input);
             Options opt = options_from(s);
-            input_size_into(opt, x, c);
+            input_size_into(opt, x, c, s);
             interventions_from_flags(s.iv, w, opt);
             const Trace t = run_named(lm, x, opt);
             report_nonfinite(t, lm.source);
@@ -458,7 +492,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
                 avg = attn_distance_mean(w, dataset_inputs(test, s.average, c, rd.img_h, rd.img_w), opt, {}, &done);
                 items.push_back(array_ref("attn_distance_avg", avg));
             }
-            write_npz(s.out, items, {{"__options__", options_json(opt, c)}});
+            write_npz(s.out, items, {{"__options__", options_record(opt, lm)}});
             std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
             std::printf("options: %s\n", safe(opt.describe()).c_str());
             for (const SweepResult* r : {s.head_importance ? &hi : nullptr, s.occlusion ? &oc : nullptr}) {
@@ -499,7 +533,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
 
 }  // namespace
 
-Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::make_shared<State>()) {
+Commands::Commands(CLI::App& app, const std::string& command_line) : app_(&app), s_(std::make_shared<State>()) {
     auto& s = *s_;
     s.command_line = command_line;
     add_training(app);
@@ -532,7 +566,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             const Config& c = lm.weights.cfg;
             const Tensor3 x = model_input(s, c, nullptr);
             Options opt = options_from(s);
-            input_size_into(opt, x, c);
+            input_size_into(opt, x, c, s);
             interventions_from_flags(s.iv, lm.weights, opt);
             if (s.grads && !opt.iv.empty())
                 throw UsageError("--grads: the backward pass does not run with interventions (" + opt.iv.describe() + ")");
@@ -540,7 +574,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
             req.grads = s.grads;
             req.grad_class = s.grad_class;
             req.model = {c.name, lm.source};
-            const std::vector<std::pair<std::string, std::string>> texts{{"__options__", options_json(opt, c)}};
+            const std::vector<std::pair<std::string, std::string>> texts{{"__options__", options_record(opt, lm)}};
             // Streamed (the default): a pass that keeps the residual stream, then each block's stages
             // recomputed from it as the writer reaches them, written and dropped: never the whole
             // trace in memory. With --grads the backward pass is checkpointed the same way: it keeps
@@ -707,18 +741,19 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                         is_preset(s.model) ? "preset (saved under timm's key names)" : family_name(lm.family),
                         safe(c.describe()).c_str());
             if (!lm.layout.empty()) std::printf("layout: %s\n", safe(lm.layout).c_str());
-            for (const std::string& n : lm.notes) std::printf("note: %s\n", safe(n).c_str());
+            for (const std::string& n : lm.notes)
+                if (n.rfind("preprocessing not followed: ", 0) != 0) std::printf("note: %s\n", safe(n).c_str());
             std::printf("parameters: %lld\n", (long long)param_count(c));
             std::printf("gemm: %s\n", vit::ops::gemm_engine().c_str());
             std::printf("blas: %s\n", vit::blas::describe().c_str());
-            std::printf("heads: %d (from %s)\n", c.heads, lm.heads_from.empty() ? "?" : lm.heads_from.c_str());
+            std::printf("heads: %d (from %s)\n", c.heads, lm.heads_from.empty() ? "?" : safe(lm.heads_from).c_str());
             if (c.class_names.empty()) std::printf("class names: none (classes are numbered; --labels FILE names them)\n");
             else std::printf("class names: %s, ... (from %s)\n", safe(c.class_names[0]).c_str(), safe(lm.labels_from).c_str());
             for (const char* k : {"hf.weights", "hf.config", "hf.preprocessor"})
                 if (auto it = lm.metadata.find(k); it != lm.metadata.end())
-                    std::printf("%s: %s\n", k + 3, it->second.c_str());
+                    std::printf("%s: %s\n", k + 3, safe(it->second).c_str());
             if (auto it = lm.metadata.find("vitscope.preprocess_note"); it != lm.metadata.end())
-                std::printf("note: not followed: %s\n", it->second.c_str());
+                std::printf("note: not followed: %s\n", safe(it->second).c_str());
             const int rs = c.pre.resize > 0 ? c.pre.resize : c.image_size;
             std::printf("preprocess: %s, mean", c.pre.squash ? ("straight resize to " + std::to_string(rs) + "x" + std::to_string(rs) + " (aspect not kept)" +
                                                                 (rs != c.image_size ? " + center crop" : "")).c_str()
@@ -735,7 +770,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : s_(std::mak
                 const Trace t = run_named(lm, zero, options_from(s));
                 auto nf = first_nonfinite_stage(t);
                 std::printf("non-finite in a pass on an all-zero input: %s\n",
-                            nf ? nf->describe(t.size()).c_str() : "none (the non-finite weights do not reach any stage)");
+                            nf ? safe(nf->describe(t.size())).c_str() : "none (the non-finite weights do not reach any stage)");
             }
             if (!io.iv.empty()) std::printf("interventions: %s\n", safe(io.iv.describe()).c_str());
             std::printf("stages:\n");
@@ -764,29 +799,34 @@ void Commands::add_models(CLI::App& app) {
             auto& s = *s_;
             const std::string hf = s.hf_cache.empty() ? hub::cache_dir() : s.hf_cache,
                               th = s.torch_dir.empty() ? hub::torch_checkpoints_dir() : s.torch_dir;
-            const std::vector<hub::Found> found = hub::find_models(hf, th);
+            // Bounded and never through a directory link (issue 37: refs/a -> . looped forever).
+            const hub::ScanResult scan = hub::scan_models(hf, th);
+            const std::vector<hub::Found>& found = scan.found;
+            if (!scan.stopped.empty()) warn("the scan of the model folders " + scan.stopped + "; the list may be incomplete");
             if (s.json_out) {
                 for (const hub::Found& f : found)
                     std::printf("%s\n", models_json_line(f).c_str());
                 return 0;
             }
+            // Every text here comes from files and folder names: escaped (a config's model_type
+            // holding ESC ] 0 ; ... BEL must not retitle the terminal).
             int vits = 0;
             for (const std::string where : {"huggingface", "torch.hub"}) {
                 std::printf("%s: %s\n", where == "huggingface" ? "Hugging Face cache" : "torch.hub checkpoints",
-                            (where == "huggingface" ? hf : th).c_str());
+                            safe(where == "huggingface" ? hf : th).c_str());
                 int n = 0;
                 for (const hub::Found& f : found) {
                     if (f.where != where) continue;
                     ++n;
                     vits += f.id.vit;
-                    std::printf("  %s\n      %s", f.spec.c_str(), f.id.family.c_str());
-                    if (!f.id.size.empty()) std::printf(" | %s", f.id.size.c_str());
+                    std::printf("  %s\n      %s", safe(f.spec).c_str(), safe(f.id.family).c_str());
+                    if (!f.id.size.empty()) std::printf(" | %s", safe(f.id.size).c_str());
                     const double n = double(f.id.params);
                     if (n >= 1e6) std::printf(" | %.1fM parameters", n / 1e6);
                     else if (n > 0) std::printf(" | %.0f parameters", n);
                     if (f.bytes >= 1000000) std::printf(" | %.1f MB\n", f.bytes / 1e6);
                     else std::printf(" | %.1f kB\n", f.bytes / 1e3);
-                    if (!f.note.empty()) std::printf("      %s\n", f.note.c_str());
+                    if (!f.note.empty()) std::printf("      %s\n", safe(f.note).c_str());
                 }
                 if (!n) std::printf("  (no checkpoints)\n");
             }
@@ -826,9 +866,9 @@ void Commands::add_convert(CLI::App& app) {
             for (auto& [k, t] : st.tensors) { items.push_back(array_ref(k, t)); bytes += 4 * t.size(); }
             if (items.empty()) throw FileError(s.conv_in + ": no floating-point tensors to convert");
             write_safetensors(s.conv_out, items, meta);
-            for (auto& d : dropped) std::fprintf(stderr, "note: %s not converted (only floating-point tensors are)\n", d.c_str());
-            std::printf("wrote %zu tensors (%.1f MB, F32; source %s) to %s\n", items.size(), bytes / 1e6, src_dt.c_str(),
-                        s.conv_out.c_str());
+            for (auto& d : dropped) std::fprintf(stderr, "note: %s not converted (only floating-point tensors are)\n", safe(d).c_str());
+            std::printf("wrote %zu tensors (%.1f MB, F32; source %s) to %s\n", items.size(), bytes / 1e6, safe(src_dt).c_str(),
+                        safe(s.conv_out).c_str());
             return 0;
         };
     });
@@ -986,7 +1026,7 @@ void Commands::add_training(CLI::App& app) {
             if (c.classes != 10) throw std::runtime_error("model has " + std::to_string(c.classes) + " classes; Fashion-MNIST has 10");
             note_dataset_size(s.data, test, c);
             EvalResult r = evaluate(lm.weights, test, s.limit);
-            std::printf("model: %s [%s]\n", c.describe().c_str(), lm.source.c_str());
+            std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
             print_eval(r, c);
             return 0;
         };
@@ -1015,6 +1055,25 @@ void check_input_files(const Commands::State& s) {
     check("--input", s.input);
     check("--patch-from", s.iv.patch_from);
     check("--resume", s.resume);
+}
+
+// The file an output flag names: not empty, and never one of the inputs (trace --out x.png --image
+// x.png, convert x.pth x.pth overwrote the source). train's --out may be its --resume: that is how a
+// run is continued.
+void check_output_files(const Commands::State& s, const std::string& command) {
+    struct In { const char* flag; const std::string& path; };
+    const bool model_file = !s.model.empty() && s.model != "default" && !is_preset(s.model) && !hub::is_spec(s.model);
+    const In inputs[] = {{"--model", model_file ? s.model : std::string()}, {"--labels", s.labels}, {"--image", s.image},
+                         {"--input", s.input}, {"--patch-from", s.iv.patch_from}, {"the checkpoint to convert", s.conv_in}};
+    auto check = [&](const std::string& flag, const std::string& out) {
+        if (out.empty()) throw UsageError(flag + " \"\": an empty path; give the file to write");
+        for (const In& in : inputs)
+            if (same_file(out, in.path))
+                throw UsageError(flag + " " + safe(out) + ": is the same file as " + in.flag + " " + safe(in.path) +
+                                 "; an output never replaces an input: give another file");
+    };
+    if (command == "trace" || command == "analyze" || command == "train") check("--out", s.out);
+    if (command == "convert") check("out", s.conv_out);
 }
 }  // namespace
 
@@ -1055,6 +1114,9 @@ int Commands::run() {
     try {
         if (!selected_) return 2;
         check_input_files(*s_);
+        std::string command;
+        for (const CLI::App* sc : app_->get_subcommands()) command = sc->get_name();
+        check_output_files(*s_, command);
         return selected_();
     } catch (const CLI::ValidationError& e) {
         std::cerr << "vitscope-cli: " << terminal_safe(e.what(), true) << "\n";

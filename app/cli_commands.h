@@ -19,6 +19,7 @@ private:
     void add_models(CLI::App& app);
     int eval_scenes(const LoadedModel& lm, const Dataset& test);
     std::function<int()> selected_;
+    CLI::App* app_ = nullptr;  // which subcommand was parsed (run() checks its output flags)
     std::shared_ptr<State> s_;
 };
 }  // namespace vit::cli

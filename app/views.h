@@ -15,6 +15,7 @@
 #include "core/model/finite.h"
 #include "core/teach/analysis.h"
 #include "gl_util.h"
+#include "model_scan.h"
 #include "probe.h"
 #include "session.h"
 #include "ui_state.h"
@@ -214,7 +215,7 @@ struct Toolbar {
     char model_path[1024] = "", image_path[1024] = "";
     FileBrowser browser;
     std::optional<std::vector<std::string>> samples;  // the bundled sample images (listed once)
-    std::optional<std::vector<hub::Found>> found;     // "On this computer": listed when first opened, on Rescan
+    ModelScan scan;  // "On this computer": scanned off the UI thread when first opened, and on Rescan
 };
 // The exports asked for this frame (the toolbar's buttons, --export-*); exports.cpp runs them.
 struct ExportRequest {

@@ -115,11 +115,20 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
             if (ImGui::Selectable((std::string(a.alias) + " (random weights)").c_str())) s.begin_load_model(a.alias);
         if (std::string r = RecentMenu(v.settings, true); !r.empty()) s.begin_load_model(r, heads);
         if (ImGui::BeginMenu("On this computer")) {  // the Hugging Face cache and torch.hub (headers only)
-            if (!tb.found || ImGui::MenuItem("Rescan")) tb.found = hub::find_models();
-            for (const hub::Found& f : *tb.found)
-                if (f.id.vit && ImGui::MenuItem(hub::is_spec(f.spec) ? f.spec.c_str() : fs::path(f.spec).filename().c_str(), f.id.size.c_str()))
+            // Scanned on a thread of its own (app/model_scan.h): the menu shows progress meanwhile.
+            if (!tb.scan.started() || (!tb.scan.running() && ImGui::MenuItem("Rescan"))) tb.scan.start();
+            if (tb.scan.running()) {
+                const hub::ScanProgress p = tb.scan.progress();
+                ImGui::TextDisabled("scanning %zu of %zu: %s", p.done, p.total, terminal_safe(p.current).c_str());
+                if (ImGui::MenuItem("Stop scanning")) tb.scan.cancel();
+            }
+            const std::optional<hub::ScanResult> found = tb.scan.result();
+            for (const hub::Found& f : found ? found->found : std::vector<hub::Found>{})
+                if (f.id.vit && ImGui::MenuItem(terminal_safe(hub::is_spec(f.spec) ? f.spec : fs::path(f.spec).filename().string()).c_str(),
+                                                terminal_safe(f.id.size).c_str()))
                     s.begin_load_model(f.spec, heads);
-            if (std::none_of(tb.found->begin(), tb.found->end(), [](const hub::Found& f) { return f.id.vit; }))
+            if (found && !found->stopped.empty()) ImGui::TextDisabled("the scan %s", terminal_safe(found->stopped).c_str());
+            if (found && !tb.scan.running() && std::none_of(found->found.begin(), found->found.end(), [](const hub::Found& f) { return f.id.vit; }))
                 ImGui::TextDisabled("no ViT in %s or %s", hub::cache_dir().c_str(), hub::torch_checkpoints_dir().c_str());
             ImGui::EndMenu();
         }
@@ -976,7 +985,9 @@ namespace {
 // Whether a decoded image has colour (a channel differs from another somewhere), not just three
 // equal channels.
 bool has_colour(const Image& im) {
-    if (im.channels < 3 || rank(im.pixels) != 3) return false;
+    // pixels.dimension(), not rank(): rank() takes an Array, and converting the image to one copied it
+    // whole every frame (200 MB for a photo scaled to 25 megapixels: issue 37's 6.2 s to open one)
+    if (im.channels < 3 || im.pixels.dimension() != 3) return false;
     const size_t plane = size_t(im.width) * size_t(im.height);
     const float* p = im.pixels.data();
     for (size_t i = 0; i < plane; ++i)

@@ -64,6 +64,20 @@ class Hub:
         self.cut_once = False       # cut only the first transfer of such a blob
         self.down_after_cut = False  # after a cut, close every connection without an answer
         self.down = False
+        # Issue 37's misbehaviours (tests/test_hub_hostile.py): sha256 -> how the CDN answers a GET
+        #   "wrong206": a Range request gets 206 with the right Content-Range and another file's bytes
+        #   "shifted206": 206 with the right Content-Range, the bytes one further on
+        #   "other200": 200 with another file of the same size (hub.other[sha]), Range or not
+        #   "overlong": 200 without Content-Length, the file then junk until the client hangs up
+        #   "chunked": 200 chunked, an endless body
+        #   "drip": the right headers, then 2 bytes a second
+        #   "file_redirect": 302 to file:///etc/passwd
+        #   "nul_header": a header line holding a NUL byte
+        self.misbehave = {}
+        self.misbehave_once = set()   # shas whose misbehaviour applies to their next Range request only
+        self.other = {}               # sha -> bytes served instead ("other200", "wrong206")
+        self.head_headers = {}        # repo_id -> headers replacing the HEAD answer's (X-Linked-Size: -1, ...)
+        self.sent = {}                # sha -> body bytes the CDN wrote (endless bodies: until the client left)
         self.server = None
         self.lock = threading.Lock()
 
@@ -143,9 +157,11 @@ class Hub:
                     hub.blobs[sha] = data
                     pointer = ("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n" % (sha, len(data))).encode()
                     # As the hub: a redirect to the CDN, the LFS object's sha256 and size in X-Linked-*.
-                    return self.send(302, {"Location": "http://127.0.0.1:%d/cdn/%s?X-Amz-Signature=x" % (port_, sha),
-                                           "X-Linked-Etag": '"%s"' % sha, "X-Linked-Size": str(len(data)),
-                                           "ETag": '"%s"' % git_sha1(pointer), "X-Repo-Commit": commit}, b"", head)
+                    h = {"Location": "http://127.0.0.1:%d/cdn/%s?X-Amz-Signature=x" % (port_, sha),
+                         "X-Linked-Etag": '"%s"' % sha, "X-Linked-Size": str(len(data)),
+                         "ETag": '"%s"' % git_sha1(pointer), "X-Repo-Commit": commit}
+                    h.update(hub.head_headers.get(repo_id, {}))
+                    return self.send(302, h, b"", head)
                 etag = git_sha1(data)
                 weak = name == "preprocessor_config.json"  # a weak ETag, W/"...", is named without its W/
                 self.send(200, {"ETag": ('W/"%s"' if weak else '"%s"') % etag, "X-Repo-Commit": commit,
@@ -155,8 +171,10 @@ class Hub:
                 data = hub.blobs.get(sha)
                 if data is None:
                     return self.error(404, message="no such object", head=head)
-                start = 0
                 rng = self.headers.get("Range")
+                if not head and self.misbehaved(sha, data, rng):
+                    return
+                start = 0
                 if rng:
                     m = re.match(r"^bytes=(\d+)-$", rng)
                     start = int(m.group(1)) if m else 0
@@ -186,6 +204,95 @@ class Hub:
                             hub.down = True
                     return
                 self.wfile.write(body)
+
+            def misbehaved(self, sha, data, rng):
+                """Issue 37's hostile CDN; True when it answered."""
+                with hub.lock:
+                    mode = hub.misbehave.get(sha)
+                    if mode and sha in hub.misbehave_once:
+                        if not rng:
+                            mode = None
+                        else:
+                            del hub.misbehave[sha]
+                if not mode:
+                    return False
+                start = int(re.match(r"^bytes=(\d+)-$", rng).group(1)) if rng else 0
+                other = hub.other.get(sha, bytes(len(data)))
+
+                def count(n):
+                    with hub.lock:
+                        hub.sent[sha] = hub.sent.get(sha, 0) + n
+
+                try:
+                    if mode in ("wrong206", "shifted206") and rng:
+                        body = other[start:] if mode == "wrong206" else data[start + 1:] + b"\0"
+                        self.send_response(206)
+                        self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                        count(len(body))
+                        return True
+                    if mode in ("wrong206", "shifted206", "other200"):
+                        body = other if mode != "shifted206" else data
+                        self.send_response(200)
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                        count(len(body))
+                        return True
+                    if mode == "file_redirect":
+                        self.send_response(302)
+                        self.send_header("Location", "file:///etc/passwd")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return True
+                    if mode == "nul_header":
+                        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Bad: a\0b\r\n\r\n" % len(data))
+                        self.wfile.write(data)
+                        self.close_connection = True
+                        return True
+                    if mode == "overlong":  # no length: the body ends when the connection closes
+                        self.send_response(200)
+                        self.send_header("Connection", "close")
+                        self.end_headers()
+                        self.wfile.write(data)
+                        count(len(data))
+                        junk = b"\xab" * 65536
+                        for _ in range(2000):  # at most 128 MB more
+                            self.wfile.write(junk)
+                            count(len(junk))
+                        self.close_connection = True
+                        return True
+                    if mode == "chunked":
+                        self.send_response(200)
+                        self.send_header("Transfer-Encoding", "chunked")
+                        self.end_headers()
+                        junk = b"\xcd" * 65536
+                        for _ in range(2000):
+                            self.wfile.write(b"%x\r\n" % len(junk) + junk + b"\r\n")
+                            count(len(junk))
+                        self.wfile.write(b"0\r\n\r\n")
+                        return True
+                    if mode == "drip":
+                        self.send_response(206 if rng else 200)
+                        if rng:
+                            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
+                        self.send_header("Content-Length", str(len(data) - start))
+                        self.end_headers()
+                        self.wfile.flush()
+                        import time
+                        for i in range(start, min(len(data), start + 600), 2):
+                            self.wfile.write(data[i:i + 2])
+                            self.wfile.flush()
+                            count(2)
+                            time.sleep(1)
+                        self.close_connection = True
+                        return True
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
+                    return True
+                return False
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True

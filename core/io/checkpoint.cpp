@@ -346,7 +346,8 @@ SideConfig read_side_files(const std::string& weights) {
     SideConfig sc = read_side_config(dir);
     read_open_clip_beside(sc, dir);
     const std::string pre = dir + "/preprocessor_config.json";
-    if (is_regular_file(pre)) {
+    // There but not a file (a FIFO, /dev/zero): read_preprocessor_json names it; never skipped silently.
+    if (struct stat sb; ::stat(pre.c_str(), &sb) == 0) {
         sc.preprocessor = read_preprocessor_json(pre);
         sc.preprocessor_path = pre;
     }

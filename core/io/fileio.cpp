@@ -13,6 +13,8 @@
 #include <exception>
 #include <fstream>
 #include <random>
+#include <vector>
+#include <cstdlib>
 
 #include "core/io/io.h"
 
@@ -125,32 +127,136 @@ std::string read_file(const std::string& path, size_t max_bytes) {
     return s;
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+bool same_file(const std::string& a, const std::string& b) {
+    struct stat sa, sb;
+    if (a.empty() || b.empty() || ::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+OutputTarget output_target(const std::string& path) {
+    if (path.empty()) throw FileError("the output path is empty; give the file to write");
+    OutputTarget t;
+    t.path = path;
+    struct stat lsb;
+    if (::lstat(path.c_str(), &lsb) != 0) {
+        if (errno == ENOENT) return t;  // a new file
+        throw FileError(path + ": cannot write: " + std::strerror(errno));
+    }
+    struct stat sb = lsb;
+    if (S_ISLNK(lsb.st_mode)) {
+        char to[4096];
+        const ssize_t n = ::readlink(path.c_str(), to, sizeof to - 1);
+        const std::string target = n > 0 ? std::string(to, size_t(n)) : "?";
+        if (::stat(path.c_str(), &sb) != 0)
+            throw FileError(path + ": is a symbolic link to " + target + ", which does not exist (" + std::strerror(errno) +
+                            "); not written through it. Remove the link or give another file.");
+    }
+    if (S_ISDIR(sb.st_mode)) throw FileError(path + ": is a directory; give the file to write");
+    if (S_ISSOCK(sb.st_mode)) throw FileError(path + ": is a socket; not written");
+    if (S_ISBLK(sb.st_mode)) throw FileError(path + ": is a block device (a disk); not written");
+    if (!S_ISREG(sb.st_mode)) {  // a character device (/dev/null, a terminal), a FIFO, a pipe as /dev/stdout
+        t.in_place = true;
+        return t;
+    }
+    if (S_ISLNK(lsb.st_mode)) {  // written through: the file it names is replaced, the link stays
+        char* r = ::realpath(path.c_str(), nullptr);
+        if (!r) throw FileError(path + ": cannot resolve the symbolic link: " + std::strerror(errno));
+        t.path = r;
+        std::free(r);
+    }
+    if (::access(t.path.c_str(), W_OK) != 0)
+        throw FileError(path + ": cannot write over it: " + std::strerror(errno) + " (it is read-only)");
+    t.existed = true;
+    t.mode = sb.st_mode & 07777;
+    t.uid = sb.st_uid;
+    t.gid = sb.st_gid;
+    return t;
+}
+
+namespace {
+std::string temp_beside(const std::string& path) {
     std::random_device rd;
-    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd() % 100000);
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) throw FileError(path + ": cannot write: " + std::strerror(errno));
+    return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd() % 100000);
+}
+
+void write_all(int fd, const char* p, size_t n, const std::string& path) {
     size_t done = 0;
-    while (done < bytes.size()) {
-        ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            int e = errno;
-            ::close(fd); ::unlink(tmp.c_str());
-            throw FileError(path + ": write failed: " + std::strerror(e));
-        }
+    while (done < n) {
+        const ssize_t w = ::write(fd, p + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) throw FileError(path + ": write failed: " + std::strerror(errno));
         done += size_t(w);
     }
+}
+
+// Opens a non-regular output (a character device, a FIFO) for writing in place. A FIFO nobody reads
+// is refused instead of waited on.
+int open_in_place(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENXIO) throw FileError(path + ": is a FIFO (a pipe) that nobody reads; not written");
+        throw FileError(path + ": cannot write: " + std::strerror(errno));
+    }
+    const int fl = ::fcntl(fd, F_GETFL);
+    if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+// The finished temporary file takes the place of t.path: with the mode (and, where allowed, the owner)
+// of the file it replaces.
+void commit_temp(const OutputTarget& t, const std::string& tmp, const std::string& shown) {
+    if (t.existed) {
+        if (::chmod(tmp.c_str(), t.mode) != 0) {
+            const int e = errno;
+            ::unlink(tmp.c_str());
+            throw FileError(shown + ": cannot keep its mode: " + std::strerror(e));
+        }
+        if (::geteuid() == 0 && ::chown(tmp.c_str(), t.uid, t.gid) != 0) {}  // best effort
+    }
+    if (std::rename(tmp.c_str(), t.path.c_str()) != 0) {
+        const int e = errno;
+        ::unlink(tmp.c_str());
+        throw FileError(shown + ": cannot move the finished file into place: " + std::strerror(e));
+    }
+}
+
+void write_temp_then_rename(const std::string& dest, const std::string& bytes, const std::string& shown,
+                            const OutputTarget* keep) {
+    const std::string tmp = temp_beside(dest);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) throw FileError(shown + ": cannot write: " + std::strerror(errno));
+    try {
+        write_all(fd, bytes.data(), bytes.size(), shown);
+    } catch (...) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+    }
     if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        int e = errno;
+        const int e = errno;
         ::unlink(tmp.c_str());
-        throw FileError(path + ": write failed: " + std::strerror(e));
+        throw FileError(shown + ": write failed: " + std::strerror(e));
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        int e = errno;
-        ::unlink(tmp.c_str());
-        throw FileError(path + ": cannot move the finished file into place: " + std::strerror(e));
+    OutputTarget plain;
+    plain.path = dest;
+    commit_temp(keep ? *keep : plain, tmp, shown);
+}
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+    const OutputTarget t = output_target(path);
+    if (t.in_place) {
+        const int fd = open_in_place(path);
+        struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
+        write_all(fd, bytes.data(), bytes.size(), path);
+        return;
     }
+    write_temp_then_rename(t.path, bytes, path, &t);
+}
+
+void write_file_replacing(const std::string& path, const std::string& bytes) {
+    if (path.empty()) throw FileError("the output path is empty; give the file to write");
+    write_temp_then_rename(path, bytes, path, nullptr);
 }
 
 namespace {
@@ -367,8 +473,20 @@ void write_npz(const std::string& path, const std::vector<ArrayRef>& tensors,
 
 void write_npz_streamed(const std::string& path, const std::vector<LazyTensor>& tensors,
                         const std::vector<std::pair<std::string, std::string>>& texts) {
-    std::random_device rd;
-    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(rd() % 100000);
+    const OutputTarget target = output_target(path);
+    // A device or a FIFO is written in place: the zip is made in a temporary folder first (libzip
+    // needs a file it can seek), then copied. Never renamed over.
+    std::string tmp;
+    if (target.in_place) {
+        const char* td = std::getenv("TMPDIR");
+        std::string tpl = std::string(td && *td ? td : "/tmp") + "/vitscope-npz-XXXXXX";
+        const int tfd = ::mkstemp(tpl.data());
+        if (tfd < 0) throw FileError(path + ": cannot make a temporary file in " + tpl + ": " + std::strerror(errno));
+        ::close(tfd);
+        tmp = tpl;
+    } else {
+        tmp = temp_beside(target.path);
+    }
     int err = 0;
     zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
     if (!z) throw FileError(path + ": cannot create the .npz (libzip error " + std::to_string(err) + ")");
@@ -405,9 +523,23 @@ void write_npz_streamed(const std::string& path, const std::vector<LazyTensor>& 
             if (e.error) std::rethrow_exception(e.error);
         throw FileError(path + ": cannot write the .npz: " + m);
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw FileError(path + ": cannot move the finished .npz into place: " + std::strerror(errno));
+    if (!target.in_place) {
+        commit_temp(target, tmp, path);
+        return;
+    }
+    struct Unlink { std::string p; ~Unlink() { ::unlink(p.c_str()); } } unlink_tmp{tmp};
+    const int in = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (in < 0) throw FileError(path + ": cannot read back the temporary .npz: " + std::strerror(errno));
+    struct Closer { int fd; ~Closer() { ::close(fd); } } close_in{in};
+    const int out = open_in_place(path);
+    Closer close_out{out};
+    std::vector<char> buf(size_t(1) << 20);
+    for (;;) {
+        const ssize_t r = ::read(in, buf.data(), buf.size());
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) throw FileError(path + ": cannot read back the temporary .npz: " + std::strerror(errno));
+        if (r == 0) break;
+        write_all(out, buf.data(), size_t(r), path);
     }
 }
 

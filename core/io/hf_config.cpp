@@ -90,6 +90,15 @@ struct Fields {
         if (!v) return std::nullopt;
         return int_value(key, *v, lo, hi);
     }
+    // A LayerNorm epsilon: in (0, 1] and large enough to stay a positive float32 (1e-300 became 0 in
+    // the model and was blamed on the weights).
+    std::optional<double> eps(const std::string& key) const {
+        std::optional<double> e = number(key, 0.0, 1.0, true);
+        if (e && *e < 1e-30)
+            bad(key, "is " + shown(*get(key)) + ", too small: a LayerNorm epsilon is at least 1e-30 here (float32; "
+                     "models use 1e-12 to 1e-5)");
+        return e;
+    }
     // A finite number in (lo, hi] (lo_open) or [lo, hi].
     std::optional<double> number(const std::string& key, double lo, double hi, bool lo_open = false) const {
         const json* v = get(key);
@@ -246,7 +255,7 @@ void read_hf_model(const json& j, const std::string& what, ModelConfigFile& m) {
         m.patch_size = p->first;
     }
     m.num_channels = f.integer("num_channels", 1, 3);
-    m.layer_norm_eps = f.number("layer_norm_eps", 0.0, 1.0, true);
+    m.layer_norm_eps = f.eps("layer_norm_eps");
     m.hidden_act = f.text("hidden_act");
     m.qkv_bias = f.boolean("qkv_bias");
     m.mlp_ratio = f.number("mlp_ratio", 0.0, 64.0, true);
@@ -351,7 +360,7 @@ void read_open_clip(const json& j, const std::string& what, ConfigFile& out) {
     m.final_ln_after_pool = v.boolean("final_ln_after_pool");
     m.no_ln_pre = v.boolean("no_ln_pre");
     m.timm_model_name = v.text("timm_model_name");
-    if (const json* nk = v.object("norm_kwargs")) m.layer_norm_eps = v.sub(*nk, "norm_kwargs").number("eps", 0.0, 1.0, true);
+    if (const json* nk = v.object("norm_kwargs")) m.layer_norm_eps = v.sub(*nk, "norm_kwargs").eps("eps");
     if (!m.layer_norm_eps) {  // open_clip's LayerNorm is torch's default
         m.layer_norm_eps = 1e-5;
         m.defaulted.push_back("layer_norm_eps");

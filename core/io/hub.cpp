@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -155,17 +156,7 @@ struct Reply {
 
 size_t on_header(char* buf, size_t size, size_t n, void* ud) {
     Reply* r = static_cast<Reply*>(ud);
-    std::string line(buf, size * n);
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-    if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect, or a 100 Continue)
-        r->headers.clear();
-        size_t sp = line.find(' ');
-        r->status = sp == std::string::npos ? 0 : std::strtol(line.c_str() + sp + 1, nullptr, 10);
-    } else if (size_t c = line.find(':'); c != std::string::npos) {
-        std::string k = line.substr(0, c);
-        for (char& ch : k) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-        r->headers[k] = strip(line.substr(c + 1));
-    }
+    parse_header_line(std::string(buf, size * n), r->status, r->headers);
     return size * n;
 }
 
@@ -197,8 +188,9 @@ Easy make_easy(const Ctx& cx, const std::string& url, Reply& r, Headers& hl, cha
     curl_easy_setopt(c, CURLOPT_USERAGENT, "vitscope (huggingface_hub cache layout)");
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);   // a stalled transfer ends after a minute
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    // A transfer slower than 1 KiB/s over the stall window fails (a drip of 2 B/s never ended).
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, kMinBytesPerSecond);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, stall_seconds());
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     r.url = url;
@@ -276,7 +268,29 @@ std::string login_advice(const Ctx& cx) {
     throw FileError(head + " from " + printable(r.url) + server_says(r));
 }
 
+std::string sha256_fd(int fd, const std::string& what);  // below, with the hash
+
+// A reply that is not HTTP as libcurl reads it ("Nul byte in header", a status line it cannot
+// parse), or a redirect it refuses: the server answered, so it is not the network.
+bool malformed_reply(CURLcode c) {
+    return c == CURLE_WEIRD_SERVER_REPLY || c == CURLE_UNSUPPORTED_PROTOCOL || c == CURLE_BAD_CONTENT_ENCODING ||
+           c == CURLE_HTTP2 || c == CURLE_HTTP2_STREAM || c == CURLE_TOO_MANY_REDIRECTS || c == CURLE_RANGE_ERROR ||
+           c == CURLE_FILESIZE_EXCEEDED;
+}
+
+[[noreturn]] void malformed(const Ctx& cx, const std::string& file, const Reply& r) {
+    throw FileError(cx.spec + ": " + file + ": the server at " + origin(r.url.empty() ? cx.endpoint : r.url) +
+                    " sent a reply that is not valid HTTP (" + terminal_safe(r.curl_error) +
+                    "); is HF_ENDPOINT a Hugging Face hub (or a mirror of one)?");
+}
+
 [[noreturn]] void no_network(const Ctx& cx, const std::string& file, const Reply& r) {
+    // Connected, then too slow to answer: not a missing network (a connect or resolve timeout is).
+    if (r.code == CURLE_OPERATION_TIMEDOUT && r.curl_error.find("Connection timed out") == std::string::npos &&
+        r.curl_error.find("Resolving timed out") == std::string::npos && r.curl_error.find("connect") == std::string::npos)
+        throw FileError(cx.spec + ": " + file + ": the server at " + cx.endpoint + " did not answer in time (" +
+                        terminal_safe(r.curl_error) + "), and " + cx.ref.repo_id + " is not in the Hugging Face cache " +
+                        cx.cache + ". Try again later, or check HF_ENDPOINT.");
     throw FileError(cx.spec + ": cannot connect to " + cx.endpoint + " to download " + file + " (" + r.curl_error +
                     "), and " + cx.ref.repo_id + " is not in the Hugging Face cache " + cx.cache +
                     ". Check the network connection (and HF_ENDPOINT, HTTPS_PROXY), or run where the model is cached.");
@@ -287,12 +301,19 @@ std::string login_advice(const Ctx& cx) {
 constexpr const char* kOptional[] = {"config.json", "preprocessor_config.json"};
 constexpr const char* kWeights[] = {"model.safetensors", "pytorch_model.bin"};
 
-std::string read_ref(const std::string& storage, const std::string& rev) {
+// The commit refs/<rev> names; "" when there is none, or (why set) when it cannot be used.
+std::string read_ref(const std::string& storage, const std::string& rev, std::string* why = nullptr) {
     std::string p = storage + "/refs/" + rev;
-    if (!is_file(p)) return "";
+    if (!exists(p)) return "";
     try {
-        return strip(read_file(p, 4096));
-    } catch (const FileError&) {
+        std::string c = strip(read_file(p, 4096));
+        if (!safe_component(c, 128)) {
+            if (why) *why = "refs/" + rev + " holds '" + terminal_safe(c.substr(0, 60)) + "', not a commit id";
+            return "";
+        }
+        return c;
+    } catch (const FileError& e) {
+        if (why) *why = e.what();
         return "";
     }
 }
@@ -313,8 +334,14 @@ std::optional<Snapshot> local_snapshot(const Ctx& cx, const std::string& commit)
     for (const char* w : kWeights)
         if (is_file(s.dir + "/" + w)) { s.weights = s.dir + "/" + w; break; }
     if (s.weights.empty()) return std::nullopt;
-    if (is_file(s.dir + "/config.json")) s.config = s.dir + "/config.json";
-    if (is_file(s.dir + "/preprocessor_config.json")) s.preprocessor = s.dir + "/preprocessor_config.json";
+    // A config that is there but not a file (a FIFO, /dev/zero) is named, never skipped.
+    for (auto [name, dst] : {std::pair<const char*, std::string*>{"config.json", &s.config}, {"preprocessor_config.json", &s.preprocessor}}) {
+        const std::string p = s.dir + "/" + name;
+        struct stat sb;
+        if (::stat(p.c_str(), &sb) != 0) continue;  // absent (or a link to a blob not there): asked for again
+        check_regular_file(p);
+        *dst = p;
+    }
     return s;
 }
 
@@ -330,14 +357,14 @@ void write_ref(const Ctx& cx, const std::string& rev, const std::string& commit)
     std::string p = cx.storage + "/refs/" + rev;
     if (read_ref(cx.storage, rev) == commit) return;
     make_dirs(parent_of(p));
-    write_file_atomic(p, commit);
+    write_file_replacing(p, commit);
 }
 
 void mark_missing(const Ctx& cx, const std::string& commit, const std::string& file) {
     std::string p = cx.storage + "/.no_exist/" + commit + "/" + file;
     try {
         make_dirs(parent_of(p));
-        int fd = ::open(p.c_str(), O_WRONLY | O_CREAT, 0644);
+        int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd >= 0) ::close(fd);
     } catch (const FileError&) {
         // only a hint for the next run: a read-only cache still works
@@ -361,7 +388,7 @@ void cachedir_tag(const std::string& cache) {
     std::string p = cache + "/CACHEDIR.TAG";
     if (exists(p)) return;
     try {
-        write_file_atomic(p, "Signature: 8a477f597d28d172789f06886806bc55\n"
+        write_file_replacing(p, "Signature: 8a477f597d28d172789f06886806bc55\n"
                              "# This file is a cache directory tag created by huggingface_hub.\n"
                              "# For information about cache directory tags, see:\n#\thttps://bford.info/cachedir/\n");
     } catch (const FileError&) {
@@ -404,6 +431,7 @@ private:
 struct Sink {
     int fd = -1;
     uint64_t start = 0;              // bytes on disk when this attempt began
+    uint64_t expected = 0;           // the size the hub announced: never more is written
     uint64_t wrote = 0;              // bytes written by this attempt
     const Reply* reply = nullptr;
     bool checked = false, writing = false, restarted = false;
@@ -423,12 +451,14 @@ size_t on_body(char* p, size_t size, size_t n, void* ud) {
     if (!s->checked) {
         s->checked = true;
         if (st == 206) {
-            // "bytes START-END/TOTAL": the part must start where the file on disk ends.
+            // "bytes START-END/TOTAL": the part must start where the file on disk ends and end where
+            // the announced file ends.
             std::string cr = s->reply->header("content-range");
-            unsigned long long b = 0;
-            if (std::sscanf(cr.c_str(), "bytes %llu-", &b) != 1 || b != s->start) {
-                s->problem = "the server answered the range request from byte " + std::to_string(s->start) +
-                             " with Content-Range '" + cr.substr(0, 80) + "'";
+            uint64_t b = 0, e = 0, total = 0;
+            if (!parse_content_range(cr, b, e, total) || b != s->start || (total && total != s->expected) ||
+                e + 1 != s->expected) {
+                s->problem = "the server answered the range request from byte " + std::to_string(s->start) + " of " +
+                             std::to_string(s->expected) + " with Content-Range '" + terminal_safe(cr.substr(0, 80)) + "'";
                 return 0;
             }
             s->writing = true;
@@ -443,10 +473,31 @@ size_t on_body(char* p, size_t size, size_t n, void* ud) {
             }
             s->writing = true;
         }
+        if (s->writing && !s->reply->header("content-length").empty()) {
+            // The body's own length must be what is missing of the announced file.
+            const std::string cl = s->reply->header("content-length");
+            uint64_t n = 0;
+            try {
+                n = parse_size(cl, "Content-Length");
+            } catch (const FileError& e) {
+                s->problem = std::string("the server sent ") + e.what();
+                return 0;
+            }
+            if (n != s->expected - s->start) {
+                s->problem = "the server sends " + std::to_string(n) + " bytes (Content-Length) from byte " +
+                             std::to_string(s->start) + " of a file announced as " + std::to_string(s->expected) + " bytes";
+                return 0;
+            }
+        }
     }
     if (!s->writing) {
         if (s->error_body.size() < 600) s->error_body.append(p, std::min(len, 600 - s->error_body.size()));
         return len;
+    }
+    if (len > s->expected - s->start - s->wrote) {  // never more than announced: an endless body stops here
+        s->problem = "the server sent more than the " + std::to_string(s->expected) +
+                     " bytes it announced (X-Linked-Size / Content-Length); stopped there";
+        return 0;
     }
     size_t done = 0;
     while (done < len) {
@@ -473,6 +524,7 @@ int on_xfer(void* ud, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
         s->cancelled = true;
         return 1;
     }
+    s->progress.note.clear();
     return 0;
 }
 
@@ -482,84 +534,133 @@ uint64_t file_size(int fd) {
 }
 
 // Downloads `url` (size `expected`) to blobs/<etag>: appended to blobs/<etag>.incomplete, resumed with
-// Range from what is already there, retried while attempts make progress, renamed when complete.
+// Range from what is already there, retried while attempts make progress. Never more than `expected`
+// bytes are written. An LFS file's ETag is its sha256: the finished bytes must hash to it, else they
+// are discarded and the file downloaded once more from the start, then refused. Renamed into place
+// only when complete (and verified).
 void download_blob(const Ctx& cx, const std::string& file, const std::string& url, const std::string& blob,
-                   uint64_t expected, Progress prog) {
+                   const std::string& etag, uint64_t expected, Progress prog) {
     const std::string inc = blob + ".incomplete";
-    int fd = ::open(inc.c_str(), O_RDWR | O_CREAT, 0644);
+    int fd = ::open(inc.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) throw FileError(inc + ": cannot write: " + std::strerror(errno));
     struct Closer { int& fd; ~Closer() { if (fd >= 0) ::close(fd); } } closer{fd};
+    if (struct stat sb; ::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        throw FileError(inc + ": not a regular file; delete it and run again");
     uint64_t have = file_size(fd);
     if (have > expected) {  // not this file's bytes: start over
         if (::ftruncate(fd, 0) != 0) throw FileError(inc + ": cannot truncate: " + std::strerror(errno));
         have = 0;
     }
+    check_free_space(parent_of(blob), expected - have + (uint64_t(1) << 20), cx.spec + ": " + file);
     prog.resumed_from = have;
     prog.total = expected;
-    int retries = 0;
+    const std::string server = origin(url);
     auto interrupted = [&](const std::string& why) {
         have = file_size(fd);
-        throw FileError(cx.spec + ": the download of " + file + " from " + cx.endpoint + " was interrupted after " +
+        throw FileError(cx.spec + ": the download of " + file + " from " + server + " was interrupted after " +
                         std::to_string(have) + " of " + std::to_string(expected) + " bytes (" + why + "). The " +
                         std::to_string(have) + " bytes are kept in " + inc + ": run again to resume.");
     };
-    while (have < expected) {
-        if (::lseek(fd, off_t(have), SEEK_SET) < 0) throw FileError(inc + ": cannot seek: " + std::strerror(errno));
-        Reply r;
-        Headers hl(nullptr, curl_slist_free_all);
-        char errbuf[CURL_ERROR_SIZE] = {};
-        Easy e = make_easy(cx, url, r, hl, errbuf);
-        CURL* c = e.get();
-        Sink s;
-        s.fd = fd;
-        s.start = have;
-        s.reply = &r;
-        s.cx = &cx;
-        s.progress = prog;
-        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-        curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_xfer);
-        curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
-        std::string range = std::to_string(have) + "-";
-        if (have > 0) curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
-        finish(r, curl_easy_perform(c), errbuf);
-        if (char* eff = nullptr; curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff) r.url = eff;
-        have = file_size(fd);
-        if (s.cancelled)
-            throw FileError(cx.spec + ": the download of " + file + " was cancelled after " + std::to_string(have) + " of " +
-                            std::to_string(expected) + " bytes; they are kept in " + inc + " and the next run resumes");
-        if (!s.problem.empty()) {
-            if (::ftruncate(fd, 0) != 0) {}
-            throw FileError(cx.spec + ": " + file + " from " + printable(r.url) + ": " + s.problem);
-        }
-        if (r.code == CURLE_OK && r.status >= 400) {
-            if (r.status == 416 && have > 0 && retries++ == 0) {  // the range no longer fits: start over once
-                if (::ftruncate(fd, 0) != 0) throw FileError(inc + ": cannot truncate: " + std::strerror(errno));
-                have = 0;
-                continue;
+    for (int attempt = 0;; ++attempt) {
+        int retries = 0;
+        while (have < expected) {
+            if (::lseek(fd, off_t(have), SEEK_SET) < 0) throw FileError(inc + ": cannot seek: " + std::strerror(errno));
+            Reply r;
+            Headers hl(nullptr, curl_slist_free_all);
+            char errbuf[CURL_ERROR_SIZE] = {};
+            Easy e = make_easy(cx, url, r, hl, errbuf);
+            CURL* c = e.get();
+            Sink s;
+            s.fd = fd;
+            s.start = have;
+            s.expected = expected;
+            s.reply = &r;
+            s.cx = &cx;
+            s.progress = prog;
+            curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+            curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+            curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+            curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+            curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+            curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_xfer);
+            curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
+            std::string range = std::to_string(have) + "-";
+            if (have > 0) curl_easy_setopt(c, CURLOPT_RANGE, range.c_str());
+            finish(r, curl_easy_perform(c), errbuf);
+            if (char* eff = nullptr; curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff) r.url = eff;
+            have = file_size(fd);
+            prog.note.clear();
+            if (s.cancelled)
+                throw FileError(cx.spec + ": the download of " + file + " was cancelled after " + std::to_string(have) +
+                                " of " + std::to_string(expected) + " bytes; they are kept in " + inc +
+                                " and the next run resumes");
+            if (!s.problem.empty()) {
+                if (::ftruncate(fd, 0) != 0) {}
+                throw FileError(cx.spec + ": " + file + " from " + printable(r.url) + ": " + s.problem + "; nothing kept");
             }
-            if (origin(r.url) == origin(cx.endpoint)) http_error(cx, file, r);
-            // A storage host's refusal (an expired signed URL, say): its own words.
-            std::string body = s.error_body;
-            for (char& ch : body)
-                if (ch == '\n' || ch == '\r' || static_cast<unsigned char>(ch) < 32) ch = ' ';
-            throw FileError(cx.spec + ": " + file + ": HTTP " + std::to_string(r.status) + " from " + printable(r.url) +
-                            (body.empty() ? std::string() : " (" + body.substr(0, 300) + ")") + "; run again to retry");
+            if (r.code == CURLE_UNSUPPORTED_PROTOCOL || r.code == CURLE_TOO_MANY_REDIRECTS) {
+                char* to = nullptr;
+                std::string where;
+                if (curl_easy_getinfo(c, CURLINFO_REDIRECT_URL, &to) == CURLE_OK && to) where = printable(to);
+                throw FileError(cx.spec + ": " + file + ": the server at " + origin(r.url) + " redirected the download" +
+                                (where.empty() ? "" : " to " + terminal_safe(where)) + ", which is refused (" +
+                                terminal_safe(r.curl_error) + "; only http and https, at most 5 redirects). " +
+                                std::to_string(have) + " of " + std::to_string(expected) + " bytes downloaded; " +
+                                "is HF_ENDPOINT a Hugging Face hub (or a mirror of one)?");
+            }
+            if (r.code == CURLE_OPERATION_TIMEDOUT) {
+                throw FileError(cx.spec + ": the download of " + file + " from " + origin(r.url) + " is too slow: under " +
+                                std::to_string(kMinBytesPerSecond) + " bytes a second for " + std::to_string(stall_seconds()) +
+                                " s (HF_HUB_DOWNLOAD_TIMEOUT), " + std::to_string(have) + " of " + std::to_string(expected) +
+                                " bytes received. They are kept in " + inc + ": run again to resume.");
+            }
+            if (r.code != CURLE_OK && malformed_reply(r.code)) {
+                if (::ftruncate(fd, 0) != 0) {}
+                throw FileError(cx.spec + ": " + file + ": the server at " + origin(r.url) +
+                                " sent a reply that is not valid HTTP (" + terminal_safe(r.curl_error) + "); nothing kept");
+            }
+            if (r.code == CURLE_OK && r.status >= 400) {
+                if (r.status == 416 && have > 0 && retries++ == 0) {  // the range no longer fits: start over once
+                    if (::ftruncate(fd, 0) != 0) throw FileError(inc + ": cannot truncate: " + std::strerror(errno));
+                    have = 0;
+                    continue;
+                }
+                if (origin(r.url) == origin(cx.endpoint)) http_error(cx, file, r);
+                // A storage host's refusal (an expired signed URL, say): its own words.
+                std::string body = s.error_body;
+                for (char& ch : body)
+                    if (ch == '\n' || ch == '\r' || static_cast<unsigned char>(ch) < 32) ch = ' ';
+                throw FileError(cx.spec + ": " + file + ": HTTP " + std::to_string(r.status) + " from " + printable(r.url) +
+                                (body.empty() ? std::string() : " (" + terminal_safe(body.substr(0, 300)) + ")") +
+                                "; run again to retry");
+            }
+            if (r.code == CURLE_OK && r.status != 200 && r.status != 206) {
+                throw FileError(cx.spec + ": " + file + ": HTTP " + std::to_string(r.status) + " from " + printable(r.url) +
+                                " instead of the file's bytes; is HF_ENDPOINT a Hugging Face hub (or a mirror of one)?");
+            }
+            if (have == expected) break;
+            // Short: the connection dropped (or the server ended the body early). Go on from here
+            // while attempts bring new bytes, as huggingface_hub does.
+            const std::string why = r.code != CURLE_OK ? r.curl_error : "the server ended the transfer early";
+            if (s.wrote == 0 || ++retries > 5) interrupted(why);
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
         }
-        if (have > expected) {
-            if (::ftruncate(fd, 0) != 0) {}
-            throw FileError(cx.spec + ": " + file + ": the server sent " + std::to_string(have) + " bytes, but announced " +
-                            std::to_string(expected) + " (X-Linked-Size / Content-Length); nothing kept");
-        }
-        if (have == expected) break;
-        // Short: the connection dropped (or the server ended the body early). Go on from here
-        // while attempts bring new bytes, as huggingface_hub does.
-        const std::string why = r.code != CURLE_OK ? r.curl_error : "the server ended the transfer early";
-        if (s.wrote == 0 || ++retries > 5) interrupted(why);
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (!is_sha256(etag)) break;
+        const std::string got = sha256_fd(fd, inc);
+        if (got == etag) break;
+        // Not the file the hub names: a resumed part from another file, a shifted range, another
+        // file of the same size. Never kept under the name of a hash it does not have.
+        if (::ftruncate(fd, 0) != 0) throw FileError(inc + ": cannot truncate: " + std::strerror(errno));
+        have = 0;
+        if (attempt == 1)
+            throw FileError(cx.spec + ": " + file + " from " + server + " is not the file the hub names: its bytes hash to sha256 " +
+                            got + ", the hub's ETag is " + etag + " (downloaded twice, the second time from the start); "
+                            "nothing kept. Try again later, or check HF_ENDPOINT and any proxy between.");
+        prog.resumed_from = 0;
+        prog.note = "the " + std::to_string(expected) + " bytes of " + file + " do not hash to its sha256 " + etag.substr(0, 12) +
+                    "...; discarded, downloading it again from the start";
+        if (cx.progress) cx.progress(prog);
+        prog.note.clear();
     }
     if (cx.progress) {
         prog.done = have;
@@ -585,7 +686,7 @@ std::string file_url(const Ctx& cx, const std::string& rev, const std::string& f
 
 // HEAD for one file: its commit, blob name, size and where its bytes are. nullopt: 404 (no such
 // file; recorded in .no_exist). Throws for every other failure, after `fallback` had its chance.
-enum class HeadFail { None, Network, Http };
+enum class HeadFail { None, Network, Malformed, Http };
 std::optional<Meta> head_file(const Ctx& cx, const std::string& rev, const std::string& file, Reply* failed,
                               HeadFail* how) {
     *how = HeadFail::None;
@@ -593,7 +694,7 @@ std::optional<Meta> head_file(const Ctx& cx, const std::string& rev, const std::
     Reply r = head(cx, url);
     if (r.code != CURLE_OK) {
         *failed = r;
-        *how = HeadFail::Network;
+        *how = malformed_reply(r.code) ? HeadFail::Malformed : HeadFail::Network;
         return std::nullopt;
     }
     const std::string code = r.header("x-error-code");
@@ -612,35 +713,20 @@ std::optional<Meta> head_file(const Ctx& cx, const std::string& rev, const std::
     }
     Meta m;
     m.file = file;
-    m.commit = r.header("x-repo-commit");
-    std::string etag = r.header("x-linked-etag");
-    if (etag.empty()) etag = r.header("etag");
-    if (etag.rfind("W/", 0) == 0) etag = etag.substr(2);
-    while (!etag.empty() && etag.front() == '"') etag.erase(etag.begin());
-    while (!etag.empty() && etag.back() == '"') etag.pop_back();
-    m.etag = etag;
-    const bool redirect = r.status >= 300 && r.status < 400;
-    std::string size = r.header("x-linked-size");
-    if (size.empty() && !redirect) size = r.header("content-length");
-    auto not_hub = [&](const std::string& what) {
-        throw FileError(cx.spec + ": " + file + ": the server at " + cx.endpoint + " " + what +
+    HeadFields f;
+    try {
+        f = head_fields(r.status, r.headers);
+    } catch (const FileError& e) {
+        throw FileError(cx.spec + ": " + file + ": the server at " + cx.endpoint + " " + e.what() +
                         "; is HF_ENDPOINT a Hugging Face hub (or a mirror of one)?");
-    };
-    if (m.commit.empty()) not_hub("sent no X-Repo-Commit header");
-    if (!safe_component(m.commit, 128)) not_hub("sent the commit '" + m.commit.substr(0, 80) + "', not a commit id");
-    if (m.etag.empty()) not_hub("sent no ETag");
-    if (!safe_component(m.etag, 128)) not_hub("sent the ETag '" + m.etag.substr(0, 80) + "', not usable as a file name");
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long sz = size.empty() ? 0 : std::strtoull(size.c_str(), &end, 10);
-    if (size.empty() || *end || errno) not_hub("sent no usable size (X-Linked-Size or Content-Length)");
-    m.size = sz;
-    m.url = r.url;
-    if (redirect) {
-        std::string loc = r.header("location");
-        if (loc.empty()) not_hub("redirected without a Location");
-        m.url = loc.find("://") != std::string::npos ? loc : origin(r.url) + (loc[0] == '/' ? "" : "/") + loc;
     }
+    m.commit = f.commit;
+    m.etag = f.etag;
+    m.size = f.size;
+    m.url = r.url;
+    if (f.redirect)
+        m.url = f.location.find("://") != std::string::npos ? f.location
+                                                             : origin(r.url) + (f.location[0] == '/' ? "" : "/") + f.location;
     return m;
 }
 
@@ -657,6 +743,7 @@ Snapshot fetch(const Ctx& cx, const std::optional<Snapshot>& cached) {
     auto give_up = [&](const std::string& file) {
         if (cached) return true;  // use what the cache has, as huggingface_hub does without a network
         if (how == HeadFail::Network) no_network(cx, file, failed);
+        if (how == HeadFail::Malformed) malformed(cx, file, failed);
         http_error(cx, file, failed);
     };
     auto rev = [&] { return commit.empty() ? cx.ref.revision : commit; };
@@ -717,7 +804,7 @@ Snapshot fetch(const Ctx& cx, const std::optional<Snapshot>& cached) {
         if (!is_file(blob)) {
             Lock lock(cx, m.etag, p);
             if (!is_file(blob)) {  // another process may have finished it meanwhile
-                download_blob(cx, m.file, m.url, blob, m.size, p);
+                download_blob(cx, m.file, m.url, blob, m.etag, m.size, p);
                 downloaded.push_back(m.file);
             }
         }
@@ -763,6 +850,221 @@ std::string token_from_env(std::string* from) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------------ replies, checked
+
+long stall_seconds() {
+    const std::string v = env("HF_HUB_DOWNLOAD_TIMEOUT");
+    char* end = nullptr;
+    const double x = v.empty() ? 0 : std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || !(x >= 1)) return 30;
+    return long(std::min(x, 3600.0));
+}
+
+void parse_header_line(const std::string& raw, long& status, std::map<std::string, std::string>& headers) {
+    std::string line = raw;
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect, or a 100 Continue)
+        headers.clear();
+        const size_t sp = line.find(' ');
+        status = 0;
+        if (sp != std::string::npos && sp + 4 <= line.size() && std::isdigit(static_cast<unsigned char>(line[sp + 1])) &&
+            std::isdigit(static_cast<unsigned char>(line[sp + 2])) && std::isdigit(static_cast<unsigned char>(line[sp + 3])))
+            status = std::stol(line.substr(sp + 1, 3));
+    } else if (size_t c = line.find(':'); c != std::string::npos && c > 0 && c <= 256) {
+        std::string k = line.substr(0, c);
+        for (char& ch : k) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+        if (headers.size() < 1000) headers[k] = strip(line.substr(c + 1, 8192));
+    }
+}
+
+uint64_t parse_size(const std::string& v, const std::string& header) {
+    auto bad = [&](const std::string& why) -> uint64_t {
+        throw FileError(header + " '" + terminal_safe(v.substr(0, 40)) + (v.size() > 40 ? "..." : "") + "' " + why);
+    };
+    if (v.empty()) return bad("is empty, not a size in bytes");
+    if (v.size() > 20) return bad("is not a size in bytes (over 20 characters)");
+    uint64_t n = 0;
+    for (char c : v) {
+        if (c < '0' || c > '9') return bad("is not a size in bytes (digits only)");
+        const uint64_t d = uint64_t(c - '0');
+        if (n > (UINT64_MAX - d) / 10) return bad("is not a size in bytes (too large)");
+        n = n * 10 + d;
+    }
+    if (n > kMaxDownloadBytes)
+        return bad("is over the " + std::to_string(kMaxDownloadBytes >> 30) + " GiB a download may be");
+    return n;
+}
+
+bool parse_content_range(const std::string& v, uint64_t& start, uint64_t& end, uint64_t& total) {
+    if (v.rfind("bytes ", 0) != 0) return false;
+    size_t i = 6;
+    auto number = [&](uint64_t& out) {
+        const size_t b = i;
+        uint64_t n = 0;
+        while (i < v.size() && v[i] >= '0' && v[i] <= '9' && i - b < 20) {
+            const uint64_t d = uint64_t(v[i] - '0');
+            if (n > (UINT64_MAX - d) / 10) return false;
+            n = n * 10 + d;
+            ++i;
+        }
+        out = n;
+        return i > b;
+    };
+    if (!number(start) || i >= v.size() || v[i++] != '-' || !number(end) || i >= v.size() || v[i++] != '/') return false;
+    if (i + 1 == v.size() && v[i] == '*') {
+        total = 0;
+        return end >= start;
+    }
+    if (!number(total) || i != v.size()) return false;
+    return end >= start && end < total;
+}
+
+HeadFields head_fields(long status, const std::map<std::string, std::string>& headers) {
+    auto header = [&](const char* k) {
+        auto it = headers.find(k);
+        return it == headers.end() ? std::string() : it->second;
+    };
+    HeadFields f;
+    f.commit = header("x-repo-commit");
+    std::string etag = header("x-linked-etag");
+    if (etag.empty()) etag = header("etag");
+    if (etag.rfind("W/", 0) == 0) etag = etag.substr(2);
+    while (!etag.empty() && etag.front() == '"') etag.erase(etag.begin());
+    while (!etag.empty() && etag.back() == '"') etag.pop_back();
+    f.etag = etag;
+    f.redirect = status >= 300 && status < 400;
+    if (f.commit.empty()) throw FileError("sent no X-Repo-Commit header");
+    if (!safe_component(f.commit, 128))
+        throw FileError("sent the commit '" + terminal_safe(f.commit.substr(0, 80)) + "', not a commit id");
+    if (f.etag.empty()) throw FileError("sent no ETag");
+    if (!safe_component(f.etag, 128))
+        throw FileError("sent the ETag '" + terminal_safe(f.etag.substr(0, 80)) + "', not usable as a file name");
+    // The size: X-Linked-Size (a redirected LFS file), else the reply's own Content-Length.
+    const bool linked = headers.count("x-linked-size") != 0;
+    if (!linked && (f.redirect || !headers.count("content-length")))
+        throw FileError("sent no size (X-Linked-Size or Content-Length)");
+    const std::string name = linked ? "X-Linked-Size" : "Content-Length";
+    try {
+        f.size = parse_size(header(linked ? "x-linked-size" : "content-length"), name);
+    } catch (const FileError& e) {
+        throw FileError(std::string("sent ") + e.what());
+    }
+    if (f.redirect) {
+        f.location = header("location");
+        if (f.location.empty()) throw FileError("redirected without a Location");
+    }
+    return f;
+}
+
+bool is_sha256(const std::string& e) {
+    if (e.size() != 64) return false;
+    for (char c : e)
+        if (!std::isdigit(static_cast<unsigned char>(c)) && !(c >= 'a' && c <= 'f')) return false;
+    return true;
+}
+
+namespace {
+// SHA-256 (FIPS 180-4), small and portable: only downloads are hashed, once each.
+class Sha256 {
+public:
+    void update(const unsigned char* p, size_t n) {
+        len_ += n;
+        while (n) {
+            const size_t k = std::min(n, size_t(64) - fill_);
+            std::memcpy(buf_ + fill_, p, k);
+            fill_ += k, p += k, n -= k;
+            if (fill_ == 64) block(buf_), fill_ = 0;
+        }
+    }
+    std::string hex() {
+        const uint64_t bits = len_ * 8;
+        const unsigned char one = 0x80, zero = 0;
+        update(&one, 1);
+        while (fill_ != 56) update(&zero, 1);
+        unsigned char l[8];
+        for (int i = 0; i < 8; ++i) l[i] = (unsigned char)(bits >> (56 - 8 * i));
+        update(l, 8);
+        static const char* d = "0123456789abcdef";
+        std::string o;
+        for (uint32_t v : h_)
+            for (int i = 28; i >= 0; i -= 4) o += d[(v >> i) & 15];
+        return o;
+    }
+
+private:
+    static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+    void block(const unsigned char* p) {
+        static const uint32_t K[64] = {
+            0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98,
+            0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+            0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8,
+            0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+            0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819,
+            0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+            0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+            0xc67178f2};
+        uint32_t w[64];
+        for (int i = 0; i < 16; ++i)
+            w[i] = uint32_t(p[4 * i]) << 24 | uint32_t(p[4 * i + 1]) << 16 | uint32_t(p[4 * i + 2]) << 8 | p[4 * i + 3];
+        for (int i = 16; i < 64; ++i) {
+            const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+            const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+        }
+        uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
+        for (int i = 0; i < 64; ++i) {
+            const uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+            const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+            h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+        }
+        h_[0] += a, h_[1] += b, h_[2] += c, h_[3] += d, h_[4] += e, h_[5] += f, h_[6] += g, h_[7] += h;
+    }
+    uint32_t h_[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    unsigned char buf_[64];
+    size_t fill_ = 0;
+    uint64_t len_ = 0;
+};
+
+std::string sha256_fd(int fd, const std::string& what) {
+    Sha256 h;
+    std::vector<unsigned char> buf(size_t(1) << 20);
+    off_t at = 0;
+    for (;;) {
+        const ssize_t r = ::pread(fd, buf.data(), buf.size(), at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) throw FileError(what + ": cannot read it back to check its sha256: " + std::strerror(errno));
+        if (r == 0) break;
+        h.update(buf.data(), size_t(r));
+        at += r;
+    }
+    return h.hex();
+}
+}  // namespace
+
+std::string sha256_hex(const std::string& bytes) {
+    Sha256 h;
+    h.update(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+    return h.hex();
+}
+
+std::string sha256_file(const std::string& path) {
+    check_regular_file(path);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw FileError(path + ": cannot open: " + std::strerror(errno));
+    struct Closer { int fd; ~Closer() { ::close(fd); } } closer{fd};
+    return sha256_fd(fd, path);
+}
+
+void check_free_space(const std::string& dir, uint64_t need, const std::string& what) {
+    struct statvfs v;
+    if (::statvfs(dir.c_str(), &v) != 0) return;  // unknown: the writes will say
+    const uint64_t avail = uint64_t(v.f_bavail) * uint64_t(v.f_frsize);
+    if (need > avail)
+        throw FileError(what + " needs " + std::to_string(need) + " bytes (" + std::to_string(need >> 20) + " MiB) but " +
+                        dir + " has " + std::to_string(avail) + " bytes (" + std::to_string(avail >> 20) +
+                        " MiB) free; nothing downloaded. Free some space, or set HF_HUB_CACHE to a folder on a larger disk.");
+}
 
 // ------------------------------------------------------------------ public
 
@@ -846,12 +1148,14 @@ Snapshot resolve(const Ref& ref, const FetchOptions& opt) {
     cx.progress = opt.progress;
     const bool offline = opt.offline || offline_env();
 
-    const std::string commit = is_commit(ref.revision) ? ref.revision : read_ref(cx.storage, ref.revision);
+    std::string bad_ref;
+    const std::string commit = is_commit(ref.revision) ? ref.revision : read_ref(cx.storage, ref.revision, &bad_ref);
     std::optional<Snapshot> cached = local_snapshot(cx, commit);
     if (cached && (offline || settled(cx, *cached))) return *cached;
     if (offline) {
         std::string detail;
         if (!exists(cx.storage)) detail = "no folder " + repo_folder(ref.repo_id);
+        else if (commit.empty() && !bad_ref.empty()) detail = bad_ref;
         else if (commit.empty()) detail = "no refs/" + ref.revision + " in " + repo_folder(ref.repo_id);
         else detail = "snapshot " + commit + " has no model.safetensors or pytorch_model.bin";
         std::string why = opt.offline ? "--offline" : is_true(env("HF_HUB_OFFLINE")) ? "HF_HUB_OFFLINE=" + env("HF_HUB_OFFLINE")

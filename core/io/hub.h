@@ -38,6 +38,7 @@ struct Progress {
     uint64_t resumed_from = 0;     // bytes kept from an earlier, interrupted transfer
     int index = 0, count = 0;      // this file's number among the files this call downloads
     bool waiting = false;          // waiting for another process downloading the same file
+    std::string note;              // said once when set: "the bytes did not match their sha256, downloading again"
 };
 // Return false to cancel: the bytes so far stay in the .incomplete blob and the next call resumes.
 using ProgressFn = std::function<bool(const Progress&)>;
@@ -70,6 +71,42 @@ struct Snapshot {
 // HF_TOKEN (or HUGGING_FACE_HUB_TOKEN, or the token file huggingface-cli login writes) is set.
 Snapshot resolve(const Ref& ref, const FetchOptions& opt = {});
 
+// ------------------------------------------------------------ the server's replies, checked
+// Public for the tests and the fuzz harness (tests/fuzz/fuzz_hub.cpp): every header a download
+// acts on goes through these.
+
+// The most a download may be (X-Linked-Size / Content-Length above it are refused): 64 GiB.
+constexpr uint64_t kMaxDownloadBytes = uint64_t(64) << 30;
+// A transfer slower than this many bytes a second, on average over the stall window, fails.
+constexpr long kMinBytesPerSecond = 1024;
+// The stall window in seconds: $HF_HUB_DOWNLOAD_TIMEOUT (1..3600), else 30.
+long stall_seconds();
+
+// One header line of a reply into `status` (a status line "HTTP/1.1 206 ...": the headers so far
+// are dropped, a new response begins) or `headers` (name lower-cased, value stripped).
+void parse_header_line(const std::string& line, long& status, std::map<std::string, std::string>& headers);
+// A size header's value: decimal digits only, at most kMaxDownloadBytes. Anything else ("-1", "-0",
+// "+7", "1e9", "0x10", "", 21 digits) is a FileError naming the header and the value.
+uint64_t parse_size(const std::string& value, const std::string& header);
+// "bytes START-END/TOTAL" (TOTAL may be '*': 0 is returned for it); false when malformed.
+bool parse_content_range(const std::string& value, uint64_t& start, uint64_t& end, uint64_t& total);
+// What a HEAD reply for a file says: its commit, blob name (X-Linked-Etag, else ETag; W/ and quotes
+// dropped), size (X-Linked-Size, else Content-Length when not redirected) and, redirected, where the
+// bytes are (Location). FileError with what is wrong, without a prefix ("sent no ETag").
+struct HeadFields {
+    std::string commit, etag, location;
+    uint64_t size = 0;
+    bool redirect = false;
+};
+HeadFields head_fields(long status, const std::map<std::string, std::string>& headers);
+// A blob named by its sha256 (an LFS file's ETag on the hub): 64 lower-case hex digits.
+bool is_sha256(const std::string& etag);
+// SHA-256 of bytes, and of a file's contents, as 64 lower-case hex digits.
+std::string sha256_hex(const std::string& bytes);
+std::string sha256_file(const std::string& path);
+// FileError naming `what` and `dir` when the file system of `dir` has fewer than `need` bytes free.
+void check_free_space(const std::string& dir, uint64_t need, const std::string& what);
+
 // ------------------------------------------------------------ models on this computer
 
 // What a checkpoint is, from its tensor names and shapes (and a config.json beside it).
@@ -92,6 +129,25 @@ struct Found {
 };
 // The checkpoints in the Hugging Face cache and torch.hub's checkpoints folder (empty arguments:
 // the folders the environment names). Reads headers and configs only, never the weights.
+// The two folders given are followed if they are links; below them no directory link is followed
+// (refs/a -> . would loop, refs/x -> /usr would walk the disk), and the scan is bounded.
+struct ScanLimits {
+    int max_depth = 8;                 // nested refs (refs/pr/1: 2)
+    size_t max_entries = 200000;       // names read in all folders together
+    size_t max_per_folder = 20000;     // names read in one folder
+    double max_seconds = 60;           // wall time
+};
+struct ScanProgress {
+    size_t done = 0, total = 0;        // repositories and checkpoints examined, of those listed
+    std::string current;               // the one being examined
+};
+struct ScanResult {
+    std::vector<Found> found;
+    std::string stopped;               // "" when complete, else why it stopped early (a limit, cancelled)
+};
+// progress: called before each repository or checkpoint; false cancels (the result so far is kept).
+ScanResult scan_models(const std::string& hf_cache = "", const std::string& torch_dir = "", const ScanLimits& limits = {},
+                       const std::function<bool(const ScanProgress&)>& progress = {});
 std::vector<Found> find_models(const std::string& hf_cache = "", const std::string& torch_dir = "");
 
 }  // namespace vit::hub

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -247,23 +249,64 @@ namespace {
 
 bool is_regular(const std::string& p, uint64_t* size = nullptr) {
     struct stat sb;
-    if (::stat(p.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)) return false;
+    if (::stat(p.c_str(), &sb) != 0 || !S_ISREG(sb.st_mode)) return false;  // a snapshot's file: a link to its blob
     if (size) *size = uint64_t(sb.st_size);
     return true;
 }
 
-std::vector<std::string> list_dir(const std::string& dir) {
-    std::vector<std::string> v;
-    if (DIR* d = ::opendir(dir.c_str())) {
-        while (dirent* e = ::readdir(d)) {
-            std::string n = e->d_name;
-            if (n != "." && n != "..") v.push_back(n);
-        }
-        ::closedir(d);
-    }
-    std::sort(v.begin(), v.end());
-    return v;
+// A real directory: a link to one is never entered (refs/a -> . loops, refs/x -> /usr walks the disk).
+bool real_dir(const std::string& p) {
+    struct stat sb;
+    return ::lstat(p.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode);
 }
+
+// The bounds of one scan, and how it went.
+struct Walk {
+    ScanLimits lim;
+    std::function<bool(const ScanProgress&)> progress;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    size_t entries = 0;
+    std::string stopped;
+    bool over() {
+        if (!stopped.empty()) return true;
+        if (entries > lim.max_entries)
+            stopped = "stopped after reading " + std::to_string(lim.max_entries) + " names (the limit of one scan)";
+        else if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > lim.max_seconds)
+            stopped = "stopped after " + std::to_string(int(lim.max_seconds)) + " s (the limit of one scan)";
+        return !stopped.empty();
+    }
+    bool step(size_t done, size_t total, const std::string& what) {
+        if (over()) return false;
+        if (progress && !progress(ScanProgress{done, total, what})) {
+            stopped = "cancelled";
+            return false;
+        }
+        return true;
+    }
+    // The names in `dir`, sorted; at most max_per_folder of them (a note says when more were there).
+    std::vector<std::string> list(const std::string& dir) {
+        std::vector<std::string> v;
+        if (over()) return v;
+        if (DIR* d = ::opendir(dir.c_str())) {
+            while (dirent* e = ::readdir(d)) {
+                std::string n = e->d_name;
+                if (n == "." || n == "..") continue;
+                if (v.size() >= lim.max_per_folder || ++entries > lim.max_entries) {
+                    if (stopped.empty())
+                        stopped = v.size() >= lim.max_per_folder
+                                      ? terminal_safe(dir) + " holds more than " + std::to_string(lim.max_per_folder) +
+                                            " names; the rest were not read"
+                                      : "stopped after reading " + std::to_string(lim.max_entries) + " names (the limit of one scan)";
+                    break;
+                }
+                v.push_back(n);
+            }
+            ::closedir(d);
+        }
+        std::sort(v.begin(), v.end());
+        return v;
+    }
+};
 
 bool weights_name(const std::string& n) {
     auto ends = [&](const char* e) {
@@ -293,43 +336,67 @@ Found examine(const std::string& path, const std::string& config_path) {
     return f;
 }
 
-// refs/<name> files (nested for refs/pr/N): commit -> the ref names pointing at it.
-void read_refs(const std::string& dir, const std::string& prefix, std::map<std::string, std::vector<std::string>>& out) {
-    for (const std::string& n : list_dir(dir)) {
+// refs/<name> files (nested for refs/pr/N): commit -> the ref names pointing at it. Real folders
+// only, at most max_depth deep; a ref is a small regular file (read_file refuses anything else).
+void read_refs(Walk& w, const std::string& dir, const std::string& prefix, int depth,
+               std::map<std::string, std::vector<std::string>>& out) {
+    if (depth > w.lim.max_depth) return;
+    for (const std::string& n : w.list(dir)) {
         std::string p = dir + "/" + n;
-        if (is_regular(p)) {
+        struct stat sb;
+        if (::lstat(p.c_str(), &sb) != 0) continue;
+        if (S_ISREG(sb.st_mode)) {
             try {
                 std::string c = read_file(p, 4096);
                 while (!c.empty() && std::isspace(static_cast<unsigned char>(c.back()))) c.pop_back();
                 out[c].push_back(prefix + n);
             } catch (const FileError&) {
             }
-        } else {
-            read_refs(p, prefix + n + "/", out);
+        } else if (S_ISDIR(sb.st_mode)) {
+            read_refs(w, p, prefix + n + "/", depth + 1, out);
         }
+        if (w.over()) return;
     }
 }
 
 }  // namespace
 
-std::vector<Found> find_models(const std::string& hf_cache_arg, const std::string& torch_arg) {
-    std::vector<Found> out;
+ScanResult scan_models(const std::string& hf_cache_arg, const std::string& torch_arg, const ScanLimits& limits,
+                       const std::function<bool(const ScanProgress&)>& progress) {
+    Walk w;
+    w.lim = limits;
+    w.progress = progress;
+    ScanResult res;
+    std::vector<Found>& out = res.found;
     const std::string hf = hf_cache_arg.empty() ? cache_dir() : hf_cache_arg;
-    for (const std::string& repo_dir : list_dir(hf)) {
-        if (repo_dir.rfind("models--", 0) != 0) continue;  // datasets--, spaces--, .locks
+    const std::string th = torch_arg.empty() ? torch_checkpoints_dir() : torch_arg;
+    std::vector<std::string> repos;
+    for (const std::string& r : w.list(hf))
+        if (r.rfind("models--", 0) == 0) repos.push_back(r);  // datasets--, spaces--, .locks
+    std::vector<std::string> torch_files;
+    for (const std::string& n : w.list(th))
+        if (weights_name(n)) torch_files.push_back(n);
+    const size_t total = repos.size() + torch_files.size();
+    size_t done = 0;
+    for (const std::string& repo_dir : repos) {
+        if (!w.step(done++, total, repo_dir)) break;
+        const std::string storage = hf + "/" + repo_dir;
+        if (!real_dir(storage)) continue;
         std::string repo_id = repo_dir.substr(8);
         for (size_t p; (p = repo_id.find("--")) != std::string::npos;) repo_id.replace(p, 2, "/");
-        const std::string storage = hf + "/" + repo_dir;
         std::map<std::string, std::vector<std::string>> refs;
-        read_refs(storage + "/refs", "", refs);
-        for (const std::string& commit : list_dir(storage + "/snapshots")) {
+        if (real_dir(storage + "/refs")) read_refs(w, storage + "/refs", "", 1, refs);
+        if (!real_dir(storage + "/snapshots")) continue;
+        for (const std::string& commit : w.list(storage + "/snapshots")) {
+            if (w.over()) break;
             const std::string snap = storage + "/snapshots/" + commit;
+            if (!real_dir(snap)) continue;
             std::string weights;
             bool standard = false;
-            for (const char* w : {"model.safetensors", "pytorch_model.bin"})
-                if (weights.empty() && is_regular(snap + "/" + w)) { weights = snap + "/" + w; standard = true; }
+            for (const char* wn : {"model.safetensors", "pytorch_model.bin"})
+                if (weights.empty() && is_regular(snap + "/" + wn)) { weights = snap + "/" + wn; standard = true; }
             if (weights.empty())
-                for (const std::string& n : list_dir(snap))
+                for (const std::string& n : w.list(snap))
                     if (weights_name(n) && is_regular(snap + "/" + n)) { weights = snap + "/" + n; break; }
             if (weights.empty()) continue;  // only configs cached: nothing to open
             Found f = examine(weights, snap + "/config.json");
@@ -349,16 +416,21 @@ std::vector<Found> find_models(const std::string& hf_cache_arg, const std::strin
             out.push_back(std::move(f));
         }
     }
-    const std::string th = torch_arg.empty() ? torch_checkpoints_dir() : torch_arg;
-    for (const std::string& n : list_dir(th)) {
+    for (const std::string& n : torch_files) {
+        if (!w.step(done++, total, n)) break;
         const std::string p = th + "/" + n;
-        if (!weights_name(n) || !is_regular(p)) continue;
+        if (!is_regular(p)) continue;
         Found f = examine(p, "");
         f.where = "torch.hub";
         f.spec = p;
         out.push_back(std::move(f));
     }
-    return out;
+    res.stopped = w.stopped;
+    return res;
+}
+
+std::vector<Found> find_models(const std::string& hf_cache_arg, const std::string& torch_arg) {
+    return scan_models(hf_cache_arg, torch_arg).found;
 }
 
 }  // namespace vit::hub

@@ -36,6 +36,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -100,37 +103,55 @@ public:
     Shrinker(int w, int h, int n, int keep, int k, float scale)
         : w_(w), h_(h), n_(n), keep_(keep), k_(k), ow_((w + k - 1) / k), oh_((h + k - 1) / k), scale_(scale) {
         out_ = Tensor3::from_shape({size_t(keep), size_t(oh_), size_t(ow_)});
-        if (k > 1) acc_.assign(size_t(keep) * size_t(ow_), 0.0);
+        if (k > 1) acc_.assign(size_t(keep) * size_t(ow_), 0);
     }
-    template <class T>
+    // `px`: interleaved samples of one row, host order (uint8_t, uint16_t) or, big_endian, 16-bit
+    // samples as PNG stores them (swapped here, not by a separate pass of libpng's).
+    template <class T, bool big_endian = false>
     void row(const T* px) {
         if (y_ >= h_) return;
         const size_t plane = size_t(oh_) * size_t(ow_), n = size_t(n_);
+        auto at = [](const T* p) -> uint32_t {
+            if constexpr (big_endian) {
+                const auto* b = reinterpret_cast<const unsigned char*>(p);
+                return uint32_t(b[0]) << 8 | b[1];
+            } else {
+                return uint32_t(*p);
+            }
+        };
         if (k_ == 1) {
             float* d = out_.data() + size_t(y_) * size_t(w_);
             for (int c = 0; c < keep_; ++c, d += plane) {
                 const T* p = px + c;
-                for (int x = 0; x < w_; ++x, p += n) d[x] = *p / scale_;
+                for (int x = 0; x < w_; ++x, p += n) d[x] = float(at(p)) / scale_;
             }
         } else {
-            double* acc = acc_.data();
-            for (int c = 0; c < keep_; ++c, acc += ow_) {
-                const T* p = px + c;
-                for (int ox = 0, x = 0; ox < ow_; ++ox) {
-                    double s = 0;  // this row's part of block ox
-                    for (const int x1 = std::min(w_, x + k_); x < x1; ++x, p += n) s += *p;
-                    acc[ox] += s;
+            // Integer sums (exact, as the double sums they replace were), the row read once in
+            // memory order: each pixel's kept channels go to its block's sums.
+            const int keep = keep_;
+            for (int ox = 0, x = 0; ox < ow_; ++ox) {
+                const int x1 = std::min(w_, x + k_);
+                const T* p = px + size_t(x) * n;
+                uint32_t s0 = 0, s1 = 0, s2 = 0;  // k <= 16384 samples of 16 bits: under 2^32
+                if (keep == 3) {
+                    for (; x < x1; ++x, p += n) s0 += at(p), s1 += at(p + 1), s2 += at(p + 2);
+                    acc_[size_t(ox)] += s0;
+                    acc_[size_t(ow_) + size_t(ox)] += s1;
+                    acc_[2 * size_t(ow_) + size_t(ox)] += s2;
+                } else {
+                    for (; x < x1; ++x, p += n) s0 += at(p);
+                    acc_[size_t(ox)] += s0;
                 }
             }
             ++rows_in_block_;
             if (rows_in_block_ == k_ || y_ + 1 == h_) {
                 const int oy = y_ / k_;
                 for (int c = 0; c < keep_; ++c) {
-                    double* a = acc_.data() + size_t(c) * size_t(ow_);
+                    uint64_t* a = acc_.data() + size_t(c) * size_t(ow_);
                     float* d = out_.data() + size_t(c) * plane + size_t(oy) * size_t(ow_);
                     for (int ox = 0; ox < ow_; ++ox) {
                         const int cols = std::min(k_, w_ - ox * k_);
-                        d[ox] = float(a[ox] / (double(rows_in_block_) * cols * scale_));
+                        d[ox] = float(double(a[ox]) / (double(rows_in_block_) * cols * scale_));
                         a[ox] = 0;
                     }
                 }
@@ -149,7 +170,7 @@ private:
     float scale_;
     int y_ = 0, rows_in_block_ = 0;
     Tensor3 out_;
-    std::vector<double> acc_;
+    std::vector<uint64_t> acc_;
 };
 
 std::string stb_reason() {
@@ -264,6 +285,81 @@ private:
     bool created_ = false;
 };
 
+// Rows handed to the shrinker in strips on a thread of its own while the decoder reads the next strip
+// (double buffered): a 16384 x 16384 PNG's block sums no longer wait for its inflating, and the
+// shrinker sees the rows in order, so the result is bit for bit the same.
+class RowPipe {
+public:
+    RowPipe(Shrinker& s, size_t rowbytes, bool sixteen, int strip)
+        : s_(s), rowbytes_(rowbytes), sixteen_(sixteen), strip_(strip) {
+        for (auto& b : buf_) b.resize(rowbytes * size_t(strip));
+        worker_ = std::thread([this] { work(); });
+    }
+    ~RowPipe() {
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            quit_ = true;
+        }
+        cv_.notify_all();
+        worker_.join();
+    }
+    RowPipe(const RowPipe&) = delete;
+    RowPipe& operator=(const RowPipe&) = delete;
+    // Where the decoder writes its next row.
+    unsigned char* next_row() { return buf_[fill_].data() + size_t(rows_) * rowbytes_; }
+    // That row is written: a full strip goes to the worker (once it is done with the other buffer).
+    void row_done() {
+        if (++rows_ == strip_) submit();
+    }
+    // The last strip handed over, and every row shrunk.
+    void finish() {
+        if (rows_) submit();
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return !busy_; });
+    }
+
+private:
+    void submit() {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return !busy_; });
+        work_buf_ = fill_;
+        work_rows_ = rows_;
+        busy_ = true;
+        l.unlock();
+        cv_.notify_all();
+        fill_ ^= 1;
+        rows_ = 0;
+    }
+    void work() {
+        std::unique_lock<std::mutex> l(mu_);
+        for (;;) {
+            cv_.wait(l, [&] { return busy_ || quit_; });
+            if (!busy_) return;
+            const unsigned char* b = buf_[work_buf_].data();
+            const int n = work_rows_;
+            l.unlock();
+            for (int r = 0; r < n; ++r) {
+                const unsigned char* row = b + size_t(r) * rowbytes_;
+                if (sixteen_) s_.row<uint16_t, true>(reinterpret_cast<const uint16_t*>(row));
+                else s_.row(row);
+            }
+            l.lock();
+            busy_ = false;
+            cv_.notify_all();
+        }
+    }
+    Shrinker& s_;
+    const size_t rowbytes_;
+    const bool sixteen_;
+    const int strip_;
+    std::vector<unsigned char> buf_[2];
+    int fill_ = 0, rows_ = 0, work_buf_ = 0, work_rows_ = 0;
+    bool busy_ = false, quit_ = false;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::thread worker_;
+};
+
 // ------------------------------------------------------------------ PNG
 
 struct PngSrc { const unsigned char* p; size_t n, at; char msg[256]; };
@@ -307,6 +403,11 @@ public:
         static const png_byte skip[] = "tEXt\0zTXt\0iTXt\0iCCP\0sPLT\0eXIf";
         png_set_keep_unknown_chunks(png_, PNG_HANDLE_CHUNK_NEVER, skip, int(sizeof skip / 5));
         png_set_benign_errors(png_, 0);  // too much or too little image data is an error, as stb_image had it
+#ifdef PNG_IGNORE_ADLER32
+        // The zlib stream's Adler-32 is not computed: every chunk's CRC is still checked, and the
+        // checksum cost a tenth of a 16384 x 16384 PNG's decoding (1.6 GB inflated).
+        png_set_option(png_, PNG_IGNORE_ADLER32, PNG_OPTION_ON);
+#endif
         png_read_info(png_, info_);
         return true;
     }
@@ -320,19 +421,29 @@ public:
         const int colour = png_get_color_type(png_, info_);
         if (colour == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png_);
         if (colour == PNG_COLOR_TYPE_GRAY && depth() < 8) png_set_expand_gray_1_2_4_to_8(png_);
-        if (depth() == 16) png_set_swap(png_);
+        // 16-bit samples stay big-endian: the shrinker reads them so (no separate swapping pass).
         png_set_interlace_handling(png_);
         png_read_update_info(png_, info_);
         return true;
     }
     int channels() const { return png_get_channels(png_, info_); }
     size_t rowbytes() const { return png_get_rowbytes(png_, info_); }
+    // Row by row into the pipe's strips (non-interlaced, large images).
+    bool rows(RowPipe* pipe) {
+        if (setjmp(png_jmpbuf(png_))) return false;
+        for (int y = 0, h = height(); y < h; ++y) {
+            png_read_row(png_, pipe->next_row(), nullptr);
+            pipe->row_done();
+        }
+        png_read_end(png_, nullptr);
+        return true;
+    }
     // Row by row into the shrinker (non-interlaced).
     bool rows(unsigned char* row, Shrinker* s, bool sixteen) {
         if (setjmp(png_jmpbuf(png_))) return false;
         for (int y = 0, h = height(); y < h; ++y) {
             png_read_row(png_, row, nullptr);
-            if (sixteen) s->row(reinterpret_cast<const uint16_t*>(row));
+            if (sixteen) s->row<uint16_t, true>(reinterpret_cast<const uint16_t*>(row));
             else s->row(row);
         }
         png_read_end(png_, nullptr);
@@ -416,7 +527,15 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
             img.file_channels = n;
             img.sixteen_bit = sixteen;
             Shrinker s(w, h, n, keep_of(n), k, sixteen ? 65535.f : 255.f);
-            if (!p.interlaced()) {
+            if (!p.interlaced() && int64_t(w) * h >= (int64_t(4) << 20)) {  // large: decoded and shrunk side by side
+                bool ok;
+                {
+                    RowPipe pipe(s, p.rowbytes(), sixteen, int(std::max<size_t>(1, (size_t(1) << 20) / p.rowbytes())));
+                    ok = p.rows(&pipe);
+                    pipe.finish();
+                }
+                if (!ok) throw FileError(what + ": corrupt or truncated PNG (" + p.msg() + ")");
+            } else if (!p.interlaced()) {
                 std::vector<unsigned char> row(p.rowbytes());
                 if (!p.rows(row.data(), &s, sixteen)) throw FileError(what + ": corrupt or truncated PNG (" + p.msg() + ")");
             } else {
@@ -427,7 +546,7 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
                 for (int y = 0; y < h; ++y) rows[size_t(y)] = all.data() + size_t(y) * p.rowbytes();
                 if (!p.image(rows.data())) throw FileError(what + ": corrupt or truncated PNG (" + p.msg() + ")");
                 for (int y = 0; y < h; ++y) {
-                    if (sixteen) s.row(reinterpret_cast<const uint16_t*>(rows[size_t(y)]));
+                    if (sixteen) s.row<uint16_t, true>(reinterpret_cast<const uint16_t*>(rows[size_t(y)]));
                     else s.row(rows[size_t(y)]);
                 }
             }

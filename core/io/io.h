@@ -108,7 +108,29 @@ void check_regular_file(const std::string& path);
 // Whole-file read with a clear error; max_bytes guards against absurd files. Only a regular file
 // is read (check_regular_file).
 std::string read_file(const std::string& path, size_t max_bytes = size_t(1) << 36);
-// Writes via a temporary file in the same directory, fsync, then rename.
+// Where an output goes. Every writer here (write_file_atomic, write_npz, write_safetensors,
+// write_png) goes through it, so that a write never clobbers what it should not:
+// - "" is refused;
+// - a symbolic link is written through (the file it names is replaced, the link stays); a link
+//   whose target does not exist is refused by name;
+// - a character device (/dev/null, a terminal) or a FIFO (a pipe as /dev/stdout) is written in
+//   place, never renamed over (`in_place`); a directory, a socket and a block device are refused;
+// - an existing regular file keeps its mode (0600 stays 0600) and, as root, its owner; a read-only
+//   one is refused.
+struct OutputTarget {
+    std::string path;          // the file a temporary one replaces (a link's target, resolved)
+    bool in_place = false;     // not a regular file: written in place
+    bool existed = false;      // a regular file is there: mode, uid, gid are its own
+    unsigned mode = 0644, uid = 0, gid = 0;
+};
+OutputTarget output_target(const std::string& path);
+// Whether two paths name the same existing file (links followed): an output must not be an input.
+bool same_file(const std::string& a, const std::string& b);
+// Writes atomically (a temporary file in the same directory, fsync, rename) as output_target says;
+// in place to a device or FIFO.
 void write_file_atomic(const std::string& path, const std::string& bytes);
+// Writes atomically and replaces whatever entry `path` is, a link included, never writing through
+// it: for files inside a cache this program owns (refs/main, markers), where a link is hostile.
+void write_file_replacing(const std::string& path, const std::string& bytes);
 
 }  // namespace vit

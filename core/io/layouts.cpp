@@ -1302,6 +1302,8 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
             std::string all;
             for (auto& n : pnotes) all += (all.empty() ? "" : "; ") + n;
             lm.metadata["vitscope.preprocess_note"] = ppath + ": " + all;
+            // Said wherever the model is used (every command, the window's model notes), not only by info.
+            lm.notes.push_back("preprocessing not followed: " + ppath + ": " + all);
         }
     }
 
