@@ -1,5 +1,6 @@
 #include "app_args.h"
 
+#include <cstdlib>
 #include <GLFW/glfw3.h>
 
 #include <CLI/CLI.hpp>
@@ -22,7 +23,7 @@ const std::pair<const char*, int> kKeys[] = {
     {"PageUp", GLFW_KEY_PAGE_UP}, {"PageDown", GLFW_KEY_PAGE_DOWN}, {"Home", GLFW_KEY_HOME}, {"End", GLFW_KEY_END},
     {"Escape", GLFW_KEY_ESCAPE}, {"a", GLFW_KEY_A}, {"u", GLFW_KEY_U}, {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G},
     {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R}, {"t", GLFW_KEY_T}, {"n", GLFW_KEY_N}, {"p", GLFW_KEY_P},
-    {"0", GLFW_KEY_0}, {"k", GLFW_KEY_K}, {"d", GLFW_KEY_D}};
+    {"0", GLFW_KEY_0}, {"k", GLFW_KEY_K}, {"d", GLFW_KEY_D}, {"x", GLFW_KEY_X}};
 
 int key_code(const std::string& k) {
     for (const auto& [name, code] : kKeys)
@@ -53,10 +54,14 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         "FINITE");
     cli.add_option("--settings", a.settings, "remember recent files and options in this file (default: $XDG_CONFIG_HOME/vitscope/settings.json; off in headless runs)");
     cli.add_flag("--no-settings", a.no_settings, "neither read nor write the settings file");
-    cli.add_option("--model,-m", a.model, "'default', a preset (or a torchvision/timm name such as vit_b_16), a .safetensors/.pth/.pt/.bin checkpoint, "
-                   "or hf:ORG/NAME[@REVISION] from the Hugging Face cache (downloaded into it when not there)")->default_val("default");
+    cli.add_option("--model,-m", a.model, "'scenes' (the embedded model trained on colour scenes, the window's default), 'default' "
+                   "(the embedded Fashion-MNIST model), a preset (or a torchvision/timm name such as vit_b_16), a "
+                   ".safetensors/.pth/.pt/.bin checkpoint, or hf:ORG/NAME[@REVISION] from the Hugging Face cache (downloaded "
+                   "into it when not there); without it, $VITSCOPE_MODEL when set")
+        ->default_val(std::getenv("VITSCOPE_MODEL") && *std::getenv("VITSCOPE_MODEL") ? std::getenv("VITSCOPE_MODEL") : "scenes");
     cli.add_flag("--offline", a.offline, "hf: models from the Hugging Face cache only, never downloaded (as HF_HUB_OFFLINE=1)");
-    cli.add_option("--image,-i", a.image, "image to load: " + vit::image_formats() + " (default: a bundled Fashion-MNIST sample)");
+    cli.add_option("--image,-i", a.image, "image to load: " + vit::image_formats() + " (default: a bundled test scene for the scenes model, a bundled Fashion-MNIST "
+                   "sample for the others)");
     cli.add_option("--labels", a.labels, "class names, one per line");
     cli.add_option("--heads", a.heads, "number of heads, if the checkpoint does not say")->check(CLI::Range(1, 8192));
     cli.add_option("--stage", a.stage, "stage to show: a trace name (blocks.2.attn.pattern) or, with --layer, attn.pattern");

@@ -11,7 +11,7 @@
 namespace vit::app {
 
 struct AppArgs {
-    std::string model = "default", image, labels, stage, screenshot, layout_out, shader_dir, keys;
+    std::string model = "scenes", image, labels, stage, screenshot, layout_out, shader_dir, keys;
     int tour = -1;  // --tour N: the guided tour at step N (tabs/tab_map.cpp)
     std::string pooling;  // --pooling cls|mean: Options::pooling
     int image_h = 0, image_w = 0;  // --image-size H[,W]: Options::image_h, image_w (0: the model's own size)

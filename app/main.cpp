@@ -140,7 +140,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
         }
     }
     if (!a.labels.empty() && !s.load_labels(a.labels)) report();
-    std::string image = a.image.empty() ? default_sample_image() : a.image;
+    std::string image = a.image.empty() ? default_sample_image(a.model) : a.image;
     if (a.squash) s.set_squash(true);
     if (!image.empty() && !s.load_image(image)) report();
     UiState& ui = app.ui;

@@ -24,7 +24,8 @@ struct DataPaths {
 DataPaths data_paths();
 // Resolves for an executable at exe_path (for tests).
 DataPaths data_paths_for(const std::string& exe_path);
-// The sample shown when no --image is given: samples/9_ankle_boot_test0.png, or "".
-std::string default_sample_image();
+// The sample shown when no --image is given: for the scenes model a bundled test scene
+// (samples/scenes/, with its labels.json), for the others samples/9_ankle_boot_test0.png; "" if missing.
+std::string default_sample_image(const std::string& model);
 
 }  // namespace vit::app

@@ -6,9 +6,12 @@
 #include <chrono>
 #include <filesystem>
 #include <cstdio>
+#include <random>
 #include <thread>
 
+#include "core/io/dataset.h"
 #include "core/io/hub.h"
+#include "core/io/image.h"
 #include "core/kernels/ops.h"
 #include "core/io/io.h"
 #include "core/model/finite.h"
@@ -307,6 +310,13 @@ bool Session::load_image(const std::string& path) {
     try {
         Image im = vit::load_image(path);
         Tensor3 x = name_out_of_memory(path, "preprocessing the image", [&] { return preprocess_for_run(im); });
+        truth_.reset();
+        truth_note_.clear();
+        try {
+            truth_ = read_scene_truth(path, im.file_width ? im.file_width : im.width, im.file_height ? im.file_height : im.height);
+        } catch (const std::exception& e) {
+            truth_note_ = e.what();  // the image is fine; the panel says why its truth is not shown
+        }
         image_ = std::move(im);
         image_path_ = path;
         input_ = std::move(x);
@@ -315,6 +325,36 @@ bool Session::load_image(const std::string& path) {
         return true;
     } catch (const std::exception& e) {
         add_error("Could not load the image '" + path + "'", e.what());
+        return false;
+    }
+}
+
+bool Session::new_scene() {
+    namespace fs = std::filesystem;
+    static std::unique_ptr<Dataset> test;  // the test split, read once (the UI thread's: no lock needed)
+    try {
+        if (!test) test = std::make_unique<Dataset>(load_fashion_mnist(default_fashion_mnist_dir(), false));
+        const char* xdg = std::getenv("XDG_CACHE_HOME");
+        const char* home = std::getenv("HOME");
+        if (!(xdg && *xdg) && !(home && *home)) throw std::runtime_error("neither XDG_CACHE_HOME nor HOME is set: no cache folder");
+        static std::random_device rd;
+        const uint64_t seed = (uint64_t(rd()) << 32) ^ rd();
+        const SceneDraw d = scene_draw(*test, seed, 0);
+        const Scene sc = make_scene(*test, d.item, d.seed);
+        char name[32];
+        std::snprintf(name, sizeof name, "%016llx", (unsigned long long)seed);
+        const fs::path dir = (xdg && *xdg ? fs::path(xdg) : fs::path(home) / ".cache") / "vitscope" / "scenes" / name;
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        if (ec) throw std::runtime_error("cannot create " + dir.string() + ": " + ec.message());
+        const std::string file = std::string("scene-") + name + ".png";
+        const std::vector<std::string> names = preset("scenes").class_names;
+        write_png((dir / file).string(), sc.rgb.data(), sc.size, sc.size, 3);
+        write_file_atomic((dir / "labels.json").string(),
+                          "[" + scene_labels_entry(sc, file, names[size_t(sc.label)], "test") + "]\n");
+        return load_image((dir / file).string());
+    } catch (const std::exception& e) {
+        add_error("Could not make a new scene", e.what());
         return false;
     }
 }

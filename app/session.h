@@ -13,6 +13,7 @@
 #include "core/io/checkpoint.h"
 #include "core/model/forward.h"
 #include "core/io/image.h"
+#include "core/io/scenes.h"
 #include "core/model/stages.h"
 #include "core/teach/analysis.h"
 #include "jobs.h"
@@ -153,6 +154,15 @@ public:
     void cancel_download() { download_->cancel = true; }
     bool load_image(const std::string& path);
     bool load_labels(const std::string& path);
+    // The truth of a generated scene: its entry in labels.json beside the image (core/io/scenes.h), the
+    // object's box in the image file's pixels; empty for any other image. scene_truth_note(): why a
+    // labels.json there could not be read ("" when there was none, or it was read).
+    const std::optional<SceneTruth>& scene_truth() const { return truth_; }
+    const std::string& scene_truth_note() const { return truth_note_; }
+    // The image menu's Scenes source: a new scene of a random Fashion-MNIST test item, written with its
+    // labels.json to <cache>/vitscope/scenes/<seed>/ and loaded. False (and an error entry naming what is
+    // missing) without the test split or a writable cache folder.
+    bool new_scene();
     // Activation patching (options().iv.patch): the other input. False (and an error panel entry)
     // when it cannot be read; the patch itself is set with set_options (values left empty: the
     // forward pass's job computes them from this source).
@@ -233,6 +243,8 @@ private:
     GradMode grad_mode_ = GradMode::Auto;
     int view_block_ = -1;
     Image image_;
+    std::optional<SceneTruth> truth_;
+    std::string truth_note_;
     Tensor3 input_;
     Options opt_;
     bool dirty_ = true;

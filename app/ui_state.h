@@ -51,6 +51,7 @@ struct UiState {
     // or drag over the model input drops patches.
     bool knock_out = false;
     bool paint_drop = false;
+    bool show_box = true;     // a generated scene: its object's box over the model input (X)
 };
 
 }  // namespace vit::app

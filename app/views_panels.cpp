@@ -15,6 +15,7 @@
 #include "paths.h"
 #include "settings_app.h"
 #include "views.h"
+#include "scene_truth.h"
 #include "jobs.h"
 #include "tabs/tab.h"
 #include "model_map.h"
@@ -106,6 +107,7 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
     flow.next(150);
     ImGui::SetNextItemWidth(150);
     if (ImGui::BeginCombo("##model", s.model_spec().size() > 24 ? ("..." + s.model_spec().substr(s.model_spec().size() - 21)).c_str() : s.model_spec().c_str())) {
+        if (ImGui::Selectable("scenes (embedded: trained on colour scenes)")) s.begin_load_model("scenes");
         if (ImGui::Selectable("default (embedded Fashion-MNIST)")) s.begin_load_model("default");
         for (auto& p : preset_names())
             if (ImGui::Selectable((p + " (random weights)").c_str())) s.begin_load_model(p);
@@ -176,6 +178,11 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
     const std::string shown_img = cur.empty() ? "no image: choose one" : cur;
     pr.strings["toolbar.image"] = shown_img;
     if (ImGui::BeginCombo("##img", shown_img.c_str())) {
+        if (ImGui::Selectable("New test scene (Scenes)")) s.new_scene();
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("a new scene of a random Fashion-MNIST test item (one the scenes model never trained on), "
+                              "with its box: what vitscope-cli scenes --split test writes");
+        ImGui::Separator();
         for (auto& p : samples)
             if (ImGui::Selectable(fs::path(p).filename().string().c_str(), p == s.image_path())) s.load_image(p);
         if (std::string r = RecentMenu(v.settings, false); !r.empty()) s.load_image(r);
@@ -865,6 +872,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         ImGui::TextDisabled("query: %s (click a patch to query from it)", token_label(table, std::clamp(ui.query, 0, T - 1), true).c_str());
     else
         ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", gh, gw, c.patch);
+    DrawSceneTruth(v, dl, p0, img_w, img_h, ov, kinds[int(ui.overlay)]);
     DroppedLegend(v, *t, "image.dropped");
     if (!ov.empty()) {
         // the overlay's key: its values, uniform attention (1/T over the pattern's keys) marked where the
@@ -1354,6 +1362,7 @@ void HandleKeys(ViewCtx& v) {
     if (pressed(GLFW_KEY_R)) o.bug_reshape_patches = !o.bug_reshape_patches;
     s.set_options(o);
     if (pressed(GLFW_KEY_G)) ui.show_grad = !ui.show_grad;
+    if (pressed(GLFW_KEY_X)) ui.show_box = !ui.show_box;
     if (pressed(GLFW_KEY_0)) { ui.zoom = 1; ui.pan_x = ui.pan_y = 0; }
     if (pressed(GLFW_KEY_ESCAPE)) { ui.patch = -1; ui.cell_r = ui.cell_c = -1; }
     if (pressed(GLFW_KEY_Q)) {  // attention from a token: Q shows it, then steps the query token (Shift: back)

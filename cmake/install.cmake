@@ -1,7 +1,7 @@
 # Install layout and the Debian package.
 #
 #   bin/vitscope, bin/vitscope-cli
-#   share/vitscope/{samples/,classes/,shaders/,fmnist_vit.safetensors}   (app/paths.cpp finds it from bin/)
+#   share/vitscope/{samples/,classes/,shaders/,fmnist_vit.safetensors,scenes_vit.safetensors}   (app/paths.cpp finds it from bin/)
 #   share/applications/vitscope.desktop, share/icons/hicolor/256x256/apps/vitscope.png
 #   share/doc/vitscope/{README.md,LICENSE,copyright,docs/,assets/screenshots/}
 #
@@ -31,6 +31,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/shaders/heatmap.vert ${PROJECT_SOURCE_DIR}/s
         DESTINATION ${VITSCOPE_DATA}/shaders)
 if(EXISTS ${PROJECT_SOURCE_DIR}/assets/fmnist_vit.safetensors)
   install(FILES ${PROJECT_SOURCE_DIR}/assets/fmnist_vit.safetensors DESTINATION ${VITSCOPE_DATA})
+endif()
+if(EXISTS ${PROJECT_SOURCE_DIR}/assets/scenes_vit.safetensors)  # embedded too; the file for other tools
+  install(FILES ${PROJECT_SOURCE_DIR}/assets/scenes_vit.safetensors DESTINATION ${VITSCOPE_DATA})
 endif()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/packaging/copyright
         DESTINATION share/doc/vitscope)

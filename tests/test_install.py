@@ -89,6 +89,9 @@ try:
     check(not missing, "installed files present (missing: %s)" % missing)
     check(len([f for f in os.listdir(os.path.join(data, "samples")) if f.endswith(".png")]) == 10,
           "ten Fashion-MNIST sample images installed")
+    scenes = os.path.join(data, "samples", "scenes")
+    check(os.path.isfile(os.path.join(scenes, "labels.json")) and
+          len([f for f in os.listdir(scenes) if f.endswith(".png")]) == 8, "eight test scenes installed with their labels.json")
     photos = os.path.join(data, "samples", "photos")
     check(os.path.isdir(photos) and len([f for f in os.listdir(photos) if f.endswith(".jpg")]) >= 3
           and os.path.isfile(os.path.join(photos, "SOURCES.txt")),

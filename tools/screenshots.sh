@@ -7,10 +7,13 @@ OUT=assets/screenshots
 mkdir -p "$OUT"
 # shot NAME [ARGS...]: at 1600x1000; SIZE=WxH shot ...: at that size (the walk-through's pictures are
 # at 1280x800, the smallest window the layouts are made for)
+# (the window opens on the scenes model; a shot that names no --model is of the embedded Fashion-MNIST one)
 shot() {
   local name=$1; shift
   local size=${SIZE:-1600x1000}
-  xvfb-run -a -s "-screen 0 2560x1600x24" "$APP" --width "${size%x*}" --height "${size#*x}" "$@" --screenshot "$OUT/$name.png"
+  local model=()
+  [[ " $* " == *" --model "* ]] || model=(--model default)
+  xvfb-run -a -s "-screen 0 2560x1600x24" "$APP" --width "${size%x*}" --height "${size#*x}" "${model[@]}" "$@" --screenshot "$OUT/$name.png"
   echo "wrote $OUT/$name.png"
 }
 IMG=assets/samples/9_ankle_boot_test0.png

@@ -16,6 +16,7 @@
 #include "app/tabs/tab.h"
 #include "core/io/dataset.h"
 #include "core/io/image.h"
+#include "core/io/scenes.h"
 #include "core/teach/teach.h"
 
 namespace vit::app {
@@ -140,7 +141,14 @@ void DistanceTab::start_average(const Session& s, int n) {
         // chunks of 64 images: the inputs of a 224 RGB model are 600 KB each
         for (int start = 0; start < total && !job.cancelled(); start += 64) {
             std::vector<Tensor3> xs;
-            for (int i = start; i < std::min(total, start + 64); ++i) xs.push_back(dataset_input(d, i, pc, ih, iw));
+            for (int i = start; i < std::min(total, start + 64); ++i) {
+                if (is_scenes_model(pc)) {  // a model trained on scenes averages over test scenes (set 1), not bare items
+                    const SceneDraw sd = scene_draw(d, 1, i);
+                    xs.push_back(preprocess_at(scene_image(make_scene(d, sd.item, sd.seed, SceneOptions{pc.image_size, true})), pc, ih, iw));
+                } else {
+                    xs.push_back(dataset_input(d, i, pc, ih, iw));
+                }
+            }
             int k = 0;
             Tensor2 m = attn_distance_mean(w, xs, opt, [&job, start](int i, int) {
                 job.units() = start + i;
@@ -415,8 +423,11 @@ void DistanceTab::draw(ViewCtx& v) {
         dl->AddCircle(ImVec2(lp.x + 8, lp.y + th / 2), r + 2.f, kAvg, 16, 2.f);
         ImGui::Dummy(ImVec2(18, th));
         ImGui::SameLine();
-        avg_label = "mean over " + std::to_string(avg_images) + " Fashion-MNIST test images (the first " +
-                    std::to_string(avg_images) + "), " + av->opt_text;
+        avg_label = is_scenes_model(s.shown_config())
+                        ? "mean over " + std::to_string(avg_images) + " test scenes (the first " + std::to_string(avg_images) +
+                              " of vitscope-cli scenes --split test --seed 1), " + av->opt_text
+                        : "mean over " + std::to_string(avg_images) + " Fashion-MNIST test images (the first " +
+                              std::to_string(avg_images) + "), " + av->opt_text;
         ImGui::TextUnformatted(avg_label.c_str());
         pr.strings["dist.avg.label"] = avg_label;
         pr.strings["dist.avg.values"] = csv(avg.data(), avg.size());

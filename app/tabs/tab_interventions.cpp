@@ -16,6 +16,7 @@
 #include "app/jobs.h"
 #include "app/paths.h"
 #include "app/tabs/tab.h"
+#include "app/scene_truth.h"
 #include "app/tensor_access.h"
 #include "core/io/image.h"
 #include "core/teach/interventions.h"
@@ -87,6 +88,7 @@ public:
                            "the output moves from the run without interventions (%s).",
                            clean.describe().c_str());
         ImGui::PopTextWrapPos();
+        DrawSceneDrops(v);
         const std::string key = sweep_key(s);
         const bool mine = sw_ && sw_->key == key;
         // ---- the job: progress and cancel, or how it ended

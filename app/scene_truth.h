@@ -1,0 +1,21 @@
+// The truth of a generated scene over the model input (issue 35): the object's box (and the distractors'),
+// toggled with X, and a line saying whether the overlay's peak lies on the object.
+#pragma once
+#include <imgui.h>
+
+#include <vector>
+
+#include "views.h"
+
+namespace vit::app {
+
+// p0: the model input's top left on screen, img_w x img_h its size; ov: the overlay's values over the run's
+// patch grid (empty: none); what: the overlay's name. Draws nothing and says nothing for an image without truth.
+void DrawSceneTruth(ViewCtx& v, ImDrawList* dl, ImVec2 p0, float img_w, float img_h, const std::vector<float>& ov,
+                    const char* what);
+
+// On a generated scene: buttons that drop every patch the object's box touches, or the distractors' patches (an
+// intervention, as painting with D), and put them back: what the model uses, tested against the truth.
+void DrawSceneDrops(ViewCtx& v);
+
+}  // namespace vit::app
