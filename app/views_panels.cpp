@@ -346,6 +346,7 @@ std::vector<std::string> preprocessing_lines(const Image& im, const Config& c, i
     v.push_back("original " + std::to_string(p.file_w) + "x" + std::to_string(p.file_h) + " " + ch +
                 (im.file_channels == 2 || im.file_channels == 4 ? " (alpha dropped)" : "") +
                 (im.sixteen_bit ? ", 16-bit" : ""));
+    if (!im.note.empty()) v.push_back("-> " + im.note);  // "the first of 12 frames of an animated GIF"
     if (!p.scaled_on_load.empty()) v.push_back("-> " + p.scaled_on_load);
     if (im.channels == 3 && c.channels == 1) v.push_back("-> gray: 0.299 R + 0.587 G + 0.114 B");
     if (im.channels == 1 && c.channels == 3) v.push_back("-> RGB: gray copied to 3 channels");
