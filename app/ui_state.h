@@ -51,6 +51,10 @@ struct UiState {
     // or drag over the model input drops patches.
     bool knock_out = false;
     bool paint_drop = false;
+    // The Changes tab's list: in pipeline order (false) or largest relative change first (true).
+    bool changes_largest_first = false;
+    // The input stage of an RGB model: the picture (false) or one channel's numbers as a heatmap (true).
+    bool input_channels = false;
 };
 
 }  // namespace vit::app

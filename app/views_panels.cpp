@@ -572,6 +572,46 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
     if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the Positions tab: how alike the positions are, learned and as run");
 }
 
+// An overlay whose every value lies within kFlatOverlay of uniform (random weights' attention: ~1/T everywhere):
+// `ref` is uniform attention (1/keys) for a row of a pattern, else the values' mean.
+constexpr float kFlatOverlay = 0.10f;
+// (or whose values lie within 2% of each other: near_constant, the sweep's rule)
+bool flat_overlay(float lo, float hi, float ref) {
+    return (ref > 0 && hi - ref <= kFlatOverlay * ref && ref - lo <= kFlatOverlay * ref) || near_constant(lo, hi);
+}
+float overlay_reference(const Trace& t, const UiState& ui, bool probe, const std::vector<float>& ov) {
+    const bool attn_row = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
+    const StageId src = probe && ui.overlay == Overlay::Cls ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, 0};
+    const Array* pat = attn_row && t.depth() > 0 ? t.find(src) : nullptr;
+    if (pat && pat->dimension() > 0 && pat->shape().back() > 0) return 1.f / float(pat->shape().back());
+    double sum = 0;
+    int n = 0;
+    for (float x : ov)
+        if (std::isfinite(x)) sum += x, ++n;
+    return n ? float(sum / n) : 0.f;
+}
+
+// Under a flat overlay's key: that it is flat, by how much, and why it is drawn faint (issue 36 item 9).
+void FlatOverlayNote(ViewCtx& v, const std::vector<float>& ov, bool attention, float ref) {
+    const GridRange mm = grid_range(ov);
+    if (!flat_overlay(mm.vmin, mm.vmax, ref)) return;
+    char b[300];
+    const bool near_uniform = ref > 0 && mm.vmax - ref <= kFlatOverlay * ref && ref - mm.vmin <= kFlatOverlay * ref;
+    if (near_uniform)
+        std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.0f%% of %s %s: %s; drawn faint so the picture shows.",
+                      fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(), 100.0 * std::max(mm.vmax - ref, ref - mm.vmin) / ref,
+                      attention ? "uniform attention" : "their mean", fmt(ref).c_str(),
+                      attention ? "the attention is about uniform and singles out no patch" : "it singles out no patch");
+    else  // near-constant, away from uniform
+        std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.1f%% of each other: it singles out no patch; drawn "
+                      "faint so the picture shows.", fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(),
+                      100.0 * relative_spread(mm.vmin, mm.vmax));
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", b);
+    ImGui::PopTextWrapPos();
+    v.probe.strings["overlay.flat"] = b;
+}
+
 // The overlay's values over the patches for the trace on screen (the core's numbers), or why there are none.
 std::vector<float> overlay_values(const Trace& t, const UiState& ui, int layer, std::string& why) {
     const Config& c = t.table().config();
@@ -787,9 +827,16 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         ocm.vmin = std::min(0.f, mm.vmin);
         ocm.vmax = std::max(mm.vmax, ocm.vmin + 1e-9f);
         ocm.opacity = ui.opacity;
+        // a flat overlay (every patch within a few percent of the others: random weights' attention) would be one
+        // wash of its top colour over the photo: drawn faint, and said under its key, which stays true (issue 36 item 9)
+        const float oref = overlay_reference(*t, ui, probe, ov);
+        if (flat_overlay(mm.vmin, mm.vmax, oref)) ocm.opacity = std::min(ui.opacity, 0.2f);
+        pr.numbers["overlay.ref"] = oref;
         v.gfx.draw(dl, panel.overlay, p0, p1, ocm);
         pr.numbers["overlay.argmax"] = mm.argmax;
         pr.numbers["overlay.argmin"] = mm.argmin;
+        pr.numbers["overlay.lo"] = mm.vmin;
+        pr.numbers["overlay.hi"] = mm.vmax;
     }
     // patch grid and indices (every k-th patch when the numbers would not fit their cells)
     const float cell = img_w / float(gw);  // = img_h / gh: square patches
@@ -867,6 +914,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         const int keys_n = pat ? int(pat->shape().back()) : 0;
         ColorKey(v, "overlay", ocm, std::max(img_w, ImGui::GetContentRegionAvail().x - 8),
                  keys_n > 0 ? attention_marks(keys_n) : std::vector<KeyMark>{});
+        FlatOverlayNote(v, ov, attn_row, overlay_reference(*t, ui, probe, ov));
         if (std::string note = weights_note(s); !note.empty()) pr.strings["overlay.random"] = note;
     }
     if (!thumbs) return;
