@@ -74,7 +74,7 @@ std::vector<ProbeKey> make_schema() {
         {K::Group, "image.patches", "patch numbers on the model input"},
         {K::Number, "overlay.argmax", "the overlay's hottest patch"},
         {K::Number, "overlay.argmin", "the overlay's coldest patch"},
-        {K::Number, "overlay.{lo|hi|ref}", "the overlay's smallest and largest value (its key runs from 0 to hi); uniform (1/keys, or the values' mean)"},
+        {K::Number, "overlay.{lo|hi|ref|opacity}", "the overlay's smallest and largest value (its key runs from 0 to hi); uniform (1/keys, or the values' mean); the opacity drawn"},
         {K::String, "overlay.flat", "the note under an overlay whose values are within a few percent of each other"},
         {K::String, "<heatmap>.flat", "the note under a heatmap whose key spans a near-constant range"},
         {K::Number, "overlay.query", "the query token drawn"},

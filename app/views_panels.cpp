@@ -591,10 +591,12 @@ float overlay_reference(const Trace& t, const UiState& ui, bool probe, const std
     return n ? float(sum / n) : 0.f;
 }
 
-// Under a flat overlay's key: that it is flat, by how much, and why it is drawn faint (issue 36 item 9).
-void FlatOverlayNote(ViewCtx& v, const std::vector<float>& ov, bool attention, float ref) {
+// Under a flat overlay's key: that it is flat, by how much, and why it is drawn faint (issue 36 item 9); "" when
+// the overlay is not flat.
+std::string flat_overlay_text(const std::vector<float>& ov, bool attention, float ref) {
+    if (ov.empty()) return "";
     const GridRange mm = grid_range(ov);
-    if (!flat_overlay(mm.vmin, mm.vmax, ref)) return;
+    if (!flat_overlay(mm.vmin, mm.vmax, ref)) return "";
     char b[300];
     const bool near_uniform = ref > 0 && mm.vmax - ref <= kFlatOverlay * ref && ref - mm.vmin <= kFlatOverlay * ref;
     if (near_uniform)
@@ -606,10 +608,14 @@ void FlatOverlayNote(ViewCtx& v, const std::vector<float>& ov, bool attention, f
         std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.1f%% of each other: it singles out no patch; drawn "
                       "faint so the picture shows.", fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(),
                       100.0 * relative_spread(mm.vmin, mm.vmax));
+    return b;
+}
+void FlatOverlayNote(ViewCtx& v, const std::string& text) {
+    if (text.empty()) return;
     ImGui::PushTextWrapPos(0);
-    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", b);
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", text.c_str());
     ImGui::PopTextWrapPos();
-    v.probe.strings["overlay.flat"] = b;
+    v.probe.strings["overlay.flat"] = text;
 }
 
 // The overlay's values over the patches for the trace on screen (the core's numbers), or why there are none.
@@ -807,7 +813,13 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     const float key_h = L > 0 ? color_key_height() : 0.f;
     const float lines_h = thumbs ? 22.f + th + (weights_note(s).empty() ? 0.f : th) : 0.f;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float room = avail.y - 40 - lines_h - key_h;
+    // a flat overlay's note under its key (issue 36 item 9): its room is kept too
+    const float oref = ov.empty() ? 0.f : overlay_reference(*t, ui, probe, ov);
+    const std::string flat_text = flat_overlay_text(ov, ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query, oref);
+    const float flat_h = flat_text.empty() ? 0.f
+                                           : ImGui::CalcTextSize(flat_text.c_str(), nullptr, false, std::max(40.f, avail.x - 8)).y +
+                                                 ImGui::GetStyle().ItemSpacing.y;
+    const float room = avail.y - 40 - lines_h - key_h - flat_h;
     const float tw = thumbs ? std::min({96.f, (avail.x - 16) / 3, std::max(56.f, room / 3)}) : 0.f;
     // the image at the run's aspect, as large as the room left allows
     const float scale = std::max(std::min((avail.x - 8) / float(Iw), (room - tw) / float(Ih)), 64.f / float(std::max(Ih, Iw)));
@@ -829,9 +841,9 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         ocm.opacity = ui.opacity;
         // a flat overlay (every patch within a few percent of the others: random weights' attention) would be one
         // wash of its top colour over the photo: drawn faint, and said under its key, which stays true (issue 36 item 9)
-        const float oref = overlay_reference(*t, ui, probe, ov);
-        if (flat_overlay(mm.vmin, mm.vmax, oref)) ocm.opacity = std::min(ui.opacity, 0.2f);
+        if (!flat_text.empty()) ocm.opacity = std::min(ui.opacity, 0.2f);
         pr.numbers["overlay.ref"] = oref;
+        pr.numbers["overlay.opacity"] = ocm.opacity;
         v.gfx.draw(dl, panel.overlay, p0, p1, ocm);
         pr.numbers["overlay.argmax"] = mm.argmax;
         pr.numbers["overlay.argmin"] = mm.argmin;
@@ -914,7 +926,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         const int keys_n = pat ? int(pat->shape().back()) : 0;
         ColorKey(v, "overlay", ocm, std::max(img_w, ImGui::GetContentRegionAvail().x - 8),
                  keys_n > 0 ? attention_marks(keys_n) : std::vector<KeyMark>{});
-        FlatOverlayNote(v, ov, attn_row, overlay_reference(*t, ui, probe, ov));
+        FlatOverlayNote(v, flat_text);
         if (std::string note = weights_note(s); !note.empty()) pr.strings["overlay.random"] = note;
     }
     if (!thumbs) return;

@@ -643,6 +643,8 @@ void StageTab::draw_stage(ViewCtx& v) {
     std::string what = rank(*t) == 3 ? std::string(info.per_head ? "shown = head " : "shown = channel ") +
                                            std::to_string(sl.slice) + " of " + std::to_string(sl.slices)
                                      : "";
+    if (picture_able && !ui.input_channels)  // the picture shows every channel: these numbers are one channel's
+        what = "shown = channel " + std::to_string(sl.slice) + " (the picture: all " + std::to_string(sl.slices) + ")";
     stats_panel(*t, sl, what, stats_, pr, key + "#" + std::to_string(sl.slice));
     if (ui.patch >= 0) {  // its token in this stage's order: after cls, the registers (from with_registers on) and dist
         const StageTable& tab = trace->table();
@@ -822,7 +824,7 @@ void StageTab::sweep_check(const Session& s, const UiState& ui, const Probe& p, 
     if (!drew && !picture && !said) fail("stage view drew no heatmap and gave no reason");
     // an RGB model's input opens as the picture (issue 36 item 8), its channels on request
     const auto e = shown_stage(s, ui);
-    if (e && e->info->id.kind == StageKind::Input && !showing_grad && rank(*e->value) == 3 && extent(*e->value, 0) == 3 &&
+    if (e && e->info->id.kind == StageKind::Input && !ui.show_grad && rank(*e->value) == 3 && extent(*e->value, 0) == 3 &&
         picture == ui.input_channels)
         fail(ui.input_channels ? "the input's channels were asked for and the picture is shown"
                                : "an RGB model's input stage shows a channel on a colour scale, not the picture");
