@@ -430,6 +430,8 @@ HeatmapGeometry heatmap_geometry(const HeatmapArgs& a, ImVec2 avail, float zoom)
     g.cw = cell * z;
     g.ch = cell * z;
     if (a.cell > 0 && a.cell_h > 0) g.ch = a.cell_h * z;
+    if (a.raise_rows && a.cell <= 0 && a.rows > 1 && g.cwf < g.chf && cell * a.rows < readable_height(a.rows))
+        g.ch = std::min(readable_height(a.rows) / float(a.rows), g.chf) * z;  // few rows, many columns (50 x 768)
     if (a.cols == 1 && a.strip_w > 0) g.cw = a.strip_w;  // one value per row (LayerNorm mean/std): a column
     if (a.rows == 1 && g.ch < 12) g.ch = 12;              // a long vector: a visible strip (cells taller than wide)
     if (!a.col_names.empty() && int(a.col_names.size()) == a.cols) {

@@ -243,6 +243,7 @@ public:
             a.colorbar = true; a.rect_name = "diff"; a.zoomable = false;
             a.quantity = Quantity::Difference;  // symmetric around 0 over the whole difference
             if (rank(d) == 1) a.max_h = 120;
+            a.raise_rows = true;  // a wide difference (CLIP's ln_pre.out, 50 x 768) stays readable beside the list
             tensor_heatmap(v, "diff", e->info->name + "#diff", d, info, diff_, a, false);
         } else if (e) {
             std::string why = !base_arr ? e->info->name + " is not in the baseline run (the options add or remove it)"
