@@ -211,7 +211,7 @@ std::vector<ProbeKey> make_schema() {
         // ---- Patches
         {K::Rect, "patches.grid", "the tiles"},
         {K::Rect, "patches.seq.{tile|strip}.<n>", "row n of the sequence"},
-        {K::Number, "patches.{rows_equal_tiles|vmax|tile|gap|grid_n|grid_rows|first_shown|last_shown|first_wrong}", "the Patches tab's numbers (rows in view; the first row that is not its tile, -1: none)"},
+        {K::Number, "patches.{rows_equal_tiles|vmax|tile|gap|grid_n|grid_rows|first_shown|last_shown|first_wrong}", "the Patches tab's numbers (rows in view; the first row that visibly is not its tile, -1: none)"},
         {K::String, "patches.{message|mismatch}", "the Patches tab's texts"},
         {K::Group, "patches.{grid|seq|channels}", "tile and row numbers"},
 
