@@ -76,6 +76,12 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--attention-scale", attention_scale, "attention pictures: one scale from 0 shared by every map on screen "
                                                          "(shared, the default) or each map on its own, its range printed (per-map)")
         ->check(CLI::IsMember({"shared", "per-map"}));
+    std::string changes_order;
+    cli.add_option("--changes-order", changes_order, "the Changes tab's list: in the order the stages run (pipeline, the "
+                                                       "default) or largest relative change first (largest)")
+        ->check(CLI::IsMember({"pipeline", "largest"}));
+    cli.add_flag("--input-channels", a.input_channels, "an RGB model's input stage: one channel's numbers as a heatmap "
+                                                       "(default: the picture itself)");
     cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(finite)->check(CLI::Range(0.0, 1.0));
     cli.add_option("--tab", tab, "the tab shown: " + tab_help())->check(CLI::Range(0, tab_count() - 1));
     cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
@@ -145,6 +151,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     }
     a.model_given = cli.count("--model") > 0;
     a.attention_per_map = attention_scale == "per-map";
+    a.changes_largest_first = changes_order == "largest";
     if (tab >= 0) a.tab = Tab(tab);
     if (!overlay.empty()) {
         for (Overlay o : {Overlay::None, Overlay::Cls, Overlay::Rollout, Overlay::GradRollout, Overlay::Query})

@@ -502,7 +502,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
                 std::printf("%s %s: %s, against the run without interventions; largest %s %.4f (%d passes)\n",
                             heads ? "head_importance" : "occlusion", shape_str_of(r->values).c_str(),
                             r->target.measure().c_str(),
-                            heads ? ("head " + std::to_string(best / size_t(c.heads)) + "." + std::to_string(best % size_t(c.heads))).c_str()
+                            heads ? ("head " + head_label(int(best / size_t(c.heads)), int(best % size_t(c.heads)))).c_str()
                                   : ("patch " + std::to_string(best)).c_str(),
                             double(r->values.data()[best]), r->passes);
             }

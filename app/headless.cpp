@@ -20,6 +20,7 @@
 #include "model_map.h"
 #include "paths.h"
 #include "settings.h"
+#include "text_capture.h"
 
 namespace vit::app {
 
@@ -237,8 +238,11 @@ public:
         std::signal(SIGABRT, on_crash);
         std::signal(SIGFPE, on_crash);
         t0_ = std::chrono::steady_clock::now();
+        text_capture_enable(true);  // every text drawn, for the rule on citations
     }
+    ~SweepDriver() override { text_capture_enable(false); }
     double poll_wait_ms() const override { return 1e6; }  // every state is drawn on its own result
+    void before_frame(AppContext&) override { text_capture_clear(); }  // this frame's texts only
     void before_poll(AppContext& app) override {
         if (states_.empty() && app.s.trace() && !app.s.busy()) {
             if (a_.sweep_sizes.empty()) build(app);
@@ -492,6 +496,8 @@ private:
             if (p.number("image.gh") * p.number("image.gw") != N) fail("the image panel's patch grid is not the run's");
         }
         check_tour(app);
+        check_citations(app);
+        check_flat_keys(app);
         if (!s.trace() || p.string("status").find(s.trace()->has_grads() ? "forward+backward" : "forward only") == std::string::npos)
             fail("status bar does not say what was computed: " + p.string("status"));
         // labels: none clipped, none overlapping another of its panel
@@ -510,6 +516,37 @@ private:
                 }
             }
         }
+    }
+
+    // Text on screen cites no file the repository or the install does not hold (issue 36 item 12: the
+    // Train tab's "seed notebook 003"): every text ImGui drew this frame (text_capture.h), each citation
+    // of a notebook or of a document or script by name, looked up beside the app's data.
+    void check_citations(AppContext&) {
+        const std::string root = data_paths().root;
+        for (const std::string& t : captured_texts())
+            for (const std::string& f : cited_files(t))
+                if (!cited_file_exists(f, root)) {
+                    fail("the screen cites '" + f + "', which is not in the repository or the install: \"" + t.substr(0, 160) + "\"");
+                    return;
+                }
+    }
+
+    // A key over a near-constant range says so (issue 36 item 9): a heatmap whose key spans under 2% of its
+    // values' size (its colours stretch noise), or an overlay whose values lie within 2% of each other or within
+    // 10% of uniform (one wash of colour over the photo), each needs its note on screen.
+    void check_flat_keys(AppContext& app) {
+        const Probe& p = app.probe;
+        for (const DrawnHeatmap& h : p.heatmaps)
+            if (h.key && near_constant(h.vmin, h.vmax) && !h.flat_note)
+                fail("heatmap '" + h.name + "' has a key over " + fmt(h.vmin) + " .. " + fmt(h.vmax) + " (a spread of " +
+                     fmt(float(100 * relative_spread(h.vmin, h.vmax))) + "% of its values) and no note that it is near-constant");
+        const auto lo = p.numbers.find("overlay.lo"), hi = p.numbers.find("overlay.hi");
+        if (lo == p.numbers.end() || hi == p.numbers.end()) return;
+        const double l = lo->second, h = hi->second, u = p.number("overlay.ref");
+        const bool near_uniform = u > 0 && h - u <= 0.1 * u && u - l <= 0.1 * u;
+        if ((near_constant(float(l), float(h)) || near_uniform) && p.string("overlay.flat").empty())
+            fail("the overlay's values lie in " + fmt(float(l)) + " .. " + fmt(float(h)) + " (uniform " + fmt(float(u)) +
+                 ") and no note says that it is flat");
     }
 
     // The tour (a panel over any tab): its stage is the one shown and its text the table's; the map

@@ -430,6 +430,8 @@ HeatmapGeometry heatmap_geometry(const HeatmapArgs& a, ImVec2 avail, float zoom)
     g.cw = cell * z;
     g.ch = cell * z;
     if (a.cell > 0 && a.cell_h > 0) g.ch = a.cell_h * z;
+    if (a.raise_rows && a.cell <= 0 && a.rows > 1 && g.cwf < g.chf && cell * a.rows < readable_height(a.rows))
+        g.ch = std::min(readable_height(a.rows) / float(a.rows), g.chf) * z;  // few rows, many columns (50 x 768)
     if (a.cols == 1 && a.strip_w > 0) g.cw = a.strip_w;  // one value per row (LayerNorm mean/std): a column
     if (a.rows == 1 && g.ch < 12) g.ch = 12;              // a long vector: a visible strip (cells taller than wide)
     if (!a.col_names.empty() && int(a.col_names.size()) == a.cols) {
@@ -441,6 +443,23 @@ HeatmapGeometry heatmap_geometry(const HeatmapArgs& a, ImVec2 avail, float zoom)
 }
 
 }  // namespace
+
+double relative_spread(float lo, float hi) {
+    const double m = std::max(std::fabs(double(lo)), std::fabs(double(hi)));
+    return m > 0 && std::isfinite(m) ? (double(hi) - double(lo)) / m : 1.0;
+}
+
+bool near_constant(float lo, float hi) { return hi > lo && relative_spread(lo, hi) < kFlatSpread; }
+
+void flat_note(ViewCtx& v, const std::string& group, float lo, float hi) {
+    char b[200];
+    std::snprintf(b, sizeof b, "Near-constant: every value lies in %s .. %s, a spread of %.2g%% of their size; the colours stretch "
+                  "that small difference.", fmt(lo).c_str(), fmt(hi).c_str(), 100 * relative_spread(lo, hi));
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", b);
+    ImGui::PopTextWrapPos();
+    v.probe.strings[group + ".flat"] = b;
+}
 
 bool heatmap_col_names_fit(const ViewCtx& v, const HeatmapArgs& a, ImVec2 avail) {
     return a.rows > 0 && a.cols > 0 && heatmap_geometry(a, avail, v.ui.zoom).col_names;
@@ -579,8 +598,11 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
     } else if (nf.any()) {
         NonFiniteKey(v, group + ".nonfinite", nf);
     }
+    // a key over a near-constant range stretches its colours over noise: said (issue 36 item 9)
+    const bool flat = a.colorbar && near_constant(a.cm.vmin, a.cm.vmax);
+    if (flat) flat_note(v, group, a.cm.vmin, a.cm.vmax);
     pr.heatmaps.push_back({group, Rect{img0.x, img0.y, clip1.x - img0.x, clip1.y - img0.y}, a.rows, a.cols, cw, ch, key_drawn,
-                           a.cell <= 0 && cwf <= chf});
+                           a.cell <= 0 && cwf <= chf, a.cm.vmin, a.cm.vmax, flat});
     if (a.rect_name) {
         pr.rects[a.rect_name] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};
         pr.numbers[std::string(a.rect_name) + ".vmin"] = a.cm.vmin;

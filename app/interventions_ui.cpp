@@ -113,7 +113,7 @@ void NavigatorHeads(ViewCtx& v, int layer) {
         const ImVec2 b0 = ImGui::GetItemRectMin(), b1 = ImGui::GetItemRectMax();
         v.probe.rects["nav.head." + std::to_string(layer) + "." + std::to_string(h)] = Rect{b0.x, b0.y, b1.x - b0.x, b1.y - b0.y};
         if (v.hover && ImGui::IsItemHovered())
-            ImGui::SetTooltip("head %d of block %d: %s", h, layer,
+            ImGui::SetTooltip("%s (layer %d, head %d): %s", head_label(layer, h).c_str(), layer, h,
                               off ? "knocked out (click to restore)" : "click to knock it out (its slice of attn.z set to 0)");
         ImGui::PopID();
         // wrap inside the navigator's width

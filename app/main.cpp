@@ -164,6 +164,8 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     ui.tour_step = a.tour;  // applied to the stage once the trace is in (tabs/tab_map.cpp)
     if (a.opacity >= 0) ui.opacity = a.opacity;
     ui.attention_per_map = a.attention_per_map;
+    ui.changes_largest_first = a.changes_largest_first;
+    ui.input_channels = a.input_channels;
     app.export_dir = a.export_dir;
     ui.patch = a.patch;
     if (a.cell) { ui.cell_r = a.cell->first; ui.cell_c = a.cell->second; }

@@ -78,6 +78,9 @@ std::vector<ProbeKey> make_schema() {
         {K::Group, "image.patches", "patch numbers on the model input"},
         {K::Number, "overlay.argmax", "the overlay's hottest patch"},
         {K::Number, "overlay.argmin", "the overlay's coldest patch"},
+        {K::Number, "overlay.{lo|hi|ref|opacity}", "the overlay's smallest and largest value (its key runs from 0 to hi); uniform (1/keys, or the values' mean); the opacity drawn"},
+        {K::String, "overlay.flat", "the note under an overlay whose values are within a few percent of each other"},
+        {K::String, "<heatmap>.flat", "the note under a heatmap whose key spans a near-constant range"},
         {K::Number, "overlay.query", "the query token drawn"},
         {K::String, "title", "the window title"},
         {K::String, "status", "everything the status bar says, in full"},
@@ -116,6 +119,7 @@ std::vector<ProbeKey> make_schema() {
         // ---- heatmaps (heatmap.cpp) and the statistics beside the stage view
         {K::Rect, kHeatmaps, "a heatmap's cells"},
         {K::Rect, kHeatmaps + ".cell", "the framed cell (the math panel's)"},
+        {K::Rect, "stage.picture", "an RGB model's input stage drawn as the picture (its channels on request)"},
         {K::Number, kHeatmaps + ".{vmin|vmax|mode|rows|cols|cell_w|cell_h}", "a heatmap's range, colour map and cells"},
         {K::Group, kHeatmaps + ".{rows|cols|colorbar}", "a heatmap's axis and colour-bar labels"},
         {K::Group, "<heatmap>.nonfinite", "a heatmap's legend of NaN / Inf cells"},
@@ -159,6 +163,8 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "changes.pending", "the comparison is being computed (stages on demand): what the tab says meanwhile"},
         {K::String, "changes.options", "the options the difference is of"},
         {K::String, "changes.{baseline|first|slice|same}", "the baseline's options, the first stage that changed, the slice shown, why the map is white"},
+        {K::String, "changes.{nothing|why|order|rows}", "'nothing changed' (no stage moved); why (the options cannot act on this model); the list's order "
+                                                "(pipeline or largest first); its stages in the order shown"},
         {K::Number, "changes.{scale_max|max_abs}", "the bars' scale (the largest relative change); the map's largest |difference|"},
         {K::Rect, "changes.axis", "the bars' axis"},
         {K::Rect, "changes.bar.<stage>", "a stage's bar"},
@@ -209,7 +215,7 @@ std::vector<ProbeKey> make_schema() {
         // ---- Patches
         {K::Rect, "patches.grid", "the tiles"},
         {K::Rect, "patches.seq.{tile|strip}.<n>", "row n of the sequence"},
-        {K::Number, "patches.{rows_equal_tiles|vmax|tile|gap|grid_n|grid_rows|first_shown}", "the Patches tab's numbers"},
+        {K::Number, "patches.{rows_equal_tiles|vmax|tile|gap|grid_n|grid_rows|first_shown|last_shown|first_wrong}", "the Patches tab's numbers (rows in view; the first row that visibly is not its tile, -1: none)"},
         {K::String, "patches.{message|mismatch}", "the Patches tab's texts"},
         {K::Group, "patches.{grid|seq|channels}", "tile and row numbers"},
 

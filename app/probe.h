@@ -42,6 +42,8 @@ struct DrawnHeatmap {
     float cell_w = 0, cell_h = 0;
     bool key = false;  // drawn with its colour key (the bar beside it, or a key under a short strip)
     bool width_bound = false;  // as wide as its room (square cells: the width limits its height)
+    float vmin = 0, vmax = 0;  // its key's range (the sweep's rule on near-constant keys)
+    bool flat_note = false;    // a note says that the key spans a near-constant range (colours stretch noise)
 };
 
 struct Probe {

@@ -52,7 +52,11 @@ std::string change_summary(const Session& s) {
         if (first.empty() && c.diff_norm > 0) first = c.name;
         if (c.id.kind == StageKind::Logits && c.base_norm > 0) logits = c.diff_norm / c.base_norm;
     }
-    if (first.empty()) return "nothing changed";
+    if (first.empty()) {  // and why (issue 36 item 2): never an effect that did not happen
+        const auto m = s.shown_model();
+        const std::string why = m ? why_nothing_changed(m->weights, shown(s), base_options(shown(s))) : "";
+        return "nothing changed: every stage equals the default run's" + (why.empty() ? std::string() : " (" + why + ")");
+    }
     const auto now = prediction(s, *r.trace), before = prediction(s, *r.base);
     return "the first stage that changed is " + first + "; the logits moved by " + fmt(float(logits)) +
            " of their size; the prediction is " + now.first + " (" + pct(now.second) + ") against " + before.first + " (" +
@@ -160,8 +164,14 @@ std::string n_layernorm(const Session& s, const UiState&) {
     for (size_t j = 0; j < D; ++j) mean += nz->data()[j];
     mean /= double(D);
     for (size_t j = 0; j < D; ++j) var += (nz->data()[j] - mean) * (nz->data()[j] - mean);
-    const std::string aff = shown(s).affine ? "out = normalized x gamma + beta, column by column"
-                                            : "elementwise_affine is off: out equals normalized";
+    // what turning elementwise_affine off would do, on this model: nothing where gamma = 1 and beta = 0
+    const auto mw = s.shown_model();
+    const bool identity = mw && layernorms_are_identity(mw->weights);
+    const std::string aff = !shown(s).affine ? "elementwise_affine is off: out equals normalized"
+                            : identity ? "out = normalized x gamma + beta, column by column; in this model every gamma is 1 and every "
+                                         "beta 0 (nn.LayerNorm's initial values), so out already equals normalized and turning "
+                                         "elementwise_affine off will change nothing"
+                                       : "out = normalized x gamma + beta, column by column";
     return "LayerNorm works row by row: token " + tok(t, 0, StageKind::Ln1Mean) + " had mean " + fmt(m->data()[0]) + " and std " +
            fmt(sd->data()[0]) + "; normalized, its row has mean " + fmt(float(mean)) + " and std " + fmt(float(std::sqrt(var / double(D)))) +
            ", like every row. The widest row before was token " + tok(t, int(ss.argmax), StageKind::Ln1Std) + " (std " + fmt(ss.max) +
@@ -327,7 +337,7 @@ const StepDef kSteps[] = {
     {"embed", StageKind::Embed, -1, true, Tab::Stage, false, "Where each patch is",
      "Open the Positions tab (key 6): which patches learned similar position embeddings.", n_embed, d_visited},
     {"layernorm", StageKind::Ln1Mean, 0, true, Tab::Stage, false, "LayerNorm, row by row",
-     "Press A to turn off elementwise_affine: out becomes equal to normalized.", n_layernorm, d_affine_off},
+     "Press A to turn off elementwise_affine (out = normalized, gamma and beta skipped), then see what moved.", n_layernorm, d_affine_off},
     {"changes", StageKind::Input, -1, false, Tab::Changes, false, "What a switch changes",
      "Press A again to turn elementwise_affine back on.", n_changes, d_affine_on},
     {"scores", StageKind::AttnScores, 0, true, Tab::Stage, false, "Attention scores",

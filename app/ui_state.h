@@ -52,6 +52,10 @@ struct UiState {
     bool knock_out = false;
     bool paint_drop = false;
     bool show_box = true;     // a generated scene: its object's box over the model input (X)
+    // The Changes tab's list: in pipeline order (false) or largest relative change first (true).
+    bool changes_largest_first = false;
+    // The input stage of an RGB model: the picture (false) or one channel's numbers as a heatmap (true).
+    bool input_channels = false;
 };
 
 }  // namespace vit::app

@@ -167,6 +167,7 @@ struct HeatmapArgs {
     const char* rect_name = nullptr;  // records rect, range and cells under this name (probe schema)
     float cell = 0;              // > 0: this cell size (side-by-side panels share their rows)
     float cell_h = 0;            // > 0 with cell: rows this tall (cells taller than wide: few rows, many columns)
+    bool raise_rows = false;     // square cells bound by the width and shorter than readable_height: rows raised to it
     float strip_w = 0;           // > 0 with cols == 1: a column of this width (mean/std per token)
     std::vector<std::string> col_names;  // e.g. class names for a logits strip
     int* clicked_row = nullptr;  // set to the row of a cell clicked this frame (else left alone)
@@ -192,6 +193,13 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
 // Whether Heatmap, given `avail` of room, labels its columns with a.col_names (each fits its cell),
 // not with numbers: a view decides from it whether a legend of the numbers is needed.
 bool heatmap_col_names_fit(const ViewCtx& v, const HeatmapArgs& a, ImVec2 avail);
+// Near-constant ranges (issue 36 item 9): (hi - lo) / max(|lo|, |hi|), and whether it is under kFlatSpread.
+// A key over such a range stretches its colours over a small difference, and the view says so
+// (flat_note: a line in the warning colour, recorded as the probe's "<group>.flat").
+constexpr double kFlatSpread = 0.02;
+double relative_spread(float lo, float hi);
+bool near_constant(float lo, float hi);
+void flat_note(ViewCtx& v, const std::string& group, float lo, float hi);
 // Range and colormap for a slice under the chosen scale mode.
 Colormap colormap_for(const float* all, size_t n_all, const float* slice, size_t n_slice, bool signed_values, ScaleMode mode);
 // A heatmap's cached texture and colour range, re-uploaded only when what it shows changes.

@@ -362,6 +362,7 @@ std::vector<std::string> preprocessing_lines(const Image& im, const Config& c, i
     v.push_back("original " + std::to_string(p.file_w) + "x" + std::to_string(p.file_h) + " " + ch +
                 (im.file_channels == 2 || im.file_channels == 4 ? " (alpha dropped)" : "") +
                 (im.sixteen_bit ? ", 16-bit" : ""));
+    if (!im.note.empty()) v.push_back("-> " + im.note);  // "the first of 12 frames of an animated GIF"
     if (!p.scaled_on_load.empty()) v.push_back("-> " + p.scaled_on_load);
     if (im.channels == 3 && c.channels == 1) v.push_back("-> gray: 0.299 R + 0.587 G + 0.114 B");
     if (im.channels == 1 && c.channels == 3) v.push_back("-> RGB: gray copied to 3 channels");
@@ -587,6 +588,52 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
     if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the Positions tab: how alike the positions are, learned and as run");
 }
 
+// An overlay whose every value lies within kFlatOverlay of uniform (random weights' attention: ~1/T everywhere):
+// `ref` is uniform attention (1/keys) for a row of a pattern, else the values' mean.
+constexpr float kFlatOverlay = 0.10f;
+// (or whose values lie within 2% of each other: near_constant, the sweep's rule)
+bool flat_overlay(float lo, float hi, float ref) {
+    return (ref > 0 && hi - ref <= kFlatOverlay * ref && ref - lo <= kFlatOverlay * ref) || near_constant(lo, hi);
+}
+float overlay_reference(const Trace& t, const UiState& ui, bool probe, const std::vector<float>& ov) {
+    const bool attn_row = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
+    const StageId src = probe && ui.overlay == Overlay::Cls ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, 0};
+    const Array* pat = attn_row && t.depth() > 0 ? t.find(src) : nullptr;
+    if (pat && pat->dimension() > 0 && pat->shape().back() > 0) return 1.f / float(pat->shape().back());
+    double sum = 0;
+    int n = 0;
+    for (float x : ov)
+        if (std::isfinite(x)) sum += x, ++n;
+    return n ? float(sum / n) : 0.f;
+}
+
+// Under a flat overlay's key: that it is flat, by how much, and why it is drawn faint (issue 36 item 9); "" when
+// the overlay is not flat.
+std::string flat_overlay_text(const std::vector<float>& ov, bool attention, float ref) {
+    if (ov.empty()) return "";
+    const GridRange mm = grid_range(ov);
+    if (!flat_overlay(mm.vmin, mm.vmax, ref)) return "";
+    char b[300];
+    const bool near_uniform = ref > 0 && mm.vmax - ref <= kFlatOverlay * ref && ref - mm.vmin <= kFlatOverlay * ref;
+    if (near_uniform)
+        std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.0f%% of %s %s: %s; drawn faint so the picture shows.",
+                      fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(), 100.0 * std::max(mm.vmax - ref, ref - mm.vmin) / ref,
+                      attention ? "uniform attention" : "their mean", fmt(ref).c_str(),
+                      attention ? "the attention is about uniform and singles out no patch" : "it singles out no patch");
+    else  // near-constant, away from uniform
+        std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.1f%% of each other: it singles out no patch; drawn "
+                      "faint so the picture shows.", fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(),
+                      100.0 * relative_spread(mm.vmin, mm.vmax));
+    return b;
+}
+void FlatOverlayNote(ViewCtx& v, const std::string& text) {
+    if (text.empty()) return;
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", text.c_str());
+    ImGui::PopTextWrapPos();
+    v.probe.strings["overlay.flat"] = text;
+}
+
 // The overlay's values over the patches for the trace on screen (the core's numbers), or why there are none.
 std::vector<float> overlay_values(const Trace& t, const UiState& ui, int layer, std::string& why) {
     const Config& c = t.table().config();
@@ -782,7 +829,13 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     const float key_h = L > 0 ? color_key_height() : 0.f;
     const float lines_h = thumbs ? 22.f + th + (weights_note(s).empty() ? 0.f : th) : 0.f;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float room = avail.y - 40 - lines_h - key_h;
+    // a flat overlay's note under its key (issue 36 item 9): its room is kept too
+    const float oref = ov.empty() ? 0.f : overlay_reference(*t, ui, probe, ov);
+    const std::string flat_text = flat_overlay_text(ov, ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query, oref);
+    const float flat_h = flat_text.empty() ? 0.f
+                                           : ImGui::CalcTextSize(flat_text.c_str(), nullptr, false, std::max(40.f, avail.x - 8)).y +
+                                                 ImGui::GetStyle().ItemSpacing.y;
+    const float room = avail.y - 40 - lines_h - key_h - flat_h;
     const float tw = thumbs ? std::min({96.f, (avail.x - 16) / 3, std::max(56.f, room / 3)}) : 0.f;
     // the image at the run's aspect, as large as the room left allows
     const float scale = std::max(std::min((avail.x - 8) / float(Iw), (room - tw) / float(Ih)), 64.f / float(std::max(Ih, Iw)));
@@ -802,9 +855,16 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         ocm.vmin = std::min(0.f, mm.vmin);
         ocm.vmax = std::max(mm.vmax, ocm.vmin + 1e-9f);
         ocm.opacity = ui.opacity;
+        // a flat overlay (every patch within a few percent of the others: random weights' attention) would be one
+        // wash of its top colour over the photo: drawn faint, and said under its key, which stays true (issue 36 item 9)
+        if (!flat_text.empty()) ocm.opacity = std::min(ui.opacity, 0.2f);
+        pr.numbers["overlay.ref"] = oref;
+        pr.numbers["overlay.opacity"] = ocm.opacity;
         v.gfx.draw(dl, panel.overlay, p0, p1, ocm);
         pr.numbers["overlay.argmax"] = mm.argmax;
         pr.numbers["overlay.argmin"] = mm.argmin;
+        pr.numbers["overlay.lo"] = mm.vmin;
+        pr.numbers["overlay.hi"] = mm.vmax;
     }
     // patch grid and indices (every k-th patch when the numbers would not fit their cells)
     const float cell = img_w / float(gw);  // = img_h / gh: square patches
@@ -883,6 +943,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         const int keys_n = pat ? int(pat->shape().back()) : 0;
         ColorKey(v, "overlay", ocm, std::max(img_w, ImGui::GetContentRegionAvail().x - 8),
                  keys_n > 0 ? attention_marks(keys_n) : std::vector<KeyMark>{});
+        FlatOverlayNote(v, flat_text);
         if (std::string note = weights_note(s); !note.empty()) pr.strings["overlay.random"] = note;
     }
     if (!thumbs) return;

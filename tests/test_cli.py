@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import struct
+import re
 import subprocess
 import sys
 
@@ -63,6 +64,15 @@ def main():
 
     r = cli("trace", "--model", w("nope.safetensors"), "--image", sample, "--out", w("x.npz"))
     expect(r.returncode == 1 and "nope.safetensors" in r.stderr, "missing checkpoint exits 1 naming it")
+    # issue 36: the missing file is said first, before the list of presets
+    first = r.stderr.find("no such file")
+    expect(0 <= first < r.stderr.find("vit-b16") and r.stderr.find("nope.safetensors") < first,
+           f"...and says the file is missing before it lists the presets: {r.stderr[:160]!r}")
+    # issue 36 item 14: heads are written "L4 H2", never "4.2" (a decimal)
+    r = cli("analyze", "--image", sample, "--head-importance", "--out", w("hi.npz"))
+    line = next((l for l in r.stdout.splitlines() if l.startswith("head_importance")), "")
+    expect(r.returncode == 0 and re.search(r"largest head L\d+ H\d+ ", line) is not None,
+           f"analyze names the largest head as 'L<layer> H<head>': {line!r}")
     bad = w("corrupt.png")
     with open(bad, "wb") as f:
         f.write(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)

@@ -264,11 +264,22 @@ def main():
 
     # ---- 7. image formats: what the help lists is what works; big photos scaled down on load
     h = subprocess.run([cli, "trace", "--help"], capture_output=True, text=True).stdout
-    ok("PNG (8/16-bit), JPEG, BMP" in h and "GIF" not in h and "TGA" not in h, "trace --help lists PNG, JPEG, BMP only",
-       [l for l in h.splitlines() if "--image" in l])
+    ok("PNG (8/16-bit), JPEG, BMP, WebP, GIF (first frame)" in h and "TGA" not in h,
+       "trace --help lists PNG, JPEG, BMP, WebP and GIF only", [l for l in h.splitlines() if "--image" in l])
+    Image.new("RGB", (4, 4), (10, 200, 30)).save(P("small.tga"))
+    case("a TGA (trace)", [cli, "trace", "--model", "fmnist", "--image", P("small.tga"), "--out", out], 1,
+         stderr_has=[P("small.tga") + ": not an image (unrecognised format): ViTScope reads PNG, JPEG, BMP, WebP and GIF"])
+    # WebP and a GIF's first frame (issue 36 item 16), as Pillow saves them
     Image.new("RGB", (4, 4), (10, 200, 30)).save(P("small.gif"))
-    case("a GIF (trace)", [cli, "trace", "--model", "fmnist", "--image", P("small.gif"), "--out", out], 1,
-         stderr_has=[P("small.gif") + ": GIF is not supported: ViTScope reads PNG, JPEG and BMP"])
+    Image.new("RGB", (4, 4), (10, 200, 30)).save(P("small.webp"))
+    for f in ("small.gif", "small.webp"):
+        case(f"a {f[-4:].upper()} (trace)", [cli, "trace", "--model", "fmnist", "--image", P(f), "--out", out], 0)
+    # the same limits as the other formats: a 6000x6000 WebP decodes within them; a 9000x9000 GIF's canvas is refused
+    Image.new("RGB", (6000, 6000), (90, 20, 200)).save(P("big.webp"), quality=50)
+    case("a 6000x6000 WebP (trace)", [cli, "trace", "--model", "fmnist", "--image", P("big.webp"), "--out", out], 0)
+    Image.new("P", (9000, 9000), 3).save(P("big.gif"))
+    case("a 9000x9000 GIF (trace)", [cli, "trace", "--model", "fmnist", "--image", P("big.gif"), "--out", out], 1,
+         stderr_has=[P("big.gif") + ": a GIF of 9000x9000 is decoded whole"])
     yy, xx = np.mgrid[0:9000, 0:9000]
     photo = np.stack([(xx // 35) % 256, (yy // 35) % 256, ((xx + yy) // 70) % 256], -1).astype(np.uint8)
     Image.fromarray(photo).save(P("photo_9000x9000.jpg"), quality=85)

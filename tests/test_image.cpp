@@ -53,13 +53,13 @@ TEST(Image, GrayBmpAndJpegAndTga) {
         EXPECT_EQ(im.width, 4);
         EXPECT_NEAR(im.pixels.flat(5), 80 / 255.f, p == j ? 0.05 : 1e-6);
     }
-    // TGA (like GIF, PSD, HDR, PIC, PNM) is refused: only PNG, JPEG and BMP are decoded.
+    // TGA (like PSD, HDR, PIC, PNM) is refused: only PNG, JPEG, BMP, WebP and GIF are decoded.
     try {
         load_image(t);
         ADD_FAILURE() << "TGA accepted";
     } catch (const FileError& e) {
         EXPECT_NE(std::string(e.what()).find("g.tga"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("PNG, JPEG and BMP"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("PNG, JPEG, BMP, WebP and GIF"), std::string::npos) << e.what();
     }
 }
 
@@ -428,13 +428,13 @@ TEST(Image, MetadataChunksNeverStopThePixels) {
 
 // The help lists what decode_image reads, and nothing else.
 TEST(Image, FormatsListedAreTheFormatsRead) {
-    EXPECT_EQ(image_formats(), "PNG (8/16-bit), JPEG, BMP");
-    for (const char* sig : {"GIF89a", "8BPS", "P6\n", "#?RADIANCE\n", "II*\0"}) {
+    EXPECT_EQ(image_formats(), "PNG (8/16-bit), JPEG, BMP, WebP, GIF (first frame)");
+    for (const char* sig : {"8BPS", "P6\n", "#?RADIANCE\n", "II*\0"}) {
         try {
             decode_image(std::string(sig, std::strlen(sig) + 1) + std::string(64, '\0'), "other.x");
             ADD_FAILURE() << sig;
         } catch (const FileError& e) {
-            EXPECT_NE(std::string(e.what()).find("reads PNG, JPEG and BMP"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("reads PNG, JPEG, BMP, WebP and GIF"), std::string::npos) << e.what();
         }
     }
 }

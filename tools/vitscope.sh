@@ -16,7 +16,7 @@ PACKAGES=(
   libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri libstb-dev
   xtensor-dev libxtensor-dev xtl-dev libxsimd-dev libopenblas-dev libdnnl-dev
   nlohmann-json3-dev libzip-dev zlib1g-dev libcli11-dev libgtest-dev
-  libjpeg62-turbo-dev libpng-dev libcurl4-openssl-dev ca-certificates clang libclang-rt-14-dev libomp-dev
+  libjpeg62-turbo-dev libpng-dev libwebp-dev libcurl4-openssl-dev ca-certificates clang libclang-rt-14-dev libomp-dev
   python3-torch python3-torchvision python3-numpy python3-pil
   dataset-fashion-mnist xvfb xauth fonts-dejavu-core
 )

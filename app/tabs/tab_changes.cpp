@@ -72,17 +72,20 @@ public:
         ImGui::PopTextWrapPos();
         // the first stage that changed: where the tab opens (and goes after a new run) when the
         // current stage did not change
-        int first = -1;
+        int first = -1, largest = -1;
         double top = 0;
         for (size_t i = 0; i < ch.size(); ++i) {
             const double rel = relative(ch[i]);
             if (ch[i].diff_norm > 0 && first < 0) first = int(i);
+            if (ch[i].diff_norm > 0 && rel > top) largest = int(i);
             top = std::max(top, rel);
         }
+        // the stage the tab opens on: the first that changed, or with the list largest first, the largest
+        const int open_on = ui.changes_largest_first && largest >= 0 ? largest : first;
         const auto shown0 = shown_stage(s, ui);
         if ((opened || fresh) && first >= 0 && shown0) {
             auto it = std::find_if(ch.begin(), ch.end(), [&](const StageChange& c) { return c.id == shown0->info->id; });
-            if (it == ch.end() || it->diff_norm == 0) select_stage(ui, *r.trace, ch[size_t(first)].id);
+            if (it == ch.end() || it->diff_norm == 0 || ui.changes_largest_first) select_stage(ui, *r.trace, ch[size_t(open_on)].id);
             scroll_to_ = true;
         }
         if (first >= 0) {
@@ -90,10 +93,39 @@ public:
         } else {
             ImGui::PushTextWrapPos(0);
             ImGui::TextColored(ImVec4(0.6f, 0.9f, 0.6f, 1), "Nothing changed: every stage equals the baseline's, value for value.");
+            // and why (issue 36 item 2): a toggle that changes nothing says so on screen
+            const auto m = s.shown_model();
+            const std::string why = m ? why_nothing_changed(m->weights, opt, base) : "";
+            if (!why.empty()) ImGui::TextWrapped("Why: %s.", why.c_str());
             ImGui::PopTextWrapPos();
             pr.strings["changes.same"] = "nothing changed";
+            pr.strings["changes.nothing"] = "nothing changed";  // (changes.same is then the shown stage's)
+            pr.strings["changes.why"] = why;
         }
         pr.numbers["changes.scale_max"] = top;
+        // the list's order (issue 36 item 5): as the stages run, or the largest change first; which is said
+        {
+            int order = ui.changes_largest_first ? 1 : 0;
+            ImGui::TextUnformatted("Order:");
+            ImGui::SameLine();
+            if (ImGui::RadioButton("pipeline", &order, 0)) ui.changes_largest_first = false;
+            ImGui::SameLine();
+            if (ImGui::RadioButton("largest first", &order, 1)) ui.changes_largest_first = true;
+            ImGui::SameLine();
+            const char* said = ui.changes_largest_first ? "shown: largest relative change first (ties in pipeline order)"
+                                                        : "shown: in the order the stages run";
+            ImGui::TextDisabled("%s", said);
+            pr.strings["changes.order"] = ui.changes_largest_first ? "largest first" : "pipeline";
+        }
+        std::vector<size_t> rows(ch.size());
+        for (size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+        if (ui.changes_largest_first)
+            std::stable_sort(rows.begin(), rows.end(), [&](size_t a, size_t b) { return relative(ch[a]) > relative(ch[b]); });
+        {
+            std::string names;
+            for (size_t i : rows) names += (names.empty() ? "" : ",") + ch[i].name;
+            pr.strings["changes.rows"] = names;
+        }
         const float list_w = std::clamp(ImGui::GetContentRegionAvail().x * 0.42f, 290.f, 460.f);
         const float bar_w = std::min(140.f, list_w * 0.28f), th = ImGui::GetTextLineHeight();
         const float diff_x = ImGui::GetCursorScreenPos().x + list_w + ImGui::GetStyle().ItemSpacing.x;
@@ -129,7 +161,8 @@ public:
                     break;
                 }
         }
-        for (auto& c : ch) {
+        for (size_t row : rows) {
+            const StageChange& c = ch[row];
             const double rel = relative(c);
             const bool sel = shown && shown->info->id == c.id;
             ImGui::PushID(c.name.c_str());
@@ -210,6 +243,7 @@ public:
             a.colorbar = true; a.rect_name = "diff"; a.zoomable = false;
             a.quantity = Quantity::Difference;  // symmetric around 0 over the whole difference
             if (rank(d) == 1) a.max_h = 120;
+            a.raise_rows = true;  // a wide difference (CLIP's ln_pre.out, 50 x 768) stays readable beside the list
             tensor_heatmap(v, "diff", e->info->name + "#diff", d, info, diff_, a, false);
         } else if (e) {
             std::string why = !base_arr ? e->info->name + " is not in the baseline run (the options add or remove it)"
@@ -218,6 +252,46 @@ public:
             pr.strings["changes.message"] = why;
         }
         ImGui::EndChild();
+    }
+
+    // The sweep: the list in both orders, with an option off (issue 36 item 5); a view that says nothing
+    // changed says why (item 2).
+    void sweep_states(SweepPlan& plan) override {
+        const Options base = plan.base;
+        for (bool largest : {true, false})
+            plan.add(std::string("changes, affine off, ") + (largest ? "largest first" : "pipeline order"), [base, largest](Session& s, UiState& ui) {
+                Options o = base;
+                o.affine = false;
+                s.set_options(o);
+                ui.tab = Tab::Changes;
+                ui.changes_largest_first = largest;
+            });
+        plan.add("changes, options back", [base](Session& s, UiState&) { s.set_options(base); });
+    }
+    void sweep_check(const Session&, const UiState& ui, const Probe& p, const SweepFail& fail) const override {
+        if (!p.string("changes.nothing").empty() && p.string("changes.why").empty())
+            fail("the Changes tab says nothing changed and not why");
+        const std::string rows = p.string("changes.rows");
+        if (rows.empty()) return;
+        const std::string order = p.string("changes.order");
+        if (order != (ui.changes_largest_first ? "largest first" : "pipeline"))
+            fail("the Changes tab does not say which order its list is in (" + order + ")");
+        if (!ui.changes_largest_first) return;
+        // largest first: every bar as long as the next one's, or longer
+        float prev = 1e30f;
+        size_t at = 0;
+        while (at <= rows.size()) {
+            const size_t end = std::min(rows.find(',', at), rows.size());
+            const auto r = p.rects.find("changes.bar." + rows.substr(at, end - at));
+            if (r != p.rects.end()) {
+                if (r->second.w > prev + 0.5f) {
+                    fail("the Changes tab's list is not largest first at " + rows.substr(at, end - at));
+                    return;
+                }
+                prev = r->second.w;
+            }
+            at = end + 1;
+        }
     }
 
 private:

@@ -185,8 +185,9 @@ public:
         }
         const size_t best = size_t(std::max_element(hi.values.begin(), hi.values.end()) - hi.values.begin());
         if (H > 0 && L > 0) {
-            ImGui::TextDisabled("largest: head %zu.%zu, %s", best / size_t(H), best % size_t(H), fmt(hi.values.data()[best]).c_str());
-            pr.strings["uses.heads.best"] = std::to_string(best / size_t(H)) + "." + std::to_string(best % size_t(H));
+            const std::string best_head = head_label(int(best / size_t(H)), int(best % size_t(H)));
+            ImGui::TextDisabled("largest: head %s, %s", best_head.c_str(), fmt(hi.values.data()[best]).c_str());
+            pr.strings["uses.heads.best"] = best_head;
         }
         ImGui::EndGroup();
         const float heads_w = ImGui::GetItemRectSize().x;

@@ -410,6 +410,18 @@ public:
                      b.out_stage + " is " + want);
             if (!p.rects.count("map.box." + b.id)) fail("map box " + b.id + " not drawn");
         }
+        check_one_name(m, *t, fail);
+    }
+    // One name per thing (issue 36 item 6): a box labelled with a stage's name holds that stage (the strip's
+    // "embed" box was the stage patch_embed, while the stage embed sat under "+pos").
+    static void check_one_name(const ModelMap& m, const Trace& t, const SweepFail& fail) {
+        for (const MapBox& b : m.boxes)
+            for (size_t row = 0; row < t.size(); ++row) {
+                const std::string& name = t.name(row);
+                if (name != b.label) continue;
+                if (std::find(b.stages.begin(), b.stages.end(), name) == b.stages.end())
+                    fail("the map's box '" + b.label + "' is named after the stage " + name + ", which is in another box");
+            }
     }
 };
 

@@ -96,6 +96,25 @@ public:
             equal += same;
         }
         pr.numbers["patches.rows_equal_tiles"] = equal;
+        // the first row that visibly is not its tile (the reshape bug's: a value off by a quarter of the input's
+        // range or more): the list opens there, not on rows of background that read the same with and without the
+        // bug, nor on a row that differs by a shade (issue 36 item 11)
+        float in_lo = x[0], in_hi = x[0];
+        for (size_t i = 0; i < in->size(); ++i) { in_lo = std::min(in_lo, x[i]); in_hi = std::max(in_hi, x[i]); }
+        const float visible = 0.25f * (in_hi - in_lo);
+        int first_wrong = -1;
+        for (int n = 0; n < N && first_wrong < 0 && visible > 0; ++n) {
+            const int gy = n / gw, gx = n % gw;
+            for (int ch = 0; ch < C && first_wrong < 0; ++ch)
+                for (int yy = 0; yy < P && first_wrong < 0; ++yy)
+                    for (int xx = 0; xx < P; ++xx)
+                        if (std::fabs(rows[size_t(n) * CPP + size_t(ch) * P * P + yy * P + xx] -
+                                      x[(size_t(ch) * Ih + size_t(gy * P + yy)) * Iw + size_t(gx * P + xx)]) >= visible) {
+                            first_wrong = n;
+                            break;
+                        }
+        }
+        pr.numbers["patches.first_wrong"] = first_wrong;
         const bool bug = s.shown_options().bug_reshape_patches;
         ImGui::PushTextWrapPos(0);
         ImGui::TextWrapped("Patches as pictures: the %dx%d model input cut into %d tiles of %dx%d (%d x %d, numbered in "
@@ -204,13 +223,18 @@ public:
         // a newly selected patch scrolls its row into view
         if (keys_.stale("patches.scroll", uint64_t(int64_t(sel) + 1)) && sel >= 0)
             ImGui::SetScrollY(float(sel) * (rh + ImGui::GetStyle().ItemSpacing.y));
+        // a new trace (or the selection cleared) with rows that are not their tiles and no patch selected: open on the first of them
+        if (keys_.stale("patches.first_wrong", s.version() * 1000003ull + uint64_t(int64_t(sel) + 1)) && sel < 0 && first_wrong >= 0)
+            ImGui::SetScrollY(float(std::max(0, first_wrong - 1)) * (rh + ImGui::GetStyle().ItemSpacing.y));
         ImGuiListClipper clip;
         clip.Begin(N, rh + ImGui::GetStyle().ItemSpacing.y);
         const Rect cclip{ImGui::GetWindowPos().x, ImGui::GetWindowPos().y, ImGui::GetWindowSize().x, ImGui::GetWindowSize().y};
-        int first_shown = -1;
+        int first_shown = -1, last_shown = -1;
         while (clip.Step())
             for (int n = clip.DisplayStart; n < clip.DisplayEnd; ++n) {
                 if (first_shown < 0) first_shown = n;
+                // the last row wholly in view
+                if (ImGui::GetCursorScreenPos().y + rh <= cclip.y + cclip.h + 0.5f) last_shown = n;
                 ImVec2 p = ImGui::GetCursorScreenPos();
                 ImGui::Dummy(ImVec2(stripx + sw, rh));
                 const int gy = n / gw, gx = n % gw;
@@ -255,6 +279,7 @@ public:
                 pr.rects["patches.seq.strip." + std::to_string(n)] = Rect{s0.x, s0.y, sw, rh};
             }
         pr.numbers["patches.first_shown"] = first_shown;
+        pr.numbers["patches.last_shown"] = last_shown;
         ImGui::EndChild();
         ImGui::EndGroup();
         // the numbers behind the view: the patches matrix and the model input they were cut from
@@ -278,10 +303,17 @@ public:
             ui.tab = Tab::Patches;
             ui.patch = N / 2;
         });
+        plan.add("patches, BUG reshape, no patch selected", [N, base](Session& s, UiState& ui) {
+            Options o = base;
+            o.bug_reshape_patches = true;
+            s.set_options(o);
+            ui.tab = Tab::Patches;
+            ui.patch = -1;
+        });
         plan.add("patches, options reset", [base](Session& s, UiState&) { s.set_options(base); });
     }
     // Tiles or the reason there are none; without the reshape bug every row is its tile.
-    void sweep_check(const Session& s, const UiState&, const Probe& p, const SweepFail& fail) const override {
+    void sweep_check(const Session& s, const UiState& ui, const Probe& p, const SweepFail& fail) const override {
         if (!s.trace()) return;
         if (!p.rects.count("patches.grid")) {
             if (p.string("patches.message").empty()) fail("the patches tab drew no tiles and gave no reason");
@@ -291,6 +323,12 @@ public:
         if (!s.shown_options().bug_reshape_patches && p.number("patches.rows_equal_tiles") != N)
             fail("without the reshape bug, only " + std::to_string(int(p.number("patches.rows_equal_tiles"))) + " of " +
                  std::to_string(N) + " patches rows are their tiles");
+        // with rows that are not their tiles and no patch selected, one of them is in view (issue 36 item 11)
+        const int wrong = int(p.number("patches.first_wrong", -1)), lo = int(p.number("patches.first_shown", -1)),
+                  hi = int(p.number("patches.last_shown", -1));
+        if (wrong >= 0 && ui.patch < 0 && !(lo <= wrong && wrong <= hi))
+            fail("the patches list shows rows " + std::to_string(lo) + ".." + std::to_string(hi) + ", none visibly off its tile; the first "
+                 "row that is (the bug's) is " + std::to_string(wrong));
     }
 
 private:

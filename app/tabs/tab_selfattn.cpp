@@ -56,8 +56,8 @@ public:
         ImGui::PushTextWrapPos(0);
         ImGui::TextWrapped("Self-attention maps (DINO, Caron et al. 2021): each head's attention from the %s to the %d "
                            "patches, and below it the patches that hold %.0f%% of that head's attention mass (the "
-                           "fewest patches whose weights, largest first, add up to it; DINO's visualize_attention.py "
-                           "--threshold). In self-supervised ViTs these masks follow the objects.",
+                           "fewest patches whose weights, largest first, add up to it, as DINO's own attention "
+                           "visualisation does with its threshold). In self-supervised ViTs these masks follow the objects.",
                            probe ? "pooling head's probe (this model has no cls token)" : "cls token", N, 100.0 * keep_);
         if (std::string note = weights_note(s); !note.empty())
             ImGui::TextColored(kWarn, "%s: untrained heads attend almost evenly, so each mask covers about that share of the image", note.c_str());

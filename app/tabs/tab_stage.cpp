@@ -43,6 +43,10 @@ private:
     void draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& shown, const std::string& key);
     void draw_math(ViewCtx& v, float w, float h);
     float math_width(ViewCtx& v) const;
+    // An RGB model's input as the picture it is (issue 36 item 8): true when drawn, false to draw the heatmap.
+    bool draw_input_picture(ViewCtx& v, const Trace& t);
+    Texture picture_;
+    uint64_t picture_version_ = ~0ull;
     HeatmapCache stage_, ln_[4];
     std::map<std::string, Stats> stats_;  // by trace version, stage and slice
     CachedMath math_;
@@ -529,7 +533,18 @@ void StageTab::draw_stage(ViewCtx& v) {
     }
     // slice and scale controls, flowing onto a second row when the view is narrow
     Flow controls;
-    if (rank(*t) == 3) {
+    // an RGB model's input: the picture first, its channels on request
+    const bool picture_able = e->info->id.kind == StageKind::Input && !showing_grad && rank(*t) == 3 && extent(*t, 0) == 3;
+    if (picture_able) {
+        int mode = ui.input_channels ? 1 : 0;
+        controls.next(Flow::text_w("show:") + 140);
+        ImGui::TextUnformatted("show:");
+        ImGui::SameLine();
+        if (ImGui::RadioButton("picture", &mode, 0)) ui.input_channels = false;
+        ImGui::SameLine();
+        if (ImGui::RadioButton("channels", &mode, 1)) ui.input_channels = true;
+    }
+    if (rank(*t) == 3 && !(picture_able && !ui.input_channels)) {
         int S = int(extent(*t, 0));
         int& sel = info.per_head ? ui.head : ui.channel;
         sel = std::clamp(sel, 0, S - 1);
@@ -601,7 +616,8 @@ void StageTab::draw_stage(ViewCtx& v) {
         ImGui::TextDisabled("click a row: that query token's attention over the image (overlay \"query\")");
         ImGui::PopTextWrapPos();
     }
-    tensor_heatmap(v, "stage", name, *t, info, stage_, a, showing_grad);
+    if (!(picture_able && !ui.input_channels && draw_input_picture(v, *trace)))
+        tensor_heatmap(v, "stage", name, *t, info, stage_, a, showing_grad);
     if (math_cells && clicked_row >= 0 && clicked_col >= 0) { ui.cell_r = clicked_row; ui.cell_c = clicked_col; }
     if (query_rows && clicked_row >= 0) {
         ui.query = clicked_row;
@@ -627,6 +643,8 @@ void StageTab::draw_stage(ViewCtx& v) {
     std::string what = rank(*t) == 3 ? std::string(info.per_head ? "shown = head " : "shown = channel ") +
                                            std::to_string(sl.slice) + " of " + std::to_string(sl.slices)
                                      : "";
+    if (picture_able && !ui.input_channels)  // the picture shows every channel: these numbers are one channel's
+        what = "shown = channel " + std::to_string(sl.slice) + " (the picture: all " + std::to_string(sl.slices) + ")";
     stats_panel(*t, sl, what, stats_, pr, key + "#" + std::to_string(sl.slice));
     if (ui.patch >= 0) {  // its token in this stage's order: after cls, the registers (from with_registers on) and dist
         const StageTable& tab = trace->table();
@@ -634,6 +652,27 @@ void StageTab::draw_stage(ViewCtx& v) {
         ImGui::TextColored(ImVec4(1, 0.3f, 0.8f, 1), "patch %d = token %d highlighted", ui.patch, ui.patch + before);
     }
     ImGui::EndChild();
+}
+
+bool StageTab::draw_input_picture(ViewCtx& v, const Trace& t) {
+    if (picture_version_ != v.s.version()) {
+        if (!upload_model_input(picture_, v.s)) return false;
+        picture_version_ = v.s.version();
+    }
+    const Array* in = t.find(StageId{StageKind::Input});
+    if (!in || rank(*in) != 3) return false;
+    const float Ih = float(extent(*in, 1)), Iw = float(extent(*in, 2));
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextDisabled("The input as the picture it is: each pixel's R, G and B, denormalized (value x std + mean) for "
+                        "display. Choose 'channels' for the numbers the model reads, one channel at a time.");
+    ImGui::PopTextWrapPos();
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    const float scale = std::max(1.f, std::min((avail.x - 8) / Iw, (avail.y - 8) / Ih));
+    const ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + Iw * scale, p0.y + Ih * scale);
+    ImGui::Dummy(ImVec2(p1.x - p0.x, p1.y - p0.y));
+    ImGui::GetWindowDrawList()->AddImage(picture_.id(), p0, p1);
+    v.probe.rects["stage.picture"] = Rect{p0.x, p0.y, p1.x - p0.x, p1.y - p0.y};
+    return true;
 }
 
 float StageTab::math_width(ViewCtx& v) const {
@@ -766,6 +805,12 @@ void StageTab::sweep_states(SweepPlan& plan) {
         if (const Trace* t = s.trace()) select_stage(ui, *t, StageId{StageKind::AttnPattern, std::max(0, L - 1)});
     });
     plan.add("cell math closed", [](Session&, UiState& ui) { ui.cell_r = ui.cell_c = -1; ui.show_grad = false; });
+    // the input: the picture (an RGB model's default), then its channels on request
+    for (bool channels : {false, true})
+        plan.add(std::string("input as ") + (channels ? "channels" : "the picture"), [channels](Session&, UiState& ui) {
+            ui.tab = Tab::Stage; ui.show_grad = false; ui.stage = StageId{StageKind::Input}; ui.input_channels = channels;
+        });
+    plan.add("input channels off", [](Session&, UiState& ui) { ui.input_channels = false; });
 }
 
 // On every frame of the Stage tab: a heatmap or the reason there is none, square cells, and the
@@ -773,10 +818,16 @@ void StageTab::sweep_states(SweepPlan& plan) {
 void StageTab::sweep_check(const Session& s, const UiState& ui, const Probe& p, const SweepFail& fail) const {
     if (!s.trace()) return;
     const bool showing_grad = p.number("stage.showing_grad") != 0;
-    const bool drew = p.rects.count("stage") != 0;
+    const bool drew = p.rects.count("stage") != 0, picture = p.rects.count("stage.picture") != 0;
     const bool said = !p.string("stage.message").empty();
     if (ui.show_grad && !showing_grad && !said) fail("gradient view shows nothing and does not say why");
-    if (!drew && !said) fail("stage view drew no heatmap and gave no reason");
+    if (!drew && !picture && !said) fail("stage view drew no heatmap and gave no reason");
+    // an RGB model's input opens as the picture (issue 36 item 8), its channels on request
+    const auto e = shown_stage(s, ui);
+    if (e && e->info->id.kind == StageKind::Input && !ui.show_grad && rank(*e->value) == 3 && extent(*e->value, 0) == 3 &&
+        picture == ui.input_channels)
+        fail(ui.input_channels ? "the input's channels were asked for and the picture is shown"
+                               : "an RGB model's input stage shows a channel on a colour scale, not the picture");
     if (drew) {
         const double rows = p.number("stage.rows"), cols = p.number("stage.cols");
         const double cw = p.number("stage.cell_w"), ch = p.number("stage.cell_h");
@@ -787,7 +838,6 @@ void StageTab::sweep_check(const Session& s, const UiState& ui, const Probe& p, 
             fail("heatmap cells are not square: " + std::to_string(cw) + " x " + std::to_string(ch));
     }
     if (ui.cell_r >= 0 && ui.cell_c >= 0) {
-        const auto e = shown_stage(s, ui);
         const bool has_math = p.numbers.count("cellmath.ok") != 0;
         const bool said_why = !p.string("cellmath.message").empty();
         if (!has_math && !said_why) fail("a cell is selected and the math panel shows nothing and does not say why");

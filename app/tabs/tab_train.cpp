@@ -230,7 +230,7 @@ void TrainTab::draw(ViewCtx& v) {
     }
     ImGui::Separator();
     ImGui::TextWrapped("How the gradients are computed: every stage has a hand-written backward pass (checked against "
-                       "PyTorch autograd in the tests). The chain rule at work is the one in seed notebook 003: for "
+                       "PyTorch autograd in the tests). The chain rule at work, on a small example: for "
                        "e = (a + b)(b + 1) with a = 2, b = 1, de/da = (b + 1) = 2 and de/db = (b + 1) + (a + b) = 5, "
                        "because b reaches e along two paths whose contributions add, exactly as a residual "
                        "connection's gradient adds the skip path and the block's path.");

@@ -423,6 +423,7 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         if (bytes.empty()) {
             LoadedModel lm;
             lm.weights = init_weights(preset("fmnist"), seed);
+            randomize_layernorms(lm.weights, seed);
             lm.source = "preset:fmnist (random weights: this build has no embedded model)";
             return lm;
         }
@@ -452,16 +453,24 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
             c.class_names = imagenet1k_class_names();
             lm.labels_from = "ImageNet-1k (the default for 1000 classes)";
         }
-        lm.weights = name_out_of_memory("preset " + spec, "creating its random weights", [&] { return init_weights(c, seed); });
+        // random LayerNorm gamma and beta too (issue 35): with nn.LayerNorm's ones and zeros, elementwise_affine
+        // would change nothing on a preset
+        lm.weights = name_out_of_memory("preset " + spec, "creating its random weights", [&] {
+            Weights w = init_weights(c, seed);
+            randomize_layernorms(w, seed);
+            return w;
+        });
         lm.source = "preset:" + spec;
         return lm;
     }
     if (::access(spec.c_str(), F_OK) != 0) {
         std::string all;
         for (auto& p : preset_names()) all += (all.empty() ? "" : ", ") + p;
-        throw FileError("model '" + spec + "' is neither 'default', a preset (" + all +
+        // the missing file first (issue 36): a path the user typed is what they meant, the presets come after
+        throw FileError("model '" + spec + "': no such file (" + std::string(kCheckpointFormats) +
+                        "), and not 'default' or a preset (" + all +
                         "; torchvision and timm names such as vit_b_16 or vit_base_patch16_224: see "
-                        "'vitscope-cli info --list') nor an existing file (" + std::string(kCheckpointFormats) + ")");
+                        "'vitscope-cli info --list')");
     }
     check_regular_file(spec);  // a directory or a device is named as such, before anything beside it is read
     // The config files beside a checkpoint describe it (a hub snapshot's, a released model's folder).

@@ -10,7 +10,9 @@
 //   kMaxWholeBytes, then averaged down if needed). stb's JPEG decoder has
 //   undefined behaviour on hostile Huffman tables (stb_image.h:1990) and its
 //   PSD/HDR/PIC/GIF/TGA/PNM paths are neither needed nor safe, so none of them
-//   is compiled: those formats are refused by name.
+//   is compiled: those formats are refused by name;
+// - WebP through libwebp and a GIF's first frame through a decoder of our own
+//   (core/io/image_web.cpp), within kMaxSide and kMaxWholeBytes, then averaged down.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #pragma GCC diagnostic ignored "-Wsign-compare"
@@ -47,6 +49,7 @@
 #include <vector>
 
 #include "core/io/io.h"
+#include "core/io/image_web.h"
 
 #include <xtensor/xbroadcast.hpp>
 #include <xtensor/xmath.hpp>
@@ -70,7 +73,7 @@ constexpr int64_t kMaxWholeBytes = int64_t(256) << 20;
 constexpr long kJpegMaxMemory = 384L << 20;  // libjpeg's own buffers (a progressive JPEG keeps every coefficient)
 constexpr int kMaxJpegScans = 64;  // progressive JPEGs have ~10; each scan is a pass over the image
 
-const char* kFormats = "ViTScope reads PNG, JPEG and BMP images";
+const char* kFormats = "ViTScope reads PNG, JPEG, BMP, WebP and GIF (its first frame) images";
 
 [[noreturn]] void too_large(const std::string& what, int64_t w, int64_t h) {
     throw FileError(what + ": image too large: " + std::to_string(w) + "x" + std::to_string(h) + " (the limit is " +
@@ -467,6 +470,27 @@ int keep_of(int n) { return (n == 1 || n == 2) ? 1 : 3; }  // drop alpha
 
 std::string shrunk_by(int k) { return std::to_string(k) + "x" + std::to_string(k) + " box average"; }
 
+// WebP and GIF (core/io/image_web.cpp): decoded whole within the same limits, then scaled down as a BMP is.
+Image decode_web_format(const std::string& bytes, const std::string& what, int64_t keep_px) {
+    try {
+        detail::Decoded8 d = detail::is_webp(bytes) ? detail::decode_webp(bytes, what, kMaxSide, kMaxWholeBytes)
+                                                    : detail::decode_gif_first_frame(bytes, what, kMaxSide, kMaxWholeBytes);
+        Image img;
+        img.file_channels = d.file_channels;
+        img.note = d.note;
+        const int k = shrink_factor(d.w, d.h, keep_px), keep = keep_of(d.n);
+        Shrinker s(d.w, d.h, d.n, keep, k, 255.f);
+        for (int y = 0; y < d.h; ++y) s.row(d.px.data() + size_t(y) * size_t(d.w) * size_t(d.n));
+        img.pixels = s.take();
+        img.width = s.out_w(); img.height = s.out_h(); img.channels = keep;
+        img.file_width = d.w; img.file_height = d.h;
+        if (img.width != d.w || img.height != d.h) img.scaled_by = shrunk_by(k);
+        return img;
+    } catch (const std::bad_alloc&) {
+        throw FileError(what + ": out of memory while decoding the image");
+    }
+}
+
 }  // namespace
 
 Image decode_image(const std::string& bytes, const std::string& what, int64_t max_pixels) {
@@ -475,6 +499,8 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
     if (bytes.size() > size_t(INT32_MAX)) throw FileError(what + ": file is too large");
     std::string other;
     Format fmt = sniff(bytes, other);
+    if (detail::is_webp(bytes) || detail::is_gif(bytes))
+        return decode_web_format(bytes, what, keep_px);
     if (fmt == Format::Other)
         throw FileError(what + (other.empty() ? ": not an image (unrecognised format): " : ": " + other + " is not supported: ") +
                         kFormats);
@@ -590,7 +616,7 @@ Image load_image(const std::string& path) {
     return name_out_of_memory(path, "reading the image", [&] { return decode_image(read_file(path, kMaxImageFileBytes), path); });
 }
 
-std::string image_formats() { return "PNG (8/16-bit), JPEG, BMP"; }
+std::string image_formats() { return "PNG (8/16-bit), JPEG, BMP, WebP, GIF (first frame)"; }
 
 Tensor3 convert_channels(const Tensor3& chw, int channels) {
     const size_t C = chw.shape(0), H = chw.shape(1), W = chw.shape(2);

@@ -19,6 +19,8 @@ struct Image {
     // ("2x2 box average", "the JPEG decoder's 4/8 DCT scaling"), else it is "".
     int file_width = 0, file_height = 0;
     std::string scaled_by;
+    // What else was done on load, in words ("" when nothing): "the first of 12 frames of an animated GIF".
+    std::string note;
 };
 
 // The largest image file read (bytes): it is held while it is decoded, beside the

@@ -89,14 +89,13 @@ RunDims run_dims(const Config& c, const Options& o) {
     const Interventions& iv = o.iv;
     for (const HeadAblation& h : iv.heads)
         if (h.layer < 0 || h.layer >= c.depth || h.head < 0 || h.head >= c.heads)
-            throw std::invalid_argument("head ablation " + std::to_string(h.layer) + "." + std::to_string(h.head) +
+            throw std::invalid_argument("head ablation " + head_label(h.layer, h.head) +
                                         " is outside the model (blocks 0.." + std::to_string(c.depth - 1) +
                                         ", heads 0.." + std::to_string(c.heads - 1) + ")");
     for (size_t i = 0; i < iv.heads.size(); ++i)
         for (size_t j = 0; j < i; ++j)
             if (iv.heads[i].layer == iv.heads[j].layer && iv.heads[i].head == iv.heads[j].head)
-                throw std::invalid_argument("head " + std::to_string(iv.heads[i].layer) + "." +
-                                            std::to_string(iv.heads[i].head) + " is ablated twice");
+                throw std::invalid_argument("head " + head_label(iv.heads[i].layer, iv.heads[i].head) + " is ablated twice");
     for (size_t i = 0; i < iv.sublayers.size(); ++i) {
         const SublayerAblation& s = iv.sublayers[i];
         if (s.layer < 0 || s.layer >= c.depth)
@@ -507,11 +506,13 @@ const char* pooling_name(Pooling p) {
     return "?";
 }
 
+std::string head_label(int layer, int head) { return "L" + std::to_string(layer) + " H" + std::to_string(head); }
+
 std::string Interventions::describe() const {
     std::string s;
     auto add = [&](const std::string& t) { s += (s.empty() ? "" : "; ") + t; };
     for (const HeadAblation& h : heads)
-        add("head " + std::to_string(h.layer) + "." + std::to_string(h.head) + (h.mean ? " mean-ablated" : " zeroed"));
+        add("head " + head_label(h.layer, h.head) + (h.mean ? " mean-ablated" : " zeroed"));
     for (const SublayerAblation& a : sublayers)
         add("block " + std::to_string(a.layer) + (a.mlp ? " mlp.out" : " attn.out") + " zeroed");
     if (!dropped.empty()) {
@@ -659,6 +660,36 @@ Weights init_weights(const Config& c, uint64_t seed) {
         linear(w.map.fc2_w, w.map.fc2_b, D, M);
     }
     return w;
+}
+
+namespace {
+template <class W, class F>  // W: Weights or const Weights
+void for_each_layernorm(W& w, F f) {
+    auto one = [&](auto& l) { if (l.g.size()) f(l); };
+    one(w.ln_pre);
+    for (auto& b : w.blocks) { one(b.ln1); one(b.ln2); }
+    one(w.ln_f);
+    one(w.map.ln);
+}
+}  // namespace
+
+void randomize_layernorms(Weights& w, uint64_t seed) {
+    std::mt19937_64 rng(seed ^ 0x4c4e6761u);  // "LNga": not the stream init_weights drew the matrices from
+    std::uniform_real_distribution<float> g(0.5f, 1.5f), b(-0.5f, 0.5f);
+    for_each_layernorm(w, [&](LayerNormW& l) {
+        for (auto& v : l.g) v = g(rng);
+        for (auto& v : l.b) v = b(rng);
+    });
+}
+
+bool layernorms_are_identity(const Weights& w) {
+    bool any = false, identity = true;
+    for_each_layernorm(w, [&](const LayerNormW& l) {
+        any = true;
+        for (float v : l.g) identity = identity && v == 1.f;
+        for (float v : l.b) identity = identity && v == 0.f;
+    });
+    return any && identity;
 }
 
 std::vector<int> top_k(const float* p, size_t n, size_t k) {

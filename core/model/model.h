@@ -110,6 +110,10 @@ struct Config {
     std::string describe() const;
 };
 
+// A head named for people, the same everywhere on screen and in the command line's output (issue 36
+// item 14): "L4 H2" (layer 4, head 2), never "4.2", which reads as a decimal.
+std::string head_label(int layer, int head);
+
 // Interventions (what the model uses, not only where it looks). Recorded in the options, so
 // every trace, view and export says which interventions produced it.
 struct HeadAblation {
@@ -353,6 +357,15 @@ int64_t param_count(const Config& c);
 // Allocate and initialise as timm does: trunc_normal(std=0.02) linears and
 // position embedding, zero biases, LayerNorm ones/zeros, cls 1e-6 normal.
 Weights init_weights(const Config& c, uint64_t seed);
+// The random presets' LayerNorms (issue 35): gamma ~ U(0.5, 1.5) and beta ~ U(-0.5, 0.5) in every
+// LayerNorm (the blocks', the final one, CLIP's ln_pre, the attention-pool head's), from their own
+// stream of `seed`, so that turning elementwise_affine off changes something on a preset, as it
+// does on a trained model. init_weights keeps nn.LayerNorm's ones and zeros (training starts there).
+void randomize_layernorms(Weights& w, uint64_t seed);
+// True when every LayerNorm of the model has gamma = 1 and beta = 0 exactly (nn.LayerNorm's
+// initialisation): then elementwise_affine multiplies by 1 and adds 0, and turning it off changes
+// nothing. False for a model without LayerNorm weights.
+bool layernorms_are_identity(const Weights& w);
 // Zero-filled weights of the same shapes (for gradients and Adam moments).
 Weights zeros_like(const Weights& w);
 // Every parameter the config has, allocated with its shape and not initialised (loaders fill them).

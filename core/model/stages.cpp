@@ -156,7 +156,7 @@ void d_tokens(const Ctx& x, StageInfo& s) {
         s.what += " (This model pools the mean of the patch tokens, so the head does not read it.)";
     if (x.R) s.what += " The " + str(x.R) + " register tokens are inserted after the position embeddings are added.";
     s.torch = dist ? "torch.cat([cls_token, dist_token, x], dim=1)" : "torch.cat([cls_token, x], dim=1)";
-    s.box.sub = "learned";
+    s.box.sub = dist ? "+cls +dist" : "+cls";
 }
 
 std::string pos_layout(const Ctx& x) {
@@ -173,7 +173,7 @@ void d_pos_embed_learned(const Ctx& x, StageInfo& s) {
     s.what = "The position embeddings as the checkpoint stores them (" + pos_layout(x) + "). This run's patch grid is " +
              x.grid() + ", so the grid is resized: see pos_embed.";
     s.torch = "model.pos_embed[0]  # (" + str(size_t(x.c.pos_rows())) + ", " + str(x.D) + ")";
-    s.box.sub = "resized";
+    s.box.sub = "+pos resized";
 }
 
 void d_pos_embed(const Ctx& x, StageInfo& s) {
@@ -195,7 +195,7 @@ void d_pos_embed(const Ctx& x, StageInfo& s) {
     s.torch = x.r.resized ? "interpolate_pos_encoding(model.pos_embed, " + std::to_string(x.r.gh) + ", " +
                                 std::to_string(x.r.gw) + ")  # " + pos_rule_label(x.c.pos_rule)
                           : "model.pos_embed[0]  # (" + str(x.T0) + ", " + str(x.D) + ")";
-    s.box.sub = x.r.resized ? "resized" : "learned";
+    s.box.sub = x.r.resized ? "+pos resized" : "+pos learned";
 }
 
 void d_embed(const Ctx& x, StageInfo& s) {
@@ -206,7 +206,7 @@ void d_embed(const Ctx& x, StageInfo& s) {
     s.what = "A learned vector per position is added, so attention can tell where a patch came from.";
     if (x.stream0() == s.id) s.what += " This is the residual stream entering block 0.";
     s.torch = "x = x + pos_embed";
-    s.box.sub = x.r.resized ? "resized" : "learned";
+    s.box.sub = x.r.resized ? "+pos resized" : "+pos learned";
 }
 
 void d_embed_kept(const Ctx& x, StageInfo& s) {
@@ -811,13 +811,13 @@ void d_embedding(const Ctx& x, StageInfo& s) {
 // In StageKind order (checked by check_stage_definitions).
 const std::vector<StageDef> kDefs = {
     //  kind            pattern               block  grad   kept   head   signed cell                 box           label     row hook
-    {K::Input,        "input",              false, true,  false, false, true,  CellRule::None,        "input",       "image",  0, "model.patch_embed.proj (input)", d_input},
+    {K::Input,        "input",              false, true,  false, false, true,  CellRule::None,        "input",       "input",  0, "model.patch_embed.proj (input)", d_input},
     {K::Patches,      "patches",            false, true,  true,  false, true,  CellRule::None,        "patches",     "patches", 0, "model.patch_embed.proj (input, unfolded by the conv)", d_patches},
-    {K::PatchEmbed,   "patch_embed",        false, true,  false, false, true,  CellRule::None,        "patch_embed", "embed",  0, "model.patch_embed (output)", d_patch_embed},
-    {K::Tokens,       "tokens",             false, true,  false, false, true,  CellRule::None,        "tokens",      "+cls",   0, "model._pos_embed (inside: torch.cat with model.cls_token)", d_tokens},
-    {K::PosEmbedLearned, "pos_embed.learned", false, false, false, false, true, CellRule::None,       "embed",       "+pos",   0, "model.pos_embed (the parameter, as stored)", d_pos_embed_learned},
-    {K::PosEmbed,     "pos_embed",          false, true,  false, false, true,  CellRule::None,        "embed",       "+pos",   0, "model._pos_embed (the position table, resized when the grid differs)", d_pos_embed},
-    {K::Embed,        "embed",              false, true,  false, false, true,  CellRule::None,        "embed",       "+pos",   0, "model.pos_drop (output)", d_embed, true},
+    {K::PatchEmbed,   "patch_embed",        false, true,  false, false, true,  CellRule::None,        "patch_embed", "patch_embed", 0, "model.patch_embed (output)", d_patch_embed},
+    {K::Tokens,       "tokens",             false, true,  false, false, true,  CellRule::None,        "tokens",      "tokens", 0, "model._pos_embed (inside: torch.cat with model.cls_token)", d_tokens},
+    {K::PosEmbedLearned, "pos_embed.learned", false, false, false, false, true, CellRule::None,       "embed",       "embed",  0, "model.pos_embed (the parameter, as stored)", d_pos_embed_learned},
+    {K::PosEmbed,     "pos_embed",          false, true,  false, false, true,  CellRule::None,        "embed",       "embed",  0, "model._pos_embed (the position table, resized when the grid differs)", d_pos_embed},
+    {K::Embed,        "embed",              false, true,  false, false, true,  CellRule::None,        "embed",       "embed",  0, "model.pos_drop (output)", d_embed, true},
     {K::EmbedKept,    "embed.kept",         false, false, false, false, true,  CellRule::None,        "dropped",     "drop",   0, "x[:, keep] after model.pos_drop (an intervention)", d_embed_kept},
     {K::WithRegisters, "with_registers",    false, false, false, false, true,  CellRule::None,        "registers",   "+reg",   0, "model.prepare_tokens_with_masks (output, dinov2)", d_with_registers},
     LN_DEFS(LnPre, "ln_pre", "ln_pre", false, 0, "model.norm_pre", false),

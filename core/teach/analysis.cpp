@@ -248,4 +248,36 @@ std::vector<StageChange> trace_changes(const Trace& base, const Trace& now,
     return out;
 }
 
+std::string why_nothing_changed(const Weights& w, const Options& now, const Options& base) {
+    if (now == base) return "";
+    const Config& c = w.cfg;
+    std::vector<std::string> why;
+    if (now.affine != base.affine) {
+        if (layernorms_are_identity(w))
+            why.push_back("every LayerNorm of this model has gamma = 1 and beta = 0 (nn.LayerNorm's initial values), so "
+                          "elementwise_affine multiplies by 1 and adds 0: out equals normalized with it on or off");
+        else
+            why.push_back("elementwise_affine changed, yet no stage moved");
+    }
+    if (now.unbiased != base.unbiased) why.push_back("the std's divisor changed (N or N-1), yet no stage moved");
+    if (now.pooling_for(c) == base.pooling_for(c) && now.pooling != base.pooling)
+        why.push_back(std::string("the pooling asked for is this model's own (") + (now.pooling_for(c) == Pooling::Mean ? "mean" : "cls") + ")");
+    else if (now.pooling != base.pooling)
+        why.push_back("the pooling changed, yet no stage moved");
+    if (now.bug_reshape_patches != base.bug_reshape_patches) {
+        const int gw = (now.image_w > 0 ? now.image_w : c.image_size) / std::max(1, c.patch);
+        if (gw <= 1 && c.channels == 1)
+            why.push_back("with one patch per row and one channel, a plain reshape cuts the same tiles as unfold");
+        else
+            why.push_back("the reshape bug cut other tiles, yet every value came out the same (is the image uniform?)");
+    }
+    if (now.bug_scale_after_softmax != base.bug_scale_after_softmax)
+        why.push_back("the scale moved after the softmax, yet no stage moved");
+    if (!(now.iv == base.iv)) why.push_back("the interventions change nothing this pass computes (a head or sub-layer that was already 0?)");
+    if (why.empty()) why.push_back("the options differ only in ways this model does not use");
+    std::string out;
+    for (size_t i = 0; i < why.size(); ++i) out += (i ? "; " : "") + why[i];
+    return out;
+}
+
 }  // namespace vit

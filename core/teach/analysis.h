@@ -53,4 +53,10 @@ struct StageChange { StageId id; std::string name; double diff_norm, base_norm; 
 std::vector<StageChange> trace_changes(const Trace& base, const Trace& now,
                                        const std::function<void(int, int)>& progress = {});
 
+// Why a run with `now` equals the run with `base` at every stage (the Changes view found nothing that
+// moved), in words a learner can check: "every LayerNorm of this model has gamma = 1 and beta = 0 ...".
+// Names each switch that differs and why it cannot act on this model and input; "" when `now` equals
+// `base`. The words never claim an effect: they explain its absence.
+std::string why_nothing_changed(const Weights& w, const Options& now, const Options& base);
+
 }  // namespace vit

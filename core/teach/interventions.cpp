@@ -259,8 +259,7 @@ void interventions_from_flags(const InterventionFlags& f, const Weights& w, Opti
             bad("--ablate-head " + t, "the model (" + c.name + ") has " + blocks + " and heads 0.." + std::to_string(c.heads - 1));
         for (const HeadAblation& o : iv.heads)
             if (o.layer == h.layer && o.head == h.head)
-                bad("--ablate-head " + t, "head " + std::to_string(h.layer) + "." + std::to_string(h.head) +
-                                              " is already ablated");
+                bad("--ablate-head " + t, "head " + head_label(h.layer, h.head) + " is already ablated");
         iv.heads.push_back(h);
     }
     for (const std::string& t : f.ablate) {

@@ -95,7 +95,15 @@ put("image", "jpeg_60000x60000.jpg", bytes(j))
 put("image", "jpeg_truncated.jpg", good_jpg[: len(good_jpg) // 2])
 put("image", "psd.psd", b"8BPS\x00\x01" + b"\x00" * 6 + b"\x00\x03" + struct.pack(">II", 4, 4) + b"\x00\x20\x00\x03" + b"\x00" * 64)
 put("image", "hdr.hdr", b"#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 4 +X 4\n" + b"\x02\x02\x00\x04" * 16)
-put("image", "gif.gif", mc.img_bytes(rgb.convert("P"), "GIF"))
+# GIF and WebP are read since issue 36 (a GIF's first frame by core/io/image_web.cpp): their hostile forms are refused
+def le16(v):
+    return struct.pack("<H", v)
+put("image", "gif_lzw_code_past_table.gif", b"GIF89a" + le16(2) + le16(1) + b"\x80\0\0" + b"\0" * 6 + b"," + le16(0) + le16(0)
+    + le16(2) + le16(1) + b"\0\x02\x01\x3f\0;")
+put("image", "gif_canvas_20000x10.gif", b"GIF89a" + le16(20000) + le16(10) + b"\0\0\0;")
+put("image", "gif_frame_65535x65535.gif", b"GIF89a" + le16(4) + le16(4) + b"\x80\0\0" + b"\0" * 6 + b"," + le16(0) + le16(0)
+    + le16(65535) + le16(65535) + b"\0\x02\x01\x3f\0;")
+put("image", "webp_truncated.webp", mc.img_bytes(rgb, "WEBP")[:30])
 put("image", "tga.tga", mc.img_bytes(rgb, "TGA"))
 put("image", "pnm.ppm", mc.img_bytes(rgb, "PPM"))
 

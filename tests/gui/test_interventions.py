@@ -65,9 +65,9 @@ def check_flags(app):
     os.makedirs(exp, exist_ok=True)
     flags = ["--ablate-head", "4.2", "--drop-patches", "3,4"]
     img, lay = app.shot(*flags, "--tab", "1", "--overlay", "none", "--export-npz", "--export-dir", exp)
-    expect(lay["strings"].get("iv.list") == "head 4.2 zeroed; patches 3, 4 dropped",
+    expect(lay["strings"].get("iv.list") == "head L4 H2 zeroed; patches 3, 4 dropped",
            f"the list above the tabs says what ran ({lay['strings'].get('iv.list')})")
-    expect(lay["shown_options"]["interventions"] == "head 4.2 zeroed; patches 3, 4 dropped", "...as the trace's options do")
+    expect(lay["shown_options"]["interventions"] == "head L4 H2 zeroed; patches 3, 4 dropped", "...as the trace's options do")
     ours = load_npz(os.path.join(exp, "vitscope-trace.npz"))
     opts = json.loads(str(ours["__options__"]))["interventions"]
     expect(opts == {"heads": [{"layer": 4, "head": 2, "mean": False}], "sublayers": [], "dropped": [3, 4], "patch": None},
@@ -107,7 +107,7 @@ def check_clicks(app):
     expect(r is not None, "the navigator shows block 4's head switches")
     if r:
         _, lay = app.shot("--stage", "blocks.4.attn.pattern", "--hover", centre(r), "--click")
-        expect(lay["shown_options"]["interventions"] == "head 4.2 zeroed",
+        expect(lay["shown_options"]["interventions"] == "head L4 H2 zeroed",
                f"a click on the navigator's h2 of block 4 knocks it out ({lay['shown_options']['interventions']})")
         expect(lay["strings"].get("prediction") == lay["strings"].get("prediction") and
                lay["strings"].get("prediction.0", "").split(" ")[0] == str(int(np.argmax(want))),
@@ -116,7 +116,7 @@ def check_clicks(app):
     _, lay = app.shot("--tab", "1")
     g = lay["rects"]["grid.4.2"]
     _, lay = app.shot("--tab", "1", "--keys", "k", "--hover", centre(g), "--click")
-    expect(lay["shown_options"]["interventions"] == "head 4.2 zeroed",
+    expect(lay["shown_options"]["interventions"] == "head L4 H2 zeroed",
            f"K, then a click on map 4.2 knocks head 4.2 out ({lay['shown_options']['interventions']})")
     _, lay = app.shot("--tab", "1", "--hover", centre(g), "--click")
     expect(lay["shown_options"]["interventions"] == "" and lay["stage"] == "blocks.4.attn.pattern",
@@ -170,9 +170,9 @@ def check_what_it_uses(app):
     if r:
         cell = (r[0] + r[2] / 4 * 2, r[1] + r[3] / 6 * 4, r[2] / 4, r[3] / 6)  # layer 4, head 2
         _, lay2 = app.shot("--tab", "13", "--hover", centre(cell), "--click")
-        expect(lay2["shown_options"]["interventions"] == "head 4.2 zeroed",
+        expect(lay2["shown_options"]["interventions"] == "head L4 H2 zeroed",
                f"a click on head 4.2 of the picture knocks it out ({lay2['shown_options']['interventions']})")
-    expect(lay["strings"].get("uses.heads.best") == "4.2", "the largest is head 4.2, as vitscope-cli finds it"
+    expect(lay["strings"].get("uses.heads.best") == "L4 H2", "the largest is head 4.2, as vitscope-cli finds it"
            if np.unravel_index(np.argmax(an["head_importance"]), an["head_importance"].shape) == (4, 2) else
            "the largest head is the CLI's")
 

@@ -1,0 +1,58 @@
+#include "app/text_capture.h"
+
+#include <imgui.h>
+
+#include <filesystem>
+#include <regex>
+
+namespace vit::app {
+
+namespace {
+bool g_on = false;
+std::vector<std::string> g_texts;
+}  // namespace
+
+void text_capture_enable(bool on) { g_on = on; }
+void text_capture_clear() { g_texts.clear(); }
+const std::vector<std::string>& captured_texts() { return g_texts; }
+
+std::vector<std::string> cited_files(const std::string& text) {
+    std::vector<std::string> out;
+    static const std::regex notebook(R"(\bnotebooks?\s+(#?\d+|[A-Za-z0-9_.-]+\.ipynb))", std::regex::icase);
+    static const std::regex file(R"re((?:^|[\s"'(`])((?:\.\./|\./)?[A-Za-z0-9_][A-Za-z0-9_./-]*\.(?:md|py|ipynb|sh|cmake))(?=$|[\s"'),.:;`]))re");
+    for (std::sregex_iterator it(text.begin(), text.end(), notebook), end; it != end; ++it) out.push_back("notebook " + (*it)[1].str());
+    for (std::sregex_iterator it(text.begin(), text.end(), file), end; it != end; ++it) out.push_back((*it)[1].str());
+    return out;
+}
+
+bool cited_file_exists(const std::string& cited, const std::string& data_root) {
+    namespace fs = std::filesystem;
+    if (cited.rfind("notebook ", 0) == 0) return false;
+    std::error_code ec;
+    if (cited.find('/') != std::string::npos && cited.rfind("../", 0) != 0 && fs::exists(cited, ec)) return true;
+    if (data_root.empty()) return false;
+    const fs::path root(data_root);
+    for (const fs::path& base : {root, root.parent_path()})
+        if (cited.rfind("../", 0) != 0 && fs::exists(base / cited, ec)) return true;
+    return false;
+}
+
+}  // namespace vit::app
+
+// The wrapped ImDrawList::AddText overloads (-Wl,--wrap=<mangled name>): record, then draw.
+extern "C" {
+void __real__ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4(ImDrawList*, const ImFont*, float, const ImVec2&, ImU32,
+                                                                          const char*, const char*, float, const ImVec4*);
+void __real__ZN10ImDrawList7AddTextERK6ImVec2jPKcS4_(ImDrawList*, const ImVec2&, ImU32, const char*, const char*);
+
+void __wrap__ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4(ImDrawList* dl, const ImFont* font, float size,
+                                                                          const ImVec2& pos, ImU32 col, const char* b,
+                                                                          const char* e, float wrap, const ImVec4* clip) {
+    if (vit::app::g_on && b) vit::app::g_texts.emplace_back(b, e ? e : b + std::char_traits<char>::length(b));
+    __real__ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4(dl, font, size, pos, col, b, e, wrap, clip);
+}
+void __wrap__ZN10ImDrawList7AddTextERK6ImVec2jPKcS4_(ImDrawList* dl, const ImVec2& pos, ImU32 col, const char* b, const char* e) {
+    if (vit::app::g_on && b) vit::app::g_texts.emplace_back(b, e ? e : b + std::char_traits<char>::length(b));
+    __real__ZN10ImDrawList7AddTextERK6ImVec2jPKcS4_(dl, pos, col, b, e);
+}
+}
