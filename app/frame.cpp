@@ -53,12 +53,22 @@ void draw_frame(AppContext& app, float W, float H) {
     ImGui::End();
     place(0, top, left, float(H) - top - bottom);
     ImGui::Begin("navigator", nullptr, fixed);
+    // the predictions close the pipeline's column (its last stages are the head and softmax): the
+    // image's column is left to the image, its controls and thumbnails (issue 36)
+    ImGui::BeginChild("pipeline", ImVec2(0, ImGui::GetContentRegionAvail().y - predictions_height(v)));
     DrawNavigator(v);
+    ImGui::EndChild();
+    ImGui::BeginGroup();
+    DrawPredictions(v);
+    ImGui::EndGroup();
+    {
+        const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        app.probe.rects["navigator.predictions"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
     ImGui::End();
     place(float(W) - right, top, right, float(H) - top - bottom);
     ImGui::Begin("image", nullptr, fixed);
-    DrawImagePanelArea(v, app.image, ImGui::GetContentRegionAvail().y - predictions_height(v));
-    DrawPredictions(v);
+    DrawImagePanelArea(v, app.image, ImGui::GetContentRegionAvail().y);
     ImGui::End();
     const Rect centre{left, top, float(W) - left - right, float(H) - top - bottom};
     place(centre.x, centre.y, centre.w, centre.h);

@@ -94,9 +94,11 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, "image.panel", "the part of the image panel shown (it scrolls; the predictions are under it)"},
         {K::Rect, "image.more_below", "the line under the image panel saying the thumbnails continue below"},
         {K::String, "image.more_below", "what that line says (only while the thumbnails' row is below the part shown)"},
+        {K::Number, "thumbs.size", "the side of each attention thumbnail (px)"},
         {K::Number, "thumbs.{0|1|2}.vmax", "the largest value of the cls attention, rollout and grad-weighted thumbnails"},
         {K::String, "thumbs.{0|1|2}.why", "why a thumbnail is empty: under its name, with the session's reason for missing gradients"},
         {K::String, "prediction", "the top-1 class name"},
+        {K::Rect, "navigator.predictions", "the top predictions, under the stage list (issue 36: the image's column is the image's)"},
         {K::String, "predictions.note", "why the predictions mean nothing"},
         {K::String, "predictions.{domain|nonfinite}", "the image is outside what the model knows; the prediction is not a number"},
         {K::String, "heads.prompt", "why the window asks for the head count"},
@@ -296,6 +298,7 @@ void Probe::clear() {
     texts.clear();
     windows.clear();
     heatmaps.clear();
+    wrapped.clear();
 }
 
 std::vector<std::string> Probe::undeclared() const {

@@ -98,6 +98,11 @@ private:
 // a '.', which splits numbers: "0.\n500"); a word wider than `width` keeps a line of its own.
 // Leading spaces of the text are kept on its first line.
 std::vector<std::string> wrap_at_spaces(const std::string& text, float width);
+// `text` drawn wrapped at the wrap position in force (PushTextWrapPos; none: the window's edge) at
+// spaces only, so that no number is broken across lines; '\n' starts a line. `col` null: the text
+// colour; `disabled`: the disabled colour. Its lines are recorded in the probe (`wrapped`, under
+// `key`) for the sweep's rule against a number wrapped inside itself.
+void TextWrappedWords(Probe& pr, const char* key, const std::string& text, const ImVec4* col = nullptr, bool disabled = false);
 // Records every window of this frame in the probe (after the last End).
 void RecordWindows(Probe& probe);
 
@@ -251,7 +256,7 @@ void DrawImagePanelArea(ViewCtx& v, ImagePanel& panel, float height);
 // The trace on screen's input (H, W), denormalized to 0..1, as an RGB texture; false when there is none.
 bool upload_model_input(Texture& tex, const Session& s);
 void DrawPredictions(ViewCtx& v);
-float predictions_height(ViewCtx& v);  // what DrawPredictions needs below the image panel
+float predictions_height(ViewCtx& v);  // what DrawPredictions needs (under the navigator's stage list)
 void DrawStatusBar(ViewCtx& v);
 // The work in flight (a model loading, a forward pass at block k of L), large, for a view that has
 // nothing else to show yet; false when nothing runs.

@@ -410,7 +410,9 @@ void draw_original(ViewCtx& v, ImagePanel& panel) {
         Tensor3 small = (tw == im.width && th == im.height) ? im.pixels : resize(im.pixels, th, tw, Interp::Bilinear);
         upload_rgb(panel.original, small.data(), int(extent(small, 0)), th, tw, true);
     }
-    const float box = 120;
+    // the original beside its preprocessing steps (about five lines): no taller than they are when
+    // the panel is short, so that the model input below gets the room (issue 36)
+    const float box = ImGui::GetContentRegionAvail().y < 760 ? std::max(72.f, 5 * ImGui::GetTextLineHeightWithSpacing()) : 120.f;
     float f = box / float(std::max(im.width, im.height));
     float w = im.width * f, h = im.height * f;
     ImVec2 p0 = ImGui::GetCursorScreenPos();
@@ -484,10 +486,11 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
     }
     // the two fields and "native" wrap onto another row when the panel is narrow
     Flow flow;
-    const float field_w = 88.f;  // the value and its - + buttons
-    flow.next(Flow::text_w("input size"));
+    const float field_w = 84.f;  // the value and its - + buttons (the row fits a 320-px panel)
+    flow.next(Flow::text_w("size"));
     ImGui::AlignTextToFramePadding();
-    ImGui::TextDisabled("input size");
+    ImGui::TextDisabled("size");
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the input size the model runs at, H x W pixels (multiples of the patch, %d)", P);
     bool apply = false;
     flow.next(field_w);
     ImGui::SetNextItemWidth(field_w);
@@ -547,7 +550,7 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
         brief = "pos " + learned + " -> " + std::to_string(rd.gh) + "x" + std::to_string(rd.gw);
     } else {
         pos = "position embeddings: the learned " + learned + " grid as it is";
-        brief = "pos " + learned + " as learned";
+        brief = "pos " + learned + " learned";
     }
     Flow pflow;  // the line and its buttons wrap in a narrow panel
     pflow.next(Flow::text_w(brief.c_str()));
@@ -667,7 +670,8 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         Tensor3 img = denormalize(Tensor3(*in), s.shown_config());
         upload_rgb(panel.image, img.data(), c.channels, Ih, Iw, true);
     }
-    ImGui::TextDisabled("model input %dx%d %s (H x W), as the model sees it", Ih, Iw, c.channels == 1 ? "gray" : "RGB");
+    ImGui::TextDisabled("model input %dx%d %s (H x W)", Ih, Iw, c.channels == 1 ? "gray" : "RGB");
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the image as the model sees it: resized, cropped and normalized (shown denormalized)");
     pr.numbers["image.h"] = Ih;
     pr.numbers["image.w"] = Iw;
     draw_input_size(v, panel, *t);
@@ -768,8 +772,9 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     const ImVec2 avail = ImGui::GetContentRegionAvail();
     const float room = avail.y - 40 - lines_h - key_h;
     const float tw = thumbs ? std::min({96.f, (avail.x - 16) / 3, std::max(56.f, room / 3)}) : 0.f;
-    // the image at the run's aspect, as large as the room left allows
-    const float scale = std::max(std::min((avail.x - 8) / float(Iw), (room - tw) / float(Ih)), 64.f / float(std::max(Ih, Iw)));
+    // the image at the run's aspect, as large as the room left allows, and never under 128 px on its
+    // long side (issue 36: what a learner clicks and looks at most; the panel scrolls below that)
+    const float scale = std::max(std::min((avail.x - 8) / float(Iw), (room - tw) / float(Ih)), 128.f / float(std::max(Ih, Iw)));
     const float img_w = float(Iw) * scale, img_h = float(Ih) * scale;
     ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + img_w, p0.y + img_h);
     ImGui::InvisibleButton("img", ImVec2(img_w, img_h));
@@ -855,7 +860,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     if (ui.overlay == Overlay::Query)
         ImGui::TextDisabled("query: %s (click a patch to query from it)", token_label(table, std::clamp(ui.query, 0, T - 1), true).c_str());
     else
-        ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", gh, gw, c.patch);
+        ImGui::TextDisabled("%dx%d patches of %d px (click: follow one)", gh, gw, c.patch);
     DroppedLegend(v, *t, "image.dropped");
     if (!ov.empty()) {
         // the overlay's key: its values, uniform attention (1/T over the pattern's keys) marked where the
@@ -872,6 +877,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     // The three maps side by side for the same layer: click one to put it over the image.
     const char* names[3] = {probe ? "probe attention" : "cls attention", "rollout", "grad-weighted"};
     const float tiw = gw >= gh ? tw : tw * float(gw) / float(gh), tih = gh >= gw ? tw : tw * float(gh) / float(gw);
+    pr.numbers["thumbs.size"] = tw;
     if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); panel.thumb_why.resize(3); }
     ImVec2 row0;  // the row's top left
     for (int k3 = 0; k3 < 3; ++k3) {

@@ -645,7 +645,7 @@ float StageTab::math_width(ViewCtx& v) const {
 }
 
 // The math of the selected cell, in a panel beside the heatmap (never over it): the numbers that
-// produced it, each line whole (a long line scrolls sideways rather than break inside a number).
+// produced it, each line wrapped at spaces to the panel (never inside a number, nothing behind a sideways scroll).
 void StageTab::draw_math(ViewCtx& v, float w, float h) {
     Session& s = v.s;
     UiState& ui = v.ui;
@@ -702,26 +702,29 @@ void StageTab::draw_math(ViewCtx& v, float w, float h) {
     } else {
         const CellMath& m = *cm->math;
         ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s[%s]", m.name.c_str(), cm->index_text.c_str());
+        // every line wrapped at spaces to the panel's width (issue 36): nothing behind a sideways
+        // scroll, and never a break inside a number
         ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled("%s", m.formula.c_str());
-        ImGui::PopTextWrapPos();
+        TextWrappedWords(pr, "cellmath.formula", m.formula, nullptr, true);
         ImGui::Separator();
         char buf[160];
         std::snprintf(buf, sizeof buf, "= %.9g   (recomputed in double from the numbers below)", m.value);
-        ImGui::TextUnformatted(buf);
+        TextWrappedWords(pr, "cellmath.value", buf);
         std::snprintf(buf, sizeof buf, "the trace holds %.9g", double(m.recorded));
-        ImGui::TextUnformatted(buf);
+        TextWrappedWords(pr, "cellmath.recorded", buf);
         double diff = std::fabs(m.value - double(m.recorded));
         double tol = 1e-6 * std::max(std::fabs(double(m.recorded)), m.scale);
         std::snprintf(buf, sizeof buf, "|difference| %.3g %s 1e-6 x %.3g (float rounding)", diff, diff <= tol ? "<=" : ">",
                       std::max(std::fabs(double(m.recorded)), m.scale));
-        ImGui::TextColored(diff <= tol ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.4f, 0.4f, 1), "%s", buf);
+        const ImVec4 check_col = diff <= tol ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.4f, 0.4f, 1);
+        TextWrappedWords(pr, "cellmath.check", buf, &check_col);
         ImGui::Separator();
         std::string all;
         for (const std::string& line : m.lines) {
-            ImGui::TextUnformatted(line.c_str());
+            TextWrappedWords(pr, "cellmath.lines", line);
             all += line + "\n";
         }
+        ImGui::PopTextWrapPos();
         pr.strings["cellmath.stage"] = m.name;
         pr.strings["cellmath.index"] = cm->index_text;
         pr.strings["cellmath.formula"] = m.formula;
