@@ -71,6 +71,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "image.pos", "what happened to the position embeddings at this size"},
         {K::String, "overlay.name", "the overlay shown, as the menu names it for this model"},
         {K::String, "predictions.embedding", "what a model without a classifier outputs instead"},
+        {K::Group, "status.jobs", "the label of each job's progress bar in the status bar (cut at its end to fit)"},
         {K::Group, "image.patches", "patch numbers on the model input"},
         {K::Number, "overlay.argmax", "the overlay's hottest patch"},
         {K::Number, "overlay.argmin", "the overlay's coldest patch"},

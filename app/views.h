@@ -261,6 +261,9 @@ void DrawStatusBar(ViewCtx& v);
 // The work in flight (a model loading, a forward pass at block k of L), large, for a view that has
 // nothing else to show yet; false when nothing runs.
 bool DrawWorking(ViewCtx& v);
+// A progress bar `w` wide with `label` inside it, cut at its end to fit (never from the left, as
+// ImGui's own overlay text is when wider than the bar), recorded as a label of `group`.
+void ProgressBarLabelled(ViewCtx& v, const char* group, float fraction, float w, const std::string& label);
 void DrawErrorPanel(ViewCtx& v);  // every unread error in full, until dismissed
 // Keys that change the stage, head, options and zoom (the tabs' keys are the tab table's).
 void HandleKeys(ViewCtx& v);

@@ -273,7 +273,7 @@ void DrawNavigator(ViewCtx& v) {
     }
     const Trace* t = s.trace();
     if (!t) {
-        ImGui::TextWrapped("%s", s.has_image() ? "Running the model..." : "No image loaded: nothing has run yet.");
+        ImGui::TextWrapped("%s", s.loading() ? "Loading the model..." : s.has_image() ? "Running the model..." : "No image loaded: nothing has run yet.");
         return;
     }
     const Config& c = s.shown_config();
@@ -647,6 +647,13 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     UiState& ui = v.ui;
     Probe& pr = v.probe;
     panel.thumbs_bottom = 0;
+    if (s.loading()) {
+        // a model loads: nothing of the model before it (its preprocessing, its input) is shown
+        const std::string why = "loading " + s.loading_spec() + ": the image panel fills in when it has run";
+        TextWrappedWords(pr, "image.message", why);
+        pr.strings["image.message"] = why;
+        return;
+    }
     if (s.has_image()) draw_original(v, panel);
     const Trace* t = s.trace();
     if (!t) {
@@ -1119,6 +1126,11 @@ std::string stages_text(const Trace& t) {
 }
 
 std::string status_line(const Session& s, const std::string& notice) {
+    if (s.loading() && !s.trace()) {  // nothing on screen is of the model before: its description would be
+        std::string line = "loading " + s.loading_spec() + ": the views fill in when its first pass is done";
+        line += s.has_image() ? " | image " + fs::path(s.image_path()).filename().string() : " | no image";
+        return notice.empty() ? line : line + " | " + notice;
+    }
     Config c = s.shown_config();  // the model of the trace on screen, with the pooling it ran with
     if (s.shown_options().pooling) c.pooling = *s.shown_options().pooling;
     std::string line = c.describe();
@@ -1151,6 +1163,18 @@ std::string gemm_text() {
 }
 
 }  // namespace
+
+// A progress bar with its label inside, recorded as a label (group) of the bar's rectangle.
+void ProgressBarLabelled(ViewCtx& v, const char* group, float fraction, float w, const std::string& label) {
+    ImGui::ProgressBar(fraction, ImVec2(w, 0), "");
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    const float pad = ImGui::GetStyle().FramePadding.x;
+    bool cut = false;
+    const std::string shown = fit_text(label, b.x - a.x - 2 * pad, cut);
+    const float th = ImGui::GetTextLineHeight();
+    DrawLabel(ImGui::GetWindowDrawList(), v.probe, group, ImVec2(a.x + pad, (a.y + b.y - th) / 2), ImGui::GetColorU32(ImGuiCol_Text),
+              shown, Rect{a.x, a.y, b.x - a.x, b.y - a.y});
+}
 
 bool DrawWorking(ViewCtx& v) {
     if (!v.jobs) return false;
@@ -1191,7 +1215,7 @@ void DrawStatusBar(ViewCtx& v) {
             const float p = j->progress();
             char pct[16] = "";
             if (p >= 0) std::snprintf(pct, sizeof pct, " %.0f%%", 100.0 * p);
-            ImGui::ProgressBar(std::max(0.f, p), ImVec2(200, 0), label.c_str());
+            ProgressBarLabelled(v, "status.jobs", std::max(0.f, p), 200, label);
             if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s%s", label.c_str(), pct);
             ImGui::SameLine();
             jobs += label + pct + "\n";
