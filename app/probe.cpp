@@ -186,8 +186,7 @@ std::vector<ProbeKey> make_schema() {
 
         // ---- Logit lens, Positions, Filters
         {K::Rect, "lens", "the logit lens chart"},
-        {K::String, "lens.{message|note|reads|top|values|classes|legend}", "the logit lens's texts and numbers"},
-        {K::Number, "lens.named_columns", "1: the lens's column headers are the class names; 0: numbers, with the legend (lens.legend)"},
+        {K::String, "lens.{message|note|reads|top|values|classes|legend}", "the logit lens's texts and numbers (legend: none since issue 36, the classes are named on rows)"},
         {K::Rect, "pos.{grid|selected}", "the position-similarity maps"},
         {K::Number, "pos.{patch|grid_n|run.patch}", "the patch shown large, the learned grid's side, the run's patch"},
         {K::String, "pos.{message|values|run.values}", "the Positions tab's texts and numbers (learned; as run)"},

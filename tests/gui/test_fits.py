@@ -41,5 +41,21 @@ def check_loading(app):
            f"the status line says vit-l16 loads, not fmnist-vit's description: {st.get('status', '')[:90]!r}")
 
 
+def check_lens_orientation(app):
+    """The logit lens in one orientation for 10 and for 1000 classes: a class per row, named down the
+    side, the layers across (10 classes: every class; 1000: the chosen ones, listed in lens.classes)."""
+    for model, L, what in (("default", 6, "10 classes"), ("vit-ti16", 12, "1000 classes")):
+        _, lay = app.shot("--model", model, "--tab", "4", "--width", "1280", "--height", "800")
+        n = lay["numbers"]
+        classes = [int(k) for k in lay["strings"].get("lens.classes", "").split(",") if k]
+        rows = [t["text"] for t in lay["texts"] if t["group"] == "lens.rows"]
+        expect(n.get("lens.cols") == L and n.get("lens.rows") == len(classes) and len(classes) >= 10
+               and len(rows) >= min(len(classes), 10) and not rows[0].isdigit(),
+               f"{what}: classes on rows ({n.get('lens.rows')} rows, named {rows[:3]}...), {L} layers across "
+               f"({n.get('lens.cols')} columns)")
+        if what == "10 classes":
+            expect(classes == list(range(10)), f"...every one of the 10 classes, in order ({classes})")
+
+
 if __name__ == "__main__":
-    sys.exit(run_checks([check_loading], "all issue-36a checks passed"))
+    sys.exit(run_checks([check_loading, check_lens_orientation], "all issue-36a checks passed"))
