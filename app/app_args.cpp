@@ -71,6 +71,10 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--attention-scale", attention_scale, "attention pictures: one scale from 0 shared by every map on screen "
                                                          "(shared, the default) or each map on its own, its range printed (per-map)")
         ->check(CLI::IsMember({"shared", "per-map"}));
+    std::string attention_image;
+    cli.add_option("--attention-image", attention_image, "the Attention maps tab: the model input faintly under each map (on, "
+                                                         "the default) or the maps alone (off: their pixels are the colour scale's)")
+        ->check(CLI::IsMember({"on", "off"}));
     cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(finite)->check(CLI::Range(0.0, 1.0));
     cli.add_option("--tab", tab, "the tab shown: " + tab_help())->check(CLI::Range(0, tab_count() - 1));
     cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
@@ -140,6 +144,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     }
     a.model_given = cli.count("--model") > 0;
     a.attention_per_map = attention_scale == "per-map";
+    a.attention_image = attention_image != "off";
     if (tab >= 0) a.tab = Tab(tab);
     if (!overlay.empty()) {
         for (Overlay o : {Overlay::None, Overlay::Cls, Overlay::Rollout, Overlay::GradRollout, Overlay::Query})

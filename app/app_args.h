@@ -20,6 +20,7 @@ struct AppArgs {
     std::optional<Overlay> overlay;
     float opacity = -1;
     bool attention_per_map = false;  // --attention-scale per-map
+    bool attention_image = true;     // --attention-image off: the attention grid without the image under its maps
     bool offline = false;  // --offline: hf: models from the Hugging Face cache only
     bool no_affine = false, unbiased = false, bug_scale_after_softmax = false, bug_reshape_patches = false, squash = false, no_grads = false, grads = false;
     std::optional<std::pair<int, int>> cell;       // --cell I,J: the cell whose math is shown

@@ -164,6 +164,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     ui.tour_step = a.tour;  // applied to the stage once the trace is in (tabs/tab_map.cpp)
     if (a.opacity >= 0) ui.opacity = a.opacity;
     ui.attention_per_map = a.attention_per_map;
+    ui.attention_image = a.attention_image;
     app.export_dir = a.export_dir;
     ui.patch = a.patch;
     if (a.cell) { ui.cell_r = a.cell->first; ui.cell_c = a.cell->second; }

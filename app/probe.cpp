@@ -172,6 +172,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "iv.{list|patch_error}", "the interventions of the trace on screen; why a patch was not applied"},
         {K::String, "{image|grid|uses}.dropped", "the hatch's legend: patches dropped"},
         {K::Number, "{image|grid}.dropped", "dropped patches hatched"},
+        {K::Number, "grid.image_alpha", "how much of the model input is laid over each attention map (0: none; --attention-image off)"},
         {K::Number, "grid.knocked_out", "knocked-out heads crossed out in the attention grid"},
         {K::Rect, "uses.{occlusion|cls|rollout}", "the occlusion, cls attention and rollout maps"},
         {K::Number, "uses.{occlusion|cls|rollout}.argmax", "each map's hottest patch"},

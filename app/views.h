@@ -141,8 +141,8 @@ bool NonFiniteKey(ViewCtx& v, const std::string& group, const NonFinite& nf);
 // map from 0 to its own largest), with uniform attention 1/T marked.
 Colormap attention_colormap(float shared_max, float map_max, bool per_map);
 std::vector<KeyMark> attention_marks(int tokens);
-// The scale of a picture of several attention maps, as every such picture has it: the "contrast per
-// map" checkbox (`per_map`, the UI's attention_per_map), a line saying what the scale is, and the key
+// The scale of a picture of several attention maps, as every such picture has it: the two scales side
+// by side ("one for every map", "each map its own": `per_map`, the UI's attention_per_map), a line saying what the scale is, and the key
 // under it, "<id>.key": off, one scale from 0 to `shared_max` (the largest value of every map) with
 // uniform attention 1/`keys` marked; on, the fraction of each map's own max. `unit` names one map in
 // the tooltip ("map", "head"); `caption` says where each map's own max is printed ("under", "above").

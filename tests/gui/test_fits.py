@@ -57,5 +57,35 @@ def check_lens_orientation(app):
             expect(classes == list(range(10)), f"...every one of the 10 classes, in order ({classes})")
 
 
+def check_attention_grid(app):
+    """The attention-maps grid at 2560x1440 grows with the room (its maps were held to 128 px, 22% of
+    the centre): maps over 128 px reaching down most of the centre; the image faintly under each map
+    (the same map with --attention-image off differs where the boot is bright); each map's own scale
+    printed on it when asked for."""
+    import numpy as np
+    img, lay = app.shot("--tab", "1", "--width", "2560", "--height", "1440")
+    R = lay["rects"]
+    maps = {k: r for k, r in R.items() if k.startswith("grid.")}
+    cx, cy, cw, ch = R["center"]
+    bottom = max(r[1] + r[3] for r in maps.values())
+    top = min(r[1] for r in maps.values())
+    side = R["grid.0.0"][2]
+    expect(side > 128 and (bottom - top) / (cy + ch - top) >= 0.8,
+           f"2560x1440: maps of {side:.0f} px (> 128) reaching {100 * (bottom - top) / (cy + ch - top):.0f}% of the "
+           f"height below their top (>= 80%)")
+    expect(lay["numbers"].get("grid.image_alpha", 0) > 0, "...the image under each map by default "
+           f"(alpha {lay['numbers'].get('grid.image_alpha')})")
+    img2, lay2 = app.shot("--tab", "1", "--width", "2560", "--height", "1440", "--attention-image", "off")
+    x, y, w, h = [int(round(v)) for v in R["grid.0.0"]]
+    a, b = img[y + 3:y + h - 3, x + 3:x + w - 3], img2[y + 3:y + h - 3, x + 3:x + w - 3]
+    d = np.abs(a - b).mean(axis=2)
+    expect(lay2["numbers"].get("grid.image_alpha", 1) == 0 and d.mean() > 5 and d.std() > 3,
+           f"...drawn: the map differs from the map alone by {d.mean():.1f} on average, unevenly (std {d.std():.1f}): the boot")
+    _, lay = app.shot("--tab", "1", "--width", "1280", "--height", "800", "--attention-scale", "per-map")
+    caps = [t["text"] for t in lay["texts"] if t["group"] == "attn.ranges"]
+    expect(len(caps) >= 30 and all(c.startswith("0..") for c in caps),
+           f"1280x800, each map its own scale: said under every map ({caps[:3]}...)")
+
+
 if __name__ == "__main__":
-    sys.exit(run_checks([check_loading, check_lens_orientation], "all issue-36a checks passed"))
+    sys.exit(run_checks([check_loading, check_lens_orientation, check_attention_grid], "all issue-36a checks passed"))

@@ -61,7 +61,8 @@ def check_attention_scale(app):
             maps[(l, h)] = p[h, 0, 1:]
         maps[(l, "mean")] = p[:, 0, 1:].mean(0)
     top = max(float(m.max()) for m in maps.values())
-    img, lay = app.shot("--model", "vit-ti16", "--image", PHOTO, "--tab", "1", image=False)
+    # (the maps alone: with the image a quarter over them, issue 36, their pixels are not the scale's)
+    img, lay = app.shot("--model", "vit-ti16", "--image", PHOTO, "--tab", "1", "--attention-image", "off", image=False)
     n = lay["numbers"]
     expect(n.get("attn.per_map") == 0 and abs(n.get("attn.key.vmin", 1)) < 1e-9 and abs(n.get("attn.key.vmax", 0) - top) < 1e-6,
            f"one scale for every map: 0 .. {top:.6f}, numpy's largest cls attention over all layers and heads "
@@ -86,7 +87,8 @@ def check_attention_scale(app):
             worst = max(worst, float(np.abs(px - viridis(m[k] / top)).max()))
     expect(worst <= 25, f"grid pixels are viridis(value / shared max) (worst channel error {worst:.0f}/255)")
     # per map on request: each map's own range, printed, its hottest patch yellow
-    img, lay = app.shot("--model", "vit-ti16", "--image", PHOTO, "--tab", "1", "--attention-scale", "per-map", image=False)
+    img, lay = app.shot("--model", "vit-ti16", "--image", PHOTO, "--tab", "1", "--attention-scale", "per-map",
+                        "--attention-image", "off", image=False)
     got = [float(v) for v in lay["strings"].get("attn.ranges", "").split(",") if v]
     want = [float(maps[(l, h)].max()) for l in range(L) for h in list(range(H)) + ["mean"]]
     expect(len(got) == len(want) and np.abs(np.array(got) - want).max() < 1e-5,
