@@ -123,6 +123,7 @@ std::vector<ProbeKey> make_schema() {
         {K::Number, "<picture>.key.{vmin|vmax|mode}", "its range and colour map"},
         {K::Group, "<picture>.key", "its figures and marks"},
         {K::String, "<picture>.random", "the random-weights note beside an attention picture"},
+        {K::Group, "tabs.names", "the tab bar's names shown (the clip: the bar's scrolling part, unbounded at the right)"},
         {K::Group, "stats.hist", "the histogram's axis (its smallest and largest value) under it"},
         {K::Number, "stats.{shown|all}.{min|max|mean|std|n}", "statistics of the slice shown and the whole tensor"},
 

@@ -710,7 +710,9 @@ void StageTab::draw_math(ViewCtx& v, float w, float h) {
     const Trace* t = s.trace();
     const auto e = shown_stage(s, ui);
     if (!t || !e) return;
-    ImGui::BeginChild("cellmath", ImVec2(w, h), true, ImGuiWindowFlags_HorizontalScrollbar);
+    // (no sideways scroll: every line wraps to the panel; with one allowed, ImGui wraps at the widest
+    // content of the frame before, so a panel once too wide stayed so)
+    ImGui::BeginChild("cellmath", ImVec2(w, h), true);
     {
         const ImVec2 p = ImGui::GetWindowPos(), z = ImGui::GetWindowSize();
         pr.rects["cellmath"] = Rect{p.x, p.y, z.x, z.y};
