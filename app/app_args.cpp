@@ -82,6 +82,10 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         ->check(CLI::IsMember({"pipeline", "largest"}));
     cli.add_flag("--input-channels", a.input_channels, "an RGB model's input stage: one channel's numbers as a heatmap "
                                                        "(default: the picture itself)");
+    std::string attention_image;
+    cli.add_option("--attention-image", attention_image, "the Attention maps tab: the model input faintly under each map (on, "
+                                                         "the default) or the maps alone (off: their pixels are the colour scale's)")
+        ->check(CLI::IsMember({"on", "off"}));
     cli.add_option("--opacity", a.opacity, "overlay opacity, 0..1")->check(finite)->check(CLI::Range(0.0, 1.0));
     cli.add_option("--tab", tab, "the tab shown: " + tab_help())->check(CLI::Range(0, tab_count() - 1));
     cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
@@ -152,6 +156,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     a.model_given = cli.count("--model") > 0;
     a.attention_per_map = attention_scale == "per-map";
     a.changes_largest_first = changes_order == "largest";
+    a.attention_image = attention_image != "off";
     if (tab >= 0) a.tab = Tab(tab);
     if (!overlay.empty()) {
         for (Overlay o : {Overlay::None, Overlay::Cls, Overlay::Rollout, Overlay::GradRollout, Overlay::Query})

@@ -22,6 +22,7 @@ struct AppArgs {
     bool attention_per_map = false;  // --attention-scale per-map
     bool changes_largest_first = false;  // --changes-order largest
     bool input_channels = false;         // --input-channels
+    bool attention_image = true;     // --attention-image off: the attention grid without the image under its maps
     bool offline = false;  // --offline: hf: models from the Hugging Face cache only
     bool no_affine = false, unbiased = false, bug_scale_after_softmax = false, bug_reshape_patches = false, squash = false, no_grads = false, grads = false;
     std::optional<std::pair<int, int>> cell;       // --cell I,J: the cell whose math is shown

@@ -5,12 +5,69 @@
 #include <imgui_internal.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "heads_prompt.h"
 #include "model_map.h"
 
 namespace vit::app {
+
+namespace {
+
+// The tab bar scrolls (its tabs do not fit 1280 px): ImGui scrolls just enough to show the selected
+// tab, which leaves the leftmost tab shown with its name cut from the left ("tention maps"). The
+// scroll is snapped to a tab's start, so that the leftmost tab shown is whole (issue 36).
+void snap_tab_scroll(ImGuiTabBar* bar) {
+    if (!bar || bar->WidthAllTabs <= bar->BarRect.GetWidth()) return;
+    // the room of the tabs pinned at the left (none here; the list button is outside the tabs' offsets)
+    float lead = 0;
+    for (const ImGuiTabItem& tab : bar->Tabs)
+        if (tab.Flags & ImGuiTabItemFlags_Leading) lead += tab.Width + ImGui::GetStyle().ItemInnerSpacing.x;
+    const float max_scroll = std::max(0.f, bar->WidthAllTabs - bar->BarRect.GetWidth());
+    const float t = bar->ScrollingTarget;
+    float floor_s = 0, ceil_s = -1;
+    for (const ImGuiTabItem& tab : bar->Tabs) {
+        if (tab.Flags & ImGuiTabItemFlags_SectionMask_) continue;
+        const float s = std::max(0.f, tab.Offset - lead);
+        if (s <= t + 0.5f) floor_s = std::max(floor_s, s);
+        else if (ceil_s < 0 || s < ceil_s) ceil_s = s;
+    }
+    float snapped = floor_s;
+    if (floor_s + 0.5f < t) snapped = ceil_s >= 0 && ceil_s <= max_scroll + 0.5f ? ceil_s : floor_s;
+    // (no glide: a name never passes under the left edge on its way)
+    bar->ScrollingTarget = bar->ScrollingAnim = snapped;
+}
+
+// A tab the app selects (a key, --tab) is selected here, not through ImGui's SetSelected: ImGui would
+// scroll to it next frame with a glide through positions that cut a name, and at the bar's end to a
+// scroll that cuts the leftmost name. The scroll is set at once to a tab's start that shows the tab
+// (at the end of the bar, its last characters may run under the arrows: said there is more).
+void select_tab(ImGuiTabBar* bar, ImGuiID id) {
+    ImGuiTabItem* sel = bar ? ImGui::TabBarFindTabByID(bar, id) : nullptr;
+    if (!sel) return;
+    if (sel->Width <= 0 || bar->WidthAllTabs <= 0) {  // not laid out yet (the first frame): ImGui's way
+        bar->NextSelectedTabId = id;
+        return;
+    }
+    bar->SelectedTabId = id;
+    bar->NextSelectedTabId = 0;
+    if (bar->WidthAllTabs <= bar->BarRect.GetWidth()) return;
+    const float W = bar->BarRect.GetWidth(), max_scroll = std::max(0.f, bar->WidthAllTabs - W);
+    const float t = bar->ScrollingTarget;
+    if (t <= sel->Offset + 0.5f && t + W >= sel->Offset + sel->Width - 0.5f) return;  // shown whole already
+    float best = -1, floor_max = 0;
+    for (const ImGuiTabItem& tab : bar->Tabs) {
+        if (tab.Flags & ImGuiTabItemFlags_SectionMask_) continue;
+        const float s = tab.Offset;
+        if (s <= max_scroll + 0.5f) floor_max = std::max(floor_max, s);
+        if (s <= sel->Offset + 0.5f && s + W >= sel->Offset + sel->Width - 0.5f && s <= max_scroll + 0.5f && (best < 0 || s < best))
+            best = s;
+    }
+    bar->ScrollingTarget = bar->ScrollingAnim = best >= 0 ? best : floor_max;
+}
+
+}  // namespace
 
 std::string window_title(const Session& s) {
     std::string t = "ViTScope - " + s.model_spec() + " - ";
@@ -53,12 +110,22 @@ void draw_frame(AppContext& app, float W, float H) {
     ImGui::End();
     place(0, top, left, float(H) - top - bottom);
     ImGui::Begin("navigator", nullptr, fixed);
+    // the predictions close the pipeline's column (its last stages are the head and softmax): the
+    // image's column is left to the image, its controls and thumbnails (issue 36)
+    ImGui::BeginChild("pipeline", ImVec2(0, ImGui::GetContentRegionAvail().y - predictions_height(v)));
     DrawNavigator(v);
+    ImGui::EndChild();
+    ImGui::BeginGroup();
+    DrawPredictions(v);
+    ImGui::EndGroup();
+    {
+        const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        app.probe.rects["navigator.predictions"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
     ImGui::End();
     place(float(W) - right, top, right, float(H) - top - bottom);
     ImGui::Begin("image", nullptr, fixed);
-    DrawImagePanelArea(v, app.image, ImGui::GetContentRegionAvail().y - predictions_height(v));
-    DrawPredictions(v);
+    DrawImagePanelArea(v, app.image, ImGui::GetContentRegionAvail().y);
     ImGui::End();
     const Rect centre{left, top, float(W) - left - right, float(H) - top - bottom};
     place(centre.x, centre.y, centre.w, centre.h);
@@ -73,13 +140,25 @@ void draw_frame(AppContext& app, float W, float H) {
     const float content_right = centre_window->DC.CursorMaxPos.x;
     if (ImGui::BeginTabBar("tabs", ImGuiTabBarFlags_FittingPolicyScroll | ImGuiTabBarFlags_TabListPopupButton)) {
         centre_window->DC.CursorMaxPos.x = content_right;
+        ImGuiID selected_now = 0;
         for (const TabSpec& spec : tab_table()) {
             const Tab tb = spec.tab;
             bool select = ui.tab == tb && app.last_tab != ui.tab;
             const float before_tab = centre_window->DC.CursorMaxPos.x;
-            const bool open = ImGui::BeginTabItem(spec.name, nullptr, select ? ImGuiTabItemFlags_SetSelected : 0);
+            const bool open = ImGui::BeginTabItem(spec.name, nullptr, 0);
+            if (select) selected_now = ImGui::GetItemID();
             centre_window->DC.CursorMaxPos.x = before_tab;
             if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("key %s, --tab %d", spec.key, int(tb));
+            if (ImGuiTabBar* bar = ImGui::GetCurrentContext()->CurrentTabBar) {
+                // its name, as a label of the bar's scrolling part: shown from its first character (the
+                // sweep's rule); its end may run under the scroll arrows at the right (they say there is more)
+                const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+                if (b.x > bar->ScrollingRectMinX + 0.5f && a.x < bar->ScrollingRectMaxX - 0.5f) {
+                    const ImVec2 ts = ImGui::CalcTextSize(spec.name);
+                    app.probe.text("tabs.names", spec.name, Rect{a.x + ImGui::GetStyle().FramePadding.x, a.y, ts.x, ts.y},
+                                   Rect{bar->ScrollingRectMinX, a.y, 1e6f, b.y - a.y});
+                }
+            }
             {
                 // a tab squeezed narrower than its name (the bar shrinks tabs that do not fit) is cut
                 const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
@@ -94,6 +173,8 @@ void draw_frame(AppContext& app, float W, float H) {
             }
         }
         app.last_tab = ui.tab;
+        snap_tab_scroll(ImGui::GetCurrentContext()->CurrentTabBar);  // scrolled by its arrows or its list
+        if (selected_now) select_tab(ImGui::GetCurrentContext()->CurrentTabBar, selected_now);
         ImGui::EndTabBar();
     }
     ImGui::End();

@@ -290,7 +290,10 @@ public:
         // a tab chosen this frame shows from the next one: check what is drawn on the state's last frame
         if (frame_in_state_ == 1) {
             check(app);
-            if (!sizes_.empty()) check_layout(app);
+            if (!sizes_.empty()) {
+                check_layout(app);
+                check_fits(app);
+            }
         } else {
             check_errors(app);
         }
@@ -375,6 +378,91 @@ private:
         }
     }
 
+    // Issue 36: every picture fits. Each rule is its own function (the layout sweep runs them all).
+    void check_fits(AppContext& app) {
+        rule_content_wider(app);
+        rule_off_screen(app);
+        rule_number_wrapped(app.probe);
+        rule_model_input(app);
+        rule_label_left_clipped(app.probe);
+    }
+
+    // A panel whose content is wider than itself, even one that can scroll sideways, hides part of
+    // what it says behind a scrollbar without a visible reason (the math panel's check line ended at
+    // "(float round..."). The one reason: a heatmap zoomed in, panned by dragging.
+    void rule_content_wider(AppContext& app) {
+        const float e = 1.5f;
+        for (const DrawnWindow& w : app.probe.windows) {
+            if (!w.scroll_x || w.auto_size) continue;  // those that cannot scroll: check_layout's "clipped on the right"
+            if (app.ui.zoom > 1 && w.name.find("/heat_") != std::string::npos) continue;  // the zoomed heatmap's pan
+            if (w.content_right > w.right + e)
+                fail("panel '" + w.name + "' is " + std::to_string(int(w.content_right - w.right)) +
+                     " px narrower than its content (a sideways scroll hides it)");
+        }
+    }
+
+    // Every window whole on the screen: fixed panels, floating ones, and the children inside them
+    // (a child placed past the window's edge is cut by the screen, not scrolled).
+    void rule_off_screen(AppContext& app) {
+        const ImVec2 D = ImGui::GetIO().DisplaySize;
+        const float e = 1.5f;
+        for (const DrawnWindow& w : app.probe.windows) {
+            if (w.auto_size && w.name.rfind("##Tooltip", 0) == 0) continue;  // a tooltip follows the mouse
+            if (w.rect.x < -e || w.rect.y < -e || w.rect.x + w.rect.w > D.x + e || w.rect.y + w.rect.h > D.y + e)
+                fail("window '" + w.name + "' is partly off the screen (" + std::to_string(int(w.rect.x)) + "," +
+                     std::to_string(int(w.rect.y)) + " " + std::to_string(int(w.rect.w)) + "x" + std::to_string(int(w.rect.h)) + ")");
+        }
+    }
+
+    // A number is never broken across lines ("-0." / "8102", "(98." / "4%)"): every text wrapped by
+    // TextWrappedWords is checked at each of its breaks against the text in full.
+    void rule_number_wrapped(const Probe& p) {
+        auto numeric = [](char c) { return (c >= '0' && c <= '9') || c == '.' || c == ',' || c == '-' || c == '%' || c == 'e'; };
+        for (const WrappedText& w : p.wrapped) {
+            size_t at = 0;
+            for (size_t i = 0; i + 1 < w.lines.size(); ++i) {
+                const std::string& a = w.lines[i];
+                const size_t pos = w.text.find(a, at);
+                if (pos == std::string::npos || a.empty()) break;
+                at = pos + a.size();
+                if (at >= w.text.size() || w.text[at] == ' ' || w.text[at] == '\n') continue;  // broken at a space
+                const char l = w.text[at - 1], r = w.text[at];
+                const bool digit_l = l >= '0' && l <= '9', digit_r = r >= '0' && r <= '9';
+                if ((digit_l || digit_r) && numeric(l) && numeric(r))
+                    fail("a number is wrapped inside itself in " + w.key + ": '..." + a.substr(a.size() > 12 ? a.size() - 12 : 0) +
+                         "' / '" + w.lines[i + 1].substr(0, 12) + "...'");
+            }
+        }
+    }
+
+    // The model input is what a learner clicks and looks at most: at least 128 px on its long side
+    // at every window size, and the three attention thumbnails in view beside it, each at least 56 px.
+    void rule_model_input(AppContext& app) {
+        const Probe& p = app.probe;
+        const auto im = p.rects.find("image");
+        if (im == p.rects.end()) return;  // no trace: the panel says why
+        const float side = std::max(im->second.w, im->second.h);
+        if (side + 0.5f < 128.f) fail("the model input is drawn " + std::to_string(int(im->second.w)) + "x" +
+                                      std::to_string(int(im->second.h)) + " px, under 128 on its long side");
+        const auto th = p.rects.find("thumbs"), pa = p.rects.find("image.panel");
+        if (th != p.rects.end() && pa != p.rects.end()) {
+            if (th->second.y + th->second.h > pa->second.y + pa->second.h + 0.5f)
+                fail("the attention thumbnails are below the part of the image panel shown (scroll down)");
+            if (p.number("thumbs.size") + 0.5f < 56.f)
+                fail("the attention thumbnails are " + std::to_string(int(p.number("thumbs.size"))) + " px, under 56");
+        }
+    }
+
+    // A label's first characters never cut (a progress bar's text "m weights (304M parameters)"
+    // drawn from left of its bar): a label's left edge is inside its clip.
+    void rule_label_left_clipped(const Probe& p) {
+        for (const DrawnText& t : p.texts)
+            if (t.box.x < t.clip.x - 0.5f) {
+                fail("label '" + t.text + "' (" + t.group + ") has its first characters cut");
+                return;
+            }
+    }
+
     // The layout sweep: at each window size (and content scale), every tab and a choice of stages
     // (all of them at the small sizes where layouts break, fewer at the large ones), the math
     // panel, the tour, the Changes tab with an option off.
@@ -443,7 +531,7 @@ private:
                     ui.query = 5;
                 });
             // the tour over the views it talks about
-            for (int k : {0, 9, 14})
+            for (int k = 0; k < 16; ++k)  // every step: each prints its own numbers (a number wrapped inside itself)
                 add("tour step " + std::to_string(k), [k](Session&, UiState& ui) { ui = UiState{}; ui.tour_step = k; });
             // the Changes tab with an option off (and back)
             add("changes, affine off", [](Session& s, UiState& ui) {

@@ -300,11 +300,17 @@ Colormap attention_colormap(float shared_max, float map_max, bool per_map) {
 
 void AttentionScaleKey(ViewCtx& v, const char* id, bool& per_map, float shared_max, int keys, const char* unit,
                        const char* caption) {
-    ImGui::Checkbox(("contrast per map##" + std::string(id)).c_str(), &per_map);
+    // the two scales side by side, the one in force said on the line and on every map's key (issue 36)
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled("scale:");
+    ImGui::SameLine();
+    if (ImGui::RadioButton(("one for every " + std::string(unit) + "##" + id).c_str(), !per_map)) per_map = false;
     if (v.hover && ImGui::IsItemHovered())
-        ImGui::SetTooltip("off: one scale for every %s, from 0 to the largest weight of them all (colours compare across %ss)\n"
-                          "on: each %s from 0 to its own largest weight, printed %s it (colours do not compare)",
-                          unit, unit, unit, caption);
+        ImGui::SetTooltip("one scale for every %s, from 0 to the largest weight of them all (colours compare across %ss)", unit, unit);
+    ImGui::SameLine();
+    if (ImGui::RadioButton(("each " + std::string(unit) + " its own##" + id).c_str(), per_map)) per_map = true;
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("each %s from 0 to its own largest weight, printed %s it (colours do not compare)", unit, caption);
     ImGui::SameLine();
     if (per_map)
         ImGui::TextDisabled("each map: 0 (dark) to its own max, printed %s it", caption);

@@ -53,6 +53,25 @@ std::vector<std::string> wrap_at_spaces(const std::string& text, float width) {
     return lines;
 }
 
+void TextWrappedWords(Probe& pr, const char* key, const std::string& text, const ImVec4* col, bool disabled) {
+    ImGuiWindow* w = ImGui::GetCurrentWindow();
+    const float wrap_x = w->DC.TextWrapPos;
+    const float width = wrap_x < 0 ? ImGui::GetContentRegionAvail().x : ImGui::CalcWrapWidthForPos(w->DC.CursorPos, wrap_x);
+    WrappedText rec{key, text, {}};
+    size_t i = 0;
+    while (i <= text.size()) {
+        const size_t e = std::min(text.find('\n', i), text.size());
+        for (std::string& line : wrap_at_spaces(text.substr(i, e - i), std::max(1.f, width))) rec.lines.push_back(std::move(line));
+        i = e + 1;
+    }
+    for (const std::string& line : rec.lines) {
+        if (col) ImGui::TextColored(*col, "%s", line.c_str());
+        else if (disabled) ImGui::TextDisabled("%s", line.c_str());
+        else ImGui::TextUnformatted(line.c_str());
+    }
+    pr.wrapped.push_back(std::move(rec));
+}
+
 float Flow::button_w(const char* label) { return text_w(label) + 2 * ImGui::GetStyle().FramePadding.x; }
 
 float Flow::checkbox_w(const char* label) {

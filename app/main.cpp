@@ -166,6 +166,7 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     ui.attention_per_map = a.attention_per_map;
     ui.changes_largest_first = a.changes_largest_first;
     ui.input_channels = a.input_channels;
+    ui.attention_image = a.attention_image;
     app.export_dir = a.export_dir;
     ui.patch = a.patch;
     if (a.cell) { ui.cell_r = a.cell->first; ui.cell_c = a.cell->second; }

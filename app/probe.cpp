@@ -75,6 +75,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "image.pos", "what happened to the position embeddings at this size"},
         {K::String, "overlay.name", "the overlay shown, as the menu names it for this model"},
         {K::String, "predictions.embedding", "what a model without a classifier outputs instead"},
+        {K::Group, "status.jobs", "the label of each job's progress bar in the status bar (cut at its end to fit)"},
         {K::Group, "image.patches", "patch numbers on the model input"},
         {K::Number, "overlay.argmax", "the overlay's hottest patch"},
         {K::Number, "overlay.argmin", "the overlay's coldest patch"},
@@ -101,9 +102,11 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, "image.panel", "the part of the image panel shown (it scrolls; the predictions are under it)"},
         {K::Rect, "image.more_below", "the line under the image panel saying the thumbnails continue below"},
         {K::String, "image.more_below", "what that line says (only while the thumbnails' row is below the part shown)"},
+        {K::Number, "thumbs.size", "the side of each attention thumbnail (px)"},
         {K::Number, "thumbs.{0|1|2}.vmax", "the largest value of the cls attention, rollout and grad-weighted thumbnails"},
         {K::String, "thumbs.{0|1|2}.why", "why a thumbnail is empty: under its name, with the session's reason for missing gradients"},
         {K::String, "prediction", "the top-1 class name"},
+        {K::Rect, "navigator.predictions", "the top predictions, under the stage list (issue 36: the image's column is the image's)"},
         {K::String, "predictions.note", "why the predictions mean nothing"},
         {K::String, "predictions.{domain|nonfinite}", "the image is outside what the model knows; the prediction is not a number"},
         {K::String, "heads.prompt", "why the window asks for the head count"},
@@ -128,6 +131,8 @@ std::vector<ProbeKey> make_schema() {
         {K::Number, "<picture>.key.{vmin|vmax|mode}", "its range and colour map"},
         {K::Group, "<picture>.key", "its figures and marks"},
         {K::String, "<picture>.random", "the random-weights note beside an attention picture"},
+        {K::Group, "tabs.names", "the tab bar's names shown (the clip: the bar's scrolling part, unbounded at the right)"},
+        {K::Group, "stats.hist", "the histogram's axis (its smallest and largest value) under it"},
         {K::Number, "stats.{shown|all}.{min|max|mean|std|n}", "statistics of the slice shown and the whole tensor"},
 
         // ---- Stage tab (tabs/tab_stage.cpp)
@@ -179,6 +184,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "iv.{list|patch_error}", "the interventions of the trace on screen; why a patch was not applied"},
         {K::String, "{image|grid|uses}.dropped", "the hatch's legend: patches dropped"},
         {K::Number, "{image|grid}.dropped", "dropped patches hatched"},
+        {K::Number, "grid.image_alpha", "how much of the model input is laid over each attention map (0: none; --attention-image off)"},
         {K::Number, "grid.knocked_out", "knocked-out heads crossed out in the attention grid"},
         {K::Rect, "uses.{occlusion|cls|rollout}", "the occlusion, cls attention and rollout maps"},
         {K::Number, "uses.{occlusion|cls|rollout}.argmax", "each map's hottest patch"},
@@ -193,8 +199,7 @@ std::vector<ProbeKey> make_schema() {
 
         // ---- Logit lens, Positions, Filters
         {K::Rect, "lens", "the logit lens chart"},
-        {K::String, "lens.{message|note|reads|top|values|classes|legend}", "the logit lens's texts and numbers"},
-        {K::Number, "lens.named_columns", "1: the lens's column headers are the class names; 0: numbers, with the legend (lens.legend)"},
+        {K::String, "lens.{message|note|reads|top|values|classes|legend}", "the logit lens's texts and numbers (legend: none since issue 36, the classes are named on rows)"},
         {K::Rect, "pos.{grid|selected}", "the position-similarity maps"},
         {K::Number, "pos.{patch|grid_n|run.patch}", "the patch shown large, the learned grid's side, the run's patch"},
         {K::String, "pos.{message|values|run.values}", "the Positions tab's texts and numbers (learned; as run)"},
@@ -306,6 +311,7 @@ void Probe::clear() {
     texts.clear();
     windows.clear();
     heatmaps.clear();
+    wrapped.clear();
 }
 
 std::vector<std::string> Probe::undeclared() const {

@@ -34,6 +34,14 @@ struct DrawnWindow {
     bool auto_size = false;                       // sized to its content (a tooltip, the toolbar)
 };
 
+// A text wrapped onto several lines (TextWrappedWords): the text and the lines it was drawn as, for
+// the sweep's rule that no line break falls inside a number ("0." / "1095").
+struct WrappedText {
+    std::string key;                 // who drew it ("tour.notice")
+    std::string text;                // the text in full
+    std::vector<std::string> lines;  // as drawn, in order
+};
+
 // A heatmap drawn this frame: where its cells show (the visible part), its size and cell size.
 struct DrawnHeatmap {
     std::string name;
@@ -53,6 +61,7 @@ struct Probe {
     std::vector<DrawnText> texts;                // labels, by group
     std::vector<DrawnWindow> windows;
     std::vector<DrawnHeatmap> heatmaps;          // every heatmap drawn (heatmap.cpp)            // every window drawn, with its content's reach (layout.cpp)
+    std::vector<WrappedText> wrapped;            // texts wrapped onto lines (layout.cpp TextWrappedWords)
 
     void clear();
     void text(const std::string& group, const std::string& text, const Rect& box, const Rect& clip) {

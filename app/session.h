@@ -135,6 +135,7 @@ public:
     bool load_model(const std::string& spec, int heads = 0);
     void begin_load_model(const std::string& spec, int heads = 0);
     bool loading() const { return load_job_ != nullptr; }
+    const std::string& loading_spec() const { return load_spec_; }  // the model a load in flight is for
     // Set when a load stopped because the head count is unknown (not an error-panel entry: the
     // window asks). answer_heads loads the same file with n heads; cancel_heads keeps what is loaded.
     const std::optional<HeadsRequest>& heads_request() const { return heads_request_; }

@@ -446,13 +446,13 @@ void DrawTour(ViewCtx& v) {
     else notice = s.has_image() ? "The model is running..." : "No image is loaded: load one to start the tour.";
     ImGui::Separator();
     ImGui::TextDisabled("Notice");
-    ImGui::TextUnformatted(notice.c_str());
+    TextWrappedWords(pr, "tour.notice", notice);  // at spaces: never "0." / "1095"
     // what to do, and whether it was done
     const bool done = s.trace() && ui.tour_applied == ui.tour_step && (ui.tour_entry.done = ui.tour_entry.done || d.done(s, ui));
     ImGui::Spacing();
     ImGui::TextDisabled("Your turn");
-    if (done) ImGui::TextColored(ImVec4(0.5f, 0.9f, 0.5f, 1), "Done: %s", d.task);
-    else ImGui::TextColored(ImVec4(0.55f, 0.8f, 1, 1), "%s", d.task);
+    const ImVec4 done_col(0.5f, 0.9f, 0.5f, 1), task_col(0.55f, 0.8f, 1, 1);
+    TextWrappedWords(pr, "tour.task", done ? std::string("Done: ") + d.task : std::string(d.task), done ? &done_col : &task_col);
     if (d.show_stage && s.trace() && !done)
         if (const auto e = shown_stage(s, ui); e && !(e->info->id == StageId{d.kind, d.layer}) && ui.tour_applied == ui.tour_step) {
             // the user stepped off the tour's path (arrows, PageDown, a click): said, not hidden

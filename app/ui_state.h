@@ -38,6 +38,7 @@ struct UiState {
     // Attention pictures (the grid, the thumbnails, the overlay): one scale from 0 shared by every
     // map on screen (false), or each map from 0 to its own largest value, its range printed (true).
     bool attention_per_map = false;
+    bool attention_image = true;  // the Attention maps tab: the model input faintly under each map (issue 36)
     bool show_grad = false;   // show d logit / d stage instead of the stage
     Tab tab = Tab::Stage;
     Overlay overlay = Overlay::Cls;

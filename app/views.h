@@ -99,6 +99,11 @@ private:
 // a '.', which splits numbers: "0.\n500"); a word wider than `width` keeps a line of its own.
 // Leading spaces of the text are kept on its first line.
 std::vector<std::string> wrap_at_spaces(const std::string& text, float width);
+// `text` drawn wrapped at the wrap position in force (PushTextWrapPos; none: the window's edge) at
+// spaces only, so that no number is broken across lines; '\n' starts a line. `col` null: the text
+// colour; `disabled`: the disabled colour. Its lines are recorded in the probe (`wrapped`, under
+// `key`) for the sweep's rule against a number wrapped inside itself.
+void TextWrappedWords(Probe& pr, const char* key, const std::string& text, const ImVec4* col = nullptr, bool disabled = false);
 // Records every window of this frame in the probe (after the last End).
 void RecordWindows(Probe& probe);
 
@@ -137,8 +142,8 @@ bool NonFiniteKey(ViewCtx& v, const std::string& group, const NonFinite& nf);
 // map from 0 to its own largest), with uniform attention 1/T marked.
 Colormap attention_colormap(float shared_max, float map_max, bool per_map);
 std::vector<KeyMark> attention_marks(int tokens);
-// The scale of a picture of several attention maps, as every such picture has it: the "contrast per
-// map" checkbox (`per_map`, the UI's attention_per_map), a line saying what the scale is, and the key
+// The scale of a picture of several attention maps, as every such picture has it: the two scales side
+// by side ("one for every map", "each map its own": `per_map`, the UI's attention_per_map), a line saying what the scale is, and the key
 // under it, "<id>.key": off, one scale from 0 to `shared_max` (the largest value of every map) with
 // uniform attention 1/`keys` marked; on, the fraction of each map's own max. `unit` names one map in
 // the tooltip ("map", "head"); `caption` says where each map's own max is printed ("under", "above").
@@ -260,11 +265,14 @@ void DrawImagePanelArea(ViewCtx& v, ImagePanel& panel, float height);
 // The trace on screen's input (H, W), denormalized to 0..1, as an RGB texture; false when there is none.
 bool upload_model_input(Texture& tex, const Session& s);
 void DrawPredictions(ViewCtx& v);
-float predictions_height(ViewCtx& v);  // what DrawPredictions needs below the image panel
+float predictions_height(ViewCtx& v);  // what DrawPredictions needs (under the navigator's stage list)
 void DrawStatusBar(ViewCtx& v);
 // The work in flight (a model loading, a forward pass at block k of L), large, for a view that has
 // nothing else to show yet; false when nothing runs.
 bool DrawWorking(ViewCtx& v);
+// A progress bar `w` wide with `label` inside it, cut at its end to fit (never from the left, as
+// ImGui's own overlay text is when wider than the bar), recorded as a label of `group`.
+void ProgressBarLabelled(ViewCtx& v, const char* group, float fraction, float w, const std::string& label);
 void DrawErrorPanel(ViewCtx& v);  // every unread error in full, until dismissed
 // Keys that change the stage, head, options and zoom (the tabs' keys are the tab table's).
 void HandleKeys(ViewCtx& v);

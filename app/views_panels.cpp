@@ -289,7 +289,7 @@ void DrawNavigator(ViewCtx& v) {
     }
     const Trace* t = s.trace();
     if (!t) {
-        ImGui::TextWrapped("%s", s.has_image() ? "Running the model..." : "No image loaded: nothing has run yet.");
+        ImGui::TextWrapped("%s", s.loading() ? "Loading the model..." : s.has_image() ? "Running the model..." : "No image loaded: nothing has run yet.");
         return;
     }
     const Config& c = s.shown_config();
@@ -427,7 +427,9 @@ void draw_original(ViewCtx& v, ImagePanel& panel) {
         Tensor3 small = (tw == im.width && th == im.height) ? im.pixels : resize(im.pixels, th, tw, Interp::Bilinear);
         upload_rgb(panel.original, small.data(), int(extent(small, 0)), th, tw, true);
     }
-    const float box = 120;
+    // the original beside its preprocessing steps (about five lines): no taller than they are when
+    // the panel is short, so that the model input below gets the room (issue 36)
+    const float box = ImGui::GetContentRegionAvail().y < 760 ? std::max(72.f, 5 * ImGui::GetTextLineHeightWithSpacing()) : 120.f;
     float f = box / float(std::max(im.width, im.height));
     float w = im.width * f, h = im.height * f;
     ImVec2 p0 = ImGui::GetCursorScreenPos();
@@ -501,10 +503,11 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
     }
     // the two fields and "native" wrap onto another row when the panel is narrow
     Flow flow;
-    const float field_w = 88.f;  // the value and its - + buttons
-    flow.next(Flow::text_w("input size"));
+    const float field_w = 84.f;  // the value and its - + buttons (the row fits a 320-px panel)
+    flow.next(Flow::text_w("size"));
     ImGui::AlignTextToFramePadding();
-    ImGui::TextDisabled("input size");
+    ImGui::TextDisabled("size");
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the input size the model runs at, H x W pixels (multiples of the patch, %d)", P);
     bool apply = false;
     flow.next(field_w);
     ImGui::SetNextItemWidth(field_w);
@@ -564,7 +567,7 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
         brief = "pos " + learned + " -> " + std::to_string(rd.gh) + "x" + std::to_string(rd.gw);
     } else {
         pos = "position embeddings: the learned " + learned + " grid as it is";
-        brief = "pos " + learned + " as learned";
+        brief = "pos " + learned + " learned";
     }
     Flow pflow;  // the line and its buttons wrap in a narrow panel
     pflow.next(Flow::text_w(brief.c_str()));
@@ -707,6 +710,13 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     UiState& ui = v.ui;
     Probe& pr = v.probe;
     panel.thumbs_bottom = 0;
+    if (s.loading()) {
+        // a model loads: nothing of the model before it (its preprocessing, its input) is shown
+        const std::string why = "loading " + s.loading_spec() + ": the image panel fills in when it has run";
+        TextWrappedWords(pr, "image.message", why);
+        pr.strings["image.message"] = why;
+        return;
+    }
     if (s.has_image()) draw_original(v, panel);
     const Trace* t = s.trace();
     if (!t) {
@@ -730,7 +740,8 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         Tensor3 img = denormalize(Tensor3(*in), s.shown_config());
         upload_rgb(panel.image, img.data(), c.channels, Ih, Iw, true);
     }
-    ImGui::TextDisabled("model input %dx%d %s (H x W), as the model sees it", Ih, Iw, c.channels == 1 ? "gray" : "RGB");
+    ImGui::TextDisabled("model input %dx%d %s (H x W)", Ih, Iw, c.channels == 1 ? "gray" : "RGB");
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the image as the model sees it: resized, cropped and normalized (shown denormalized)");
     pr.numbers["image.h"] = Ih;
     pr.numbers["image.w"] = Iw;
     draw_input_size(v, panel, *t);
@@ -837,8 +848,9 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
                                                  ImGui::GetStyle().ItemSpacing.y;
     const float room = avail.y - 40 - lines_h - key_h - flat_h;
     const float tw = thumbs ? std::min({96.f, (avail.x - 16) / 3, std::max(56.f, room / 3)}) : 0.f;
-    // the image at the run's aspect, as large as the room left allows
-    const float scale = std::max(std::min((avail.x - 8) / float(Iw), (room - tw) / float(Ih)), 64.f / float(std::max(Ih, Iw)));
+    // the image at the run's aspect, as large as the room left allows, and never under 128 px on its
+    // long side (issue 36: what a learner clicks and looks at most; the panel scrolls below that)
+    const float scale = std::max(std::min((avail.x - 8) / float(Iw), (room - tw) / float(Ih)), 128.f / float(std::max(Ih, Iw)));
     const float img_w = float(Iw) * scale, img_h = float(Ih) * scale;
     ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + img_w, p0.y + img_h);
     ImGui::InvisibleButton("img", ImVec2(img_w, img_h));
@@ -931,7 +943,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     if (ui.overlay == Overlay::Query)
         ImGui::TextDisabled("query: %s (click a patch to query from it)", token_label(table, std::clamp(ui.query, 0, T - 1), true).c_str());
     else
-        ImGui::TextDisabled("%dx%d patches of %d px; click a patch to follow its token", gh, gw, c.patch);
+        ImGui::TextDisabled("%dx%d patches of %d px (click: follow one)", gh, gw, c.patch);
     DrawSceneTruth(v, dl, p0, img_w, img_h, ov, kinds[int(ui.overlay)]);
     DroppedLegend(v, *t, "image.dropped");
     if (!ov.empty()) {
@@ -950,6 +962,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     // The three maps side by side for the same layer: click one to put it over the image.
     const char* names[3] = {probe ? "probe attention" : "cls attention", "rollout", "grad-weighted"};
     const float tiw = gw >= gh ? tw : tw * float(gw) / float(gh), tih = gh >= gw ? tw : tw * float(gh) / float(gw);
+    pr.numbers["thumbs.size"] = tw;
     if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); panel.thumb_why.resize(3); }
     ImVec2 row0;  // the row's top left
     for (int k3 = 0; k3 < 3; ++k3) {
@@ -1193,6 +1206,11 @@ std::string stages_text(const Trace& t) {
 }
 
 std::string status_line(const Session& s, const std::string& notice) {
+    if (s.loading() && !s.trace()) {  // nothing on screen is of the model before: its description would be
+        std::string line = "loading " + s.loading_spec() + ": the views fill in when its first pass is done";
+        line += s.has_image() ? " | image " + fs::path(s.image_path()).filename().string() : " | no image";
+        return notice.empty() ? line : line + " | " + notice;
+    }
     Config c = s.shown_config();  // the model of the trace on screen, with the pooling it ran with
     if (s.shown_options().pooling) c.pooling = *s.shown_options().pooling;
     std::string line = c.describe();
@@ -1225,6 +1243,18 @@ std::string gemm_text() {
 }
 
 }  // namespace
+
+// A progress bar with its label inside, recorded as a label (group) of the bar's rectangle.
+void ProgressBarLabelled(ViewCtx& v, const char* group, float fraction, float w, const std::string& label) {
+    ImGui::ProgressBar(fraction, ImVec2(w, 0), "");
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    const float pad = ImGui::GetStyle().FramePadding.x;
+    bool cut = false;
+    const std::string shown = fit_text(label, b.x - a.x - 2 * pad, cut);
+    const float th = ImGui::GetTextLineHeight();
+    DrawLabel(ImGui::GetWindowDrawList(), v.probe, group, ImVec2(a.x + pad, (a.y + b.y - th) / 2), ImGui::GetColorU32(ImGuiCol_Text),
+              shown, Rect{a.x, a.y, b.x - a.x, b.y - a.y});
+}
 
 bool DrawWorking(ViewCtx& v) {
     if (!v.jobs) return false;
@@ -1265,7 +1295,7 @@ void DrawStatusBar(ViewCtx& v) {
             const float p = j->progress();
             char pct[16] = "";
             if (p >= 0) std::snprintf(pct, sizeof pct, " %.0f%%", 100.0 * p);
-            ImGui::ProgressBar(std::max(0.f, p), ImVec2(200, 0), label.c_str());
+            ProgressBarLabelled(v, "status.jobs", std::max(0.f, p), 200, label);
             if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s%s", label.c_str(), pct);
             ImGui::SameLine();
             jobs += label + pct + "\n";

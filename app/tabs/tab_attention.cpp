@@ -8,6 +8,7 @@
 #include <cfloat>
 
 #include "app/interventions_ui.h"
+#include "app/tensor_access.h"
 #include "app/tabs/tab.h"
 
 namespace vit::app {
@@ -92,6 +93,17 @@ public:
         const StageId src = probe ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, 0};
         const int T = int(t->get(src).shape().back());
         AttentionScaleKey(v, "attn", ui.attention_per_map, shared_max, T, "map", "under");
+        // the image the maps are of, faintly under each (issue 36): where the attention falls on it
+        if (ImGui::GetItemRectMax().x + 24 + Flow::checkbox_w("image under the maps") <=
+            ImGui::GetCursorScreenPos().x + ImGui::GetContentRegionAvail().x)
+            ImGui::SameLine(0, 24);  // beside the key when it fits
+        ImGui::Checkbox("image under the maps", &ui.attention_image);
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("the model input in gray, a quarter over each map: where on the picture the attention falls "
+                              "(off: the maps' pixels are exactly the colour scale's)");
+        if (ui.attention_image && keys_.stale("image", s.version())) upload_gray_input(image_, *t, s.shown_config());
+        const bool under = ui.attention_image && image_.valid();
+        pr.numbers["grid.image_alpha"] = under ? kImageAlpha / 255.0 : 0.0;
         pr.numbers["attn.per_map"] = ui.attention_per_map;
         pr.numbers["attn.shared_max"] = shared_max;
         pr.numbers["attn.uniform"] = 1.0 / T;
@@ -106,7 +118,8 @@ public:
         const float aw = gw >= gh ? 1.f : float(gw) / float(gh), ah = gh >= gw ? 1.f : float(gh) / float(gw);
         const float fit_w = ((room.x - label_w - 4) / (H + 1) - gap) / aw;
         const float fit_h = ((room.y - th - 8) / rows - gap - caption) / ah;
-        const float cell = std::clamp(std::min(fit_w, fit_h), 24.f, 128.f);
+        // (no cap but a generous one: on a large screen the maps grow, issue 36; they were held to 128 px)
+        const float cell = std::clamp(std::min(fit_w, fit_h), 24.f, 480.f);
         const float mw = cell * aw, mh = cell * ah;
         std::string ranges;
         int knocked = 0, hatched = 0;
@@ -147,6 +160,8 @@ public:
                                       fmt(range_[gi].first).c_str(), fmt(range_[gi].second).c_str(), fmt(1.f / T).c_str());
                 ImGui::PopID();
                 v.gfx.draw(dl, grid_[gi], p, ImVec2(p.x + mw, p.y + mh), cm);
+                if (under) dl->AddImage(image_.id(), p, ImVec2(p.x + mw, p.y + mh), ImVec2(0, 0), ImVec2(1, 1),
+                                        IM_COL32(255, 255, 255, kImageAlpha));
                 hatched += DrawDropped(dl, *t, p, mw / gw, mh / gh);
                 if (!probe && head >= 0 && head_ablated(s.shown_options(), l, head)) {  // what ran: this head was knocked out
                     DrawKnockedOut(dl, p, ImVec2(p.x + mw, p.y + mh));
@@ -162,7 +177,10 @@ public:
                 if (ui.attention_per_map) {
                     // this map's range, printed under it (small type: it must fit the map's width)
                     // (one significant digit when two do not fit; the tooltip has the range in full)
-                    std::string cap = fmt_short(range_[gi].second);
+                    // (said as this map's own scale where it fits: "0..0.80")
+                    std::string cap = "0.." + fmt_short(range_[gi].second);
+                    if (ImGui::GetFont()->CalcTextSizeA(std::min(ImGui::GetFontSize(), 13.f), FLT_MAX, 0, cap.c_str()).x > mw + gap - 2)
+                        cap = fmt_short(range_[gi].second);
                     const float fs = std::min(ImGui::GetFontSize(), 13.f);
                     ImVec2 sz = ImGui::GetFont()->CalcTextSizeA(fs, FLT_MAX, 0, cap.c_str());
                     if (sz.x > mw + gap - 2) {
@@ -192,10 +210,50 @@ public:
         if (!s.trace()) return;
         const bool any = std::any_of(p.rects.begin(), p.rects.end(), [](auto& r) { return r.first.rfind("grid.", 0) == 0; });
         if (!any && p.string("grid.message").empty()) fail("the attention maps tab drew no map and gave no reason");
+        rule_grid_uses_space(p, fail);
+    }
+
+    // Issue 36: the grid grows with the room (at 2560x1440 it took 22% of the centre, its maps held to
+    // 128 px): its maps reach across most of the centre's width, or down most of the height below them.
+    static void rule_grid_uses_space(const Probe& p, const SweepFail& fail) {
+        const auto ce = p.rects.find("center");
+        if (ce == p.rects.end()) return;
+        float x0 = 1e9f, y0 = 1e9f, x1 = -1e9f, y1 = -1e9f;
+        for (const auto& [k, r] : p.rects) {
+            if (k.rfind("grid.", 0) != 0) continue;
+            x0 = std::min(x0, r.x); y0 = std::min(y0, r.y);
+            x1 = std::max(x1, r.x + r.w); y1 = std::max(y1, r.y + r.h);
+        }
+        if (x1 < x0) return;  // no map: said why (above)
+        const Rect& c = ce->second;
+        const float wf = (x1 - c.x) / c.w, hf = (y1 - y0) / std::max(1.f, c.y + c.h - y0);
+        if (std::max(wf, hf) < 0.8f)
+            fail("the attention grid uses " + std::to_string(int(100 * wf)) + "% of the centre's width and " +
+                 std::to_string(int(100 * hf)) + "% of the height below its top: its maps do not grow with the room");
+    }
+
+    // The model input in gray (0..255 from the denormalized input, channels averaged), for under the maps.
+    static void upload_gray_input(Texture& tex, const Trace& t, const Config& c) {
+        const Array* in = t.find(StageId{StageKind::Input});
+        if (!in || rank(*in) != 3) return;
+        const int C = int(extent(*in, 0)), Ih = int(extent(*in, 1)), Iw = int(extent(*in, 2));
+        const Tensor3 img = denormalize(Tensor3(*in), c);
+        std::vector<unsigned char> rgba(size_t(Ih) * size_t(Iw) * 4, 255);
+        for (int y = 0; y < Ih; ++y)
+            for (int x = 0; x < Iw; ++x) {
+                float g = 0;
+                for (int ch = 0; ch < C; ++ch) g += img.data()[(size_t(ch) * Ih + y) * Iw + x];
+                const unsigned char u = (unsigned char)(std::clamp(g / float(C), 0.f, 1.f) * 255.f + 0.5f);
+                unsigned char* px = &rgba[(size_t(y) * Iw + x) * 4];
+                px[0] = px[1] = px[2] = u;
+            }
+        tex.upload_rgba(rgba.data(), Iw, Ih);
     }
 
 private:
+    static constexpr int kImageAlpha = 64;       // the image over each map: a quarter (faint, the map still reads)
     CacheKeys keys_;
+    Texture image_;                              // the model input in gray, under the maps
     std::vector<Texture> grid_;                  // layer x (heads + mean)
     std::vector<std::pair<float, float>> range_; // min, max per map
 };

@@ -68,8 +68,7 @@ public:
         std::vector<std::string> names(static_cast<size_t>(K));
         for (int k = 0; k < K; ++k)
             names[size_t(k)] = int(c.class_names.size()) == K ? c.class_names[size_t(k)] : "class " + std::to_string(k);
-        // the prediction at each layer, one line each: under the chart, or beside it when the chart
-        // lists chosen classes down its side (it then needs the height for one named row per class)
+        // the prediction at each layer, one line each, beside the chart
         std::vector<std::string> lines;
         std::string csv, top;
         float lines_w = 0;
@@ -90,93 +89,65 @@ public:
                 top += std::string(b) + "\n";
             }
         }
-        const bool beside = K > 30;
+        // One orientation whatever the number of classes (issue 36: 10 classes had the layers on rows,
+        // 1000 the classes): a class per row, named down the side where a name reads whole, the layers
+        // across, each layer's prediction beside the chart. Every class for a short list; for a long
+        // one the classes that matter (the final top 10 and each layer's most likely class).
         HeatmapArgs a;
         a.cm = quantity_colormap(Quantity::Probability, 0, 1);  // probabilities: one fixed scale, 0 to 1
         a.zoomable = false; a.colorbar = true; a.rect_name = "lens";
-        if (K <= 30) {
-            // every class a column, every layer a row, the layers' predictions under it
-            a.data = vals.data(); a.rows = L; a.cols = K;
-            a.row_label = "layer"; a.col_label = "classes";
-            a.col_names = names;
-            a.index_prefix = "[layer ";
-            // the chart's height: the room left above the layers' predictions
-            const float line = ImGui::GetTextLineHeightWithSpacing();
-            const auto max_h = [&](float avail_y) { return std::max(120.f, avail_y - 30.f - (L + 1) * line); };
-            // Columns whose class names do not fit their cells are numbered: a legend above the chart
-            // says which class each number is. Whether the names fit is decided with the legend's room
-            // taken: names that fit then fit without it too (the cells only grow), so the legend is
-            // drawn exactly when the columns show numbers.
-            if (int(c.class_names.size()) == K) {
-                std::string legend = "columns:";
-                for (int k = 0; k < K; ++k) legend += (k ? ", " : " ") + std::to_string(k) + " " + names[size_t(k)].substr(0, 32);
-                const ImVec2 room = ImGui::GetContentRegionAvail();
-                const std::vector<std::string> parts = wrap_at_spaces(legend, room.x);
-                const ImVec2 left(room.x, room.y - float(parts.size()) * line);
-                a.max_h = max_h(left.y);
-                if (heatmap_col_names_fit(v, a, left)) {
-                    pr.numbers["lens.named_columns"] = 1;  // the column headers are the class names
-                } else {
-                    for (const std::string& part : parts) ImGui::TextDisabled("%s", part.c_str());
-                    pr.strings["lens.legend"] = legend;
-                    pr.numbers["lens.named_columns"] = 0;
-                }
-            }
-            a.max_h = max_h(ImGui::GetContentRegionAvail().y);
-            Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
+        std::vector<int> pick;
+        auto add = [&](int k) { if (std::find(pick.begin(), pick.end(), k) == pick.end()) pick.push_back(k); };
+        const bool all_classes = K <= 30;
+        if (all_classes) {
+            for (int k = 0; k < K; ++k) add(k);
         } else {
-            // too many classes for a column each: the ones that matter, named down the side (each
-            // layer's most likely class, then the final prediction's top classes), layers across
-            std::vector<int> pick;
-            auto add = [&](int k) { if (std::find(pick.begin(), pick.end(), k) == pick.end()) pick.push_back(k); };
             const std::vector<int> final_top = top_k(vals.data() + size_t(L - 1) * size_t(K), size_t(K), 10);
             for (int k : final_top) add(k);
             for (int l = 0; l < L; ++l) add(top_k(vals.data() + size_t(l) * size_t(K), size_t(K), 1).front());
-            const int P = int(std::min<size_t>(pick.size(), 24));
-            pick.resize(size_t(P));
-            if (keys_.stale("lens.sub", s.version())) {
-                sub_.assign(size_t(P) * size_t(L), 0.f);
-                for (int r = 0; r < P; ++r)
-                    for (int l = 0; l < L; ++l) sub_[size_t(r) * L + l] = vals.data()[size_t(l) * K + size_t(pick[size_t(r)])];
-                keys_.forget("lens.tex");
-            }
-            ImGui::PushTextWrapPos(0);
+            pick.resize(std::min<size_t>(pick.size(), 24));
+        }
+        const int P = int(pick.size());
+        if (keys_.stale("lens.sub", s.version())) {
+            sub_.assign(size_t(P) * size_t(L), 0.f);
+            for (int r = 0; r < P; ++r)
+                for (int l = 0; l < L; ++l) sub_[size_t(r) * L + l] = vals.data()[size_t(l) * K + size_t(pick[size_t(r)])];
+            keys_.forget("lens.tex");
+        }
+        ImGui::PushTextWrapPos(0);
+        if (all_classes)
+            ImGui::TextDisabled("every class a row, every layer a column (probability of the class at that layer)");
+        else
             ImGui::TextDisabled("%d of the %d classes: the final top 10 and each layer's most likely class (the rest are not drawn; "
                                 "every value is in the export)", P, K);
-            ImGui::PopTextWrapPos();
-            auto short_name = [names](int k) {
-                std::string n = names[size_t(k)];
-                return n.substr(0, n.find(','));  // ImageNet names list synonyms: the first one
-            };
-            a.data = sub_.data(); a.rows = P; a.cols = L;
-            a.row_label = "classes (chosen)"; a.col_label = "layer";
-            a.row_name = [pick, short_name](int r) { return short_name(pick[size_t(r)]); };
-            a.row_long = [pick, names](int r) { return std::to_string(pick[size_t(r)]) + " " + names[size_t(pick[size_t(r)])]; };
-            a.index_prefix = "[class row ";
-            const float gap = 2 * ImGui::GetStyle().ItemSpacing.x;
-            a.max_w = std::max(200.f, ImGui::GetContentRegionAvail().x - lines_w - gap);
-            a.max_h = std::max(160.f, ImGui::GetContentRegionAvail().y - 8.f);
-            // the chart with its colour bar stays within max_w (the bar is drawn, not an item): the
-            // lines start after that width
-            const float x0 = ImGui::GetCursorPosX();
-            ImGui::BeginGroup();
-            Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
-            ImGui::EndGroup();
-            ImGui::SameLine(x0 + a.max_w + gap);
-            ImGui::BeginGroup();
+        ImGui::PopTextWrapPos();
+        auto short_name = [names](int k) {
+            std::string n = names[size_t(k)];
+            return n.substr(0, n.find(','));  // ImageNet names list synonyms: the first one
+        };
+        a.data = sub_.data(); a.rows = P; a.cols = L;
+        a.row_label = all_classes ? "classes" : "classes (chosen)"; a.col_label = "layer";
+        a.row_name = [pick, short_name](int r) { return short_name(pick[size_t(r)]); };
+        a.row_long = [pick, names](int r) { return std::to_string(pick[size_t(r)]) + " " + names[size_t(pick[size_t(r)])]; };
+        a.index_prefix = "[class row ";
+        const float gap = 2 * ImGui::GetStyle().ItemSpacing.x;
+        a.max_w = std::max(200.f, ImGui::GetContentRegionAvail().x - lines_w - gap);
+        a.max_h = std::max(160.f, ImGui::GetContentRegionAvail().y - 8.f);
+        // the chart with its colour bar stays within max_w (the bar is drawn, not an item): the
+        // lines start after that width
+        const float x0 = ImGui::GetCursorPosX();
+        ImGui::BeginGroup();
+        Heatmap(v, "lens", tex_, keys_.stale("lens.tex", s.version()), a);
+        ImGui::EndGroup();
+        ImGui::SameLine(x0 + a.max_w + gap);
+        ImGui::BeginGroup();
+        {
             std::string shown;
             for (int k : pick) shown += (shown.empty() ? "" : ",") + std::to_string(k);
             pr.strings["lens.classes"] = shown;
         }
-        for (const std::string& line : lines) {
-            if (beside) ImGui::TextDisabled("%s", line.c_str());
-            else {
-                ImGui::PushTextWrapPos(0);
-                ImGui::TextDisabled("%s", line.c_str());
-                ImGui::PopTextWrapPos();
-            }
-        }
-        if (beside) ImGui::EndGroup();
+        for (const std::string& line : lines) ImGui::TextDisabled("%s", line.c_str());
+        ImGui::EndGroup();
         pr.strings["lens.values"] = csv;
         pr.strings["lens.top"] = top;
         numbers_.push_back({"logit_lens", vals});  // what "Numbers .npy/.csv" exports on this tab

@@ -74,10 +74,22 @@ void stats_panel(const Array& t, const Slice2D& sl, const std::string& shown_wha
     const bool is_slice = sl.size() != t.size();
     const Stats& shown = cached_stats(cache, key + "#slice", sl.data, sl.size());
     const Stats& all = is_slice ? cached_stats(cache, key + "#all", t.data(), t.size()) : shown;
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("%s", is_slice ? shown_what.c_str() : "shown = whole tensor");
-    ImGui::PopTextWrapPos();
-    if (ImGui::BeginTable("stats", is_slice ? 3 : 2, ImGuiTableFlags_SizingFixedFit)) {
+    // The table, then the histogram with its axis under it; on a panel too short for both (the
+    // LayerNorm view's at 1280x800 and 1366x768: the axis was cut off at the bottom), the histogram
+    // beside the table, as tall as it.
+    const float line = ImGui::GetTextLineHeightWithSpacing();
+    const ImVec2 room = ImGui::GetContentRegionAvail();
+    const float table_h = line + 5 * (ImGui::GetTextLineHeight() + 2 * ImGui::GetStyle().CellPadding.y) + ImGui::GetStyle().ItemSpacing.y;
+    const bool beside = room.y < 2 * line + table_h + 3 * line + 60 && room.x >= 330;
+    // too short for that too (a narrow column, 1280x800): two rows, min .. max and mean, std
+    const bool compact = !beside && room.y < 2 * line + table_h + 2 * line + 40;
+    if (is_slice || !compact) {  // (compact: the table's "shown" column says it for the whole tensor)
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", is_slice ? shown_what.c_str() : "shown = whole tensor");
+        ImGui::PopTextWrapPos();
+    }
+    const float table_w = beside ? std::min(room.x * 0.5f, is_slice ? 260.f : 170.f) : 0.f;
+    if (ImGui::BeginTable("stats", is_slice ? 3 : 2, ImGuiTableFlags_SizingFixedFit, ImVec2(table_w, 0))) {
         ImGui::TableSetupColumn("");
         ImGui::TableSetupColumn("shown");
         if (is_slice) ImGui::TableSetupColumn("whole tensor");
@@ -88,24 +100,56 @@ void stats_panel(const Array& t, const Slice2D& sl, const std::string& shown_wha
             ImGui::TableNextColumn(); ImGui::TextUnformatted(fmt(a).c_str());
             if (is_slice) { ImGui::TableNextColumn(); ImGui::TextDisabled("%s", fmt(b).c_str()); }
         };
-        row("min", shown.min, all.min);
-        row("max", shown.max, all.max);
-        row("mean", shown.mean, all.mean);
-        row("std", shown.std, all.std);
+        if (compact) {
+            auto row2 = [&](const char* n, float a0, float a1, float b0, float b1, const char* sep) {
+                ImGui::TableNextRow();
+                ImGui::TableNextColumn(); ImGui::TextUnformatted(n);
+                ImGui::TableNextColumn(); ImGui::Text("%s%s%s", fmt(a0).c_str(), sep, fmt(a1).c_str());
+                if (is_slice) { ImGui::TableNextColumn(); ImGui::TextDisabled("%s%s%s", fmt(b0).c_str(), sep, fmt(b1).c_str()); }
+            };
+            row2("min .. max", shown.min, shown.max, all.min, all.max, " .. ");
+            row2("mean, std", shown.mean, shown.std, all.mean, all.std, ", ");
+        } else {
+            row("min", shown.min, all.min);
+            row("max", shown.max, all.max);
+            row("mean", shown.mean, all.mean);
+            row("std", shown.std, all.std);
+        }
         ImGui::EndTable();
     }
+    const float table_bottom = ImGui::GetItemRectMax().y;
     pr.numbers["stats.shown.min"] = shown.min; pr.numbers["stats.shown.max"] = shown.max;
     pr.numbers["stats.shown.mean"] = shown.mean; pr.numbers["stats.shown.std"] = shown.std;
     pr.numbers["stats.shown.n"] = double(sl.size());
     pr.numbers["stats.all.min"] = all.min; pr.numbers["stats.all.max"] = all.max;
     pr.numbers["stats.all.mean"] = all.mean; pr.numbers["stats.all.std"] = all.std;
     pr.numbers["stats.all.n"] = double(t.size());
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("histogram of the shown values (%zu)", sl.size());
-    ImGui::PopTextWrapPos();
-    ImGui::PlotHistogram("##hist", shown.hist.data(), int(shown.hist.size()), 0, nullptr, 0.f, FLT_MAX,
-                         ImVec2(std::max(60.f, ImGui::GetContentRegionAvail().x), 90));
-    ImGui::TextDisabled("%s  ...  %s", fmt(shown.min).c_str(), fmt(shown.max).c_str());
+    // as tall as the room left above its axis line, 90 px at most (a fixed 90 pushed the axis out of sight)
+    // (very short: the title inside the histogram, a line saved for its bars)
+    const float left_y = ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y;
+    const bool title_inside = !beside && left_y - 2 * line < 24;
+    float hist_h = std::clamp(left_y - (title_inside ? 1 : 2) * line, 12.f, 90.f);
+    if (beside) {
+        const ImVec2 tmin = ImGui::GetItemRectMin();
+        ImGui::SameLine(0, 2 * ImGui::GetStyle().ItemSpacing.x);
+        ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, tmin.y));
+        ImGui::BeginGroup();
+        hist_h = std::max(32.f, table_bottom - tmin.y - 2 * line);
+    }
+    char title[64];
+    std::snprintf(title, sizeof title, beside ? "histogram (%zu values)" : "histogram of the shown values (%zu)", sl.size());
+    bool cut = false;
+    const std::string title_shown = fit_text(title, ImGui::GetContentRegionAvail().x, cut);
+    if (!title_inside) ImGui::TextDisabled("%s", title_shown.c_str());
+    ImGui::PlotHistogram("##hist", shown.hist.data(), int(shown.hist.size()), 0, title_inside ? title_shown.c_str() : nullptr, 0.f, FLT_MAX,
+                         ImVec2(std::max(60.f, ImGui::GetContentRegionAvail().x), hist_h));
+    // the axis under it, recorded as a label of the panel's visible part (the sweep: never cut off)
+    const std::string axis = fmt(shown.min) + "  ...  " + fmt(shown.max);
+    const ImVec2 at = ImGui::GetCursorScreenPos();
+    ImGui::TextDisabled("%s", axis.c_str());
+    pr.text("stats.hist", axis, Rect{at.x, at.y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y},
+            clip_rect(ImGui::GetWindowDrawList()));
+    if (beside) ImGui::EndGroup();
 }
 
 // A horizontal bar per class, its name on the left and value on the right (all of them up to 30,
@@ -403,11 +447,24 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     if (stacked && !math) {
         ImGui::SetCursorScreenPos(ImVec2(o.x, below));
         // as far down as out reaches (the strips' keys above it take their share)
-        const float stats_h = std::max(3 * ImGui::GetTextLineHeightWithSpacing(), below_maps + map_h - below);
+        // (and as far down as the whole panel needs, histogram axis included, when the view has the
+        // room below: the hint under it takes what is left; issue 36)
+        const float ln = ImGui::GetTextLineHeightWithSpacing();
+        const float whole = 4 * ln + ln + 5 * (ImGui::GetTextLineHeight() + 2 * st.CellPadding.y) + 90 + 4 * st.ItemSpacing.y;
+        // (on a short view the hint is one line, in full in its tooltip: the statistics get its room)
+        const float hint_full = ImGui::CalcTextSize(hint, nullptr, false, ImGui::GetContentRegionAvail().x).y + ln;
+        const bool hint_short = ImGui::GetContentRegionAvail().y - hint_full < whole;
+        const float room_below = ImGui::GetContentRegionAvail().y - (hint_short ? ln : hint_full);
+        const float stats_h = std::max({3 * ln, below_maps + map_h - below, std::min(whole, room_below)});
         ImGui::BeginChild("lnstats", ImVec2(w01 - sp, stats_h), false);
         stats_panel(shown, slice2d(shown, 0), "", stats_, pr, key);
         ImGui::EndChild();
         ImGui::SetCursorScreenPos(ImVec2(o.x, below + stats_h + st.ItemSpacing.y));
+        if (hint_short) {
+            ImGui::TextDisabled("(?) how to read the four maps");
+            if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", hint);
+            return;
+        }
         ImGui::PushTextWrapPos(0);
         ImGui::TextDisabled("%s", hint);
         ImGui::PopTextWrapPos();
@@ -684,7 +741,7 @@ float StageTab::math_width(ViewCtx& v) const {
 }
 
 // The math of the selected cell, in a panel beside the heatmap (never over it): the numbers that
-// produced it, each line whole (a long line scrolls sideways rather than break inside a number).
+// produced it, each line wrapped at spaces to the panel (never inside a number, nothing behind a sideways scroll).
 void StageTab::draw_math(ViewCtx& v, float w, float h) {
     Session& s = v.s;
     UiState& ui = v.ui;
@@ -692,7 +749,9 @@ void StageTab::draw_math(ViewCtx& v, float w, float h) {
     const Trace* t = s.trace();
     const auto e = shown_stage(s, ui);
     if (!t || !e) return;
-    ImGui::BeginChild("cellmath", ImVec2(w, h), true, ImGuiWindowFlags_HorizontalScrollbar);
+    // (no sideways scroll: every line wraps to the panel; with one allowed, ImGui wraps at the widest
+    // content of the frame before, so a panel once too wide stayed so)
+    ImGui::BeginChild("cellmath", ImVec2(w, h), true);
     {
         const ImVec2 p = ImGui::GetWindowPos(), z = ImGui::GetWindowSize();
         pr.rects["cellmath"] = Rect{p.x, p.y, z.x, z.y};
@@ -741,26 +800,29 @@ void StageTab::draw_math(ViewCtx& v, float w, float h) {
     } else {
         const CellMath& m = *cm->math;
         ImGui::TextColored(ImVec4(1, 0.84f, 0.47f, 1), "%s[%s]", m.name.c_str(), cm->index_text.c_str());
+        // every line wrapped at spaces to the panel's width (issue 36): nothing behind a sideways
+        // scroll, and never a break inside a number
         ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled("%s", m.formula.c_str());
-        ImGui::PopTextWrapPos();
+        TextWrappedWords(pr, "cellmath.formula", m.formula, nullptr, true);
         ImGui::Separator();
         char buf[160];
         std::snprintf(buf, sizeof buf, "= %.9g   (recomputed in double from the numbers below)", m.value);
-        ImGui::TextUnformatted(buf);
+        TextWrappedWords(pr, "cellmath.value", buf);
         std::snprintf(buf, sizeof buf, "the trace holds %.9g", double(m.recorded));
-        ImGui::TextUnformatted(buf);
+        TextWrappedWords(pr, "cellmath.recorded", buf);
         double diff = std::fabs(m.value - double(m.recorded));
         double tol = 1e-6 * std::max(std::fabs(double(m.recorded)), m.scale);
         std::snprintf(buf, sizeof buf, "|difference| %.3g %s 1e-6 x %.3g (float rounding)", diff, diff <= tol ? "<=" : ">",
                       std::max(std::fabs(double(m.recorded)), m.scale));
-        ImGui::TextColored(diff <= tol ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.4f, 0.4f, 1), "%s", buf);
+        const ImVec4 check_col = diff <= tol ? ImVec4(0.5f, 0.9f, 0.5f, 1) : ImVec4(1, 0.4f, 0.4f, 1);
+        TextWrappedWords(pr, "cellmath.check", buf, &check_col);
         ImGui::Separator();
         std::string all;
         for (const std::string& line : m.lines) {
-            ImGui::TextUnformatted(line.c_str());
+            TextWrappedWords(pr, "cellmath.lines", line);
             all += line + "\n";
         }
+        ImGui::PopTextWrapPos();
         pr.strings["cellmath.stage"] = m.name;
         pr.strings["cellmath.index"] = cm->index_text;
         pr.strings["cellmath.formula"] = m.formula;

@@ -181,8 +181,8 @@ def check_logit_lens(app):
     img, lay = app.shot("--tab", "4", "--export-npy", "--export-dir", app.dir)
     L, K = lens.shape
     n, st = lay["numbers"], lay["strings"]
-    expect(lay["tab"] == "Logit lens" and (n.get("lens.rows"), n.get("lens.cols")) == (L, K),
-           f"--tab 4 shows the logit lens, {L} layers x {K} classes ({n.get('lens.rows')}, {n.get('lens.cols')})")
+    expect(lay["tab"] == "Logit lens" and (n.get("lens.rows"), n.get("lens.cols")) == (K, L),
+           f"--tab 4 shows the logit lens, {K} classes (rows) x {L} layers ({n.get('lens.rows')}, {n.get('lens.cols')})")
     got = np.array([float(v) for v in st.get("lens.values", "").split(",") if v]).reshape(-1, K) if st.get("lens.values") else None
     expect(got is not None and got.shape == lens.shape and np.abs(got - lens).max() <= 1e-5,
            f"...its numbers are the CLI's analyze logit_lens (max err {np.abs(got - lens).max() if got is not None and got.shape == lens.shape else '-'})")
@@ -193,10 +193,10 @@ def check_logit_lens(app):
     x, y, w, h = lay["rects"]["lens"]
     worst = 0.0
     for (r, c) in [np.unravel_index(lens.argmax(), lens.shape), np.unravel_index(lens.argmin(), lens.shape), (L // 2, K // 2)]:
-        px = img[int(y + (r + 0.5) * h / L), int(x + (c + 0.5) * w / K)]
+        px = img[int(y + (c + 0.5) * h / K), int(x + (r + 0.5) * w / L)]  # layer r is a column, class c a row
         worst = max(worst, float(np.abs(px - viridis(lens[r, c])).max()))
     expect(worst <= 25, f"...cells drawn as viridis(probability) on 0..1 (worst channel error {worst:.0f}/255)")
-    names = [tt["text"] for tt in lay["texts"] if tt["group"] == "lens.cols"]
+    names = [tt["text"] for tt in lay["texts"] if tt["group"] == "lens.rows"]
     expect("Ankle boot" in names or len(names) > 0 and not names[0].isdigit(), f"...class names on the axis ({names[:3]})")
     expect(st.get("lens.reads") == "cls token", "...reading the cls token (cls pooling)")
     # another image: another chart (responds to the input)
