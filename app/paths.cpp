@@ -55,7 +55,7 @@ std::string default_sample_image(const std::string& model) {
     const DataPaths d = data_paths();
     if (d.samples.empty()) return "";
     // the scenes model opens on a bundled test scene (its box in labels.json beside it), the others on the boot
-    fs::path p = fs::path(d.samples) / (model == "scenes" ? "scenes/00004.png" : "9_ankle_boot_test0.png");
+    fs::path p = fs::path(d.samples) / (model == "scenes" ? "scenes/00003.png" : "9_ankle_boot_test0.png");
     std::error_code ec;
     return fs::exists(p, ec) ? p.string() : "";
 }

@@ -25,8 +25,7 @@ bool to_input(const std::array<int, 4>& b, const PreprocessPlan& pl, int Ih, int
 bool inside(const float b[4], float x, float y) { return x >= b[0] && x < b[2] && y >= b[1] && y < b[3]; }
 }  // namespace
 
-void DrawSceneTruth(ViewCtx& v, ImDrawList* dl, ImVec2 p0, float img_w, float img_h, const std::vector<float>& ov,
-                    const char* what) {
+void DrawSceneTruth(ViewCtx& v, ImDrawList* dl, ImVec2 p0, float img_w, float img_h) {
     Session& s = v.s;
     Probe& pr = v.probe;
     if (!s.scene_truth_note().empty()) {
@@ -75,7 +74,24 @@ void DrawSceneTruth(ViewCtx& v, ImDrawList* dl, ImVec2 p0, float img_w, float im
         }
     }
     pr.numbers["truth.clutter"] = double(clutter.size());
-    if (ov.empty()) return;
+}
+
+void DrawScenePeak(ViewCtx& v, const std::vector<float>& ov, const char* what) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
+    const auto& truth = s.scene_truth();
+    const Trace* t = s.trace();
+    if (!truth || !t || ov.empty()) return;
+    const RunDims& rd = t->table().dims();
+    const int Ih = rd.img_h, Iw = rd.img_w, P = t->table().config().patch;
+    const PreprocessPlan pl = plan_preprocess_at(s.image(), s.preprocess_config(), Ih, Iw);
+    float box[4];
+    if (!to_input(truth->box, pl, Ih, Iw, box)) return;  // said by DrawSceneTruth
+    std::vector<std::array<float, 4>> clutter;
+    for (const auto& c : truth->clutter) {
+        float b[4];
+        if (to_input(c, pl, Ih, Iw, b)) clutter.push_back({b[0], b[1], b[2], b[3]});
+    }
     const int peak = peak_patch(ov);
     if (peak < 0) return;
     const float cx = (float(peak % rd.gw) + 0.5f) * float(P), cy = (float(peak / rd.gw) + 0.5f) * float(P);
@@ -83,9 +99,11 @@ void DrawSceneTruth(ViewCtx& v, ImDrawList* dl, ImVec2 p0, float img_w, float im
     const bool on_clutter = !on && std::any_of(clutter.begin(), clutter.end(), [&](const auto& c) { return inside(c.data(), cx, cy); });
     const std::string where = on ? "on the object" : on_clutter ? "off the object, on a distractor" : "off the object, on the background";
     const std::string line = std::string("peak of the ") + what + ": patch " + std::to_string(peak) + ", " + where;
-    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
-    ImGui::TextColored(on ? ImVec4(0.35f, 1, 0.35f, 1) : ImVec4(1, 0.67f, 0.16f, 1), "%s", line.c_str());
-    ImGui::PopTextWrapPos();
+    // one short line on screen (its room is kept above the thumbnails); the whole sentence under the mouse
+    const std::string shown = "peak: patch " + std::to_string(peak) + (on ? ", on the object" : on_clutter ? ", on a distractor" : ", on the background");
+    ImGui::TextColored(on ? ImVec4(0.35f, 1, 0.35f, 1) : ImVec4(1, 0.67f, 0.16f, 1), "%s", shown.c_str());
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s (the peak patch's centre %s the object's box from labels.json)", line.c_str(), on ? "lies inside" : "lies outside");
     pr.strings["truth.peak"] = line;
     pr.numbers["truth.peak_patch"] = peak;
     pr.numbers["truth.peak_on_object"] = on ? 1 : 0;

@@ -9,10 +9,12 @@
 
 namespace vit::app {
 
-// p0: the model input's top left on screen, img_w x img_h its size; ov: the overlay's values over the run's
-// patch grid (empty: none); what: the overlay's name. Draws nothing and says nothing for an image without truth.
-void DrawSceneTruth(ViewCtx& v, ImDrawList* dl, ImVec2 p0, float img_w, float img_h, const std::vector<float>& ov,
-                    const char* what);
+// The box (X) and the distractors' over the model input (p0: its top left on screen, img_w x img_h its size),
+// its checkbox and legend. Draws nothing and says nothing for an image without truth.
+void DrawSceneTruth(ViewCtx& v, ImDrawList* dl, ImVec2 p0, float img_w, float img_h);
+// One line: whether the overlay's peak patch lies on the object (ov: the overlay's values over the run's patch
+// grid; what: the overlay's name, for the tooltip and the probe).
+void DrawScenePeak(ViewCtx& v, const std::vector<float>& ov, const char* what);
 
 // On a generated scene: buttons that drop every patch the object's box touches, or the distractors' patches (an
 // intervention, as painting with D), and put them back: what the model uses, tested against the truth.

@@ -685,6 +685,9 @@ void DrawImagePanelArea(ViewCtx& v, ImagePanel& panel, float height) {
     ImGui::BeginChild("imgpanel", ImVec2(0, height - hint_h));
     ImGui::PushTextWrapPos(0);  // its lines wrap at the panel's edge, whatever its width
     DrawImagePanel(v, panel);
+    // a generated scene's truth (issue 35): its box over the input drawn above, its lines under the thumbnails
+    if (const auto r = v.probe.rects.find("image"); r != v.probe.rects.end() && v.s.trace())
+        DrawSceneTruth(v, ImGui::GetWindowDrawList(), ImVec2(r->second.x, r->second.y), r->second.w, r->second.h);
     ImGui::PopTextWrapPos();
     const ImVec2 wp = ImGui::GetWindowPos(), ws = ImGui::GetWindowSize();
     const bool below = panel.thumbs_bottom > wp.y + ws.y + 0.5f;
@@ -846,7 +849,8 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     const float flat_h = flat_text.empty() ? 0.f
                                            : ImGui::CalcTextSize(flat_text.c_str(), nullptr, false, std::max(40.f, avail.x - 8)).y +
                                                  ImGui::GetStyle().ItemSpacing.y;
-    const float room = avail.y - 40 - lines_h - key_h - flat_h;
+    const float peak_h = s.scene_truth() && !ov.empty() ? th : 0.f;  // DrawScenePeak's line
+    const float room = avail.y - 40 - lines_h - key_h - flat_h - peak_h;
     const float tw = thumbs ? std::min({96.f, (avail.x - 16) / 3, std::max(56.f, room / 3)}) : 0.f;
     // the image at the run's aspect, as large as the room left allows, and never under 128 px on its
     // long side (issue 36: what a learner clicks and looks at most; the panel scrolls below that)
@@ -944,8 +948,8 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         ImGui::TextDisabled("query: %s (click a patch to query from it)", token_label(table, std::clamp(ui.query, 0, T - 1), true).c_str());
     else
         ImGui::TextDisabled("%dx%d patches of %d px (click: follow one)", gh, gw, c.patch);
-    DrawSceneTruth(v, dl, p0, img_w, img_h, ov, kinds[int(ui.overlay)]);
     DroppedLegend(v, *t, "image.dropped");
+    DrawScenePeak(v, ov, kinds[int(ui.overlay)]);  // a generated scene: is the overlay's peak on the object (issue 35)
     if (!ov.empty()) {
         // the overlay's key: its values, uniform attention (1/T over the pattern's keys) marked where the
         // overlay is one row of a pattern (the probe's for a model without a cls token)

@@ -124,11 +124,27 @@ static float fma_chains(long iters, V init, Fma fma) {
     for (int i = 0; i < 12; ++i) sum += reinterpret_cast<const float*>(&acc[i])[0];
     return sum;
 }
+// The AVX-512 and AVX2 chains are written out in functions of their own target (a lambda or template called
+// from one does not inherit it: a build without -mavx512f, on a CPU without AVX-512, failed to compile them).
 __attribute__((target("avx512f"))) static float fma_chains_avx512(long iters) {
-    return fma_chains(iters, _mm512_set1_ps(0.999999f), [](__m512 a, __m512 m) { return _mm512_fmadd_ps(a, m, m); });
+    __m512 acc[12];
+    const __m512 m = _mm512_set1_ps(0.999999f);
+    for (int i = 0; i < 12; ++i) acc[i] = m;
+    for (long it = 0; it < iters; ++it)
+        for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, m);
+    float sum = 0;
+    for (int i = 0; i < 12; ++i) sum += _mm512_cvtss_f32(acc[i]);
+    return sum;
 }
 __attribute__((target("avx2,fma"))) static float fma_chains_avx2(long iters) {
-    return fma_chains(iters, _mm256_set1_ps(0.999999f), [](__m256 a, __m256 m) { return _mm256_fmadd_ps(a, m, m); });
+    __m256 acc[12];
+    const __m256 m = _mm256_set1_ps(0.999999f);
+    for (int i = 0; i < 12; ++i) acc[i] = m;
+    for (long it = 0; it < iters; ++it)
+        for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, m);
+    float sum = 0;
+    for (int i = 0; i < 12; ++i) sum += _mm256_cvtss_f32(acc[i]);
+    return sum;
 }
 // SSE2 has no FMA: a multiply and an add per lane (the kernels' sse2 build, a CPU without AVX2).
 static float fma_chains_sse2(long iters) {

@@ -39,3 +39,5 @@ shot interventions  --image "$IMG" --tab 13 --ablate-head 4.2 --overlay cls --la
 shot knockout       --image "$IMG" --tab 1 --ablate-head 4.2 --drop-patches 38,39 --overlay cls --layer 5
 SIZE=1280x800 shot window_1280    --image "$IMG" --stage blocks.0.attn.pattern --head 1 --patch 38 --overlay cls --layer 0
 SIZE=1280x800 shot layernorm_1280 --image "$IMG" --stage blocks.0.ln1.normalized
+# the window as it opens: the scenes model on a bundled scene, the object's box from labels.json
+SIZE=1280x800 shot scenes_1280 --model scenes --image assets/samples/scenes/00003.png
