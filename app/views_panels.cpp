@@ -629,11 +629,19 @@ std::string flat_overlay_text(const std::vector<float>& ov, bool attention, floa
                       100.0 * relative_spread(mm.vmin, mm.vmax));
     return b;
 }
+// The note on screen in one short line (the key beside it gives the values); the whole
+// sentence under the mouse and in the probe (merged with the layout work: the three lines it took pushed the
+// thumbnails below the fold at 1366x768 on vit-ti16 and clip-b32, Gui.SweepSizes*)
+std::string flat_overlay_shown(const std::string& text) {
+    return text.rfind("Flat:", 0) == 0 ? "Flat: no patch stands out (hover)" : text;
+}
 void FlatOverlayNote(ViewCtx& v, const std::string& text) {
     if (text.empty()) return;
+    const std::string shown = flat_overlay_shown(text);
     ImGui::PushTextWrapPos(0);
-    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", text.c_str());
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", shown.c_str());
     ImGui::PopTextWrapPos();
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", text.c_str());
     v.probe.strings["overlay.flat"] = text;
 }
 
@@ -847,7 +855,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     const float oref = ov.empty() ? 0.f : overlay_reference(*t, ui, probe, ov);
     const std::string flat_text = flat_overlay_text(ov, ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query, oref);
     const float flat_h = flat_text.empty() ? 0.f
-                                           : ImGui::CalcTextSize(flat_text.c_str(), nullptr, false, std::max(40.f, avail.x - 8)).y +
+                                           : ImGui::CalcTextSize(flat_overlay_shown(flat_text).c_str(), nullptr, false, std::max(40.f, avail.x - 8)).y +
                                                  ImGui::GetStyle().ItemSpacing.y;
     const float peak_h = s.scene_truth() && !ov.empty() ? th : 0.f;  // DrawScenePeak's line
     const float room = avail.y - 40 - lines_h - key_h - flat_h - peak_h;
