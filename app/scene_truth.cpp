@@ -23,6 +23,22 @@ bool to_input(const std::array<int, 4>& b, const PreprocessPlan& pl, int Ih, int
     return out[2] > out[0] && out[3] > out[1];
 }
 bool inside(const float b[4], float x, float y) { return x >= b[0] && x < b[2] && y >= b[1] && y < b[3]; }
+// The truth's boxes in the model input's pixels for the run on screen (the one mapping every view uses).
+struct InputTruth {
+    bool object = false;                        // false: the crop left none of the object
+    float box[4] = {0, 0, 0, 0};
+    std::vector<std::array<float, 4>> clutter;
+};
+InputTruth input_truth(const Session& s, const SceneTruth& truth, const RunDims& rd) {
+    const PreprocessPlan pl = plan_preprocess_at(s.image(), s.preprocess_config(), rd.img_h, rd.img_w);
+    InputTruth it;
+    it.object = to_input(truth.box, pl, rd.img_h, rd.img_w, it.box);
+    for (const auto& c : truth.clutter) {
+        float b[4];
+        if (to_input(c, pl, rd.img_h, rd.img_w, b)) it.clutter.push_back({b[0], b[1], b[2], b[3]});
+    }
+    return it;
+}
 }  // namespace
 
 void DrawSceneTruth(ViewCtx& v, ImDrawList* dl, ImVec2 p0, float img_w, float img_h) {
@@ -36,12 +52,12 @@ void DrawSceneTruth(ViewCtx& v, ImDrawList* dl, ImVec2 p0, float img_w, float im
     const Trace* t = s.trace();
     if (!truth || !t) return;
     const RunDims& rd = t->table().dims();
-    const int Ih = rd.img_h, Iw = rd.img_w, P = t->table().config().patch;
-    const PreprocessPlan pl = plan_preprocess_at(s.image(), s.preprocess_config(), Ih, Iw);
-    float box[4];
+    const int Ih = rd.img_h, Iw = rd.img_w;
+    const InputTruth it = input_truth(s, *truth, rd);
+    const float* box = it.box;
     const std::string cls = truth->cls.empty() ? "class " + std::to_string(truth->label) : truth->cls;
     pr.strings["truth.class"] = cls;
-    if (!to_input(truth->box, pl, Ih, Iw, box)) {
+    if (!it.object) {
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "the object (%s) was cropped out by the model's preprocessing", cls.c_str());
         pr.strings["truth.peak"] = "cropped out";
         return;
@@ -50,11 +66,7 @@ void DrawSceneTruth(ViewCtx& v, ImDrawList* dl, ImVec2 p0, float img_w, float im
     const auto screen = [&](const float b[4]) {
         return std::pair<ImVec2, ImVec2>{ImVec2(p0.x + b[0] * kx, p0.y + b[1] * ky), ImVec2(p0.x + b[2] * kx, p0.y + b[3] * ky)};
     };
-    std::vector<std::array<float, 4>> clutter;
-    for (const auto& c : truth->clutter) {
-        float b[4];
-        if (to_input(c, pl, Ih, Iw, b)) clutter.push_back({b[0], b[1], b[2], b[3]});
-    }
+    const std::vector<std::array<float, 4>>& clutter = it.clutter;
     ImGui::Checkbox("object box (X)", &v.ui.show_box);
     if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("the box labels.json gives for this scene (the generator knows where it put the object), "
@@ -83,15 +95,11 @@ void DrawScenePeak(ViewCtx& v, const std::vector<float>& ov, const char* what) {
     const Trace* t = s.trace();
     if (!truth || !t || ov.empty()) return;
     const RunDims& rd = t->table().dims();
-    const int Ih = rd.img_h, Iw = rd.img_w, P = t->table().config().patch;
-    const PreprocessPlan pl = plan_preprocess_at(s.image(), s.preprocess_config(), Ih, Iw);
-    float box[4];
-    if (!to_input(truth->box, pl, Ih, Iw, box)) return;  // said by DrawSceneTruth
-    std::vector<std::array<float, 4>> clutter;
-    for (const auto& c : truth->clutter) {
-        float b[4];
-        if (to_input(c, pl, Ih, Iw, b)) clutter.push_back({b[0], b[1], b[2], b[3]});
-    }
+    const int P = t->table().config().patch;
+    const InputTruth it = input_truth(s, *truth, rd);
+    if (!it.object) return;  // said by DrawSceneTruth
+    const float* box = it.box;
+    const std::vector<std::array<float, 4>>& clutter = it.clutter;
     const int peak = peak_patch(ov);
     if (peak < 0) return;
     const float cx = (float(peak % rd.gw) + 0.5f) * float(P), cy = (float(peak / rd.gw) + 0.5f) * float(P);
@@ -116,19 +124,17 @@ void DrawSceneDrops(ViewCtx& v) {
     if (!truth || !t) return;
     const RunDims& rd = t->table().dims();
     const int P = t->table().config().patch;
-    const PreprocessPlan pl = plan_preprocess_at(s.image(), s.preprocess_config(), rd.img_h, rd.img_w);
+    const InputTruth it = input_truth(s, *truth, rd);
     // the patches a box touches (any of its pixels inside the patch)
-    const auto touched = [&](const std::array<int, 4>& b, std::vector<int>& out) {
-        float m[4];
-        if (!to_input(b, pl, rd.img_h, rd.img_w, m)) return;
+    const auto touched = [&](const float m[4], std::vector<int>& out) {
         for (int n = 0; n < rd.gh * rd.gw; ++n) {
             const float x0 = float(n % rd.gw * P), y0 = float(n / rd.gw * P);
             if (x0 < m[2] && x0 + float(P) > m[0] && y0 < m[3] && y0 + float(P) > m[1]) out.push_back(n);
         }
     };
     std::vector<int> object, clutter;
-    touched(truth->box, object);
-    for (const auto& c : truth->clutter) touched(c, clutter);
+    if (it.object) touched(it.box, object);
+    for (const auto& c : it.clutter) touched(c.data(), clutter);
     std::sort(clutter.begin(), clutter.end());
     clutter.erase(std::unique(clutter.begin(), clutter.end()), clutter.end());
     std::vector<int> only_clutter;  // a patch shared with the object counts as the object's
