@@ -49,7 +49,7 @@ sanitize() {
   echo "==> sanitizer build (clang, ASan + UBSan, libFuzzer) in $SAN"
   cmake -S "$ROOT" -B "$SAN" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DVITSCOPE_FUZZ=ON -DVITSCOPE_BUILD_APP=OFF >/dev/null
-  cmake --build "$SAN" -j"$(nproc)" --target vitscope_tests vitscope_jobs_tests vitscope_session_tests fuzzers
+  cmake --build "$SAN" -j"$(nproc)" --target unit_tests fuzzers
   (cd "$SAN" && ctest --output-on-failure -j"$(nproc)" "$@") || rc=$?
   echo "==> sanitizer build and tests took $((SECONDS - t0)) s"
   return $rc
