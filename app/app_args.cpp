@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "learn.h"
 #include "tabs/tab.h"
 #include "core/io/image.h"
 #include "core/model/stages.h"
@@ -23,7 +24,7 @@ const std::pair<const char*, int> kKeys[] = {
     {"PageUp", GLFW_KEY_PAGE_UP}, {"PageDown", GLFW_KEY_PAGE_DOWN}, {"Home", GLFW_KEY_HOME}, {"End", GLFW_KEY_END},
     {"Escape", GLFW_KEY_ESCAPE}, {"a", GLFW_KEY_A}, {"u", GLFW_KEY_U}, {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G},
     {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R}, {"t", GLFW_KEY_T}, {"n", GLFW_KEY_N}, {"p", GLFW_KEY_P},
-    {"0", GLFW_KEY_0}, {"k", GLFW_KEY_K}, {"d", GLFW_KEY_D}, {"x", GLFW_KEY_X}};
+    {"0", GLFW_KEY_0}, {"k", GLFW_KEY_K}, {"d", GLFW_KEY_D}, {"x", GLFW_KEY_X}, {"l", GLFW_KEY_L}, {"space", GLFW_KEY_SPACE}};
 
 int key_code(const std::string& k) {
     for (const auto& [name, code] : kKeys)
@@ -91,6 +92,10 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
                    "set N and run it at launch (headless: before the screenshot)")->check(CLI::Range(1, 10000));
     cli.add_option("--tour", a.tour, "start the guided tour at step N (0 = the first)")->check(CLI::Range(0, 1000000));
+    cli.add_option("--learn", a.learn, "open Learn mode at step N (0 = the first): the forward pass as an animated lesson (key L)")
+        ->check(CLI::Range(0, 1000000));
+    cli.add_option("--learn-time", a.learn_time, "with --learn: that many seconds into the step's animation, paused (" +
+                   std::to_string(int(kLearnStepSeconds)) + " s: its end)")->check(finite)->check(CLI::Range(0.0, 1000.0));
     cli.add_option("--image-size", image_size, "run the model at this input size, H or H,W pixels (multiples of the patch "
                    "size); the position embeddings are resized by the family's rule (the image panel has the same control)");
     cli.add_option("--pooling", a.pooling, "pool the cls token or the mean of the patch tokens (default: the model's)")->check(CLI::IsMember({"cls", "mean"}));
@@ -148,11 +153,14 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         ->check(finite)->check(CLI::Range(0.5, 4.0));
     cli.add_option("--sweep-stages", a.sweep_stages, "with --sweep: only this many stages, spread over the trace (0: all)")
         ->check(CLI::Range(0, 1000000));
+    std::string only;
+    cli.add_option("--sweep-only", only, "with --sweep or --sweep-sizes: only Learn mode's steps (learn)")->check(CLI::IsMember({"learn"}));
     try {
         cli.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return cli.exit(e) == 0 ? 0 : 2;
     }
+    a.sweep_learn_only = only == "learn";
     a.model_given = cli.count("--model") > 0;
     a.attention_per_map = attention_scale == "per-map";
     a.changes_largest_first = changes_order == "largest";
@@ -272,6 +280,12 @@ std::string model_range_error(const AppArgs& a, const Config& c, int tour_steps)
     if (a.query >= rd.T)
         return "--query " + std::to_string(a.query) + " is out of range: " + model + at + " has " + std::to_string(rd.T) +
                " tokens (" + token_range_text(*table) + ")";
+    if (a.learn >= 0) {
+        const size_t n = learn_steps(*table, c).size();
+        if (size_t(a.learn) >= n)
+            return "--learn " + std::to_string(a.learn) + " is out of range: Learn mode has " + std::to_string(n) + " steps for " + model +
+                   " (" + range(int(n)) + ")";
+    }
     if (a.tour >= tour_steps)
         return "--tour " + std::to_string(a.tour) + " is out of range: the guided tour has " + std::to_string(tour_steps) +
                " steps (" + range(tour_steps) + ")";

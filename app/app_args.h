@@ -13,6 +13,8 @@ namespace vit::app {
 struct AppArgs {
     std::string model = "scenes", image, labels, stage, screenshot, layout_out, shader_dir, keys;
     int tour = -1;  // --tour N: the guided tour at step N (tabs/tab_map.cpp)
+    int learn = -1;          // --learn N: Learn mode at step N (learn.h)
+    float learn_time = -1;   // --learn-time S: at that moment of the step's animation, paused (-1: playing)
     std::string pooling;  // --pooling cls|mean: Options::pooling
     int image_h = 0, image_w = 0;  // --image-size H[,W]: Options::image_h, image_w (0: the model's own size)
     int heads = 0, layer = -1, head = -1, patch = -1, query = -1, width = 1600, height = 1000;
@@ -40,6 +42,7 @@ struct AppArgs {
     // --sweep: render every stage x value/gradient x tab x overlay (and toggles) in this process
     bool sweep = false;
     int sweep_stages = 0;  // 0: all; else this many stages spread over the trace
+    bool sweep_learn_only = false;  // --sweep-only learn: Learn mode's steps alone
     // --sweep-sizes: the layout sweep at each window size ("1280x800,2560x1600@2": @2 a 2x content scale)
     struct WindowSize { int w = 0, h = 0; float scale = 1; };
     std::vector<WindowSize> sweep_sizes;

@@ -88,8 +88,22 @@ void draw_frame(AppContext& app, float W, float H) {
     app.s.trim_stages();
     app.probe.clear();
     app.tabs.clear_numbers();  // each teaching tab puts the numbers it draws in its own list (exports)
-    HandleKeys(v);
     app.tabs.tick(v);
+    HandleLearnKeys(v);
+    if (ui.learn) {
+        // Learn mode: the picture, its narration and controls instead of the workbench (learn.h)
+        DrawLearn(v, app.learn, W, H);
+        DrawHeadsPrompt(v);
+        std::string title = window_title(app.s);
+        if (title != app.title && app.win) {
+            glfwSetWindowTitle(app.win, title.c_str());
+            app.title = title;
+        }
+        app.probe.strings["title"] = title;
+        RecordWindows(app.probe);
+        return;
+    }
+    HandleKeys(v);
     HandleTourKeys(v);
     const PanelWidths pw = panel_widths(W);
     const float left = pw.left, right = pw.right, bottom = std::max(ImGui::GetFrameHeight() + 12, ImGui::GetStyle().WindowMinSize.y);

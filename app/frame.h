@@ -4,6 +4,7 @@
 #include <string>
 
 #include "interventions_ui.h"
+#include "learn.h"
 #include "probe.h"
 #include "tabs/tab.h"
 #include "views.h"
@@ -27,6 +28,7 @@ struct AppContext {
     Toolbar toolbar;
     ImagePanel image;
     InterventionsUi iv;             // the interventions' controls (interventions_ui.h)
+    LearnView learn;                // Learn mode's textures (learn.h)
     Probe probe;                    // what was drawn where this frame (--layout, the sweep)
     ExportRequest exports;          // asked for this frame (toolbar buttons, --export-*)
     std::string export_dir = ".";

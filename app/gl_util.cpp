@@ -138,7 +138,7 @@ const Texture& Gfx::hramp() {
     return hramp_;
 }
 
-void Gfx::draw(ImDrawList* dl, const Texture& tex, ImVec2 p0, ImVec2 p1, const Colormap& cm, ImVec2 uv0, ImVec2 uv1) {
+void Gfx::draw(ImDrawList* dl, const Texture& tex, ImVec2 p0, ImVec2 p1, const Colormap& cm, ImVec2 uv0, ImVec2 uv1, ImU32 tint) {
     if (!tex.valid()) return;
     if (!prog_) {  // shader failed: show a flat placeholder rather than garbage
         dl->AddRectFilled(p0, p1, IM_COL32(80, 0, 80, 255));
@@ -146,7 +146,7 @@ void Gfx::draw(ImDrawList* dl, const Texture& tex, ImVec2 p0, ImVec2 p1, const C
     }
     calls_.push_back({this, cm});
     dl->AddCallback(set_state, &calls_.back());
-    dl->AddImage(tex.id(), p0, p1, uv0, uv1);
+    dl->AddImage(tex.id(), p0, p1, uv0, uv1, tint);  // the shader multiplies by it (a fade)
     dl->AddCallback(ImDrawCallback_ResetRenderState, nullptr);
 }
 

@@ -56,7 +56,7 @@ public:
     void begin_frame() { calls_.clear(); }
     // Draws tex over [p0, p1] coloured by `cm` (a copy is kept until rendering).
     void draw(ImDrawList* dl, const Texture& tex, ImVec2 p0, ImVec2 p1, const Colormap& cm,
-              ImVec2 uv0 = ImVec2(0, 0), ImVec2 uv1 = ImVec2(1, 1));
+              ImVec2 uv0 = ImVec2(0, 0), ImVec2 uv1 = ImVec2(1, 1), ImU32 tint = IM_COL32_WHITE);
     // A vertical 0..1 ramp (top = 1) for colour bars.
     const Texture& ramp();
     // A horizontal 0..1 ramp (left = 0) for keys laid along a picture.

@@ -466,8 +466,66 @@ private:
     // The layout sweep: at each window size (and content scale), every tab and a choice of stages
     // (all of them at the small sizes where layouts break, fewer at the large ones), the math
     // panel, the tour, the Changes tab with an option off.
+    // Learn mode (issue 38): every step at the end of its animation, and a few in the middle of theirs.
+    static void add_learn_states(const Session& s, const std::function<void(std::string, std::function<void(Session&, UiState&)>)>& add) {
+        const int n = int(learn_steps(s).size());
+        for (int k = 0; k < n; ++k)
+            for (float t : {kLearnStepSeconds, kLearnStepSeconds * 0.55f}) {
+                if (t < kLearnStepSeconds && k % 3 != 1 && k != 0) continue;  // step 0 mid-way: the whole model, before the camera goes in
+                add("learn step " + std::to_string(k) + " at " + fmt_short(t) + " s", [k, t](Session&, UiState& ui) {
+                    ui = UiState{};
+                    ui.learn = true;
+                    ui.learn_step = k;
+                    ui.learn_time = t;
+                    ui.learn_playing = false;
+                });
+            }
+        // zoomed into the step (values printed in cells), then back to the workbench
+        add("learn step 3 zoomed in", [](Session&, UiState& ui) {
+            ui = UiState{};
+            ui.learn = true; ui.learn_step = 3; ui.learn_time = kLearnStepSeconds; ui.learn_playing = false;
+            ui.learn_zoom = 400; ui.learn_fx = 0.3f; ui.learn_fy = 0.3f;
+        });
+        add("learn off", [](Session&, UiState& ui) { ui = UiState{}; });
+    }
+
+    // Learn mode's rules: the picture takes most of the window (55%), every step has a title, a narration
+    // from its numbers and a key for its colours, no caption is cut ("..."), the steps are the table's.
+    void check_learn(AppContext& app) {
+        const Probe& p = app.probe;
+        if (!app.ui.learn) return;
+        const ImVec2 D = ImGui::GetIO().DisplaySize;
+        const auto pic = p.rects.find("learn.picture");
+        if (pic == p.rects.end()) { fail("Learn mode drew no picture"); return; }
+        if (pic->second.w * pic->second.h < 0.55f * D.x * D.y)
+            fail("Learn mode's picture takes " + std::to_string(int(100 * pic->second.w * pic->second.h / (D.x * D.y))) + "% of the window, under 55%");
+        if (!app.s.trace()) return;
+        if (p.string("learn.title").empty() || p.string("learn.narration").size() < 40)
+            fail("Learn step " + std::to_string(app.ui.learn_step) + " has no title or narration");
+        if (p.string("learn.narration").find("nothing to show") != std::string::npos)
+            fail("Learn step " + p.string("learn.id") + " found no stage to show");
+        if (p.number("learn.keys") < 1) fail("Learn step " + p.string("learn.id") + " drew colours without a key");
+        for (const DrawnText& t : p.texts)
+            if (t.group == "learn.labels" && t.text.size() > 3 && t.text.compare(t.text.size() - 3, 3, "...") == 0)
+                fail("Learn step " + p.string("learn.id") + ": the caption '" + t.text + "' is cut");
+        const std::string ids = p.string("learn.step_ids");
+        if (int(std::count(ids.begin(), ids.end(), ',')) + 1 != int(p.number("learn.steps")))
+            fail("Learn mode's step list and its count disagree");
+        if (app.ui.learn_zoom >= 20 && p.number("learn.value_texts") < 1)
+            fail("Learn step " + p.string("learn.id") + " zoomed in x" + fmt_short(app.ui.learn_zoom) + " prints no value");
+    }
+
     void build_layout(AppContext& app) {
         SweepPlan plan = plan_for(app);
+        if (a_.sweep_learn_only) {
+            for (const AppArgs::WindowSize& z : a_.sweep_sizes)
+                add_learn_states(app.s, [&](std::string desc, std::function<void(Session&, UiState&)> f) {
+                    plan.add(std::move(desc), std::move(f));
+                    sizes_.push_back(z);
+                });
+            states_ = std::move(plan.states);
+            return;
+        }
         const Trace& tr = *plan.trace;
         const Config& c = app.s.shown_config();
         const int L = c.depth, last = std::max(0, L - 1);
@@ -542,6 +600,7 @@ private:
                 ui.tab = Tab::Changes;
             });
             add("options reset " + at, [](Session& s, UiState& ui) { ui = UiState{}; s.set_options(Options{}); });
+            add_learn_states(app.s, add);
         }
         states_ = std::move(plan.states);
     }
@@ -558,7 +617,7 @@ private:
         const SweepFail f = [this](const std::string& what) { fail(what); };
         check_errors(app);
         for (const std::string& k : p.undeclared()) fail("the probe has a key its schema does not declare: " + k);
-        app.tabs[ui.tab].sweep_check(s, ui, p, f);  // the shown tab's own checks (its sweep hook)
+        if (!ui.learn) app.tabs[ui.tab].sweep_check(s, ui, p, f);  // the shown tab's own checks (its sweep hook; none in Learn mode)
         if (next_ < states_.size() && states_[next_].check) states_[next_].check(s, ui, p, f);
         if (s.trace() && ui.overlay == Overlay::Query && s.shown_config().depth > 0) {
             // the run's tokens: cls, registers, dist, then its N patches (another input size included)
@@ -584,6 +643,7 @@ private:
             if (p.number("image.gh") * p.number("image.gw") != N) fail("the image panel's patch grid is not the run's");
         }
         check_tour(app);
+        check_learn(app);
         check_citations(app);
         check_flat_keys(app);
         if (!s.trace() || p.string("status").find(s.trace()->has_grads() ? "forward+backward" : "forward only") == std::string::npos)
@@ -786,6 +846,19 @@ private:
                 stage_state(sel[k], (k / 2) % 2 == 1, k % 2 ? Tab::Changes : Tab::Stage, std::string("[") + tg.name + "]");
         }
         plan.add("options reset", [base](Session& s, UiState&) { s.set_options(base); s.set_squash(std::nullopt); });
+        add_learn_states(app.s, [&plan](std::string d, std::function<void(Session&, UiState&)> f) { plan.add(std::move(d), std::move(f)); });
+        // Learn mode under a BUG switch and with affine off: its narration reads the trace's options
+        plan.add("learn, affine off", [base](Session& s, UiState& ui) {
+            Options o = base;
+            o.affine = false;
+            s.set_options(o);
+            ui = UiState{};
+            const auto steps = learn_steps(s);
+            for (size_t k = 0; k < steps.size(); ++k)
+                if (steps[k].id == "ln") ui.learn_step = int(k);
+            ui.learn = true; ui.learn_time = kLearnStepSeconds; ui.learn_playing = false;
+        });
+        plan.add("learn options reset", [base](Session& s, UiState& ui) { s.set_options(base); ui = UiState{}; });
         // another input size, not square (2 x 3 patches): every tab and the overlays at that size, then back
         {
             const int P = c.patch;

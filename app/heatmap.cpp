@@ -58,6 +58,35 @@ ImU32 signed_colour(float v) {
     return v < 0 ? IM_COL32(59, 76, 192, 255) : IM_COL32(180, 4, 38, 255);
 }
 
+ImU32 colour_of(const Colormap& cm, float v) {
+    if (std::isnan(v)) return IM_COL32(255, 0, 255, 255);
+    float t = cm.vmax > cm.vmin ? std::clamp((v - cm.vmin) / (cm.vmax - cm.vmin), 0.f, 1.f) : 0.5f;
+    if (std::isinf(v)) t = v > 0 ? 1.f : 0.f;
+    float r, g, b;
+    if (cm.mode == Colormap::Diverging) {
+        // as heatmap.frag's diverging(): blue, white at the middle, red
+        const float bl[3] = {0.230f, 0.299f, 0.754f}, wh[3] = {0.965f, 0.965f, 0.965f}, rd[3] = {0.706f, 0.016f, 0.150f};
+        const float* a = t < 0.5f ? bl : wh;
+        const float* c = t < 0.5f ? wh : rd;
+        const float u = t < 0.5f ? t * 2 : (t - 0.5f) * 2;
+        r = a[0] + (c[0] - a[0]) * u; g = a[1] + (c[1] - a[1]) * u; b = a[2] + (c[2] - a[2]) * u;
+    } else {
+        // heatmap.frag's polynomial fit of viridis
+        const double c0[3] = {0.2777273272234177, 0.005407344544966578, 0.3340998053353061};
+        const double c1[3] = {0.1050930431085774, 1.404613529898575, 1.384590162594685};
+        const double c2[3] = {-0.3308618287255563, 0.214847559468213, 0.09509516302823659};
+        const double c3[3] = {-4.634230498983486, -5.799100973351585, -19.33244095627987};
+        const double c4[3] = {6.228269936347081, 14.17993336680509, 56.69055260068105};
+        const double c5[3] = {4.776384997670288, -13.74514537774601, -65.35303263337234};
+        const double c6[3] = {-5.435455855934631, 4.645852612178535, 26.3124352495832};
+        float o[3];
+        for (int i = 0; i < 3; ++i)
+            o[i] = float(std::clamp(c0[i] + t * (c1[i] + t * (c2[i] + t * (c3[i] + t * (c4[i] + t * (c5[i] + t * c6[i]))))), 0.0, 1.0));
+        r = o[0]; g = o[1]; b = o[2];
+    }
+    return IM_COL32(int(r * 255 + 0.5f), int(g * 255 + 0.5f), int(b * 255 + 0.5f), 255);
+}
+
 Colormap quantity_range(Quantity q, const float* d, size_t n) {
     float lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < n; ++i)

@@ -162,6 +162,15 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.head >= 0) { ui.head = a.head; ui.overlay_head = a.head; }
     if (a.tab) ui.tab = *a.tab;
     ui.tour_step = a.tour;  // applied to the stage once the trace is in (tabs/tab_map.cpp)
+    if (a.tab || !a.stage.empty() || a.tour >= 0) ui.learn = false;  // asked for a view of the workbench
+    if (a.learn >= 0) {
+        ui.learn = true;
+        ui.learn_step = a.learn;
+    }
+    if (a.learn_time >= 0) {
+        ui.learn_time = a.learn_time;
+        ui.learn_playing = false;
+    }
     if (a.opacity >= 0) ui.opacity = a.opacity;
     ui.attention_per_map = a.attention_per_map;
     ui.changes_largest_first = a.changes_largest_first;

@@ -253,6 +253,17 @@ std::vector<ProbeKey> make_schema() {
         {K::Rect, "tour", "the tour panel (where the stage list is)"},
         {K::Number, "tour.{step|steps|done}", "the tour's step, its number of steps, whether the step's task was done"},
         {K::String, "tour.{id|stage|tab|title|notice|task|off}", "the tour's step: its id, stage, tab and texts; where the learner went off its path"},
+
+        // ---- Learn mode (learn.cpp)
+        {K::Rect, "learn.{picture|narration|controls|key}", "Learn mode's picture, narration panel and controls"},
+        {K::Rect, "learn.grid.<what>", "a grid Learn mode drew: its key's name, '#', the how-manieth of that name this frame"},
+        {K::Number, "learn.{steps|step|time|phase|zoom|value_texts|keys|token|head|patch}",
+         "Learn mode: its steps, the step and moment shown, the camera's zoom, the values printed in cells, the keys drawn, "
+         "the token, head and patch followed"},
+        {K::String, "learn.{title|id|narration|torch|message|keys|step_ids}", "Learn mode's texts: the step's title, id, narration, "
+         "PyTorch line, why nothing is shown, the colour keys, every step's id"},
+        {K::String, "learn.values.<what>", "numbers a Learn step drew (a row of the trace, comma-separated)"},
+        {K::Group, "learn.{labels|cells|key}", "Learn mode's captions, the values printed in cells, the keys' figures"},
     };
     return v;
 }

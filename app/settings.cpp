@@ -266,6 +266,7 @@ bool Settings::parse(const std::string& text) {
     r.choice("view", "fusion", d.view.fusion, kFusions);
     r.number("view", "discard", d.view.discard, 0.f, 1.f, true);
     r.choice("view", "scale", d.view.scale_mode, kScales);
+    r.boolean("view", "learn", d.view.learn);
     data_ = d;
     // Unknown keys (a later version's) as their text; the last of a repeated key wins, as in the parse.
     extra_.clear();
@@ -298,7 +299,8 @@ std::string Settings::serialize() const {
                  {"fusion", kFusions[std::clamp(data_.view.fusion, 0, 2)]},
                  // [0, 1): rounded, but never up to 1, which the next launch would refuse
                  {"discard", std::min(std::round(double(data_.view.discard) * 1000) / 1000, 0.999)},
-                 {"scale", kScales[std::clamp(data_.view.scale_mode, 0, 2)]}};
+                 {"scale", kScales[std::clamp(data_.view.scale_mode, 0, 2)]},
+                 {"learn", data_.view.learn}};
     std::string out = j.dump(2);  // ends with "\n}"
     // The unknown keys' text as it was read, spliced in before the closing brace.
     std::string tail;

@@ -31,9 +31,10 @@ struct ViewPrefs {
     int fusion = 0;        // rollout head fusion: mean, max, min
     float discard = 0.f;   // rollout discard ratio, [0, 1)
     int scale_mode = 0;    // 0 per tensor, 1 per slice, 2 symmetric
+    bool learn = true;     // Learn mode (a first launch opens in it) or the workbench
     bool operator==(const ViewPrefs& o) const {
         return overlay == o.overlay && opacity == o.opacity && fusion == o.fusion && discard == o.discard &&
-               scale_mode == o.scale_mode;
+               scale_mode == o.scale_mode && learn == o.learn;
     }
 };
 

@@ -65,6 +65,7 @@ void restore_view(const Settings& st, Session& s, UiState& ui) {
     ui.fusion = d.view.fusion;
     ui.discard = d.view.discard;
     ui.scale_mode = ScaleMode(std::clamp(d.view.scale_mode, 0, 2));  // per tensor, per slice, symmetric
+    ui.learn = d.view.learn;
 }
 
 void remember(Settings& st, const Session& s, const UiState& ui, bool final) {
@@ -81,6 +82,7 @@ void remember(Settings& st, const Session& s, const UiState& ui, bool final) {
     d.view.fusion = ui.fusion;
     d.view.discard = ui.discard;
     d.view.scale_mode = int(ui.scale_mode);
+    d.view.learn = ui.learn;
     st.save(final ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1000));
 }
 

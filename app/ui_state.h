@@ -57,6 +57,15 @@ struct UiState {
     bool changes_largest_first = false;
     // The input stage of an RGB model: the picture (false) or one channel's numbers as a heatmap (true).
     bool input_channels = false;
+    // Learn mode (app/learn.h): the forward pass as one animated lesson instead of the workbench.
+    bool learn = false;
+    int learn_step = 0;         // the step shown
+    float learn_time = 0;       // seconds into its animation
+    bool learn_playing = true;  // the time runs (and steps follow each other)
+    float learn_speed = 1;      // 0.5, 1, 2
+    float learn_zoom = 1;       // the camera: 1 shows the whole picture; the focus as a fraction of it
+    float learn_fx = 0.5f, learn_fy = 0.5f;
+    int learn_token = -1;       // the token followed through the block (-1: the cls token, else the first patch)
 };
 
 }  // namespace vit::app

@@ -116,6 +116,9 @@ Colormap quantity_colormap(Quantity q, float lo, float hi);
 Colormap quantity_range(Quantity q, const float* d, size_t n);  // over the finite values of d
 // A bar's colour for a signed value: the diverging map's ends (negative blue, positive red).
 ImU32 signed_colour(float v);
+// The colour the heatmap shader gives `v` under `cm` (shaders/heatmap.frag, computed here): for what is
+// drawn without a texture (bars, a cell's value text on its own colour).
+ImU32 colour_of(const Colormap& cm, float v);
 // A value marked on a key ("1/50 = 0.0200 (uniform)").
 struct KeyMark {
     float value;
@@ -236,6 +239,8 @@ struct ExportRequest {
 };
 // `tab_exports_numbers`: the shown tab exports the numbers it drew (its button says so).
 void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_numbers);
+// The bundled sample images (the Fashion-MNIST samples, the scenes, the photographs), sorted.
+std::vector<std::string> sample_images();
 void DrawNavigator(ViewCtx& v);
 
 // The image panel: the original, the model input with its overlay and the three attention thumbnails.

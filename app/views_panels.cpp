@@ -78,8 +78,6 @@ bool DrawFileBrowser(FileBrowser& fb, const char* id, std::string& path, const s
     return chosen;
 }
 
-namespace {
-
 std::vector<std::string> sample_images() {
     std::vector<std::string> v;
     std::error_code ec;
@@ -89,8 +87,6 @@ std::vector<std::string> sample_images() {
     std::sort(v.begin(), v.end());
     return v;
 }
-
-}  // namespace
 
 void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_numbers) {
     Session& s = v.s;

@@ -392,6 +392,16 @@ def main():
                           f" switch_median_ms_full={float(sf['median_ms']):.1f} block_ms={float(so['last_block_ms']):.1f}"
                           f" last_job_ms={float(so['last_job_ms']):.1f} load={os.getloadavg()[0]:.2f}")
                     print(s, flush=True)
+                    # Learn mode animating (issue 38: at least 30 frames per second on ViT-B/16 under Mesa's
+                    # software renderer): the whole model's slabs, the patches flying into rows, the scores
+                    for step, what in ((0, "model"), (2, "patches"), (10, "scores")):
+                        lf = window_kv(a, ["--model", paths["st"], "--learn", str(step), "--bench-frames", "90"],
+                                       dict(env, LIBGL_ALWAYS_SOFTWARE="1"))
+                        fps = 1000.0 / max(1e-9, float(lf["median_ms"]))
+                        print(f"learn vit-b16 step={what} median_ms={float(lf['median_ms']):.1f} p95_ms={float(lf['p95_ms']):.1f}"
+                              f" fps={fps:.0f} target_fps=30 within={'yes' if fps >= 30 else 'no'}"
+                              f" renderer=mesa-software-xvfb"
+                              f" load={os.getloadavg()[0]:.2f}", flush=True)
                 else:
                     print("window vit-b16: skipped (no xvfb-run, or no vitscope beside vitscope-bench)", flush=True)
             if a.busy:

@@ -1,0 +1,54 @@
+// Learn mode (issue 38): the forward pass of the image and model on screen as one animated lesson.
+// One large picture, the narration beside it and a few controls, nothing else: the steps go from the
+// whole model (every stage a slab of its real values, as the map has them) through pixels, patches,
+// the embedding, one token's LayerNorm, Q/K/V, scores, softmax, the weighted sum of V, the heads, the
+// residuals, the MLP, the stack of blocks, the pooling, the logits and the probabilities.
+//
+// Every number and colour drawn is read from the trace on screen (the arrays the workbench shows),
+// and an animation only moves between two real states (a row of the trace, then the next stage's
+// row). The steps come from the stage table of the model and options that produced the trace: a step
+// whose stage the family lacks is left out; registers, layer scale and an attention-pooling head get
+// steps of their own.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "views.h"
+
+namespace vit::app {
+
+struct LearnStepInfo {
+    std::string id;     // "model", "pixels", "patches", ..., "probs"
+    std::string title;  // "Pixels become patches"
+};
+// The steps for a stage table (the trace on screen's, or the one --learn is checked against).
+std::vector<LearnStepInfo> learn_steps(const StageTable& table, const Config& c);
+// The steps of the trace on screen (none without a trace).
+std::vector<LearnStepInfo> learn_steps(const Session& s);
+
+constexpr float kLearnStepSeconds = 4.f;  // one step's animation at speed 1
+constexpr float kLearnHoldSeconds = 3.f;  // how long its end state stays before the next step (playing)
+
+// What Learn mode keeps across frames: the textures of the grids it drew (re-uploaded only when the
+// trace or what they show changes) and the colour keys of this frame.
+struct LearnView {
+    struct Tex {
+        Texture tex;
+        uint64_t key = 0;
+    };
+    std::map<std::string, Tex> tex;
+    Texture input;
+    uint64_t input_key = 0;
+    std::vector<std::pair<std::string, Colormap>> keys;  // this frame's grids: name, colours
+    bool dragging = false;
+    std::vector<std::string> samples;  // the bundled images (listed once)
+};
+
+// The whole window in Learn mode (W x H logical pixels).
+void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H);
+// L switches between Learn mode and the workbench; in Learn mode, Space plays or pauses, Right / Left
+// (or N / P) step, Home goes to the first step, 0 resets the zoom.
+void HandleLearnKeys(ViewCtx& v);
+
+}  // namespace vit::app

@@ -1,0 +1,178 @@
+#!/usr/bin/python3
+"""Issue 38, Learn mode, checked in the window under Xvfb against vitscope-cli's trace of the same image:
+
+- the numbers each step draws (the probe's learn.values.*: a LayerNorm row, q/k/v, the score row, the
+  softmax row, z, the attention output, the residual stream, the MLP, the logits and probabilities) are the
+  trace's own arrays, for the token, head and patch the step says it follows;
+- the LayerNorm step's mean and std are the row's, computed here with numpy (biased, and unbiased with
+  --unbiased), and with --no-affine its output is the normalised row;
+- the steps are the model's: a model with registers gets the registers step, one without a classifier
+  its embedding; --learn out of range is refused with exit 2 naming the count;
+- the mode is remembered: a first launch with a fresh settings file opens in Learn mode, L goes to the
+  workbench, and the next launch opens the workbench;
+- the picture is on screen: the screenshot's picture rectangle is not one flat colour.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from PIL import Image
+
+sys.path.insert(0, os.path.dirname(__file__))
+from layout import load_layout  # noqa: E402
+
+FAIL = []
+
+
+def expect(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAIL.append(what)
+
+
+def run_app(app, workdir, name, *args, settings=None):
+    png, lay = os.path.join(workdir, name + ".png"), os.path.join(workdir, name + ".json")
+    s = ["--settings", settings] if settings else ["--no-settings"]
+    r = subprocess.run([app, *s, "--width", "1280", "--height", "800", *args, "--screenshot", png, "--layout", lay],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise SystemExit(f"vitscope {' '.join(args)} failed ({r.returncode}): {r.stderr}")
+    return np.asarray(Image.open(png).convert("RGB")).astype(int), load_layout(lay)
+
+
+def values(lay, what):
+    s = lay["strings"].get("learn.values." + what, "")
+    return np.array([float(v) for v in s.split(",")], dtype=np.float64) if s else None
+
+
+def close(a, b, what, tol=1e-5):
+    ok = a is not None and b is not None and a.shape == b.shape and np.allclose(a, b, rtol=tol, atol=tol)
+    err = float(np.max(np.abs(a - b))) if ok or (a is not None and b is not None and a.shape == b.shape) else None
+    expect(ok, f"{what}: the numbers drawn are the trace's (max |diff| {err})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--app", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--scene", required=True, help="a bundled scene (assets/samples/scenes/00003.png)")
+    ap.add_argument("--photo", required=True, help="a colour photo (assets/samples/photos/cat_chelsea.jpg)")
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+
+    for model, image, extra in (("scenes", a.scene, []), ("scenes", a.scene, ["--unbiased"]), ("scenes", a.scene, ["--no-affine"]),
+                                ("dinov2-s14-reg", a.photo, ["--image-size", "56,84"])):
+        tag = model + "".join(extra).replace(",", "x")
+        npz = os.path.join(a.workdir, tag + ".npz")
+        subprocess.run([a.cli, "trace", "--model", model, "--image", image, *extra, "--out", npz], check=True,
+                       capture_output=True, timeout=300)
+        t = np.load(npz)
+        _, lay0 = run_app(a.app, a.workdir, tag + "_0", "--model", model, "--image", image, *extra, "--learn", "0", "--learn-time", "4")
+        ids = lay0["strings"]["learn.step_ids"].split(",")
+        expect(len(ids) == lay0["numbers"]["learn.steps"] and len(ids) >= 12, f"{tag}: {len(ids)} steps ({', '.join(ids)})")
+        expect(model != "dinov2-s14-reg" or "registers" in ids, f"{tag}: a model with registers has their step")
+        expect(model != "scenes" or "registers" not in ids, f"{tag}: a model without registers has none")
+        got = {}
+        for sid in ("embed", "ln", "qkv", "scores", "softmax", "weighted", "heads", "residual1", "mlp", "residual2", "pool", "logits", "probs"):
+            if sid not in ids:
+                continue
+            img, lay = run_app(a.app, a.workdir, f"{tag}_{sid}", "--model", model, "--image", image, *extra,
+                               "--learn", str(ids.index(sid)), "--learn-time", "4")
+            expect(lay["strings"]["learn.id"] == sid and len(lay["strings"]["learn.narration"]) > 60,
+                   f"{tag} {sid}: its title '{lay['strings']['learn.title']}' and a narration")
+            got[sid] = lay
+            if sid in ("ln", "scores"):
+                r = lay["rects"]["learn.picture"]
+                crop = img[int(r[1]):int(r[1] + r[3]), int(r[0]):int(r[0] + r[2])]
+                expect(crop.reshape(-1, 3).std(axis=0).max() > 10, f"{tag} {sid}: the picture is not one flat colour")
+        tok = int(got["ln"]["numbers"].get("learn.token", 0)) if "ln" in got else 0
+        if "embed" in got:
+            p = int(got["embed"]["numbers"]["learn.patch"])
+            close(values(got["embed"], "embed.patch"), t["patches"][p], f"{tag} embed: patch {p}'s row")
+            close(values(got["embed"], "embed.row"), t["patch_embed"][p], f"{tag} embed: its embedding")
+        if "ln" in got:
+            L = got["ln"]
+            x = values(L, "ln.in")
+            ms = values(L, "ln.mean_std")
+            ddof = 1 if "--unbiased" in extra else 0
+            close(ms, np.array([x.mean(), x.std(ddof=ddof)]), f"{tag} ln: mean and std of the row, numpy (ddof={ddof})", tol=1e-4)
+            close(ms, np.array([t["blocks.0.ln1.mean"][tok], t["blocks.0.ln1.std"][tok]]), f"{tag} ln: mean and std, the trace's")
+            close(values(L, "ln.normalized"), t["blocks.0.ln1.normalized"][tok], f"{tag} ln: normalised row")
+            close(values(L, "ln.out"), t["blocks.0.ln1.out"][tok], f"{tag} ln: output row")
+            if "--no-affine" in extra:
+                close(values(L, "ln.out"), values(L, "ln.normalized"), f"{tag} ln: no affine, output = normalised")
+                expect("elementwise_affine=False" in L["strings"]["learn.narration"], f"{tag} ln: the narration says affine is off")
+        if "qkv" in got:
+            h = int(got["qkv"]["numbers"].get("learn.head", 0))
+            for n in "qkv":
+                close(values(got["qkv"], "qkv." + n), t[f"blocks.0.attn.{n}"][h, tok], f"{tag} qkv: {n} of head {h}")
+        if "scores" in got:
+            s = values(got["scores"], "scores.row")
+            close(s, t["blocks.0.attn.scores"][0, tok], f"{tag} scores: the score row")
+            q, k = t["blocks.0.attn.q"][0, tok].astype(np.float64), t["blocks.0.attn.k"][0].astype(np.float64)
+            close(s, k @ q / np.sqrt(q.shape[0]), f"{tag} scores: q.k / sqrt(d), numpy", tol=1e-4)
+        if "softmax" in got:
+            close(values(got["softmax"], "softmax.row"), t["blocks.0.attn.pattern"][0, tok], f"{tag} softmax: the weights")
+        if "weighted" in got:
+            close(values(got["weighted"], "weighted.z"), t["blocks.0.attn.z"][0, tok], f"{tag} weighted: z")
+        if "heads" in got:
+            close(values(got["heads"], "heads.out"), t["blocks.0.attn.out"][tok], f"{tag} heads: the attention output")
+        if "residual2" in got:
+            close(values(got["residual2"], "residual.blocks.0.resid_post"), t["blocks.0.resid_post"][tok], f"{tag} residual: the stream")
+        if "mlp" in got:
+            close(values(got["mlp"], "mlp.post"), t["blocks.0.mlp.post"][tok], f"{tag} mlp: after the nonlinearity")
+        if "pool" in got:
+            close(values(got["pool"], "pool.pooled"), t["pooled"], f"{tag} pool: the pooled row")
+        if "logits" in got:
+            close(values(got["logits"], "logits"), t["logits"], f"{tag} logits")
+        if "probs" in got:
+            close(values(got["probs"], "probs"), t["probs"], f"{tag} probabilities")
+
+    # Grids that share a key but not their values show different pixels (each head's z row before they join,
+    # each block's row of the stream): the screenshot's pixels inside each grid's rectangle
+    _, l0 = run_app(a.app, a.workdir, "ids", "--model", "scenes", "--image", a.scene, "--learn", "0", "--learn-time", "4")
+    ids = l0["strings"]["learn.step_ids"].split(",")
+    for sid, t, name in (("heads", "0", "z, per head and joined"), ("depth", "4", "the stream after each block (one scale)")):
+        img, lay = run_app(a.app, a.workdir, "pix_" + sid, "--model", "scenes", "--image", a.scene, "--learn", str(ids.index(sid)),
+                           "--learn-time", t)
+        crops = []
+        for k in range(16):
+            r = lay["rects"].get(f"learn.grid.{name}#{k}")
+            if not r:
+                break
+            crops.append(img[int(r[1]) + 2:int(r[1] + r[3]) - 2, int(r[0]) + 2:int(r[0] + r[2]) - 2])
+        same = [(i, j) for i in range(len(crops)) for j in range(i + 1, len(crops))
+                if crops[i].shape == crops[j].shape and np.abs(crops[i] - crops[j]).max() < 8]
+        expect(len(crops) >= 4 and not same, f"{sid}: {len(crops)} rows of '{name}', each its own pixels (alike: {same})")
+
+    # --learn out of range: refused, naming the count
+    r = subprocess.run([a.app, "--no-settings", "--model", "scenes", "--image", a.scene, "--learn", "99", "--screenshot",
+                        os.path.join(a.workdir, "x.png")], capture_output=True, text=True, timeout=120)
+    expect(r.returncode == 2 and "--learn 99 is out of range" in r.stderr, f"--learn 99 refused with exit 2 ({r.stderr.strip()[:120]})")
+
+    # remembered across launches
+    with tempfile.TemporaryDirectory() as d:
+        st = os.path.join(d, "settings.json")
+        _, l1 = run_app(a.app, a.workdir, "first", "--model", "scenes", "--image", a.scene, settings=st)
+        expect("learn.picture" in l1["rects"], "a first launch (fresh settings) opens in Learn mode")
+        _, l2 = run_app(a.app, a.workdir, "key_l", "--model", "scenes", "--image", a.scene, "--keys", "l", settings=st)
+        expect("learn.picture" not in l2["rects"] and "center" in l2["rects"], "L goes to the workbench")
+        saved = json.load(open(st))
+        expect(saved.get("view", {}).get("learn") is False, f"... and the settings file remembers it ({saved.get('view')})")
+        _, l3 = run_app(a.app, a.workdir, "next", "--model", "scenes", "--image", a.scene, settings=st)
+        expect("learn.picture" not in l3["rects"], "the next launch opens the workbench")
+
+    if FAIL:
+        print(f"{len(FAIL)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
