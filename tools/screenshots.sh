@@ -41,3 +41,27 @@ SIZE=1280x800 shot window_1280    --image "$IMG" --stage blocks.0.attn.pattern -
 SIZE=1280x800 shot layernorm_1280 --image "$IMG" --stage blocks.0.ln1.normalized
 # the window as it opens: the scenes model on a bundled scene, the object's box from labels.json
 SIZE=1280x800 shot scenes_1280 --model scenes --image assets/samples/scenes/00003.png
+# Learn mode (issue 38), as a first launch opens it: the scenes model on a bundled scene
+for s in "model 0 2.0" "patches 2 2.2" "ln 6 2.0" "scores 8 4" "softmax 9 4" "probs 18 4"; do
+  set -- $s
+  SIZE=1280x800 shot "learn_$1" --model scenes --image assets/samples/scenes/00003.png --learn "$2" --learn-time "$3"
+done
+# a frame strip of one step (pixels become patches) at five moments of its animation
+STRIP=()
+for t in 0.3 1.0 1.7 2.5 4.0; do
+  SIZE=1280x800 shot "strip_$t" --model scenes --image assets/samples/scenes/00003.png --learn 2 --learn-time "$t"
+  STRIP+=("$OUT/strip_$t.png")
+done
+/usr/bin/python3 - "$OUT/learn_strip.png" "${STRIP[@]}" <<'PY'
+import sys
+from PIL import Image
+out, frames = sys.argv[1], [Image.open(p).convert("RGB") for p in sys.argv[2:]]
+# the picture only (left of the narration, under the controls), each frame 400 px wide, side by side
+crops = [f.crop((0, 62, 896, 766)).resize((400, 314), Image.LANCZOS) for f in frames]
+strip = Image.new("RGB", (400 * len(crops) + 8 * (len(crops) - 1), 314), (40, 40, 40))
+for i, c in enumerate(crops):
+    strip.paste(c, (i * 408, 0))
+strip.save(out, optimize=True)
+print("wrote", out)
+PY
+rm -f "${STRIP[@]}"
