@@ -96,6 +96,9 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         ->check(CLI::Range(0, 1000000));
     cli.add_option("--learn-time", a.learn_time, "with --learn: that many seconds into the step's animation, paused (" +
                    std::to_string(int(kLearnStepSeconds)) + " s: its end)")->check(finite)->check(CLI::Range(0.0, 1000.0));
+    cli.add_option("--lessons", a.lessons, "Learn mode's lessons from this file (the format: assets/lessons/scenes.txt)");
+    cli.add_option("--learn-answer", a.learn_answer, "with --learn: answer the step's first lesson with this (a button's word; "
+                                                     "a patch or key index for a click)");
     cli.add_option("--image-size", image_size, "run the model at this input size, H or H,W pixels (multiples of the patch "
                    "size); the position embeddings are resized by the family's rule (the image panel has the same control)");
     cli.add_option("--pooling", a.pooling, "pool the cls token or the mean of the patch tokens (default: the model's)")->check(CLI::IsMember({"cls", "mean"}));

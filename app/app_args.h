@@ -15,6 +15,8 @@ struct AppArgs {
     int tour = -1;  // --tour N: the guided tour at step N (tabs/tab_map.cpp)
     int learn = -1;          // --learn N: Learn mode at step N (learn.h)
     float learn_time = -1;   // --learn-time S: at that moment of the step's animation, paused (-1: playing)
+    std::string lessons;     // --lessons FILE: the lessons of one's own (else assets/lessons/scenes.txt)
+    std::string learn_answer;  // --learn-answer TEXT: the answer to the first lesson of the step shown
     std::string pooling;  // --pooling cls|mean: Options::pooling
     int image_h = 0, image_w = 0;  // --image-size H[,W]: Options::image_h, image_w (0: the model's own size)
     int heads = 0, layer = -1, head = -1, patch = -1, query = -1, width = 1600, height = 1000;

@@ -12,12 +12,15 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <functional>
 #include <numeric>
 #include <optional>
 
 #include "core/model/stages.h"
 #include "jobs.h"
+#include "paths.h"
 #include "tabs/tab.h"
 #include "tensor_access.h"
 
@@ -108,6 +111,13 @@ struct Ctx {
     int value_texts = 0;
     std::map<std::string, int> grids_of;  // grids drawn this frame, by name
     bool clicked = false;  // a click (not a drag) in the picture this frame
+    // a lesson waits for a click in the picture: the click answers it (what was clicked) instead of
+    // opening the workbench
+    bool capture = false;
+    struct Pick {
+        std::string name;
+        int r = -1, c = -1;
+    } pick;
     std::string tooltip;
 
     float Wp() const { return pic.w; }
@@ -236,7 +246,8 @@ void grid(Ctx& x, const std::string& name, const float* d, int rows, int cols, W
                         itos(ref.row0 + i) + ", " + itos(ref.col0 + j) + "]";
             }
             x.tooltip = where + " = " + fmt(val) + (ref.stage ? "\nclick: open it in the workbench" : "");
-            if (x.clicked && ref.stage) open_in_workbench(x, ref, i, j);
+            if (x.clicked && x.capture) x.pick = {name, i, j};
+            else if (x.clicked && ref.stage) open_in_workbench(x, ref, i, j);
         }
     }
 }
@@ -444,6 +455,12 @@ void step_pixels(Ctx& x) {
     const WRect img{W * 0.03f, lh * 1.5f, iw, ih};
     label(x, img.x, 0, "the model input (" + itos(Hh) + " x " + itos(Ww) + ", " + itos(C) + (C == 3 ? " channels" : " channel") + ")");
     if (x.lv.input.valid()) x.dl->AddImage(x.lv.input.id(), x.S(img.x, img.y), x.S(img.x + img.w, img.y + img.h));
+    // a lesson's click on the image: the patch under it
+    if (x.clicked && x.capture) {
+        const ImVec2 m = ImGui::GetIO().MousePos, a = x.S(img.x, img.y), b = x.S(img.x + img.w, img.y + img.h);
+        if (m.x >= a.x && m.x < b.x && m.y >= a.y && m.y < b.y)
+            x.pick = {"image", int((m.y - a.y) / (b.y - a.y) * x.rd.gh), int((m.x - a.x) / (b.x - a.x) * x.rd.gw)};
+    }
     // the patch grid appears
     const float g = span(x.p, 0.5f, 0.9f);
     if (g > 0) {
@@ -688,9 +705,7 @@ void step_ln(Ctx& x, LnSite site, int layer) {
                                     : "elementwise_affine=False: there is no gamma and beta, so the normalised row is the output.";
     x.narration = "LayerNorm works on one token at a time. " + tn + "'s " + itos(D) + " numbers" + (blk >= 0 ? " entering block " + itos(blk) : "") +
                   " have mean " + num(m, 3) + " and std " + num(s, 3) + (unbiased ? " (unbiased: divided by D - 1)" : " (divided by D)") +
-                  ". " + phase + " Predict: is the mean of the output row 0 as well? (" +
-                  (affine ? "Not quite: beta shifts it, to " + num(std::accumulate(orow, orow + D, 0.0) / D, 3) + ".)"
-                          : "Yes, up to rounding: " + num(std::accumulate(orow, orow + D, 0.0) / D, 4) + ".)");
+                  ". " + phase;
 }
 
 void step_qkv(Ctx& x) {
@@ -768,9 +783,9 @@ void step_scores(Ctx& x) {
     x.narration = "How much does " + token_name(x, tok) + " look at each token? Its query is compared with every key: the dot product q.k, " +
                   (bug ? "NOT scaled (BUG switched on: the scale comes after the softmax)"
                        : "times 1/sqrt(" + itos(d) + ") = " + num(scale, 4) + " so that the scores do not grow with the head size") +
-                  ". Now key " + itos(j) + " (" + token_name(x, j) + "): q.k = " + num(dot, 3) + ", score " + num(srow[j], 3) +
-                  ". Predict before it ends: which token gets the largest score? It is " + token_name(x, best) + ": " + num(srow[best], 2) +
-                  " (the smallest " + num(lo, 2) + ").";
+                  ". Now key " + itos(j) + " (" + token_name(x, j) + "): q.k = " + num(dot, 3) + ", score " + num(srow[j], 3) + "." +
+                  (x.p >= 0.999f ? " The largest score goes to " + token_name(x, best) + ": " + num(srow[best], 2) + " (the smallest " + num(lo, 2) + ")."
+                                 : "");
     (void)hi;
 }
 
@@ -1174,6 +1189,248 @@ int followed_patch(const ViewCtx& v, const Trace& t, const Config& c, std::strin
     return rd.N / 2;
 }
 
+
+// ---------------------------------------------------------------- lessons: what the trace says
+
+struct LessonTruth {
+    std::string answer;  // "" when this trace cannot answer it (a stage it needs is missing)
+    std::string detail;
+    std::vector<std::string> choices;  // choice-classes: the buttons (sorted: their order gives nothing away)
+};
+
+const float* token_row(const Ctx& x, K k, int layer, int tok, int head = -1) {
+    const Array* a = x.get(k, layer);
+    if (!a) return nullptr;
+    return head >= 0 ? row_of_stage(*a, tok, head) : row_of_stage(*a, tok);
+}
+
+LessonTruth lesson_truth(const Ctx& x, const Lesson& L) {
+    LessonTruth t;
+    const int tok = x.tok, h = x.head;
+    const std::string f = L.fact;
+    if (f == "cls-peak") {
+        const Array* pat = x.c.depth > 0 && x.c.cls_token ? x.get(K::AttnPattern, x.c.depth - 1) : nullptr;
+        if (!pat || x.rd.dropped()) return t;
+        const int H = int(extent(*pat, 0));
+        std::vector<double> m(size_t(x.rd.N), 0);
+        for (int hh = 0; hh < H; ++hh)
+            for (int n = 0; n < x.rd.N; ++n) m[size_t(n)] += (*pat)(size_t(hh), 0, size_t(x.rd.prefix + n)) / H;
+        const int best = int(std::max_element(m.begin(), m.end()) - m.begin());
+        t.answer = itos(best);
+        t.detail = pct(m[size_t(best)]) + " of it (spread evenly, each patch would get " + pct(1.0 / x.rd.T) + "); patch " + itos(best) +
+                   " is row " + itos(best / x.rd.gw) + ", column " + itos(best % x.rd.gw) + " of the " + itos(x.rd.gh) + " x " + itos(x.rd.gw) + " grid";
+    } else if (f == "score-peak") {
+        const float* s = token_row(x, K::AttnScores, 0, tok, h);
+        const Array* sc = x.get(K::AttnScores, 0);
+        if (!s || !sc) return t;
+        const int T = int(extent(*sc, 2)), best = argmax(s, T);
+        t.answer = itos(best);
+        t.detail = "score " + num(s[best], 3) + " (" + token_name(x, best) + "), the next largest " +
+                   num(*std::max_element(s, s + T, [&](float a, float b) { return (a == s[best] ? -1e30f : a) < (b == s[best] ? -1e30f : b); }), 3);
+    } else if (f == "patch-is-square") {
+        const bool bug = x.t.options().bug_reshape_patches;
+        t.answer = bug ? "no" : "yes";
+        t.detail = bug ? "No: the BUG switch reshapes the image's rows into patch rows, so a row holds pieces of several image rows: not a patch."
+                       : "Yes: each row is one " + itos(x.c.patch) + " x " + itos(x.c.patch) + " square, its " + itos(x.c.channels) +
+                             " channels one after the other (unfold, not a plain reshape).";
+    } else if (f == "pos-vs-patches") {
+        const Array* tk = x.get(K::Tokens);
+        const Array* pos = x.get(K::PosEmbed);
+        if (!tk || !pos) return t;
+        const int T0 = rows_of(*tk), D = cols_of(*tk), pr = rows_of(*pos);
+        const double mt = mean_abs(tk->data() + size_t(T0 - pr) * D, size_t(pr) * D), mp = mean_abs(pos->data(), pos->size());
+        t.answer = mp > mt ? "larger" : "smaller";
+        t.detail = "mean |value| " + num(mp, 3) + " for the position rows against " + num(mt, 3) + " for the patch rows";
+    } else if (f == "ln-normalized-mean-zero" || f == "ln-out-mean-zero") {
+        const float* r = token_row(x, f == "ln-out-mean-zero" ? K::Ln1Out : K::Ln1Normalized, 0, tok);
+        const Array* a = x.get(K::Ln1Out, 0);
+        if (!r || !a) return t;
+        const int D = cols_of(*a);
+        double m = 0, s2 = 0;
+        for (int i = 0; i < D; ++i) m += r[i];
+        m /= D;
+        for (int i = 0; i < D; ++i) s2 += (r[i] - m) * (r[i] - m);
+        const double sd = std::sqrt(s2 / D);
+        const bool zero = std::fabs(m) <= 0.01 * std::max(sd, 1e-12);
+        t.answer = zero ? "yes" : "no";
+        if (f == "ln-normalized-mean-zero")
+            t.detail = std::string(zero ? "Yes" : "No") + ": its mean is " + num(m, 3) + " (std " + num(sd, 3) +
+                       "); subtracting the mean makes it 0 up to float rounding.";
+        else
+            t.detail = std::string(zero ? "Yes" : "No") + ": its mean is " + num(m, 3) + " (std " + num(sd, 3) + "). " +
+                       (x.t.options().affine ? "gamma scales each number and beta shifts it, each channel by its own amount, so the mean moves."
+                                             : "elementwise_affine is off: the output is the normalised row itself.");
+    } else if (f == "softmax-sums-one") {
+        const float* a = token_row(x, K::AttnPattern, 0, tok, h);
+        const Array* pt = x.get(K::AttnPattern, 0);
+        if (!a || !pt) return t;
+        const double s = std::accumulate(a, a + extent(*pt, 2), 0.0);
+        t.answer = std::fabs(s - 1) < 1e-4 ? "yes" : "no";
+        t.detail = std::string(t.answer == "yes" ? "Yes" : "No") + ": the row adds up to " + num(s, 6) +
+                   (x.t.options().bug_scale_after_softmax ? " (the BUG divides the weights after the softmax)" : " (float rounding aside)") + ".";
+    } else if (f == "weights-top3-half") {
+        const float* a = token_row(x, K::AttnPattern, 0, tok, h);
+        const Array* pt = x.get(K::AttnPattern, 0);
+        if (!a || !pt) return t;
+        std::vector<float> v(a, a + extent(*pt, 2));
+        std::sort(v.rbegin(), v.rend());
+        const double share = double(v[0]) + (v.size() > 1 ? v[1] : 0) + (v.size() > 2 ? v[2] : 0);
+        t.answer = share > 0.5 ? "yes" : "no";
+        t.detail = std::string(share > 0.5 ? "Yes" : "No") + ": they make " + pct(share) + " of it (the largest " + pct(v[0]) + ")" +
+                   (share > 0.5 ? ": this head looks at a few tokens." : ": this head spreads its attention.");
+    } else if (f == "attn-small-change") {
+        const float* in = nullptr;
+        const StageInfo& rm = x.t.info(StageId{K::ResidMid, 0});
+        const StageId add = x.t.has(StageId{K::Ls1, 0}) ? StageId{K::Ls1, 0} : StageId{K::AttnOut, 0};
+        for (const StageId& id : rm.from)
+            if (id != add && x.t.find(id)) in = row_of_stage(*x.t.find(id), tok);
+        const float* ao = x.t.find(add) ? row_of_stage(*x.t.find(add), tok) : nullptr;
+        if (!in || !ao) return t;
+        const int D = x.c.width;
+        const double r = norm2(ao, size_t(D)) / std::max(1e-12, norm2(in, size_t(D)));
+        t.answer = r < 0.5 ? "yes" : "no";
+        t.detail = std::string(r < 0.5 ? "Yes" : "No") + ": |attention's output| / |stream| = " + num(r, 3) + ".";
+    } else if (f == "gelu-negative") {
+        const float* r = token_row(x, K::MlpPost, 0, tok);
+        const Array* a = x.get(K::MlpPost, 0);
+        if (!r || !a) return t;
+        const int M = cols_of(*a);
+        const float mn = *std::min_element(r, r + M);
+        int neg = 0;
+        for (int i = 0; i < M; ++i) neg += r[i] < 0;
+        t.answer = mn < 0 ? "yes" : "no";
+        t.detail = std::string(mn < 0 ? "Yes" : "No") + ": " + itos(neg) + " of the " + itos(M) + " are negative, the smallest " + num(mn, 4) +
+                   (x.c.act == Act::SwiGlu ? "." : ": GELU(x) = x * Phi(x) dips below 0 for negative x (to about -0.17), unlike ReLU.");
+    } else if (f == "depth-norm") {
+        const Array* a = x.get(K::ResidPost, 0);
+        const Array* b = x.get(K::ResidPost, x.c.depth - 1);
+        if (!a || !b || x.c.depth < 2) return t;
+        const double n0 = norm2(row_of_stage(*a, tok), size_t(cols_of(*a))), n1 = norm2(row_of_stage(*b, tok), size_t(cols_of(*b)));
+        t.answer = n1 > n0 ? "grows" : "shrinks";
+        t.detail = "|x| " + num(n0, 2) + " after block 0, " + num(n1, 2) + " after block " + itos(x.c.depth - 1);
+    } else if (f == "top-class") {
+        const Array* pr = x.get(K::Probs);
+        if (!pr) return t;
+        const int Kc = int(pr->size());
+        const std::vector<std::string> names = class_labels(x.c, size_t(Kc));
+        std::vector<int> idx(static_cast<size_t>(Kc));
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + std::min(3, Kc), idx.end(), [&](int i, int j) { return (*pr)(size_t(i)) > (*pr)(size_t(j)); });
+        t.answer = names[size_t(idx[0])];
+        for (int i = 0; i < std::min(3, Kc); ++i) t.choices.push_back(names[size_t(idx[size_t(i)])]);
+        std::sort(t.choices.begin(), t.choices.end());
+        t.detail = "The model says " + names[size_t(idx[0])] + " (" + pct((*pr)(size_t(idx[0]))) + ")" +
+                   (Kc > 1 ? ", then " + names[size_t(idx[1])] + " (" + pct((*pr)(size_t(idx[1]))) + ")" : std::string()) +
+                   (x.v.s.scene_truth() ? "; the scene holds a " + x.v.s.scene_truth()->cls + "." : ".");
+    }
+    return t;
+}
+
+std::string fill(std::string s, const LessonTruth& t, const std::string& shown_truth) {
+    for (auto [k, v] : {std::pair<std::string, std::string>{"{truth}", shown_truth}, {"{detail}", t.detail}})
+        for (size_t at; (at = s.find(k)) != std::string::npos;) s.replace(at, k.size(), v);
+    return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- lessons: the file
+
+namespace {
+const char* const kFacts[] = {"cls-peak", "score-peak", "patch-is-square", "pos-vs-patches", "ln-normalized-mean-zero", "ln-out-mean-zero",
+                              "softmax-sums-one", "weights-top3-half", "attn-small-change", "gelu-negative", "depth-norm", "top-class"};
+std::string trim(const std::string& s) {
+    const size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
+    return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+}  // namespace
+
+std::vector<Lesson> parse_lessons(const std::string& text, const std::string& path) {
+    std::vector<Lesson> out;
+    std::istringstream in(text);
+    std::string line;
+    int n = 0;
+    auto bad = [&](int at, const std::string& why) { throw std::runtime_error(path + ":" + itos(at) + ": " + why); };
+    auto finish = [&] {
+        if (out.empty()) return;
+        const Lesson& L = out.back();
+        for (auto [k, v] : {std::pair<const char*, const std::string*>{"title", &L.title}, {"step", &L.step}, {"ask", &L.ask},
+                            {"answer", &L.fact}, {"why", &L.why}})
+            if (v->empty()) bad(L.line, std::string("the lesson has no '") + k + "'");
+    };
+    while (std::getline(in, line)) {
+        ++n;
+        const std::string l = trim(line);
+        if (l.empty() || l[0] == '#') continue;
+        if (l == "[lesson]") {
+            finish();
+            out.push_back(Lesson{});
+            out.back().line = n;
+            continue;
+        }
+        const size_t eq = l.find('=');
+        if (eq == std::string::npos) bad(n, "expected '[lesson]' or 'key = value', got '" + l.substr(0, 60) + "'");
+        if (out.empty()) bad(n, "'" + trim(l.substr(0, eq)) + "' before the first [lesson]");
+        const std::string k = trim(l.substr(0, eq)), v = trim(l.substr(eq + 1));
+        Lesson& L = out.back();
+        if (k == "title") L.title = v;
+        else if (k == "ask") L.ask = v;
+        else if (k == "why") L.why = v;
+        else if (k == "step") {
+            bool known = false;
+            for (const StepDef& d : step_defs()) known = known || v == d.id;
+            if (!known) bad(n, "no Learn step '" + v + "' (the steps: model, pixels, patches, embed, cls, pos, registers, ln_pre, ln, qkv, scores, "
+                               "softmax, weighted, heads, layer_scale, residual1, mlp, residual2, depth, pool, head_pool, logits, probs, embedding)");
+            L.step = v;
+        } else if (k == "answer") {
+            std::istringstream w(v);
+            std::string kind, a, b;
+            w >> kind >> a >> b;
+            if (kind == "choice") {
+                if (b.empty()) bad(n, "'choice' takes the buttons (a|b) and a fact: 'choice yes|no ln-out-mean-zero'");
+                for (size_t s0 = 0;;) {
+                    const size_t s1 = a.find('|', s0);
+                    L.choices.push_back(a.substr(s0, s1 - s0));
+                    if (s1 == std::string::npos) break;
+                    s0 = s1 + 1;
+                }
+                if (L.choices.size() < 2) bad(n, "a choice needs at least two buttons (a|b)");
+                L.fact = b;
+            } else if (kind == "click-patch" || kind == "click-key" || kind == "choice-classes") {
+                if (a.empty()) bad(n, "'" + kind + "' takes a fact");
+                L.fact = a;
+            } else {
+                bad(n, "unknown answer '" + kind + "' (click-patch, click-key, choice, choice-classes)");
+            }
+            L.kind = kind;
+            if (std::find_if(std::begin(kFacts), std::end(kFacts), [&](const char* f) { return L.fact == f; }) == std::end(kFacts))
+                bad(n, "unknown fact '" + L.fact + "' (see the list at the top of assets/lessons/scenes.txt)");
+        } else {
+            bad(n, "unknown key '" + k + "' (title, step, ask, answer, why)");
+        }
+    }
+    finish();
+    if (out.empty()) throw std::runtime_error(path + ": no [lesson] in it");
+    return out;
+}
+
+std::string default_lessons_path() {
+    const std::string root = data_paths().root;
+    return root.empty() ? "" : root + "/lessons/scenes.txt";
+}
+
+std::vector<Lesson> load_lessons(const std::string& path) {
+    std::error_code ec;
+    if (path.empty() || !std::filesystem::is_regular_file(path, ec)) throw std::runtime_error(path + ": no such lessons file");
+    if (std::filesystem::file_size(path, ec) > (1u << 20)) throw std::runtime_error(path + ": over 1 MiB: not a lessons file");
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    if (!f) throw std::runtime_error(path + ": cannot be read");
+    return parse_lessons(ss.str(), path);
+}
+
+namespace {
 }  // namespace
 
 std::vector<LearnStepInfo> learn_steps(const StageTable& table, const Config& c) {
@@ -1315,6 +1572,22 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
     pr.strings["learn.step_ids"] = step_ids;
     std::string narration, title, torch;
     const Trace* t = v.s.trace();
+    if (!lv.lessons_loaded) {
+        lv.lessons_loaded = true;
+        try {
+            lv.lessons = load_lessons(lv.lessons_path.empty() ? default_lessons_path() : lv.lessons_path);
+        } catch (const std::exception& e) {
+            lv.lessons_error = e.what();
+        }
+    }
+    pr.numbers["learn.lessons"] = double(lv.lessons.size());
+    std::vector<int> step_lessons;
+    struct LessonView {
+        int index;
+        std::vector<std::string> choices;
+        std::string truth, given, verdict, why, unused;
+    };
+    std::vector<LessonView> lesson_views;
     lv.keys.clear();
     if (!t || !n) {
         if (!DrawWorking(v))
@@ -1362,7 +1635,53 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
         x.head = std::clamp(ui.head, 0, std::max(0, c.heads - 1));
         x.patch = followed_patch(v, *t, c, x.why_patch);
         const LearnStepInfo& st = steps[size_t(ui.learn_step)];
+        // the lessons on this step; the first unanswered one that waits for a click takes the click
+        if (lv.answers_version != v.s.version()) {
+            lv.answers.clear();
+            lv.answers_version = v.s.version();
+        }
+        for (size_t i = 0; i < lv.lessons.size(); ++i)
+            if (lv.lessons[i].step == st.id) step_lessons.push_back(int(i));
+        int waiting = -1;
+        for (int i : step_lessons)
+            if (!lv.answers.count(i)) { waiting = i; break; }
+        if (waiting >= 0 && !lv.pending_answer.empty()) {
+            lv.answers[waiting] = lv.pending_answer;
+            lv.pending_answer.clear();
+            waiting = -1;
+            for (int i : step_lessons)
+                if (!lv.answers.count(i)) { waiting = i; break; }
+        }
+        const std::string& wk = waiting >= 0 ? lv.lessons[size_t(waiting)].kind : std::string();
+        x.capture = wk == "click-patch" || wk == "click-key";
         draw_step(x, st.id);
+        if (x.capture && !x.pick.name.empty()) {
+            if (wk == "click-patch" && x.pick.name == "image") lv.answers[waiting] = itos(x.pick.r * rd.gw + x.pick.c);
+            if (wk == "click-key" && x.pick.name == "K") lv.answers[waiting] = itos(x.pick.r);
+        }
+        for (int i : step_lessons) {
+            LessonTruth tr = lesson_truth(x, lv.lessons[size_t(i)]);
+            const Lesson& L = lv.lessons[size_t(i)];
+            auto show = [&](const std::string& a) {
+                if (L.kind == "click-patch" && !a.empty()) return "patch " + a;
+                if (L.kind == "click-key" && !a.empty()) return token_name(x, std::atoi(a.c_str()));
+                return a;
+            };
+            LessonView lvw{i, L.kind == "choice-classes" ? tr.choices : L.choices, show(tr.answer), "", "", "", ""};
+            if (tr.answer.empty()) lvw.why = "This trace cannot answer it (a stage it needs is missing).";
+            auto it = lv.answers.find(i);
+            if (it != lv.answers.end() && !tr.answer.empty()) {
+                lvw.given = show(it->second);
+                bool close = false;
+                if (L.kind == "click-patch") {
+                    const int a = std::atoi(it->second.c_str()), b = std::atoi(tr.answer.c_str());
+                    close = std::abs(a / rd.gw - b / rd.gw) <= 1 && std::abs(a % rd.gw - b % rd.gw) <= 1;
+                }
+                lvw.verdict = it->second == tr.answer ? "Right." : close ? "Close: next to it." : "Not quite.";
+                lvw.why = fill(L.why, tr, show(tr.answer));
+            }
+            lesson_views.push_back(lvw);
+        }
         dl->PopClipRect();
         if (!x.tooltip.empty() && v.hover) ImGui::SetTooltip("%s", x.tooltip.c_str());
         narration = x.narration;
@@ -1392,6 +1711,49 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
         ImGui::ProgressBar(clamp01(ui.learn_time / dur), ImVec2(-1, 4), "");
         ImGui::Spacing();
         TextWrappedWords(pr, "learn.narration", narration);
+        // the lessons of this step: predict, then check
+        for (const LessonView& lw : lesson_views) {
+            const Lesson& L = lv.lessons[size_t(lw.index)];
+            ImGui::PushID(lw.index);
+            ImGui::Spacing();
+            ImGui::Separator();
+            const ImVec4 gold(1.f, 0.85f, 0.3f, 1.f);
+            TextWrappedWords(pr, "learn.lesson.title", "Predict: " + L.title, &gold);
+            TextWrappedWords(pr, "learn.lesson.ask", L.ask);
+            if (lw.given.empty() && lw.why.empty()) {
+                if (L.kind == "click-patch" || L.kind == "click-key") {
+                    TextWrappedWords(pr, "learn.lesson.hint", L.kind == "click-patch" ? "(click a patch on the image)" : "(click a key row)", nullptr, true);
+                } else {
+                    Flow flow;
+                    for (const std::string& c : lw.choices) {
+                        flow.next(Flow::button_w(c.c_str()));
+                        if (ImGui::Button(c.c_str())) lv.answers[lw.index] = c;
+                    }
+                }
+            } else {
+                if (!lw.given.empty()) {
+                    const ImVec4 col = lw.verdict == "Right." ? ImVec4(0.5f, 1.f, 0.5f, 1.f) : ImVec4(1.f, 0.6f, 0.4f, 1.f);
+                    TextWrappedWords(pr, "learn.lesson.verdict", "You: " + lw.given + ". " + lw.verdict + " The numbers say: " + lw.truth + ".", &col);
+                }
+                TextWrappedWords(pr, "learn.lesson.why", lw.why);
+                if (!lw.given.empty() && ImGui::SmallButton("Ask again")) lv.answers.erase(lw.index);
+            }
+            if (lw.index == (lesson_views.empty() ? -1 : lesson_views.front().index)) {
+                pr.strings["learn.lesson.title"] = L.title;
+                pr.strings["learn.lesson.ask"] = L.ask;
+                pr.strings["learn.lesson.answer"] = lw.given;
+                pr.strings["learn.lesson.truth"] = lw.truth;
+                pr.strings["learn.lesson.verdict"] = lw.verdict;
+                pr.strings["learn.lesson.why"] = lw.why;
+            }
+            pr.strings["learn.lesson.truths"] += (pr.strings["learn.lesson.truths"].empty() ? "" : "|") + lw.truth;
+            ImGui::PopID();
+        }
+        if (!lv.lessons_error.empty()) {
+            const ImVec4 warn(kWarnRGBA[0], kWarnRGBA[1], kWarnRGBA[2], kWarnRGBA[3]);
+            TextWrappedWords(pr, "learn.lessons_error", "Lessons not read: " + lv.lessons_error, &warn);
+            pr.strings["learn.lessons_error"] = lv.lessons_error;
+        }
         if (!torch.empty()) {
             ImGui::Spacing();
             ImGui::TextDisabled("In PyTorch:");

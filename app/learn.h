@@ -11,6 +11,7 @@
 // steps of their own.
 #pragma once
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,23 @@ std::vector<LearnStepInfo> learn_steps(const Session& s);
 constexpr float kLearnStepSeconds = 4.f;  // one step's animation at speed 1
 constexpr float kLearnHoldSeconds = 3.f;  // how long its end state stays before the next step (playing)
 
+// Lessons (issue 38 item 3): "predict, then check", as data a teacher can write (assets/lessons/scenes.txt
+// says how). Each sits on a step, asks, takes an answer (a choice, or a click in the picture) and then
+// shows what the trace on screen says and why.
+struct Lesson {
+    std::string title, step, ask, why;
+    std::string kind;                  // "click-patch", "click-key", "choice", "choice-classes"
+    std::string fact;                  // what the app computes from the trace ("cls-peak", "ln-out-mean-zero", ...)
+    std::vector<std::string> choices;  // the buttons of a choice
+    int line = 0;                      // where it starts in its file
+};
+// Parses a lessons file's text; throws std::runtime_error naming `path`, the line and what is wrong.
+std::vector<Lesson> parse_lessons(const std::string& text, const std::string& path);
+// The bundled lessons (assets/lessons/scenes.txt) or a file of one's own; throws as parse_lessons, or
+// naming the file when it cannot be read.
+std::vector<Lesson> load_lessons(const std::string& path);
+std::string default_lessons_path();
+
 // What Learn mode keeps across frames: the textures of the grids it drew (re-uploaded only when the
 // trace or what they show changes) and the colour keys of this frame.
 struct LearnView {
@@ -43,6 +61,13 @@ struct LearnView {
     std::vector<std::pair<std::string, Colormap>> keys;  // this frame's grids: name, colours
     bool dragging = false;
     std::vector<std::string> samples;  // the bundled images (listed once)
+    // the lessons, and the learner's answers (lesson index -> answer) for the trace they were given on
+    std::vector<Lesson> lessons;
+    std::string lessons_path, lessons_error;
+    bool lessons_loaded = false;
+    std::map<int, std::string> answers;
+    uint64_t answers_version = 0;
+    std::string pending_answer;  // --learn-answer: given to the first lesson of the step shown, once
 };
 
 // The whole window in Learn mode (W x H logical pixels).

@@ -342,13 +342,29 @@ int main(int argc, char** argv) {
         // An unusable settings file: named in the error panel too (defaults in use, the file untouched).
         if (!settings.error().empty()) app->s.add_error("Settings file not used: " + settings.path(), settings.error());
         const bool loaded = load_startup(*app, a, settings);
+        // --lessons: read now, so that a bad file is named at once (bad usage: exit 2 when headless)
+        app->learn.lessons_path = a.lessons;
+        app->learn.pending_answer = a.learn_answer;
+        bool lessons_bad = false;
+        if (!a.lessons.empty()) {
+            try {
+                app->learn.lessons = load_lessons(a.lessons);
+                app->learn.lessons_loaded = true;
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "vitscope: --lessons: %s\n", e.what());
+                lessons_bad = a.headless();
+                app->s.add_error("Lessons not read", e.what());
+            }
+        }
         if (!loaded && a.headless()) exit_code = 1;
         // --layer, --head, --patch, --query, --tour against the model asked for (when it loaded)
         const bool model_in = !app->s.heads_request() && (a.model == "default" || app->s.model_spec() == a.model) &&
                               !app->s.loading();
         std::string range = model_in ? model_range_error(a, app->s.config(), tour_size(app->s)) : "";
         if (range.empty() && model_in) range = apply_intervention_flags(app->s, a);  // --ablate-head ... (exit 2 when bad)
-        if (!range.empty()) {
+        if (lessons_bad) {
+            exit_code = 2;
+        } else if (!range.empty()) {
             std::fprintf(stderr, "vitscope: %s\n", range.c_str());
             exit_code = 2;
         } else if (loaded || !a.headless() || !a.screenshot.empty()) {

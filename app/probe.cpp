@@ -263,6 +263,10 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "learn.{title|id|narration|torch|message|keys|step_ids}", "Learn mode's texts: the step's title, id, narration, "
          "PyTorch line, why nothing is shown, the colour keys, every step's id"},
         {K::String, "learn.values.<what>", "numbers a Learn step drew (a row of the trace, comma-separated)"},
+        {K::Number, "learn.lessons", "the lessons read"},
+        {K::String, "learn.lesson.{title|ask|answer|truth|verdict|why|truths}", "the step's first lesson: its question, the learner's answer, "
+         "what the trace says, the verdict and the explanation"},
+        {K::String, "learn.lessons_error", "why the lessons file was not read"},
         {K::Group, "learn.{labels|cells|key}", "Learn mode's captions, the values printed in cells, the keys' figures"},
     };
     return v;

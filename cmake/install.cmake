@@ -26,7 +26,7 @@ if(TARGET vitscope)
   install(FILES ${PROJECT_SOURCE_DIR}/packaging/vitscope.desktop DESTINATION share/applications)
   install(FILES ${PROJECT_SOURCE_DIR}/assets/icon.png DESTINATION share/icons/hicolor/256x256/apps RENAME vitscope.png)
 endif()
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/samples ${PROJECT_SOURCE_DIR}/assets/classes DESTINATION ${VITSCOPE_DATA})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/assets/samples ${PROJECT_SOURCE_DIR}/assets/classes ${PROJECT_SOURCE_DIR}/assets/lessons DESTINATION ${VITSCOPE_DATA})
 install(FILES ${PROJECT_SOURCE_DIR}/shaders/heatmap.vert ${PROJECT_SOURCE_DIR}/shaders/heatmap.frag
         DESTINATION ${VITSCOPE_DATA}/shaders)
 if(EXISTS ${PROJECT_SOURCE_DIR}/assets/fmnist_vit.safetensors)

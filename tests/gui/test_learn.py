@@ -150,6 +150,71 @@ def main():
                 if crops[i].shape == crops[j].shape and np.abs(crops[i] - crops[j]).max() < 8]
         expect(len(crops) >= 4 and not same, f"{sid}: {len(crops)} rows of '{name}', each its own pixels (alike: {same})")
 
+    # The bundled lessons: each one's answer is what numpy says of the trace; the right answer is called right,
+    # another is not
+    names = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
+    npz = os.path.join(a.workdir, "scenes.npz")
+    t = np.load(npz)
+    L, tok, pre = 6, 0, 1
+
+    def f_cls_peak():
+        m = t[f"blocks.{L - 1}.attn.pattern"][:, 0, pre:].astype(np.float64).mean(axis=0)
+        return str(int(m.argmax()))
+
+    def yes(c):
+        return "yes" if c else "no"
+    x0 = t["blocks.0.ln1.out"][tok].astype(np.float64)
+    ao, st = t["blocks.0.attn.out"][tok].astype(np.float64), t["embed"][tok].astype(np.float64)
+    pat = t["blocks.0.attn.pattern"][0, tok].astype(np.float64)
+    norms = [np.linalg.norm(t[f"blocks.{l}.resid_post"][tok]) for l in range(L)]
+    facts = {
+        "Where will the cls token look?": ("pixels", f_cls_peak()),
+        "What does a patch row hold?": ("patches", "yes"),
+        "Are positions a big part of a token?": ("pos", "larger" if np.abs(t["pos_embed"]).mean() > np.abs(t["tokens"][1:]).mean() else "smaller"),
+        "Normalised: mean zero?": ("ln", "yes"),
+        "Which key wins?": ("scores", str(int(t["blocks.0.attn.scores"][0, tok].argmax()))),
+        "Do the weights add up to one?": ("softmax", "yes"),
+        "A few tokens or all of them?": ("weighted", yes(np.sort(pat)[::-1][:3].sum() > 0.5)),
+        "How much does attention change?": ("residual1", yes(np.linalg.norm(ao) / np.linalg.norm(st) < 0.5)),
+        "Can GELU give a negative number?": ("mlp", yes(t["blocks.0.mlp.post"][tok].min() < 0)),
+        "Does the stream grow with depth?": ("depth", "grows" if norms[-1] > norms[0] else "shrinks"),
+        "What is it?": ("probs", names[int(t["probs"].argmax())]),
+    }
+    seen = set()
+    for title, (sid, truth) in facts.items():
+        _, lay = run_app(a.app, a.workdir, "lesson_" + sid, "--model", "scenes", "--image", a.scene, "--learn", str(ids.index(sid)),
+                         "--learn-time", "4", "--learn-answer", truth)
+        S = lay["strings"]
+        if S.get("learn.lesson.title") != title:
+            continue
+        seen.add(title)
+        shown = S["learn.lesson.truth"]
+        want = truth
+        if sid == "pixels":
+            want = "patch " + truth
+        elif sid == "scores":
+            want = "patch " + str(int(truth) - pre) if int(truth) >= pre else "cls"
+        expect(shown == want and S["learn.lesson.verdict"] == "Right.",
+               f"lesson '{title}': the trace says {shown!r}, numpy {want!r}; answered so, '{S['learn.lesson.verdict']}'")
+        wrong = {"yes": "no", "no": "yes", "larger": "smaller", "smaller": "larger", "grows": "shrinks", "shrinks": "grows"}.get(truth)
+        if sid == "pixels":
+            wrong = str((int(truth) + 4 * 8 + 4) % 64)  # a patch far from it
+        if wrong:
+            _, lw = run_app(a.app, a.workdir, "lesson_w_" + sid, "--model", "scenes", "--image", a.scene, "--learn", str(ids.index(sid)),
+                            "--learn-time", "4", "--learn-answer", wrong)
+            expect(lw["strings"]["learn.lesson.verdict"] == "Not quite.", f"lesson '{title}': answered {wrong!r}, 'Not quite.'")
+    _, lln = run_app(a.app, a.workdir, "lesson_ln2", "--model", "scenes", "--image", a.scene, "--learn", str(ids.index("ln")), "--learn-time", "4")
+    out_zero = abs(x0.mean()) <= 0.01 * x0.std()
+    expect(lln["strings"]["learn.lesson.truths"] == "yes|" + yes(out_zero), f"the LayerNorm step's two lessons: {lln['strings']['learn.lesson.truths']}")
+    expect(len(seen) == len(facts), f"every lesson checked ({len(seen)} of {len(facts)})")
+    # a teacher's lessons file with a mistake: refused, naming the file and the line
+    bad = os.path.join(a.workdir, "bad_lessons.txt")
+    with open(bad, "w") as f:
+        f.write("[lesson]\ntitle = x\nstep = softmax\nask = ?\nanswer = choice yes|no no-such-fact\nwhy = .\n")
+    r = subprocess.run([a.app, "--no-settings", "--model", "scenes", "--image", a.scene, "--lessons", bad, "--learn", "0",
+                        "--screenshot", os.path.join(a.workdir, "bad.png")], capture_output=True, text=True, timeout=120)
+    expect(r.returncode == 2 and f"{bad}:5: unknown fact 'no-such-fact'" in r.stderr, f"a bad lessons file is named ({r.stderr.strip()[:160]})")
+
     # --learn out of range: refused, naming the count
     r = subprocess.run([a.app, "--no-settings", "--model", "scenes", "--image", a.scene, "--learn", "99", "--screenshot",
                         os.path.join(a.workdir, "x.png")], capture_output=True, text=True, timeout=120)
