@@ -470,8 +470,9 @@ private:
     static void add_learn_states(const Session& s, const std::function<void(std::string, std::function<void(Session&, UiState&)>)>& add) {
         const int n = int(learn_steps(s).size());
         for (int k = 0; k < n; ++k)
-            for (float t : {kLearnStepSeconds, kLearnStepSeconds * 0.55f}) {
-                if (t < kLearnStepSeconds && k % 3 != 1 && k != 0) continue;  // step 0 mid-way: the whole model, before the camera goes in
+            for (float t : {kLearnStepSeconds, kLearnStepSeconds * 0.55f, 0.f}) {
+                if (t > 0 && t < kLearnStepSeconds && k % 3 != 1 && k != 0) continue;  // step 0 mid-way: the whole model, before the camera goes in
+                if (t == 0 && k > 2) continue;  // the first steps from their start
                 add("learn step " + std::to_string(k) + " at " + fmt_short(t) + " s", [k, t](Session&, UiState& ui) {
                     ui = UiState{};
                     ui.learn = true;
@@ -504,7 +505,8 @@ private:
             fail("Learn step " + std::to_string(app.ui.learn_step) + " has no title or narration");
         if (p.string("learn.narration").find("nothing to show") != std::string::npos)
             fail("Learn step " + p.string("learn.id") + " found no stage to show");
-        if (p.number("learn.keys") < 1) fail("Learn step " + p.string("learn.id") + " drew colours without a key");
+        if (p.number("learn.drawn") > 0 && p.number("learn.keys") < 1)
+            fail("Learn step " + p.string("learn.id") + " drew " + std::to_string(int(p.number("learn.drawn"))) + " coloured grids or bars without a key");
         for (const DrawnText& t : p.texts)
             if (t.group == "learn.labels" && t.text.size() > 3 && t.text.compare(t.text.size() - 3, 3, "...") == 0)
                 fail("Learn step " + p.string("learn.id") + ": the caption '" + t.text + "' is cut");

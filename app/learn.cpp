@@ -110,6 +110,7 @@ struct Ctx {
     std::optional<StageId> torch;
     int value_texts = 0;
     std::map<std::string, int> grids_of;  // grids drawn this frame, by name
+    int drawn = 0;                        // grids and bar charts drawn on screen this frame
     bool clicked = false;  // a click (not a drag) in the picture this frame
     // a lesson waits for a click in the picture: the click answers it (what was clicked) instead of
     // opening the workbench
@@ -210,6 +211,7 @@ void grid(Ctx& x, const std::string& name, const float* d, int rows, int cols, W
     const ImVec2 a = x.S(r.x, r.y), b = x.S(r.x + r.w, r.y + r.h);
     if (!on_screen(x, a, b)) return;
     x.v.gfx.draw(x.dl, tx.tex, a, b, cm, ImVec2(0, 0), ImVec2(1, 1), IM_COL32(255, 255, 255, int(255 * clamp01(alpha))));
+    ++x.drawn;
     x.v.probe.rects["learn.grid." + slot] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
     x.dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), IM_COL32(120, 120, 120, int(200 * clamp01(alpha))));
     if (key) add_key(x, name, cm);
@@ -265,6 +267,7 @@ void bars(Ctx& x, const std::string& name, const float* vals, int n, WRect r, fl
     const ImVec2 a = x.S(r.x, r.y), b = x.S(r.x + r.w, r.y + r.h);
     if (!on_screen(x, a, b)) return;
     x.dl->AddRectFilled(a, b, IM_COL32(30, 30, 34, 255));
+    ++x.drawn;
     for (int i = 0; i < n; ++i) {
         const float v = vals[i];
         if (!std::isfinite(v)) continue;
@@ -423,8 +426,14 @@ void step_model(Ctx& x) {
             x.dl->AddImage(x.lv.input.id(), x.S(slabs[k].r.x, slabs[k].r.y), x.S(slabs[k].r.x + slabs[k].r.w, slabs[k].r.y + slabs[k].r.h));
         } else {
             const bool probs = s.id.kind == K::AttnPattern || s.id.kind == K::Probs || !s.signed_values;
-            grid(x, "slab." + s.name, sl.data, sl.rows, sl.cols, slabs[k].r,
-                 probs ? prob_cm(sl.data, sl.size()) : signed_cm(sl.data, sl.size()), CellRef{s.id, 0, 0, 0}, 1, false);
+            const Colormap cm = probs ? prob_cm(sl.data, sl.size()) : signed_cm(sl.data, sl.size());
+            grid(x, "slab." + s.name, sl.data, sl.rows, sl.cols, slabs[k].r, cm, CellRef{s.id, 0, 0, 0}, 1, false);
+            // the key of the slab the data is at (each slab is coloured over its own range)
+            // (the input is drawn as the picture: while it is highlighted, the key is the next slab's)
+            const bool after_input = int(k) == lit + 1 && x.t.info(slabs[size_t(lit)].row).id.kind == K::Input;
+            if (int(k) == lit || after_input)
+                add_key(x, std::string(after_input ? "the next slab, " : "the highlighted slab, ") + s.name + (sl.slices > 1 ? " (head 0)" : "") +
+                               "; each slab has its own range", cm);
         }
         if (int(k) == lit) outline(x, WRect{slabs[k].r.x - 2, slabs[k].r.y - 2, slabs[k].r.w + 4, slabs[k].r.h + 4}, IM_COL32(255, 230, 0, 255));
     }
@@ -433,7 +442,6 @@ void step_model(Ctx& x) {
         x.torch = s.id;
         x.v.probe.numbers["learn.keys"] = 0;
     }
-    add_key(x, "each slab: signed values blue < 0 < red (attention and probabilities: viridis), its own range", quantity_colormap(Quantity::Signed, -1, 1));
     size_t params = 0;
     for (auto& b : x.w.blocks) params += b.qkv_b.size();  // (counted in full below)
     (void)params;
@@ -1694,6 +1702,7 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
         pr.numbers["learn.zoom"] = x.zoom;
         pr.numbers["learn.value_texts"] = x.value_texts;
         pr.numbers["learn.token"] = x.tok;
+        pr.numbers["learn.drawn"] = x.drawn;
         if (narration.empty()) narration = "This step has nothing to show for this trace (a stage it reads is missing).";
     }
     ImGui::End();

@@ -257,7 +257,7 @@ std::vector<ProbeKey> make_schema() {
         // ---- Learn mode (learn.cpp)
         {K::Rect, "learn.{picture|narration|controls|key}", "Learn mode's picture, narration panel and controls"},
         {K::Rect, "learn.grid.<what>", "a grid Learn mode drew: its key's name, '#', the how-manieth of that name this frame"},
-        {K::Number, "learn.{steps|step|time|phase|zoom|value_texts|keys|token|head|patch}",
+        {K::Number, "learn.{steps|step|time|phase|zoom|value_texts|keys|token|head|patch|drawn}",
          "Learn mode: its steps, the step and moment shown, the camera's zoom, the values printed in cells, the keys drawn, "
          "the token, head and patch followed"},
         {K::String, "learn.{title|id|narration|torch|message|keys|step_ids}", "Learn mode's texts: the step's title, id, narration, "
