@@ -286,7 +286,7 @@ void bars(Ctx& x, const std::string& name, const float* vals, int n, WRect r, fl
             const ImVec2 ts = ImGui::CalcTextSize(s.c_str());
             if (ts.x > sw - 2) continue;
             const ImVec2 at = x.S(r.x + (i + 0.5f) * bw, vals[i] >= 0 ? Y(vals[i]) : Y(vals[i]));
-            const float y = vals[i] >= 0 ? at.y - ts.y - 1 : at.y + 1;
+            const float y = vals[i] >= 0 ? std::max(at.y - ts.y - 1, a.y) : std::min(at.y + 1, b.y - ts.y);
             if (y < x.pic.y || y + ts.y > x.pic.y + x.pic.h) continue;
             x.dl->AddText(ImVec2(at.x - ts.x * 0.5f, y), IM_COL32(235, 235, 235, 255), s.c_str());
             ++x.value_texts;
@@ -412,7 +412,8 @@ void step_model(Ctx& x) {
             x.dl->AddRect(x.S(bx + o, by - o + lh), x.S(bx + colw * 0.96f + o, H - 2 - o), IM_COL32(90, 90, 110, 255));
         }
     }
-    const int lit = std::min(int(slabs.size()) - 1, int(span(x.p, 0, 0.7f) * float(slabs.size())));
+    // the highlight follows the data to the end, then (as the camera goes in) comes back to the input
+    const int lit = x.p >= 0.7f ? 0 : std::min(int(slabs.size()) - 1, int(span(x.p, 0, 0.7f) * float(slabs.size())));
     for (size_t k = 0; k < slabs.size(); ++k) {
         const StageInfo& s = x.t.info(slabs[k].row);
         const Array& a = x.t.at(slabs[k].row);
@@ -941,13 +942,14 @@ void residual(Ctx& x, StageId in_id, StageId add_id, StageId out_id, const std::
     const auto [lo, hi] = range_of(c, size_t(D));
     const float m = std::max({std::fabs(lo), std::fabs(hi), std::fabs(range_of(a, size_t(D)).first), std::fabs(range_of(a, size_t(D)).second)});
     const Colormap cm = quantity_colormap(Quantity::Signed, -m, m);
-    const float x0 = W * 0.1f, w = W * 0.8f, rh = lh * 2;
+    // three rows, each a band of the picture (the cells as wide as the width allows, as tall as a third)
+    const float x0 = W * 0.1f, w = W * 0.8f, band = (x.Hp() - lh) / 3, rh = std::min(band - lh * 2.5f, w / D * 3);
     label(x, x0, 0, "the stream: " + token_name(x, tok) + " (" + x.t.info(in_id).name + ")");
     grid(x, "residual stream rows (one scale)", a, 1, D, WRect{x0, lh * 1.3f, w, rh}, cm, CellRef{in_id, 0, tok, 0});
-    label(x, x0, lh * 4.5f, "+ " + what + " (" + x.t.info(add_id).name + ")");
-    grid(x, "residual stream rows (one scale)", b, 1, D, WRect{x0, lh * 5.8f, w, rh}, cm, CellRef{add_id, 0, tok, 0}, span(x.p, 0.1f, 0.4f), false);
-    label(x, x0, lh * 9, "= " + x.t.info(out_id).name);
-    grid(x, "residual stream rows (one scale)", c, 1, D, WRect{x0, lh * 10.3f, w, rh}, cm, CellRef{out_id, 0, tok, 0}, span(x.p, 0.5f, 0.9f), false);
+    label(x, x0, band, "+ " + what + " (" + x.t.info(add_id).name + ")");
+    grid(x, "residual stream rows (one scale)", b, 1, D, WRect{x0, band + lh * 1.3f, w, rh}, cm, CellRef{add_id, 0, tok, 0}, span(x.p, 0.1f, 0.4f), false);
+    label(x, x0, 2 * band, "= " + x.t.info(out_id).name);
+    grid(x, "residual stream rows (one scale)", c, 1, D, WRect{x0, 2 * band + lh * 1.3f, w, rh}, cm, CellRef{out_id, 0, tok, 0}, span(x.p, 0.5f, 0.9f), false);
     record_values(x, "residual." + x.t.info(out_id).name, c, size_t(D));
     x.torch = out_id;
     x.narration = "The block does not replace the token: it adds what " + what + " computed to what came in (the residual stream). Here |" +
@@ -1005,7 +1007,7 @@ void step_depth(Ctx& x) {
     }
     const float W = x.Wp(), H = x.Hp(), lh = ImGui::GetTextLineHeight();
     const int cur = std::min(L - 1, int(span(x.p, 0.05f, 0.85f) * L));
-    const float x0 = W * 0.18f, w = W * 0.7f, top = lh * 2, rh = std::min(lh * 2.2f, (H - top - lh) / L);
+    const float x0 = W * 0.18f, w = W * 0.7f, top = lh * 2, rh = std::min(lh * 5.f, (H - top - lh) / L);
     label(x, x0, 0, token_name(x, tok) + " leaving each block (" + itos(L) + " rows of " + itos(D) + ")");
     const Colormap cm = signed_cm(stack.data(), stack.size());
     for (int l = 0; l < L; ++l) {
@@ -1015,7 +1017,7 @@ void step_depth(Ctx& x) {
     }
     outline(x, WRect{x0 - 2, top + cur * rh - 2, w + 4, rh * 0.8f + 4}, IM_COL32(255, 230, 0, 255));
     // the camera passes along the stack
-    if (x.own_cam && L > 3) {
+    if (x.own_cam && rh < lh * 1.6f) {
         x.zoom = 1.6f;
         x.focus = ImVec2(0.5f, std::clamp((top + (cur + 0.5f) * rh) / H, 0.3f, 0.7f));
     }
