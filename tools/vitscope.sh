@@ -61,15 +61,18 @@ case "$cmd" in
   run)
     install_missing
     build
-    sample="$ROOT/assets/samples/9_ankle_boot_test0.png"
+    # the window opens on the scenes model and a bundled scene by itself (or on what was open last time);
+    # the first launch in Learn mode
+    sample="$ROOT/assets/samples/scenes/00003.png"
     if [[ -x "$BUILD/vitscope" ]]; then
       if [[ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]]; then
         echo "==> no display: rendering the app headless to vitscope-screenshot.png instead"
-        exec xvfb-run -a -s "-screen 0 1600x1000x24" "$BUILD/vitscope" --image "$sample" --screenshot vitscope-screenshot.png "$@"
+        exec xvfb-run -a -s "-screen 0 1600x1000x24" "$BUILD/vitscope" --image "$sample" --learn 0 --learn-time 2 \
+          --screenshot vitscope-screenshot.png "$@"
       fi
-      exec "$BUILD/vitscope" --image "$sample" "$@"
+      exec "$BUILD/vitscope" "$@"
     fi
-    exec "$BUILD/vitscope-cli" trace --image "$sample" --out vitscope-trace.npz "$@"
+    exec "$BUILD/vitscope-cli" trace --model scenes --image "$sample" --out vitscope-trace.npz "$@"
     ;;
   test)
     install_missing
