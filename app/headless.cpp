@@ -21,6 +21,7 @@
 #include "paths.h"
 #include "settings.h"
 #include "text_capture.h"
+#include "text_wrap.h"
 
 namespace vit::app {
 
@@ -415,10 +416,14 @@ private:
     }
 
     // A number is never broken across lines ("-0." / "8102", "(98." / "4%)"): every text wrapped by
-    // TextWrappedWords is checked at each of its breaks against the text in full.
+    // TextWrappedWords (the probe's `wrapped`) and every text ImGui drew wrapped (text_wrap.h's capture:
+    // TextWrapped, Text under PushTextWrapPos, whoever called it) is checked at each of its breaks
+    // against the text in full, with the test wrap_lines keeps numbers whole by (breaks_number).
     void rule_number_wrapped(const Probe& p) {
-        auto numeric = [](char c) { return (c >= '0' && c <= '9') || c == '.' || c == ',' || c == '-' || c == '%' || c == 'e'; };
-        for (const WrappedText& w : p.wrapped) {
+        std::vector<WrappedText> all = p.wrapped;
+        for (const CapturedWrap& c : captured_wraps())
+            all.push_back({"the text '" + c.text.substr(0, 40) + (c.text.size() > 40 ? "...'" : "'"), c.text, c.lines});
+        for (const WrappedText& w : all) {
             size_t at = 0;
             for (size_t i = 0; i + 1 < w.lines.size(); ++i) {
                 const std::string& a = w.lines[i];
@@ -426,11 +431,11 @@ private:
                 if (pos == std::string::npos || a.empty()) break;
                 at = pos + a.size();
                 if (at >= w.text.size() || w.text[at] == ' ' || w.text[at] == '\n') continue;  // broken at a space
-                const char l = w.text[at - 1], r = w.text[at];
-                const bool digit_l = l >= '0' && l <= '9', digit_r = r >= '0' && r <= '9';
-                if ((digit_l || digit_r) && numeric(l) && numeric(r))
+                if (breaks_number(w.text, at)) {
                     fail("a number is wrapped inside itself in " + w.key + ": '..." + a.substr(a.size() > 12 ? a.size() - 12 : 0) +
                          "' / '" + w.lines[i + 1].substr(0, 12) + "...'");
+                    return;
+                }
             }
         }
     }
