@@ -685,8 +685,9 @@ private:
     }
 
     // A key over a near-constant range says so (issue 36 item 9): a heatmap whose key spans under 2% of its
-    // values' size (its colours stretch noise), or an overlay whose values lie within 2% of each other or within
-    // 10% of uniform (one wash of colour over the photo), each needs its note on screen.
+    // values' size (its colours stretch noise), or an overlay whose values lie within 25% of each other
+    // (flat_overlay: one wash of colour over the photo, no patch standing out), each needs its note on screen;
+    // and an overlay that is not flat is not called flat.
     void check_flat_keys(AppContext& app) {
         const Probe& p = app.probe;
         for (const DrawnHeatmap& h : p.heatmaps)
@@ -695,11 +696,14 @@ private:
                      fmt(float(100 * relative_spread(h.vmin, h.vmax))) + "% of its values) and no note that it is near-constant");
         const auto lo = p.numbers.find("overlay.lo"), hi = p.numbers.find("overlay.hi");
         if (lo == p.numbers.end() || hi == p.numbers.end()) return;
-        const double l = lo->second, h = hi->second, u = p.number("overlay.ref");
-        const bool near_uniform = u > 0 && h - u <= 0.1 * u && u - l <= 0.1 * u;
-        if ((near_constant(float(l), float(h)) || near_uniform) && p.string("overlay.flat").empty())
-            fail("the overlay's values lie in " + fmt(float(l)) + " .. " + fmt(float(h)) + " (uniform " + fmt(float(u)) +
-                 ") and no note says that it is flat");
+        const float l = float(lo->second), h = float(hi->second);
+        const bool flat = flat_overlay(l, h), noted = !p.string("overlay.flat").empty();
+        if (flat && !noted)
+            fail("the overlay's values lie in " + fmt(l) + " .. " + fmt(h) + " (within " + fmt(float(100 * relative_spread(l, h))) +
+                 "% of each other) and no note says that it is flat");
+        if (!flat && noted)
+            fail("the overlay's values lie in " + fmt(l) + " .. " + fmt(h) + " (" + fmt(float(100 * relative_spread(l, h))) +
+                 "% apart) and a note calls it flat: " + p.string("overlay.flat"));
     }
 
     // The tour (a panel over any tab): its stage is the one shown and its text the table's; the map

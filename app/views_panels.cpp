@@ -587,13 +587,8 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
     if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the Positions tab: how alike the positions are, learned and as run");
 }
 
-// An overlay whose every value lies within kFlatOverlay of uniform (random weights' attention: ~1/T everywhere):
-// `ref` is uniform attention (1/keys) for a row of a pattern, else the values' mean.
-constexpr float kFlatOverlay = 0.10f;
-// (or whose values lie within 2% of each other: near_constant, the sweep's rule)
-bool flat_overlay(float lo, float hi, float ref) {
-    return (ref > 0 && hi - ref <= kFlatOverlay * ref && ref - lo <= kFlatOverlay * ref) || near_constant(lo, hi);
-}
+// The uniform value an overlay is compared with in its note: uniform attention (1/keys) for a row of a pattern,
+// else the values' mean.
 float overlay_reference(const Trace& t, const UiState& ui, bool probe, const std::vector<float>& ov) {
     const bool attn_row = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
     const StageId src = probe && ui.overlay == Overlay::Cls ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, 0};
@@ -611,15 +606,13 @@ float overlay_reference(const Trace& t, const UiState& ui, bool probe, const std
 std::string flat_overlay_text(const std::vector<float>& ov, bool attention, float ref) {
     if (ov.empty()) return "";
     const GridRange mm = grid_range(ov);
-    if (!flat_overlay(mm.vmin, mm.vmax, ref)) return "";
+    if (!flat_overlay(mm.vmin, mm.vmax)) return "";
     char b[300];
-    const bool near_uniform = ref > 0 && mm.vmax - ref <= kFlatOverlay * ref && ref - mm.vmin <= kFlatOverlay * ref;
-    if (near_uniform)
-        std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.0f%% of %s %s: %s; drawn faint so the picture shows.",
-                      fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(), 100.0 * std::max(mm.vmax - ref, ref - mm.vmin) / ref,
-                      attention ? "uniform attention" : "their mean", fmt(ref).c_str(),
-                      attention ? "the attention is about uniform and singles out no patch" : "it singles out no patch");
-    else  // near-constant, away from uniform
+    if (attention && ref > 0)
+        std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.1f%% of each other (uniform attention: %s): the "
+                      "attention is about uniform and singles out no patch; drawn faint so the picture shows.",
+                      fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(), 100.0 * relative_spread(mm.vmin, mm.vmax), fmt(ref).c_str());
+    else
         std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.1f%% of each other: it singles out no patch; drawn "
                       "faint so the picture shows.", fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(),
                       100.0 * relative_spread(mm.vmin, mm.vmax));
