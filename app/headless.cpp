@@ -456,6 +456,13 @@ private:
             if (p.number("thumbs.size") + 0.5f < 56.f)
                 fail("the attention thumbnails are " + std::to_string(int(p.number("thumbs.size"))) + " px, under 56");
         }
+        // the random-weights note under them whole in view too (it was cut at 1366x768 on vit-ti16: its
+        // second line, or the query line's, not counted in the room left for the image)
+        const auto no = p.rects.find("thumbs.note");
+        if (no != p.rects.end() && pa != p.rects.end() && no->second.y + no->second.h > pa->second.y + pa->second.h + 0.5f)
+            fail("the random-weights note under the attention thumbnails is cut: it ends at y " +
+                 std::to_string(int(no->second.y + no->second.h)) + ", the image panel shown at " +
+                 std::to_string(int(pa->second.y + pa->second.h)));
     }
 
     // A label's first characters never cut (a progress bar's text "m weights (304M parameters)"
