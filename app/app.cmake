@@ -20,12 +20,15 @@ add_executable(vitscope app/main.cpp app/app_args.cpp app/frame.cpp app/exports.
                app/tabs/tab_norms.cpp app/tabs/tab_features.cpp app/tabs/tab_selfattn.cpp app/tabs/tab_interventions.cpp
                app/interventions_ui.cpp
                app/tour.cpp app/learn.cpp app/paths.cpp app/settings.cpp app/settings_app.cpp app/heads_prompt.cpp app/model_scan.cpp
-               app/text_capture.cpp)
+               app/text_capture.cpp app/text_wrap.cpp)
 # Every text ImGui draws passes through ImDrawList::AddText: wrapped so that the sweep can read what the
-# screen says (app/text_capture.h)
-target_link_options(vitscope PRIVATE
-                    "LINKER:--wrap=_ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4"
-                    "LINKER:--wrap=_ZN10ImDrawList7AddTextERK6ImVec2jPKcS4_")
+# screen says (app/text_capture.h); wrapped text is measured (ImFont::CalcTextSizeA) and drawn with its
+# lines never broken inside a number (app/text_wrap.h)
+set(VITSCOPE_TEXT_WRAPS
+    "LINKER:--wrap=_ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4"
+    "LINKER:--wrap=_ZN10ImDrawList7AddTextERK6ImVec2jPKcS4_"
+    "LINKER:--wrap=_ZNK6ImFont13CalcTextSizeAEfffPKcS1_PS1_")
+target_link_options(vitscope PRIVATE ${VITSCOPE_TEXT_WRAPS})
 target_include_directories(vitscope PRIVATE ${CMAKE_CURRENT_BINARY_DIR}/generated)
 # No source path is compiled in: app/paths.cpp finds the data next to the
 # executable (<prefix>/share/vitscope when installed). In the build tree this

@@ -486,6 +486,8 @@ double relative_spread(float lo, float hi) {
 
 bool near_constant(float lo, float hi) { return hi > lo && relative_spread(lo, hi) < kFlatSpread; }
 
+bool flat_overlay(float lo, float hi) { return std::isfinite(lo) && std::isfinite(hi) && relative_spread(lo, hi) < kFlatOverlay; }
+
 void flat_note(ViewCtx& v, const std::string& group, float lo, float hi) {
     char b[200];
     std::snprintf(b, sizeof b, "Near-constant: every value lies in %s .. %s, a spread of %.2g%% of their size; the colours stretch "

@@ -99,6 +99,7 @@ std::vector<ProbeKey> make_schema() {
         {K::String, "overlay.values", "the overlay's values, comma-separated"},
         {K::Group, "thumbs.range", "the range under each thumbnail (0 .. its max)"},
         {K::Rect, "thumbs", "the thumbnails' row, their names and ranges included (where drawn: it may be scrolled out of view)"},
+        {K::Rect, "thumbs.note", "the random-weights note: under the thumbnails, or the flat overlay's line under the key that stands for it"},
         {K::Rect, "image.panel", "the part of the image panel shown (it scrolls; the predictions are under it)"},
         {K::Rect, "image.more_below", "the line under the image panel saying the thumbnails continue below"},
         {K::String, "image.more_below", "what that line says (only while the thumbnails' row is below the part shown)"},

@@ -1,9 +1,12 @@
 #include "app/text_capture.h"
 
 #include <imgui.h>
+#include <imgui_internal.h>
 
 #include <filesystem>
 #include <regex>
+
+#include "app/text_wrap.h"
 
 namespace vit::app {
 
@@ -13,7 +16,11 @@ std::vector<std::string> g_texts;
 }  // namespace
 
 void text_capture_enable(bool on) { g_on = on; }
-void text_capture_clear() { g_texts.clear(); }
+std::vector<CapturedWrap>& captured_wraps_mutable();  // text_wrap.cpp
+void text_capture_clear() {
+    g_texts.clear();
+    captured_wraps_mutable().clear();
+}
 const std::vector<std::string>& captured_texts() { return g_texts; }
 
 std::vector<std::string> cited_files(const std::string& text) {
@@ -39,7 +46,8 @@ bool cited_file_exists(const std::string& cited, const std::string& data_root) {
 
 }  // namespace vit::app
 
-// The wrapped ImDrawList::AddText overloads (-Wl,--wrap=<mangled name>): record, then draw.
+// The wrapped ImDrawList::AddText overloads (-Wl,--wrap=<mangled name>): record, then draw; a text with
+// a wrap width is drawn line by line as wrap_lines breaks it (text_wrap.h: never inside a number).
 extern "C" {
 void __real__ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4(ImDrawList*, const ImFont*, float, const ImVec2&, ImU32,
                                                                           const char*, const char*, float, const ImVec4*);
@@ -49,6 +57,22 @@ void __wrap__ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4(ImDrawL
                                                                           const ImVec2& pos, ImU32 col, const char* b,
                                                                           const char* e, float wrap, const ImVec4* clip) {
     if (vit::app::g_on && b) vit::app::g_texts.emplace_back(b, e ? e : b + std::char_traits<char>::length(b));
+    if (wrap > 0.f && b && (col & IM_COL32_A_MASK) != 0) {
+        if (!e) e = b + std::char_traits<char>::length(b);
+        if (!font) font = dl->_Data->Font;
+        if (size == 0.f) size = dl->_Data->FontSize;
+        const std::vector<vit::app::LineSpan> lines = vit::app::wrap_lines(font, size, b, e, wrap);
+        if (vit::app::g_on && lines.size() > 1) {
+            vit::app::CapturedWrap w{std::string(b, e), {}};
+            for (const vit::app::LineSpan& l : lines) w.lines.emplace_back(l.b, l.e);
+            vit::app::captured_wraps_mutable().push_back(std::move(w));
+        }
+        for (size_t i = 0; i < lines.size(); ++i)
+            if (lines[i].e > lines[i].b)
+                __real__ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4(dl, font, size, ImVec2(pos.x, pos.y + size * float(i)), col,
+                                                                                  lines[i].b, lines[i].e, 0.f, clip);
+        return;
+    }
     __real__ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4(dl, font, size, pos, col, b, e, wrap, clip);
 }
 void __wrap__ZN10ImDrawList7AddTextERK6ImVec2jPKcS4_(ImDrawList* dl, const ImVec2& pos, ImU32 col, const char* b, const char* e) {

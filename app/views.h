@@ -208,6 +208,12 @@ constexpr double kFlatSpread = 0.02;
 double relative_spread(float lo, float hi);
 bool near_constant(float lo, float hi);
 void flat_note(ViewCtx& v, const std::string& group, float lo, float hi);
+// A flat overlay (issue 36 item 9): its values, lo .. hi over the patches, within kFlatOverlay of each other
+// (relative_spread < 0.25): no patch stands out and the overlay is one wash of colour over the photo
+// (random weights' attention: ~1/T everywhere; vit-ti16's last layer 10% off uniform). The image panel
+// draws it faint with "Flat: no patch stands out"; the sweep's rule asks for that note by this same test.
+constexpr double kFlatOverlay = 0.25;
+bool flat_overlay(float lo, float hi);
 // Range and colormap for a slice under the chosen scale mode.
 Colormap colormap_for(const float* all, size_t n_all, const float* slice, size_t n_slice, bool signed_values, ScaleMode mode);
 // A heatmap's cached texture and colour range, re-uploaded only when what it shows changes.

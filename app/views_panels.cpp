@@ -587,13 +587,8 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
     if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the Positions tab: how alike the positions are, learned and as run");
 }
 
-// An overlay whose every value lies within kFlatOverlay of uniform (random weights' attention: ~1/T everywhere):
-// `ref` is uniform attention (1/keys) for a row of a pattern, else the values' mean.
-constexpr float kFlatOverlay = 0.10f;
-// (or whose values lie within 2% of each other: near_constant, the sweep's rule)
-bool flat_overlay(float lo, float hi, float ref) {
-    return (ref > 0 && hi - ref <= kFlatOverlay * ref && ref - lo <= kFlatOverlay * ref) || near_constant(lo, hi);
-}
+// The uniform value an overlay is compared with in its note: uniform attention (1/keys) for a row of a pattern,
+// else the values' mean.
 float overlay_reference(const Trace& t, const UiState& ui, bool probe, const std::vector<float>& ov) {
     const bool attn_row = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
     const StageId src = probe && ui.overlay == Overlay::Cls ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, 0};
@@ -611,15 +606,13 @@ float overlay_reference(const Trace& t, const UiState& ui, bool probe, const std
 std::string flat_overlay_text(const std::vector<float>& ov, bool attention, float ref) {
     if (ov.empty()) return "";
     const GridRange mm = grid_range(ov);
-    if (!flat_overlay(mm.vmin, mm.vmax, ref)) return "";
+    if (!flat_overlay(mm.vmin, mm.vmax)) return "";
     char b[300];
-    const bool near_uniform = ref > 0 && mm.vmax - ref <= kFlatOverlay * ref && ref - mm.vmin <= kFlatOverlay * ref;
-    if (near_uniform)
-        std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.0f%% of %s %s: %s; drawn faint so the picture shows.",
-                      fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(), 100.0 * std::max(mm.vmax - ref, ref - mm.vmin) / ref,
-                      attention ? "uniform attention" : "their mean", fmt(ref).c_str(),
-                      attention ? "the attention is about uniform and singles out no patch" : "it singles out no patch");
-    else  // near-constant, away from uniform
+    if (attention && ref > 0)
+        std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.1f%% of each other (uniform attention: %s): the "
+                      "attention is about uniform and singles out no patch; drawn faint so the picture shows.",
+                      fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(), 100.0 * relative_spread(mm.vmin, mm.vmax), fmt(ref).c_str());
+    else
         std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.1f%% of each other: it singles out no patch; drawn "
                       "faint so the picture shows.", fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(),
                       100.0 * relative_spread(mm.vmin, mm.vmax));
@@ -627,18 +620,26 @@ std::string flat_overlay_text(const std::vector<float>& ov, bool attention, floa
 }
 // The note on screen in one short line (the key beside it gives the values); the whole
 // sentence under the mouse and in the probe (merged with the layout work: the three lines it took pushed the
-// thumbnails below the fold at 1366x768 on vit-ti16 and clip-b32, Gui.SweepSizes*)
-std::string flat_overlay_shown(const std::string& text) {
-    return text.rfind("Flat:", 0) == 0 ? "Flat: no patch stands out (hover)" : text;
+// thumbnails below the fold at 1366x768 on vit-ti16 and clip-b32, Gui.SweepSizes*). With random weights the
+// line says that too, and stands for the note under the thumbnails (one warning line, not two: at 1366x768
+// the second was cut below the fold on vit-ti16).
+std::string flat_overlay_shown(const std::string& text, const std::string& random_note) {
+    if (text.rfind("Flat:", 0) != 0) return text;
+    return random_note.empty() ? "Flat: no patch stands out (hover)" : random_note + ": no patch stands out (hover)";
 }
-void FlatOverlayNote(ViewCtx& v, const std::string& text) {
+void FlatOverlayNote(ViewCtx& v, const std::string& text, const std::string& random_note) {
     if (text.empty()) return;
-    const std::string shown = flat_overlay_shown(text);
+    const std::string shown = flat_overlay_shown(text, random_note);
     ImGui::PushTextWrapPos(0);
     ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", shown.c_str());
     ImGui::PopTextWrapPos();
-    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", text.c_str());
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s%s", text.c_str(), random_note.empty() ? "" : ("\n" + random_note + ": these attention maps mean nothing.").c_str());
     v.probe.strings["overlay.flat"] = text;
+    if (!random_note.empty()) {
+        const ImVec2 n0 = ImGui::GetItemRectMin(), n1 = ImGui::GetItemRectMax();
+        v.probe.rects["thumbs.note"] = Rect{n0.x, n0.y, n1.x - n0.x, n1.y - n0.y};
+    }
 }
 
 // The overlay's values over the patches for the trace on screen (the core's numbers), or why there are none.
@@ -783,7 +784,11 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
             int q = std::clamp(ui.query, 0, T - 1);
             const std::string ql = token_label(table, q, true);
             ImGui::SetNextItemWidth(190);
-            if (ImGui::SliderInt("query", &q, 0, T - 1, ("token %d: " + ql).c_str())) ui.query = q;
+            // its label cut with an ellipsis to the slider's width (the line under the image says it whole)
+            bool cut = false;
+            std::string qf = fit_text("token " + std::to_string(q) + ": " + ql, 190 - 2 * ImGui::GetStyle().FramePadding.x, cut);
+            for (size_t i = qf.find('%'); i != std::string::npos; i = qf.find('%', i + 2)) qf.insert(i, "%");
+            if (ImGui::SliderInt("query", &q, 0, T - 1, qf.c_str())) ui.query = q;
             if (c.cls_token) {
                 ImGui::SameLine();
                 if (ImGui::SmallButton("cls")) ui.query = 0;
@@ -845,14 +850,25 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     // about twice the thumbnails' size when the panel is short
     // (the key's room is kept whether or not an overlay is on: the image does not move when it is switched)
     const float key_h = L > 0 ? color_key_height() : 0.f;
-    const float lines_h = thumbs ? 22.f + th + (weights_note(s).empty() ? 0.f : th) : 0.f;
     const ImVec2 avail = ImGui::GetContentRegionAvail();
-    // a flat overlay's note under its key (issue 36 item 9): its room is kept too
+    // the line under the image (the query token, or the patches) and the random-weights note under the
+    // thumbnails, as tall as they are drawn: each may wrap onto two lines in a narrow panel (the panel's
+    // lines wrap at its edge), and a line counted once pushed the note below the fold at 1366x768 (vit-ti16)
+    const std::string under_line =
+        ui.overlay == Overlay::Query ? "query: " + token_label(table, std::clamp(ui.query, 0, T - 1), true) + " (click: move)"
+                                     : std::to_string(gh) + "x" + std::to_string(gw) + " patches of " + std::to_string(c.patch) +
+                                           " px (click: follow one)";
+    // a flat overlay's note under its key (issue 36 item 9): its room is kept too; with random weights it
+    // also stands for the note under the thumbnails
+    const std::string random_note = weights_note(s);
     const float oref = ov.empty() ? 0.f : overlay_reference(*t, ui, probe, ov);
     const std::string flat_text = flat_overlay_text(ov, ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query, oref);
-    const float flat_h = flat_text.empty() ? 0.f
-                                           : ImGui::CalcTextSize(flat_overlay_shown(flat_text).c_str(), nullptr, false, std::max(40.f, avail.x - 8)).y +
-                                                 ImGui::GetStyle().ItemSpacing.y;
+    const std::string random_line = random_note.empty() || !flat_text.empty() ? "" : random_note + ": these maps mean nothing";
+    auto wrapped_h = [&](const std::string& text) {
+        return ImGui::CalcTextSize(text.c_str(), nullptr, false, std::max(1.f, avail.x)).y + ImGui::GetStyle().ItemSpacing.y;
+    };
+    const float lines_h = thumbs ? 22.f + wrapped_h(under_line) + (random_line.empty() ? 0.f : wrapped_h(random_line)) : 0.f;
+    const float flat_h = flat_text.empty() ? 0.f : wrapped_h(flat_overlay_shown(flat_text, random_note));
     const float peak_h = s.scene_truth() && !ov.empty() ? th : 0.f;  // DrawScenePeak's line
     const float room = avail.y - 40 - lines_h - key_h - flat_h - peak_h;
     const float tw = thumbs ? std::min({96.f, (avail.x - 16) / 3, std::max(56.f, room / 3)}) : 0.f;
@@ -948,10 +964,10 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
             else ui.patch = ui.patch == n ? -1 : n;
         }
     }
-    if (ui.overlay == Overlay::Query)
-        ImGui::TextDisabled("query: %s (click a patch to query from it)", token_label(table, std::clamp(ui.query, 0, T - 1), true).c_str());
-    else
-        ImGui::TextDisabled("%dx%d patches of %d px (click: follow one)", gh, gw, c.patch);
+    ImGui::TextDisabled("%s", under_line.c_str());
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s", ui.overlay == Overlay::Query ? "click a patch on the image: attention from that patch's token"
+                                                             : "click a patch on the image: it is highlighted in every view");
     DroppedLegend(v, *t, "image.dropped");
     DrawScenePeak(v, ov, kinds[int(ui.overlay)]);  // a generated scene: is the overlay's peak on the object (issue 35)
     if (!ov.empty()) {
@@ -963,7 +979,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         const int keys_n = pat ? int(pat->shape().back()) : 0;
         ColorKey(v, "overlay", ocm, std::max(img_w, ImGui::GetContentRegionAvail().x - 8),
                  keys_n > 0 ? attention_marks(keys_n) : std::vector<KeyMark>{});
-        FlatOverlayNote(v, flat_text);
+        FlatOverlayNote(v, flat_text, random_note);
         if (std::string note = weights_note(s); !note.empty()) pr.strings["overlay.random"] = note;
     }
     if (!thumbs) return;
@@ -1053,8 +1069,11 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         panel.thumbs_bottom = std::max(panel.thumbs_bottom, g1.y);
         pr.rects["thumbs"] = Rect{row0.x, row0.y, g1.x - row0.x, panel.thumbs_bottom - row0.y};
     }
-    if (std::string note = weights_note(s); !note.empty())
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: these attention maps mean nothing", note.c_str());
+    if (!random_line.empty()) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", random_line.c_str());
+        const ImVec2 n0 = ImGui::GetItemRectMin(), n1 = ImGui::GetItemRectMax();
+        pr.rects["thumbs.note"] = Rect{n0.x, n0.y, n1.x - n0.x, n1.y - n0.y};
+    }
 }
 
 std::string fit_text(const std::string& t, float w, bool& cut) {

@@ -293,3 +293,152 @@ TEST(Issue37, LargeSixteenBitPngDecodedInStripsExactly) {
     const std::string cut = bytes.substr(0, bytes.size() / 2);
     EXPECT_NE(error_of([&] { vit::decode_image(cut, "big16.png"); }).find("big16.png: corrupt or truncated PNG"), std::string::npos);
 }
+
+// Large PNGs are inflated and unfiltered by ViTScope itself (core/io/image.cpp png_idat_rows), not by
+// libpng: every filter type (None, Sub, Up, Average, Paeth, one per row in turn) and every pixel size
+// the path takes (8-bit gray, 8-bit RGBA, 16-bit gray + alpha, 16-bit RGB), over 4 M pixels, against the
+// samples the file was written from; the same file under 4 M pixels through libpng, which checks the
+// test's own filtering. Then what a broken stream is called.
+namespace {
+// A PNG of `channels` samples of `depth` bits, value(x, y, c), row y filtered with filter y % 5.
+template <class F>
+std::string png_filtered(int w, int h, int channels, int depth, F value, int level = 1) {
+    const int bpp = channels * depth / 8;
+    const size_t rb = size_t(w) * size_t(bpp);
+    std::string raw;
+    raw.reserve(size_t(h) * (rb + 1));
+    std::vector<int> prev(rb, 0), cur(rb);
+    for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x)
+            for (int c = 0; c < channels; ++c) {
+                const uint32_t v = value(x, y, c);
+                if (depth == 16) {
+                    cur[size_t(x * bpp + 2 * c)] = int(v >> 8) & 255;
+                    cur[size_t(x * bpp + 2 * c + 1)] = int(v) & 255;
+                } else {
+                    cur[size_t(x * bpp + c)] = int(v) & 255;
+                }
+            }
+        const int f = y % 5;
+        raw += char(f);
+        for (size_t i = 0; i < rb; ++i) {
+            const int a = i >= size_t(bpp) ? cur[i - size_t(bpp)] : 0, b = prev[i], c = i >= size_t(bpp) ? prev[i - size_t(bpp)] : 0;
+            int pred = 0;
+            if (f == 1) pred = a;
+            else if (f == 2) pred = b;
+            else if (f == 3) pred = (a + b) >> 1;
+            else if (f == 4) {
+                const int pa = std::abs(b - c), pb = std::abs(a - c), pc = std::abs(a + b - 2 * c);
+                pred = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+            }
+            raw += char((cur[i] - pred) & 255);
+        }
+        std::swap(prev, cur);
+    }
+    uLongf n = compressBound(uLong(raw.size()));
+    std::string z(n, '\0');
+    EXPECT_EQ(compress2(reinterpret_cast<Bytef*>(&z[0]), &n, reinterpret_cast<const Bytef*>(raw.data()), uLong(raw.size()), level), Z_OK);
+    z.resize(n);
+    std::string ihdr;
+    be32(ihdr, uint32_t(w));
+    be32(ihdr, uint32_t(h));
+    const int colour = channels == 1 ? 0 : channels == 2 ? 4 : channels == 3 ? 2 : 6;
+    ihdr += char(depth);
+    ihdr += char(colour);
+    ihdr += std::string("\0\0\0", 3);
+    std::string o = "\x89PNG\r\n\x1a\n";
+    png_chunk(o, "IHDR", ihdr);
+    // the image data in two IDAT chunks, as encoders split it
+    png_chunk(o, "IDAT", z.substr(0, z.size() / 3));
+    png_chunk(o, "IDAT", z.substr(z.size() / 3));
+    png_chunk(o, "IEND", "");
+    return o;
+}
+// Values with every kind of neighbour (Paeth's three choices and its ties): a hash, and flat runs.
+uint32_t mixed(int x, int y, int c, int depth) {
+    const uint32_t hsh = (uint32_t(x) * 2654435761u) ^ (uint32_t(y) * 40503u + uint32_t(c) * 9973u);
+    const uint32_t v = (x / 7 + y / 5) % 3 == 0 ? uint32_t(x * 3 + y * 5 + c * 11) : hsh >> 9;
+    return depth == 16 ? v & 0xFFFF : v & 0xFF;
+}
+}  // namespace
+
+TEST(Issue37, LargePngEveryFilterDecodedExactly) {
+    struct Case { int w, h, channels, depth; };
+    for (const Case k : {Case{2048, 2048, 1, 8}, Case{2048, 2048, 4, 8}, Case{2048, 2048, 2, 16}, Case{2100, 2000, 3, 16}}) {
+        for (const bool large : {true, false}) {
+            const int w = large ? k.w : 300, h = large ? k.h : 203;
+            const std::string bytes = png_filtered(w, h, k.channels, k.depth, [&](int x, int y, int c) { return mixed(x, y, c, k.depth); });
+            const vit::Image im = vit::decode_image(bytes, "f.png");
+            const std::string what = std::to_string(k.channels) + " channels of " + std::to_string(k.depth) + " bits, " +
+                                     std::to_string(w) + "x" + std::to_string(h);
+            ASSERT_EQ(im.width, w) << what;
+            ASSERT_EQ(im.height, h) << what;
+            const int keep = k.channels <= 2 ? 1 : 3;
+            ASSERT_EQ(im.channels, keep) << what;
+            const float scale = k.depth == 16 ? 65535.f : 255.f;
+            size_t bad = 0;
+            for (int c = 0; c < keep; ++c)
+                for (int y = 0; y < h; ++y)
+                    for (int x = 0; x < w; ++x) bad += im.pixels(c, y, x) != float(mixed(x, y, c, k.depth)) / scale;
+            EXPECT_EQ(bad, 0u) << what;
+            if (!large) continue;
+            // shrunk 2 x 2 on the way (alpha dropped as it is summed): each pixel the exact mean of its block
+            const vit::Image s = vit::decode_image(bytes, "f.png", 1100000);
+            ASSERT_EQ(s.width, (w + 1) / 2) << what;
+            ASSERT_EQ(s.height, (h + 1) / 2) << what;
+            bad = 0;
+            for (int c = 0; c < keep; ++c)
+                for (int y = 0; y < s.height; ++y)
+                    for (int x = 0; x < s.width; ++x) {
+                        double sum = 0;
+                        int cnt = 0;
+                        for (int yy = 2 * y; yy < std::min(h, 2 * y + 2); ++yy)
+                            for (int xx = 2 * x; xx < std::min(w, 2 * x + 2); ++xx) sum += mixed(xx, yy, c, k.depth), ++cnt;
+                        bad += s.pixels(c, y, x) != float(sum / (double(cnt) * scale));
+                    }
+            EXPECT_EQ(bad, 0u) << what << ", shrunk 2x2";
+        }
+    }
+}
+
+TEST(Issue37, LargePngBrokenStreamNamed) {
+    const std::string good = png_filtered(2048, 2048, 1, 8, [](int x, int y, int) { return uint32_t(x + y); });
+    auto err = [](const std::string& b) { return error_of([&] { vit::decode_image(b, "g.png"); }); };
+    EXPECT_EQ(err(good), "");
+    // a flipped byte in the compressed data: the IDAT's CRC
+    std::string crc = good;
+    crc[crc.size() / 2] ^= 0x40;
+    EXPECT_NE(err(crc).find("g.png: corrupt or truncated PNG (IDAT: CRC error)"), std::string::npos) << err(crc);
+    // cut in the middle, or before IEND
+    EXPECT_NE(err(good.substr(0, good.size() / 2)).find("g.png: corrupt or truncated PNG (the file ends early"), std::string::npos);
+    EXPECT_NE(err(good.substr(0, good.size() - 12)).find("g.png: corrupt or truncated PNG"), std::string::npos);
+    // rows filtered with type 5 (none such): the data rebuilt with a bad filter byte
+    std::string raw(size_t(2048) * 2049, '\0');
+    raw[size_t(2049) * 7] = 5;
+    uLongf n = compressBound(uLong(raw.size()));
+    std::string z(n, '\0');
+    ASSERT_EQ(compress2(reinterpret_cast<Bytef*>(&z[0]), &n, reinterpret_cast<const Bytef*>(raw.data()), uLong(raw.size()), 1), Z_OK);
+    z.resize(n);
+    std::string ihdr;
+    be32(ihdr, 2048);
+    be32(ihdr, 2048);
+    ihdr += std::string("\x08\x00\x00\x00\x00", 5);
+    auto file = [&](const std::string& data) {
+        std::string o = "\x89PNG\r\n\x1a\n";
+        png_chunk(o, "IHDR", ihdr);
+        png_chunk(o, "IDAT", data);
+        png_chunk(o, "IEND", "");
+        return o;
+    };
+    EXPECT_NE(err(file(z)).find("bad adaptive filter value"), std::string::npos) << err(file(z));
+    // too few rows, and more data than the image holds
+    auto deflated = [](const std::string& r) {
+        uLongf m = compressBound(uLong(r.size()));
+        std::string d(m, '\0');
+        compress2(reinterpret_cast<Bytef*>(&d[0]), &m, reinterpret_cast<const Bytef*>(r.data()), uLong(r.size()), 1);
+        d.resize(m);
+        return d;
+    };
+    EXPECT_NE(err(file(deflated(std::string(size_t(2048) * 2049 - 100, '\0')))).find("not enough image data"), std::string::npos);
+    EXPECT_NE(err(file(deflated(std::string(size_t(2048) * 2049 + 100, '\0')))).find("too much image data"), std::string::npos);
+}
