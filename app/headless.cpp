@@ -436,6 +436,13 @@ private:
                          "' / '" + w.lines[i + 1].substr(0, 12) + "...'");
                     return;
                 }
+                // nor a word inside itself (a caption narrower than its one word: 'grad-weighte' / 'd')
+                auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+                if (letter(w.text[at - 1]) && letter(w.text[at])) {
+                    fail("a word is broken across lines in " + w.key + ": '..." + a.substr(a.size() > 12 ? a.size() - 12 : 0) + "' / '" +
+                         w.lines[i + 1].substr(0, 12) + "...'");
+                    return;
+                }
             }
         }
     }

@@ -1039,7 +1039,10 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         }
         bool sel = int(ui.overlay) == k3 + 1;
         dl->AddRect(q0, q1, sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0, sel ? 2.f : 1.f);
-        ImGui::TextDisabled("%s", names[k3]);
+        // its name, the short one when the long one is wider than the map (it was wrapped inside the word:
+        // 'grad-weighte' / 'd'); the tooltip says it in full
+        const char* short_names[3] = {probe ? "probe" : "cls", "rollout", "gradient"};
+        ImGui::TextDisabled("%s", ImGui::CalcTextSize(names[k3]).x <= tw ? names[k3] : short_names[k3]);
         if (drawn) {
             // its range, as the key of a thumbnail: dark is 0, yellow this number
             const std::string range = "0 .. " + fmt(cm.vmax);
