@@ -67,6 +67,17 @@ void select_tab(ImGuiTabBar* bar, ImGuiID id) {
     bar->ScrollingTarget = bar->ScrollingAnim = best >= 0 ? best : floor_max;
 }
 
+// What every frame ends with, in either mode: the window's title (what is loaded) and the windows drawn.
+void end_frame(AppContext& app) {
+    std::string title = window_title(app.s);
+    if (title != app.title && app.win) {
+        glfwSetWindowTitle(app.win, title.c_str());
+        app.title = title;
+    }
+    app.probe.strings["title"] = title;
+    RecordWindows(app.probe);
+}
+
 }  // namespace
 
 std::string window_title(const Session& s) {
@@ -94,13 +105,7 @@ void draw_frame(AppContext& app, float W, float H) {
         // Learn mode: the picture, its narration and controls instead of the workbench (learn.h)
         DrawLearn(v, app.learn, W, H);
         DrawHeadsPrompt(v);
-        std::string title = window_title(app.s);
-        if (title != app.title && app.win) {
-            glfwSetWindowTitle(app.win, title.c_str());
-            app.title = title;
-        }
-        app.probe.strings["title"] = title;
-        RecordWindows(app.probe);
+        end_frame(app);
         return;
     }
     HandleKeys(v);
@@ -200,13 +205,7 @@ void draw_frame(AppContext& app, float W, float H) {
     DrawPatchPanel(v, app.iv);
     DrawErrorPanel(v);
     DrawHeadsPrompt(v);  // a checkpoint without a head count: ask, never guess
-    std::string title = window_title(app.s);
-    if (title != app.title && app.win) {
-        glfwSetWindowTitle(app.win, title.c_str());
-        app.title = title;
-    }
-    app.probe.strings["title"] = title;
-    RecordWindows(app.probe);
+    end_frame(app);
 }
 
 }  // namespace vit::app

@@ -61,8 +61,8 @@ const std::vector<StepDef>& step_defs() {
     static const std::vector<StepDef> defs = {
         {"model", "The whole model", [](const StageTable&, const Config&) { return true; }},
         {"pixels", "Pixels are numbers", [](const StageTable& t, const Config&) { return has_k(t, K::Input); }},
-        {"patches", "Pixels become patches", [](const StageTable& t, const Config&) { return has_k(t, K::Patches); }},
-        {"embed", "A patch becomes an embedding", [](const StageTable& t, const Config&) { return has_k(t, K::PatchEmbed) && has_k(t, K::Patches); }},
+        {"patchify", "Pixels become patches", [](const StageTable& t, const Config&) { return has_k(t, K::Patches); }},
+        {"project", "A patch becomes an embedding", [](const StageTable& t, const Config&) { return has_k(t, K::PatchEmbed) && has_k(t, K::Patches); }},
         {"cls", "The cls token is put first",
          [](const StageTable& t, const Config& c) { return (c.cls_token || c.dist_token) && has_k(t, K::Tokens) && has_k(t, K::PatchEmbed); }},
         {"pos", "Positions are added", [](const StageTable& t, const Config&) { return has_k(t, K::PosEmbed) && has_k(t, K::Embed) && has_k(t, K::Tokens); }},
@@ -81,9 +81,9 @@ const std::vector<StepDef>& step_defs() {
         {"depth", "The same block, again and again", [](const StageTable& t, const Config& c) { return c.depth > 1 && has_k(t, K::ResidPost, 0); }},
         {"pool", "One row is read", [](const StageTable& t, const Config&) { return has_k(t, K::Pooled); }},
         {"head_pool", "A probe attends over the tokens", [](const StageTable& t, const Config&) { return has_k(t, K::HeadAttnPattern); }},
-        {"logits", "Logits", [](const StageTable& t, const Config&) { return has_k(t, K::Logits); }},
-        {"probs", "Probabilities", [](const StageTable& t, const Config&) { return has_k(t, K::Probs); }},
-        {"embedding", "The embedding", [](const StageTable& t, const Config&) { return has_k(t, K::Embedding) && !has_k(t, K::Logits); }},
+        {"classify", "Logits", [](const StageTable& t, const Config&) { return has_k(t, K::Logits); }},
+        {"probabilities", "Probabilities", [](const StageTable& t, const Config&) { return has_k(t, K::Probs); }},
+        {"output", "The embedding", [](const StageTable& t, const Config&) { return has_k(t, K::Embedding) && !has_k(t, K::Logits); }},
     };
     return defs;
 }
@@ -526,7 +526,7 @@ void step_patches(Ctx& x) {
             x.dl->AddImage(x.lv.input.id(), x.S(cx, cy), x.S(cx + cw, cy + chh), ImVec2(float(gx) / gw, float(gy) / gh),
                            ImVec2(float(gx + 1) / gw, float(gy + 1) / gh));
     }
-    grid(x, "patches", pa->data(), N, CPP, WRect{mx, my, mw, mh}, signed_cm(pa->data(), pa->size()), CellRef{StageId{K::Patches}, 0, 0, 0},
+    grid(x, "patch matrix", pa->data(), N, CPP, WRect{mx, my, mw, mh}, signed_cm(pa->data(), pa->size()), CellRef{StageId{K::Patches}, 0, 0, 0},
          span(x.p, 0.6f, 0.95f));
     x.torch = StageId{K::Patches};
     x.narration = "The image is cut into " + itos(gh) + " x " + itos(gw) + " = " + itos(N) + " patches of " + itos(x.c.patch) + " x " +
@@ -557,7 +557,7 @@ void step_embed(Ctx& x) {
     }
     // the embedding fills, one filter's dot product after the other
     const float ox = mx + mw + W * 0.08f, ow = std::max(W * 0.06f, 12.f);
-    label(x, ox + ow / 2, top - lh * 1.1f, "embedding", IM_COL32(230, 230, 230, 255), 0.5f);
+    label(x, ox + ow / 2, top - lh * 1.1f, "its embedding", IM_COL32(230, 230, 230, 255), 0.5f);
     std::vector<float> shown(erow, erow + D);
     const Colormap ecm = signed_cm(erow, size_t(D));
     grid(x, "patch embedding (the row filling)", shown.data(), D, 1, WRect{ox, top, ow, mh}, ecm, CellRef{StageId{K::PatchEmbed}, 0, p, 0}, 1);
@@ -593,7 +593,7 @@ void step_cls(Ctx& x) {
     const Colormap cm = signed_cm(tk->data(), tk->size());
     label(x, gx, 0, "tokens: " + itos(T0) + " rows of " + itos(D));
     // the patch rows slide down by the prefix; the prefix rows appear
-    grid(x, "tokens", pe->data(), N, D, WRect{gx, gy + rh * pre * q, gw, rh * N}, cm, CellRef{StageId{K::PatchEmbed}, 0, 0, 0});
+    grid(x, "token rows", pe->data(), N, D, WRect{gx, gy + rh * pre * q, gw, rh * N}, cm, CellRef{StageId{K::PatchEmbed}, 0, 0, 0});
     grid(x, "prefix rows", tk->data(), pre, D, WRect{gx, gy, gw, rh * pre}, cm, CellRef{StageId{K::Tokens}, 0, 0, 0}, span(x.p, 0.5f, 0.9f), false);
     // the new rows named: each beside its row when the rows are a line tall, else together
     const float lh0 = ImGui::GetTextLineHeight();
@@ -623,7 +623,7 @@ void step_pos(Ctx& x) {
     const float gw = W * 0.27f, gap = W * 0.09f, gy = lh * 1.5f, gh = std::min(H - gy - lh, gw * 2.5f);
     const float x0 = W * 0.02f;
     const Colormap cm = signed_cm(em->data(), em->size());
-    label(x, x0, 0, "tokens");
+    label(x, x0, 0, "the tokens");
     label(x, x0 + gw + gap, 0, "position embeddings");
     label(x, x0 + 2 * (gw + gap), 0, "sum");
     grid(x, "tokens, positions and their sum", tk->data(), T0, D, WRect{x0, gy, gw, gh}, cm, CellRef{StageId{K::Tokens}, 0, 0, 0});
@@ -984,7 +984,7 @@ void step_mlp(Ctx& x) {
     grid(x, "MLP output", o, 1, D, WRect{r.x, oy, r.w, lh * 2}, signed_cm(o, size_t(D)), CellRef{StageId{K::MlpOut, 0}, 0, tok, 0}, span(x.p, 0.75f, 0.95f));
     int neg = 0;
     for (int i = 0; i < Mi; ++i) neg += a[i] < 0;
-    record_values(x, "mlp.post", b, size_t(M));
+    record_values(x, "mlp.hidden", b, size_t(M));
     x.torch = StageId{K::MlpPost, 0};
     x.narration = "The MLP works on each token alone: fc1 widens its " + itos(D) + " numbers to " + itos(Mi) + ", " +
                   (same ? std::string(act_label(x.c.act)) + " keeps the positive ones and squashes the negative ones towards 0 (" + itos(neg) +
@@ -1045,7 +1045,7 @@ void step_pool(Ctx& x) {
         else outline(x, WRect{gx, gy + gh * x.rd.prefix / T, gw, gh * (T - x.rd.prefix) / T}, IM_COL32(255, 230, 0, 255));
         const float q = span(x.p, 0.3f, 0.8f);
         const float py = gy + (gh + lh * 1.5f - gy) * q;
-        grid(x, "pooled", pooled->data(), 1, D, WRect{gx, py, gw, lh * 1.6f}, signed_cm(pooled->data(), size_t(D)), CellRef{StageId{K::Pooled}, 0, 0, 0}, std::max(q, 0.3f));
+        grid(x, "the pooled row", pooled->data(), 1, D, WRect{gx, py, gw, lh * 1.6f}, signed_cm(pooled->data(), size_t(D)), CellRef{StageId{K::Pooled}, 0, 0, 0}, std::max(q, 0.3f));
     }
     record_values(x, "pool.pooled", pooled->data(), size_t(D));
     x.torch = StageId{K::Pooled};
@@ -1102,7 +1102,7 @@ void step_logits(Ctx& x, bool probs) {
     const int best_at = int(std::find(idx.begin(), idx.end(), best) - idx.begin());  // the largest, framed
     bars(x, probs && q >= 0.5f ? "probabilities (0 to the largest)" : "logits (blue < 0 < red)", shown.data(), show, r, lo, hi, cm, best_at,
          [&](int i) { return names[size_t(idx[size_t(i)])]; }, false);
-    label(x, r.x, 0, std::string(probs && q >= 0.5f ? "probabilities" : "logits") + (Kc > show ? " (the " + itos(show) + " largest of " + itos(Kc) + ")" : ""));
+    label(x, r.x, 0, std::string(probs && q >= 0.5f ? "the probabilities" : "the logits") + (Kc > show ? " (the " + itos(show) + " largest of " + itos(Kc) + ")" : ""));
     // the class names under the bars when they fit, else listed
     // under the bars when every name fits two bars' width, else the five largest listed in full
     const float bw = r.w / show * x.zoom;
@@ -1117,7 +1117,7 @@ void step_logits(Ctx& x, bool probs) {
             label(x, r.x + (i + 0.5f) * r.w / show, r.y + r.h + lh * (0.3f + (i % 2)), names[size_t(idx[size_t(i)])],
                   IM_COL32(220, 220, 220, 255), 0.5f);
         }
-    record_values(x, probs ? "probs" : "logits", probs ? pr->data() : l, size_t(Kc));
+    record_values(x, probs ? "probabilities" : "class_logits", probs ? pr->data() : l, size_t(Kc));
     x.torch = StageId{probs ? K::Probs : K::Logits};
     if (!probs) {
         x.narration = "The head is one linear map: " + itos(Kc) + " rows of weights, one per class, each dotted with the pooled row, plus a bias. "
@@ -1139,7 +1139,7 @@ void step_embedding(Ctx& x) {
     const float m = std::max(std::fabs(lo), std::fabs(hi));
     bars(x, "embedding (blue < 0 < red)", e->data(), E, WRect{W * 0.1f, lh * 2.5f, W * 0.86f, H * 0.6f}, lo, hi, quantity_colormap(Quantity::Signed, -m, m));
     label(x, W * 0.1f, 0, "the embedding: " + itos(E) + " numbers");
-    record_values(x, "embedding", e->data(), size_t(E));
+    record_values(x, "output", e->data(), size_t(E));
     x.torch = StageId{K::Embedding};
     x.narration = "This model has no classifier: its answer is an embedding of " + itos(E) + " numbers (|e| = " + num(norm2(e->data(), size_t(E))) +
                   "), compared with other images' or texts' embeddings by cosine similarity.";
@@ -1148,8 +1148,8 @@ void step_embedding(Ctx& x) {
 void draw_step(Ctx& x, const std::string& id) {
     if (id == "model") step_model(x);
     else if (id == "pixels") step_pixels(x);
-    else if (id == "patches") step_patches(x);
-    else if (id == "embed") step_embed(x);
+    else if (id == "patchify") step_patches(x);
+    else if (id == "project") step_embed(x);
     else if (id == "cls") step_cls(x);
     else if (id == "pos") step_pos(x);
     else if (id == "registers") step_registers(x);
@@ -1173,9 +1173,9 @@ void draw_step(Ctx& x, const std::string& id) {
     } else if (id == "depth") step_depth(x);
     else if (id == "pool") step_pool(x);
     else if (id == "head_pool") step_head_pool(x);
-    else if (id == "logits") step_logits(x, false);
-    else if (id == "probs") step_logits(x, true);
-    else if (id == "embedding") step_embedding(x);
+    else if (id == "classify") step_logits(x, false);
+    else if (id == "probabilities") step_logits(x, true);
+    else if (id == "output") step_embedding(x);
 }
 
 // The patch followed by the embedding step: the one selected, else where the last block's cls attention
@@ -1389,8 +1389,8 @@ std::vector<Lesson> parse_lessons(const std::string& text, const std::string& pa
         else if (k == "step") {
             bool known = false;
             for (const StepDef& d : step_defs()) known = known || v == d.id;
-            if (!known) bad(n, "no Learn step '" + v + "' (the steps: model, pixels, patches, embed, cls, pos, registers, ln_pre, ln, qkv, scores, "
-                               "softmax, weighted, heads, layer_scale, residual1, mlp, residual2, depth, pool, head_pool, logits, probs, embedding)");
+            if (!known) bad(n, "no Learn step '" + v + "' (the steps: model, pixels, patchify, project, cls, pos, registers, ln_pre, ln, qkv, scores, "
+                               "softmax, weighted, heads, layer_scale, residual1, mlp, residual2, depth, pool, head_pool, classify, probabilities, output)");
             L.step = v;
         } else if (k == "answer") {
             std::istringstream w(v);

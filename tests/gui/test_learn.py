@@ -78,7 +78,7 @@ def main():
         expect(model != "dinov2-s14-reg" or "registers" in ids, f"{tag}: a model with registers has their step")
         expect(model != "scenes" or "registers" not in ids, f"{tag}: a model without registers has none")
         got = {}
-        for sid in ("embed", "ln", "qkv", "scores", "softmax", "weighted", "heads", "residual1", "mlp", "residual2", "pool", "logits", "probs"):
+        for sid in ("project", "ln", "qkv", "scores", "softmax", "weighted", "heads", "residual1", "mlp", "residual2", "pool", "classify", "probabilities"):
             if sid not in ids:
                 continue
             img, lay = run_app(a.app, a.workdir, f"{tag}_{sid}", "--model", model, "--image", image, *extra,
@@ -91,10 +91,10 @@ def main():
                 crop = img[int(r[1]):int(r[1] + r[3]), int(r[0]):int(r[0] + r[2])]
                 expect(crop.reshape(-1, 3).std(axis=0).max() > 10, f"{tag} {sid}: the picture is not one flat colour")
         tok = int(got["ln"]["numbers"].get("learn.token", 0)) if "ln" in got else 0
-        if "embed" in got:
-            p = int(got["embed"]["numbers"]["learn.patch"])
-            close(values(got["embed"], "embed.patch"), t["patches"][p], f"{tag} embed: patch {p}'s row")
-            close(values(got["embed"], "embed.row"), t["patch_embed"][p], f"{tag} embed: its embedding")
+        if "project" in got:
+            p = int(got["project"]["numbers"]["learn.patch"])
+            close(values(got["project"], "embed.patch"), t["patches"][p], f"{tag} embed: patch {p}'s row")
+            close(values(got["project"], "embed.row"), t["patch_embed"][p], f"{tag} embed: its embedding")
         if "ln" in got:
             L = got["ln"]
             x = values(L, "ln.in")
@@ -125,13 +125,13 @@ def main():
         if "residual2" in got:
             close(values(got["residual2"], "residual.blocks.0.resid_post"), t["blocks.0.resid_post"][tok], f"{tag} residual: the stream")
         if "mlp" in got:
-            close(values(got["mlp"], "mlp.post"), t["blocks.0.mlp.post"][tok], f"{tag} mlp: after the nonlinearity")
+            close(values(got["mlp"], "mlp.hidden"), t["blocks.0.mlp.post"][tok], f"{tag} mlp: after the nonlinearity")
         if "pool" in got:
             close(values(got["pool"], "pool.pooled"), t["pooled"], f"{tag} pool: the pooled row")
-        if "logits" in got:
-            close(values(got["logits"], "logits"), t["logits"], f"{tag} logits")
-        if "probs" in got:
-            close(values(got["probs"], "probs"), t["probs"], f"{tag} probabilities")
+        if "classify" in got:
+            close(values(got["classify"], "class_logits"), t["logits"], f"{tag} logits")
+        if "probabilities" in got:
+            close(values(got["probabilities"], "probabilities"), t["probs"], f"{tag} probabilities")
 
     # Grids that share a key but not their values show different pixels (each head's z row before they join,
     # each block's row of the stream): the screenshot's pixels inside each grid's rectangle
@@ -169,7 +169,7 @@ def main():
     norms = [np.linalg.norm(t[f"blocks.{l}.resid_post"][tok]) for l in range(L)]
     facts = {
         "Where will the cls token look?": ("pixels", f_cls_peak()),
-        "What does a patch row hold?": ("patches", "yes"),
+        "What does a patch row hold?": ("patchify", "yes"),
         "Are positions a big part of a token?": ("pos", "larger" if np.abs(t["pos_embed"]).mean() > np.abs(t["tokens"][1:]).mean() else "smaller"),
         "Normalised: mean zero?": ("ln", "yes"),
         "Which key wins?": ("scores", str(int(t["blocks.0.attn.scores"][0, tok].argmax()))),
@@ -178,7 +178,7 @@ def main():
         "How much does attention change?": ("residual1", yes(np.linalg.norm(ao) / np.linalg.norm(st) < 0.5)),
         "Can GELU give a negative number?": ("mlp", yes(t["blocks.0.mlp.post"][tok].min() < 0)),
         "Does the stream grow with depth?": ("depth", "grows" if norms[-1] > norms[0] else "shrinks"),
-        "What is it?": ("probs", names[int(t["probs"].argmax())]),
+        "What is it?": ("probabilities", names[int(t["probs"].argmax())]),
     }
     seen = set()
     for title, (sid, truth) in facts.items():
