@@ -19,6 +19,8 @@
 #include <optional>
 
 #include "core/model/stages.h"
+#include "core/teach/analysis.h"
+#include "core/teach/scenes_eval.h"
 #include "jobs.h"
 #include "paths.h"
 #include "tabs/tab.h"
@@ -333,23 +335,10 @@ double norm2(const float* d, size_t n) {
 }
 void record_values(Ctx& x, const std::string& what, const float* d, size_t n) { x.v.probe.strings["learn.values." + what] = csv(d, n); }
 
-// A token's name in this run's sequence: "cls", "reg0", "dist", "patch 12".
+// A token's name in this run's sequence, the core's (token_label): "cls", "reg0", "dist", "patch 12 (row 1,
+// col 4)"; `kind` says whether the stage's tokens are in the order before the registers are inserted.
 std::string token_name(const Ctx& x, int tok, K kind = K::ResidPost) {
-    const int pre = kind == K::Tokens || kind == K::Embed || kind == K::PosEmbed || kind == K::PatchEmbed ? x.rd.T0 - x.rd.N : x.rd.prefix;
-    if (kind == K::PatchEmbed) return "patch " + itos(tok);
-    if (tok < pre) {
-        int i = tok;
-        if (x.c.cls_token) {
-            if (i == 0) return "cls";
-            --i;
-        }
-        if (kind != K::Tokens && kind != K::Embed && kind != K::PosEmbed && i < x.c.registers) return "reg" + itos(i);
-        if (kind != K::Tokens && kind != K::Embed && kind != K::PosEmbed) i -= x.c.registers;
-        return x.c.dist_token && i == 0 ? "dist" : "token " + itos(tok);
-    }
-    const int k = tok - pre;
-    const int patch = k < x.rd.kept_n() ? x.rd.kept[size_t(k)] : k;
-    return "patch " + itos(patch);
+    return token_label(x.t.table(), tok, true, before_registers(kind));
 }
 
 // Row `row` of a (rows, cols) stage, or of slice `slice` of a (slices, rows, cols) one.
@@ -792,7 +781,7 @@ void step_scores(Ctx& x) {
     x.narration = "How much does " + token_name(x, tok) + " look at each token? Its query is compared with every key: the dot product q.k, " +
                   (bug ? "NOT scaled (BUG switched on: the scale comes after the softmax)"
                        : "times 1/sqrt(" + itos(d) + ") = " + num(scale, 4) + " so that the scores do not grow with the head size") +
-                  ". Now key " + itos(j) + " (" + token_name(x, j) + "): q.k = " + num(dot, 3) + ", score " + num(srow[j], 3) + "." +
+                  ". Now key " + itos(j) + ", " + token_name(x, j) + ": q.k = " + num(dot, 3) + ", score " + num(srow[j], 3) + "." +
                   (x.p >= 0.999f ? " The largest score goes to " + token_name(x, best) + ": " + num(srow[best], 2) + " (the smallest " + num(lo, 2) + ")."
                                  : "");
     (void)hi;
@@ -818,7 +807,7 @@ void step_softmax(Ctx& x) {
     const int best = argmax(a, T);
     const Colormap cm = q < 0.5f ? quantity_colormap(Quantity::Signed, slo, shi) : quantity_colormap(Quantity::Probability, 0, ahi);
     bars(x, q < 0.5f ? "scores (blue < 0 < red)" : "attention weights (0 to the largest)", shown.data(), T, r, lo, hi, cm, best,
-         [&](int i) { return token_name(x, i); });
+         [&](int i) { return token_label(x.t.table(), i); });  // under a bar: the short name ("p12")
     if (q >= 0.99f) {
         auto Y = [&](float v) { return r.y + r.h * (hi - v) / std::max(1e-9f, hi - std::min(0.f, lo)); };
         const float u = 1.f / T;
@@ -1186,14 +1175,12 @@ int followed_patch(const ViewCtx& v, const Trace& t, const Config& c, std::strin
         why = " is the one you selected";
         return v.ui.patch;
     }
-    const Array* pat = c.depth > 0 && c.cls_token ? t.find(StageId{K::AttnPattern, c.depth - 1}) : nullptr;
-    if (pat && !rd.dropped()) {
-        const int H = int(extent(*pat, 0)), T = int(extent(*pat, 1));
-        std::vector<double> m(size_t(rd.N), 0);
-        for (int h = 0; h < H; ++h)
-            for (int n = 0; n < rd.N && rd.prefix + n < T; ++n) m[size_t(n)] += (*pat)(size_t(h), 0, size_t(rd.prefix + n));
-        why = " is where the last block's cls attention peaks";
-        return int(std::max_element(m.begin(), m.end()) - m.begin());
+    if (c.depth > 0 && c.cls_token && !rd.dropped()) {
+        const int best = peak_patch(cls_attention(t, c.depth - 1, -1));
+        if (best >= 0) {
+            why = " is where the last block's cls attention peaks";
+            return best;
+        }
     }
     why = " is the middle one";
     return rd.N / 2;
@@ -1219,16 +1206,12 @@ LessonTruth lesson_truth(const Ctx& x, const Lesson& L) {
     const int tok = x.tok, h = x.head;
     const std::string f = L.fact;
     if (f == "cls-peak") {
-        const Array* pat = x.c.depth > 0 && x.c.cls_token ? x.get(K::AttnPattern, x.c.depth - 1) : nullptr;
-        if (!pat || x.rd.dropped()) return t;
-        const int H = int(extent(*pat, 0));
-        std::vector<double> m(size_t(x.rd.N), 0);
-        for (int hh = 0; hh < H; ++hh)
-            for (int n = 0; n < x.rd.N; ++n) m[size_t(n)] += (*pat)(size_t(hh), 0, size_t(x.rd.prefix + n)) / H;
-        const int best = int(std::max_element(m.begin(), m.end()) - m.begin());
+        if (x.c.depth <= 0 || !x.c.cls_token || x.rd.dropped()) return t;
+        const std::vector<float> m = cls_attention(x.t, x.c.depth - 1, -1);  // mean over heads, one value per patch
+        const int best = peak_patch(m);
+        if (best < 0) return t;
         t.answer = itos(best);
-        t.detail = pct(m[size_t(best)]) + " of it (spread evenly, each patch would get " + pct(1.0 / x.rd.T) + "); patch " + itos(best) +
-                   " is row " + itos(best / x.rd.gw) + ", column " + itos(best % x.rd.gw) + " of the " + itos(x.rd.gh) + " x " + itos(x.rd.gw) + " grid";
+        t.detail = pct(m[size_t(best)]) + " of it (spread evenly, each patch would get " + pct(1.0 / x.rd.T) + ")";
     } else if (f == "score-peak") {
         const float* s = token_row(x, K::AttnScores, 0, tok, h);
         const Array* sc = x.get(K::AttnScores, 0);
@@ -1673,7 +1656,7 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
             LessonTruth tr = lesson_truth(x, lv.lessons[size_t(i)]);
             const Lesson& L = lv.lessons[size_t(i)];
             auto show = [&](const std::string& a) {
-                if (L.kind == "click-patch" && !a.empty()) return "patch " + a;
+                if (L.kind == "click-patch" && !a.empty()) return token_name(x, rd.prefix + std::atoi(a.c_str()));
                 if (L.kind == "click-key" && !a.empty()) return token_name(x, std::atoi(a.c_str()));
                 return a;
             };

@@ -189,11 +189,13 @@ def main():
             continue
         seen.add(title)
         shown = S["learn.lesson.truth"]
+        def long_name(n):  # the core's token_label, long form, on the 8x8 grid
+            return f"patch {n} (row {n // 8}, col {n % 8})"
         want = truth
         if sid == "pixels":
-            want = "patch " + truth
+            want = long_name(int(truth))
         elif sid == "scores":
-            want = "patch " + str(int(truth) - pre) if int(truth) >= pre else "cls"
+            want = long_name(int(truth) - pre) if int(truth) >= pre else "cls"
         expect(shown == want and S["learn.lesson.verdict"] == "Right.",
                f"lesson '{title}': the trace says {shown!r}, numpy {want!r}; answered so, '{S['learn.lesson.verdict']}'")
         wrong = {"yes": "no", "no": "yes", "larger": "smaller", "smaller": "larger", "grows": "shrinks", "shrinks": "grows"}.get(truth)
