@@ -102,6 +102,7 @@ TEST(Settings, RoundTripCreatesDirectoryAndLeavesNoTemporaries) {
         s.data().view.fusion = 1;
         s.data().view.discard = 0.9f;
         s.data().view.scale_mode = 2;
+        s.data().view.learn = false;  // the workbench (a first launch's default is Learn mode)
         ASSERT_TRUE(s.save()) << s.error();
     }
     int n = 0;
@@ -120,6 +121,7 @@ TEST(Settings, RoundTripCreatesDirectoryAndLeavesNoTemporaries) {
     EXPECT_EQ(r.data().view.fusion, 1);
     EXPECT_FLOAT_EQ(r.data().view.discard, 0.9f);
     EXPECT_EQ(r.data().view.scale_mode, 2);
+    EXPECT_FALSE(r.data().view.learn);
     EXPECT_NE(slurp(f).find("\"pooling\": \"mean\""), std::string::npos) << slurp(f);
     EXPECT_NE(slurp(f).find("\"overlay\": \"rollout\""), std::string::npos);
 }
@@ -206,13 +208,13 @@ TEST(Settings, BadFieldsNamedAndDefaultedOthersKept) {
     fs::path f = t.p / "settings.json";
     const std::string text = R"({"recent_models": ["vit-s16", 7, "x"], "recent_images": "nope",
         "options": {"affine": "yes", "unbiased": true, "pooling": "max"},
-        "view": {"overlay": "grad", "opacity": 1.5, "discard": 1.0, "scale": "slice"}})";
+        "view": {"overlay": "grad", "opacity": 1.5, "discard": 1.0, "scale": "slice", "learn": 0}})";
     spit(f, text);
     Settings s(f.string());
     s.load();
     const std::string& e = s.error();
     for (const char* field : {"recent_models[1]", "recent_images is not a list", "options.affine", "options.pooling",
-                              "view.opacity", "view.discard"})
+                              "view.opacity", "view.discard", "view.learn"})
         EXPECT_NE(e.find(field), std::string::npos) << field << " not named in: " << e;
     EXPECT_EQ(s.data().recent_models, (std::vector<std::string>{"vit-s16", "x"}));
     EXPECT_TRUE(s.data().recent_images.empty());
@@ -223,6 +225,7 @@ TEST(Settings, BadFieldsNamedAndDefaultedOthersKept) {
     EXPECT_FLOAT_EQ(s.data().view.opacity, 0.65f);
     EXPECT_FLOAT_EQ(s.data().view.discard, 0.f);
     EXPECT_EQ(s.data().view.scale_mode, 1);
+    EXPECT_TRUE(s.data().view.learn);  // default: Learn mode
     EXPECT_FALSE(s.writable());
     s.add_recent_model("vit-b16");
     s.save();
