@@ -115,6 +115,14 @@ void progress(const StepInfo& i, int& last_decile) {
 // terminal escaped: a class name holding ESC [ 2 J must not clear the screen.
 std::string safe(const std::string& t) { return terminal_safe(t); }
 
+// The model line of every command that runs one, and where its head count came from (as `info` says it): a
+// file with no head count of its own runs with a count taken from elsewhere (a .pth of ViT-Ti's shapes runs
+// with the published 3 heads), which its output must not leave unsaid.
+void print_model(const LoadedModel& lm) {
+    std::printf("model: %s [%s]\n", safe(lm.weights.cfg.describe()).c_str(), safe(lm.source).c_str());
+    std::printf("heads: %d (from %s)\n", lm.weights.cfg.heads, lm.heads_from.empty() ? "?" : safe(lm.heads_from).c_str());
+}
+
 // IDX images of another size than the model's are resized (and centre-cropped) by its
 // preprocessing, as any image is: said, never done silently.
 void note_dataset_size(const std::string& dir, const Dataset& d, const Config& c) {
@@ -493,7 +501,7 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
                 items.push_back(array_ref("attn_distance_avg", avg));
             }
             write_npz(s.out, items, {{"__options__", options_record(opt, lm)}});
-            std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
+            print_model(lm);
             std::printf("options: %s\n", safe(opt.describe()).c_str());
             for (const SweepResult* r : {s.head_importance ? &hi : nullptr, s.occlusion ? &oc : nullptr}) {
                 if (!r) continue;
@@ -653,7 +661,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : app_(&app),
             }
             if (opt.has_bug()) std::printf("options: %s\n", opt.describe().c_str());
             if (!opt.iv.empty()) std::printf("interventions: %s\n", safe(opt.iv.describe()).c_str());
-            std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
+            print_model(lm);
             if (opt.image_h) std::printf("input: %dx%d\n", opt.image_h, opt.image_w);
             std::printf("wrote %zu stages (%.1f MB%s) to %s\n", rows.size(), bytes / 1e6,
                         streamed ? ", computed block by block as written" : "", safe(s.out).c_str());
@@ -1026,7 +1034,7 @@ void Commands::add_training(CLI::App& app) {
             if (c.classes != 10) throw std::runtime_error("model has " + std::to_string(c.classes) + " classes; Fashion-MNIST has 10");
             note_dataset_size(s.data, test, c);
             EvalResult r = evaluate(lm.weights, test, s.limit);
-            std::printf("model: %s [%s]\n", safe(c.describe()).c_str(), safe(lm.source).c_str());
+            print_model(lm);
             print_eval(r, c);
             return 0;
         };
@@ -1092,7 +1100,7 @@ int Commands::eval_scenes(const LoadedModel& lm, const Dataset& test) {
         return !g_interrupted.load();
     });
     if (tty) std::fprintf(stderr, "\n");
-    std::printf("model: %s [%s]\n", c.describe().c_str(), safe(lm.source).c_str());
+    print_model(lm);
     std::printf("test scenes: %d (set %llu of the Fashion-MNIST test split, vitscope-cli scenes --split test --seed %llu)\n", r.n,
                 (unsigned long long)s.scene_seed, (unsigned long long)s.scene_seed);
     EvalResult e;

@@ -56,6 +56,22 @@ TEST(Checkpoint, SaveLoadRoundTripKeepsConfigAndOutputs) {
     EXPECT_EQ(a.get("logits"), b.get("logits"));
 }
 
+// Issue 39 item 4: a vanilla-looking ViT (family vit, cls token, classifier head, GELU) whose position table
+// resizes by another family's rule (a converted Hugging Face ViT: PosRule::Hf) keeps that rule through
+// vitscope.config; the family fields were written only when another of them differed, so it reloaded with
+// timm's rule. Each field on its own, against the field read back.
+TEST(Checkpoint, ConfigRoundTripsEachFamilyFieldAlone) {
+    const Config base = preset("vit-ti16");
+    for (PosRule r : {PosRule::Dino, PosRule::Dinov2, PosRule::Dinov2Reg, PosRule::Hf, PosRule::HfAntialias, PosRule::OpenClip, PosRule::Mae}) {
+        Config c = base;
+        c.pos_rule = r;
+        EXPECT_EQ(int(config_from_json(config_to_json(c), "m.safetensors").pos_rule), int(r)) << pos_rule_label(r);
+    }
+    Config d = base;
+    d.dist_token = true;
+    EXPECT_TRUE(config_from_json(config_to_json(d), "m.safetensors").dist_token);
+}
+
 // vitscope.config's resize interpolation: the two it knows round-trip; any other spelling is refused
 // by name (it was read as bilinear, silently resizing differently from what the file said).
 TEST(Checkpoint, ConfigInterpIsOneItKnows) {

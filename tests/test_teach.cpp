@@ -141,13 +141,20 @@ TEST(CellMath, ScoresWriteOutEveryTermAndTheScale) {
     ASSERT_EQ(m.terms.size(), d);
     const Array& q = t.get("blocks.1.attn.q");
     const Array& k = t.get("blocks.1.attn.k");
-    double sum = 0;
+    // Against the trace, not against the math's own terms (issue 39 item 4: the test summed m.terms and
+    // compared m.value with that sum, restating the code): each term is q[u] * k[u] of the recorded q and k,
+    // the value is their dot product over sqrt(d) computed here, and it is the recorded score's.
+    double dot = 0;
     for (size_t u = 0; u < d; ++u) {
         EXPECT_EQ(m.terms[u].a, double(q(2, 0, u)));
         EXPECT_EQ(m.terms[u].b, double(k(2, 5, u)));
-        sum += m.terms[u].value;
+        EXPECT_EQ(m.terms[u].value, double(q(2, 0, u)) * double(k(2, 5, u)));
+        dot += double(q(2, 0, u)) * double(k(2, 5, u));
     }
-    EXPECT_NEAR(m.value, sum / std::sqrt(double(d)), 1e-12);
+    EXPECT_NEAR(m.value, dot / std::sqrt(double(d)), 1e-12);
+    const float recorded = t.get("blocks.1.attn.scores")(2, 0, 5);
+    EXPECT_EQ(m.recorded, recorded);
+    EXPECT_NEAR(m.value, double(recorded), 1e-6 * std::max(1.0, std::fabs(double(recorded))));
     // every term on its own line (d <= max_terms), then the sum, the scale, the result
     EXPECT_EQ(m.lines.size(), 2 + d + 3);
     // With fewer lines allowed, the largest terms are shown and the rest summed.

@@ -47,8 +47,10 @@ std::string config_to_json(const Config& c) {
               {"classes", c.classes}, {"eps", c.eps}, {"pooling", kPoolingNames[int(c.pooling)]},
               {"resize", c.pre.resize}, {"squash", c.pre.squash}, {"interp", c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear"},
               {"mean", c.pre.mean}, {"std", c.pre.std}, {"class_names", c.class_names}};
-    if (c.family != ModelFamily::ViT || c.head != Head::Classifier || !c.cls_token || c.registers || c.layer_scale ||
-        c.ln_pre || !c.patch_bias || c.pos_no_cls || c.act != Act::Gelu || c.pos_grid) {
+    // the family fields, whenever one of them is not the vanilla ViT's (each of them: a converted Hugging Face
+    // ViT differs only in its position table's resize rule, and reloaded with timm's when that was left out)
+    if (c.family != ModelFamily::ViT || c.head != Head::Classifier || !c.cls_token || c.dist_token || c.registers || c.layer_scale ||
+        c.ln_pre || !c.patch_bias || c.pos_no_cls || c.act != Act::Gelu || c.pos_grid || c.pos_rule != PosRule::Timm) {
         j["family"] = kFamilyNames[int(c.family)];
         j["cls_token"] = c.cls_token;
         j["dist_token"] = c.dist_token;

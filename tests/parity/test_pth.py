@@ -163,6 +163,16 @@ def heads_from_outside(cli, path, x, ref, H):
     ok(r.returncode == 0 and f"heads: {H} (from " in r.stdout and "config.json num_attention_heads" in r.stdout
        and "class names: tee, ... (from " in r.stdout and "config.json id2label" in r.stdout,
        "info says the heads and the class names came from config.json", r.stdout + r.stderr)
+    # trace and analyze say it too (issue 39 item 4: they printed the count without where it came from)
+    inp = os.path.join(cli.dir, "input.npy")
+    np.save(inp, x[0].numpy().astype(np.float32))
+    for cmd, model, flags, src in (("trace", vit, [], "config.json num_attention_heads"),
+                                   ("analyze", vit, [], "config.json num_attention_heads"),
+                                   ("trace", path("small_tv.pt"), ["--heads", str(H)], "--heads")):
+        out = os.path.join(cli.dir, "said.npz")
+        r = cli.run(cmd, "--model", model, "--input", inp, "--out", out, *flags)
+        ok(r.returncode == 0 and f"heads: {H} (from " in r.stdout and src in r.stdout.split("heads: ", 1)[-1].split("\n", 1)[0],
+           f"{cmd} says where its {H} heads came from ({src})", r.stdout + r.stderr)
     clip = beside("hf_clip", {"model_type": "clip", "text_config": {"hidden_size": 512, "num_attention_heads": 8},
                               "vision_config": {"hidden_size": 64, "num_attention_heads": H}})
     check_model(cli, "CLIP-style config.json (vision_config.num_attention_heads)", clip, x[0], ref)
