@@ -24,7 +24,8 @@ const std::pair<const char*, int> kKeys[] = {
     {"PageUp", GLFW_KEY_PAGE_UP}, {"PageDown", GLFW_KEY_PAGE_DOWN}, {"Home", GLFW_KEY_HOME}, {"End", GLFW_KEY_END},
     {"Escape", GLFW_KEY_ESCAPE}, {"a", GLFW_KEY_A}, {"u", GLFW_KEY_U}, {"h", GLFW_KEY_H}, {"g", GLFW_KEY_G},
     {"q", GLFW_KEY_Q}, {"b", GLFW_KEY_B}, {"r", GLFW_KEY_R}, {"t", GLFW_KEY_T}, {"n", GLFW_KEY_N}, {"p", GLFW_KEY_P},
-    {"0", GLFW_KEY_0}, {"k", GLFW_KEY_K}, {"d", GLFW_KEY_D}, {"x", GLFW_KEY_X}, {"l", GLFW_KEY_L}, {"space", GLFW_KEY_SPACE}};
+    {"0", GLFW_KEY_0}, {"k", GLFW_KEY_K}, {"d", GLFW_KEY_D}, {"x", GLFW_KEY_X}, {"l", GLFW_KEY_L}, {"space", GLFW_KEY_SPACE},
+    {"plus", GLFW_KEY_EQUAL}, {"minus", GLFW_KEY_MINUS}};
 
 int key_code(const std::string& k) {
     for (const auto& [name, code] : kKeys)
@@ -91,7 +92,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
     cli.add_option("--tab", tab, "the tab shown: " + tab_help())->check(CLI::Range(0, tab_count() - 1));
     cli.add_option("--distance-images", a.distance_images, "the Distance tab's average over the first N Fashion-MNIST test images: "
                    "set N and run it at launch (headless: before the screenshot)")->check(CLI::Range(1, 10000));
-    cli.add_option("--tour", a.tour, "start the guided tour at step N (0 = the first)")->check(CLI::Range(0, 1000000));
+    cli.add_option("--tour", a.tour, "Learn mode at lesson N of the tour (0 = the first; predict, then check)")->check(CLI::Range(0, 1000000));
     cli.add_option("--learn", a.learn, "open Learn mode at step N (0 = the first): the forward pass as an animated lesson (key L)")
         ->check(CLI::Range(0, 1000000));
     cli.add_option("--learn-time", a.learn_time, "with --learn: that many seconds into the step's animation, paused (" +
@@ -290,8 +291,8 @@ std::string model_range_error(const AppArgs& a, const Config& c, int tour_steps)
                    " (" + range(int(n)) + ")";
     }
     if (a.tour >= tour_steps)
-        return "--tour " + std::to_string(a.tour) + " is out of range: the guided tour has " + std::to_string(tour_steps) +
-               " steps (" + range(tour_steps) + ")";
+        return "--tour " + std::to_string(a.tour) + " is out of range: the tour has " + std::to_string(tour_steps) +
+               " lessons for " + model + (tour_steps ? " (" + range(tour_steps) + ")" : "");
     return "";
 }
 

@@ -12,7 +12,7 @@ namespace vit::app {
 
 struct AppArgs {
     std::string model = "scenes", image, labels, stage, screenshot, layout_out, shader_dir, keys;
-    int tour = -1;  // --tour N: the guided tour at step N (tabs/tab_map.cpp)
+    int tour = -1;  // --tour N: Learn mode at lesson N of the tour (lessons.h)
     int learn = -1;          // --learn N: Learn mode at step N (learn.h)
     float learn_time = -1;   // --learn-time S: at that moment of the step's animation, paused (-1: playing)
     std::string lessons;     // --lessons FILE: the lessons of one's own (else assets/lessons/scenes.txt)
@@ -72,7 +72,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a);
 // The flags that index into the model (--layer, --head, --patch, --query, --tour) and --image-size,
 // checked against the model loaded at that size: "" when all fit, else the message (bad usage: exit 2,
 // as a bad --stage is refused).
-std::string model_range_error(const AppArgs& a, const Config& c, int tour_steps);
+std::string model_range_error(const AppArgs& a, const Config& c, int tour_lessons);
 // --cell I,J against the slice of `stage` on screen (rows x cols; `what` names it: "blocks.0.attn.scores, head 1").
 std::string cell_range_error(const AppArgs& a, const std::string& what, int rows, int cols);
 

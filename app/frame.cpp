@@ -109,7 +109,6 @@ void draw_frame(AppContext& app, float W, float H) {
         return;
     }
     HandleKeys(v);
-    HandleTourKeys(v);
     const PanelWidths pw = panel_widths(W);
     const float left = pw.left, right = pw.right, bottom = std::max(ImGui::GetFrameHeight() + 12, ImGui::GetStyle().WindowMinSize.y);
     const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |

@@ -506,6 +506,18 @@ private:
             ui.learn = true; ui.learn_step = 3; ui.learn_time = kLearnStepSeconds; ui.learn_playing = false;
             ui.learn_zoom = 400; ui.learn_fx = 0.3f; ui.learn_fy = 0.3f;
         });
+        // playing (the Play button then says Pause)
+        add("learn step 1 playing", [](Session&, UiState& ui) {
+            ui = UiState{};
+            ui.learn = true; ui.learn_step = 1; ui.learn_time = 1; ui.learn_playing = true;
+        });
+        // the tour: each of its lessons, as T and --tour N put it on screen (the lessons read when the sweep
+        // starts: the bundled ones unless --lessons)
+        for (int k = 0; k < 16; ++k)
+            add("tour lesson " + std::to_string(k), [k](Session&, UiState& ui) {
+                ui = UiState{};
+                ui.learn = true; ui.lesson = k; ui.lesson_go = true;
+            });
         add("learn off", [](Session&, UiState& ui) { ui = UiState{}; });
     }
 
@@ -532,6 +544,15 @@ private:
         const std::string ids = p.string("learn.step_ids");
         if (int(std::count(ids.begin(), ids.end(), ',')) + 1 != int(p.number("learn.steps")))
             fail("Learn mode's step list and its count disagree");
+        // the tour's lesson is on screen: Learn mode is at its step, and the lesson is among the step's
+        if (app.ui.lesson >= 0 && !app.ui.lesson_go && p.numbers.count("tour.step")) {
+            if (p.string("tour.id") != p.string("learn.id"))
+                fail("the tour is at lesson " + std::to_string(int(p.number("tour.step"))) + " (step " + p.string("tour.id") +
+                     ") but Learn mode shows step " + p.string("learn.id"));
+            const std::string titles = "|" + p.string("learn.lesson.titles") + "|";
+            if (titles.find("|" + p.string("tour.title") + "|") == std::string::npos)
+                fail("the tour's lesson '" + p.string("tour.title") + "' is not shown (the step shows: " + p.string("learn.lesson.titles") + ")");
+        }
         if (app.ui.learn_zoom >= 20 && p.number("learn.value_texts") < 1)
             fail("Learn step " + p.string("learn.id") + " zoomed in x" + fmt_short(app.ui.learn_zoom) + " prints no value");
     }
@@ -609,9 +630,6 @@ private:
                     ui.overlay = Overlay(o);
                     ui.query = 5;
                 });
-            // the tour over the views it talks about
-            for (int k = 0; k < 16; ++k)  // every step: each prints its own numbers (a number wrapped inside itself)
-                add("tour step " + std::to_string(k), [k](Session&, UiState& ui) { ui = UiState{}; ui.tour_step = k; });
             // the Changes tab with an option off (and back)
             add("changes, affine off", [](Session& s, UiState& ui) {
                 ui = UiState{};
@@ -663,9 +681,10 @@ private:
                 fail(std::string("the overlay '") + overlay_name(ui.overlay) + "' does not have one value per patch");
             if (p.number("image.gh") * p.number("image.gw") != N) fail("the image panel's patch grid is not the run's");
         }
-        check_tour(app);
+        check_strip_and_status(app);
         check_learn(app);
         check_citations(app);
+        check_cut_texts();
         check_flat_keys(app);
         if (!s.trace() || p.string("status").find(s.trace()->has_grads() ? "forward+backward" : "forward only") == std::string::npos)
             fail("status bar does not say what was computed: " + p.string("status"));
@@ -684,6 +703,16 @@ private:
                     return;
                 }
             }
+        }
+    }
+
+    // No text is cut by its widget (a combo's preview "6/15 Does the model need gamma a", a button's label):
+    // ImGui clips a text that does not fit without saying so (text_capture.h's captured_cut_texts).
+    void check_cut_texts() {
+        for (const CutText& c : captured_cut_texts()) {
+            fail("the text '" + c.text.substr(0, 60) + "' is cut: " + std::to_string(int(c.width)) + " px wide in " +
+                 std::to_string(int(c.room)) + " px");
+            return;
         }
     }
 
@@ -722,26 +751,11 @@ private:
                  "% apart) and a note calls it flat: " + p.string("overlay.flat"));
     }
 
-    // The tour (a panel over any tab): its stage is the one shown and its text the table's; the map
-    // strips leave no box out; the status bar's GEMM field is whole.
-    void check_tour(AppContext& app) {
-        const UiState& ui = app.ui;
+    // The map strips leave no box out; the status bar's GEMM field is whole.
+    void check_strip_and_status(AppContext& app) {
         const Session& s = app.s;
         const Probe& p = app.probe;
         if (!s.trace()) return;
-        if (ui.tour_step >= 0 && ui.tour_applied == ui.tour_step) {
-            // the step's stage is the one shown (or the panel says the learner is off its path), it
-            // says what to notice and what to do, and it sits beside the views, never over them
-            const auto e = shown_stage(s, ui);
-            const std::string want = p.string("tour.stage");
-            if (!want.empty() && ui.tab == Tab::Stage && (!e || (want != e->info->name && p.string("tour.off") != e->info->name)))
-                fail("the tour is at " + want + " but the app shows " + (e ? e->info->name : "nothing"));
-            if (p.string("tour.notice").empty() || p.string("tour.task").empty())
-                fail("the tour's step " + p.string("tour.id") + " says nothing to notice or nothing to do");
-            auto tr = p.rects.find("tour"), ce = p.rects.find("center");
-            if (tr != p.rects.end() && ce != p.rects.end() && overlaps(tr->second, ce->second))
-                fail("the tour's panel covers the centre views");
-        }
         for (const char* g : {"strip.dropped"})
             if (p.number(g) > 0) fail(std::string(g) + ": the map strip left out " + std::to_string(int(p.number(g))) + " boxes");
         const float W = ImGui::GetIO().DisplaySize.x;
@@ -829,11 +843,6 @@ private:
             }
         // each tab's own states (its sweep hook), in the table's order
         for (const TabSpec& t : tab_table()) app.tabs[t.tab].sweep_states(plan);
-        // the guided tour: steps and out of range, on the Stage and Map tabs
-        for (int k : {0, 5, 12, 1000})
-            plan.add("tour step " + std::to_string(k), [k](Session&, UiState& ui) { ui.tab = Tab::Stage; ui.tour_step = k; });
-        plan.add("tour step 3 on the map tab", [](Session&, UiState& ui) { ui.tab = Tab::Map; ui.tour_step = 3; });
-        plan.add("tour left", [](Session&, UiState& ui) { ui.tour_step = -1; ui.tab = Tab::Stage; });
         plan.add("overlay query reset", [](Session&, UiState& ui) { ui.query = 0; ui.overlay = Overlay::Cls; });
         struct Toggle { const char* name; bool affine, unbiased; std::optional<Pooling> pool; bool squash; bool bug_scale = false, bug_reshape = false; };
         const Toggle toggles[] = {{"affine off", false, false, std::nullopt, false},
@@ -864,8 +873,11 @@ private:
                 s.set_squash(tg.squash ? std::optional<bool>(true) : std::nullopt);
                 ui.tab = Tab::Changes;
             });
-            plan.add(std::string("[") + tg.name + "] map and tour step 7", [](Session&, UiState& ui) { ui.tab = Tab::Map; ui.tour_step = 7; });
-            plan.add(std::string("[") + tg.name + "] tour left", [](Session&, UiState& ui) { ui.tour_step = -1; });
+            plan.add(std::string("[") + tg.name + "] map", [](Session&, UiState& ui) { ui.tab = Tab::Map; });
+            plan.add(std::string("[") + tg.name + "] the tour's LayerNorm lesson", [](Session&, UiState& ui) {
+                ui.learn = true; ui.lesson = 3; ui.lesson_go = true;
+            });
+            plan.add(std::string("[") + tg.name + "] workbench", [](Session&, UiState& ui) { ui.learn = false; ui.tab = Tab::Stage; });
             // every 3rd stage of the selection under each toggle (all of them once above)
             for (size_t k = 0; k < sel.size(); k += sel.size() > 24 ? 3 : 1)
                 stage_state(sel[k], (k / 2) % 2 == 1, k % 2 ? Tab::Changes : Tab::Stage, std::string("[") + tg.name + "]");

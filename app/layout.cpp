@@ -15,16 +15,41 @@ Flow::Flow() {
     right_ = left_ + ImGui::GetContentRegionAvail().x;
 }
 
+Flow::Flow(float width) {
+    left_ = ImGui::GetCursorScreenPos().x;
+    right_ = left_ + width;
+}
+
 void Flow::next(float w, bool group_gap) {
     if (!first_ && !row_) {
-        ImGui::SameLine(0, group_gap ? 2.5f * ImGui::GetStyle().ItemSpacing.x : -1.f);
-        if (ImGui::GetCursorScreenPos().x + w > right_ + 0.5f) ImGui::NewLine();
+        // on this row when it fits, else (without moving there first: a SameLine then NewLine would leave the
+        // row's reach past the window's edge, a phantom overflow) on the next
+        const float gap = group_gap ? 2.5f * ImGui::GetStyle().ItemSpacing.x : ImGui::GetStyle().ItemSpacing.x;
+        if (ImGui::GetItemRectMax().x + gap + w <= right_ + 0.5f) ImGui::SameLine(0, gap);
     }
     first_ = false;
     row_ = false;
 }
 
 void Flow::new_row() { row_ = true; }
+
+namespace {
+float combo_chrome() { return ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x + 2; }
+}  // namespace
+
+float Flow::combo_w(const std::string& preview, float min_w, float max_w) {
+    return std::clamp(ImGui::CalcTextSize(preview.c_str()).x + combo_chrome(), min_w, std::max(min_w, max_w));
+}
+
+std::string Flow::combo_preview(const std::string& preview, float w) {
+    const float room = w - combo_chrome();
+    if (ImGui::CalcTextSize(preview.c_str()).x <= room) return preview;
+    for (size_t cut = 1; cut < preview.size(); ++cut) {
+        std::string s = "..." + preview.substr(cut);
+        if (ImGui::CalcTextSize(s.c_str()).x <= room) return s;
+    }
+    return "...";
+}
 
 float Flow::text_w(const char* text) { return ImGui::CalcTextSize(text, nullptr, true).x; }
 

@@ -1115,7 +1115,7 @@ void step_logits(Ctx& x, bool probs) {
     } else {
         const float pb = pr->data()[best];
         x.narration = "Softmax once more turns the logits into probabilities that add up to one. The model says " + names[size_t(best)] + " with " +
-                      pct(pb) + ". Predict: would dropping the object's patches change that? Try it: What it uses, in the workbench (L).";
+                      pct(pb) + ". Which patches that answer comes from, the workbench's What it uses tab measures (L), one patch and one head at a time.";
     }
 }
 
@@ -1193,6 +1193,7 @@ struct LessonTruth {
     std::string answer;  // "" when this trace cannot answer it (a stage it needs is missing)
     std::string detail;
     std::vector<std::string> choices;  // choice-classes: the buttons (sorted: their order gives nothing away)
+    std::string unanswerable;          // why this trace cannot answer it, when it says more than "a stage is missing"
 };
 
 const float* token_row(const Ctx& x, K k, int layer, int tok, int head = -1) {
@@ -1301,6 +1302,15 @@ LessonTruth lesson_truth(const Ctx& x, const Lesson& L) {
         const double n0 = norm2(row_of_stage(*a, tok), size_t(cols_of(*a))), n1 = norm2(row_of_stage(*b, tok), size_t(cols_of(*b)));
         t.answer = n1 > n0 ? "grows" : "shrinks";
         t.detail = "|x| " + num(n0, 2) + " after block 0, " + num(n1, 2) + " after block " + itos(x.c.depth - 1);
+    } else if (is_what_if(f)) {  // a second pass with one thing changed, once per trace
+        auto& [version, r] = x.lv.what_ifs[f];
+        if (version != x.version || (r.answer.empty() && r.detail.empty())) {
+            r = what_if(x.v.s, x.t, f);
+            version = x.version;
+        }
+        t.answer = r.answer;
+        t.detail = r.detail;
+        if (t.answer.empty()) t.unanswerable = r.detail;
     } else if (f == "top-class") {
         const Array* pr = x.get(K::Probs);
         if (!pr) return t;
@@ -1327,104 +1337,11 @@ std::string fill(std::string s, const LessonTruth& t, const std::string& shown_t
 
 }  // namespace
 
-// ---------------------------------------------------------------- lessons: the file
-
-namespace {
-const char* const kFacts[] = {"cls-peak", "score-peak", "patch-is-square", "pos-vs-patches", "ln-normalized-mean-zero", "ln-out-mean-zero",
-                              "softmax-sums-one", "weights-top3-half", "attn-small-change", "gelu-negative", "depth-norm", "top-class"};
-std::string trim(const std::string& s) {
-    const size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
-    return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+std::vector<std::string> learn_step_ids() {
+    std::vector<std::string> v;
+    for (const StepDef& d : step_defs()) v.push_back(d.id);
+    return v;
 }
-}  // namespace
-
-std::vector<Lesson> parse_lessons(const std::string& text, const std::string& path) {
-    std::vector<Lesson> out;
-    std::istringstream in(text);
-    std::string line;
-    int n = 0;
-    auto bad = [&](int at, const std::string& why) { throw std::runtime_error(path + ":" + itos(at) + ": " + why); };
-    auto finish = [&] {
-        if (out.empty()) return;
-        const Lesson& L = out.back();
-        for (auto [k, v] : {std::pair<const char*, const std::string*>{"title", &L.title}, {"step", &L.step}, {"ask", &L.ask},
-                            {"answer", &L.fact}, {"why", &L.why}})
-            if (v->empty()) bad(L.line, std::string("the lesson has no '") + k + "'");
-    };
-    while (std::getline(in, line)) {
-        ++n;
-        const std::string l = trim(line);
-        if (l.empty() || l[0] == '#') continue;
-        if (l == "[lesson]") {
-            finish();
-            out.push_back(Lesson{});
-            out.back().line = n;
-            continue;
-        }
-        const size_t eq = l.find('=');
-        if (eq == std::string::npos) bad(n, "expected '[lesson]' or 'key = value', got '" + l.substr(0, 60) + "'");
-        if (out.empty()) bad(n, "'" + trim(l.substr(0, eq)) + "' before the first [lesson]");
-        const std::string k = trim(l.substr(0, eq)), v = trim(l.substr(eq + 1));
-        Lesson& L = out.back();
-        if (k == "title") L.title = v;
-        else if (k == "ask") L.ask = v;
-        else if (k == "why") L.why = v;
-        else if (k == "step") {
-            bool known = false;
-            for (const StepDef& d : step_defs()) known = known || v == d.id;
-            if (!known) bad(n, "no Learn step '" + v + "' (the steps: model, pixels, patchify, project, cls, pos, registers, ln_pre, ln, qkv, scores, "
-                               "softmax, weighted, heads, layer_scale, residual1, mlp, residual2, depth, pool, head_pool, classify, probabilities, output)");
-            L.step = v;
-        } else if (k == "answer") {
-            std::istringstream w(v);
-            std::string kind, a, b;
-            w >> kind >> a >> b;
-            if (kind == "choice") {
-                if (b.empty()) bad(n, "'choice' takes the buttons (a|b) and a fact: 'choice yes|no ln-out-mean-zero'");
-                for (size_t s0 = 0;;) {
-                    const size_t s1 = a.find('|', s0);
-                    L.choices.push_back(a.substr(s0, s1 - s0));
-                    if (s1 == std::string::npos) break;
-                    s0 = s1 + 1;
-                }
-                if (L.choices.size() < 2) bad(n, "a choice needs at least two buttons (a|b)");
-                L.fact = b;
-            } else if (kind == "click-patch" || kind == "click-key" || kind == "choice-classes") {
-                if (a.empty()) bad(n, "'" + kind + "' takes a fact");
-                L.fact = a;
-            } else {
-                bad(n, "unknown answer '" + kind + "' (click-patch, click-key, choice, choice-classes)");
-            }
-            L.kind = kind;
-            if (std::find_if(std::begin(kFacts), std::end(kFacts), [&](const char* f) { return L.fact == f; }) == std::end(kFacts))
-                bad(n, "unknown fact '" + L.fact + "' (see the list at the top of assets/lessons/scenes.txt)");
-        } else {
-            bad(n, "unknown key '" + k + "' (title, step, ask, answer, why)");
-        }
-    }
-    finish();
-    if (out.empty()) throw std::runtime_error(path + ": no [lesson] in it");
-    return out;
-}
-
-std::string default_lessons_path() {
-    const std::string root = data_paths().root;
-    return root.empty() ? "" : root + "/lessons/scenes.txt";
-}
-
-std::vector<Lesson> load_lessons(const std::string& path) {
-    std::error_code ec;
-    if (path.empty() || !std::filesystem::is_regular_file(path, ec)) throw std::runtime_error(path + ": no such lessons file");
-    if (std::filesystem::file_size(path, ec) > (1u << 20)) throw std::runtime_error(path + ": over 1 MiB: not a lessons file");
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    if (!f) throw std::runtime_error(path + ": cannot be read");
-    return parse_lessons(ss.str(), path);
-}
-
-namespace {
-}  // namespace
 
 std::vector<LearnStepInfo> learn_steps(const StageTable& table, const Config& c) {
     std::vector<LearnStepInfo> out;
@@ -1446,6 +1363,17 @@ void HandleLearnKeys(ViewCtx& v) {
         ui.learn = !ui.learn;
         v.notice = ui.learn ? "Learn mode (L: back to the workbench)" : "the workbench (L: Learn mode)";
     }
+    // T: the tour of lessons. From the workbench: Learn mode at the tour's lesson (the first one the first
+    // time); in Learn mode: the next lesson (Shift+T: the one before).
+    if (ImGui::IsKeyPressed(GLFW_KEY_T, false)) {
+        if (!ui.learn) {
+            ui.learn = true;
+            ui.lesson = std::max(ui.lesson, 0);
+        } else {
+            ui.lesson = std::max(0, ui.lesson + (ImGui::GetIO().KeyShift ? -1 : 1));
+        }
+        ui.lesson_go = true;
+    }
     if (!ui.learn) return;
     const int n = int(learn_steps(v.s).size());
     auto go = [&](int k) {
@@ -1459,6 +1387,9 @@ void HandleLearnKeys(ViewCtx& v) {
     if (ImGui::IsKeyPressed(GLFW_KEY_LEFT) || ImGui::IsKeyPressed(GLFW_KEY_P)) go(ui.learn_step - 1);
     if (ImGui::IsKeyPressed(GLFW_KEY_HOME)) go(0);
     if (ImGui::IsKeyPressed(GLFW_KEY_0)) { ui.learn_zoom = 1; ui.learn_fx = ui.learn_fy = 0.5f; }
+    // + / -: zoom about the picture's centre (for a trackpad without a wheel: GLFW delivers no pinch gesture)
+    if (ImGui::IsKeyPressed(GLFW_KEY_EQUAL) || ImGui::IsKeyPressed(GLFW_KEY_KP_ADD)) ui.learn_zoom = std::min(400.f, ui.learn_zoom * 1.25f);
+    if (ImGui::IsKeyPressed(GLFW_KEY_MINUS) || ImGui::IsKeyPressed(GLFW_KEY_KP_SUBTRACT)) ui.learn_zoom = std::max(0.5f, ui.learn_zoom / 1.25f);
 }
 
 void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
@@ -1468,6 +1399,28 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
                                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus;
     const std::vector<LearnStepInfo> steps = learn_steps(v.s);
     const int n = int(steps.size());
+    if (!lv.lessons_loaded) {
+        lv.lessons_loaded = true;
+        try {
+            lv.lessons = load_lessons(lv.lessons_path.empty() ? default_lessons_path() : lv.lessons_path);
+        } catch (const std::exception& e) {
+            lv.lessons_error = e.what();
+        }
+    }
+    // the tour: the lessons this model has; T and --tour put its lesson's step on screen, at the end of its
+    // animation (the state the question is about), paused for the answer
+    const std::vector<int> tour = tour_lessons(lv.lessons, steps);
+    if (ui.lesson >= 0 && !tour.empty()) ui.lesson = std::min(ui.lesson, int(tour.size()) - 1);
+    if (ui.lesson_go && n && !tour.empty()) {
+        ui.lesson_go = false;
+        const std::string& at = lv.lessons[size_t(tour[size_t(ui.lesson)])].step;
+        for (int i = 0; i < n; ++i)
+            if (steps[size_t(i)].id == at) ui.learn_step = i;
+        ui.learn_time = kLearnStepSeconds;
+        ui.learn_playing = false;
+        ui.learn_zoom = 1;
+        ui.learn_fx = ui.learn_fy = 0.5f;
+    }
     if (n) ui.learn_step = std::clamp(ui.learn_step, 0, n - 1);
     // time: the animation runs while playing, then the next step follows after a pause
     const float dur = kLearnStepSeconds;
@@ -1497,48 +1450,88 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
     ImGui::SetNextWindowSizeConstraints(ImVec2(W, 0), ImVec2(W, H * 0.3f));
     ImGui::Begin("learn controls", nullptr, (fixed & ~ImGuiWindowFlags_NoResize) | ImGuiWindowFlags_AlwaysAutoResize);
     {
-        Flow flow;
+        Flow flow(W - 2 * ImGui::GetStyle().WindowPadding.x);
         flow.next(Flow::button_w("Workbench (L)"));
         if (ImGui::Button("Workbench (L)")) ui.learn = false;
         flow.next(Flow::button_w("< Back"), true);
         if (ImGui::Button("< Back")) go(ui.learn_step - 1);
         const char* play = ui.learn_playing ? "Pause (Space)" : "Play (Space)";
         flow.next(Flow::button_w("Pause (Space)"));
-        if (ImGui::Button(play, ImVec2(Flow::button_w("Pause (Space)") - ImGui::GetStyle().ItemSpacing.x, 0))) {
+        if (ImGui::Button(play, ImVec2(Flow::button_w("Pause (Space)"), 0))) {  // one width for both labels
             if (!ui.learn_playing && ui.learn_time >= dur && ui.learn_step + 1 >= n) go(0);
             ui.learn_playing = !ui.learn_playing;
         }
         flow.next(Flow::button_w("Next >"));
         if (ImGui::Button("Next >")) go(ui.learn_step + 1);
-        const float combo_w = 260;
-        flow.next(combo_w + Flow::text_w("step"));
-        ImGui::SetNextItemWidth(combo_w);
+        // a combo as wide as its widest entry (never a cut title), within a third of the window
+        const float arrow = ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x + 4;
+        auto combo_w = [&](float widest) { return std::min(widest + arrow, std::max(200.f, W / 3)); };
+        float widest = 0;
+        for (int i = 0; i < n; ++i)
+            widest = std::max(widest, ImGui::CalcTextSize((itos(i + 1) + "/" + itos(n) + " " + steps[size_t(i)].title).c_str()).x);
+        const float step_w = combo_w(std::max(widest, ImGui::CalcTextSize("no steps").x));
+        flow.next(Flow::labelled_w(step_w, "step"));
+        ImGui::SetNextItemWidth(step_w);
         const std::string cur = n ? itos(ui.learn_step + 1) + "/" + itos(n) + " " + steps[size_t(ui.learn_step)].title : "no steps";
         if (ImGui::BeginCombo("step", cur.c_str())) {
             for (int i = 0; i < n; ++i)
                 if (ImGui::Selectable((itos(i + 1) + ". " + steps[size_t(i)].title).c_str(), i == ui.learn_step)) go(i);
             ImGui::EndCombo();
         }
-        flow.next(120 + Flow::text_w("speed"));
+        flow.next(Flow::labelled_w(120, "speed"));
         ImGui::SetNextItemWidth(120);
         const char* speeds[] = {"0.5x", "1x", "2x"};
         int sp = ui.learn_speed < 0.75f ? 0 : ui.learn_speed > 1.5f ? 2 : 1;
         if (ImGui::Combo("speed", &sp, speeds, 3)) ui.learn_speed = sp == 0 ? 0.5f : sp == 2 ? 2.f : 1.f;
+        // the tour of lessons: pick one, or go to the next (T)
+        if (!tour.empty()) {
+            const int nt = int(tour.size());
+            auto label = [&](int i) {
+                return itos(i + 1) + "/" + itos(nt) + " " + lv.lessons[size_t(tour[size_t(i)])].title +
+                       (lv.answers.count(tour[size_t(i)]) ? " (answered)" : "");
+            };
+            const std::string cur = ui.lesson >= 0 ? label(ui.lesson) : itos(nt) + " lessons: predict, then check";
+            float lw = ImGui::CalcTextSize(cur.c_str()).x;
+            for (int i = 0; i < nt; ++i) lw = std::max(lw, ImGui::CalcTextSize(label(i).c_str()).x);
+            const float lesson_w = combo_w(lw);
+            flow.next(Flow::labelled_w(lesson_w, "lesson"), true);
+            ImGui::SetNextItemWidth(lesson_w);
+            if (ImGui::BeginCombo("lesson", cur.c_str())) {
+                for (int i = 0; i < nt; ++i)
+                    if (ImGui::Selectable(label(i).c_str(), i == ui.lesson)) { ui.lesson = i; ui.lesson_go = true; }
+                ImGui::EndCombo();
+            }
+            const char* next = ui.lesson < 0 ? "First lesson (T)" : "Next lesson (T)";
+            const float next_w = std::max(Flow::button_w("First lesson (T)"), Flow::button_w("Next lesson (T)"));
+            flow.next(next_w);
+            ImGui::BeginDisabled(ui.lesson + 1 >= nt);
+            if (ImGui::Button(next, ImVec2(next_w, 0))) { ui.lesson = std::min(ui.lesson + 1, nt - 1); ui.lesson_go = true; }
+            ImGui::EndDisabled();
+            if (ui.lesson >= 0) {
+                const Lesson& L = lv.lessons[size_t(tour[size_t(ui.lesson)])];
+                pr.numbers["tour.step"] = ui.lesson;
+                pr.strings["tour.id"] = L.step;
+                pr.strings["tour.title"] = L.title;
+            }
+            pr.numbers["tour.steps"] = nt;
+        }
         // the image and the model
         if (lv.samples.empty()) lv.samples = sample_images();
         const std::string img = v.s.has_image() ? std::filesystem::path(v.s.image_path()).filename().string() : "no image";
-        flow.next(220 + Flow::text_w("image"), true);
-        ImGui::SetNextItemWidth(220);
-        if (ImGui::BeginCombo("image", img.c_str())) {
+        const float img_w = Flow::combo_w(img, 220, 320);
+        flow.next(Flow::labelled_w(img_w, "image"), true);
+        ImGui::SetNextItemWidth(img_w);
+        if (ImGui::BeginCombo("image", Flow::combo_preview(img, img_w).c_str())) {
             if (v.s.model_spec() == "scenes" && ImGui::Selectable("New test scene")) v.s.new_scene();
             for (const std::string& p : lv.samples)
                 if (ImGui::Selectable(std::filesystem::path(p).filename().string().c_str(), p == v.s.image_path())) v.s.load_image(p);
             ImGui::EndCombo();
         }
-        flow.next(200 + Flow::text_w("model"));
-        ImGui::SetNextItemWidth(200);
         const std::string model = v.s.model_spec();
-        if (ImGui::BeginCombo("model", model.c_str())) {
+        const float model_w = Flow::combo_w(model, 200, 320);
+        flow.next(Flow::labelled_w(model_w, "model"));
+        ImGui::SetNextItemWidth(model_w);
+        if (ImGui::BeginCombo("model", Flow::combo_preview(model, model_w).c_str())) {
             for (const char* m : {"scenes", "default", "vit-ti16", "vit-b16", "dinov2-s14-reg", "clip-b32", "siglip-b16"})
                 if (ImGui::Selectable(m, model == m)) v.s.begin_load_model(m, 0);
             ImGui::EndCombo();
@@ -1565,14 +1558,6 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
     pr.strings["learn.step_ids"] = step_ids;
     std::string narration, title, torch;
     const Trace* t = v.s.trace();
-    if (!lv.lessons_loaded) {
-        lv.lessons_loaded = true;
-        try {
-            lv.lessons = load_lessons(lv.lessons_path.empty() ? default_lessons_path() : lv.lessons_path);
-        } catch (const std::exception& e) {
-            lv.lessons_error = e.what();
-        }
-    }
     pr.numbers["learn.lessons"] = double(lv.lessons.size());
     std::vector<int> step_lessons;
     struct LessonView {
@@ -1639,6 +1624,9 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
         for (int i : step_lessons)
             if (!lv.answers.count(i)) { waiting = i; break; }
         if (waiting >= 0 && !lv.pending_answer.empty()) {
+            // --learn-answer with --tour: the tour's lesson takes it when it is on this step
+            const int tl = ui.lesson >= 0 && ui.lesson < int(tour.size()) ? tour[size_t(ui.lesson)] : -1;
+            if (tl >= 0 && lv.lessons[size_t(tl)].step == st.id && !lv.answers.count(tl)) waiting = tl;
             lv.answers[waiting] = lv.pending_answer;
             lv.pending_answer.clear();
             waiting = -1;
@@ -1661,7 +1649,7 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
                 return a;
             };
             LessonView lvw{i, L.kind == "choice-classes" ? tr.choices : L.choices, show(tr.answer), "", "", "", ""};
-            if (tr.answer.empty()) lvw.why = "This trace cannot answer it (a stage it needs is missing).";
+            if (tr.answer.empty()) lvw.why = tr.unanswerable.empty() ? "This trace cannot answer it (a stage it needs is missing)." : tr.unanswerable;
             auto it = lv.answers.find(i);
             if (it != lv.answers.end() && !tr.answer.empty()) {
                 lvw.given = show(it->second);
@@ -1712,7 +1700,10 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
             ImGui::Spacing();
             ImGui::Separator();
             const ImVec4 gold(1.f, 0.85f, 0.3f, 1.f);
+            const auto in_tour = std::find(tour.begin(), tour.end(), lw.index);
+            if (in_tour != tour.end()) ImGui::TextDisabled("Lesson %d of %d", int(in_tour - tour.begin()) + 1, int(tour.size()));
             TextWrappedWords(pr, "learn.lesson.title", "Predict: " + L.title, &gold);
+            pr.strings["learn.lesson.titles"] += (pr.strings["learn.lesson.titles"].empty() ? "" : "|") + L.title;
             TextWrappedWords(pr, "learn.lesson.ask", L.ask);
             if (lw.given.empty() && lw.why.empty()) {
                 if (L.kind == "click-patch" || L.kind == "click-key") {
@@ -1741,6 +1732,8 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
                 pr.strings["learn.lesson.why"] = lw.why;
             }
             pr.strings["learn.lesson.truths"] += (pr.strings["learn.lesson.truths"].empty() ? "" : "|") + lw.truth;
+            pr.strings["learn.lesson.verdicts"] += (lw.index == lesson_views.front().index ? "" : "|") + lw.verdict;
+            pr.strings["learn.lesson.whys"] += (lw.index == lesson_views.front().index ? "" : "|") + lw.why;
             ImGui::PopID();
         }
         if (!lv.lessons_error.empty()) {
@@ -1770,7 +1763,7 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
             pr.numbers["learn.keys"] = double(lv.keys.size());
         }
         ImGui::Spacing();
-        TextWrappedWords(pr, "learn.help", "Wheel: zoom (numbers show in large cells), drag: pan, 0: reset; click a value: open it in the workbench.",
+        TextWrappedWords(pr, "learn.help", "Wheel or + / -: zoom (numbers show in large cells), drag: pan, 0: reset; click a value: open it in the workbench. T: the next lesson.",
                          nullptr, true);
     }
     ImGui::End();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "lessons.h"
 #include "views.h"
 
 namespace vit::app {
@@ -27,26 +28,11 @@ struct LearnStepInfo {
 std::vector<LearnStepInfo> learn_steps(const StageTable& table, const Config& c);
 // The steps of the trace on screen (none without a trace).
 std::vector<LearnStepInfo> learn_steps(const Session& s);
+// The id of every step Learn mode knows, in its order (the lessons' `step`).
+std::vector<std::string> learn_step_ids();
 
 constexpr float kLearnStepSeconds = 4.f;  // one step's animation at speed 1
 constexpr float kLearnHoldSeconds = 3.f;  // how long its end state stays before the next step (playing)
-
-// Lessons (issue 38 item 3): "predict, then check", as data a teacher can write (assets/lessons/scenes.txt
-// says how). Each sits on a step, asks, takes an answer (a choice, or a click in the picture) and then
-// shows what the trace on screen says and why.
-struct Lesson {
-    std::string title, step, ask, why;
-    std::string kind;                  // "click-patch", "click-key", "choice", "choice-classes"
-    std::string fact;                  // what the app computes from the trace ("cls-peak", "ln-out-mean-zero", ...)
-    std::vector<std::string> choices;  // the buttons of a choice
-    int line = 0;                      // where it starts in its file
-};
-// Parses a lessons file's text; throws std::runtime_error naming `path`, the line and what is wrong.
-std::vector<Lesson> parse_lessons(const std::string& text, const std::string& path);
-// The bundled lessons (assets/lessons/scenes.txt) or a file of one's own; throws as parse_lessons, or
-// naming the file when it cannot be read.
-std::vector<Lesson> load_lessons(const std::string& path);
-std::string default_lessons_path();
 
 // What Learn mode keeps across frames: the textures of the grids it drew (re-uploaded only when the
 // trace or what they show changes) and the colour keys of this frame.
@@ -66,6 +52,7 @@ struct LearnView {
     std::string lessons_path, lessons_error;
     bool lessons_loaded = false;
     std::map<int, std::string> answers;
+    std::map<std::string, std::pair<uint64_t, WhatIf>> what_ifs;  // fact -> (trace version, its answer)
     uint64_t answers_version = 0;
     std::string pending_answer;  // --learn-answer: given to the first lesson of the step shown, once
 };
@@ -73,7 +60,8 @@ struct LearnView {
 // The whole window in Learn mode (W x H logical pixels).
 void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H);
 // L switches between Learn mode and the workbench; in Learn mode, Space plays or pauses, Right / Left
-// (or N / P) step, Home goes to the first step, 0 resets the zoom.
+// (or N / P) step, Home goes to the first step, + / - zoom, 0 resets the zoom; T goes to the tour's next
+// lesson (Shift+T: back), and from the workbench opens Learn mode at the tour's lesson.
 void HandleLearnKeys(ViewCtx& v);
 
 }  // namespace vit::app

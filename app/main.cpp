@@ -161,8 +161,12 @@ bool load_startup(AppContext& app, const AppArgs& a, const Settings& settings) {
     if (a.layer >= 0) ui.overlay_layer = a.layer;
     if (a.head >= 0) { ui.head = a.head; ui.overlay_head = a.head; }
     if (a.tab) ui.tab = *a.tab;
-    ui.tour_step = a.tour;  // applied to the stage once the trace is in (tabs/tab_map.cpp)
-    if (a.tab || !a.stage.empty() || a.tour >= 0) ui.learn = false;  // asked for a view of the workbench
+    if (a.tab || !a.stage.empty()) ui.learn = false;  // asked for a view of the workbench
+    if (a.tour >= 0) {  // the tour's lesson N: Learn mode goes to its step once the trace is in (learn.cpp)
+        ui.learn = true;
+        ui.lesson = a.tour;
+        ui.lesson_go = true;
+    }
     if (a.learn >= 0) {
         ui.learn = true;
         ui.learn_step = a.learn;
@@ -244,7 +248,7 @@ int run_loop(AppContext& app, const AppArgs& a, Driver* driver, int exit_code, S
             // a model loaded in the background: --layer, --head, ... against it once it is in
             range_checked = true;
             if (s.model_spec() == a.model && !s.heads_request()) {
-                const std::string range = model_range_error(a, s.config(), tour_size(s));
+                const std::string range = model_range_error(a, s.config(), tour_size(s, app.learn.lessons));
                 if (!range.empty()) {
                     std::fprintf(stderr, "vitscope: %s\n", range.c_str());
                     if (a.headless()) return 2;
@@ -345,12 +349,14 @@ int main(int argc, char** argv) {
         // --lessons: read now, so that a bad file is named at once (bad usage: exit 2 when headless)
         app->learn.lessons_path = a.lessons;
         app->learn.pending_answer = a.learn_answer;
+        // (the bundled ones too: --tour N is checked against their number)
         bool lessons_bad = false;
-        if (!a.lessons.empty()) {
-            try {
-                app->learn.lessons = load_lessons(a.lessons);
-                app->learn.lessons_loaded = true;
-            } catch (const std::exception& e) {
+        app->learn.lessons_loaded = true;
+        try {
+            app->learn.lessons = load_lessons(a.lessons.empty() ? default_lessons_path() : a.lessons);
+        } catch (const std::exception& e) {
+            app->learn.lessons_error = e.what();  // Learn mode says it in its narration
+            if (!a.lessons.empty()) {
                 std::fprintf(stderr, "vitscope: --lessons: %s\n", e.what());
                 lessons_bad = a.headless();
                 app->s.add_error("Lessons not read", e.what());
@@ -360,7 +366,7 @@ int main(int argc, char** argv) {
         // --layer, --head, --patch, --query, --tour against the model asked for (when it loaded)
         const bool model_in = !app->s.heads_request() && (a.model == "default" || app->s.model_spec() == a.model) &&
                               !app->s.loading();
-        std::string range = model_in ? model_range_error(a, app->s.config(), tour_size(app->s)) : "";
+        std::string range = model_in ? model_range_error(a, app->s.config(), tour_size(app->s, app->learn.lessons)) : "";
         if (range.empty() && model_in) range = apply_intervention_flags(app->s, a);  // --ablate-head ... (exit 2 when bad)
         if (lessons_bad) {
             exit_code = 2;

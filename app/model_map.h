@@ -1,4 +1,4 @@
-// Issue 10 item 7: a map of the loaded model (tabs/tab_map.cpp) and a guided tour (tour.cpp).
+// Issue 10 item 7: a map of the loaded model (tabs/tab_map.cpp).
 //
 // Both are generated from the one stage table (core/model/stages.h) for the config and options that
 // produced the trace on screen, with the trace's own shapes: nothing about the architecture is
@@ -39,11 +39,5 @@ ModelMap build_model_map(const Session& s, int layer);
 
 void DrawMapStrip(ViewCtx& v);                   // one row of the map's boxes above the stage view
 
-// The guided tour (tour.cpp): the steps this model has (a step whose stage it lacks is left out),
-// by id ("input", "patches", ..., "map").
-int tour_size(const Session& s);
-std::vector<std::string> tour_step_ids(const Session& s);
-void DrawTour(ViewCtx& v);                       // the tour panel (in the navigator), while ui.tour_step >= 0
-void HandleTourKeys(ViewCtx& v);                 // T: tour on/off, N / P: next / back, Esc: leave; puts a new step on screen
 
 }  // namespace vit::app

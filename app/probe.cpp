@@ -238,7 +238,7 @@ std::vector<ProbeKey> make_schema() {
         {K::Number, "selfattn.{keep|layer|heads}", "the self-attention tab's numbers"},
         {K::String, "selfattn.{message|source|values|mask|kept}", "the self-attention tab's texts and numbers"},
 
-        // ---- Map, strip and tour (model_map.cpp, tabs/tab_map.cpp)
+        // ---- Map and strip (model_map.cpp, tabs/tab_map.cpp)
         {K::Rect, "map", "the map"},
         {K::Rect, "map.box." + kBoxes, "a box of the map"},
         {K::Rect, "map.shape.<stage>", "the shape on the arrow after a stage"},
@@ -251,9 +251,8 @@ std::vector<ProbeKey> make_schema() {
         {K::Number, "strip.dropped", "boxes the strip left out"},
         {K::Number, "strip.current", "the current box on the strip"},
         {K::Group, "strip", "the strip's labels"},
-        {K::Rect, "tour", "the tour panel (where the stage list is)"},
-        {K::Number, "tour.{step|steps|done}", "the tour's step, its number of steps, whether the step's task was done"},
-        {K::String, "tour.{id|stage|tab|title|notice|task|off}", "the tour's step: its id, stage, tab and texts; where the learner went off its path"},
+        {K::Number, "tour.{step|steps}", "the tour of lessons (Learn mode, lessons.h): the lesson it is at, how many this model has"},
+        {K::String, "tour.{id|title}", "the tour's lesson: the Learn step it sits on, its title"},
 
         // ---- Learn mode (learn.cpp)
         {K::Rect, "learn.{picture|narration|controls|key}", "Learn mode's picture, narration panel and controls"},
@@ -265,8 +264,8 @@ std::vector<ProbeKey> make_schema() {
          "PyTorch line, why nothing is shown, the colour keys, every step's id"},
         {K::String, "learn.values.<what>", "numbers a Learn step drew (a row of the trace, comma-separated)"},
         {K::Number, "learn.lessons", "the lessons read"},
-        {K::String, "learn.lesson.{title|ask|answer|truth|verdict|why|truths}", "the step's first lesson: its question, the learner's answer, "
-         "what the trace says, the verdict and the explanation"},
+        {K::String, "learn.lesson.{title|ask|answer|truth|verdict|why|truths|titles|verdicts|whys}", "the step's first lesson: its question, the learner's "
+         "answer, what the trace says, the verdict and the explanation; every lesson of the step: their truths, titles, verdicts and explanations"},
         {K::String, "learn.lessons_error", "why the lessons file was not read"},
         {K::Group, "learn.{labels|cells|key}", "Learn mode's captions, the values printed in cells, the keys' figures"},
     };

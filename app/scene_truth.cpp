@@ -117,13 +117,11 @@ void DrawScenePeak(ViewCtx& v, const std::vector<float>& ov, const char* what) {
     pr.numbers["truth.peak_on_object"] = on ? 1 : 0;
 }
 
-void DrawSceneDrops(ViewCtx& v) {
-    Session& s = v.s;
+std::optional<ScenePatches> scene_patches(const Session& s, const Trace& t) {
     const auto& truth = s.scene_truth();
-    const Trace* t = s.trace();
-    if (!truth || !t) return;
-    const RunDims& rd = t->table().dims();
-    const int P = t->table().config().patch;
+    if (!truth) return std::nullopt;
+    const RunDims& rd = t.table().dims();
+    const int P = t.table().config().patch;
     const InputTruth it = input_truth(s, *truth, rd);
     // the patches a box touches (any of its pixels inside the patch)
     const auto touched = [&](const float m[4], std::vector<int>& out) {
@@ -132,13 +130,24 @@ void DrawSceneDrops(ViewCtx& v) {
             if (x0 < m[2] && x0 + float(P) > m[0] && y0 < m[3] && y0 + float(P) > m[1]) out.push_back(n);
         }
     };
-    std::vector<int> object, clutter;
-    if (it.object) touched(it.box, object);
+    ScenePatches sp;
+    std::vector<int> clutter;
+    if (it.object) touched(it.box, sp.object);
     for (const auto& c : it.clutter) touched(c.data(), clutter);
     std::sort(clutter.begin(), clutter.end());
     clutter.erase(std::unique(clutter.begin(), clutter.end()), clutter.end());
-    std::vector<int> only_clutter;  // a patch shared with the object counts as the object's
-    std::set_difference(clutter.begin(), clutter.end(), object.begin(), object.end(), std::back_inserter(only_clutter));
+    // a patch shared with the object counts as the object's
+    std::set_difference(clutter.begin(), clutter.end(), sp.object.begin(), sp.object.end(), std::back_inserter(sp.clutter));
+    return sp;
+}
+
+void DrawSceneDrops(ViewCtx& v) {
+    Session& s = v.s;
+    const Trace* t = s.trace();
+    const auto sp = t ? scene_patches(s, *t) : std::nullopt;
+    if (!sp) return;
+    const std::vector<int>& object = sp->object;
+    const std::vector<int>& only_clutter = sp->clutter;
     v.probe.numbers["truth.object_patches"] = double(object.size());
     v.probe.numbers["truth.clutter_patches"] = double(only_clutter.size());
     const auto drop = [&](const std::vector<int>& ps, const char* what) {

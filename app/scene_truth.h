@@ -3,6 +3,7 @@
 #pragma once
 #include <imgui.h>
 
+#include <optional>
 #include <vector>
 
 #include "views.h"
@@ -19,5 +20,13 @@ void DrawScenePeak(ViewCtx& v, const std::vector<float>& ov, const char* what);
 // On a generated scene: buttons that drop every patch the object's box touches, or the distractors' patches (an
 // intervention, as painting with D), and put them back: what the model uses, tested against the truth.
 void DrawSceneDrops(ViewCtx& v);
+
+// The patches of the run `t` (row-major on its grid) that the object's box touches (any of its pixels inside the
+// patch), and those only the distractors' touch; nullopt for an image without truth. The buttons above and the
+// lessons' "what if" (lessons.h) drop these.
+struct ScenePatches {
+    std::vector<int> object, clutter;
+};
+std::optional<ScenePatches> scene_patches(const Session& s, const Trace& t);
 
 }  // namespace vit::app

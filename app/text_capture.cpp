@@ -13,12 +13,22 @@ namespace vit::app {
 namespace {
 bool g_on = false;
 std::vector<std::string> g_texts;
+std::vector<CutText> g_cut;
 }  // namespace
+
+void record_cut(const ImFont* font, float size, const ImVec2& pos, const char* b, const char* e, const ImVec4& clip) {
+    if (!g_on || !font || b == e) return;
+    const ImVec2 sz = font->CalcTextSizeA(size, FLT_MAX, 0.f, b, e);
+    const float room = clip.z - pos.x;
+    if (pos.x + sz.x > clip.z + 1.f && room > 0.f && pos.y < clip.w && pos.y + sz.y > clip.y) g_cut.push_back({std::string(b, e), sz.x, room});
+}
+const std::vector<CutText>& captured_cut_texts() { return g_cut; }
 
 void text_capture_enable(bool on) { g_on = on; }
 std::vector<CapturedWrap>& captured_wraps_mutable();  // text_wrap.cpp
 void text_capture_clear() {
     g_texts.clear();
+    g_cut.clear();
     captured_wraps_mutable().clear();
 }
 const std::vector<std::string>& captured_texts() { return g_texts; }
@@ -73,6 +83,9 @@ void __wrap__ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4(ImDrawL
                                                                                   lines[i].b, lines[i].e, 0.f, clip);
         return;
     }
+    if (vit::app::g_on && clip && b && (col & IM_COL32_A_MASK) != 0)
+        vit::app::record_cut(font ? font : dl->_Data->Font, size == 0.f ? dl->_Data->FontSize : size, pos, b,
+                             e ? e : b + std::char_traits<char>::length(b), *clip);
     __real__ZN10ImDrawList7AddTextEPK6ImFontfRK6ImVec2jPKcS7_fPK6ImVec4(dl, font, size, pos, col, b, e, wrap, clip);
 }
 void __wrap__ZN10ImDrawList7AddTextERK6ImVec2jPKcS4_(ImDrawList* dl, const ImVec2& pos, ImU32 col, const char* b, const char* e) {

@@ -24,16 +24,6 @@ struct UiState {
     int cell_r = -1, cell_c = -1;  // the cell whose math is shown (row, column of the shown slice), -1 none
     int query = 0;            // query token of the Query overlay: 0 = cls, 1..N = patch token (patch + 1)
     int map_layer = 0;        // the block layer the map shows
-    int tour_step = -1;       // the guided tour's step (-1: off)
-    int tour_applied = -1;    // the step whose stage, tab and overlay were last put on screen (tour.cpp)
-    // What was on screen when the tour's step began (its task is checked against it), and whether
-    // the task was done / the tab it asks for visited.
-    struct TourEntry {
-        int patch = -1, head = 0, overlay_layer = -1, overlay_head = -1;
-        StageId stage;
-        bool visited = false, done = false;
-        bool affine = true, bug = false;  // the switches of the trace on screen when the step began
-    } tour_entry;
     ScaleMode scale_mode = ScaleMode::PerTensor;
     // Attention pictures (the grid, the thumbnails, the overlay): one scale from 0 shared by every
     // map on screen (false), or each map from 0 to its own largest value, its range printed (true).
@@ -65,6 +55,10 @@ struct UiState {
     float learn_speed = 1;      // 0.5, 1, 2
     float learn_zoom = 1;       // the camera: 1 shows the whole picture; the focus as a fraction of it
     float learn_fx = 0.5f, learn_fy = 0.5f;
+    // The tour (lessons.h): the lesson it is at (an index into the model's tour; -1: not started), and whether
+    // Learn mode still has to go to that lesson's step (T, --tour N).
+    int lesson = -1;
+    bool lesson_go = false;
     int learn_token = -1;       // the token followed through the block (-1: the cls token, else the first patch)
 };
 

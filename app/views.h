@@ -85,12 +85,20 @@ std::string fmt_short(float v);  // two significant digits (%.2g), for captions 
 class Flow {
 public:
     Flow();
+    // Items within `width` from the cursor (a window that sizes itself to its content reports the last frame's
+    // content as its room, which would let a row grow past the window's edge)
+    explicit Flow(float width);
     void next(float w, bool group_gap = false);  // group_gap: a wider gap before a new group
     void new_row();                              // the next item starts a row
     static float text_w(const char* text);       // text up to "##"
     static float button_w(const char* label);
     static float checkbox_w(const char* label);
     static float labelled_w(float item_w, const char* label);  // an item of item_w with its label on the right
+    // A combo as wide as its preview needs (the text, its padding and the arrow), within [min_w, max_w].
+    static float combo_w(const std::string& preview, float min_w, float max_w);
+    // The preview shortened at its start ("...oot_test0.png") so that it fits a combo of width w: ImGui would cut
+    // its end without saying so.
+    static std::string combo_preview(const std::string& preview, float w);
 private:
     float left_ = 0, right_ = 0;
     bool first_ = true, row_ = false;
@@ -227,7 +235,7 @@ struct HeatmapCache {
 void tensor_heatmap(ViewCtx& v, const char* id, const std::string& name, const Array& t, const StageInfo& info,
                     HeatmapCache& cache, HeatmapArgs a, bool is_grad);
 
-// ---- the panels around the tabs (views_panels.cpp), each with the state it keeps
+// ---- the panels around the tabs (panel_*.cpp, keys.cpp: one file per panel), each with the state it keeps
 struct FileBrowser {
     std::string dir, filter;  // dir "": the working directory
 };

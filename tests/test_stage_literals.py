@@ -49,12 +49,6 @@ ALLOWED = {
     ("app/tabs/tab_positions.cpp", "tokens"): "the axis label of the position-embedding heatmap",
     ("app/tabs/tab_norms.cpp", "tokens"): "the axis label of the token-norm heatmap",
     ("app/tabs/table.cpp", "patches"): "the Patches tab's --tab name",
-    ("app/tour.cpp", "input"): "a tour step's id (the steps are named after the stage they visit; the stage is its StageKind)",
-    ("app/tour.cpp", "patches"): "a tour step's id (the steps are named after the stage they visit; the stage is its StageKind)",
-    ("app/tour.cpp", "patch_embed"): "a tour step's id (the steps are named after the stage they visit; the stage is its StageKind)",
-    ("app/tour.cpp", "tokens"): "a tour step's id (the steps are named after the stage they visit; the stage is its StageKind)",
-    ("app/tour.cpp", "embed"): "a tour step's id (the steps are named after the stage they visit; the stage is its StageKind)",
-    ("app/tour.cpp", "logits"): "a tour step's id (the steps are named after the stage they visit; the stage is its StageKind)",
     ("core/teach/interventions.cpp", "tokens"): "the JSON key of an activation patch's token rows in __options__",
     ("app/interventions_ui.cpp", "tokens"): "the label of the patching panel's token-rows field",
 }

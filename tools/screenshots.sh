@@ -34,7 +34,8 @@ shot patches_rgb    --image "$IMG" --model vit-ti16 --tab 8 --patch 100
 shot patches_bug    --image "$IMG" --tab 8 --bug-reshape-patches --patch 17
 shot map            --image "$IMG" --tab 9 --stage blocks.2.attn.pattern
 shot map_vit_b16    --image "$IMG" --model vit-b16 --tab 9 --stage blocks.11.mlp.post --bug-reshape-patches
-shot tour           --image "$IMG" --tour 8
+# the tour of lessons: the scenes model, "Take the object away" answered (a second pass without its patches)
+shot tour           --model scenes --image assets/samples/scenes/00006.png --tour 13 --learn-answer stays
 shot interventions  --image "$IMG" --tab 13 --ablate-head 4.2 --overlay cls --layer 5
 shot knockout       --image "$IMG" --tab 1 --ablate-head 4.2 --drop-patches 38,39 --overlay cls --layer 5
 SIZE=1280x800 shot window_1280    --image "$IMG" --stage blocks.0.attn.pattern --head 1 --patch 38 --overlay cls --layer 0

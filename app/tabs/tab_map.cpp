@@ -378,9 +378,10 @@ void draw_model_map(ViewCtx& v) {
     ImGui::PopTextWrapPos();
     pr.strings["map.options"] = o.describe();
     ImGui::Spacing();
-    if (ImGui::Button(ui.tour_step >= 0 ? "Leave the tour (T)" : "Start the guided tour (T)")) {
-        ui.tour_step = ui.tour_step >= 0 ? -1 : 0;
-        ui.tour_applied = -1;
+    if (ImGui::Button("The lessons: predict, then check (T)")) {  // the tour, in Learn mode (lessons.h)
+        ui.learn = true;
+        ui.lesson = std::max(ui.lesson, 0);
+        ui.lesson_go = true;
     }
     ImGui::EndChild();
 }

@@ -9,7 +9,7 @@ here, the stage list `vitscope-cli info` prints).
 - class names: a 1000-class head is named with ImageNet-1k's names by default.
 - top-k: with tied probabilities the window lists the classes in the CLI's order (largest first,
   ties by class index), both as numpy orders them.
-- out-of-range flags: --layer, --head, --patch, --query, --tour and --cell outside the loaded model
+- out-of-range flags: --layer, --head, --patch, --query, --tour (the lessons) and --cell outside the loaded model
   exit 2 with a message naming the flag; the last value in range is accepted.
 - the bundled photographs open on an RGB model."""
 import math
@@ -148,7 +148,7 @@ def check_class_names(app):
 
 
 def tour_steps(app):
-    """The tour's number of steps, as the window reports it (issue 19: sixteen steps on a plain ViT)."""
+    """The tour's number of lessons, as the window reports it (issue 38: the lessons of the bundled file)."""
     _, lay = app.shot("--tour", "0")
     return int(lay["numbers"]["tour.steps"])
 
@@ -156,7 +156,9 @@ def tour_steps(app):
 def check_out_of_range(app):
     # the default model: 6 blocks, 4 heads, 7 x 7 = 49 patches, 50 tokens (the README's figures)
     steps = tour_steps(app)
-    expect(steps == 16, f"the tour has {steps} steps (16 in the README)")
+    with open(os.path.join(ASSETS, "lessons", "scenes.txt")) as f:
+        in_file = sum(1 for line in f if line.strip() == "[lesson]")
+    expect(steps == in_file, f"the tour has {steps} lessons on the default model (every one of the {in_file} in assets/lessons/scenes.txt)")
     cases = [(["--layer", "6"], "--layer 6", ["--layer", "5"]),
              (["--head", "4"], "--head 4", ["--head", "3"]),
              (["--head", "7"], "--head 7", None),

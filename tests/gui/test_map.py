@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""Issue 10 item 7: the map of the model (--tab 9) and the guided tour (--tour N), and the status bar's
+"""Issue 10 item 7: the map of the model (--tab 9), and the status bar's
 GEMM field. The real app under Xvfb, checked by its pixels and by the --layout it reports; the expected
 architecture is written here from the ViT paper (image -> patches -> embed -> +cls -> +pos ->
 [LN -> MHA -> + -> LN -> MLP -> +] x L -> LN -> pool -> head -> softmax), the expected shapes come from
-`vitscope-cli trace` read with numpy, and the tour's texts from `vitscope-cli info --explain`."""
+`vitscope-cli trace` read with numpy."""
 import os
 import re
 import shutil
@@ -129,21 +129,13 @@ def check_highlight(app):
 
 
 def check_click(app):
-    """Clicking a box goes to its first stage (in the layer the map shows); clicking the tour's strip too."""
+    """Clicking a box goes to its first stage (in the layer the map shows); clicking the strip too."""
     _, lay = app.shot("--tab", "9", "--stage", "blocks.2.attn.pattern")
     for box, want in (("mlp", "blocks.2.mlp.pre"), ("patches", "patches"), ("ln_final", "ln_final.mean")):
         x, y, w, h = lay["rects"]["map.box." + box]
         _, after = app.shot("--tab", "9", "--stage", "blocks.2.attn.pattern", "--hover", f"{x + w / 2},{y + h / 2}", "--click")
         expect(after["stage"] == want and after["strings"].get("map.current") == box,
                f"click on the map's {box} box (layer 2 shown): goes to {want} ({after['stage']})")
-    # during the tour the strip is above the view too: a click goes there and the tour says it is off its path
-    _, lay = app.shot("--tour", "1")
-    x, y, w, h = lay["rects"]["strip.attn"]
-    _, after = app.shot("--tour", "1", "--hover", f"{x + w / 2},{y + h / 2}", "--click")
-    expect(after["stage"] == "blocks.0.attn.q" and after["numbers"].get("tour.step") == 1 and
-           after["strings"].get("tour.off") == "blocks.0.attn.q",
-           f"click on MHA in the strip during the tour: goes to blocks.0.attn.q, the tour stays at its step and says so "
-           f"({after['stage']}, {after['strings'].get('tour.off')})")
     # the strip above the stage view: highlights the current box, a click goes there (same layer)
     img, lay = app.shot("--stage", "blocks.3.attn.pattern")
     r = lay["rects"]
@@ -185,48 +177,6 @@ def check_bugs(app):
         expect(lay["strings"].get("map.shape.patches") == want, f"...with the config's shapes (patches {want})")
 
 
-def check_tour(app):
-    """The tour (issue 19): every step shows its stage or tab, says what to notice and asks for one
-    thing; its panel is where the stage list is, never over the centre views."""
-    for model, extra in (("default", []), ("toy-rgb8", ["--no-affine"])):
-        _, lay = app.shot("--model", model, *extra, "--tour", "0")
-        n = int(lay["numbers"]["tour.steps"])
-        expect(n >= 12, f"--model {model}: the tour has {n} steps")
-        for k in range(n):
-            img, lay = app.shot("--model", model, *extra, "--tour", str(k))
-            st, num = lay["strings"], lay["numbers"]
-            stage = st.get("tour.stage")
-            expect(num.get("tour.step") == k and lay["tab"] == st.get("tour.tab") and (not stage or lay["tab"] != "Stage" or lay["stage"] == stage),
-                   f"--model {model} --tour {k} ({st.get('tour.id')}): the {st.get('tour.tab')} tab{', at ' + stage if stage else ''} "
-                   f"(the app shows {lay['tab']}, {lay['stage']})")
-            expect(len(st.get("tour.notice", "")) > 40 and len(st.get("tour.task", "")) > 10 and num.get("tour.done") == 0,
-                   f"...says what to notice and what to do, not done yet ({st.get('tour.task', '')[:50]})")
-            tr, ce = lay["rects"].get("tour"), lay["rects"]["center"]
-            expect(tr is not None and (tr[0] + tr[2] <= ce[0] + 0.5 or tr[0] >= ce[0] + ce[2] - 0.5),
-                   f"...in a panel beside the centre views, not over them ({tr} vs {ce})")
-            pan = crop(img, tr) if tr else np.zeros((1, 1, 3))
-            expect(pan.std() > 10, f"...with something drawn in it (std {pan.std():.1f})")
-    # keys: N next, P back, T on/off (starting where you are), Esc leaves
-    _, lay = app.shot("--tour", "2", "--keys", "n,n,p,n")
-    expect(lay["numbers"].get("tour.step") == 4, f"--tour 2, keys N,N,P,N: step 4 ({lay['numbers'].get('tour.step')})")
-    _, lay = app.shot("--stage", "blocks.0.attn.scores", "--keys", "t")
-    expect(lay["strings"].get("tour.id") == "scores", f"key T on blocks.0.attn.scores starts the tour at its scores step ({lay['strings'].get('tour.id')})")
-    _, lay = app.shot("--tour", "3", "--keys", "Escape")
-    expect("tour" not in lay["rects"], "Esc leaves the tour")
-    _, lay = app.shot("--tour", "3", "--keys", "t")
-    expect("tour" not in lay["rects"], "T leaves the tour")
-    _, lay = app.shot("--tour", "0")
-    steps = int(lay["numbers"]["tour.steps"])
-    rc, err, _, _ = app.run("--tour", "1000")
-    expect(rc == 2 and "--tour 1000" in err and f"{steps} steps" in err, "--tour 1000: refused, naming the tour's length")
-    _, lay = app.shot("--tour", str(steps - 1))
-    expect(lay["numbers"].get("tour.step") == steps - 1, f"--tour {steps - 1}: the last step")
-    # off the path (PageDown to block 1 on the scores step): said in the panel
-    _, lay = app.shot("--stage", "blocks.0.attn.scores", "--keys", "t,PageDown")
-    expect(lay["stage"] == "blocks.1.attn.scores" and lay["strings"].get("tour.off") == "blocks.1.attn.scores",
-           f"PageDown during the tour: the panel says you are off its path ({lay['stage']}, {lay['strings'].get('tour.off')})")
-
-
 def check_status(app):
     """The status bar: the matrix-product engine has its own field, inside the window, with long model and image names."""
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "assets", "fmnist_vit.safetensors")
@@ -255,7 +205,7 @@ def check_status(app):
 
 
 def main():
-    return run_checks([check_map, check_highlight, check_click, check_bugs, check_tour, check_status], "all map and tour checks passed")
+    return run_checks([check_map, check_highlight, check_click, check_bugs, check_status], "all map checks passed")
 
 
 if __name__ == "__main__":

@@ -64,8 +64,8 @@ def check_stage_view(app):
            f"...and says a pass with the requested options is running: {st.get('stage.running', '')!r}")
 
 
-def check_map_and_tour(app):
-    """The map's option labels and its LayerNorm boxes are the trace's while the new pass runs."""
+def check_map_and_learn(app):
+    """The map's option labels and its LayerNorm boxes, and Learn mode's narration, are the trace's while the new pass runs."""
     _, on_opts = explain(app)
     lay, _ = mid_pass(app, "--stage", STAGE, "--tab", "9", "--keys", "a")
     expect(lay["busy"] is True and lay["tab"] == "Map", "mid-pass, on the Map tab")
@@ -73,12 +73,14 @@ def check_map_and_tour(app):
            f"the map's 'options in force' are the trace's: {lay['strings'].get('map.options')!r}")
     boxes = [t["text"] for t in lay["texts"] if t["group"] == "map.boxes"]
     expect("affine" in boxes and "no affine" not in boxes, f"its LayerNorm boxes say 'affine' (the trace's): {boxes[:12]}")
-    # the tour's LayerNorm step (issue 19: what to notice, from the trace on screen) says the trace's options
-    lay, _ = mid_pass(app, "--tour", "5", "--keys", "a")
-    notice = lay["strings"].get("tour.notice", "")
-    expect(lay["busy"] is True and lay["strings"].get("tour.id") == "layernorm", f"mid-pass, the tour at its LayerNorm step ({lay['strings'].get('tour.id')})")
-    expect("gamma + beta" in notice and "elementwise_affine is off" not in notice,
-           f"the tour describes the trace on screen (affine on): {notice[-90:]}")
+    # Learn mode at the tour's LayerNorm lesson (issue 38): L to the workbench, A (a pass with affine off
+    # starts), L back: its narration and PyTorch line are the trace on screen's (affine on)
+    lay, _ = mid_pass(app, "--tour", "3", "--keys", "l,a,l")
+    st = lay["strings"]
+    expect(lay["busy"] is True and lay["options"]["affine"] is False and st.get("learn.id") == "ln",
+           f"mid-pass (affine off requested), Learn mode at the LayerNorm step ({st.get('learn.id')})")
+    expect("elementwise_affine=True" in st.get("learn.narration", "") and "elementwise_affine=True" in st.get("learn.torch", ""),
+           f"Learn mode describes the trace on screen (affine on): {st.get('learn.narration', '')[-90:]} / {st.get('learn.torch', '')}")
 
 
 def check_changes_and_status(app):
@@ -98,5 +100,5 @@ def check_changes_and_status(app):
 
 
 if __name__ == "__main__":
-    sys.exit(run_checks([check_stage_view, check_map_and_tour, check_changes_and_status],
+    sys.exit(run_checks([check_stage_view, check_map_and_learn, check_changes_and_status],
                         "all options-mismatch checks passed"))

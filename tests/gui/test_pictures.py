@@ -15,8 +15,7 @@ published figures). Each check failed on the app before issue 19:
 - one colour convention: a logit's bar has the colour of its sign on the heatmap above it;
 - the logit lens of a 1000-class model: the classes that matter, named, large enough to read;
 - NaN cells have a legend with their count; a photo outside the model's domain gets a note;
-- the tour says what to notice (numpy's argmax, named as the token axes name it) and checks the
-  learner's one thing per step; token axes say cls, p0, ...; training curves have axes;
+- token axes say cls, p0, ...; training curves have axes;
 - the math of a cell sits beside its heatmap; with mean pooling the status bar says mean;
 - a big model opens to a window that says what it is doing (making its weights, block k of L)."""
 import os
@@ -417,45 +416,8 @@ def check_domain(app):
     expect("predictions.domain" not in lay["strings"], "the bundled Fashion-MNIST sample: no note")
 
 
-def check_tour(app):
-    """The tour's texts are the trace's (numpy), each step asks for one thing and sees it done; token
-    axes say cls, p0, ...; training curves have axes."""
-    t = app.trace()
-    p = t["blocks.0.attn.pattern"]
-    _, lay = app.shot("--tour", "8")
-    k = int(p[0, 0].argmax())
-    notice = lay["strings"].get("tour.notice", "")
-    expect(lay["strings"].get("tour.id") == "pattern" and f"goes to {token_name(k)} ({fmt4(float(p[0, 0, k]))}" in notice,
-           f"the pattern step: the largest weight of cls's row goes to numpy's {token_name(k)} ({notice[-120:]})")
-    s = t["blocks.0.attn.scores"][0, 0]
-    _, lay = app.shot("--tour", "7")
-    expect(f"is for {token_name(int(s.argmax()))}" in lay["strings"].get("tour.notice", ""), "the scores step: numpy's largest score")
-    mv = np.linalg.norm(t["embed"].astype(np.float64) - t["tokens"], axis=1)
-    _, lay = app.shot("--tour", "4")
-    expect(f"moved token {token_name(int(mv.argmax()))} the most" in lay["strings"].get("tour.notice", ""), "the embed step: numpy's row that moved most")
-    # one thing per step, checked: click a patch, press A, click a cell, press B
-    _, lay = app.shot("--tour", "0")
-    x, y, w, h = lay["rects"]["image"]
-    _, after = app.shot("--tour", "0", "--hover", f"{x + w / 2},{y + h / 2}", "--click")
-    expect(after["numbers"].get("tour.done") == 1, "step 1: clicking a patch of the image is seen as done")
-    _, lay = app.shot("--tour", "5")
-    expect(lay["numbers"].get("tour.done") == 0, "step 6 (LayerNorm): not done before A")
-    _, lay = app.shot("--tour", "5", "--keys", "a")
-    expect(lay["numbers"].get("tour.done") == 1 and lay["shown_options"]["affine"] is False, "...done once A turned affine off")
-    _, lay = app.shot("--tour", "8")
-    x, y, w, h = lay["rects"]["stage"]
-    _, lay = app.shot("--tour", "8", "--hover", f"{x + w / 3},{y + h / 3}", "--click")
-    expect(lay["numbers"].get("tour.done") == 1 and "cellmath" in lay["rects"], "step 9: clicking a cell of the pattern is done, its math shown")
-    bug = app.trace("--bug-scale-after-softmax")["blocks.0.attn.pattern"][0, 0].sum()
-    _, lay = app.shot("--tour", "12", "--keys", "b")
-    expect(lay["numbers"].get("tour.done") == 1 and f"now sums to {fmt4(float(bug))}" in lay["strings"].get("tour.notice", ""),
-           f"step 13: B turns the bug on, and the row now sums to numpy's {bug:.4f}")
-    # it visits the tabs and the overlay
-    for k, tab in ((6, "Changes"), (10, "Attention maps"), (15, "Map")):
-        _, lay = app.shot("--tour", str(k))
-        expect(lay["tab"] == tab, f"step {k + 1} opens the {tab} tab ({lay['tab']})")
-    _, lay = app.shot("--tour", "9", "--overlay", "none")
-    expect(lay["overlay"] == "cls", "step 10 puts the cls attention over the image")
+def check_axes(app):
+    """Token axes say cls, p0, ...; training curves have axes."""
     # token axes
     img, lay = app.shot("--stage", "blocks.0.attn.pattern")
     x, y, w, h = lay["rects"]["stage"]
@@ -526,5 +488,5 @@ def check_thumbs_fold(app):
 
 if __name__ == "__main__":
     sys.exit(run_checks([check_attention_scale, check_overlay_key, check_layouts, check_changes, check_colours, check_lens_legend, check_lens_1000, check_strip_keys, check_ln_few_tokens, check_navigator_layer, check_nan_legend,
-                         check_domain, check_tour, check_math_panel, check_pooling_status, check_big_model, check_thumbs_fold],
+                         check_domain, check_axes, check_math_panel, check_pooling_status, check_big_model, check_thumbs_fold],
                         "all issue-19 picture checks passed"))

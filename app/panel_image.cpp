@@ -1,0 +1,789 @@
+// The image panel: the original image, the model input, the patch grid and the overlays over it.
+#include <GLFW/glfw3.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+
+#include "core/kernels/blas.h"
+#include "core/kernels/ops.h"
+#include "core/io/hub.h"
+#include "core/io/io.h"
+#include "tensor_access.h"
+#include "paths.h"
+#include "settings_app.h"
+#include "views.h"
+#include "scene_truth.h"
+#include "jobs.h"
+#include "tabs/tab.h"
+#include "model_map.h"
+#include "core/teach/teach.h"
+#include "core/model/finite.h"
+#include "interventions_ui.h"
+
+namespace fs = std::filesystem;
+
+namespace fs = std::filesystem;
+
+namespace vit::app {
+
+namespace {
+
+std::string fixed(float v, int prec = 3) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.*f", prec, double(v));
+    return b;
+}
+
+std::string list_of(const std::vector<float>& v, int prec = 3) {
+    std::string s = v.size() > 1 ? "(" : "";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + fixed(v[i], prec);
+    return s + (v.size() > 1 ? ")" : "");
+}
+
+// The preprocessing written out, step by step, from the plan preprocess_at() follows for an h x w input.
+std::vector<std::string> preprocessing_lines(const Image& im, const Config& c, int h, int w) {
+    std::vector<std::string> v;
+    const char* ch = im.channels == 1 ? "gray" : "RGB";
+    PreprocessPlan p = plan_preprocess_at(im, c, h, w);  // file_w x file_h: the size in the file, before any scaling on load
+    v.push_back("original " + std::to_string(p.file_w) + "x" + std::to_string(p.file_h) + " " + ch +
+                (im.file_channels == 2 || im.file_channels == 4 ? " (alpha dropped)" : "") +
+                (im.sixteen_bit ? ", 16-bit" : ""));
+    if (!im.note.empty()) v.push_back("-> " + im.note);  // "the first of 12 frames of an animated GIF"
+    if (!p.scaled_on_load.empty()) v.push_back("-> " + p.scaled_on_load);
+    if (im.channels == 3 && c.channels == 1) v.push_back("-> gray: 0.299 R + 0.587 G + 0.114 B");
+    if (im.channels == 1 && c.channels == 3) v.push_back("-> RGB: gray copied to 3 channels");
+    const char* interp = c.pre.interp == Interp::Bicubic ? "bicubic" : "bilinear";
+    std::string rs = std::to_string(p.resize_w) + "x" + std::to_string(p.resize_h);
+    if (p.squash) v.push_back("-> squash to " + rs + " (" + interp + ", aspect not kept)");
+    else if (p.resize_w != im.width || p.resize_h != im.height)
+        v.push_back("-> shorter side to " + std::to_string(std::min(p.resize_w, p.resize_h)) + ": " + rs + " (" + interp + ")");
+    else v.push_back("-> no resize (shorter side is already " + std::to_string(std::min(p.resize_w, p.resize_h)) + ")");
+    if (p.resize_w != p.crop_w || p.resize_h != p.crop_h)
+        v.push_back("-> centre crop " + std::to_string(p.crop_w) + "x" + std::to_string(p.crop_h) + " at (" +
+                    std::to_string(p.crop_left) + ", " + std::to_string(p.crop_top) + ")");
+    // one mean and std for every channel: written once
+    const auto same = [](const std::vector<float>& x) { return std::all_of(x.begin(), x.end(), [&](float y) { return y == x[0]; }); };
+    if (c.pre.mean.size() > 1 && same(c.pre.mean) && same(c.pre.std))
+        v.push_back("-> (x - " + fixed(c.pre.mean[0]) + ") / " + fixed(c.pre.std[0]) + " in every channel");
+    else
+        v.push_back("-> (x - " + list_of(c.pre.mean) + ") / " + list_of(c.pre.std));
+    return v;
+}
+
+void upload_rgb(Texture& tex, const float* chw, int C, int H, int W, bool clamp01) {
+    std::vector<unsigned char> rgba(size_t(H) * W * 4);
+    size_t plane = size_t(H) * W;
+    for (size_t i = 0; i < plane; ++i) {
+        for (int k = 0; k < 3; ++k) {
+            float v = chw[(C == 3 ? k : 0) * plane + i];
+            if (clamp01) v = std::clamp(v, 0.f, 1.f);
+            rgba[i * 4 + k] = (unsigned char)(std::lround(v * 255));
+        }
+        rgba[i * 4 + 3] = 255;
+    }
+    tex.upload_rgba(rgba.data(), W, H);
+}
+
+// The original image (aspect kept) with the region the model sees outlined, and the steps beside it.
+void draw_original(ViewCtx& v, ImagePanel& panel) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
+    const Image& im = s.image();
+    if (im.width <= 0 || rank(im.pixels) != 3) return;
+    const Config c = s.preprocess_config();
+    // the input size of the run on screen (else the one asked for): the steps preprocess_at takes for it
+    int in_h = c.image_size, in_w = c.image_size;
+    if (const Trace* t = s.trace()) {
+        in_h = t->table().dims().img_h;
+        in_w = t->table().dims().img_w;
+    } else {
+        try {
+            const RunDims rd = run_dims(s.config(), s.options());
+            in_h = rd.img_h;
+            in_w = rd.img_w;
+        } catch (const std::exception&) {
+        }
+    }
+    uint64_t key = std::hash<std::string>{}(s.image_path()) ^ (uint64_t(im.width) << 32) ^ uint64_t(im.height);
+    if (panel.keys.stale("original", key)) {
+        // a thumbnail-sized copy: a 4000-pixel photo is not uploaded whole
+        int tw = im.width, th = im.height;
+        float f = std::min(1.f, 256.f / float(std::max(tw, th)));
+        tw = std::max(1, int(tw * f)); th = std::max(1, int(th * f));
+        Tensor3 small = (tw == im.width && th == im.height) ? im.pixels : resize(im.pixels, th, tw, Interp::Bilinear);
+        upload_rgb(panel.original, small.data(), int(extent(small, 0)), th, tw, true);
+    }
+    // the original beside its preprocessing steps (about five lines): no taller than they are when
+    // the panel is short, so that the model input below gets the room (issue 36)
+    const float box = ImGui::GetContentRegionAvail().y < 760 ? std::max(72.f, 5 * ImGui::GetTextLineHeightWithSpacing()) : 120.f;
+    float f = box / float(std::max(im.width, im.height));
+    float w = im.width * f, h = im.height * f;
+    ImVec2 p0 = ImGui::GetCursorScreenPos();
+    ImGui::BeginGroup();
+    ImGui::Dummy(ImVec2(box, box));
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    ImVec2 q0(p0.x + (box - w) / 2, p0.y + (box - h) / 2);
+    dl->AddImage(panel.original.id(), q0, ImVec2(q0.x + w, q0.y + h));
+    pr.rects["original"] = Rect{q0.x, q0.y, w, h};
+    PreprocessPlan p = plan_preprocess_at(im, c, in_h, in_w);
+    if (p.resize_w > 0 && p.resize_h > 0) {
+        float sx = w / p.resize_w, sy = h / p.resize_h;
+        ImVec2 a(q0.x + p.crop_left * sx, q0.y + p.crop_top * sy);
+        ImVec2 b(a.x + std::min(p.crop_w, p.resize_w) * sx, a.y + std::min(p.crop_h, p.resize_h) * sy);
+        dl->AddRect(a, b, IM_COL32(255, 214, 120, 255), 0, 0, 2);
+        pr.rects["original.crop"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    ImGui::EndGroup();
+    ImGui::SameLine();
+    ImGui::BeginGroup();
+    std::string all, drawn;
+    const float room = ImGui::GetContentRegionAvail().x;
+    for (auto& line : preprocessing_lines(im, c, in_h, in_w)) {
+        for (const std::string& part : wrap_at_spaces(line, room)) {
+            ImGui::TextDisabled("%s", part.c_str());
+            drawn += part + "\n";
+        }
+        all += line + "\n";
+    }
+    pr.strings["preprocess.drawn"] = drawn;
+    pr.strings["preprocess"] = all;
+    bool squash = c.pre.squash;
+    if (ImGui::Checkbox("squash (aspect lost)", &squash)) s.set_squash(squash);
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("off: shorter side resized, then a centre crop (torchvision's Resize + CenterCrop)\n"
+                          "on: straight resize to a square, as Hugging Face's ViTImageProcessor does");
+    ImGui::EndGroup();
+}
+
+void draw_no_grads(Session& s, Probe& pr, const char* what) {
+    std::string why = s.result().no_grads_why.empty() ? s.grads_unavailable_reason() : s.result().no_grads_why;
+    if (why.empty()) why = "the gradients are being computed";
+    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s needs gradients: %s.", what, why.c_str());
+    ImGui::PopTextWrapPos();
+    pr.strings["overlay.message"] = why;
+    if (s.can_compute_grads() && ImGui::SmallButton("compute gradients")) s.set_grad_mode(GradMode::On);
+}
+
+}  // namespace
+
+namespace {
+
+// The input-size control (issue 20 item 2): the run's H x W in multiples of the patch, applied on
+// Enter or a step button; a size the model cannot run is said in place and not applied. Below it,
+// what happened to the position embeddings (learned grid, resized grid, the family's rule).
+void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
+    const Config& mc = s.config();  // the model loaded: its patch and native size (the request is for it)
+    const Options& req = s.options();
+    const int P = mc.patch;
+    const int want_h = req.image_h > 0 ? req.image_h : mc.image_size, want_w = req.image_w > 0 ? req.image_w : mc.image_size;
+    if (panel.size_for != s.model_spec()) {  // another model: what was typed for the last one is dropped
+        panel.size_for = s.model_spec();
+        panel.size_error.clear();
+    }
+    if (panel.size_error.empty()) {  // follows the request (the command line, Reset options) unless refused
+        panel.size_h = want_h;
+        panel.size_w = want_w;
+    }
+    // the two fields and "native" wrap onto another row when the panel is narrow
+    Flow flow;
+    const float field_w = 84.f;  // the value and its - + buttons (the row fits a 320-px panel)
+    flow.next(Flow::text_w("size"));
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextDisabled("size");
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the input size the model runs at, H x W pixels (multiples of the patch, %d)", P);
+    bool apply = false;
+    flow.next(field_w);
+    ImGui::SetNextItemWidth(field_w);
+    if (ImGui::InputInt("##size_h", &panel.size_h, P, 4 * P, ImGuiInputTextFlags_EnterReturnsTrue)) apply = true;
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        pr.rects["image.size.h"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    flow.next(Flow::text_w("x") + field_w + ImGui::GetStyle().ItemSpacing.x);
+    ImGui::TextDisabled("x");
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(field_w);
+    if (ImGui::InputInt("##size_w", &panel.size_w, P, 4 * P, ImGuiInputTextFlags_EnterReturnsTrue)) apply = true;
+    {
+        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+        pr.rects["image.size.w"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
+    }
+    flow.next(Flow::button_w("native"));
+    if (ImGui::SmallButton("native")) {
+        panel.size_h = panel.size_w = mc.image_size;
+        apply = true;
+    }
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("the model's own input size, %dx%d (--image-size on the command line)", mc.image_size, mc.image_size);
+    if (apply) {
+        Options o = req;
+        o.image_h = panel.size_h == mc.image_size && panel.size_w == mc.image_size ? 0 : panel.size_h;
+        o.image_w = o.image_h ? panel.size_w : 0;
+        try {
+            if (panel.size_h < 1 || panel.size_w < 1)  // 0 would mean "the model's own size" to Options: said, not run
+                throw std::invalid_argument("input size " + std::to_string(panel.size_h) + "x" + std::to_string(panel.size_w) +
+                                            " is outside " + std::to_string(P) + ".." + std::to_string(kMaxImageSize) + " per side");
+            run_dims(mc, o);  // the model's own checks: multiples of the patch, the limits, the trace's size
+            panel.size_error.clear();
+            s.set_options(o);
+        } catch (const std::exception& e) {
+            panel.size_error = std::string("not applied: ") + e.what();
+        }
+    }
+    if (!panel.size_error.empty()) {
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", panel.size_error.c_str());
+        ImGui::PopTextWrapPos();
+        pr.strings["image.size.message"] = panel.size_error;
+    }
+    // the position embeddings of the run on screen
+    const StageTable& tab = t.table();
+    const RunDims& rd = tab.dims();
+    const Config& c = tab.config();
+    const int sg = c.stored_grid();
+    // one line (the panel's height is the image's): the grids, the rule in the tooltip, the stages a click away
+    std::string pos, brief;
+    const std::string learned = std::to_string(sg) + "x" + std::to_string(sg);
+    if (rd.resized) {
+        pos = "position embeddings: learned for " + learned + " patches, resized to " + std::to_string(rd.gh) + "x" +
+              std::to_string(rd.gw) + " by " + pos_rule_label(c.pos_rule);
+        brief = "pos " + learned + " -> " + std::to_string(rd.gh) + "x" + std::to_string(rd.gw);
+    } else {
+        pos = "position embeddings: the learned " + learned + " grid as it is";
+        brief = "pos " + learned + " learned";
+    }
+    Flow pflow;  // the line and its buttons wrap in a narrow panel
+    pflow.next(Flow::text_w(brief.c_str()));
+    ImGui::TextDisabled("%s", brief.c_str());
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", pos.c_str());
+    pr.strings["image.pos"] = pos;
+    if (rd.resized && tab.has(StageId{StageKind::PosEmbedLearned})) {
+        pflow.next(Flow::button_w("learned"));
+        if (ImGui::SmallButton("learned")) { select_stage(v.ui, t, StageId{StageKind::PosEmbedLearned}); v.ui.tab = Tab::Stage; }
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the stage pos_embed.learned: the table as stored");
+    }
+    if (tab.has(StageId{StageKind::PosEmbed})) {
+        const std::string pe = stage_name(StageId{StageKind::PosEmbed});
+        const char* label = rd.resized ? "resized" : pe.c_str();
+        pflow.next(Flow::button_w(label));
+        if (ImGui::SmallButton(label)) { select_stage(v.ui, t, StageId{StageKind::PosEmbed}); v.ui.tab = Tab::Stage; }
+        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the stage %s: what is added to the tokens in this run", pe.c_str());
+    }
+    pflow.next(Flow::button_w("similarity"));
+    if (ImGui::SmallButton("similarity")) v.ui.tab = Tab::Positions;
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the Positions tab: how alike the positions are, learned and as run");
+}
+
+// The uniform value an overlay is compared with in its note: uniform attention (1/keys) for a row of a pattern,
+// else the values' mean.
+float overlay_reference(const Trace& t, const UiState& ui, bool probe, const std::vector<float>& ov) {
+    const bool attn_row = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
+    const StageId src = probe && ui.overlay == Overlay::Cls ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, 0};
+    const Array* pat = attn_row && t.depth() > 0 ? t.find(src) : nullptr;
+    if (pat && pat->dimension() > 0 && pat->shape().back() > 0) return 1.f / float(pat->shape().back());
+    double sum = 0;
+    int n = 0;
+    for (float x : ov)
+        if (std::isfinite(x)) sum += x, ++n;
+    return n ? float(sum / n) : 0.f;
+}
+
+// Under a flat overlay's key: that it is flat, by how much, and why it is drawn faint (issue 36 item 9); "" when
+// the overlay is not flat.
+std::string flat_overlay_text(const std::vector<float>& ov, bool attention, float ref) {
+    if (ov.empty()) return "";
+    const GridRange mm = grid_range(ov);
+    if (!flat_overlay(mm.vmin, mm.vmax)) return "";
+    char b[300];
+    if (attention && ref > 0)
+        std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.1f%% of each other (uniform attention: %s): the "
+                      "attention is about uniform and singles out no patch; drawn faint so the picture shows.",
+                      fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(), 100.0 * relative_spread(mm.vmin, mm.vmax), fmt(ref).c_str());
+    else
+        std::snprintf(b, sizeof b, "Flat: every patch gets %s .. %s, within %.1f%% of each other: it singles out no patch; drawn "
+                      "faint so the picture shows.", fmt(mm.vmin).c_str(), fmt(mm.vmax).c_str(),
+                      100.0 * relative_spread(mm.vmin, mm.vmax));
+    return b;
+}
+// The note on screen in one short line (the key beside it gives the values); the whole
+// sentence under the mouse and in the probe (merged with the layout work: the three lines it took pushed the
+// thumbnails below the fold at 1366x768 on vit-ti16 and clip-b32, Gui.SweepSizes*). With random weights the
+// line says that too, and stands for the note under the thumbnails (one warning line, not two: at 1366x768
+// the second was cut below the fold on vit-ti16).
+std::string flat_overlay_shown(const std::string& text, const std::string& random_note) {
+    if (text.rfind("Flat:", 0) != 0) return text;
+    return random_note.empty() ? "Flat: no patch stands out (hover)" : random_note + ": no patch stands out (hover)";
+}
+void FlatOverlayNote(ViewCtx& v, const std::string& text, const std::string& random_note) {
+    if (text.empty()) return;
+    const std::string shown = flat_overlay_shown(text, random_note);
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", shown.c_str());
+    ImGui::PopTextWrapPos();
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s%s", text.c_str(), random_note.empty() ? "" : ("\n" + random_note + ": these attention maps mean nothing.").c_str());
+    v.probe.strings["overlay.flat"] = text;
+    if (!random_note.empty()) {
+        const ImVec2 n0 = ImGui::GetItemRectMin(), n1 = ImGui::GetItemRectMax();
+        v.probe.rects["thumbs.note"] = Rect{n0.x, n0.y, n1.x - n0.x, n1.y - n0.y};
+    }
+}
+
+// The overlay's values over the patches for the trace on screen (the core's numbers), or why there are none.
+std::vector<float> overlay_values(const Trace& t, const UiState& ui, int layer, std::string& why) {
+    const Config& c = t.table().config();
+    const int L = t.depth(), T = t.table().dims().T;
+    std::vector<float> ov;
+    why.clear();
+    try {
+        if (L == 0 && ui.overlay != Overlay::None) why = "the model has no attention layers";
+        else if (ui.overlay == Overlay::Cls) ov = c.cls_token ? cls_attention(t, layer, ui.overlay_head) : probe_attention(t, ui.overlay_head);
+        else if (ui.overlay == Overlay::Rollout) ov = attention_rollout(t, layer, Fusion(ui.fusion), ui.discard);
+        else if (ui.overlay == Overlay::GradRollout && t.has_grads()) ov = grad_rollout(t, layer);
+        else if (ui.overlay == Overlay::Query) {
+            if (ui.query < 0 || ui.query >= T)
+                why = "query token " + std::to_string(ui.query) + " is out of range: " + token_range_text(t);
+            else {
+                Tensor1 row = attention_from(t, layer, ui.overlay_head, ui.query);  // the core's numbers, not recomputed
+                ov.assign(row.data(), row.data() + row.size());
+            }
+        }
+    } catch (const std::exception& e) {
+        ov.clear();
+        why = e.what();
+    }
+    if (ov.size() != size_t(t.table().dims().N)) ov.clear();
+    return ov;
+}
+
+}  // namespace
+
+bool upload_model_input(Texture& tex, const Session& s) {
+    const Trace* t = s.trace();
+    const Array* in = t ? t->find(StageId{StageKind::Input}) : nullptr;
+    if (!in || rank(*in) != 3) return false;
+    const int C = int(extent(*in, 0)), Ih = int(extent(*in, 1)), Iw = int(extent(*in, 2));
+    Tensor3 img = denormalize(Tensor3(*in), s.shown_config());
+    upload_rgb(tex, img.data(), C, Ih, Iw, true);
+    return true;
+}
+
+void DrawImagePanelArea(ViewCtx& v, ImagePanel& panel, float height) {
+    // the line is kept while the row is below the part shown: measured as drawn (the child's
+    // scrolling and the row's place are known only then), so the line's room is taken from the
+    // frame after the row first falls below (taking it keeps the row below: no flicker)
+    const float line = ImGui::GetTextLineHeightWithSpacing();
+    const float hint_h = panel.thumbs_below ? line : 0.f;
+    ImGui::BeginChild("imgpanel", ImVec2(0, height - hint_h));
+    ImGui::PushTextWrapPos(0);  // its lines wrap at the panel's edge, whatever its width
+    DrawImagePanel(v, panel);
+    // a generated scene's truth (issue 35): its box over the input drawn above, its lines under the thumbnails
+    if (const auto r = v.probe.rects.find("image"); r != v.probe.rects.end() && v.s.trace())
+        DrawSceneTruth(v, ImGui::GetWindowDrawList(), ImVec2(r->second.x, r->second.y), r->second.w, r->second.h);
+    ImGui::PopTextWrapPos();
+    const ImVec2 wp = ImGui::GetWindowPos(), ws = ImGui::GetWindowSize();
+    const bool below = panel.thumbs_bottom > wp.y + ws.y + 0.5f;
+    v.probe.rects["image.panel"] = Rect{wp.x, wp.y, ws.x, ws.y};
+    ImGui::EndChild();
+    if (below && hint_h > 0) {
+        const std::string hint = "scroll down for the attention thumbnails";
+        bool cut = false;
+        const std::string shown = fit_text(hint, ImGui::GetContentRegionAvail().x, cut);
+        const ImVec2 at = ImGui::GetCursorScreenPos();
+        ImGui::TextUnformatted(shown.c_str());
+        if (cut && v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", hint.c_str());
+        v.probe.strings["image.more_below"] = hint;
+        v.probe.rects["image.more_below"] = Rect{at.x, at.y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y};
+    } else if (hint_h > 0) {
+        ImGui::Dummy(ImVec2(1, hint_h - ImGui::GetStyle().ItemSpacing.y));  // the row came into view: the room goes next frame
+    }
+    panel.thumbs_below = below;
+}
+
+namespace {
+// The three maps side by side for the same layer (cls or probe attention, rollout, gradient-weighted rollout),
+// each from 0 to its own largest value, printed under it: click one to put it over the image.
+void draw_thumbnails(ViewCtx& v, ImagePanel& panel, const Trace& tr, ImDrawList* dl, bool grads, int ol, float tw) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
+    const Trace* t = &tr;
+    const Config& c = tr.table().config();
+    const RunDims& rd = tr.table().dims();
+    const int gh = rd.gh, gw = rd.gw, N = rd.N;
+    const bool probe = !c.cls_token;
+    const char* names[3] = {probe ? "probe attention" : "cls attention", "rollout", "grad-weighted"};
+    const float tiw = gw >= gh ? tw : tw * float(gw) / float(gh), tih = gh >= gw ? tw : tw * float(gh) / float(gw);
+    pr.numbers["thumbs.size"] = tw;
+    if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); panel.thumb_why.resize(3); }
+    ImVec2 row0;  // the row's top left
+    for (int k3 = 0; k3 < 3; ++k3) {
+        uint64_t key = s.version() * 131 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 + uint64_t(ui.fusion) * 3 +
+                       uint64_t(ui.discard * 1000) * 100003;
+        if (panel.keys.stale("thumb" + std::to_string(k3), key)) {
+            UiState as = ui;
+            as.overlay = Overlay(k3 + 1);
+            std::string& why = panel.thumb_why[size_t(k3)];
+            std::vector<float> m = k3 == 2 && !grads ? std::vector<float>() : overlay_values(*t, as, ol, why);
+            if (k3 == 2 && !grads) why = "no\ngradients";
+            else if (m.empty() && !c.cls_token) why = "no cls\ntoken";
+            else if (m.empty()) why = "not\navailable";
+            if (m.size() == size_t(N)) {
+                const GridRange r = upload_grid(panel.thumbs[size_t(k3)], m, gw, gh);
+                panel.thumb_range[size_t(k3)] = {r.vmin, r.vmax};
+                why.clear();
+            }
+        }
+        if (k3) ImGui::SameLine();
+        ImGui::BeginGroup();
+        ImVec2 q = ImGui::GetCursorScreenPos();
+        ImGui::PushID(k3);
+        if (ImGui::InvisibleButton("t", ImVec2(tw, tw))) ui.overlay = Overlay(k3 + 1);
+        std::string why_line = panel.thumb_why[size_t(k3)];  // why it is empty, on one line
+        std::replace(why_line.begin(), why_line.end(), '\n', ' ');
+        if (k3 == 2 && !grads) {  // the session's reason, as the overlay says it when chosen
+            std::string r = s.result().no_grads_why.empty() ? s.grads_unavailable_reason() : s.result().no_grads_why;
+            if (r.rfind("no gradients: ", 0) == 0) r = r.substr(14);
+            if (!r.empty()) why_line += ": " + r;
+        }
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("%s up to layer %d: %s", names[k3], ol, why_line.empty() ? "click to show it over the image" : why_line.c_str());
+        ImGui::PopID();
+        const ImVec2 q0(q.x + (tw - tiw) / 2, q.y + (tw - tih) / 2), q1(q0.x + tiw, q0.y + tih);
+        const std::string& why = panel.thumb_why[size_t(k3)];
+        Colormap cm;
+        const bool drawn = why.empty() && panel.thumbs[size_t(k3)].valid();
+        if (drawn) {
+            // each map from 0 to its own largest value (three different quantities), printed under it
+            cm.vmin = std::min(0.f, panel.thumb_range[size_t(k3)].first);
+            cm.vmax = std::max(panel.thumb_range[size_t(k3)].second, cm.vmin + 1e-9f);
+            v.gfx.draw(dl, panel.thumbs[size_t(k3)], q0, q1, cm);
+            DrawDropped(dl, *t, q0, tiw / float(gw), tih / float(gh));
+        } else if (tw >= 64) {
+            dl->AddText(ImVec2(q.x + 6, q.y + tw / 2 - 16), ImGui::GetColorU32(ImGuiCol_TextDisabled), why.c_str());
+        } else {  // too small for the words: a cross (the reason in the tooltip)
+            dl->AddLine(q0, q1, ImGui::GetColorU32(ImGuiCol_TextDisabled));
+            dl->AddLine(ImVec2(q0.x, q1.y), ImVec2(q1.x, q0.y), ImGui::GetColorU32(ImGuiCol_TextDisabled));
+        }
+        bool sel = int(ui.overlay) == k3 + 1;
+        dl->AddRect(q0, q1, sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0, sel ? 2.f : 1.f);
+        // its name, the short one when the long one is wider than the map (it was wrapped inside the word:
+        // 'grad-weighte' / 'd'); the tooltip says it in full
+        const char* short_names[3] = {probe ? "probe" : "cls", "rollout", "gradient"};
+        ImGui::TextDisabled("%s", ImGui::CalcTextSize(names[k3]).x <= tw ? names[k3] : short_names[k3]);
+        if (drawn) {
+            // its range, as the key of a thumbnail: dark is 0, yellow this number
+            const std::string range = "0 .. " + fmt(cm.vmax);
+            const ImVec2 at = ImGui::GetCursorScreenPos();
+            const ImVec2 sz = ImGui::CalcTextSize(range.c_str());
+            ImGui::Dummy(ImVec2(std::max(tw, sz.x), ImGui::GetTextLineHeight()));  // the next map starts after it
+            // drawn where the panel shows it (scrolled out of view at small sizes: scroll to read it)
+            const Rect clip = clip_rect(dl);
+            if (at.x >= clip.x && at.y >= clip.y && at.x + sz.x <= clip.x + clip.w && at.y + sz.y <= clip.y + clip.h)
+                DrawLabel(dl, pr, "thumbs.range", at, ImGui::GetColorU32(ImGuiCol_TextDisabled), range, clip);
+            pr.numbers[std::string("thumbs.") + std::to_string(k3) + ".vmax"] = cm.vmax;
+        } else if (k3 == 2 && !grads && s.can_compute_grads()) {
+            // gradients this session can compute: asked for here (as G does)
+            ImGui::PushID(k3);
+            if (ImGui::SmallButton("compute (G)")) s.set_grad_mode(GradMode::On);
+            ImGui::PopID();
+            pr.strings[std::string("thumbs.") + std::to_string(k3) + ".why"] = why_line;
+        } else {
+            // under its name: where the reason is (a sentence, too long for the thumbnail's width)
+            ImGui::TextDisabled("why? (hover)");
+            if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", why_line.c_str());
+            pr.strings[std::string("thumbs.") + std::to_string(k3) + ".why"] = why_line;
+        }
+        ImGui::EndGroup();
+        const ImVec2 g0 = ImGui::GetItemRectMin(), g1 = ImGui::GetItemRectMax();
+        if (k3 == 0) row0 = g0;
+        panel.thumbs_bottom = std::max(panel.thumbs_bottom, g1.y);
+        pr.rects["thumbs"] = Rect{row0.x, row0.y, g1.x - row0.x, panel.thumbs_bottom - row0.y};
+    }
+}
+}  // namespace
+
+void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
+    panel.thumbs_bottom = 0;
+    if (s.loading()) {
+        // a model loads: nothing of the model before it (its preprocessing, its input) is shown
+        const std::string why = "loading " + s.loading_spec() + ": the image panel fills in when it has run";
+        TextWrappedWords(pr, "image.message", why);
+        pr.strings["image.message"] = why;
+        return;
+    }
+    if (s.has_image()) draw_original(v, panel);
+    const Trace* t = s.trace();
+    if (!t) {
+        std::string why = s.has_image() ? "Running the model..." : "No image is loaded: load one with the toolbar or drop a file here.";
+        ImGui::TextWrapped("%s", why.c_str());
+        pr.strings["image.message"] = why;
+        return;
+    }
+    // the run's own sizes: input H x W, the patch grid gh x gw, the tokens before the patches
+    const StageTable& table = t->table();
+    const Config& c = table.config();
+    const RunDims& rd = table.dims();
+    const int Ih = rd.img_h, Iw = rd.img_w, gh = rd.gh, gw = rd.gw, N = rd.N, pre = rd.prefix, T = rd.T;
+    const int L = c.depth, H = c.heads;
+    const Array* in = t->find(StageId{StageKind::Input});
+    if (!in || rank(*in) != 3 || int(extent(*in, 1)) != Ih || int(extent(*in, 2)) != Iw) {
+        ImGui::TextWrapped("The trace has no %dx%d input to show.", Ih, Iw);
+        return;
+    }
+    if (panel.keys.stale("image", s.version())) {
+        Tensor3 img = denormalize(Tensor3(*in), s.shown_config());
+        upload_rgb(panel.image, img.data(), c.channels, Ih, Iw, true);
+    }
+    ImGui::TextDisabled("model input %dx%d %s (H x W)", Ih, Iw, c.channels == 1 ? "gray" : "RGB");
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the image as the model sees it: resized, cropped and normalized (shown denormalized)");
+    pr.numbers["image.h"] = Ih;
+    pr.numbers["image.w"] = Iw;
+    draw_input_size(v, panel, *t);
+    // overlay controls: a model without a cls token summarises the image by its pooling probe (SigLIP)
+    const bool probe = !c.cls_token;
+    const char* kinds[] = {"none", probe ? "probe attention" : "cls attention", "attention rollout", "gradient-weighted rollout",
+                           "attention from a token"};
+    pr.strings["overlay.name"] = kinds[int(ui.overlay)];
+    int ok = int(ui.overlay);
+    ImGui::SetNextItemWidth(190);
+    if (ImGui::Combo("overlay", &ok, kinds, kOverlayCount)) ui.overlay = Overlay(ok);
+    const bool one_layer = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
+    int ol = ui.overlay_layer < 0 ? L - 1 : std::min(ui.overlay_layer, L - 1);
+    ui.overlay_head = std::clamp(ui.overlay_head, -1, H - 1);
+    if (L > 0 && !(probe && ui.overlay == Overlay::Cls)) {
+        ImGui::SetNextItemWidth(190);
+        if (ImGui::SliderInt(one_layer ? "layer" : "up to layer", &ol, 0, L - 1)) ui.overlay_layer = ol;
+    } else if (probe && ui.overlay == Overlay::Cls) {
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+        ImGui::TextDisabled("the pooling head's probe, after block %d (head.attn.pattern)", L - 1);
+        ImGui::PopTextWrapPos();
+    }
+    if (one_layer && L > 0) {
+        ImGui::SetNextItemWidth(190);
+        int hh = ui.overlay_head + 1;
+        char label[32];
+        if (hh == 0) std::snprintf(label, sizeof label, "mean of heads");
+        else std::snprintf(label, sizeof label, "head %d", hh - 1);
+        if (ImGui::SliderInt("head", &hh, 0, H, label)) ui.overlay_head = hh - 1;
+        if (ui.overlay == Overlay::Query) {
+            // the query token in the run's order: cls, registers, dist, then the patches
+            int q = std::clamp(ui.query, 0, T - 1);
+            const std::string ql = token_label(table, q, true);
+            ImGui::SetNextItemWidth(190);
+            // its label cut with an ellipsis to the slider's width (the line under the image says it whole)
+            bool cut = false;
+            std::string qf = fit_text("token " + std::to_string(q) + ": " + ql, 190 - 2 * ImGui::GetStyle().FramePadding.x, cut);
+            for (size_t i = qf.find('%'); i != std::string::npos; i = qf.find('%', i + 2)) qf.insert(i, "%");
+            if (ImGui::SliderInt("query", &q, 0, T - 1, qf.c_str())) ui.query = q;
+            if (c.cls_token) {
+                ImGui::SameLine();
+                if (ImGui::SmallButton("cls")) ui.query = 0;
+            }
+        }
+    } else if (ui.overlay == Overlay::Rollout) {
+        const char* fu[] = {"mean", "max", "min"};
+        ImGui::SetNextItemWidth(90);
+        ImGui::Combo("head fusion", &ui.fusion, fu, 3);
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("how each layer's %d heads become one matrix before the rollout: their mean, or the "
+                              "largest or smallest weight of each query-key pair", H);
+        // the discard ratio beside it when it fits the panel, on its own line when not (a narrow panel)
+        const ImGuiStyle& st = ImGui::GetStyle();
+        const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+        if (ImGui::GetItemRectMax().x + st.ItemSpacing.x + 90 + st.ItemInnerSpacing.x + ImGui::CalcTextSize("discard").x <= right)
+            ImGui::SameLine();
+        ImGui::SetNextItemWidth(90);
+        ImGui::SliderFloat("discard", &ui.discard, 0.f, 0.95f, "%.2f");
+        if (v.hover && ImGui::IsItemHovered())
+            ImGui::SetTooltip("in every row of each layer's fused matrix, set the smallest %.0f%% of the weights to 0 "
+                              "(never the diagonal: with it among them, fewer go), then (A + I) / 2 with rows "
+                              "renormalised to sum to 1", double(ui.discard) * 100);
+    }
+    const bool grads = t->has_grads();
+    if (ui.overlay == Overlay::GradRollout && !grads) draw_no_grads(s, pr, "the gradient-weighted rollout");
+    ImGui::SetNextItemWidth(190);
+    ImGui::SliderFloat("opacity", &ui.opacity, 0.f, 1.f, "%.2f");
+    // the overlay values over the patch grid: recomputed only when what they depend on changes
+    // (rollout reads every layer's attention pattern: not something to redo every frame)
+    uint64_t okey = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
+                    uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003 + uint64_t(ui.query + 1) * 10000019;
+    if (panel.keys.stale("overlay", okey)) {
+        panel.overlay_vals = overlay_values(*t, ui, ol, panel.overlay_why);
+        if (!panel.overlay_vals.empty()) upload_grid(panel.overlay, panel.overlay_vals, gw, gh);  // dropped patches (NaN) are hatched below
+    }
+    const std::vector<float>& ov = panel.overlay_vals;
+    if (ov.empty() && !panel.overlay_why.empty() && !(ui.overlay == Overlay::GradRollout && !grads)) {
+        // nothing to draw for this model or selection: said in place (the core's words)
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", panel.overlay_why.c_str());
+        ImGui::PopTextWrapPos();
+        pr.strings["overlay.message"] = panel.overlay_why;
+    }
+    if (!ov.empty()) {
+        std::string vals;
+        char b[32];
+        for (size_t i = 0; i < ov.size(); ++i) {
+            std::snprintf(b, sizeof b, "%s%.9g", i ? "," : "", double(ov[i]));
+            vals += b;
+        }
+        pr.strings["overlay.values"] = vals;
+        if (ui.overlay == Overlay::Query) pr.numbers["overlay.query"] = ui.query;
+    }
+    const bool thumbs = L > 0;
+    const float th = ImGui::GetTextLineHeightWithSpacing();
+    // the height left for the image and the thumbnails after the lines around them (the thumbnails'
+    // names and ranges, the random-weights note, the overlay's key): shared so that the image stays
+    // about twice the thumbnails' size when the panel is short
+    // (the key's room is kept whether or not an overlay is on: the image does not move when it is switched)
+    const float key_h = L > 0 ? color_key_height() : 0.f;
+    const ImVec2 avail = ImGui::GetContentRegionAvail();
+    // the line under the image (the query token, or the patches) and the random-weights note under the
+    // thumbnails, as tall as they are drawn: each may wrap onto two lines in a narrow panel (the panel's
+    // lines wrap at its edge), and a line counted once pushed the note below the fold at 1366x768 (vit-ti16)
+    const std::string under_line =
+        ui.overlay == Overlay::Query ? "query: " + token_label(table, std::clamp(ui.query, 0, T - 1), true) + " (click: move)"
+                                     : std::to_string(gh) + "x" + std::to_string(gw) + " patches of " + std::to_string(c.patch) +
+                                           " px (click: follow one)";
+    // a flat overlay's note under its key (issue 36 item 9): its room is kept too; with random weights it
+    // also stands for the note under the thumbnails
+    const std::string random_note = weights_note(s);
+    const float oref = ov.empty() ? 0.f : overlay_reference(*t, ui, probe, ov);
+    const std::string flat_text = flat_overlay_text(ov, ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query, oref);
+    const std::string random_line = random_note.empty() || !flat_text.empty() ? "" : random_note + ": these maps mean nothing";
+    auto wrapped_h = [&](const std::string& text) {
+        return ImGui::CalcTextSize(text.c_str(), nullptr, false, std::max(1.f, avail.x)).y + ImGui::GetStyle().ItemSpacing.y;
+    };
+    const float lines_h = thumbs ? 22.f + wrapped_h(under_line) + (random_line.empty() ? 0.f : wrapped_h(random_line)) : 0.f;
+    const float flat_h = flat_text.empty() ? 0.f : wrapped_h(flat_overlay_shown(flat_text, random_note));
+    const float peak_h = s.scene_truth() && !ov.empty() ? th : 0.f;  // DrawScenePeak's line
+    const float room = avail.y - 40 - lines_h - key_h - flat_h - peak_h;
+    const float tw = thumbs ? std::min({96.f, (avail.x - 16) / 3, std::max(56.f, room / 3)}) : 0.f;
+    // the image at the run's aspect, as large as the room left allows, and never under 128 px on its
+    // long side (issue 36: what a learner clicks and looks at most; the panel scrolls below that)
+    const float scale = std::max(std::min((avail.x - 8) / float(Iw), (room - tw) / float(Ih)), 128.f / float(std::max(Ih, Iw)));
+    const float img_w = float(Iw) * scale, img_h = float(Ih) * scale;
+    ImVec2 p0 = ImGui::GetCursorScreenPos(), p1(p0.x + img_w, p0.y + img_h);
+    ImGui::InvisibleButton("img", ImVec2(img_w, img_h));
+    bool hovered = v.hover && ImGui::IsItemHovered();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    dl->AddImage(panel.image.id(), p0, p1);
+    pr.rects["image"] = Rect{p0.x, p0.y, img_w, img_h};
+    // the overlay's colours: from 0 (attention, rollout and its gradient-weighted form are not
+    // negative) to the map's largest value, as every attention picture; its key goes under the image
+    Colormap ocm;
+    if (!ov.empty()) {
+        const GridRange mm = grid_range(ov);  // the finite values (a dropped patch has none)
+        ocm.mode = Colormap::Overlay;
+        ocm.vmin = std::min(0.f, mm.vmin);
+        ocm.vmax = std::max(mm.vmax, ocm.vmin + 1e-9f);
+        ocm.opacity = ui.opacity;
+        // a flat overlay (every patch within a few percent of the others: random weights' attention) would be one
+        // wash of its top colour over the photo: drawn faint, and said under its key, which stays true (issue 36 item 9)
+        if (!flat_text.empty()) ocm.opacity = std::min(ui.opacity, 0.2f);
+        pr.numbers["overlay.ref"] = oref;
+        pr.numbers["overlay.opacity"] = ocm.opacity;
+        v.gfx.draw(dl, panel.overlay, p0, p1, ocm);
+        pr.numbers["overlay.argmax"] = mm.argmax;
+        pr.numbers["overlay.argmin"] = mm.argmin;
+        pr.numbers["overlay.lo"] = mm.vmin;
+        pr.numbers["overlay.hi"] = mm.vmax;
+    }
+    // patch grid and indices (every k-th patch when the numbers would not fit their cells)
+    const float cell = img_w / float(gw);  // = img_h / gh: square patches
+    pr.numbers["image.gh"] = gh;
+    pr.numbers["image.gw"] = gw;
+    ImU32 gc = IM_COL32(255, 255, 255, 60);
+    for (int i = 1; i < gw; ++i) dl->AddLine(ImVec2(p0.x + i * cell, p0.y), ImVec2(p0.x + i * cell, p1.y), gc);
+    for (int i = 1; i < gh; ++i) dl->AddLine(ImVec2(p0.x, p0.y + i * cell), ImVec2(p1.x, p0.y + i * cell), gc);
+    const float numw = ImGui::CalcTextSize(std::to_string(N - 1).c_str()).x + 4, numh = ImGui::GetTextLineHeight();
+    int k = std::max(1, int(std::ceil(std::max(numw, numh) / cell)));
+    if (cell * k >= numw && k <= std::max(gh, gw) / 2 + 1) {
+        Rect clip{p0.x, p0.y, img_w, img_h};
+        for (int n = 0; n < N; ++n) {
+            int r = n / gw, col = n % gw;
+            if (r % k || col % k) continue;
+            ImVec2 at(p0.x + col * cell + 2, p0.y + r * cell + 1);
+            if (at.x + numw - 4 > p1.x || at.y + numh > p1.y) continue;
+            DrawLabel(dl, pr, "image.patches", at, IM_COL32(255, 255, 255, 150), std::to_string(n), clip);
+        }
+        pr.numbers["image.patch_label_step"] = k;
+    }
+    if (const int n = DrawDropped(dl, *t, p0, cell, cell)) pr.numbers["image.dropped"] = n;  // absent: hatched
+    if (ui.patch >= 0 && ui.patch < N) {
+        ImVec2 a(p0.x + (ui.patch % gw) * cell, p0.y + (ui.patch / gw) * cell);
+        dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(255, 80, 200, 255), 0, 0, 3);
+    }
+    if (ui.overlay == Overlay::Query && ui.query >= pre && ui.query < T) {  // the query patch: a cyan frame
+        const int qp = rd.kept[size_t(ui.query - pre)];  // the patch the query token holds (some may be dropped)
+        ImVec2 a(p0.x + (qp % gw) * cell, p0.y + (qp / gw) * cell);
+        dl->AddRect(a, ImVec2(a.x + cell, a.y + cell), IM_COL32(0, 230, 255, 255), 0, 0, 3);
+        pr.rects["image.query"] = Rect{a.x, a.y, cell, cell};
+    }
+    if (hovered) {
+        ImVec2 m = ImGui::GetIO().MousePos;
+        int gx = std::clamp(int((m.x - p0.x) / cell), 0, gw - 1), gy = std::clamp(int((m.y - p0.y) / cell), 0, gh - 1);
+        int n = gy * gw + gx;
+        // the patch's token in the run's sequence (with patches dropped, the kept ones follow each other)
+        int tok = n + pre;
+        if (rd.dropped()) {
+            const auto it = std::find(rd.kept.begin(), rd.kept.end(), n);
+            tok = it == rd.kept.end() ? -1 : pre + int(it - rd.kept.begin());
+        }
+        if (tok < 0)
+            ImGui::SetTooltip("patch %d (row %d, col %d): dropped (an intervention), no token", n, gy, gx);
+        else
+            ImGui::SetTooltip("patch %d (row %d, col %d) = token %d%s%s", n, gy, gx, tok, ov.empty() ? "" : "\noverlay value: ",
+                              ov.empty() ? "" : std::to_string(ov[size_t(n)]).c_str());
+        if (ui.paint_drop) {
+            // painting: the first patch of a stroke decides (drop, or put back); every patch the stroke enters follows
+            const bool is_dropped = std::binary_search(s.options().iv.dropped.begin(), s.options().iv.dropped.end(), n);
+            if (ImGui::IsMouseClicked(0)) {
+                panel.paint_drop = !is_dropped;
+                panel.painted = -1;
+            }
+            if (ImGui::IsMouseDown(0) && n != panel.painted) {
+                panel.painted = n;
+                if (is_dropped != panel.paint_drop) toggle_dropped(s, n);
+            }
+        } else if (ImGui::IsMouseClicked(0)) {
+            if (ui.overlay == Overlay::Query) { if (tok >= 0) ui.query = tok; }  // that patch becomes the query
+            else ui.patch = ui.patch == n ? -1 : n;
+        }
+    }
+    ImGui::TextDisabled("%s", under_line.c_str());
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s", ui.overlay == Overlay::Query ? "click a patch on the image: attention from that patch's token"
+                                                             : "click a patch on the image: it is highlighted in every view");
+    DroppedLegend(v, *t, "image.dropped");
+    DrawScenePeak(v, ov, kinds[int(ui.overlay)]);  // a generated scene: is the overlay's peak on the object (issue 35)
+    if (!ov.empty()) {
+        // the overlay's key: its values, uniform attention (1/T over the pattern's keys) marked where the
+        // overlay is one row of a pattern (the probe's for a model without a cls token)
+        const bool attn_row = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
+        const StageId row_src = probe && ui.overlay == Overlay::Cls ? StageId{StageKind::HeadAttnPattern} : StageId{StageKind::AttnPattern, 0};
+        const Array* pat = attn_row && L > 0 ? t->find(row_src) : nullptr;
+        const int keys_n = pat ? int(pat->shape().back()) : 0;
+        ColorKey(v, "overlay", ocm, std::max(img_w, ImGui::GetContentRegionAvail().x - 8),
+                 keys_n > 0 ? attention_marks(keys_n) : std::vector<KeyMark>{});
+        FlatOverlayNote(v, flat_text, random_note);
+        if (std::string note = weights_note(s); !note.empty()) pr.strings["overlay.random"] = note;
+    }
+    if (!thumbs) return;
+    draw_thumbnails(v, panel, *t, dl, grads, ol, tw);
+    if (!random_line.empty()) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", random_line.c_str());
+        const ImVec2 n0 = ImGui::GetItemRectMin(), n1 = ImGui::GetItemRectMax();
+        pr.rects["thumbs.note"] = Rect{n0.x, n0.y, n1.x - n0.x, n1.y - n0.y};
+    }
+}
+
+}  // namespace vit::app
