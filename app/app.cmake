@@ -19,7 +19,7 @@ add_executable(vitscope app/main.cpp app/app_args.cpp app/frame.cpp app/exports.
                app/tabs/tab_distance.cpp app/tabs/tab_patches.cpp app/tabs/tab_map.cpp
                app/tabs/tab_norms.cpp app/tabs/tab_features.cpp app/tabs/tab_selfattn.cpp app/tabs/tab_interventions.cpp
                app/interventions_ui.cpp
-               app/lessons.cpp app/learn.cpp app/paths.cpp app/settings.cpp app/settings_app.cpp app/heads_prompt.cpp app/model_scan.cpp
+               app/lessons.cpp app/learn.cpp app/learn_steps.cpp app/paths.cpp app/settings.cpp app/settings_app.cpp app/heads_prompt.cpp app/model_scan.cpp
                app/text_capture.cpp app/text_wrap.cpp)
 # Every text ImGui draws passes through ImDrawList::AddText: wrapped so that the sweep can read what the
 # screen says (app/text_capture.h); wrapped text is measured (ImFont::CalcTextSizeA) and drawn with its
