@@ -2,29 +2,10 @@
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
-#include <cmath>
-#include <filesystem>
-#include <functional>
 
-#include "core/kernels/blas.h"
-#include "core/kernels/ops.h"
-#include "core/io/hub.h"
-#include "core/io/io.h"
-#include "tensor_access.h"
-#include "paths.h"
-#include "settings_app.h"
-#include "views.h"
-#include "scene_truth.h"
-#include "jobs.h"
 #include "tabs/tab.h"
-#include "model_map.h"
-#include "core/teach/teach.h"
-#include "core/model/finite.h"
-#include "interventions_ui.h"
-
-namespace fs = std::filesystem;
-
-namespace fs = std::filesystem;
+#include "tensor_access.h"
+#include "views.h"
 
 namespace vit::app {
 

@@ -189,16 +189,11 @@ struct Frame {
 float draw_controls(ViewCtx& v, LearnView& lv, Frame& f, float W, float H) {
     UiState& ui = v.ui;
     Probe& pr = v.probe;
-    const std::vector<LearnStepInfo>& steps = f.steps;
-    const std::vector<int>& tour = f.tour;
-    const int n = int(steps.size());
-    const float dur = kLearnStepSeconds;
-    const ImGuiWindowFlags fixed = kFixed;
+    const int n = int(f.steps.size());
     auto go = [&](int k) { go_step(ui, k, n); };
-    // ---- the controls
     ImGui::SetNextWindowPos(ImVec2(0, 0));
     ImGui::SetNextWindowSizeConstraints(ImVec2(W, 0), ImVec2(W, H * 0.3f));
-    ImGui::Begin("learn controls", nullptr, (fixed & ~ImGuiWindowFlags_NoResize) | ImGuiWindowFlags_AlwaysAutoResize);
+    ImGui::Begin("learn controls", nullptr, (kFixed & ~ImGuiWindowFlags_NoResize) | ImGuiWindowFlags_AlwaysAutoResize);
     {
         Flow flow(W - 2 * ImGui::GetStyle().WindowPadding.x);
         flow.next(Flow::button_w("Workbench (L)"));
@@ -208,7 +203,7 @@ float draw_controls(ViewCtx& v, LearnView& lv, Frame& f, float W, float H) {
         const char* play = ui.learn_playing ? "Pause (Space)" : "Play (Space)";
         flow.next(Flow::button_w("Pause (Space)"));
         if (ImGui::Button(play, ImVec2(Flow::button_w("Pause (Space)"), 0))) {  // one width for both labels
-            if (!ui.learn_playing && ui.learn_time >= dur && ui.learn_step + 1 >= n) go(0);
+            if (!ui.learn_playing && ui.learn_time >= kLearnStepSeconds && ui.learn_step + 1 >= n) go(0);
             ui.learn_playing = !ui.learn_playing;
         }
         flow.next(Flow::button_w("Next >"));
@@ -218,14 +213,14 @@ float draw_controls(ViewCtx& v, LearnView& lv, Frame& f, float W, float H) {
         auto combo_w = [&](float widest) { return std::min(widest + arrow, std::max(200.f, W / 3)); };
         float widest = 0;
         for (int i = 0; i < n; ++i)
-            widest = std::max(widest, ImGui::CalcTextSize((itos(i + 1) + "/" + itos(n) + " " + steps[size_t(i)].title).c_str()).x);
+            widest = std::max(widest, ImGui::CalcTextSize((itos(i + 1) + "/" + itos(n) + " " + f.steps[size_t(i)].title).c_str()).x);
         const float step_w = combo_w(std::max(widest, ImGui::CalcTextSize("no steps").x));
         flow.next(Flow::labelled_w(step_w, "step"));
         ImGui::SetNextItemWidth(step_w);
-        const std::string cur = n ? itos(ui.learn_step + 1) + "/" + itos(n) + " " + steps[size_t(ui.learn_step)].title : "no steps";
+        const std::string cur = n ? itos(ui.learn_step + 1) + "/" + itos(n) + " " + f.steps[size_t(ui.learn_step)].title : "no steps";
         if (ImGui::BeginCombo("step", cur.c_str())) {
             for (int i = 0; i < n; ++i)
-                if (ImGui::Selectable((itos(i + 1) + ". " + steps[size_t(i)].title).c_str(), i == ui.learn_step)) go(i);
+                if (ImGui::Selectable((itos(i + 1) + ". " + f.steps[size_t(i)].title).c_str(), i == ui.learn_step)) go(i);
             ImGui::EndCombo();
         }
         flow.next(Flow::labelled_w(120, "speed"));
@@ -234,11 +229,11 @@ float draw_controls(ViewCtx& v, LearnView& lv, Frame& f, float W, float H) {
         int sp = ui.learn_speed < 0.75f ? 0 : ui.learn_speed > 1.5f ? 2 : 1;
         if (ImGui::Combo("speed", &sp, speeds, 3)) ui.learn_speed = sp == 0 ? 0.5f : sp == 2 ? 2.f : 1.f;
         // the tour of lessons: pick one, or go to the next (T)
-        if (!tour.empty()) {
-            const int nt = int(tour.size());
+        if (!f.tour.empty()) {
+            const int nt = int(f.tour.size());
             auto label = [&](int i) {
-                return itos(i + 1) + "/" + itos(nt) + " " + lv.lessons[size_t(tour[size_t(i)])].title +
-                       (lv.answers.count(tour[size_t(i)]) ? " (answered)" : "");
+                return itos(i + 1) + "/" + itos(nt) + " " + lv.lessons[size_t(f.tour[size_t(i)])].title +
+                       (lv.answers.count(f.tour[size_t(i)]) ? " (answered)" : "");
             };
             const std::string cur = ui.lesson >= 0 ? label(ui.lesson) : itos(nt) + " lessons: predict, then check";
             float lw = ImGui::CalcTextSize(cur.c_str()).x;
@@ -258,7 +253,7 @@ float draw_controls(ViewCtx& v, LearnView& lv, Frame& f, float W, float H) {
             if (ImGui::Button(next, ImVec2(next_w, 0))) { ui.lesson = std::min(ui.lesson + 1, nt - 1); ui.lesson_go = true; }
             ImGui::EndDisabled();
             if (ui.lesson >= 0) {
-                const Lesson& L = lv.lessons[size_t(tour[size_t(ui.lesson)])];
+                const Lesson& L = lv.lessons[size_t(f.tour[size_t(ui.lesson)])];
                 pr.numbers["tour.step"] = ui.lesson;
                 pr.strings["tour.id"] = L.step;
                 pr.strings["tour.title"] = L.title;
@@ -291,7 +286,6 @@ float draw_controls(ViewCtx& v, LearnView& lv, Frame& f, float W, float H) {
     pr.rects["learn.controls"] = Rect{0, 0, W, top};
     ImGui::End();
     return top;
-
 }
 
 // The picture: the step drawn from the trace, with the camera (wheel, drag, + / -), the clicks that answer a
@@ -299,26 +293,17 @@ float draw_controls(ViewCtx& v, LearnView& lv, Frame& f, float W, float H) {
 void draw_picture(ViewCtx& v, LearnView& lv, Frame& f, const Rect& picr) {
     UiState& ui = v.ui;
     Probe& pr = v.probe;
-    const std::vector<LearnStepInfo>& steps = f.steps;
-    const std::vector<int>& tour = f.tour;
-    const int n = int(steps.size());
-    const float dur = kLearnStepSeconds;
-    const ImGuiWindowFlags fixed = kFixed;
-    std::string& narration = f.narration;
-    std::string& title = f.title;
-    std::string& torch = f.torch;
-    std::vector<LessonView>& lesson_views = f.lesson_views;
+    const int n = int(f.steps.size());
     std::vector<int> step_lessons;
-    // ---- the picture
     ImGui::SetNextWindowPos(ImVec2(picr.x, picr.y));
     ImGui::SetNextWindowSize(ImVec2(picr.w, picr.h));
-    ImGui::Begin("learn picture", nullptr, fixed | ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
+    ImGui::Begin("learn picture", nullptr, kFixed | ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
     const ImVec2 c0 = ImGui::GetCursorScreenPos(), av = ImGui::GetContentRegionAvail();
     const Rect pic{c0.x, c0.y, av.x, av.y};
     pr.rects["learn.picture"] = pic;
     pr.numbers["learn.steps"] = n;
     std::string step_ids;
-    for (auto& s : steps) step_ids += (step_ids.empty() ? "" : ",") + s.id;
+    for (auto& s : f.steps) step_ids += (step_ids.empty() ? "" : ",") + s.id;
     pr.strings["learn.step_ids"] = step_ids;
     const Trace* t = v.s.trace();
     pr.numbers["learn.lessons"] = double(lv.lessons.size());
@@ -361,14 +346,14 @@ void draw_picture(ViewCtx& v, LearnView& lv, Frame& f, const Rect& picr) {
         x.zoom = ui.learn_zoom;
         x.focus = ImVec2(ui.learn_fx, ui.learn_fy);
         x.own_cam = ui.learn_zoom == 1 && ui.learn_fx == 0.5f && ui.learn_fy == 0.5f;
-        x.p = clamp01(ui.learn_time / dur);
+        x.p = clamp01(ui.learn_time / kLearnStepSeconds);
         x.version = v.s.version();
         x.clicked = click;
         const RunDims& rd = x.rd;
         x.tok = ui.learn_token >= 0 && ui.learn_token < rd.T ? ui.learn_token : (c.cls_token ? 0 : rd.prefix);
         x.head = std::clamp(ui.head, 0, std::max(0, c.heads - 1));
         x.patch = followed_patch(v, *t, c, x.why_patch);
-        const LearnStepInfo& st = steps[size_t(ui.learn_step)];
+        const LearnStepInfo& st = f.steps[size_t(ui.learn_step)];
         // the lessons on this step; the first unanswered one that waits for a click takes the click
         if (lv.answers_version != v.s.version()) {
             lv.answers.clear();
@@ -381,7 +366,7 @@ void draw_picture(ViewCtx& v, LearnView& lv, Frame& f, const Rect& picr) {
             if (!lv.answers.count(i)) { waiting = i; break; }
         if (waiting >= 0 && !lv.pending_answer.empty()) {
             // --learn-answer with --tour: the tour's lesson takes it when it is on this step
-            const int tl = ui.lesson >= 0 && ui.lesson < int(tour.size()) ? tour[size_t(ui.lesson)] : -1;
+            const int tl = ui.lesson >= 0 && ui.lesson < int(f.tour.size()) ? f.tour[size_t(ui.lesson)] : -1;
             if (tl >= 0 && lv.lessons[size_t(tl)].step == st.id && !lv.answers.count(tl)) waiting = tl;
             lv.answers[waiting] = lv.pending_answer;
             lv.pending_answer.clear();
@@ -417,13 +402,13 @@ void draw_picture(ViewCtx& v, LearnView& lv, Frame& f, const Rect& picr) {
                 lvw.verdict = it->second == tr.answer ? "Right." : close ? "Close: next to it." : "Not quite.";
                 lvw.why = fill(L.why, tr, show(tr.answer));
             }
-            lesson_views.push_back(lvw);
+            f.lesson_views.push_back(lvw);
         }
         dl->PopClipRect();
         if (!x.tooltip.empty() && v.hover) ImGui::SetTooltip("%s", x.tooltip.c_str());
-        narration = x.narration;
-        title = st.title;
-        if (x.torch && t->table().has(*x.torch)) torch = t->info(*x.torch).torch;
+        f.narration = x.narration;
+        f.title = st.title;
+        if (x.torch && t->table().has(*x.torch)) f.torch = t->info(*x.torch).torch;
         pr.strings["learn.id"] = st.id;
         pr.numbers["learn.step"] = ui.learn_step;
         pr.numbers["learn.time"] = ui.learn_time;
@@ -432,7 +417,7 @@ void draw_picture(ViewCtx& v, LearnView& lv, Frame& f, const Rect& picr) {
         pr.numbers["learn.value_texts"] = x.value_texts;
         pr.numbers["learn.token"] = x.tok;
         pr.numbers["learn.drawn"] = x.drawn;
-        if (narration.empty()) narration = "This step has nothing to show for this trace (a stage it reads is missing).";
+        if (f.narration.empty()) f.narration = "This step has nothing to show for this trace (a stage it reads is missing).";
     }
     ImGui::End();
 
@@ -442,37 +427,28 @@ void draw_picture(ViewCtx& v, LearnView& lv, Frame& f, const Rect& picr) {
 void draw_narration(ViewCtx& v, LearnView& lv, Frame& f, const Rect& nr) {
     UiState& ui = v.ui;
     Probe& pr = v.probe;
-    const std::vector<LearnStepInfo>& steps = f.steps;
-    const std::vector<int>& tour = f.tour;
-    const int n = int(steps.size());
-    const float dur = kLearnStepSeconds;
-    const ImGuiWindowFlags fixed = kFixed;
-    std::string& narration = f.narration;
-    std::string& title = f.title;
-    std::string& torch = f.torch;
-    std::vector<LessonView>& lesson_views = f.lesson_views;
-    // ---- the narration
+    const int n = int(f.steps.size());
     ImGui::SetNextWindowPos(ImVec2(nr.x, nr.y));
     ImGui::SetNextWindowSize(ImVec2(nr.w, nr.h));
-    ImGui::Begin("learn narration", nullptr, fixed);
+    ImGui::Begin("learn narration", nullptr, kFixed);
     pr.rects["learn.narration"] = nr;
     if (n) {
         ImGui::TextDisabled("Step %d of %d", ui.learn_step + 1, n);
         ImGui::SetWindowFontScale(1.3f);
-        TextWrappedWords(pr, "learn.title", title);
+        TextWrappedWords(pr, "learn.title", f.title);
         ImGui::SetWindowFontScale(1.f);
-        ImGui::ProgressBar(clamp01(ui.learn_time / dur), ImVec2(-1, 4), "");
+        ImGui::ProgressBar(clamp01(ui.learn_time / kLearnStepSeconds), ImVec2(-1, 4), "");
         ImGui::Spacing();
-        TextWrappedWords(pr, "learn.narration", narration);
+        TextWrappedWords(pr, "learn.narration", f.narration);
         // the lessons of this step: predict, then check
-        for (const LessonView& lw : lesson_views) {
+        for (const LessonView& lw : f.lesson_views) {
             const Lesson& L = lv.lessons[size_t(lw.index)];
             ImGui::PushID(lw.index);
             ImGui::Spacing();
             ImGui::Separator();
             const ImVec4 gold(1.f, 0.85f, 0.3f, 1.f);
-            const auto in_tour = std::find(tour.begin(), tour.end(), lw.index);
-            if (in_tour != tour.end()) ImGui::TextDisabled("Lesson %d of %d", int(in_tour - tour.begin()) + 1, int(tour.size()));
+            const auto in_tour = std::find(f.tour.begin(), f.tour.end(), lw.index);
+            if (in_tour != f.tour.end()) ImGui::TextDisabled("Lesson %d of %d", int(in_tour - f.tour.begin()) + 1, int(f.tour.size()));
             TextWrappedWords(pr, "learn.lesson.title", "Predict: " + L.title, &gold);
             pr.strings["learn.lesson.titles"] += (pr.strings["learn.lesson.titles"].empty() ? "" : "|") + L.title;
             TextWrappedWords(pr, "learn.lesson.ask", L.ask);
@@ -494,7 +470,7 @@ void draw_narration(ViewCtx& v, LearnView& lv, Frame& f, const Rect& nr) {
                 TextWrappedWords(pr, "learn.lesson.why", lw.why);
                 if (!lw.given.empty() && ImGui::SmallButton("Ask again")) lv.answers.erase(lw.index);
             }
-            if (lw.index == (lesson_views.empty() ? -1 : lesson_views.front().index)) {
+            if (lw.index == (f.lesson_views.empty() ? -1 : f.lesson_views.front().index)) {
                 pr.strings["learn.lesson.title"] = L.title;
                 pr.strings["learn.lesson.ask"] = L.ask;
                 pr.strings["learn.lesson.answer"] = lw.given;
@@ -503,8 +479,8 @@ void draw_narration(ViewCtx& v, LearnView& lv, Frame& f, const Rect& nr) {
                 pr.strings["learn.lesson.why"] = lw.why;
             }
             pr.strings["learn.lesson.truths"] += (pr.strings["learn.lesson.truths"].empty() ? "" : "|") + lw.truth;
-            pr.strings["learn.lesson.verdicts"] += (lw.index == lesson_views.front().index ? "" : "|") + lw.verdict;
-            pr.strings["learn.lesson.whys"] += (lw.index == lesson_views.front().index ? "" : "|") + lw.why;
+            pr.strings["learn.lesson.verdicts"] += (lw.index == f.lesson_views.front().index ? "" : "|") + lw.verdict;
+            pr.strings["learn.lesson.whys"] += (lw.index == f.lesson_views.front().index ? "" : "|") + lw.why;
             ImGui::PopID();
         }
         if (!lv.lessons_error.empty()) {
@@ -512,11 +488,11 @@ void draw_narration(ViewCtx& v, LearnView& lv, Frame& f, const Rect& nr) {
             TextWrappedWords(pr, "learn.lessons_error", "Lessons not read: " + lv.lessons_error, &warn);
             pr.strings["learn.lessons_error"] = lv.lessons_error;
         }
-        if (!torch.empty()) {
+        if (!f.torch.empty()) {
             ImGui::Spacing();
             ImGui::TextDisabled("In PyTorch:");
             const ImVec4 code(0.6f, 0.85f, 1.f, 1.f);
-            TextWrappedWords(pr, "learn.torch", torch, &code);
+            TextWrappedWords(pr, "learn.torch", f.torch, &code);
         }
         if (!lv.keys.empty()) {
             ImGui::Spacing();

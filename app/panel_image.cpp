@@ -24,8 +24,6 @@
 
 namespace fs = std::filesystem;
 
-namespace fs = std::filesystem;
-
 namespace vit::app {
 
 namespace {

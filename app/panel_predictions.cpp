@@ -24,8 +24,6 @@
 
 namespace fs = std::filesystem;
 
-namespace fs = std::filesystem;
-
 namespace vit::app {
 
 std::string fit_text(const std::string& t, float w, bool& cut) {

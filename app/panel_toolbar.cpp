@@ -24,8 +24,6 @@
 
 namespace fs = std::filesystem;
 
-namespace fs = std::filesystem;
-
 namespace vit::app {
 
 bool DrawFileBrowser(FileBrowser& fb, const char* id, std::string& path, const std::vector<std::string>& exts) {
