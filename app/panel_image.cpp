@@ -506,57 +506,14 @@ void draw_thumbnails(ViewCtx& v, ImagePanel& panel, const Trace& tr, ImDrawList*
 }
 }  // namespace
 
-void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
-    Session& s = v.s;
+namespace {
+// The overlay's sliders: its layer (or the pooling probe's note), its head and query token, or rollout's head
+// fusion and discard ratio. `ol` is the layer shown, set by the slider.
+void draw_overlay_sliders(ViewCtx& v, const StageTable& table, int& ol, bool one_layer) {
     UiState& ui = v.ui;
-    Probe& pr = v.probe;
-    panel.thumbs_bottom = 0;
-    if (s.loading()) {
-        // a model loads: nothing of the model before it (its preprocessing, its input) is shown
-        const std::string why = "loading " + s.loading_spec() + ": the image panel fills in when it has run";
-        TextWrappedWords(pr, "image.message", why);
-        pr.strings["image.message"] = why;
-        return;
-    }
-    if (s.has_image()) draw_original(v, panel);
-    const Trace* t = s.trace();
-    if (!t) {
-        std::string why = s.has_image() ? "Running the model..." : "No image is loaded: load one with the toolbar or drop a file here.";
-        ImGui::TextWrapped("%s", why.c_str());
-        pr.strings["image.message"] = why;
-        return;
-    }
-    // the run's own sizes: input H x W, the patch grid gh x gw, the tokens before the patches
-    const StageTable& table = t->table();
     const Config& c = table.config();
-    const RunDims& rd = table.dims();
-    const int Ih = rd.img_h, Iw = rd.img_w, gh = rd.gh, gw = rd.gw, N = rd.N, pre = rd.prefix, T = rd.T;
-    const int L = c.depth, H = c.heads;
-    const Array* in = t->find(StageId{StageKind::Input});
-    if (!in || rank(*in) != 3 || int(extent(*in, 1)) != Ih || int(extent(*in, 2)) != Iw) {
-        ImGui::TextWrapped("The trace has no %dx%d input to show.", Ih, Iw);
-        return;
-    }
-    if (panel.keys.stale("image", s.version())) {
-        Tensor3 img = denormalize(Tensor3(*in), s.shown_config());
-        upload_rgb(panel.image, img.data(), c.channels, Ih, Iw, true);
-    }
-    ImGui::TextDisabled("model input %dx%d %s (H x W)", Ih, Iw, c.channels == 1 ? "gray" : "RGB");
-    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the image as the model sees it: resized, cropped and normalized (shown denormalized)");
-    pr.numbers["image.h"] = Ih;
-    pr.numbers["image.w"] = Iw;
-    draw_input_size(v, panel, *t);
-    // overlay controls: a model without a cls token summarises the image by its pooling probe (SigLIP)
+    const int L = c.depth, H = c.heads, T = table.dims().T;
     const bool probe = !c.cls_token;
-    const char* kinds[] = {"none", probe ? "probe attention" : "cls attention", "attention rollout", "gradient-weighted rollout",
-                           "attention from a token"};
-    pr.strings["overlay.name"] = kinds[int(ui.overlay)];
-    int ok = int(ui.overlay);
-    ImGui::SetNextItemWidth(190);
-    if (ImGui::Combo("overlay", &ok, kinds, kOverlayCount)) ui.overlay = Overlay(ok);
-    const bool one_layer = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
-    int ol = ui.overlay_layer < 0 ? L - 1 : std::min(ui.overlay_layer, L - 1);
-    ui.overlay_head = std::clamp(ui.overlay_head, -1, H - 1);
     if (L > 0 && !(probe && ui.overlay == Overlay::Cls)) {
         ImGui::SetNextItemWidth(190);
         if (ImGui::SliderInt(one_layer ? "layer" : "up to layer", &ol, 0, L - 1)) ui.overlay_layer = ol;
@@ -606,12 +563,16 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
                               "(never the diagonal: with it among them, fewer go), then (A + I) / 2 with rows "
                               "renormalised to sum to 1", double(ui.discard) * 100);
     }
-    const bool grads = t->has_grads();
-    if (ui.overlay == Overlay::GradRollout && !grads) draw_no_grads(s, pr, "the gradient-weighted rollout");
-    ImGui::SetNextItemWidth(190);
-    ImGui::SliderFloat("opacity", &ui.opacity, 0.f, 1.f, "%.2f");
-    // the overlay values over the patch grid: recomputed only when what they depend on changes
-    // (rollout reads every layer's attention pattern: not something to redo every frame)
+}
+
+// The overlay's values over the patch grid, recomputed only when what they depend on changes (rollout reads
+// every layer's attention pattern: not something to redo every frame); why there are none, said in place.
+const std::vector<float>& overlay_for(ViewCtx& v, ImagePanel& panel, const Trace& tr, int ol, bool grads) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
+    const Trace* t = &tr;
+    const int gh = tr.table().dims().gh, gw = tr.table().dims().gw;
     uint64_t okey = s.version() * 131 + uint64_t(ui.overlay) * 17 + uint64_t(ol + 1) * 1009 + uint64_t(ui.overlay_head + 1) * 7 +
                     uint64_t(ui.fusion) * 3 + uint64_t(ui.discard * 1000) * 100003 + uint64_t(ui.query + 1) * 10000019;
     if (panel.keys.stale("overlay", okey)) {
@@ -636,6 +597,75 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         pr.strings["overlay.values"] = vals;
         if (ui.overlay == Overlay::Query) pr.numbers["overlay.query"] = ui.query;
     }
+    return ov;
+}
+}  // namespace
+
+namespace {
+// The original image, or what the panel says instead while a model loads (nothing of the model before it is
+// shown) or before its first pass; true when there is no trace to draw the rest from.
+bool draw_original_or_why(ViewCtx& v, ImagePanel& panel) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
+    if (s.loading()) {
+        const std::string why = "loading " + s.loading_spec() + ": the image panel fills in when it has run";
+        TextWrappedWords(pr, "image.message", why);
+        pr.strings["image.message"] = why;
+        return true;
+    }
+    if (s.has_image()) draw_original(v, panel);
+    if (s.trace()) return false;
+    const std::string why = s.has_image() ? "Running the model..." : "No image is loaded: load one with the toolbar or drop a file here.";
+    ImGui::TextWrapped("%s", why.c_str());
+    pr.strings["image.message"] = why;
+    return true;
+}
+}  // namespace
+
+void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
+    panel.thumbs_bottom = 0;
+    if (draw_original_or_why(v, panel)) return;
+    const Trace* t = s.trace();
+    // the run's own sizes: input H x W, the patch grid gh x gw, the tokens before the patches
+    const StageTable& table = t->table();
+    const Config& c = table.config();
+    const RunDims& rd = table.dims();
+    const int Ih = rd.img_h, Iw = rd.img_w, gh = rd.gh, gw = rd.gw, N = rd.N, pre = rd.prefix, T = rd.T;
+    const int L = c.depth, H = c.heads;
+    const Array* in = t->find(StageId{StageKind::Input});
+    if (!in || rank(*in) != 3 || int(extent(*in, 1)) != Ih || int(extent(*in, 2)) != Iw) {
+        ImGui::TextWrapped("The trace has no %dx%d input to show.", Ih, Iw);
+        return;
+    }
+    if (panel.keys.stale("image", s.version())) {
+        Tensor3 img = denormalize(Tensor3(*in), s.shown_config());
+        upload_rgb(panel.image, img.data(), c.channels, Ih, Iw, true);
+    }
+    ImGui::TextDisabled("model input %dx%d %s (H x W)", Ih, Iw, c.channels == 1 ? "gray" : "RGB");
+    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the image as the model sees it: resized, cropped and normalized (shown denormalized)");
+    pr.numbers["image.h"] = Ih;
+    pr.numbers["image.w"] = Iw;
+    draw_input_size(v, panel, *t);
+    // overlay controls: a model without a cls token summarises the image by its pooling probe (SigLIP)
+    const bool probe = !c.cls_token;
+    const char* kinds[] = {"none", probe ? "probe attention" : "cls attention", "attention rollout", "gradient-weighted rollout",
+                           "attention from a token"};
+    pr.strings["overlay.name"] = kinds[int(ui.overlay)];
+    int ok = int(ui.overlay);
+    ImGui::SetNextItemWidth(190);
+    if (ImGui::Combo("overlay", &ok, kinds, kOverlayCount)) ui.overlay = Overlay(ok);
+    const bool one_layer = ui.overlay == Overlay::Cls || ui.overlay == Overlay::Query;
+    int ol = ui.overlay_layer < 0 ? L - 1 : std::min(ui.overlay_layer, L - 1);
+    ui.overlay_head = std::clamp(ui.overlay_head, -1, H - 1);
+    draw_overlay_sliders(v, table, ol, one_layer);
+    const bool grads = t->has_grads();
+    if (ui.overlay == Overlay::GradRollout && !grads) draw_no_grads(s, pr, "the gradient-weighted rollout");
+    ImGui::SetNextItemWidth(190);
+    ImGui::SliderFloat("opacity", &ui.opacity, 0.f, 1.f, "%.2f");
+    const std::vector<float>& ov = overlay_for(v, panel, *t, ol, grads);
     const bool thumbs = L > 0;
     const float th = ImGui::GetTextLineHeightWithSpacing();
     // the height left for the image and the thumbnails after the lines around them (the thumbnails'
