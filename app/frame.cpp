@@ -1,3 +1,4 @@
+#include "probe.h"
 #include "frame.h"
 
 #include <GLFW/glfw3.h>
@@ -205,6 +206,19 @@ void draw_frame(AppContext& app, float W, float H) {
     DrawErrorPanel(v);
     DrawHeadsPrompt(v);  // a checkpoint without a head count: ask, never guess
     end_frame(app);
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_frame() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "center", "the centre panel (the tabs)"},
+        {K::Rect, "tabs.<tab>", "a tab of the tab bar"},
+        {K::Number, "tabs.<tab>.cut", "1 when the tab is narrower than its name (the bar squeezed it)"},
+        {K::String, "title", "the window title"},
+        {K::Group, "tabs.names", "the tab bar's names shown (the clip: the bar's scrolling part, unbounded at the right)"},
+    };
 }
 
 }  // namespace vit::app

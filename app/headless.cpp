@@ -1,3 +1,4 @@
+#include "probe.h"
 #include "headless.h"
 
 #include <GLFW/glfw3.h>
@@ -1010,6 +1011,44 @@ void write_layout(const std::string& path, AppContext& app, int W, int H) {
     for (auto it = j.begin(); it != j.end(); ++it)
         if (!probe_declared(ProbeKind::Top, it.key())) j["undeclared"].push_back("top: " + it.key());
     std::ofstream(path) << j.dump(1);
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_layout_dump() {
+    using K = ProbeKind;
+    return {
+        {K::Top, "window", "framebuffer [W, H]"},
+        {K::Top, "title", "the window title"},
+        {K::Top, "stage", "the current stage's name (\"\" when no trace)"},
+        {K::Top, "model", "the model spec loaded"},
+        {K::Top, "image", "the image path loaded"},
+        {K::Top, "error", "the last error, one line"},
+        {K::Top, "errors", "every unread error: [{title, detail}]"},
+        {K::Top, "shader_error", "the heatmap shader's compile log"},
+        {K::Top, "data_dir", "where the app found its data"},
+        {K::Top, "settings_error", "the settings file's problem"},
+        {K::Top, "options", "the options requested (the toolbar's)"},
+        {K::Top, "shown_options", "the options of the trace on screen (null: no trace)"},
+        {K::Top, "busy", "a forward pass is running"},
+        {K::Top, "grads", "the trace on screen has gradients"},
+        {K::Top, "heads", "the heads in force"},
+        {K::Top, "heads_from", "where the head count came from"},
+        {K::Top, "labels_from", "where the class names came from"},
+        {K::Top, "heads_request", "the question of the head count (spec, width, choices), null when none"},
+        {K::Top, "tab", "the tab shown, by name"},
+        {K::Top, "overlay", "the overlay, as --overlay names it"},
+        {K::Top, "query", "the query token"},
+        {K::Top, "rects", "where things were drawn: {key: [x, y, w, h]}"},
+        {K::Top, "numbers", "numbers drawn: {key: value}"},
+        {K::Top, "strings", "texts shown: {key: text}"},
+        {K::Top, "texts", "labels: [{group, text, box, clip}]"},
+        {K::Top, "windows", "every window drawn: [{name, rect, content_right, content_bottom, right, bottom, scroll_x, scroll_y, floating}]"},
+        {K::Top, "heatmaps", "every heatmap drawn: [{name, rect, rows, cols, cell_w, cell_h, key (drawn), width_bound}]"},
+        {K::Top, "ui_scale", "the content scale (logical pixels are the framebuffer's over it)"},
+        {K::Top, "schema", "this list"},
+        {K::Top, "undeclared", "keys written that this list does not declare (must be empty)"},
+    };
 }
 
 }  // namespace vit::app

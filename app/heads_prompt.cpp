@@ -1,3 +1,4 @@
+#include "probe.h"
 #include "heads_prompt.h"
 
 #include <imgui.h>
@@ -70,6 +71,18 @@ void DrawHeadsPrompt(ViewCtx& v) {
     ImGui::PopStyleColor();
     if (chosen > 0) s.answer_heads(chosen);
     else if (cancel) s.cancel_heads();
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_heads_prompt() {
+    using K = ProbeKind;
+    return {
+        {K::String, "heads.prompt", "why the window asks for the head count"},
+        {K::Rect, "heads.prompt", "the heads question"},
+        {K::Rect, "heads.choice.<n>", "a head count to choose"},
+        {K::Rect, "heads.cancel", "cancel the heads question"},
+    };
 }
 
 }  // namespace vit::app

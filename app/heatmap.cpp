@@ -7,6 +7,7 @@
 // show says why, in place; heatmap cells are square (zoom for more); labels are thinned until none
 // overlaps or leaves its panel. Issue 19: every picture has its key with values; one colour
 // convention per kind of quantity (quantity_colormap); attention pictures share one scale from 0.
+#include "probe.h"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -748,6 +749,28 @@ void tensor_heatmap(ViewCtx& v, const char* id, const std::string& name, const A
     if (!is_grad && (info.id.kind == StageKind::AttnPattern || info.id.kind == StageKind::HeadAttnPattern) && a.cm.mode == Colormap::Sequential)
         a.marks = {KeyMark{1.f / float(sl.cols), "uniform 1/" + std::to_string(sl.cols)}};
     Heatmap(v, id, cache.tex, up, a);
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_heatmap() {
+    using K = ProbeKind;
+    return {
+        {K::String, "<heatmap>.flat", "the note under a heatmap whose key spans a near-constant range"},
+        {K::Rect, kProbeHeatmaps, "a heatmap's cells"},
+        {K::Rect, kProbeHeatmaps + ".cell", "the framed cell (the math panel's)"},
+        {K::Rect, "stage.picture", "an RGB model's input stage drawn as the picture (its channels on request)"},
+        {K::Number, kProbeHeatmaps + ".{vmin|vmax|mode|rows|cols|cell_w|cell_h}", "a heatmap's range, colour map and cells"},
+        {K::Group, kProbeHeatmaps + ".{rows|cols|colorbar}", "a heatmap's axis and colour-bar labels"},
+        {K::Group, "<heatmap>.nonfinite", "a heatmap's legend of NaN / Inf cells"},
+        {K::Number, "<heatmap>.nonfinite.count", "how many of its cells are NaN / Inf"},
+        {K::Rect, "<picture>.key", "a horizontal colour key (heatmap.cpp ColorKey)"},
+        {K::Number, "<picture>.key.{vmin|vmax|mode}", "its range and colour map"},
+        {K::Group, "<picture>.key", "its figures and marks"},
+        {K::String, "<picture>.random", "the random-weights note beside an attention picture"},
+        {K::Group, "stats.hist", "the histogram's axis (its smallest and largest value) under it"},
+        {K::Number, "stats.{shown|all}.{min|max|mean|std|n}", "statistics of the slice shown and the whole tensor"},
+    };
 }
 
 }  // namespace vit::app

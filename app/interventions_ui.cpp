@@ -1,3 +1,4 @@
+#include "probe.h"
 #include "interventions_ui.h"
 
 #include <GLFW/glfw3.h>
@@ -413,6 +414,24 @@ std::string apply_intervention_flags(Session& s, const AppArgs& a) {
     if (!f.patch_from.empty() && !s.load_patch_source(f.patch_from)) return "";  // in the error panel (a file: exit 1)
     s.set_options(o);
     return "";
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_interventions() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "iv.strip", "the list of interventions above the tabs"},
+        {K::Rect, "iv.item.<i>", "one intervention in the list (a click removes it)"},
+        {K::Rect, "iv.patch_panel", "the activation-patching panel"},
+        {K::Rect, "nav.head.<layer>.<head>", "the navigator's switch that knocks a head out"},
+        {K::Number, "iv.{count|from_block}", "interventions asked for; the block the pass on screen was recomputed from"},
+        {K::String, "iv.{list|patch_error}", "the interventions of the trace on screen; why a patch was not applied"},
+        {K::String, "{image|grid|uses}.dropped", "the hatch's legend: patches dropped"},
+        {K::Number, "{image|grid}.dropped", "dropped patches hatched"},
+        {K::Number, "grid.image_alpha", "how much of the model input is laid over each attention map (0: none; --attention-image off)"},
+        {K::Number, "grid.knocked_out", "knocked-out heads crossed out in the attention grid"},
+    };
 }
 
 }  // namespace vit::app

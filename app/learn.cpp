@@ -2,6 +2,7 @@
 // so a step lays out for the room it has; the camera (the user's wheel and drag, or the step's own
 // move) maps it to the screen. Grids are float textures coloured by the heatmap shader with a key in
 // the narration panel; values are printed in their cells once a cell is large enough on screen.
+#include "probe.h"
 #include "learn_internal.h"
 
 namespace vit::app {
@@ -639,6 +640,29 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
     DrawStatusBar(v);
     ImGui::End();
     DrawErrorPanel(v);
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_learn() {
+    using K = ProbeKind;
+    return {
+        {K::Number, "tour.{step|steps}", "the tour of lessons (Learn mode, lessons.h): the lesson it is at, how many this model has"},
+        {K::String, "tour.{id|title}", "the tour's lesson: the Learn step it sits on, its title"},
+        {K::Rect, "learn.{picture|narration|controls|key}", "Learn mode's picture, narration panel and controls"},
+        {K::Rect, "learn.grid.<what>", "a grid Learn mode drew: its key's name, '#', the how-manieth of that name this frame"},
+        {K::Number, "learn.{steps|step|time|phase|zoom|value_texts|keys|token|head|patch|drawn}",
+         "Learn mode: its steps, the step and moment shown, the camera's zoom, the values printed in cells, the keys drawn, "
+         "the token, head and patch followed"},
+        {K::String, "learn.{title|id|narration|torch|message|keys|step_ids}", "Learn mode's texts: the step's title, id, narration, "
+         "PyTorch line, why nothing is shown, the colour keys, every step's id"},
+        {K::String, "learn.values.<what>", "numbers a Learn step drew (a row of the trace, comma-separated)"},
+        {K::Number, "learn.lessons", "the lessons read"},
+        {K::String, "learn.lesson.{title|ask|answer|truth|verdict|why|truths|titles|verdicts|whys}", "the step's first lesson: its question, the learner's "
+         "answer, what the trace says, the verdict and the explanation; every lesson of the step: their truths, titles, verdicts and explanations"},
+        {K::String, "learn.lessons_error", "why the lessons file was not read"},
+        {K::Group, "learn.{labels|cells|key}", "Learn mode's captions, the values printed in cells, the keys' figures"},
+    };
 }
 
 }  // namespace vit::app

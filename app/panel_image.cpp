@@ -1,4 +1,5 @@
 // The image panel: the original image, the model input, the patch grid and the overlays over it.
+#include "probe.h"
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
@@ -812,6 +813,46 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         const ImVec2 n0 = ImGui::GetItemRectMin(), n1 = ImGui::GetItemRectMax();
         pr.rects["thumbs.note"] = Rect{n0.x, n0.y, n1.x - n0.x, n1.y - n0.y};
     }
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_image() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "original", "the image file as decoded"},
+        {K::Rect, "original.crop", "the region the model sees, on the original"},
+        {K::Rect, "image", "the model input"},
+        {K::Rect, "image.query", "the query patch's frame"},
+        {K::Rect, "compute_grads", "the 'Compute gradients' button"},
+        {K::Number, "image.patch_label_step", "every k-th patch is numbered"},
+        {K::Number, "image.{h|w|gh|gw}", "the run's input size and patch grid, as drawn"},
+        {K::Rect, "image.size.{h|w}", "the input-size control's height and width fields (with their - + buttons)"},
+        {K::String, "image.size.message", "why the size typed was not applied"},
+        {K::String, "image.pos", "what happened to the position embeddings at this size"},
+        {K::String, "overlay.name", "the overlay shown, as the menu names it for this model"},
+        {K::Group, "image.patches", "patch numbers on the model input"},
+        {K::Number, "overlay.argmax", "the overlay's hottest patch"},
+        {K::Number, "overlay.argmin", "the overlay's coldest patch"},
+        {K::Number, "overlay.{lo|hi|ref|opacity}", "the overlay's smallest and largest value (its key runs from 0 to hi); uniform (1/keys, or the values' mean); the opacity drawn"},
+        {K::String, "overlay.flat", "the note under an overlay whose values are within a few percent of each other"},
+        {K::Number, "overlay.query", "the query token drawn"},
+        {K::String, "preprocess", "the preprocessing steps"},
+        {K::String, "preprocess.drawn", "the preprocessing steps as drawn, one line per screen line (wrapped at spaces only)"},
+        {K::String, "image.message", "why the image panel shows no input"},
+        {K::String, "overlay.message", "why the overlay shows nothing"},
+        {K::String, "overlay.error", "the overlay's computation failed"},
+        {K::String, "overlay.values", "the overlay's values, comma-separated"},
+        {K::Group, "thumbs.range", "the range under each thumbnail (0 .. its max)"},
+        {K::Rect, "thumbs", "the thumbnails' row, their names and ranges included (where drawn: it may be scrolled out of view)"},
+        {K::Rect, "thumbs.note", "the random-weights note: under the thumbnails, or the flat overlay's line under the key that stands for it"},
+        {K::Rect, "image.panel", "the part of the image panel shown (it scrolls; the predictions are under it)"},
+        {K::Rect, "image.more_below", "the line under the image panel saying the thumbnails continue below"},
+        {K::String, "image.more_below", "what that line says (only while the thumbnails' row is below the part shown)"},
+        {K::Number, "thumbs.size", "the side of each attention thumbnail (px)"},
+        {K::Number, "thumbs.{0|1|2}.vmax", "the largest value of the cls attention, rollout and grad-weighted thumbnails"},
+        {K::String, "thumbs.{0|1|2}.why", "why a thumbnail is empty: under its name, with the session's reason for missing gradients"},
+    };
 }
 
 }  // namespace vit::app

@@ -1,4 +1,5 @@
 // The navigator: every stage of the trace in execution order, grouped by block, with the layer slider.
+#include "probe.h"
 #include <algorithm>
 #include <string>
 
@@ -63,6 +64,15 @@ void DrawNavigator(ViewCtx& v) {
     }
     if (last_layer >= 0 && open) ImGui::TreePop();
     ImGui::EndChild();
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_navigator() {
+    using K = ProbeKind;
+    return {
+        {K::String, "navigator.layer", "the stage list's layer slider as it reads (no layer outside the blocks)"},
+    };
 }
 
 }  // namespace vit::app

@@ -1,4 +1,5 @@
 // The predictions panel: the top classes, and notes on images outside the model's domain.
+#include "probe.h"
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
@@ -154,6 +155,20 @@ void DrawPredictions(ViewCtx& v) {
         if (k == 0) pr.strings["prediction"] = name;
         pr.strings["prediction." + std::to_string(k)] = std::to_string(i) + " " + name;
     }
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_predictions() {
+    using K = ProbeKind;
+    return {
+        {K::String, "predictions.embedding", "what a model without a classifier outputs instead"},
+        {K::String, "prediction", "the top-1 class name"},
+        {K::Rect, "navigator.predictions", "the top predictions, under the stage list (issue 36: the image's column is the image's)"},
+        {K::String, "predictions.note", "why the predictions mean nothing"},
+        {K::String, "predictions.{domain|nonfinite}", "the image is outside what the model knows; the prediction is not a number"},
+        {K::String, "prediction.<k>", "the k-th prediction: class index and name"},
+    };
 }
 
 }  // namespace vit::app

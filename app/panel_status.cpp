@@ -1,4 +1,5 @@
 // The status bar, the working panel of a long job and the error panel.
+#include "probe.h"
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
@@ -272,6 +273,27 @@ void DrawErrorPanel(ViewCtx& v) {
     ImGui::End();
     ImGui::PopStyleColor(3);
     if (dismiss != SIZE_MAX) s.dismiss_error(dismiss);
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_status() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "status.line", "the status bar's line"},
+        {K::Rect, "status.gemm", "the status bar's GEMM field"},
+        {K::Rect, "status.stages", "the status bar's stages-on-demand field (only for a trace on demand)"},
+        {K::Rect, "errors", "the error panel"},
+        {K::Number, "status.cut", "1 when the status line was cut to fit"},
+        {K::Group, "status.jobs", "the label of each job's progress bar in the status bar (cut at its end to fit)"},
+        {K::String, "status", "everything the status bar says, in full"},
+        {K::String, "status.gemm", "the GEMM field"},
+        {K::String, "status.gemm_full", "the GEMM field's tooltip"},
+        {K::String, "status.jobs", "the jobs running: name and progress, one per line"},
+        {K::String, "status.stages", "how the trace on screen holds its stages: every one recorded, or on demand (kept, recomputed)"},
+        {K::String, "working", "the work in flight shown in the centre while there is no trace: name and step, one per line"},
+        {K::String, "errors", "the error panel's text"},
+    };
 }
 
 }  // namespace vit::app

@@ -1,4 +1,5 @@
 // The toolbar (the model, the image, the options, the BUG switches, the exports) and the built-in file browser.
+#include "probe.h"
 #include <GLFW/glfw3.h>
 
 #include <algorithm>
@@ -279,6 +280,21 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
         ImGui::BulletText("K: a click on an attention map knocks its head out   D: paint patches to drop");
         ImGui::EndTooltip();
     }
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_toolbar() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "toolbar", "the toolbar (as many rows as the width needs)"},
+        {K::Rect, "toolbar.{export|help}", "the Export menu's button and the help mark"},
+        {K::Rect, "toolbar.<checkbox>", "a toolbar BUG switch"},
+        {K::String, "toolbar.heads", "the heads in force, as the toolbar shows them"},
+        {K::String, "toolbar.model_notes", "what the loaded file is and what its loader ignored or took from elsewhere (absent for presets)"},
+        {K::String, "toolbar.samples", "the sample images the menu lists"},
+        {K::String, "toolbar.image", "what the image menu shows: the loaded image's file name, or that none is loaded"},
+    };
 }
 
 }  // namespace vit::app

@@ -1,3 +1,4 @@
+#include "probe.h"
 #include "scene_truth.h"
 
 #include <algorithm>
@@ -172,6 +173,18 @@ void DrawSceneDrops(ViewCtx& v) {
         ImGui::SameLine();
         if (ImGui::SmallButton("put every patch back")) drop({}, "dropped");
     }
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_scene_truth() {
+    using K = ProbeKind;
+    return {
+        {K::String, "truth.{class|peak|note}", "a generated scene's truth: its class, where the overlay's peak lies, why labels.json was not read"},
+        {K::Rect, "truth.box", "the object's box over the model input"},
+        {K::Number, "truth.{clutter|peak_patch|peak_on_object}", "the distractors drawn, the overlay's peak patch, 1 when it is on the object"},
+        {K::Number, "truth.{object_patches|clutter_patches}", "the patches the object's box touches, the distractors' other ones"},
+    };
 }
 
 }  // namespace vit::app

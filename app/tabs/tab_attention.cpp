@@ -2,6 +2,7 @@
 // model without a cls token, SigLIP, the pooling probe's attention, one map per head), all on one
 // scale from 0 with uniform attention marked (or each map on its own, its max printed under it);
 // knocked-out heads crossed and dropped patches hatched, as the run on screen had them.
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -261,5 +262,18 @@ private:
 }  // namespace
 
 std::unique_ptr<TabView> make_attention_tab(JobQueue&) { return std::make_unique<AttentionTab>(); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_attention() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "grid.<layer>.<head or mean>", "one map of the attention grid (layer 'probe': SigLIP's pooling probe)"},
+        {K::String, "grid.{message|source}", "why the attention grid shows nothing; the stage its maps read"},
+        {K::Number, "attn.{per_map|shared_max|uniform}", "the attention grid's scale"},
+        {K::String, "attn.ranges", "each map's max, when each has its own scale"},
+        {K::Group, "attn.ranges", "each map's max, under it"},
+    };
+}
 
 }  // namespace vit::app

@@ -3,6 +3,7 @@
 // the tokens kept when patches were dropped), ||now - baseline|| / ||baseline|| per
 // stage on a labelled scale, and the difference of the current stage as a heatmap on the diverging
 // map (white is no change). The tab opens on the first stage that changed.
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -305,5 +306,23 @@ private:
 }  // namespace
 
 std::unique_ptr<TabView> make_changes_tab(JobQueue&) { return std::make_unique<ChangesTab>(); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_changes() {
+    using K = ProbeKind;
+    return {
+        {K::String, "changes.message", "why the Changes tab shows no difference map"},
+        {K::String, "changes.pending", "the comparison is being computed (stages on demand): what the tab says meanwhile"},
+        {K::String, "changes.options", "the options the difference is of"},
+        {K::String, "changes.{baseline|first|slice|same}", "the baseline's options, the first stage that changed, the slice shown, why the map is white"},
+        {K::String, "changes.{nothing|why|order|rows}", "'nothing changed' (no stage moved); why (the options cannot act on this model); the list's order "
+                                                "(pipeline or largest first); its stages in the order shown"},
+        {K::Number, "changes.{scale_max|max_abs}", "the bars' scale (the largest relative change); the map's largest |difference|"},
+        {K::Rect, "changes.axis", "the bars' axis"},
+        {K::Rect, "changes.bar.<stage>", "a stage's bar"},
+        {K::Group, "changes.{axis|list}", "the bars' axis figures; the values and stage names"},
+    };
+}
 
 }  // namespace vit::app

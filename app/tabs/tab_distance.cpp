@@ -2,6 +2,7 @@
 // on screen as a layer x pixels dot plot, one dot per head (ViT paper Fig. 7 right), and its average
 // over N Fashion-MNIST test images (vit::attn_distance_mean) computed in the background. Every label
 // is made from the state that produced the numbers (the trace's model and options).
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -540,5 +541,21 @@ void DistanceTab::sweep_check(const Session& s, const UiState&, const Probe& p, 
 }  // namespace
 
 std::unique_ptr<TabView> make_distance_tab(JobQueue& jobs) { return std::make_unique<DistanceTab>(jobs); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_distance() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "dist.plot", "the plot's axes"},
+        {K::Rect, "dist.dot.<layer>.<head>", "this image's dot"},
+        {K::Rect, "dist.avgdot.<layer>.<head>", "the average's ring"},
+        {K::Number, "dist.{ymax|layers|heads|uniform}", "the plot's scale"},
+        {K::Number, "dist.avg.{n|images}", "the average's size"},
+        {K::String, "dist.{message|values|label|hover|uniform.label}", "the Distance tab's texts and numbers"},
+        {K::String, "dist.avg.{state|message|label|values}", "the average's state and numbers"},
+        {K::Group, "dist.{title|x|xlabel|y}", "the plot's labels"},
+    };
+}
 
 }  // namespace vit::app

@@ -1,6 +1,7 @@
 // The Patch features tab (issue 20 item 4): the first three principal components of the final patch
 // features as RGB over the image (vit::feature_pca: DINOv2's picture), and foreground / background by
 // the first component, with the threshold and the (arbitrary) sign of that component said.
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -188,5 +189,16 @@ private:
 }  // namespace
 
 std::unique_ptr<TabView> make_features_tab(JobQueue&) { return std::make_unique<FeaturesTab>(); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_features() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "features.{image|rgb|mask}", "the input, the components as RGB, the foreground"},
+        {K::Number, "features.{threshold|fg}", "the foreground rule's threshold and count"},
+        {K::String, "features.{message|source|fg_rule|rgb|pca|var|fg}", "the patch features tab's texts and numbers"},
+    };
+}
 
 }  // namespace vit::app

@@ -1,5 +1,6 @@
 // The Filters tab: the principal components of the patch-embedding filters as P x P pictures
 // (vit::embed_filters), with the variance each explains.
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -121,5 +122,16 @@ private:
 }  // namespace
 
 std::unique_ptr<TabView> make_filters_tab(JobQueue&) { return std::make_unique<FiltersTab>(); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_filters() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "filters.<i>", "a patch-embedding filter"},
+        {K::Number, "filters.{k|channels}", "the filters drawn"},
+        {K::String, "filters.{message|variance}", "the Filters tab's texts and numbers"},
+    };
+}
 
 }  // namespace vit::app

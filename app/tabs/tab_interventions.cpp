@@ -4,6 +4,7 @@
 // ablation) and the occlusion map over the image beside the cls attention and the rollout of the
 // same run. The sweeps run as a job (progress, cancel; the window keeps drawing) and reuse the clean
 // run's stages before the block they change.
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -484,5 +485,18 @@ private:
 }  // namespace
 
 std::unique_ptr<TabView> make_what_it_uses_tab(JobQueue& jobs) { return std::make_unique<WhatItUsesTab>(jobs); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_uses() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "uses.{occlusion|cls|rollout}", "the occlusion, cls attention and rollout maps"},
+        {K::Number, "uses.{occlusion|cls|rollout}.argmax", "each map's hottest patch"},
+        {K::Number, "uses.progress", "the sweeps' progress"},
+        {K::String, "uses.{state|message|measure|heads.best}", "the What it uses tab's state and texts"},
+        {K::String, "uses.{occlusion|cls|rollout}.message", "why a map is not drawn"},
+    };
+}
 
 }  // namespace vit::app

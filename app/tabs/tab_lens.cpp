@@ -1,4 +1,5 @@
 // The Logit lens tab: layer x class probabilities (vit::logit_lens), the core's numbers as they are.
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -192,5 +193,15 @@ private:
 }  // namespace
 
 std::unique_ptr<TabView> make_lens_tab(JobQueue&) { return std::make_unique<LensTab>(); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_lens() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "lens", "the logit lens chart"},
+        {K::String, "lens.{message|note|reads|top|values|classes|legend}", "the logit lens's texts and numbers (legend: none since issue 36, the classes are named on rows)"},
+    };
+}
 
 }  // namespace vit::app

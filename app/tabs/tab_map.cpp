@@ -3,6 +3,7 @@
 // generated from stage_table(config, options) for the model and options that produced the trace on
 // screen, and the shapes on the arrows are the trace's tensors' shapes (the table's, said so, when
 // there is no trace). Nothing here names a shape or a layer count.
+#include "app/probe.h"
 #include "app/model_map.h"
 
 #include <GLFW/glfw3.h>
@@ -440,6 +441,26 @@ void DrawMapStrip(ViewCtx& v) {
     draw_strip(v, m, cur, ImGui::GetContentRegionAvail().x, "strip");
     ImGui::PopID();
     pr.numbers["strip.current"] = cur;
+}
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_map() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "map", "the map"},
+        {K::Rect, "map.box." + kProbeBoxes, "a box of the map"},
+        {K::Rect, "map.shape.<stage>", "the shape on the arrow after a stage"},
+        {K::Number, "map.{layer|depth|from_trace|current}", "the map's block layer and current box"},
+        {K::String, "map.{message|order|repeat|current|options|run}", "the map's texts (run: the run's sizes and tokens)"},
+        {K::String, "map.box." + kProbeBoxes + ".stages", "a box's stages"},
+        {K::String, "map.shape.<stage>", "the shape on the arrow after a stage"},
+        {K::Group, "map.{block|boxes|shapes}", "the map's labels"},
+        {K::Rect, "strip." + kProbeBoxes, "a box of the map strip"},
+        {K::Number, "strip.dropped", "boxes the strip left out"},
+        {K::Number, "strip.current", "the current box on the strip"},
+        {K::Group, "strip", "the strip's labels"},
+    };
 }
 
 }  // namespace vit::app

@@ -2,6 +2,7 @@
 // layer x token), the high-norm "artifact" tokens of a layer (vit::high_norm_tokens: above a factor of
 // the median patch norm) over the image, and the tokens before the patches (cls, registers, dist) by
 // name, with their norms and their attention: what cls pays them and where they look.
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -260,5 +261,18 @@ private:
 }  // namespace
 
 std::unique_ptr<TabView> make_norms_tab(JobQueue&) { return std::make_unique<NormsTab>(); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_norms() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "norms.image", "the patch norms over the image"},
+        {K::Rect, "norms.token.<name>", "where a token before the patches (cls, reg0, dist) looks"},
+        {K::Number, "norms.token.<name>.vmax", "the top of its colours (0 .. its largest weight)"},
+        {K::Number, "norms.{layer|factor|median|high|layers|tokens}", "the token norms tab's numbers"},
+        {K::String, "norms.{message|values|high|tokens}", "the token norms tab's texts and numbers"},
+    };
+}
 
 }  // namespace vit::app

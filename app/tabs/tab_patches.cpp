@@ -1,5 +1,6 @@
 // The Patches tab (issue 10 item 1): the `patches` stage as pictures: the model input cut into its
 // P x P tiles, then every row of the recorded patches matrix beside the tile it holds (paper Fig. 1).
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -340,5 +341,18 @@ private:
 }  // namespace
 
 std::unique_ptr<TabView> make_patches_tab(JobQueue&) { return std::make_unique<PatchesTab>(); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_patches() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "patches.grid", "the tiles"},
+        {K::Rect, "patches.seq.{tile|strip}.<n>", "row n of the sequence"},
+        {K::Number, "patches.{rows_equal_tiles|vmax|tile|gap|grid_n|grid_rows|first_shown|last_shown|first_wrong}", "the Patches tab's numbers (rows in view; the first row that visibly is not its tile, -1: none)"},
+        {K::String, "patches.{message|mismatch}", "the Patches tab's texts"},
+        {K::Group, "patches.{grid|seq|channels}", "tile and row numbers"},
+    };
+}
 
 }  // namespace vit::app

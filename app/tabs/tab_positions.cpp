@@ -1,5 +1,6 @@
 // The Positions tab: the cosine similarity of the position embeddings (vit::pos_similarity), one
 // small map per patch in the patch layout, one of them large, and pos_embed itself.
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -199,5 +200,16 @@ private:
 }  // namespace
 
 std::unique_ptr<TabView> make_positions_tab(JobQueue&) { return std::make_unique<PositionsTab>(); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_positions() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "pos.{grid|selected}", "the position-similarity maps"},
+        {K::Number, "pos.{patch|grid_n|run.patch}", "the patch shown large, the learned grid's side, the run's patch"},
+        {K::String, "pos.{message|values|run.values}", "the Positions tab's texts and numbers (learned; as run)"},
+    };
+}
 
 }  // namespace vit::app

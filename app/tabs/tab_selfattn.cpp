@@ -2,6 +2,7 @@
 // cls token to the patches at a layer (the last by default), and the mask of the patches that hold a
 // chosen share of that head's attention mass (vit::cls_head_maps; DINO's visualize_attention.py
 // --threshold). A model without a cls token (SigLIP) shows its pooling probe's attention instead, said so.
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -205,5 +206,16 @@ private:
 }  // namespace
 
 std::unique_ptr<TabView> make_selfattn_tab(JobQueue&) { return std::make_unique<SelfAttnTab>(); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_selfattn() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "selfattn.{head|mask}.<h>", "a head's self-attention map and its mask"},
+        {K::Number, "selfattn.{keep|layer|heads}", "the self-attention tab's numbers"},
+        {K::String, "selfattn.{message|source|values|mask|kept}", "the self-attention tab's texts and numbers"},
+    };
+}
 
 }  // namespace vit::app

@@ -1,6 +1,7 @@
 // The Stage tab: one stage of the trace on screen as a heatmap with its explanation, PyTorch line,
 // statistics and (for a LayerNorm) its four parts side by side; the strip of the map above it; and
 // over it, when a cell is selected, the math of that cell (vit::cell_math).
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <algorithm>
@@ -917,5 +918,33 @@ void StageTab::sweep_check(const Session& s, const UiState& ui, const Probe& p, 
 }  // namespace
 
 std::unique_ptr<TabView> make_stage_tab(JobQueue&) { return std::make_unique<StageTab>(); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_stage() {
+    using K = ProbeKind;
+    return {
+        {K::Number, "stage.showing_grad", "1 when the gradient is drawn"},
+        {K::Number, "ln.stacked", "1 when normalized and out are drawn one above the other"},
+        {K::Number, "ln.row_h", "the LayerNorm panel's row height in px (cells taller than wide where it exceeds the cell width)"},
+        {K::Number, "ln.cell_w", "the LayerNorm panel's cell width in px"},
+        {K::Number, "ln.rows_room_bound", "1 when the rows are as tall as the panel's room allows, short of readable_height"},
+        {K::String, "stage.message", "why the stage view shows no heatmap"},
+        {K::String, "ln.cells", "the LayerNorm panel's note that its cells are not square, and why"},
+        {K::String, "stage.title", "the stage's title"},
+        {K::String, "stage.shape", "the line with the stage's name, shape and axes"},
+        {K::String, "stage.what", "the stage's explanation"},
+        {K::String, "stage.torch", "the stage's PyTorch line"},
+        {K::String, "stage.options", "the options the trace on screen was computed with"},
+        {K::String, "stage.running", "a pass with other options is running (said above the view)"},
+        {K::Rect, "bar.<class>", "a logit's bar"},
+        {K::Group, "bars.{names|values|axis}", "the bar chart's labels and its axis"},
+        {K::Group, "vbars.axis", "a vector's bar chart's axis"},
+        {K::Number, "bars.{zero_x|px_per_unit|shown}", "the bar chart's scale"},
+        {K::Rect, "cellmath", "the math panel"},
+        {K::Number, "cellmath.{ok|value|recorded|scale|terms}", "the math of one cell"},
+        {K::String, "cellmath.{stage|index|formula|lines|message}", "the math panel's texts"},
+    };
+}
 
 }  // namespace vit::app

@@ -1,6 +1,7 @@
 // The Train tab: trains a ViT on Fashion-MNIST in the background with live loss and accuracy
 // curves; the other views can follow the live model, so the fixed image's prediction and attention
 // overlay change as it learns.
+#include "app/probe.h"
 #include <imgui.h>
 
 #include <atomic>
@@ -239,5 +240,16 @@ void TrainTab::draw(ViewCtx& v) {
 }  // namespace
 
 std::unique_ptr<TabView> make_train_tab(JobQueue& jobs) { return std::make_unique<TrainTab>(jobs); }
+
+// The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here
+// beside the view and gathered into the schema by probe.cpp's list of views.
+std::vector<ProbeKey> probe_keys_train() {
+    using K = ProbeKind;
+    return {
+        {K::Rect, "train.{loss|acc|test}", "the curves' plot areas"},
+        {K::Group, "train.{loss|acc|test}.axes", "the curves' titles, axis figures and axis names"},
+        {K::Number, "train.{steps|epochs_done|first_loss|last_loss|test_acc}", "the training run"},
+    };
+}
 
 }  // namespace vit::app
