@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/model/forward.h"
+#include "core/teach/analysis.h"
 #include "paths.h"
 #include "scene_truth.h"
 
@@ -187,6 +188,7 @@ WhatIf what_if(const Session& s, const Trace& t, const std::string& fact) {
     }
     const Config& c = model->weights.cfg;
     std::vector<float> p(probs->size());
+    bool same_logits = false;  // the second pass's logits are the trace's, bit for bit
     try {
         run_dims(c, o);  // never every patch dropped
         Tensor4 x = Tensor4::from_shape({1, input->shape(0), input->shape(1), input->shape(2)});
@@ -195,6 +197,8 @@ WhatIf what_if(const Session& s, const Trace& t, const std::string& fact) {
         Trace scratch;
         const Array& logits = forward_batch(model->weights, x, o, scratch, Keep::Output, *ws);
         if (logits.size() != p.size()) throw std::runtime_error("the second pass gave " + itos(long(logits.size())) + " logits");
+        const Array* l0 = t.find(StageId{StageKind::Logits, -1});
+        same_logits = l0 && l0->size() == logits.size() && std::equal(logits.data(), logits.data() + logits.size(), l0->data());
         const float mx = *std::max_element(logits.data(), logits.data() + logits.size());
         double z = 0;
         for (size_t i = 0; i < p.size(); ++i) z += (p[i] = std::exp(logits.data()[i] - mx));
@@ -207,9 +211,12 @@ WhatIf what_if(const Session& s, const Trace& t, const std::string& fact) {
     const int before = int(std::max_element(probs->data(), probs->data() + probs->size()) - probs->data());
     const int after = int(std::max_element(p.begin(), p.end()) - p.begin());
     r.answer = after == before ? "stays" : "changes";
+    // a switch that cannot change anything in this model says why (its LayerNorms' gamma = 1 and beta = 0)
+    const std::string nothing = fact == "affine-off" && same_logits ? why_nothing_changed(model->weights, o, t.options()) : "";
     const std::string was = names[size_t(before)] + " (" + pct(probs->data()[before]) + ")";
     r.detail = after == before ? "It stays: " + what + " the model still says " + names[size_t(before)] + ", now " + pct(p[size_t(before)]) + " (was " + pct(probs->data()[before]) + ")."
                                : "It changes: " + what + " the model says " + names[size_t(after)] + " (" + pct(p[size_t(after)]) + ") instead of " + was + ".";
+    if (!nothing.empty()) r.detail += " Nothing in the model changed at all: " + nothing + ".";
     return r;
 }
 

@@ -10,13 +10,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${VITSCOPE_BUILD_DIR:-$ROOT/build}
+# ccache (CMakeLists.txt uses it when installed): paths relative to the checkout, so that a fresh clone in
+# another folder (CI) finds what the last build compiled
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 
 PACKAGES=(
   build-essential cmake pkg-config git
   libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri libstb-dev
   xtensor-dev libxtensor-dev xtl-dev libxsimd-dev libopenblas-dev libdnnl-dev
   nlohmann-json3-dev libzip-dev zlib1g-dev libcli11-dev libgtest-dev
-  libjpeg62-turbo-dev libpng-dev libwebp-dev libcurl4-openssl-dev ca-certificates clang libclang-rt-14-dev libomp-dev
+  libjpeg62-turbo-dev libpng-dev libwebp-dev libcurl4-openssl-dev ca-certificates clang libclang-rt-14-dev libomp-dev ccache
   python3-torch python3-torchvision python3-numpy python3-pil
   dataset-fashion-mnist xvfb xauth fonts-dejavu-core
 )
