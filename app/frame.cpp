@@ -111,7 +111,7 @@ void draw_frame(AppContext& app, float W, float H) {
     }
     HandleKeys(v);
     const PanelWidths pw = panel_widths(W);
-    const float left = pw.left, right = pw.right, bottom = std::max(ImGui::GetFrameHeight() + 12, ImGui::GetStyle().WindowMinSize.y);
+    const float left = pw.left, right = pw.right, bottom = status_bar_height();
     const ImGuiWindowFlags fixed = ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
                                    ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoTitleBar |
                                    ImGuiWindowFlags_NoBringToFrontOnFocus;
@@ -198,10 +198,7 @@ void draw_frame(AppContext& app, float W, float H) {
     }
     ImGui::End();
     app.tabs[ui.tab].draw_over(v, centre);
-    place(0, float(H) - bottom, float(W), bottom);
-    ImGui::Begin("status", nullptr, fixed);
-    DrawStatusBar(v);
-    ImGui::End();
+    DrawStatusWindow(v, float(W), float(H));
     DrawPatchPanel(v, app.iv);
     DrawErrorPanel(v);
     DrawHeadsPrompt(v);  // a checkpoint without a head count: ask, never guess

@@ -30,7 +30,7 @@ namespace {
 
 // Frames with a settled result: a trace on screen, no run or load in flight, no training.
 bool settled(const AppContext& app) {
-    return app.s.trace() && !app.s.busy() && !app.s.loading() && !app.tabs.working();
+    return app.s.trace() && !app.s.busy() && !app.s.loading() && !app.tabs.working() && !app.learn.working();
 }
 
 nlohmann::json rect_json(const Rect& r) { return {r.x, r.y, r.w, r.h}; }

@@ -18,6 +18,7 @@ struct LessonTruth {
     std::string detail;
     std::vector<std::string> choices;  // choice-classes: the buttons (sorted: their order gives nothing away)
     std::string unanswerable;          // why this trace cannot answer it, when it says more than "a stage is missing"
+    bool pending = false;              // its second pass is still running (a "what if")
 };
 
 const float* token_row(const Ctx& x, K k, int layer, int tok, int head = -1) {
@@ -126,15 +127,32 @@ LessonTruth lesson_truth(const Ctx& x, const Lesson& L) {
         const double n0 = norm2(row_of_stage(*a, tok), size_t(cols_of(*a))), n1 = norm2(row_of_stage(*b, tok), size_t(cols_of(*b)));
         t.answer = n1 > n0 ? "grows" : "shrinks";
         t.detail = "|x| " + num(n0, 2) + " after block 0, " + num(n1, 2) + " after block " + itos(x.c.depth - 1);
-    } else if (is_what_if(f)) {  // a second pass with one thing changed, once per trace
-        auto& [version, r] = x.lv.what_ifs[f];
-        if (version != x.version || (r.answer.empty() && r.detail.empty())) {
-            r = what_if(x.v.s, x.t, f);
-            version = x.version;
+    } else if (is_what_if(f)) {  // a second pass with one thing changed: a job, once per trace
+        LearnView::WhatIfRun& w = x.lv.what_ifs[f];
+        if (w.version != x.version || !w.out) {
+            if (w.job) w.job->cancel();
+            w.version = x.version;
+            w.job.reset();
+            w.out = std::make_shared<WhatIf>();
+            WhatIfPass pass = prepare_what_if(x.v.s, x.t, f);
+            if (!pass.model || !x.lv.jobs) {
+                *w.out = run_what_if(pass);
+            } else {
+                const int threads = job_threads(param_count(pass.model->weights.cfg));
+                w.job = x.lv.jobs->submit("what if: " + f, threads, [pass = std::move(pass), out = w.out](Job& job) {
+                    *out = run_what_if(pass, &job.cancel_flag());
+                });
+            }
         }
-        t.answer = r.answer;
-        t.detail = r.detail;
-        if (t.answer.empty()) t.unanswerable = r.detail;
+        if (w.job && !w.job->finished()) {
+            t.pending = true;
+        } else if (w.job && w.job->state() != Job::State::Done) {
+            t.unanswerable = "The second pass did not finish: " + (w.job->error().empty() ? std::string("cancelled") : w.job->error());
+        } else {
+            t.answer = w.out->answer;
+            t.detail = w.out->detail;
+            if (t.answer.empty()) t.unanswerable = w.out->detail;
+        }
     } else if (f == "top-class") {
         const Array* pr = x.get(K::Probs);
         if (!pr) return t;
@@ -391,7 +409,8 @@ void draw_picture(ViewCtx& v, LearnView& lv, Frame& f, const Rect& picr) {
                 return a;
             };
             LessonView lvw{i, L.kind == "choice-classes" ? tr.choices : L.choices, show(tr.answer), "", "", "", ""};
-            if (tr.answer.empty()) lvw.why = tr.unanswerable.empty() ? "This trace cannot answer it (a stage it needs is missing)." : tr.unanswerable;
+            if (tr.answer.empty() && !tr.pending)
+                lvw.why = tr.unanswerable.empty() ? "This trace cannot answer it (a stage it needs is missing)." : tr.unanswerable;
             auto it = lv.answers.find(i);
             if (it != lv.answers.end() && !tr.answer.empty()) {
                 lvw.given = show(it->second);
@@ -402,6 +421,9 @@ void draw_picture(ViewCtx& v, LearnView& lv, Frame& f, const Rect& picr) {
                 }
                 lvw.verdict = it->second == tr.answer ? "Right." : close ? "Close: next to it." : "Not quite.";
                 lvw.why = fill(L.why, tr, show(tr.answer));
+            } else if (it != lv.answers.end() && tr.pending) {
+                lvw.given = show(it->second);  // predicted while the second pass runs: the answer follows
+                lvw.why = "Running the model a second time to check...";
             }
             f.lesson_views.push_back(lvw);
         }
@@ -466,7 +488,9 @@ void draw_narration(ViewCtx& v, LearnView& lv, Frame& f, const Rect& nr) {
             } else {
                 if (!lw.given.empty()) {
                     const ImVec4 col = lw.verdict == "Right." ? ImVec4(0.5f, 1.f, 0.5f, 1.f) : ImVec4(1.f, 0.6f, 0.4f, 1.f);
-                    TextWrappedWords(pr, "learn.lesson.verdict", "You: " + lw.given + ". " + lw.verdict + " The numbers say: " + lw.truth + ".", &col);
+                    TextWrappedWords(pr, "learn.lesson.verdict",
+                                     lw.verdict.empty() ? "You: " + lw.given + "." : "You: " + lw.given + ". " + lw.verdict + " The numbers say: " + lw.truth + ".",
+                                     lw.verdict.empty() ? nullptr : &col);
                 }
                 TextWrappedWords(pr, "learn.lesson.why", lw.why);
                 if (!lw.given.empty() && ImGui::SmallButton("Ask again")) lv.answers.erase(lw.index);
@@ -519,6 +543,10 @@ void draw_narration(ViewCtx& v, LearnView& lv, Frame& f, const Rect& nr) {
 
 }  // namespace
 
+
+bool LearnView::working() const {
+    return std::any_of(what_ifs.begin(), what_ifs.end(), [](const auto& w) { return w.second.job && !w.second.job->finished(); });
+}
 
 std::vector<std::string> learn_step_ids() {
     std::vector<std::string> v;
@@ -624,7 +652,7 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
     }
 
     const float top = draw_controls(v, lv, f, W, H);
-    const float bottom = std::max(ImGui::GetFrameHeight() + 12, ImGui::GetStyle().WindowMinSize.y);
+    const float bottom = status_bar_height();
     const float nw = std::clamp(0.3f * W, 320.f, 560.f);
     const Rect picr{0, top, W - nw, H - top - bottom};
 
@@ -634,11 +662,7 @@ void DrawLearn(ViewCtx& v, LearnView& lv, float W, float H) {
     pr.strings["learn.narration"] = f.narration;
     pr.strings["learn.torch"] = f.torch;
 
-    ImGui::SetNextWindowPos(ImVec2(0, H - bottom));
-    ImGui::SetNextWindowSize(ImVec2(W, bottom));
-    ImGui::Begin("status", nullptr, kFixed);
-    DrawStatusBar(v);
-    ImGui::End();
+    DrawStatusWindow(v, W, H);
     DrawErrorPanel(v);
 }
 

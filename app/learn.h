@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "jobs.h"
 #include "lessons.h"
 #include "views.h"
 
@@ -52,7 +53,16 @@ struct LearnView {
     std::string lessons_path, lessons_error;
     bool lessons_loaded = false;
     std::map<int, std::string> answers;
-    std::map<std::string, std::pair<uint64_t, WhatIf>> what_ifs;  // fact -> (trace version, its answer)
+    // the "what if" lessons' second passes, one per fact, for the trace of `version`: a job on `jobs` (the
+    // window's queue; null: run where asked), its answer once it is done
+    struct WhatIfRun {
+        uint64_t version = 0;
+        std::shared_ptr<Job> job;
+        std::shared_ptr<WhatIf> out;
+    };
+    std::map<std::string, WhatIfRun> what_ifs;
+    JobQueue* jobs = nullptr;
+    bool working() const;  // a second pass is still running (headless screenshots wait for it)
     uint64_t answers_version = 0;
     std::string pending_answer;  // --learn-answer: given to the first lesson of the step shown, once
 };

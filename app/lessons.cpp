@@ -153,69 +153,84 @@ std::string pct(double p) {
 }
 }  // namespace
 
-WhatIf what_if(const Session& s, const Trace& t, const std::string& fact) {
-    WhatIf r;
+WhatIfPass prepare_what_if(const Session& s, const Trace& t, const std::string& fact) {
+    WhatIfPass w;
     const Array* probs = t.find(StageId{StageKind::Probs, -1});
+    const Array* logits = t.find(StageId{StageKind::Logits, -1});
     const Array* input = t.find(StageId{StageKind::Input, -1});
     const auto model = s.shown_model();
-    if (!probs || !input || !model || input->dimension() != 3) {
-        r.detail = "This model has no classes to predict, so there is no prediction to change.";
-        return r;
+    if (!probs || !logits || !input || !model || input->dimension() != 3) {
+        w.unanswerable = "This model has no classes to predict, so there is no prediction to change.";
+        return w;
     }
-    Options o = t.options();
-    std::string what;
+    w.fact = fact;
+    w.base = w.opt = t.options();
     if (fact == "affine-off") {
-        o.affine = !o.affine;
-        what = o.affine ? "with elementwise_affine on (gamma and beta applied)" : "with elementwise_affine off (no gamma and beta)";
+        w.opt.affine = !w.opt.affine;
+        w.what = w.opt.affine ? "with elementwise_affine on (gamma and beta applied)" : "with elementwise_affine off (no gamma and beta)";
     } else {
         const auto sp = scene_patches(s, t);
         const bool object = fact == "drop-object";
         if (!sp) {
-            r.detail = "This image has no known object (only a generated scene has one: image menu, New test scene).";
-            return r;
+            w.unanswerable = "This image has no known object (only a generated scene has one: image menu, New test scene).";
+            return w;
         }
         const std::vector<int>& ps = object ? sp->object : sp->clutter;
         if (ps.empty()) {
-            r.detail = object ? "The object covers no patch of this run." : "No distractor covers a patch of its own in this scene.";
-            return r;
+            w.unanswerable = object ? "The object covers no patch of this run." : "No distractor covers a patch of its own in this scene.";
+            return w;
         }
-        std::vector<int> d = o.iv.dropped;
+        std::vector<int>& d = w.opt.iv.dropped;
         d.insert(d.end(), ps.begin(), ps.end());
         std::sort(d.begin(), d.end());
         d.erase(std::unique(d.begin(), d.end()), d.end());
-        o.iv.dropped = d;
-        what = "without the " + std::string(object ? "object's " : "distractors' ") + itos(long(ps.size())) + " patches";
+        w.what = "without the " + std::string(object ? "object's " : "distractors' ") + itos(long(ps.size())) + " patches";
     }
-    const Config& c = model->weights.cfg;
-    std::vector<float> p(probs->size());
+    w.model = model;
+    w.x = Tensor4::from_shape({1, input->shape(0), input->shape(1), input->shape(2)});
+    std::copy(input->data(), input->data() + input->size(), w.x.data());
+    w.clean_logits.assign(logits->data(), logits->data() + logits->size());
+    w.clean_probs.assign(probs->data(), probs->data() + probs->size());
+    return w;
+}
+
+WhatIf run_what_if(const WhatIfPass& w, const std::atomic<bool>* cancel) {
+    WhatIf r;
+    if (!w.model) {
+        r.detail = w.unanswerable;
+        return r;
+    }
+    const Config& c = w.model->weights.cfg;
+    std::vector<float> p(w.clean_probs.size());
     bool same_logits = false;  // the second pass's logits are the trace's, bit for bit
     try {
-        run_dims(c, o);  // never every patch dropped
-        Tensor4 x = Tensor4::from_shape({1, input->shape(0), input->shape(1), input->shape(2)});
-        std::copy(input->data(), input->data() + input->size(), x.data());
+        run_dims(c, w.opt);  // never every patch dropped
         WorkspacePtr ws = make_workspace();
         Trace scratch;
-        const Array& logits = forward_batch(model->weights, x, o, scratch, Keep::Output, *ws);
+        const Array& logits = forward_batch(w.model->weights, w.x, w.opt, scratch, Keep::Output, *ws, {}, cancel);
         if (logits.size() != p.size()) throw std::runtime_error("the second pass gave " + itos(long(logits.size())) + " logits");
-        const Array* l0 = t.find(StageId{StageKind::Logits, -1});
-        same_logits = l0 && l0->size() == logits.size() && std::equal(logits.data(), logits.data() + logits.size(), l0->data());
+        same_logits = std::equal(logits.data(), logits.data() + logits.size(), w.clean_logits.begin());
         const float mx = *std::max_element(logits.data(), logits.data() + logits.size());
         double z = 0;
         for (size_t i = 0; i < p.size(); ++i) z += (p[i] = std::exp(logits.data()[i] - mx));
         for (float& v : p) v = float(v / z);
+    } catch (const Cancelled&) {
+        throw;
     } catch (const std::exception& e) {
         r.detail = std::string("The second pass could not run: ") + e.what();
         return r;
     }
     const std::vector<std::string> names = class_labels(c, p.size());
-    const int before = int(std::max_element(probs->data(), probs->data() + probs->size()) - probs->data());
+    const std::vector<float>& p0 = w.clean_probs;
+    const int before = int(std::max_element(p0.begin(), p0.end()) - p0.begin());
     const int after = int(std::max_element(p.begin(), p.end()) - p.begin());
     r.answer = after == before ? "stays" : "changes";
     // a switch that cannot change anything in this model says why (its LayerNorms' gamma = 1 and beta = 0)
-    const std::string nothing = fact == "affine-off" && same_logits ? why_nothing_changed(model->weights, o, t.options()) : "";
-    const std::string was = names[size_t(before)] + " (" + pct(probs->data()[before]) + ")";
-    r.detail = after == before ? "It stays: " + what + " the model still says " + names[size_t(before)] + ", now " + pct(p[size_t(before)]) + " (was " + pct(probs->data()[before]) + ")."
-                               : "It changes: " + what + " the model says " + names[size_t(after)] + " (" + pct(p[size_t(after)]) + ") instead of " + was + ".";
+    const std::string nothing = w.fact == "affine-off" && same_logits ? why_nothing_changed(w.model->weights, w.opt, w.base) : "";
+    const std::string was = names[size_t(before)] + " (" + pct(p0[size_t(before)]) + ")";
+    r.detail = after == before ? "It stays: " + w.what + " the model still says " + names[size_t(before)] + ", now " + pct(p[size_t(before)]) +
+                                     " (was " + pct(p0[size_t(before)]) + ")."
+                               : "It changes: " + w.what + " the model says " + names[size_t(after)] + " (" + pct(p[size_t(after)]) + ") instead of " + was + ".";
     if (!nothing.empty()) r.detail += " Nothing in the model changed at all: " + nothing + ".";
     return r;
 }

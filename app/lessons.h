@@ -8,6 +8,8 @@
 // the same model on the same input with one thing changed (what_if below): dropping the object's patches,
 // dropping the distractors', turning LayerNorm's elementwise_affine off.
 #pragma once
+#include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,19 @@ struct WhatIf {
     std::string answer, detail;
 };
 bool is_what_if(const std::string& fact);  // drop-object, drop-clutter, affine-off
-WhatIf what_if(const Session& s, const Trace& t, const std::string& fact);
+
+// The second pass, prepared from the trace on screen (the UI thread) with copies of all it reads, so that it
+// can run in a job while the trace is replaced: the model (held), the options, the input, the clean outputs.
+struct WhatIfPass {
+    std::string fact, what;                      // what changed, in words ("without the object's 9 patches")
+    std::string unanswerable;                    // why there is no pass (model null)
+    std::shared_ptr<const LoadedModel> model;
+    Options opt, base;                           // the second pass's options, the trace's
+    Tensor4 x;                                   // the trace's input (1, C, H, W)
+    std::vector<float> clean_logits, clean_probs;
+};
+WhatIfPass prepare_what_if(const Session& s, const Trace& t, const std::string& fact);
+// Runs it (a forward pass recording only the logits; `cancel` stops it with Cancelled) and answers.
+WhatIf run_what_if(const WhatIfPass& w, const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace vit::app

@@ -348,6 +348,7 @@ int main(int argc, char** argv) {
         const bool loaded = load_startup(*app, a, settings);
         // --lessons: read now, so that a bad file is named at once (bad usage: exit 2 when headless)
         app->learn.lessons_path = a.lessons;
+        app->learn.jobs = &app->jobs;  // the "what if" lessons' second passes run as jobs
         app->learn.pending_answer = a.learn_answer;
         // (the bundled ones too: --tour N is checked against their number)
         bool lessons_bad = false;

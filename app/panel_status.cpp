@@ -129,6 +129,18 @@ bool DrawWorking(ViewCtx& v) {
     return true;
 }
 
+float status_bar_height() { return std::max(ImGui::GetFrameHeight() + 12, ImGui::GetStyle().WindowMinSize.y); }
+
+void DrawStatusWindow(ViewCtx& v, float W, float H) {
+    const float h = status_bar_height();
+    ImGui::SetNextWindowPos(ImVec2(0, H - h));
+    ImGui::SetNextWindowSize(ImVec2(W, h));
+    ImGui::Begin("status", nullptr, ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse |
+                                        ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoTitleBar | ImGuiWindowFlags_NoBringToFrontOnFocus);
+    DrawStatusBar(v);
+    ImGui::End();
+}
+
 void DrawStatusBar(ViewCtx& v) {
     Session& s = v.s;
     Probe& pr = v.probe;

@@ -286,6 +286,10 @@ bool upload_model_input(Texture& tex, const Session& s);
 void DrawPredictions(ViewCtx& v);
 float predictions_height(ViewCtx& v);  // what DrawPredictions needs (under the navigator's stage list)
 void DrawStatusBar(ViewCtx& v);
+// The status bar's height, and the bar in its own window along the bottom of a W x H window (the workbench
+// and Learn mode both end with it).
+float status_bar_height();
+void DrawStatusWindow(ViewCtx& v, float W, float H);
 // The work in flight (a model loading, a forward pass at block k of L), large, for a view that has
 // nothing else to show yet; false when nothing runs.
 bool DrawWorking(ViewCtx& v);
