@@ -202,3 +202,66 @@ TEST(StageTable, DistilledBoxesSayBothTokensAndBothHeads) {
     EXPECT_EQ(plain->info({StageKind::Pooled, -1}).box.sub, "cls token");
     EXPECT_EQ(plain->info({StageKind::Logits, -1}).box.sub, "1000 classes");
 }
+
+// The table's order and shapes come from the forward pass's own parts run dry (forward_stages):
+// checked here against hand arithmetic, not against the code that computes them. ViT-B/16 at 224:
+// 14x14 = 196 patches of 3*16*16 = 768 values, 197 tokens, 12 heads of 64, an MLP of 3072;
+// 6 stages before the blocks, 20 per block, 7 after: 253.
+TEST(StageTable, ShapesFromTheDryRunMatchHandArithmetic) {
+    auto shape = [](const StageTable& t, const std::string& name) {
+        const StageInfo* s = t.find(name);
+        return s ? s->shape : Shape{};
+    };
+    const auto b16 = StageTable::get(preset("vit-b16"));
+    EXPECT_EQ(b16->size(), 6u + 12u * 20u + 7u);
+    EXPECT_EQ(shape(*b16, "input"), (Shape{3, 224, 224}));
+    EXPECT_EQ(shape(*b16, "patches"), (Shape{196, 768}));
+    EXPECT_EQ(shape(*b16, "tokens"), (Shape{197, 768}));
+    EXPECT_EQ(shape(*b16, "blocks.11.ln1.mean"), (Shape{197}));
+    EXPECT_EQ(shape(*b16, "blocks.3.attn.q"), (Shape{12, 197, 64}));
+    EXPECT_EQ(shape(*b16, "blocks.3.attn.pattern"), (Shape{12, 197, 197}));
+    EXPECT_EQ(shape(*b16, "blocks.3.mlp.pre"), (Shape{197, 3072}));
+    EXPECT_EQ(shape(*b16, "pooled"), (Shape{768}));
+    EXPECT_EQ(shape(*b16, "probs"), (Shape{1000}));
+    EXPECT_EQ(b16->rows().back().name, "probs");
+
+    // DINOv2 with registers on a 98x140 input (a 7x10 grid of 14-pixel patches = 70), two patches
+    // dropped: tokens before the drop 1 + 70, after it 69; then cls, 4 registers, 68 patches = 73.
+    Options o;
+    o.image_h = 98;
+    o.image_w = 140;
+    o.iv.dropped = {3, 40};
+    const auto reg = StageTable::get(preset("dinov2-s14-reg"), o);
+    EXPECT_EQ(shape(*reg, "pos_embed.learned"), (Shape{1 + 37 * 37, 384}));
+    EXPECT_EQ(shape(*reg, "embed"), (Shape{71, 384}));
+    EXPECT_EQ(shape(*reg, "embed.kept"), (Shape{69, 384}));
+    EXPECT_EQ(shape(*reg, "with_registers"), (Shape{73, 384}));
+    EXPECT_EQ(shape(*reg, "blocks.0.attn.scores"), (Shape{6, 73, 73}));
+    EXPECT_EQ(shape(*reg, "blocks.0.ls1"), (Shape{73, 384}));
+
+    // SigLIP: no cls token (196 tokens), the attention-pooling head's one query over them.
+    const auto sig = StageTable::get(preset("siglip-b16"));
+    EXPECT_EQ(shape(*sig, "tokens"), (Shape{196, 768}));
+    EXPECT_EQ(shape(*sig, "head.attn.pattern"), (Shape{12, 1, 196}));
+    EXPECT_EQ(shape(*sig, "head.ln.out"), (Shape{1, 768}));
+    EXPECT_EQ(shape(*sig, "embedding"), (Shape{768}));
+
+    // DeiT distilled: cls and dist, two heads of 1000; CLIP: ln_pre on 50 tokens, ln_post on one row,
+    // a 512-wide projection.
+    const auto deit = StageTable::get(preset("deit-ti16-distilled"));
+    EXPECT_EQ(shape(*deit, "tokens"), (Shape{198, 192}));
+    EXPECT_EQ(shape(*deit, "pooled_dist"), (Shape{192}));
+    EXPECT_EQ(shape(*deit, "logits_dist"), (Shape{1000}));
+    const auto clip = StageTable::get(preset("clip-b32"));
+    EXPECT_EQ(shape(*clip, "ln_pre.out"), (Shape{50, 768}));
+    EXPECT_EQ(shape(*clip, "ln_final.mean"), (Shape{1}));
+    EXPECT_EQ(shape(*clip, "embedding"), (Shape{512}));
+
+    // SwiGLU: fc1 gives both halves (2 * 512), the gate leaves 512.
+    Config sw = preset("vit-ti16");
+    sw.act = Act::SwiGlu;
+    sw.mlp = 512;
+    const auto swt = StageTable::get(sw);
+    EXPECT_EQ(shape(*swt, "blocks.0.mlp.pre"), (Shape{197, 1024}));
+    EXPECT_EQ(shape(*swt, "blocks.0.mlp.post"), (Shape{197, 512}));
+}

@@ -1,6 +1,6 @@
 // The attention's two products on an own AVX-512 kernel (core/kernels/attention_avx512.cpp, built
 // with AVX-512 flags whatever the build's, called only where the CPU has AVX-512: available()).
-// attention() in core/model/forward.cpp runs them per (image, head, block of query rows):
+// attention() in core/model/parts/attention.cpp runs them per (image, head, block of query rows):
 //   scores(n, Tk) = alpha * q(n, d) @ k^T     (k^T packed once per head: pack_k)
 //   z(n, d)       = pattern(n, Tk) @ v(Tk, d) (v read as it is: row-major, d columns)
 // with the row softmax (ops::softmax_rows) between them.

@@ -26,7 +26,7 @@ struct RunFrom {
     int until = -1;                 // -1: on to the output; else only blocks [layer, until), nothing after
 };
 
-struct Workspace;  // scratch arrays reused across runs (defined in forward.cpp)
+struct Workspace;  // scratch arrays reused across runs (defined in pass.h)
 struct WorkspaceDeleter { void operator()(Workspace*) const; };
 using WorkspacePtr = std::unique_ptr<Workspace, WorkspaceDeleter>;
 WorkspacePtr make_workspace();

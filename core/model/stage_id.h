@@ -10,8 +10,9 @@
 namespace vit {
 
 // X(kind): every kind of stage. A new stage is one line here, one definition in
-// stages.cpp (its name, shape, texts, gradient, map box, cell math) and its
-// computation in forward.cpp (and backward.cpp if it has a gradient).
+// stages.cpp (its name, texts, gradient, map box, cell math) and its computation
+// in the part that computes it (core/model/parts/, which also gives its place and
+// shape in the table), and backward.cpp if it has a gradient.
 #define VIT_STAGE_KINDS(X)                                                                      \
     X(Input) X(Patches) X(PatchEmbed) X(Tokens) X(PosEmbedLearned) X(PosEmbed) X(Embed) X(EmbedKept) \
     X(WithRegisters) X(LnPreMean) X(LnPreStd) X(LnPreNormalized) X(LnPreOut)                    \

@@ -80,7 +80,6 @@ const std::vector<std::string> kTD{"tokens", "embedding dims"};
 // ---------------------------------------------------------------- embedding
 
 void d_input(const Ctx& x, StageInfo& s) {
-    s.shape = {x.C, size_t(x.r.img_h), size_t(x.r.img_w)};
     s.axes = {"channels", "rows", "columns"};
     s.title = "Input image";
     s.what = "The image as the model sees it: resized, cropped, and normalized per channel with the model's "
@@ -94,7 +93,6 @@ void d_input(const Ctx& x, StageInfo& s) {
 
 void d_patches(const Ctx& x, StageInfo& s) {
     const std::string sN = str(x.N), sCPP = str(x.CPP), sP = str(x.P);
-    s.shape = {x.N, x.CPP};
     s.axes = {"patches", "pixels in a patch"};
     s.from = {{K::Input, -1}};
     if (x.o.bug_reshape_patches) {
@@ -117,7 +115,6 @@ void d_patches(const Ctx& x, StageInfo& s) {
 }
 
 void d_patch_embed(const Ctx& x, StageInfo& s) {
-    s.shape = {x.N, x.D};
     s.axes = {"patches", "embedding dims"};
     s.from = {{K::Patches, -1}};
     s.title = "Patch embedding";
@@ -130,7 +127,6 @@ void d_patch_embed(const Ctx& x, StageInfo& s) {
 }
 
 void d_tokens(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T0, x.D};
     s.axes = kTD;
     s.from = {{K::PatchEmbed, -1}};
     const bool cls = x.c.cls_token, dist = x.c.dist_token;
@@ -167,7 +163,6 @@ std::string pos_layout(const Ctx& x) {
 }
 
 void d_pos_embed_learned(const Ctx& x, StageInfo& s) {
-    s.shape = {size_t(x.c.pos_rows()), x.D};
     s.axes = {"positions", "embedding dims"};
     s.title = "Position embeddings as learned";
     s.what = "The position embeddings as the checkpoint stores them (" + pos_layout(x) + "). This run's patch grid is " +
@@ -177,7 +172,6 @@ void d_pos_embed_learned(const Ctx& x, StageInfo& s) {
 }
 
 void d_pos_embed(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T0, x.D};
     s.axes = kTD;
     if (x.r.resized) s.from = {{K::PosEmbedLearned, -1}};
     s.title = "Position embeddings";
@@ -199,7 +193,6 @@ void d_pos_embed(const Ctx& x, StageInfo& s) {
 }
 
 void d_embed(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T0, x.D};
     s.axes = kTD;
     s.from = {{K::Tokens, -1}, {K::PosEmbed, -1}};
     s.title = "Position embedding added";
@@ -211,7 +204,6 @@ void d_embed(const Ctx& x, StageInfo& s) {
 
 void d_embed_kept(const Ctx& x, StageInfo& s) {
     const int dropped = x.r.N - x.kept();
-    s.shape = {x.T0 - size_t(dropped), x.D};
     s.axes = kTD;
     s.from = {{K::Embed, -1}};
     s.intervened = true;
@@ -227,7 +219,6 @@ void d_embed_kept(const Ctx& x, StageInfo& s) {
 }
 
 void d_with_registers(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T, x.D};
     s.axes = kTD;
     s.from = {x.embedded()};
     s.title = "Register tokens inserted";
@@ -249,7 +240,6 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
     // What it normalizes, and the module that does it.
     StageId src;
     std::string src_desc, mod;
-    size_t rows = x.T;
     switch (site) {
         case LnSite::Pre:
             src = x.R ? StageId{K::WithRegisters, -1} : x.embedded();
@@ -270,7 +260,6 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
             src = {K::HeadAttnOut, -1};
             src_desc = "the attention-pooled vector";
             mod = "model.head.layernorm";
-            rows = 1;
             break;
         default:
             if (x.pool == Pooling::Cls || x.pool == Pooling::Map) {
@@ -281,7 +270,6 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
                 src = {K::Pooled, -1};
                 src_desc = x.pool == Pooling::Mean ? "the pooled vector" : "the cls token's row";
                 mod = x.clip() ? "model.ln_post" : "model.fc_norm";
-                rows = 1;
             }
     }
     s.from = {src};
@@ -293,14 +281,12 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
     const std::string intro = "LayerNorm over the " + D + " dims of each token of " + src_desc + ". ";
     switch (part) {
         case LnPart::Mean:
-            s.shape = {rows};
             s.axes = {"tokens"};
             s.title = "LayerNorm: mean";
             s.what = intro + "The mean of each token's " + D + " values.";
             s.torch = "mu = x.mean(-1)";
             return;
         case LnPart::Std:
-            s.shape = {rows};
             s.axes = {"tokens"};
             s.title = "LayerNorm: std";
             s.what = intro + "The standard deviation of each token: the squared deviations summed and divided by " +
@@ -311,7 +297,6 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
             s.signed_values = false;
             return;
         case LnPart::Normalized:
-            s.shape = {rows, x.D};
             s.axes = kTD;
             s.title = "LayerNorm: normalized";
             s.what = intro + "(x - mean) / sqrt(var + " + eps + "), var divided by " + ddof +
@@ -321,7 +306,6 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
                       ", keepdim=True) + " + eps + ")";
             return;
         case LnPart::Out:
-            s.shape = {rows, x.D};
             s.axes = kTD;
             s.title = "LayerNorm: output";
             if (x.o.affine) {
@@ -359,7 +343,6 @@ void d_qkv(const Ctx& x, StageInfo& s) {
     const int j = s.id.kind == K::AttnQ ? 0 : s.id.kind == K::AttnK ? 1 : 2;
     const char* names[3] = {"Queries", "Keys", "Values"};
     const std::string L = std::to_string(s.id.layer);
-    s.shape = {x.H, x.T, x.d};
     s.axes = {"heads", "tokens", "head dims"};
     s.from = {{K::Ln1Out, s.id.layer}};
     s.title = names[j];
@@ -373,7 +356,6 @@ void d_qkv(const Ctx& x, StageInfo& s) {
 
 void d_scores(const Ctx& x, StageInfo& s) {
     const std::string sd = str(x.d), scale = "math.sqrt(" + sd + ")";
-    s.shape = {x.H, x.T, x.T};
     s.axes = {"heads", "tokens (queries)", "tokens (keys)"};
     s.from = {{K::AttnQ, s.id.layer}, {K::AttnK, s.id.layer}};
     if (x.o.bug_scale_after_softmax) {
@@ -393,7 +375,6 @@ void d_scores(const Ctx& x, StageInfo& s) {
 
 void d_pattern(const Ctx& x, StageInfo& s) {
     const std::string sd = str(x.d), scale = "math.sqrt(" + sd + ")";
-    s.shape = {x.H, x.T, x.T};
     s.axes = {"heads", "tokens (queries)", "tokens (keys)"};
     s.from = {{K::AttnScores, s.id.layer}};
     if (x.o.bug_scale_after_softmax) {
@@ -411,7 +392,6 @@ void d_pattern(const Ctx& x, StageInfo& s) {
 }
 
 void d_z(const Ctx& x, StageInfo& s) {
-    s.shape = {x.H, x.T, x.d};
     s.axes = {"heads", "tokens", "head dims"};
     s.from = {{K::AttnPattern, s.id.layer}, {K::AttnV, s.id.layer}};
     s.title = "Attention-weighted values";
@@ -430,7 +410,6 @@ void d_z(const Ctx& x, StageInfo& s) {
 
 void d_attn_out(const Ctx& x, StageInfo& s) {
     const std::string L = std::to_string(s.id.layer);
-    s.shape = {x.T, x.D};
     s.axes = kTD;
     s.from = {{K::AttnZ, s.id.layer}};
     s.title = "Attention output";
@@ -449,7 +428,6 @@ void d_attn_out(const Ctx& x, StageInfo& s) {
 void d_layer_scale(const Ctx& x, StageInfo& s) {
     const bool first = s.id.kind == K::Ls1;
     const std::string L = std::to_string(s.id.layer), which = first ? "ls1" : "ls2";
-    s.shape = {x.T, x.D};
     s.axes = kTD;
     s.from = {{first ? K::AttnOut : K::MlpOut, s.id.layer}};
     s.title = std::string("Layer scale (") + (first ? "attention" : "MLP") + ")";
@@ -461,7 +439,6 @@ void d_layer_scale(const Ctx& x, StageInfo& s) {
 
 void d_resid_mid(const Ctx& x, StageInfo& s) {
     const int l = s.id.layer;
-    s.shape = {x.T, x.D};
     s.axes = kTD;
     s.from = {l ? StageId{K::ResidPost, l - 1} : x.stream0(), {x.c.layer_scale ? K::Ls1 : K::AttnOut, l}};
     s.title = "Residual after attention";
@@ -479,7 +456,6 @@ void mlp_sub(const Ctx& x, StageInfo& s) {
 }
 
 void d_mlp_pre(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T, x.Mi};
     s.axes = {"tokens", "hidden units"};
     s.from = {{K::Ln2Out, s.id.layer}};
     s.title = std::string("MLP hidden (before ") + act_label(x.c.act) + ")";
@@ -491,7 +467,6 @@ void d_mlp_pre(const Ctx& x, StageInfo& s) {
 }
 
 void d_mlp_post(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T, x.M};
     s.axes = {"tokens", "hidden units"};
     s.from = {{K::MlpPre, s.id.layer}};
     s.title = std::string("MLP hidden (after ") + act_label(x.c.act) + ")";
@@ -522,7 +497,6 @@ void d_mlp_post(const Ctx& x, StageInfo& s) {
 }
 
 void d_mlp_out(const Ctx& x, StageInfo& s) {
-    s.shape = {x.T, x.D};
     s.axes = kTD;
     s.from = {{K::MlpPost, s.id.layer}};
     s.title = "MLP output";
@@ -540,7 +514,6 @@ void d_mlp_out(const Ctx& x, StageInfo& s) {
 
 void d_resid_post(const Ctx& x, StageInfo& s) {
     const int l = s.id.layer;
-    s.shape = {x.T, x.D};
     s.axes = kTD;
     s.from = {{K::ResidMid, l}, {x.c.layer_scale ? K::Ls2 : K::MlpOut, l}};
     s.title = "Residual after the MLP";
@@ -553,7 +526,6 @@ void d_resid_post(const Ctx& x, StageInfo& s) {
 // ---------------------------------------------------------------- the head
 
 void d_pooled(const Ctx& x, StageInfo& s) {
-    s.shape = {x.D};
     s.axes = {"embedding dims"};
     switch (x.pool) {
         case Pooling::Cls:
@@ -588,7 +560,6 @@ void d_pooled(const Ctx& x, StageInfo& s) {
 }
 
 void d_pooled_dist(const Ctx& x, StageInfo& s) {
-    s.shape = {x.D};
     s.axes = {"embedding dims"};
     s.from = {{K::LnFinalOut, -1}};
     s.title = "Pooled (distillation token)";
@@ -608,7 +579,6 @@ void logits_sub(const Ctx& x, StageInfo& s) {
 }
 
 void d_logits_cls(const Ctx& x, StageInfo& s) {
-    s.shape = {x.K};
     s.axes = {"classes"};
     s.from = {{K::Pooled, -1}};
     s.title = "Logits of the cls head";
@@ -618,7 +588,6 @@ void d_logits_cls(const Ctx& x, StageInfo& s) {
 }
 
 void d_logits_dist(const Ctx& x, StageInfo& s) {
-    s.shape = {x.K};
     s.axes = {"classes"};
     s.from = {{K::PooledDist, -1}};
     s.title = "Logits of the distillation head";
@@ -628,7 +597,6 @@ void d_logits_dist(const Ctx& x, StageInfo& s) {
 }
 
 void d_logits(const Ctx& x, StageInfo& s) {
-    s.shape = {x.K};
     s.axes = {"classes"};
     if (x.c.head == Head::Distilled) {
         s.from = {{K::LogitsCls, -1}, {K::LogitsDist, -1}};
@@ -646,7 +614,6 @@ void d_logits(const Ctx& x, StageInfo& s) {
 }
 
 void d_probs(const Ctx& x, StageInfo& s) {
-    s.shape = {x.K};
     s.axes = {"classes"};
     s.from = {{K::Logits, -1}};
     s.title = "Probabilities";
@@ -659,7 +626,6 @@ void d_probs(const Ctx& x, StageInfo& s) {
 void map_sub(const Ctx& x, StageInfo& s) { s.box.sub = "probe, " + str(x.H) + " heads"; }  // as head.ln's
 
 void d_head_probe(const Ctx& x, StageInfo& s) {
-    s.shape = {1, x.D};
     s.axes = {"probe", "embedding dims"};
     s.title = "Attention-pooling probe";
     s.what = "The learned probe: one query vector that attends over all " + str(x.T) +
@@ -673,7 +639,6 @@ void d_head_attn(const Ctx& x, StageInfo& s) {
     map_sub(x, s);
     switch (s.id.kind) {
         case K::HeadAttnQ:
-            s.shape = {x.H, 1, x.d};
             s.axes = {"heads", "probe", "head dims"};
             s.from = {{K::HeadProbe, -1}};
             s.title = "Probe queries";
@@ -683,7 +648,6 @@ void d_head_attn(const Ctx& x, StageInfo& s) {
             return;
         case K::HeadAttnK: case K::HeadAttnV: {
             const bool k = s.id.kind == K::HeadAttnK;
-            s.shape = {x.H, x.T, x.d};
             s.axes = {"heads", "tokens", "head dims"};
             s.from = {{K::LnFinalOut, -1}};
             s.title = k ? "Keys of the tokens (pooling head)" : "Values of the tokens (pooling head)";
@@ -694,7 +658,6 @@ void d_head_attn(const Ctx& x, StageInfo& s) {
             return;
         }
         case K::HeadAttnScores:
-            s.shape = {x.H, 1, x.T};
             s.axes = {"heads", "probe", "tokens (keys)"};
             s.from = {{K::HeadAttnQ, -1}, {K::HeadAttnK, -1}};
             s.title = "Probe attention scores";
@@ -702,7 +665,6 @@ void d_head_attn(const Ctx& x, StageInfo& s) {
             s.torch = "scores = q @ k.transpose(-2, -1) / math.sqrt(" + sd + ")";
             return;
         case K::HeadAttnPattern:
-            s.shape = {x.H, 1, x.T};
             s.axes = {"heads", "probe", "tokens (keys)"};
             s.from = {{K::HeadAttnScores, -1}};
             s.title = "Probe attention";
@@ -712,7 +674,6 @@ void d_head_attn(const Ctx& x, StageInfo& s) {
             s.signed_values = false;
             return;
         case K::HeadAttnZ:
-            s.shape = {x.H, 1, x.d};
             s.axes = {"heads", "probe", "head dims"};
             s.from = {{K::HeadAttnPattern, -1}, {K::HeadAttnV, -1}};
             s.title = "Probe's weighted values";
@@ -720,7 +681,6 @@ void d_head_attn(const Ctx& x, StageInfo& s) {
             s.torch = "z = attn @ v";
             return;
         default:  // HeadAttnOut
-            s.shape = {1, x.D};
             s.axes = {"probe", "embedding dims"};
             s.from = {{K::HeadAttnZ, -1}};
             s.title = "Pooling attention output";
@@ -734,7 +694,6 @@ void d_head_mlp(const Ctx& x, StageInfo& s) {
     map_sub(x, s);
     switch (s.id.kind) {
         case K::HeadMlpPre:
-            s.shape = {1, x.M};
             s.axes = {"probe", "hidden units"};
             s.from = {{K::HeadLnOut, -1}};
             s.title = "Pooling head MLP hidden (before GELU)";
@@ -742,7 +701,6 @@ void d_head_mlp(const Ctx& x, StageInfo& s) {
             s.torch = "h2 = model.head.mlp.fc1(model.head.layernorm(h))";
             return;
         case K::HeadMlpPost:
-            s.shape = {1, x.M};
             s.axes = {"probe", "hidden units"};
             s.from = {{K::HeadMlpPre, -1}};
             s.title = std::string("Pooling head MLP hidden (after ") + act_label(x.c.act) + ")";
@@ -750,7 +708,6 @@ void d_head_mlp(const Ctx& x, StageInfo& s) {
             s.torch = x.c.act == Act::GeluTanh ? "h2 = F.gelu(h2, approximate='tanh')" : "h2 = F.gelu(h2)";
             return;
         case K::HeadMlpOut:
-            s.shape = {1, x.D};
             s.axes = {"probe", "embedding dims"};
             s.from = {{K::HeadMlpPost, -1}};
             s.title = "Pooling head MLP output";
@@ -758,7 +715,6 @@ void d_head_mlp(const Ctx& x, StageInfo& s) {
             s.torch = "model.head.mlp.fc2(h2)";
             return;
         default:  // HeadResidPost
-            s.shape = {1, x.D};
             s.axes = {"probe", "embedding dims"};
             s.from = {{K::HeadAttnOut, -1}, {K::HeadMlpOut, -1}};
             s.title = "Pooling head output";
@@ -769,7 +725,6 @@ void d_head_mlp(const Ctx& x, StageInfo& s) {
 }
 
 void d_embedding(const Ctx& x, StageInfo& s) {
-    s.shape = {x.E};
     s.axes = {"embedding dims"};
     s.title = "Image embedding";
     s.box.sub = str(x.E) + " dims";
@@ -874,69 +829,12 @@ std::string expand(const char* pattern, int layer) {
     return s;
 }
 
-// The order a forward pass records its stages: the architecture, written once.
-std::vector<StageId> sequence(const Ctx& x) {
-    std::vector<StageId> v;
-    auto add = [&](StageKind k, int l = -1) { v.push_back({k, l}); };
-    auto ln = [&](LnSite site, int l) {
-        for (LnPart p : {LnPart::Mean, LnPart::Std, LnPart::Normalized, LnPart::Out}) add(ln_kind(site, p), l);
-    };
-    const Config& c = x.c;
-    for (StageKind k : {K::Input, K::Patches, K::PatchEmbed, K::Tokens}) add(k);
-    if (x.r.resized) add(K::PosEmbedLearned);
-    add(K::PosEmbed);
-    add(K::Embed);
-    if (x.r.dropped()) add(K::EmbedKept);
-    if (c.registers) add(K::WithRegisters);
-    if (c.ln_pre) ln(LnSite::Pre, -1);
-    for (int l = 0; l < x.L; ++l) {
-        ln(LnSite::Ln1, l);
-        for (StageKind k : {K::AttnQ, K::AttnK, K::AttnV, K::AttnScores, K::AttnPattern, K::AttnZ, K::AttnOut}) add(k, l);
-        if (c.layer_scale) add(K::Ls1, l);
-        add(K::ResidMid, l);
-        ln(LnSite::Ln2, l);
-        for (StageKind k : {K::MlpPre, K::MlpPost, K::MlpOut}) add(k, l);
-        if (c.layer_scale) add(K::Ls2, l);
-        add(K::ResidPost, l);
-    }
-    switch (x.pool) {
-        case Pooling::Cls:
-            ln(LnSite::Final, -1);
-            if (c.head != Head::Identity) add(K::Pooled);  // Identity: the embedding is ln_final.out[0] itself
-            if (c.head == Head::Distilled) add(K::PooledDist);
-            break;
-        case Pooling::Mean: case Pooling::ClsThenNorm:
-            add(K::Pooled);
-            ln(LnSite::Final, -1);
-            break;
-        case Pooling::Map:
-            ln(LnSite::Final, -1);
-            add(K::HeadProbe);
-            for (StageKind k : {K::HeadAttnQ, K::HeadAttnK, K::HeadAttnV, K::HeadAttnScores, K::HeadAttnPattern,
-                                K::HeadAttnZ, K::HeadAttnOut})
-                add(k);
-            ln(LnSite::Head, -1);
-            for (StageKind k : {K::HeadMlpPre, K::HeadMlpPost, K::HeadMlpOut, K::HeadResidPost}) add(k);
-            break;
-    }
-    if (c.head == Head::Distilled) {
-        add(K::LogitsCls);
-        add(K::LogitsDist);
-    }
-    if (c.has_logits()) {
-        add(K::Logits);
-        add(K::Probs);
-    } else {
-        add(K::Embedding);
-    }
-    return v;
-}
-
-StageInfo describe(const Ctx& x, StageId id) {
+StageInfo describe(const Ctx& x, StageId id, const Shape& shape) {
     const StageDef& def = stage_def(id.kind);
     StageInfo s;
     s.id = id;
     s.layer = id.layer;
+    s.shape = shape;  // from the forward pass's parts (forward_stages)
     s.name = expand(def.pattern, id.layer);
     s.hook = expand(def.hook, id.layer);
     s.per_head = def.per_head;
@@ -1104,9 +1002,9 @@ StageTable::StageTable(const Config& c, const Options& o) : cfg_(c), opt_(table_
     const Ctx x(cfg_, opt_);
     dims_ = x.r;
     slot_.assign(size_t(c.depth + 1) * size_t(kStageKinds), -1);
-    for (StageId id : sequence(x)) {
+    for (const auto& [id, shape] : forward_stages(cfg_, opt_)) {
         const int i = int(rows_.size());
-        rows_.push_back(describe(x, id));
+        rows_.push_back(describe(x, id, shape));
         slot_[size_t(id.layer + 1) * size_t(kStageKinds) + size_t(id.kind)] = i;
         by_name_[rows_.back().name] = i;
     }

@@ -136,6 +136,11 @@ std::string token_range_text(const StageTable& t);
 // Whether a stage's token axis is in the order before the registers (tokens, pos_embed, embed).
 bool before_registers(StageKind k);
 
+// The stages a forward pass records for (config, options), in order, with their shapes per image: the
+// forward pass's own parts run dry (core/model/pass.h, forward.cpp). A table's rows are these, each
+// described by its kind's definition; nothing else lists the architecture.
+std::vector<std::pair<StageId, Shape>> forward_stages(const Config& c, const Options& o);
+
 // The name of a stage of any table ("blocks.3.attn.pattern"), from its definition's pattern.
 std::string stage_name(StageId id);
 // The name within its block ("attn.pattern" for blocks.3.attn.pattern; the whole name outside).
