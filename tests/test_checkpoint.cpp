@@ -349,7 +349,7 @@ TEST(Checkpoint, PresetsAndUnknownNames) {
 // the model allocates (shaped_weights), for every family's parts.
 TEST(Layouts, ParamShapeIsTheModelsShape) {
     std::vector<Config> cs;
-    for (const char* n : {"toy-rgb8", "deit-ti16-distilled", "dinov2-s14-reg", "clip-b32", "siglip-b16", "mae-b16"})
+    for (const char* n : {"toy-rgb8", "deit-ti16-distilled", "dinov2-s14-reg", "clip-b32", "siglip-b16", "mae-b16", "vit-betwixt16-reg4-gap"})
         cs.push_back(preset(n));
     Config sw = preset("dinov2-s14");
     sw.act = Act::SwiGlu;
@@ -470,4 +470,50 @@ TEST(Layouts, SideConfigReadsTimmConfigs) {
     } catch (const FileError& e) {
         EXPECT_NE(std::string(e.what()).find("t/config.json: field 'model_args.num_heads'"), std::string::npos) << e.what();
     }
+}
+
+// timm's ViTs without a cls token: vit_*_reg4_gap_* load (their forward is checked against PyTorch in
+// tests/parity), vit_*_gap_* with fc_norm=False (final norm on every token, then the average: a
+// pooling ViTScope does not run) is refused by name, not run as another model.
+TEST(Layouts, TimmGapWithoutFcNormIsRefusedByName) {
+    Config c = preset("vit-betwixt16-reg4-gap");
+    c.depth = 1;
+    c.registers = 0;
+    c.layer_scale = false;
+    const Weights w = init_weights(c, 5);
+    const fs::path d = fs::temp_directory_path() / "vitscope_timm_gap";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    auto timm_refs = [&] {  // timm's names (norm.*, no cls_token), the patch embedding as its Conv2d (D, C, P, P)
+        std::vector<ArrayRef> v = param_refs(w);
+        for (ArrayRef& r : v)
+            if (r.name == "patch_embed.proj.weight") r.shape = {640, 3, 16, 16};
+        return v;
+    };
+    std::vector<ArrayRef> refs = timm_refs();
+    write_safetensors((d / "model.safetensors").string(), refs, {{"format", "pt"}});
+    try {
+        load_model((d / "model.safetensors").string());
+        ADD_FAILURE() << "a timm gap ViT without fc_norm loaded";
+    } catch (const FileError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("model.safetensors"), std::string::npos) << m;
+        EXPECT_NE(m.find("vit_*_gap_*"), std::string::npos) << m;
+        EXPECT_NE(m.find("fc_norm"), std::string::npos) << m;
+    }
+    // the same tensors with the final norm under fc_norm (timm's use_fc_norm): a cls-less ViT, mean pooling
+    std::vector<ArrayRef> fc;
+    for (ArrayRef r : timm_refs()) {
+        if (r.name.rfind("norm.", 0) == 0) r.name = "fc_" + r.name;
+        fc.push_back(r);
+    }
+    write_safetensors((d / "model.safetensors").string(), fc, {{"format", "pt"}});
+    LoadOverrides ov;
+    ov.heads = 10;  // no config beside the file, and no published shape at depth 1
+    LoadedModel lm = load_model((d / "model.safetensors").string(), ov);
+    EXPECT_FALSE(lm.weights.cfg.cls_token);
+    EXPECT_EQ(lm.weights.cfg.pooling, Pooling::Mean);
+    EXPECT_EQ(lm.weights.cfg.family, ModelFamily::ViT);
+    EXPECT_NE(lm.layout.find("without a cls token"), std::string::npos) << lm.layout;
+    fs::remove_all(d);
 }

@@ -132,6 +132,17 @@ TEST(Hub, IdentifiesEachFamilyByItsKeyNames) {
     cases.push_back({"timm DINOv2 reg4", treg, R"({"architecture": "vit_small_patch14_reg4_dinov2.lvd142m"})",
                      "DINOv2 with 4 registers (timm), vit_small_patch14_reg4_dinov2.lvd142m", "ViT-S/14, 518 px, no classification head",
                      true});
+    // timm's class_token=False ViT with registers: 256 patch rows (16x16 of 16 px: 256 px), no prefix row,
+    // not DINOv2 (it was misread as DINOv2 with registers)
+    Shapes gap = timm_vit(640, 12, 16, 256, 1000);
+    gap.erase("cls_token");
+    gap.erase("norm.weight");
+    gap.erase("norm.bias");
+    gap["fc_norm.weight"] = {640};
+    gap["reg_token"] = {1, 4, 640};
+    cases.push_back({"timm reg4 gap", gap, R"({"architecture": "vit_betwixt_patch16_reg4_gap_256"})",
+                     "ViT without a cls token, 4 registers (timm, mean pooling), vit_betwixt_patch16_reg4_gap_256",
+                     "width 640, depth 12, patch 16, 256 px, 1000 classes", true});
     Shapes swin{{"patch_embed.proj.weight", {96, 3, 4, 4}}, {"layers.0.blocks.0.attn.relative_position_bias_table", {169, 3}}};
     cases.push_back({"Swin", swin, "", "Swin (windowed attention, not a plain ViT)", "width 96, patch 4", false});
     Shapes tv{{"class_token", {1, 1, 768}}, {"conv_proj.weight", {768, 3, 32, 32}}, {"encoder.pos_embedding", {1, 50, 768}},

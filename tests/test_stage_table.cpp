@@ -144,7 +144,7 @@ TEST(StageTable, PosEmbedIsWhatEmbedAdds) {
 // the stages the table lists are the ones the forward pass records, in its order.
 TEST(Families, EveryPresetRunsThroughItsTable) {
     for (const std::string n : {"deit-ti16-distilled", "dino-s16", "dinov2-s14", "dinov2-s14-reg", "clip-b32",
-                                "siglip-b16", "mae-b16"}) {
+                                "siglip-b16", "mae-b16", "vit-betwixt16-reg4-gap"}) {
         SCOPED_TRACE(n);
         Config c = preset(n);
         c.depth = 1;

@@ -233,6 +233,23 @@ Plan plan_timm(const Keys& k, const std::string& R, const Meta& meta, const Side
         if (head)
             throw FileError(what + ": a DINOv2 backbone with a 'head.weight' beside it: DINOv2's linear classifiers read "
                                    "more than the cls token and are not supported; load the backbone alone");
+    } else if (!has("cls_token") && (reg_timm || has("fc_norm.weight") || has("norm.weight"))) {
+        // timm's ViTs without a cls token (class_token=False, global_pool='avg'): vit_*_reg{1,4}_gap_*
+        // average the patches (not the registers), then fc_norm; vit_*_gap_* (fc_norm=False) norm every
+        // token first, then average: a pooling not written yet, refused by name rather than run wrong.
+        if (!fc_norm)
+            throw FileError(what + ": a timm ViT without a cls token whose final norm comes before the average "
+                                   "('norm.weight', no 'fc_norm.weight': timm's vit_*_gap_* with fc_norm=False): not "
+                                   "supported yet; its register variants (vit_*_reg4_gap_*, with fc_norm) are");
+        c.family = ModelFamily::ViT;
+        c.cls_token = false;
+        c.pooling = Pooling::Mean;
+        c.head = head ? Head::Classifier : Head::Identity;
+        c.layer_scale = ls;
+        p.registers = reg_timm;
+        p.it = std::string("ViT without a cls token (timm layout, ") + (reg_timm ? "register tokens, " : "") +
+               "mean of the patches then fc_norm" + (ls ? ", layer scale" : "") + ": vit_*" +
+               (reg_timm ? "_reg4" : "") + "_gap_*)";
     } else if (reg_timm) {
         c.family = ModelFamily::Dinov2;
         c.head = head ? Head::Classifier : Head::Identity;
@@ -307,7 +324,8 @@ Plan plan_timm(const Keys& k, const std::string& R, const Meta& meta, const Side
     // Position rows before the grid: cls (and dist), unless the table has the patches' rows only
     // (timm's no_embed_class: DINOv2 with registers in timm, DeiT III with its layer scale, or a
     // timm config saying so; without those, a table one row short is an error, not a guess).
-    const bool no_embed_class_possible = reg_timm || ls || (timm && timm->no_embed_class.value_or(false));
+    const bool no_embed_class_possible =
+        reg_timm || ls || !c.cls_token || (timm && timm->no_embed_class.value_or(false));
     if (const Array* pos = k.get(R + "pos_embed"); pos && pos->dimension() >= 1 && no_embed_class_possible) {
         const int64_t D = pos->shape(pos->dimension() - 1);
         const int64_t rows_n = D > 0 ? int64_t(pos->size()) / D : 0;
@@ -317,7 +335,8 @@ Plan plan_timm(const Keys& k, const std::string& R, const Meta& meta, const Side
             p.pos_prefix = 0;
         }
     }
-    if (timm && timm->no_embed_class && *timm->no_embed_class != c.pos_no_cls)
+    // (without a cls token no_embed_class changes nothing: no prefix token has a position either way)
+    if (timm && timm->no_embed_class && *timm->no_embed_class != c.pos_no_cls && c.cls_token)
         throw FileError(side.path + " (the timm config beside " + what + ") says no_embed_class " +
                         (*timm->no_embed_class ? "true" : "false") + " but the checkpoint's pos_embed has " +
                         (c.pos_no_cls ? "no cls row" : "a cls row") + ": it describes another model (move it away)");
@@ -768,7 +787,10 @@ void check_config(const ModelConfigFile& m, const std::string& path, const std::
     if (m.use_swiglu_ffn && *m.use_swiglu_ffn != (c.act == Act::SwiGlu))
         config_mismatch(path, kind, what, field("use_swiglu_ffn", "", ""), *m.use_swiglu_ffn ? "true" : "false", "MLP",
                         c.act == Act::SwiGlu ? "SwiGLU" : "not SwiGLU");
-    if (m.kind == ConfigKind::Timm && m.no_embed_class && *m.no_embed_class != c.pos_no_cls)
+    if (m.kind == ConfigKind::Timm && m.class_token && *m.class_token != c.cls_token)
+        config_mismatch(path, kind, what, "model_args.class_token", *m.class_token ? "true" : "false", "checkpoint",
+                        c.cls_token ? "with a cls_token" : "without a cls_token");
+    if (m.kind == ConfigKind::Timm && m.no_embed_class && *m.no_embed_class != c.pos_no_cls && c.cls_token)
         config_mismatch(path, kind, what, "model_args.no_embed_class", *m.no_embed_class ? "true" : "false", "pos_embed",
                         c.pos_no_cls ? "without a cls row" : "with a cls row");
     if (c.head == Head::Projection && m.projection_dim && *m.projection_dim != c.embed_dim)

@@ -170,7 +170,6 @@ void Config::validate() const {
                 std::to_string(kMaxClassNameBytes) + " a class name may have");
     // The family's parts must fit together.
     if (registers < 0 || registers > 256) bad("registers must be in 0..256");
-    if (registers && !cls_token) bad("register tokens need a cls token (they are inserted after it)");
     if (dist_token && !cls_token) bad("a distillation token needs a cls token");
     if (dist_token != (head == Head::Distilled)) bad("a distillation token goes with the distilled head, and only with it");
     if (head == Head::Projection && (embed_dim <= 0 || embed_dim > kMaxWidth))
@@ -219,7 +218,11 @@ std::string Config::describe() const {
       << " (d=" << head_dim() << "), mlp " << mlp;
     if (has_logits()) o << ", classes " << classes;  // a model without a classifier has no classes to count
     o << ", eps " << eps << ", pooling " << pooling_name(pooling);
-    if (family != ModelFamily::ViT) {
+    // a ViT with any part beyond the vanilla one (timm's reg4_gap: no cls token, registers, layer scale)
+    // says its parts as the other families do
+    const bool vanilla = cls_token && !dist_token && !registers && !layer_scale && !ln_pre && patch_bias &&
+                         act == Act::Gelu && head == Head::Classifier;
+    if (family != ModelFamily::ViT || !vanilla) {
         o << ", family " << family_label(family) << " (";
         std::string parts;
         auto add = [&](const std::string& s) { parts += (parts.empty() ? "" : ", ") + s; };
@@ -252,7 +255,7 @@ std::vector<std::string> preset_names() {
     return {"toy-rgb8", "toy-gray4", "vit-ti16", "vit-s16", "vit-b16", "vit-b32", "vit-l16", "vit-l32", "vit-h14", "fmnist",
             "deit-ti16-distilled", "deit-s16-distilled", "deit-b16-distilled", "dino-s16", "dino-b16", "dinov2-s14",
             "dinov2-s14-reg", "dinov2-b14", "dinov2-b14-reg", "clip-b32", "clip-b16", "clip-l14", "siglip-b16",
-            "mae-b16"};
+            "mae-b16", "vit-betwixt16-reg4-gap"};
 }
 
 // Checked against torchvision/models/vision_transformer.py (vit_b_16 ... vit_h_14:
@@ -363,6 +366,15 @@ Config preset(const std::string& n) {
         c.family = ModelFamily::Siglip; c.cls_token = false; c.pos_no_cls = true; c.act = Act::GeluTanh;
         c.pooling = Pooling::Map; c.head = Head::Identity; c.pos_rule = PosRule::Hf;
         c.pre.squash = true; c.pre.resize = 224; c.pre.interp = Interp::Bicubic;  // SiglipImageProcessor: 224x224
+        return c;
+    }
+    if (n == "vit-betwixt16-reg4-gap") {
+        // timm vit_betwixt_patch16_reg4_gap_256 (class_token=False, reg_tokens=4, no_embed_class=True,
+        // global_pool='avg' with fc_norm, init_values=1e-5); its pretrained_cfg: 256 px, crop_pct 0.95
+        // (resize floor(256 / 0.95) = 269), bicubic, mean = std = 0.5
+        Config c = make(n, 256, 3, 16, 640, 12, 10, 2560, 1000);
+        c.cls_token = false; c.registers = 4; c.pos_no_cls = true; c.layer_scale = true; c.pooling = Pooling::Mean;
+        c.pre.resize = 269; c.pre.interp = Interp::Bicubic;
         return c;
     }
     if (n == "mae-b16") {

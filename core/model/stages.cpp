@@ -222,11 +222,14 @@ void d_with_registers(const Ctx& x, StageInfo& s) {
     s.axes = kTD;
     s.from = {x.embedded()};
     s.title = "Register tokens inserted";
-    s.what = str(x.R) + " learned register tokens are inserted after the cls token, after the position embeddings "
-             "were added (registers get no position): the sequence is now " + x.order() + ", " + str(x.T) +
-             " tokens. They give the model scratch space, so patch tokens are not used for it.";
+    s.what = str(x.R) + " learned register tokens are inserted " +
+             std::string(x.c.cls_token ? "after the cls token" : "before the patches (this model has no cls token)") +
+             ", after the position embeddings were added (registers get no position): the sequence is now " +
+             x.order() + ", " + str(x.T) + " tokens. They give the model scratch space, so patch tokens are not used "
+             "for it.";
     if (x.stream0() == s.id) s.what += " This is the residual stream entering block 0.";
-    s.torch = "x = torch.cat([x[:, :1], register_tokens.expand(B, -1, -1), x[:, 1:]], dim=1)";
+    s.torch = x.c.cls_token ? "x = torch.cat([x[:, :1], register_tokens.expand(B, -1, -1), x[:, 1:]], dim=1)"
+                            : "x = torch.cat([reg_token.expand(B, -1, -1), x], dim=1)";
     s.box.sub = str(x.R) + " registers";
 }
 

@@ -164,10 +164,11 @@ POS_RULE_JSON = {"timm": "timm", "dino": "dino", "dinov2": "dinov2", "dinov2_reg
 def config_fields(s):
     """The fields of ViTScope's config JSON (config_to_json's names) that a spec's architecture fixes,
     written from the published layouts: what the loader must find, and what a config file says."""
-    pooling = {"norm_all": "cls", "clip_row": "cls_then_norm", "open_clip": "cls"}[s.final]
+    pooling = {"norm_all": "cls", "clip_row": "cls_then_norm", "open_clip": "cls", "mean_fc_norm": "mean"}[s.final]
     if s.head == "siglip_map":
         pooling = "map"
-    head = {"cls": "classifier", "distilled": "distilled", "none": "identity", "siglip_map": "identity"}[s.head]
+    head = {"cls": "classifier", "mean": "classifier", "distilled": "distilled", "none": "identity",
+            "siglip_map": "identity"}[s.head]
     if s.proj:
         head = "projection"
     return {"family": s.family, "image_size": NATIVE, "channels": s.C, "patch": s.patch, "width": s.D,
@@ -200,8 +201,8 @@ class Spec:
     ln_pre: bool = False
     patch_bias: bool = True
     no_embed_class: bool = False   # timm: pos rows for the patches only, cls position folded into cls_token
-    final: str = "norm_all"        # norm_all | clip_row | open_clip
-    head: str = "none"             # none | cls | distilled | siglip_map
+    final: str = "norm_all"        # norm_all | clip_row | open_clip | mean_fc_norm (timm avg pool, then fc_norm)
+    head: str = "none"             # none | cls | mean (a Linear on the pooled mean) | distilled | siglip_map
     classes: int = 0
     proj: int = 0                  # CLIP projection width E (0: none)
     pos_rule: str = "timm"
@@ -263,6 +264,10 @@ SPECS = [
     # SigLIP (Hugging Face): no cls token, tanh-GELU, attention-pooling head
     Spec("siglip_hf_vision", "siglip", "siglip", cls=False, act="gelu_tanh", head="siglip_map", pos_rule="hf", seed=51),
     Spec("siglip_hf_model", "siglip", "siglip", cls=False, act="gelu_tanh", head="siglip_map", pos_rule="hf", seed=51),
+    # timm's ViTs without a cls token (vit_*_reg4_gap_*: class_token=False, reg_tokens=4,
+    # no_embed_class=True, global_pool='avg', fc_norm, init_values): the mean of the patches, then fc_norm
+    Spec("vit_reg4_gap_timm", "vit", "vit_reg4_gap", cls=False, regs=4, no_embed_class=True, layer_scale=True,
+         final="mean_fc_norm", head="mean", classes=5, pos_rule="timm", seed=71),
     # MAE encoder (pre-training checkpoint: decoder and mask_token present, no head)
     Spec("mae", "mae", "mae", pos_rule="mae", seed=61),
 ]
@@ -298,7 +303,7 @@ def make_weights(s: Spec):
         blocks.append(b)
     c["blocks"] = blocks
     c["norm"] = (1 + 0.2 * rn(D), 0.1 * rn(D))
-    if s.head in ("cls", "distilled"):
+    if s.head in ("cls", "mean", "distilled"):
         c["head"] = (mat(s.classes, D), 0.1 * rn(s.classes))
     if s.head == "distilled":
         c["head_dist"] = (mat(s.classes, D), 0.1 * rn(s.classes))
@@ -366,7 +371,7 @@ def reference(s: Spec, c, x):
     # the stored table in the layout's own form: timm's no_embed_class folds cls's position
     # into cls_token and keeps only the patch rows
     stored = c["pos"]
-    if s.no_embed_class:  # c["cls"] is the folded cls_token as the file stores it (stored_weights)
+    if s.no_embed_class and s.cls:  # c["cls"] is the folded cls_token as the file stores it (stored_weights)
         stored = stored[1:]
     rec["tokens"] = tokens
     fn = POS_RULES[s.pos_rule][0]
@@ -378,8 +383,9 @@ def reference(s: Spec, c, x):
     rec["pos_embed"] = pos
     h = tokens + pos
     rec["embed"] = h
-    if s.regs:
-        h = torch.cat([h[:1], c["reg"], h[1:]], 0)
+    if s.regs:  # after the cls token; without one (timm's reg4_gap), before the patches
+        pc = 1 if s.cls else 0
+        h = torch.cat([h[:pc], c["reg"], h[pc:]], 0)
         rec["with_registers"] = h
     if s.ln_pre:
         h = _ln(h, c["ln_pre"], s.eps, rec, "ln_pre")
@@ -419,6 +425,14 @@ def reference(s: Spec, c, x):
         rec["pooled"] = h[0]
         f = _ln(h[:1], c["norm"], s.eps, rec, "ln_final")
         rec["embedding"] = f[0] @ c["proj"] if s.proj else f[0]
+        return rec
+    if s.final == "mean_fc_norm":
+        # timm global_pool='avg': x[:, num_prefix_tokens:].mean(1) (the registers left out), then fc_norm
+        pre = (1 if s.cls else 0) + s.regs
+        rec["pooled"] = h[pre:].mean(0)
+        f = _ln(rec["pooled"][None], c["norm"], s.eps, rec, "ln_final")
+        rec["logits"] = F.linear(f[0], *c["head"])
+        rec["probs"] = rec["logits"].softmax(-1)
         return rec
     f = _ln(h, c["norm"], s.eps, rec, "ln_final")
     if s.final == "open_clip":
@@ -602,6 +616,13 @@ def state_dict_of(s: Spec, c):
         sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
         _timm_blocks(s, c, sd, mlp_names=("w12", "w3") if s.act == "swiglu" else ("fc1", "fc2"))
         sd["norm.weight"], sd["norm.bias"] = c["norm"]
+    elif L == "vit_reg4_gap_timm":  # timm VisionTransformer(class_token=False, reg_tokens=4, global_pool='avg')
+        sd["reg_token"] = c["reg"][None]
+        sd["pos_embed"] = c["pos"][None]  # the patches' rows only: no cls token, no_embed_class
+        sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
+        _timm_blocks(s, c, sd)
+        sd["fc_norm.weight"], sd["fc_norm.bias"] = c["norm"]  # norm is Identity (use_fc_norm)
+        sd["head.weight"], sd["head.bias"] = c["head"]
     elif L in ("dinov2_timm", "dinov2_timm_reg"):  # timm vit_*_patch14[_reg4]_dinov2 (_convert_dinov2)
         if s.no_embed_class:
             sd["cls_token"] = c["cls"].reshape(1, 1, D)  # already cls + pos[0] (stored_weights)
@@ -731,6 +752,9 @@ def timm_config(s: Spec, architecture, tag, crop_pct, classifier="head"):
         cfg["model_args"]["init_values"] = 1e-5
     if s.regs:
         cfg["model_args"].update({"reg_tokens": s.regs, "no_embed_class": True})
+    if not s.cls:
+        cfg["model_args"]["class_token"] = False
+        cfg["global_pool"] = cfg["model_args"]["global_pool"] = "avg"
     if s.classes:
         cfg["label_names"] = LABELS[:s.classes]
     cfg["pretrained_cfg"] = {"tag": tag, "custom_load": False, "input_size": [3, s.grid * s.patch, s.grid * s.patch],
@@ -825,6 +849,8 @@ def configs_of(s: Spec):
                                              id2label=_id2label(s.classes),
                                              label2id={v: int(k) for k, v in _id2label(s.classes).items()}),
                 "preprocessor_config.json": preprocessor("deit", side)}
+    if L == "vit_reg4_gap_timm":
+        return {"config.json": timm_config(s, "vit_betwixt_patch16_reg4_gap_256", "sbb_in1k", 0.95)}
     if L in ("dinov2_timm", "dinov2_timm_reg"):
         arch = "vit_small_patch14_reg4_dinov2" if s.regs else "vit_small_patch14_dinov2"
         return {"config.json": timm_config(s, arch, "lvd142m", 1.0)}
@@ -956,17 +982,22 @@ class TimmViT(nn.Module):
         super().__init__()
         self.s = s
         D, N = s.D, s.grid * s.grid
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, D))
+        if s.cls:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, D))
         if s.dist:
             self.dist_token = nn.Parameter(torch.zeros(1, 1, D))
         if s.regs:
             self.reg_token = nn.Parameter(torch.zeros(1, s.regs, D))
-        self.num_prefix_tokens = 1 + int(s.dist) + s.regs
+        self.num_prefix_tokens = int(s.cls) + int(s.dist) + s.regs
         self.pos_embed = nn.Parameter(torch.zeros(1, N if s.no_embed_class else N + 1 + int(s.dist), D))
         self.patch_embed = _PatchEmbed(s)
         self.blocks = nn.ModuleList([_TimmBlock(s) for _ in range(s.depth)])
-        self.norm = nn.LayerNorm(D, eps=s.eps)
-        if s.head in ("cls", "distilled"):
+        # use_fc_norm (global_pool='avg'): norm is Identity and fc_norm follows the pooling
+        if s.final == "mean_fc_norm":
+            self.fc_norm = nn.LayerNorm(D, eps=s.eps)
+        else:
+            self.norm = nn.LayerNorm(D, eps=s.eps)
+        if s.head in ("cls", "mean", "distilled"):
             self.head = nn.Linear(D, s.classes)
         if s.dist:
             self.head_dist = nn.Linear(D, s.classes)
@@ -984,7 +1015,7 @@ class TimmViT(nn.Module):
             grid = grid.reshape(1, s.grid, s.grid, -1).permute(0, 3, 1, 2)
             grid = F.interpolate(grid, size=(H, W), mode="bicubic", antialias=True)
             pos = torch.cat([prefix, grid.permute(0, 2, 3, 1).reshape(1, -1, C)], 1)
-        to_cat = [self.cls_token.expand(B, -1, -1)]
+        to_cat = [self.cls_token.expand(B, -1, -1)] if s.cls else []
         if s.dist:
             to_cat.append(self.dist_token.expand(B, -1, -1))
         if s.regs:
@@ -997,6 +1028,9 @@ class TimmViT(nn.Module):
         for blk in self.blocks:
             x = blk(x)
             outs.append(x[0])
+        if s.final == "mean_fc_norm":  # forward_head: pool (avg of x[:, num_prefix_tokens:]), fc_norm, head
+            out = self.head(self.fc_norm(x[:, self.num_prefix_tokens:].mean(1)))
+            return out[0], outs
         x = self.norm(x)
         if s.head == "distilled":
             out = (self.head(x[:, 0]) + self.head_dist(x[:, 1])) / 2
@@ -1484,7 +1518,7 @@ def stored_weights(s: Spec):
     c = make_weights(s)
     if s.layout == "clip_openai":
         c = map_tensors(c, lambda t: t.half().float())
-    if s.no_embed_class:
+    if s.no_embed_class and s.cls:
         # timm's _convert_dinov2: cls_token + pos_embed[:, 0], summed in float32 and stored so
         c["cls"] = (c["cls"] + c["pos"][0]).float()
     return c
@@ -1505,7 +1539,10 @@ def write_files(s: Spec, c, sd, out):
     pt = lambda name, obj, what="": (torch.save(obj, os.path.join(out, name)), files.append((name, what)))
     hf_meta = {"format": "pt"}
     L = s.layout
-    if L == "deit_timm":
+    if L == "vit_reg4_gap_timm":
+        st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/vit_*_reg4_gap_*)")
+        pt("pytorch_model.bin", sd, "timm, torch.save(state_dict)")
+    elif L == "deit_timm":
         st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/...)")
         pt("deit_checkpoint.pth", {"model": sd}, "facebookresearch/deit release: torch.save({'model': state_dict})")
     elif L in ("deit_hf", "clip_hf_model"):
@@ -1595,7 +1632,7 @@ def load_checked(chk, label, model, sd, ignored):
 def replica_for(s: Spec, sd, ignored, chk, hw):
     """(model, state dict) of the independent module for this layout at image size hw."""
     L = s.layout
-    if L in ("deit_timm", "dinov2_timm", "dinov2_timm_reg"):
+    if L in ("deit_timm", "dinov2_timm", "dinov2_timm_reg", "vit_reg4_gap_timm"):
         return TimmViT(s), sd
     if L == "mae":
         return MaeEncoder(s), sd

@@ -36,7 +36,7 @@ def own_tensors(s, c):
     """The canonical weights under the names ViTScope's Weights::for_each_param gives them."""
     t = {"patch_embed.proj.weight": c["patch_w"],
          "patch_embed.proj.bias": c["patch_b"] if c["patch_b"] is not None else torch.zeros(s.D),
-         "pos_embed": c["pos"][1:] if s.no_embed_class else c["pos"],
+         "pos_embed": c["pos"][1:] if s.no_embed_class and s.cls else c["pos"],
          "norm.weight": c["norm"][0], "norm.bias": c["norm"][1]}
     if s.cls:
         t["cls_token"] = c["cls"]

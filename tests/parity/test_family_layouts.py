@@ -63,15 +63,16 @@ PRE = {
     "siglip_hf_vision": (HALF, 0, True, "bicubic"),       # SiglipImageProcessor: straight to 20 x 20
     "siglip_hf_model": (HALF, 0, True, "bicubic"),
     "mae": (IMAGENET, 22, False, "bicubic"),
+    "vit_reg4_gap_timm": (IMAGENET, 21, False, "bicubic"),  # timm crop_pct 0.95: floor(20 / 0.95)
 }
-FAMILY_LABEL = {"deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE"}
+FAMILY_LABEL = {"vit": "ViT", "deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE"}
 LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresearch", "dinov2": "facebookresearch",
           "dinov2_reg": "facebookresearch", "dinov2_swiglu": "facebookresearch", "dinov2_timm": "timm",
           "dinov2_timm_reg": "timm", "dinov2_hf": "huggingface", "dinov2_reg_hf": "huggingface",
           "dinov2_swiglu_hf": "huggingface", "clip_openai": "openai", "open_clip_quickgelu": "open_clip",
           "open_clip_gelu": "open_clip", "clip_hf_vision": "huggingface", "clip_hf_vision_proj": "huggingface",
           "clip_hf_model": "huggingface", "siglip_hf_vision": "huggingface", "siglip_hf_model": "huggingface",
-          "mae": "facebookresearch"}
+          "mae": "facebookresearch", "vit_reg4_gap_timm": "timm"}
 
 
 def ok(cond, label, detail=""):
@@ -135,7 +136,7 @@ def check_layout(a, root, layout, entry, xs):
         if layout == "mae":  # what the loader ignored is said, not dropped silently
             ok("\nnote: MAE's decoder (decoder_*)" in r.stdout and "ignored (" in r.stdout,
                f"{label}: info notes the ignored decoder", r.stdout)
-        ok((", classes " in r.stdout) == (s.head in ("cls", "distilled")), f"{label}: classes counted only where there is a classifier", r.stdout)
+        ok((", classes " in r.stdout) == (s.head in ("cls", "mean", "distilled")), f"{label}: classes counted only where there is a classifier", r.stdout)
         ok(f"family {fam_label} (" in r.stdout and f"width {s.D}, depth {s.depth}, heads {s.heads} " in r.stdout,
            f"{label}: info's config is {fam_label}, width {s.D}, depth {s.depth}, {s.heads} heads", r.stdout)
         r = run(a.tool, "load", path, *( [str(s.heads)] if heads else []))

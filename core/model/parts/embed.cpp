@@ -140,15 +140,17 @@ void embed_part(Pass& p, const Tensor4& x) {
         }
     }
 
-    // with_registers: (T, D) = torch.cat([x[:, :1], register_tokens, x[:, 1:]], dim=1)
+    // with_registers: (T, D) = torch.cat([x[:, :1], register_tokens, x[:, 1:]], dim=1), after the cls
+    // token; without one (timm's vit_*_reg4_gap), torch.cat([register_tokens, x], dim=1)
     if (Rg) {
         Array& wr = p.rec(StageKind::WithRegisters, {T, D});
         if (!p.dry) {
+            const size_t pc = size_t(c.cls_token);
             auto wr3 = as(wr, std::array<size_t, 3>{B, T, D});
             auto e3 = as(seq, B * Tk * D, std::array<size_t, 3>{B, Tk, D});
-            xt::view(wr3, xt::all(), 0, xt::all()) = xt::view(e3, xt::all(), 0, xt::all());
-            xt::view(wr3, xt::all(), xt::range(1, 1 + Rg), xt::all()) = xt::broadcast(p.w.reg, {B, Rg, D});
-            xt::view(wr3, xt::all(), xt::range(1 + Rg, T), xt::all()) = xt::view(e3, xt::all(), xt::range(1, Tk), xt::all());
+            xt::view(wr3, xt::all(), xt::range(0, pc), xt::all()) = xt::view(e3, xt::all(), xt::range(0, pc), xt::all());
+            xt::view(wr3, xt::all(), xt::range(pc, pc + Rg), xt::all()) = xt::broadcast(p.w.reg, {B, Rg, D});
+            xt::view(wr3, xt::all(), xt::range(pc + Rg, T), xt::all()) = xt::view(e3, xt::all(), xt::range(pc, Tk), xt::all());
             p.x = wr.data();
         }
     }
