@@ -698,6 +698,7 @@ void step_pool(Ctx& x) {
                   (pool == Pooling::Cls ? "takes the cls token's row (after the final LayerNorm): the token that gathered from every patch."
                    : pool == Pooling::ClsThenNorm ? "takes the cls token's row and normalises it."
                    : pool == Pooling::Mean ? "takes the mean of the patch rows."
+                   : pool == Pooling::NormMean ? "normalises every row, then takes the mean of the patch rows."
                                            : "lets a learned probe attend over the tokens (the next step).") +
                   " Its " + itos(D) + " numbers are all the head sees.";
 }

@@ -472,10 +472,11 @@ TEST(Layouts, SideConfigReadsTimmConfigs) {
     }
 }
 
-// timm's ViTs without a cls token: vit_*_reg4_gap_* load (their forward is checked against PyTorch in
-// tests/parity), vit_*_gap_* with fc_norm=False (final norm on every token, then the average: a
-// pooling ViTScope does not run) is refused by name, not run as another model.
-TEST(Layouts, TimmGapWithoutFcNormIsRefusedByName) {
+// timm's ViTs without a cls token are told apart by where their final norm sits: vit_*_gap_* with
+// fc_norm=False keep it as norm.* (every token normed, then the average: NormMean), vit_*_reg4_gap_*
+// as fc_norm.* (the average, then the norm: Mean). The same tensors under the two names must load as the
+// two poolings (the forwards themselves are checked against PyTorch in tests/parity).
+TEST(Layouts, TimmGapPoolingFollowsWhereTheNormIs) {
     Config c = preset("vit-betwixt16-reg4-gap");
     c.depth = 1;
     c.registers = 0;
@@ -484,36 +485,44 @@ TEST(Layouts, TimmGapWithoutFcNormIsRefusedByName) {
     const fs::path d = fs::temp_directory_path() / "vitscope_timm_gap";
     fs::remove_all(d);
     fs::create_directories(d);
-    auto timm_refs = [&] {  // timm's names (norm.*, no cls_token), the patch embedding as its Conv2d (D, C, P, P)
+    auto load_as = [&](bool fc_norm) {
+        // timm's names (no cls_token), the patch embedding as its Conv2d (D, C, P, P)
         std::vector<ArrayRef> v = param_refs(w);
-        for (ArrayRef& r : v)
+        for (ArrayRef& r : v) {
             if (r.name == "patch_embed.proj.weight") r.shape = {640, 3, 16, 16};
-        return v;
+            if (fc_norm && r.name.rfind("norm.", 0) == 0) r.name = "fc_" + r.name;
+        }
+        write_safetensors((d / "model.safetensors").string(), v, {{"format", "pt"}});
+        LoadOverrides ov;
+        ov.heads = 10;  // no config beside the file, and no published shape at depth 1
+        return load_model((d / "model.safetensors").string(), ov);
     };
-    std::vector<ArrayRef> refs = timm_refs();
-    write_safetensors((d / "model.safetensors").string(), refs, {{"format", "pt"}});
-    try {
-        load_model((d / "model.safetensors").string());
-        ADD_FAILURE() << "a timm gap ViT without fc_norm loaded";
-    } catch (const FileError& e) {
-        const std::string m = e.what();
-        EXPECT_NE(m.find("model.safetensors"), std::string::npos) << m;
-        EXPECT_NE(m.find("vit_*_gap_*"), std::string::npos) << m;
-        EXPECT_NE(m.find("fc_norm"), std::string::npos) << m;
+    const LoadedModel gap = load_as(false), fc = load_as(true);
+    EXPECT_EQ(gap.weights.cfg.pooling, Pooling::NormMean) << gap.layout;
+    EXPECT_EQ(fc.weights.cfg.pooling, Pooling::Mean) << fc.layout;
+    for (const LoadedModel* lm : {&gap, &fc}) {
+        EXPECT_FALSE(lm->weights.cfg.cls_token);
+        EXPECT_EQ(lm->weights.cfg.family, ModelFamily::ViT);
+        EXPECT_NE(lm->layout.find("without a cls token"), std::string::npos) << lm->layout;
     }
-    // the same tensors with the final norm under fc_norm (timm's use_fc_norm): a cls-less ViT, mean pooling
-    std::vector<ArrayRef> fc;
-    for (ArrayRef r : timm_refs()) {
-        if (r.name.rfind("norm.", 0) == 0) r.name = "fc_" + r.name;
-        fc.push_back(r);
+    // the pooled vectors differ as the order of norm and mean says: norm(mean(x)) against mean(norm(x))
+    Tensor3 x = Tensor3::from_shape({3, 256, 256});
+    for (size_t i = 0; i < x.size(); ++i) x.flat(i) = float(int(i % 17) - 8) / 8.f;
+    const Trace a = run(gap.weights, x), b = run(fc.weights, x);
+    const Array& r = a.get({StageKind::ResidPost, 0});
+    const size_t T = 256, D = 640;
+    Tensor1 mean_of_normed = xt::zeros<float>({D});
+    for (size_t t = 0; t < T; ++t) {
+        double m = 0, v = 0;
+        for (size_t j = 0; j < D; ++j) m += r.data()[t * D + j];
+        m /= D;
+        for (size_t j = 0; j < D; ++j) v += (r.data()[t * D + j] - m) * (r.data()[t * D + j] - m);
+        const double sd = std::sqrt(v / D + double(c.eps));
+        for (size_t j = 0; j < D; ++j)
+            mean_of_normed(j) += float(((r.data()[t * D + j] - m) / sd * w.ln_f.g(j) + w.ln_f.b(j)) / double(T));
     }
-    write_safetensors((d / "model.safetensors").string(), fc, {{"format", "pt"}});
-    LoadOverrides ov;
-    ov.heads = 10;  // no config beside the file, and no published shape at depth 1
-    LoadedModel lm = load_model((d / "model.safetensors").string(), ov);
-    EXPECT_FALSE(lm.weights.cfg.cls_token);
-    EXPECT_EQ(lm.weights.cfg.pooling, Pooling::Mean);
-    EXPECT_EQ(lm.weights.cfg.family, ModelFamily::ViT);
-    EXPECT_NE(lm.layout.find("without a cls token"), std::string::npos) << lm.layout;
+    const Array& pa = a.get({StageKind::Pooled, -1});
+    for (size_t j = 0; j < D; j += 37) EXPECT_NEAR(pa.data()[j], mean_of_normed(j), 2e-4) << j;
+    EXPECT_GT(std::abs(b.get({StageKind::LnFinalOut, -1}).data()[0] - pa.data()[0]), 1e-3);
     fs::remove_all(d);
 }

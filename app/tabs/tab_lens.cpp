@@ -30,7 +30,8 @@ public:
             say_why(v, "lens.message", why);
             return;
         }
-        const bool mean = opt.pooling ? *opt.pooling == Pooling::Mean : c.pooling == Pooling::Mean;
+        const Pooling pool = opt.pooling_for(c);
+        const bool mean = pool == Pooling::Mean || pool == Pooling::NormMean;
         const bool distilled = c.head == Head::Distilled;
         if (keys_.stale("lens", s.version())) {
             error_.clear();
@@ -47,8 +48,10 @@ public:
         ImGui::TextWrapped("Logit lens: for every layer l, the final LayerNorm and the head applied to that layer's %s, "
                            "softmax over the classes. Each row is what the model would predict if it stopped after that "
                            "layer; the last row is its prediction (probs).",
-                           mean ? "mean of the patch tokens (this model pools by the mean: there is no cls row to read, "
-                                  "so the lens reads what the head reads)"
+                           pool == Pooling::NormMean ? "tokens, each normalised, then their mean over the patches (as this "
+                                                       "model pools: the norm comes before the average)"
+                           : mean ? "mean of the patch tokens (this run pools by the mean, so the lens reads what the "
+                                    "head reads)"
                            : distilled ? "cls and dist tokens (DeiT distilled: head(cls) and head_dist(dist), averaged, "
                                          "as its output is)"
                                        : "cls token (row 0 of blocks.l.resid_post)");

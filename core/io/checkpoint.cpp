@@ -34,7 +34,7 @@ const char* family_name(Family f) {
 
 namespace {
 // The spellings of the families' enums in vitscope.config (and `info`).
-const char* const kPoolingNames[] = {"cls", "mean", "cls_then_norm", "map"};
+const char* const kPoolingNames[] = {"cls", "mean", "cls_then_norm", "map", "norm_mean"};
 const char* const kFamilyNames[] = {"vit", "deit", "dino", "dinov2", "clip", "siglip", "mae"};
 const char* const kActNames[] = {"gelu", "quick_gelu", "gelu_tanh", "swiglu"};
 const char* const kHeadNames[] = {"classifier", "distilled", "identity", "projection"};

@@ -161,10 +161,8 @@ Identity identify(const Shapes& all, const std::string& config_json) {
             // timm's class_token=False ViTs: vit_*_reg4_gap_* (registers, fc_norm), vit_*_gap_* (refused on load)
             int r = registers("reg_token");
             family = r ? "ViT without a cls token, " + std::to_string(r) + " registers (timm, mean pooling)"
-                       : std::string("ViT without a cls token (timm, mean pooling)") +
-                             (has(m, "fc_norm.weight") ? "" : ": its norm before the average is not supported yet");
+                       : std::string("ViT without a cls token (timm, mean pooling)");
             prefix_tokens = 0;
-            if (!has(m, "fc_norm.weight")) id.vit = false;
         } else if (has(m, "reg_token") || (timm_arch.find("dinov2") != std::string::npos)) {
             int r = registers("reg_token");
             family = r ? "DINOv2 with " + std::to_string(r) + " registers (timm)" : "DINOv2 (timm)";

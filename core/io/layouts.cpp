@@ -236,20 +236,16 @@ Plan plan_timm(const Keys& k, const std::string& R, const Meta& meta, const Side
     } else if (!has("cls_token") && (reg_timm || has("fc_norm.weight") || has("norm.weight"))) {
         // timm's ViTs without a cls token (class_token=False, global_pool='avg'): vit_*_reg{1,4}_gap_*
         // average the patches (not the registers), then fc_norm; vit_*_gap_* (fc_norm=False) norm every
-        // token first, then average: a pooling not written yet, refused by name rather than run wrong.
-        if (!fc_norm)
-            throw FileError(what + ": a timm ViT without a cls token whose final norm comes before the average "
-                                   "('norm.weight', no 'fc_norm.weight': timm's vit_*_gap_* with fc_norm=False): not "
-                                   "supported yet; its register variants (vit_*_reg4_gap_*, with fc_norm) are");
+        // token first, then average (Pooling::NormMean).
         c.family = ModelFamily::ViT;
         c.cls_token = false;
-        c.pooling = Pooling::Mean;
+        c.pooling = fc_norm ? Pooling::Mean : Pooling::NormMean;
         c.head = head ? Head::Classifier : Head::Identity;
         c.layer_scale = ls;
         p.registers = reg_timm;
         p.it = std::string("ViT without a cls token (timm layout, ") + (reg_timm ? "register tokens, " : "") +
-               "mean of the patches then fc_norm" + (ls ? ", layer scale" : "") + ": vit_*" +
-               (reg_timm ? "_reg4" : "") + "_gap_*)";
+               (fc_norm ? "mean of the patches then fc_norm" : "norm on every token then the mean") +
+               (ls ? ", layer scale" : "") + ": vit_*" + (reg_timm ? "_reg4" : "") + "_gap_*)";
     } else if (reg_timm) {
         c.family = ModelFamily::Dinov2;
         c.head = head ? Head::Classifier : Head::Identity;

@@ -514,6 +514,7 @@ const char* pooling_name(Pooling p) {
         case Pooling::Mean: return "mean";
         case Pooling::ClsThenNorm: return "cls, then norm";
         case Pooling::Map: return "map";
+        case Pooling::NormMean: return "norm, then mean";
     }
     return "?";
 }

@@ -18,8 +18,10 @@ namespace vit {
 // DeiT, open_clip). Mean: the mean of the patch tokens, then the final norm (timm's
 // fc_norm). ClsThenNorm: row 0, then the final norm on that row alone (OpenAI CLIP's
 // and Hugging Face CLIP's ln_post). Map: the final norm on every token, then an
-// attention-pooling head whose learned probe attends over them (SigLIP).
-enum class Pooling { Cls, Mean, ClsThenNorm, Map };
+// attention-pooling head whose learned probe attends over them (SigLIP). NormMean: the final norm on
+// every token, then the mean of the patch tokens (timm's class_token=False ViTs with fc_norm=False,
+// vit_*_gap_*).
+enum class Pooling { Cls, Mean, ClsThenNorm, Map, NormMean };
 enum class Interp { Bilinear, Bicubic };
 
 // The families ViTScope runs: each is the vanilla ViT plus the parts its Config turns on.
@@ -36,7 +38,7 @@ enum class Head { Classifier, Distilled, Identity, Projection };
 // How the learned position embeddings are resized to another patch grid (core/model/pos_embed.h).
 enum class PosRule { Timm, Dino, Dinov2, Dinov2Reg, Hf, HfAntialias, OpenClip, Mae };
 const char* pos_rule_label(PosRule r);
-const char* pooling_name(Pooling p);  // "cls", "mean", "cls, then norm", "map"
+const char* pooling_name(Pooling p);  // "cls", "mean", "cls, then norm", "map", "norm, then mean"
 
 // How an image becomes the model's input (the model family decides).
 struct Preprocess {

@@ -265,7 +265,7 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
             mod = "model.head.layernorm";
             break;
         default:
-            if (x.pool == Pooling::Cls || x.pool == Pooling::Map) {
+            if (x.pool == Pooling::Cls || x.pool == Pooling::Map || x.pool == Pooling::NormMean) {
                 src = x.last_stream();
                 src_desc = "the last residual stream";
                 mod = x.clip() ? "model.ln_post" : "model.norm";
@@ -557,6 +557,16 @@ void d_pooled(const Ctx& x, StageInfo& s) {
             s.torch = "pooled = x[:, 0]";
             s.box.sub = "cls token";
             break;
+        case Pooling::NormMean:
+            s.from = {{K::LnFinalOut, -1}};
+            s.title = "Pooled (mean of the normed patch tokens)";
+            s.what = "The mean of the " + std::to_string(x.kept()) + " patch tokens of the final LayerNorm's output (" +
+                     (x.r.prefix ? "the registers are left out" : std::string("every token: the model has no cls token")) +
+                     "): the final norm comes first, on every token, then the average (timm's fc_norm=False).";
+            s.torch = x.r.prefix ? "pooled = norm(x)[:, " + std::to_string(x.r.prefix) + ":].mean(dim=1)"
+                                 : "pooled = norm(x).mean(dim=1)";
+            s.box.sub = "mean of normed patches";
+            break;
         case Pooling::Map:
             break;  // SigLIP: the head's stages pool
     }
@@ -573,7 +583,7 @@ void d_pooled_dist(const Ctx& x, StageInfo& s) {
 
 // The vector a classifier head reads: the pooled row, or the final norm of the pooled row.
 StageId head_input(const Ctx& x) {
-    return x.pool == Pooling::Cls ? StageId{K::Pooled, -1} : StageId{K::LnFinalOut, -1};
+    return x.pool == Pooling::Cls || x.pool == Pooling::NormMean ? StageId{K::Pooled, -1} : StageId{K::LnFinalOut, -1};
 }
 
 // The head box's note: DeiT's two heads and their mean are one box, so it says so.

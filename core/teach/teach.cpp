@@ -267,6 +267,15 @@ Tensor2 logit_lens(const Weights& w, const Trace& t) {
                                         shape_str({T, D}));
         auto r3 = xt::adapt(r.data(), T * D, xt::no_ownership(), std::array<size_t, 3>{1, T, D});
         auto lens_of = [&](size_t row, const Tensor2& W, const Tensor1& bias, Tensor2& into) {
+            if (pool == Pooling::NormMean) {  // the final norm on every row, then the mean of the patch rows
+                Tensor2 rows = Tensor2::from_shape({T, D});
+                ops::layernorm(rows.data(), nullptr, nullptr, nullptr, r.data(), opt.affine ? w.ln_f.g.data() : nullptr,
+                               opt.affine ? w.ln_f.b.data() : nullptr, int(T), int(D), c.eps, opt.unbiased);
+                auto rows3 = xt::adapt(rows.data(), T * D, xt::no_ownership(), std::array<size_t, 3>{1, T, D});
+                xt::noalias(normed) = xt::mean(xt::view(rows3, xt::all(), xt::range(pre, T), xt::all()), {1});
+                ops::linear(into.data(), normed.data(), W.data(), bias.data(), 1, int(D), int(K));
+                return;
+            }
             if (pool == Pooling::Mean)  // x_l = resid_post[pre:].mean(0), the same reduction the forward's pooling runs
                 xt::noalias(x) = xt::mean(xt::view(r3, xt::all(), xt::range(pre, T), xt::all()), {1});
             else  // x_l = resid_post[row] (the cls row; DeiT's dist row for its second head)

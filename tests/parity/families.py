@@ -164,7 +164,8 @@ POS_RULE_JSON = {"timm": "timm", "dino": "dino", "dinov2": "dinov2", "dinov2_reg
 def config_fields(s):
     """The fields of ViTScope's config JSON (config_to_json's names) that a spec's architecture fixes,
     written from the published layouts: what the loader must find, and what a config file says."""
-    pooling = {"norm_all": "cls", "clip_row": "cls_then_norm", "open_clip": "cls", "mean_fc_norm": "mean"}[s.final]
+    pooling = {"norm_all": "cls", "clip_row": "cls_then_norm", "open_clip": "cls", "mean_fc_norm": "mean",
+               "norm_mean": "norm_mean"}[s.final]
     if s.head == "siglip_map":
         pooling = "map"
     head = {"cls": "classifier", "mean": "classifier", "distilled": "distilled", "none": "identity",
@@ -202,6 +203,7 @@ class Spec:
     patch_bias: bool = True
     no_embed_class: bool = False   # timm: pos rows for the patches only, cls position folded into cls_token
     final: str = "norm_all"        # norm_all | clip_row | open_clip | mean_fc_norm (timm avg pool, then fc_norm)
+    #                                | norm_mean (timm fc_norm=False: norm on every token, then the avg pool)
     head: str = "none"             # none | cls | mean (a Linear on the pooled mean) | distilled | siglip_map
     classes: int = 0
     proj: int = 0                  # CLIP projection width E (0: none)
@@ -268,6 +270,9 @@ SPECS = [
     # no_embed_class=True, global_pool='avg', fc_norm, init_values): the mean of the patches, then fc_norm
     Spec("vit_reg4_gap_timm", "vit", "vit_reg4_gap", cls=False, regs=4, no_embed_class=True, layer_scale=True,
          final="mean_fc_norm", head="mean", classes=5, pos_rule="timm", seed=71),
+    # vit_base_patch16_gap_224 (class_token=False, global_pool='avg', fc_norm=False): norm, then the mean
+    Spec("vit_gap_timm", "vit", "vit_gap", cls=False, final="norm_mean", head="mean", classes=5, pos_rule="timm",
+         seed=72),
     # MAE encoder (pre-training checkpoint: decoder and mask_token present, no head)
     Spec("mae", "mae", "mae", pos_rule="mae", seed=61),
 ]
@@ -435,6 +440,12 @@ def reference(s: Spec, c, x):
         rec["probs"] = rec["logits"].softmax(-1)
         return rec
     f = _ln(h, c["norm"], s.eps, rec, "ln_final")
+    if s.final == "norm_mean":
+        # timm fc_norm=False: x = norm(x); x[:, num_prefix_tokens:].mean(1); head
+        rec["pooled"] = f[(1 if s.cls else 0) + s.regs:].mean(0)
+        rec["logits"] = F.linear(rec["pooled"], *c["head"])
+        rec["probs"] = rec["logits"].softmax(-1)
+        return rec
     if s.final == "open_clip":
         # open_clip VisionTransformer._pool (final_ln_after_pool=False): ln_post on every token, then x[:, 0]
         rec["pooled"] = f[0]
@@ -616,6 +627,12 @@ def state_dict_of(s: Spec, c):
         sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
         _timm_blocks(s, c, sd, mlp_names=("w12", "w3") if s.act == "swiglu" else ("fc1", "fc2"))
         sd["norm.weight"], sd["norm.bias"] = c["norm"]
+    elif L == "vit_gap_timm":  # timm VisionTransformer(class_token=False, global_pool='avg', fc_norm=False)
+        sd["pos_embed"] = c["pos"][None]
+        sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
+        _timm_blocks(s, c, sd)
+        sd["norm.weight"], sd["norm.bias"] = c["norm"]  # fc_norm is Identity
+        sd["head.weight"], sd["head.bias"] = c["head"]
     elif L == "vit_reg4_gap_timm":  # timm VisionTransformer(class_token=False, reg_tokens=4, global_pool='avg')
         sd["reg_token"] = c["reg"][None]
         sd["pos_embed"] = c["pos"][None]  # the patches' rows only: no cls token, no_embed_class
@@ -755,6 +772,8 @@ def timm_config(s: Spec, architecture, tag, crop_pct, classifier="head"):
     if not s.cls:
         cfg["model_args"]["class_token"] = False
         cfg["global_pool"] = cfg["model_args"]["global_pool"] = "avg"
+    if s.final == "norm_mean":
+        cfg["model_args"]["fc_norm"] = False
     if s.classes:
         cfg["label_names"] = LABELS[:s.classes]
     cfg["pretrained_cfg"] = {"tag": tag, "custom_load": False, "input_size": [3, s.grid * s.patch, s.grid * s.patch],
@@ -851,6 +870,8 @@ def configs_of(s: Spec):
                 "preprocessor_config.json": preprocessor("deit", side)}
     if L == "vit_reg4_gap_timm":
         return {"config.json": timm_config(s, "vit_betwixt_patch16_reg4_gap_256", "sbb_in1k", 0.95)}
+    if L == "vit_gap_timm":
+        return {"config.json": timm_config(s, "vit_base_patch16_gap_224", "untrained", 0.9)}
     if L in ("dinov2_timm", "dinov2_timm_reg"):
         arch = "vit_small_patch14_reg4_dinov2" if s.regs else "vit_small_patch14_dinov2"
         return {"config.json": timm_config(s, arch, "lvd142m", 1.0)}
@@ -989,7 +1010,8 @@ class TimmViT(nn.Module):
         if s.regs:
             self.reg_token = nn.Parameter(torch.zeros(1, s.regs, D))
         self.num_prefix_tokens = int(s.cls) + int(s.dist) + s.regs
-        self.pos_embed = nn.Parameter(torch.zeros(1, N if s.no_embed_class else N + 1 + int(s.dist), D))
+        # timm: embed_len = num_patches if no_embed_class else num_patches + num_prefix_tokens
+        self.pos_embed = nn.Parameter(torch.zeros(1, N if s.no_embed_class else N + self.num_prefix_tokens, D))
         self.patch_embed = _PatchEmbed(s)
         self.blocks = nn.ModuleList([_TimmBlock(s) for _ in range(s.depth)])
         # use_fc_norm (global_pool='avg'): norm is Identity and fc_norm follows the pooling
@@ -1032,6 +1054,8 @@ class TimmViT(nn.Module):
             out = self.head(self.fc_norm(x[:, self.num_prefix_tokens:].mean(1)))
             return out[0], outs
         x = self.norm(x)
+        if s.final == "norm_mean":  # norm, then forward_head: pool (avg), fc_norm = Identity, head
+            return self.head(x[:, self.num_prefix_tokens:].mean(1))[0], outs
         if s.head == "distilled":
             out = (self.head(x[:, 0]) + self.head_dist(x[:, 1])) / 2
         elif s.head == "cls":
@@ -1539,8 +1563,8 @@ def write_files(s: Spec, c, sd, out):
     pt = lambda name, obj, what="": (torch.save(obj, os.path.join(out, name)), files.append((name, what)))
     hf_meta = {"format": "pt"}
     L = s.layout
-    if L == "vit_reg4_gap_timm":
-        st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/vit_*_reg4_gap_*)")
+    if L in ("vit_reg4_gap_timm", "vit_gap_timm"):
+        st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/vit_*_gap_*)")
         pt("pytorch_model.bin", sd, "timm, torch.save(state_dict)")
     elif L == "deit_timm":
         st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/...)")
@@ -1632,7 +1656,7 @@ def load_checked(chk, label, model, sd, ignored):
 def replica_for(s: Spec, sd, ignored, chk, hw):
     """(model, state dict) of the independent module for this layout at image size hw."""
     L = s.layout
-    if L in ("deit_timm", "dinov2_timm", "dinov2_timm_reg", "vit_reg4_gap_timm"):
+    if L in ("deit_timm", "dinov2_timm", "dinov2_timm_reg", "vit_reg4_gap_timm", "vit_gap_timm"):
         return TimmViT(s), sd
     if L == "mae":
         return MaeEncoder(s), sd

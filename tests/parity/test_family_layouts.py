@@ -64,6 +64,7 @@ PRE = {
     "siglip_hf_model": (HALF, 0, True, "bicubic"),
     "mae": (IMAGENET, 22, False, "bicubic"),
     "vit_reg4_gap_timm": (IMAGENET, 21, False, "bicubic"),  # timm crop_pct 0.95: floor(20 / 0.95)
+    "vit_gap_timm": (IMAGENET, 22, False, "bicubic"),       # timm crop_pct 0.9: floor(20 / 0.9)
 }
 FAMILY_LABEL = {"vit": "ViT", "deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE"}
 LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresearch", "dinov2": "facebookresearch",
@@ -72,7 +73,7 @@ LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresear
           "dinov2_swiglu_hf": "huggingface", "clip_openai": "openai", "open_clip_quickgelu": "open_clip",
           "open_clip_gelu": "open_clip", "clip_hf_vision": "huggingface", "clip_hf_vision_proj": "huggingface",
           "clip_hf_model": "huggingface", "siglip_hf_vision": "huggingface", "siglip_hf_model": "huggingface",
-          "mae": "facebookresearch", "vit_reg4_gap_timm": "timm"}
+          "mae": "facebookresearch", "vit_reg4_gap_timm": "timm", "vit_gap_timm": "timm"}
 
 
 def ok(cond, label, detail=""):

@@ -100,6 +100,17 @@ void pool_part(Pass& p) {
             p.lf = p.feat = layernorm_part(p, LnSite::Final, pooled.data(), w.ln_f, 1);
             return;
         }
+        case Pooling::NormMean: {
+            // timm's vit_*_gap_* (fc_norm=False): x = norm(x) on every token, then x[:, prefix:].mean(1)
+            p.lf = layernorm_part(p, LnSite::Final, p.x, w.ln_f, T);
+            Array& pooled = p.rec(StageKind::Pooled, {D});
+            if (p.dry) return;
+            const size_t pf = size_t(p.rd.prefix);
+            xt::noalias(as(pooled, std::array<size_t, 2>{B, D})) = xt::mean(
+                xt::view(as(p.lf, R * D, std::array<size_t, 3>{B, T, D}), xt::all(), xt::range(pf, T), xt::all()), {1});
+            p.feat = pooled.data();
+            return;
+        }
         case Pooling::Map:
             // SigLIP: post_layernorm on every token, then the attention-pooling head
             p.lf = layernorm_part(p, LnSite::Final, p.x, w.ln_f, T);
