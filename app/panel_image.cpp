@@ -278,6 +278,15 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
     if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the Positions tab: how alike the positions are, learned and as run");
 }
 
+// The overlay that reads one token's attention over the image: the cls token's (most ViTs), the pooling
+// probe's (SigLIP), or none (timm's cls-less ViTs that average the patches): its name in the combo and
+// under its thumbnail, true to the model shown.
+const char* summary_overlay_name(const Config& c, bool short_form = false) {
+    if (c.cls_token) return short_form ? "cls" : "cls attention";
+    if (c.pooling == Pooling::Map) return short_form ? "probe" : "probe attention";
+    return short_form ? "cls" : "cls attention (none)";
+}
+
 // The uniform value an overlay is compared with in its note: uniform attention (1/keys) for a row of a pattern,
 // else the values' mean.
 float overlay_reference(const Trace& t, const UiState& ui, bool probe, const std::vector<float>& ov) {
@@ -415,8 +424,7 @@ void draw_thumbnails(ViewCtx& v, ImagePanel& panel, const Trace& tr, ImDrawList*
     const Config& c = tr.table().config();
     const RunDims& rd = tr.table().dims();
     const int gh = rd.gh, gw = rd.gw, N = rd.N;
-    const bool probe = !c.cls_token;
-    const char* names[3] = {probe ? "probe attention" : "cls attention", "rollout", "grad-weighted"};
+    const char* names[3] = {summary_overlay_name(c), "rollout", "grad-weighted"};
     const float tiw = gw >= gh ? tw : tw * float(gw) / float(gh), tih = gh >= gw ? tw : tw * float(gh) / float(gw);
     pr.numbers["thumbs.size"] = tw;
     if (panel.thumbs.size() != 3) { panel.thumbs.resize(3); panel.thumb_range.resize(3); panel.thumb_why.resize(3); }
@@ -473,7 +481,7 @@ void draw_thumbnails(ViewCtx& v, ImagePanel& panel, const Trace& tr, ImDrawList*
         dl->AddRect(q0, q1, sel ? IM_COL32(255, 80, 200, 255) : IM_COL32(80, 80, 80, 255), 0, 0, sel ? 2.f : 1.f);
         // its name, the short one when the long one is wider than the map (it was wrapped inside the word:
         // 'grad-weighte' / 'd'); the tooltip says it in full
-        const char* short_names[3] = {probe ? "probe" : "cls", "rollout", "gradient"};
+        const char* short_names[3] = {summary_overlay_name(c, true), "rollout", "gradient"};
         ImGui::TextDisabled("%s", ImGui::CalcTextSize(names[k3]).x <= tw ? names[k3] : short_names[k3]);
         if (drawn) {
             // its range, as the key of a thumbnail: dark is 0, yellow this number
@@ -520,7 +528,11 @@ void draw_overlay_sliders(ViewCtx& v, const StageTable& table, int& ol, bool one
         if (ImGui::SliderInt(one_layer ? "layer" : "up to layer", &ol, 0, L - 1)) ui.overlay_layer = ol;
     } else if (probe && ui.overlay == Overlay::Cls) {
         ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
-        ImGui::TextDisabled("the pooling head's probe, after block %d (head.attn.pattern)", L - 1);
+        if (c.pooling == Pooling::Map)
+            ImGui::TextDisabled("the pooling head's probe, after block %d (head.attn.pattern)", L - 1);
+        else
+            ImGui::TextDisabled("no cls token and no pooling probe: this model averages its patch tokens, so no one "
+                                "token's attention summarises the image (try 'attention from a token')");
         ImGui::PopTextWrapPos();
     }
     if (one_layer && L > 0) {
@@ -652,7 +664,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     draw_input_size(v, panel, *t);
     // overlay controls: a model without a cls token summarises the image by its pooling probe (SigLIP)
     const bool probe = !c.cls_token;
-    const char* kinds[] = {"none", probe ? "probe attention" : "cls attention", "attention rollout", "gradient-weighted rollout",
+    const char* kinds[] = {"none", summary_overlay_name(c), "attention rollout", "gradient-weighted rollout",
                            "attention from a token"};
     pr.strings["overlay.name"] = kinds[int(ui.overlay)];
     int ok = int(ui.overlay);

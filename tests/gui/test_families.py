@@ -119,6 +119,25 @@ def check_siglip_probe(app):
            + lay["strings"].get("lens.message", "")[:80])
 
 
+def check_cls_less_average(app):
+    """timm's ViT without a cls token that averages its patches (4 registers, fc_norm): no token's
+    attention summarises the image, and the overlay says so instead of naming a probe it lacks; the
+    logit lens reads the mean of the patch tokens (the registers left out), as the head does."""
+    model, size = "vit-betwixt16-reg4-gap", "64,96"
+    t = trace(app, model, size)
+    _, lay = shot(app, model, size, "--opacity", "1")
+    name = lay["strings"].get("overlay.name", "")
+    expect(name == "cls attention (none)", f"the overlay is named for what the model lacks ({name})")
+    expect("overlay.values" not in lay["strings"], "...and draws nothing")
+    _, lay = shot(app, model, size, "--tab", "4")
+    expect(lay["strings"].get("lens.reads") == "mean of patch tokens", f"the logit lens reads the mean of the patches "
+           f"({lay['strings'].get('lens.reads')})")
+    pooled = t["pooled"]
+    resid = t["blocks.11.resid_post"]
+    expect(np.abs(resid[4:].mean(0) - pooled).max() <= 1e-4, "the trace's pooled is the mean of the last block's "
+           "patch rows (rows 4.. after the 4 registers)")
+
+
 def check_deit_query_dist(app):
     """DeiT distilled: cls, dist, patches. --query 1 is the dist token's row; the logit lens reads both."""
     model, size = "deit-ti16-distilled", "64,96"
@@ -309,6 +328,7 @@ def check_input_size_control(app):
 
 
 if __name__ == "__main__":
-    sys.exit(run_checks([check_image_panel_non_square, check_siglip_probe, check_deit_query_dist, check_token_norms,
+    sys.exit(run_checks([check_image_panel_non_square, check_siglip_probe, check_cls_less_average, check_deit_query_dist,
+                         check_token_norms,
                 check_patch_features, check_self_attention, check_positions_resized, check_input_size_control],
                "the families' views"))
