@@ -339,9 +339,17 @@ Plan plan_timm(const Keys& k, const std::string& R, const Meta& meta, const Side
     if (c.pos_rule == PosRule::Dinov2Reg && c.pos_no_cls) c.pos_rule = PosRule::Dinov2;  // unreachable: original tables keep cls
     const bool swiglu = c.act == Act::SwiGlu;
     const bool orig_mlp = w12;
-    p.source = [R, fc_norm, orig_mlp, reg_orig, swiglu](const std::string& n) -> Src {
+    // timm's qkv_bias=False (vit_medium_*_gap_*, many timm ViTs): no block has a q/k/v bias, which is a
+    // bias of zeros (nn.Linear(bias=False) adds nothing); a file missing it in some blocks only is broken
+    // and stays an error naming them
+    const bool no_qkv_bias = has("blocks.0.attn.qkv.weight") && k.containing("attn.qkv.bias").empty();
+    if (no_qkv_bias)
+        p.notes.push_back("no block has a q/k/v bias (timm's qkv_bias=False): the projection adds zeros, as the "
+                          "model's nn.Linear(bias=False) does");
+    p.source = [R, fc_norm, orig_mlp, reg_orig, swiglu, no_qkv_bias](const std::string& n) -> Src {
         auto [i, rest] = block_of(n);
         if (i >= 0) {
+            if (no_qkv_bias && rest == "attn.qkv.bias") return Src{};
             if (orig_mlp && starts(rest, "mlp.fc1.")) return one(R + "blocks." + std::to_string(i) + ".mlp.w12." + rest.substr(8));
             if (orig_mlp && starts(rest, "mlp.fc2.")) return one(R + "blocks." + std::to_string(i) + ".mlp.w3." + rest.substr(8));
             (void)swiglu;
@@ -676,6 +684,7 @@ struct Mapper {
     std::string what;
     std::set<std::string> used;
     std::vector<std::string> missing, misshaped;
+    size_t zeros = 0;  // values of the parts the layout has not, filled with zeros
 
     // The file's tensor `key` as `want` (leading 1s ignored; OIHW flattened), or null (listed).
     Array* fetch(const std::string& key, const Shape& want) {
@@ -702,6 +711,7 @@ struct Mapper {
     void take(const Src& s, const Shape& want, xt::xtensor<float, N>& dst) {
         if (s.keys.empty()) {  // a part the layout has not: zeros (CLIP's patch conv has no bias)
             dst = xt::zeros<float>(want);
+            zeros += shape_numel(want);
             return;
         }
         if (s.keys.size() == 1 && !s.transpose) {
@@ -1373,7 +1383,7 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
     Weights& w = lm.weights;
     w.cfg = c;
     w.blocks.resize(size_t(c.depth));
-    Mapper mp{src, dtypes, what, {}, {}, {}};
+    Mapper mp{src, dtypes, what, {}, {}, {}, 0};
     for_each_param([&](const std::string& name, const auto&, auto& t) { mp.take(p.source(name), param_shape(c, name), t); },
                    names, w);
     std::vector<std::string> unexpected;
@@ -1403,7 +1413,7 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
         lm.notes.push_back(why + ": not part of the image model, ignored (" + std::to_string(n) + (n == 1 ? " tensor)" : " tensors)"));
     // The config must not ask for more parameters than the file holds. Checked after the mapping
     // (which only moves the file's own tensors), so that a file missing tensors is told which ones.
-    if (double(param_count(c)) > double(held))
+    if (double(param_count(c)) > double(held) + double(mp.zeros))
         throw FileError(what + ": the config (" + c.describe() + ") needs " + std::to_string(param_count(c)) +
                         " parameters but the file holds " + std::to_string(held));
     if (!c.patch_bias && w.patch_b.size() && xt::any(xt::not_equal(w.patch_b, 0.f)))

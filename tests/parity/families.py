@@ -199,6 +199,7 @@ class Spec:
     dist: bool = False
     regs: int = 0
     layer_scale: bool = False
+    qkv_bias: bool = True          # timm qkv_bias=False: nn.Linear(D, 3D, bias=False), no key in the file
     ln_pre: bool = False
     patch_bias: bool = True
     no_embed_class: bool = False   # timm: pos rows for the patches only, cls position folded into cls_token
@@ -270,9 +271,10 @@ SPECS = [
     # no_embed_class=True, global_pool='avg', fc_norm, init_values): the mean of the patches, then fc_norm
     Spec("vit_reg4_gap_timm", "vit", "vit_reg4_gap", cls=False, regs=4, no_embed_class=True, layer_scale=True,
          final="mean_fc_norm", head="mean", classes=5, pos_rule="timm", seed=71),
-    # vit_base_patch16_gap_224 (class_token=False, global_pool='avg', fc_norm=False): norm, then the mean
+    # vit_medium_patch16_gap_256 (class_token=False, global_pool='avg', fc_norm=False, qkv_bias=False,
+    # init_values=1e-6): norm, then the mean; attention without a q/k/v bias
     Spec("vit_gap_timm", "vit", "vit_gap", cls=False, final="norm_mean", head="mean", classes=5, pos_rule="timm",
-         seed=72),
+         layer_scale=True, qkv_bias=False, seed=72),
     # MAE encoder (pre-training checkpoint: decoder and mask_token present, no head)
     Spec("mae", "mae", "mae", pos_rule="mae", seed=61),
 ]
@@ -300,7 +302,8 @@ def make_weights(s: Spec):
         c["ln_pre"] = (1 + 0.2 * rn(D), 0.1 * rn(D))
     blocks = []
     for _ in range(s.depth):
-        b = {"ln1": (1 + 0.2 * rn(D), 0.1 * rn(D)), "qkv_w": mat(3 * D, D), "qkv_b": 0.1 * rn(3 * D),
+        b = {"ln1": (1 + 0.2 * rn(D), 0.1 * rn(D)), "qkv_w": mat(3 * D, D),
+             "qkv_b": 0.1 * rn(3 * D) if s.qkv_bias else torch.zeros(3 * D),
              "proj_w": mat(D, D), "proj_b": 0.1 * rn(D), "ln2": (1 + 0.2 * rn(D), 0.1 * rn(D)),
              "fc1_w": mat(s.mlp_in, D), "fc1_b": 0.1 * rn(s.mlp_in), "fc2_w": mat(D, M), "fc2_b": 0.1 * rn(D)}
         if s.layer_scale:
@@ -501,7 +504,9 @@ def _timm_blocks(s, c, sd, pre="blocks.", mlp_names=("fc1", "fc2")):
     for i, b in enumerate(c["blocks"]):
         p = f"{pre}{i}."
         sd[p + "norm1.weight"], sd[p + "norm1.bias"] = b["ln1"]
-        sd[p + "attn.qkv.weight"], sd[p + "attn.qkv.bias"] = b["qkv_w"], b["qkv_b"]
+        sd[p + "attn.qkv.weight"] = b["qkv_w"]
+        if s.qkv_bias:
+            sd[p + "attn.qkv.bias"] = b["qkv_b"]
         sd[p + "attn.proj.weight"], sd[p + "attn.proj.bias"] = b["proj_w"], b["proj_b"]
         if s.layer_scale:
             sd[p + "ls1.gamma"], sd[p + "ls2.gamma"] = b["ls1"], b["ls2"]
@@ -774,6 +779,8 @@ def timm_config(s: Spec, architecture, tag, crop_pct, classifier="head"):
         cfg["global_pool"] = cfg["model_args"]["global_pool"] = "avg"
     if s.final == "norm_mean":
         cfg["model_args"]["fc_norm"] = False
+    if not s.qkv_bias:
+        cfg["model_args"]["qkv_bias"] = False
     if s.classes:
         cfg["label_names"] = LABELS[:s.classes]
     cfg["pretrained_cfg"] = {"tag": tag, "custom_load": False, "input_size": [3, s.grid * s.patch, s.grid * s.patch],
@@ -871,7 +878,7 @@ def configs_of(s: Spec):
     if L == "vit_reg4_gap_timm":
         return {"config.json": timm_config(s, "vit_betwixt_patch16_reg4_gap_256", "sbb_in1k", 0.95)}
     if L == "vit_gap_timm":
-        return {"config.json": timm_config(s, "vit_base_patch16_gap_224", "untrained", 0.9)}
+        return {"config.json": timm_config(s, "vit_medium_patch16_gap_256", "sw_in12k_ft_in1k", 0.95)}
     if L in ("dinov2_timm", "dinov2_timm_reg"):
         arch = "vit_small_patch14_reg4_dinov2" if s.regs else "vit_small_patch14_dinov2"
         return {"config.json": timm_config(s, arch, "lvd142m", 1.0)}
@@ -942,10 +949,10 @@ class _Gamma(nn.Module):  # dinov2 LayerScale / timm LayerScale: x * gamma
 
 
 class _TimmAttention(nn.Module):
-    def __init__(self, D, H):
+    def __init__(self, D, H, qkv_bias=True):
         super().__init__()
         self.H = H
-        self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+        self.qkv, self.proj = nn.Linear(D, 3 * D, bias=qkv_bias), nn.Linear(D, D)
 
     def forward(self, x):
         B, N, C = x.shape
@@ -978,7 +985,7 @@ class _TimmBlock(nn.Module):
     def __init__(self, s, mlp_names=("fc1", "fc2")):
         super().__init__()
         self.norm1 = nn.LayerNorm(s.D, eps=s.eps)
-        self.attn = _TimmAttention(s.D, s.heads)
+        self.attn = _TimmAttention(s.D, s.heads, s.qkv_bias)
         self.ls1 = _Gamma(s.D) if s.layer_scale else nn.Identity()
         self.norm2 = nn.LayerNorm(s.D, eps=s.eps)
         self.mlp = _Mlp(s.D, s.mlp, s.act, mlp_names)

@@ -64,7 +64,7 @@ PRE = {
     "siglip_hf_model": (HALF, 0, True, "bicubic"),
     "mae": (IMAGENET, 22, False, "bicubic"),
     "vit_reg4_gap_timm": (IMAGENET, 21, False, "bicubic"),  # timm crop_pct 0.95: floor(20 / 0.95)
-    "vit_gap_timm": (IMAGENET, 22, False, "bicubic"),       # timm crop_pct 0.9: floor(20 / 0.9)
+    "vit_gap_timm": (IMAGENET, 21, False, "bicubic"),       # timm crop_pct 0.95: floor(20 / 0.95)
 }
 FAMILY_LABEL = {"vit": "ViT", "deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE"}
 LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresearch", "dinov2": "facebookresearch",
