@@ -29,6 +29,9 @@ RUNS = [[p] for p in PRESETS] + [["toy-rgb8", "--drop-patches", "0"]]
 # Files whose job is to hold or parse stage names.
 NAME_FILES = {
     "core/model/stages.cpp": "the stage table: every name pattern is defined here",
+    "core/model/stage_texts.h": "the stage table's texts (axis labels such as 'tokens')",
+    "core/model/stage_texts_embed.cpp": "the stage table's texts, written for each stage",
+    "core/model/stage_texts_head.cpp": "the stage table's texts, written for each stage",
     "app/cli.cpp": "the command line's parsing",
     "app/cli_commands.cpp": "the command line's parsing",
     "app/app_args.cpp": "the command line's parsing",
