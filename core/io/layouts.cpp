@@ -121,30 +121,57 @@ Shape param_shape(const Config& c, const std::string& name) {
     return {D};  // LayerNorm weights and biases, every other bias, ls1/ls2 gammas
 }
 
-LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, const std::string& what,
-                        const LoadOverrides& ov, const SideConfig& side) {
-    Meta dtypes = dtypes_in;
-    // DataParallel's "module." on every key goes (the pth reader drops it too).
-    {
-        bool all = !src.empty() || !dtypes.empty();
-        for (auto& [k, v] : src) all &= starts(k, "module.") && k.size() > 7;
-        for (auto& [k, v] : dtypes) all &= starts(k, "module.") && k.size() > 7;
-        if (all) {
-            Tensors s2;
-            Meta d2;
-            for (auto& [k, v] : src) s2.emplace(k.substr(7), std::move(v));
-            for (auto& [k, v] : dtypes) d2.emplace(k.substr(7), v);
-            src = std::move(s2);
-            dtypes = std::move(d2);
-        }
-    }
+namespace {
+
+// One load, as its steps see it: the file's tensors and metadata, the config files beside it, the
+// plan of its layout and the model being made.
+struct Load {
+    Tensors& src;
+    Meta dtypes;
+    const Meta& meta;
+    const std::string& what;
+    const LoadOverrides& ov;
+    const SideConfig& side;
     LoadedModel lm;
+    Plan p;
+    bool own = false;                     // ViTScope's own file (vitscope.config with the family)
+    std::optional<Config> legacy_stated;  // an older ViTScope file's vitscope.config, as it states the model
+    // the config files beside it (check_side_configs)
+    const ModelConfigFile* cfg = nullptr;   // config.json (not when it is open_clip's)
+    const ModelConfigFile* ocfg = nullptr;  // open_clip's config, for open_clip's files
+    std::string ocfg_path;
+    ModelConfigFile hfd;                    // the Hugging Face config with transformers' defaults for what it leaves out
+};
+
+// DataParallel's "module." on every key goes (the pth reader drops it too).
+void strip_module_prefix(Tensors& src, Meta& dtypes) {
+    bool all = !src.empty() || !dtypes.empty();
+    for (auto& [k, v] : src) all &= starts(k, "module.") && k.size() > 7;
+    for (auto& [k, v] : dtypes) all &= starts(k, "module.") && k.size() > 7;
+    if (all) {
+        Tensors s2;
+        Meta d2;
+        for (auto& [k, v] : src) s2.emplace(k.substr(7), std::move(v));
+        for (auto& [k, v] : dtypes) d2.emplace(k.substr(7), v);
+        src = std::move(s2);
+        dtypes = std::move(d2);
+    }
+}
+
+// Which layout the file is (its patch embedding's key names it) and that layout's plan.
+void choose_plan(Load& L) {
+    Tensors& src = L.src;
+    Meta& dtypes = L.dtypes;
+    const Meta& meta = L.meta;
+    const std::string& what = L.what;
+    const SideConfig& side = L.side;
+    LoadedModel& lm = L.lm;
+    Plan& p = L.p;
+    std::optional<Config>& legacy_stated = L.legacy_stated;
+    const bool own = L.own;
     lm.source = what;
     lm.metadata = meta;
     lm.nonfinite = nonfinite_tensors(src);  // by the file's own names, before the mapping moves them
-    const bool own = meta.count("vitscope.config") && meta.at("vitscope.config").find("\"family\"") != std::string::npos;
-    Plan p;
-    std::optional<Config> legacy_stated;  // an older ViTScope file's vitscope.config, as it states the model
     if (own) {
         p = plan_own();
         p.it = "ViTScope's own file";
@@ -227,10 +254,23 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
     }
     lm.family = p.layout;
     lm.layout = p.it;
-    Config& c = p.c;
-    const Keys k(src, dtypes);
+}
 
-    // ---- sizes from the shapes
+// The sizes (width, patch, grid, depth, MLP, registers, classes, ...) from the tensors' shapes.
+void sizes_from_shapes(Load& L) {
+    Tensors& src = L.src;
+    Meta& dtypes = L.dtypes;
+    const Meta& meta = L.meta;
+    const std::string& what = L.what;
+    const LoadOverrides& ov = L.ov;
+    const SideConfig& side = L.side;
+    LoadedModel& lm = L.lm;
+    Plan& p = L.p;
+    const bool own = L.own;
+    Config& c = p.c;
+    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
+    const std::optional<Config>& legacy_stated = L.legacy_stated;
+    const Keys k(src, dtypes);
     if (!own) {
         const Src ps = p.source("patch_embed.proj.weight");
         const Array& pw = need(k, ps, what, "the patch embedding");
@@ -324,18 +364,35 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
             return f;
         }());
     }
+}
 
-    // ---- the config files beside it must describe this model
-    const ModelConfigFile* cfg = side.config ? &side.config->model : nullptr;
-    const bool oc_used = p.kind == Kind::OpenAI && (side.open_clip || (cfg && cfg->kind == ConfigKind::OpenClip));
-    const ModelConfigFile* ocfg = !oc_used ? nullptr : side.open_clip ? &side.open_clip->model : cfg;
-    const std::string ocfg_path = side.open_clip ? side.open_clip_path : side.path;
-    if (cfg && cfg->kind == ConfigKind::OpenClip) cfg = nullptr;  // an open_clip config named config.json: used as open_clip's
-    ModelConfigFile hfd;  // the Hugging Face config with transformers' defaults for what it leaves out
-    if (cfg && cfg->kind == ConfigKind::HuggingFace) {
-        hfd = *cfg;
-        apply_hf_defaults(hfd);
+// The config files beside it must describe this model; what they add (the activation, metadata).
+void check_side_configs(Load& L) {
+    Tensors& src = L.src;
+    Meta& dtypes = L.dtypes;
+    const Meta& meta = L.meta;
+    const std::string& what = L.what;
+    const LoadOverrides& ov = L.ov;
+    const SideConfig& side = L.side;
+    LoadedModel& lm = L.lm;
+    Plan& p = L.p;
+    const bool own = L.own;
+    Config& c = p.c;
+    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
+    L.cfg = side.config ? &side.config->model : nullptr;
+    const bool oc_used = p.kind == Kind::OpenAI && (side.open_clip || (L.cfg && L.cfg->kind == ConfigKind::OpenClip));
+    L.ocfg = !oc_used ? nullptr : side.open_clip ? &side.open_clip->model : L.cfg;
+    L.ocfg_path = side.open_clip ? side.open_clip_path : side.path;
+    if (L.cfg && L.cfg->kind == ConfigKind::OpenClip) L.cfg = nullptr;  // an open_clip config named config.json: used as open_clip's
+    if (L.cfg && L.cfg->kind == ConfigKind::HuggingFace) {
+        L.hfd = *L.cfg;
+        apply_hf_defaults(L.hfd);
     }
+    const ModelConfigFile* cfg = L.cfg;
+    const ModelConfigFile* ocfg = L.ocfg;
+    const std::string& ocfg_path = L.ocfg_path;
+    const ModelConfigFile& hfd = L.hfd;
+    (void)cfg, (void)ocfg, (void)ocfg_path, (void)hfd;
     if (!own) {
         // Hugging Face Dinov2 runs at its processor's crop (224) with the table learned at 518 resized.
         if (p.kind == Kind::HfVit && c.family == ModelFamily::Dinov2 && side.preprocessor && side.preprocessor->crop_height &&
@@ -376,10 +433,28 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
         }
     }
     for (auto& n : p.notes) lm.notes.push_back(n);
+}
 
-    // ---- heads: never guessed (issue 19). What the file (or a config beside it) states, else --heads,
-    // else what the shapes tell (a published ViT, CLIP's rule). --heads is for files that do not say:
-    // one that contradicts the file's count is refused (it would run a model the file does not describe).
+// Heads: never guessed (issue 19). What the file (or a config beside it) states, else --heads,
+// else what the shapes tell (a published ViT, CLIP's rule). --heads is for files that do not say:
+// one that contradicts the file's count is refused (it would run a model the file does not describe).
+void settle_heads(Load& L) {
+    Tensors& src = L.src;
+    Meta& dtypes = L.dtypes;
+    const Meta& meta = L.meta;
+    const std::string& what = L.what;
+    const LoadOverrides& ov = L.ov;
+    const SideConfig& side = L.side;
+    LoadedModel& lm = L.lm;
+    Plan& p = L.p;
+    const bool own = L.own;
+    Config& c = p.c;
+    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
+    const ModelConfigFile* cfg = L.cfg;
+    const ModelConfigFile* ocfg = L.ocfg;
+    const std::string& ocfg_path = L.ocfg_path;
+    const ModelConfigFile& hfd = L.hfd;
+    (void)cfg, (void)ocfg, (void)ocfg_path, (void)hfd;
     check_heads_flag(ov.heads, c.width, what);
     int stated = 0;
     std::string stated_from;
@@ -418,7 +493,26 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
                           " is not a published ViT: pass --heads N, where N divides the width " + std::to_string(c.width) +
                           " (" + list + ")", what, c.width, head_choices(c.width));
     }
+}
 
+// eps, the pooling switch, and the preprocessing (the family's published one, then the config files').
+void settle_eps_pooling_preprocess(Load& L) {
+    Tensors& src = L.src;
+    Meta& dtypes = L.dtypes;
+    const Meta& meta = L.meta;
+    const std::string& what = L.what;
+    const LoadOverrides& ov = L.ov;
+    const SideConfig& side = L.side;
+    LoadedModel& lm = L.lm;
+    Plan& p = L.p;
+    const bool own = L.own;
+    Config& c = p.c;
+    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
+    const ModelConfigFile* cfg = L.cfg;
+    const ModelConfigFile* ocfg = L.ocfg;
+    const std::string& ocfg_path = L.ocfg_path;
+    const ModelConfigFile& hfd = L.hfd;
+    (void)cfg, (void)ocfg, (void)ocfg_path, (void)hfd;
     // ---- eps
     if (ov.eps > 0) c.eps = ov.eps;
     else if (auto it = meta.find("eps"); it != meta.end()) {
@@ -471,7 +565,26 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
             lm.notes.push_back("preprocessing not followed: " + ppath + ": " + all);
         }
     }
+}
 
+// The class names: the file's, the config's, ImageNet-1k's for 1000 classes; then the config is checked.
+void settle_class_names(Load& L) {
+    Tensors& src = L.src;
+    Meta& dtypes = L.dtypes;
+    const Meta& meta = L.meta;
+    const std::string& what = L.what;
+    const LoadOverrides& ov = L.ov;
+    const SideConfig& side = L.side;
+    LoadedModel& lm = L.lm;
+    Plan& p = L.p;
+    const bool own = L.own;
+    Config& c = p.c;
+    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
+    const ModelConfigFile* cfg = L.cfg;
+    const ModelConfigFile* ocfg = L.ocfg;
+    const std::string& ocfg_path = L.ocfg_path;
+    const ModelConfigFile& hfd = L.hfd;
+    (void)cfg, (void)ocfg, (void)ocfg_path, (void)hfd;
     // ---- class names
     if ((own || p.legacy_cfg) && !c.class_names.empty()) lm.labels_from = "__metadata__ vitscope.config";
     if (auto it = meta.find("class_names"); it != meta.end()) {
@@ -506,7 +619,22 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
         lm.labels_from = "ImageNet-1k (the default for 1000 classes)";
     }
     try { c.validate(); } catch (const std::invalid_argument& e) { throw FileError(what + ": " + e.what()); }
+}
 
+// The tensors, moved from the file into the weights under the canonical names.
+LoadedModel map_tensors(Load& L) {
+    Tensors& src = L.src;
+    Meta& dtypes = L.dtypes;
+    const Meta& meta = L.meta;
+    const std::string& what = L.what;
+    const LoadOverrides& ov = L.ov;
+    const SideConfig& side = L.side;
+    LoadedModel& lm = L.lm;
+    Plan& p = L.p;
+    const bool own = L.own;
+    Config& c = p.c;
+    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
+    const Keys k(src, dtypes);  // every name of the file, before the mapping moves its tensors
     // ---- the tensors
     size_t held = 0;  // the file's numbers, counted before the mapping moves them out
     for (auto& [key, v] : src) held += v.size();
@@ -561,7 +689,23 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
         lm.metadata["vitscope.load_note"] = all;
     }
     lm.metadata["vitscope.layout"] = p.it;
-    return lm;
+    return std::move(lm);
+}
+
+}  // namespace
+
+LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, const std::string& what,
+                        const LoadOverrides& ov, const SideConfig& side) {
+    Load L{src, dtypes_in, meta, what, ov, side, {}, {}, false, {}, nullptr, nullptr, {}, {}};
+    strip_module_prefix(L.src, L.dtypes);
+    L.own = meta.count("vitscope.config") && meta.at("vitscope.config").find("\"family\"") != std::string::npos;
+    choose_plan(L);
+    sizes_from_shapes(L);
+    check_side_configs(L);
+    settle_heads(L);
+    settle_eps_pooling_preprocess(L);
+    settle_class_names(L);
+    return map_tensors(L);
 }
 
 }  // namespace vit
