@@ -353,6 +353,302 @@ const Array& need(const Trace& t, StageId id, const std::string& for_stage) {
 
 }  // namespace
 
+namespace {
+
+using SK = StageKind;
+
+// What the math of one cell reads (cell_math's checked arguments).
+struct CellCtx {
+    const Weights& w;
+    const Trace& t;
+    const Config& c;
+    const Options& opt;
+    const StageInfo* si;
+    const std::string& stage;
+    const std::vector<size_t>& index;
+    StageId id;
+    int l, max_terms;
+    size_t d;
+    double inv_sqrt_d;
+};
+
+void math_scaled_dot(CellMath& m, const CellCtx& cx) {
+    const Weights& w = cx.w;
+    const Trace& t = cx.t;
+    const Config& c = cx.c;
+    const Options& opt = cx.opt;
+    const StageInfo* si = cx.si;
+    const std::string& stage = cx.stage;
+    const std::vector<size_t>& index = cx.index;
+    const StageId id = cx.id;
+    const int l = cx.l, max_terms = cx.max_terms;
+    const size_t d = cx.d;
+    const double inv_sqrt_d = cx.inv_sqrt_d;
+    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
+        (void)inv_sqrt_d;
+    const size_t h = index[0], i = index[1], j = index[2];
+    const Array &q = need(t, {SK::AttnQ, l}, stage), &k = need(t, {SK::AttnK, l}, stage);
+    m.formula = opt.bug_scale_after_softmax
+                    ? "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t]   (BUG on: no / sqrt(d) here)"
+                    : "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t] / sqrt(d)";
+    m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
+                      token_name(i, t) + "), key token " + std::to_string(j) + " (" + token_name(j, t) + ")");
+    m.lines.push_back("q . k over the d = " + std::to_string(d) + " head dims:");
+    for (size_t u = 0; u < d; ++u) {
+        const double qa = q(h, i, u), kb = k(h, j, u);
+        m.terms.push_back({"q[" + std::to_string(u) + "]*k[" + std::to_string(u) + "]", qa, kb, qa * kb});
+    }
+    term_lines(m, max_terms);
+    const double dot = sum_of(m.terms);
+    m.lines.push_back("sum = " + num(dot));
+    if (opt.bug_scale_after_softmax) {
+        m.value = dot;
+        m.scale = sum_abs(m.terms);
+        m.lines.push_back("BUG (scale after softmax) on: the score is not divided by sqrt(" + std::to_string(d) +
+                          ") = " + num(std::sqrt(double(d))) + "; the pattern is, after the softmax");
+    } else {
+        m.value = dot * inv_sqrt_d;
+        m.scale = sum_abs(m.terms) * inv_sqrt_d;
+        m.lines.push_back("/ sqrt(" + std::to_string(d) + ") = " + num(dot) + " / " + num(std::sqrt(double(d))));
+    }
+}
+
+void math_softmax(CellMath& m, const CellCtx& cx) {
+    const Weights& w = cx.w;
+    const Trace& t = cx.t;
+    const Config& c = cx.c;
+    const Options& opt = cx.opt;
+    const StageInfo* si = cx.si;
+    const std::string& stage = cx.stage;
+    const std::vector<size_t>& index = cx.index;
+    const StageId id = cx.id;
+    const int l = cx.l, max_terms = cx.max_terms;
+    const size_t d = cx.d;
+    const double inv_sqrt_d = cx.inv_sqrt_d;
+    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
+        (void)inv_sqrt_d;
+    const size_t h = index[0], i = index[1], j = index[2];
+    const Array& s = need(t, {SK::AttnScores, l}, stage);
+    const size_t T = s.shape(2);
+    m.formula = std::string("pattern[h, i, j] = exp(scores[h, i, j] - max_k scores[h, i, k]) / "
+                            "sum_k exp(scores[h, i, k] - max)") +
+                (opt.bug_scale_after_softmax ? " / sqrt(d)   (BUG on: scaled after the softmax)" : "");
+    m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
+                      token_name(i, t) + "), key token " + std::to_string(j) + " (" + token_name(j, t) + ")");
+    double mx = s(h, i, 0);
+    for (size_t u = 1; u < T; ++u) mx = std::max(mx, double(s(h, i, u)));
+    for (size_t u = 0; u < T; ++u) {
+        const double e = std::exp(double(s(h, i, u)) - mx);
+        m.terms.push_back({"exp(score[" + std::to_string(u) + "] - max)", double(s(h, i, u)) - mx, 1.0, e});
+    }
+    m.lines.push_back("max over the row's " + std::to_string(T) + " scores = " + num(mx));
+    m.lines.push_back("exp(score - max) for every key:");
+    term_lines(m, max_terms, true);
+    const double Z = sum_of(m.terms), e = m.terms[j].value;
+    m.lines.push_back("row sum Z = " + num(Z));
+    m.lines.push_back("exp(" + num(double(s(h, i, j))) + " - " + num(mx) + ") / Z = " + num(e) + " / " + num(Z) +
+                      " = " + num(e / Z));
+    m.value = e / Z;
+    if (opt.bug_scale_after_softmax) {
+        m.value *= inv_sqrt_d;
+        m.lines.push_back("BUG (scale after softmax) on: / sqrt(" + std::to_string(d) + ") = * " +
+                          num(inv_sqrt_d) + " (the row now sums to " + num(inv_sqrt_d) + ", not 1)");
+    }
+    m.scale = 1e-30;  // products and a quotient of positives: the rounding is relative to the value
+}
+
+void math_weighted_sum(CellMath& m, const CellCtx& cx) {
+    const Weights& w = cx.w;
+    const Trace& t = cx.t;
+    const Config& c = cx.c;
+    const Options& opt = cx.opt;
+    const StageInfo* si = cx.si;
+    const std::string& stage = cx.stage;
+    const std::vector<size_t>& index = cx.index;
+    const StageId id = cx.id;
+    const int l = cx.l, max_terms = cx.max_terms;
+    const size_t d = cx.d;
+    const double inv_sqrt_d = cx.inv_sqrt_d;
+    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
+        (void)inv_sqrt_d;
+    const size_t h = index[0], i = index[1], u = index[2];
+    const Array &pa = need(t, {SK::AttnPattern, l}, stage), &v = need(t, {SK::AttnV, l}, stage);
+    const size_t T = pa.shape(2);
+    m.formula = "z[h, i, u] = sum_j pattern[h, i, j] * v[h, j, u]";
+    m.lines.push_back("head " + std::to_string(h) + ", token " + std::to_string(i) + " (" + token_name(i, t) +
+                      "), head dim " + std::to_string(u) + ": the attention-weighted sum over " +
+                      std::to_string(T) + " keys");
+    for (size_t j = 0; j < T; ++j) {
+        const double pj = pa(h, i, j), vj = v(h, j, u);
+        m.terms.push_back({"pattern[" + std::to_string(j) + "]*v[" + std::to_string(j) + "]", pj, vj, pj * vj});
+    }
+    term_lines(m, max_terms);
+    m.value = sum_of(m.terms);
+    m.scale = sum_abs(m.terms);
+    m.lines.push_back("sum = " + num(m.value));
+}
+
+void math_layernorm(CellMath& m, const CellCtx& cx) {
+    const Weights& w = cx.w;
+    const Trace& t = cx.t;
+    const Config& c = cx.c;
+    const Options& opt = cx.opt;
+    const StageInfo* si = cx.si;
+    const std::string& stage = cx.stage;
+    const std::vector<size_t>& index = cx.index;
+    const StageId id = cx.id;
+    const int l = cx.l, max_terms = cx.max_terms;
+    const size_t d = cx.d;
+    const double inv_sqrt_d = cx.inv_sqrt_d;
+    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
+        (void)inv_sqrt_d;
+    const LnSite site = ln_site(id.kind);
+    const bool is_out = ln_part(id.kind) == LnPart::Out;
+    // What this LayerNorm normalizes: the stage table's `from`.
+    if (si->from.empty()) throw std::invalid_argument(stage + ": unknown LayerNorm");
+    const StageId src_id = si->from[0];
+    const std::string src_name = t.table().name(src_id);
+    const Array& src = need(t, src_id, stage);
+    const size_t r = index[0], col = index[1], D = size_t(c.width);
+    const Array &mu_a = need(t, {ln_kind(site, LnPart::Mean), l}, stage),
+                &sd_a = need(t, {ln_kind(site, LnPart::Std), l}, stage);
+    const size_t srow = src.size() / D;  // (T, D), or (D) for the mean-pooled vector
+    if (src.size() % D || r >= srow)
+        throw std::invalid_argument(stage + ": input " + src_name + " has shape " + shape_str_of(src));
+    const double x = src.data()[r * D + col], mu = mu_a(r), sd = sd_a(r), var = sd * sd;
+    const double n = (x - mu) / std::sqrt(var + double(c.eps));
+    m.formula = is_out ? (opt.affine ? "out = (x - mu) / sqrt(var + eps) * gamma + beta"
+                                     : "out = (x - mu) / sqrt(var + eps)   (elementwise_affine=False)")
+                       : "normalized = (x - mu) / sqrt(var + eps)";
+    m.lines.push_back("token row " + std::to_string(r) + (srow > 1 ? " (" + token_name(r, t) + ")" : "") +
+                      ", dim " + std::to_string(col) + " of " + src_name + ": x = " + num(x));
+    m.lines.push_back("mu = mean of the row's " + std::to_string(D) + " values = " + num(mu));
+    m.lines.push_back(std::string("sigma = std over ") + (opt.unbiased ? "D-1 = " + std::to_string(D - 1) +
+                                                                           " (unbiased=True)"
+                                                                     : "D = " + std::to_string(D) +
+                                                                           " (unbiased=False)") +
+                      " = " + num(sd) + ", var = sigma^2 = " + num(var));
+    m.lines.push_back("(x - mu) / sqrt(var + eps) = (" + num(x) + " - " + num(mu) + ") / sqrt(" + num(var) +
+                      " + " + num(double(c.eps)) + ") = " + num(n));
+    m.value = n;
+    m.scale = std::fabs(n);
+    if (is_out) {
+        if (opt.affine) {
+            const LayerNormW& lw = site == LnSite::Final ? w.ln_f
+                                   : site == LnSite::Pre ? w.ln_pre     // CLIP's ln_pre
+                                   : site == LnSite::Head ? w.map.ln    // SigLIP's pooling head
+                                   : site == LnSite::Ln1 ? w.blocks.at(size_t(l)).ln1
+                                                         : w.blocks.at(size_t(l)).ln2;
+            if (lw.g.size() != D || lw.b.size() != D)
+                throw std::invalid_argument(stage + ": the weights have no gamma and beta of width " + std::to_string(D));
+            const double g = lw.g(col), b = lw.b(col);
+            m.value = n * g + b;
+            m.scale = std::fabs(n * g) + std::fabs(b);
+            m.lines.push_back("* gamma + beta = " + num(n) + " * " + num(g) + " + " + num(b) + " = " +
+                              num(m.value) + "   (elementwise_affine=True)");
+        } else {
+            m.lines.push_back("elementwise_affine=False: gamma and beta are ignored, out = normalized");
+        }
+    }
+}
+
+void math_activation(CellMath& m, const CellCtx& cx) {
+    const Weights& w = cx.w;
+    const Trace& t = cx.t;
+    const Config& c = cx.c;
+    const Options& opt = cx.opt;
+    const StageInfo* si = cx.si;
+    const std::string& stage = cx.stage;
+    const std::vector<size_t>& index = cx.index;
+    const StageId id = cx.id;
+    const int l = cx.l, max_terms = cx.max_terms;
+    const size_t d = cx.d;
+    const double inv_sqrt_d = cx.inv_sqrt_d;
+    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
+        (void)inv_sqrt_d;
+    const Array& pre = need(t, {SK::MlpPre, l}, stage);
+    const double x = pre(index[0], index[1]);
+    m.lines.push_back("token " + std::to_string(index[0]) + " (" + token_name(index[0], t) + "), hidden unit " +
+                      std::to_string(index[1]) + ": pre = " + num(x));
+    if (c.act == Act::QuickGelu) {
+        const double sg = 1.0 / (1.0 + std::exp(-1.702 * x));
+        m.formula = "post = QuickGELU(pre) = pre * sigmoid(1.702 * pre)";
+        m.lines.push_back("sigmoid(1.702 * pre) = sigmoid(" + num(1.702 * x) + ") = " + num(sg));
+        m.value = x * sg;
+        m.lines.push_back(num(x) + " * " + num(sg) + " = " + num(m.value));
+    } else if (c.act == Act::GeluTanh) {
+        const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = std::tanh(u);
+        m.formula = "post = 0.5 * pre * (1 + tanh(sqrt(2/pi) * (pre + 0.044715 * pre^3)))   (tanh GELU)";
+        m.lines.push_back("tanh(sqrt(2/pi) * (pre + 0.044715 pre^3)) = tanh(" + num(u) + ") = " + num(th));
+        m.value = 0.5 * x * (1 + th);
+        m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(th) + ") = " + num(m.value));
+    } else {
+        const double e = std::erf(x * M_SQRT1_2);
+        m.formula = "post = GELU(pre) = 0.5 * pre * (1 + erf(pre / sqrt(2)))   (exact GELU)";
+        m.lines.push_back("erf(pre / sqrt(2)) = erf(" + num(x * M_SQRT1_2) + ") = " + num(e));
+        m.value = 0.5 * x * (1 + e);
+        m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(e) + ") = " + num(m.value));
+    }
+    m.scale = std::fabs(x);
+}
+
+void math_head_linear(CellMath& m, const CellCtx& cx) {
+    const Weights& w = cx.w;
+    const Trace& t = cx.t;
+    const Config& c = cx.c;
+    const Options& opt = cx.opt;
+    const StageInfo* si = cx.si;
+    const std::string& stage = cx.stage;
+    const std::vector<size_t>& index = cx.index;
+    const StageId id = cx.id;
+    const int l = cx.l, max_terms = cx.max_terms;
+    const size_t d = cx.d;
+    const double inv_sqrt_d = cx.inv_sqrt_d;
+    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
+        (void)inv_sqrt_d;
+    const size_t k = index[0], D = size_t(c.width);
+    if (si->from.empty()) throw std::invalid_argument(stage + ": no input in the stage table");
+    if (id.kind == SK::Logits && c.head == Head::Distilled) {
+        // DeiT distilled: logits = (logits_cls + logits_dist) / 2, both recorded
+        const Array& a = need(t, {SK::LogitsCls, -1}, stage);
+        const Array& b = need(t, {SK::LogitsDist, -1}, stage);
+        const double x = a.data()[k], y = b.data()[k];
+        m.formula = "logits[k] = (logits_cls[k] + logits_dist[k]) / 2   (DeiT distilled: head(cls) and head_dist(dist))";
+        m.lines.push_back("class " + std::to_string(k) + (k < c.class_names.size() ? " (" + c.class_names[k] + ")" : "") +
+                          ": (" + num(x) + " + " + num(y) + ") / 2");
+        m.value = (x + y) / 2;
+        m.scale = (std::fabs(x) + std::fabs(y)) / 2;
+        return;
+    }
+    const bool dist = id.kind == SK::LogitsDist;  // DeiT's distillation head reads the dist token
+    const Tensor2& hw = dist ? w.head_dist_w : w.head_w;
+    const Tensor1& hb = dist ? w.head_dist_b : w.head_b;
+    const char* hname = dist ? "head_dist" : "head";
+    if (hw.dimension() != 2 || hw.shape(0) <= k || hw.shape(1) != D)
+        throw std::invalid_argument(stage + ": the weights have no " + hname + " of width " + std::to_string(D));
+    const StageId fid = si->from[0];
+    const std::string fname = t.table().name(fid);
+    const Array& f = need(t, fid, stage);
+    if (f.size() != D) throw std::invalid_argument(stage + ": " + fname + " has shape " + shape_str_of(f));
+    m.formula = stage + "[k] = sum_u " + fname + "[u] * " + hname + ".weight[k, u] + " + hname + ".bias[k]";
+    m.lines.push_back("class " + std::to_string(k) +
+                      (size_t(k) < c.class_names.size() ? " (" + c.class_names[k] + ")" : "") + ": " + fname +
+                      " . " + hname + " row " + std::to_string(k) + " over " + std::to_string(D) + " dims:");
+    for (size_t u = 0; u < D; ++u) {
+        const double fu = f.data()[u], wu = hw(k, u);
+        m.terms.push_back({"f[" + std::to_string(u) + "]*W[" + std::to_string(k) + "," + std::to_string(u) + "]",
+                           fu, wu, fu * wu});
+    }
+    term_lines(m, max_terms);
+    const double dot = sum_of(m.terms), b = hb(k);
+    m.value = dot + b;
+    m.scale = sum_abs(m.terms) + std::fabs(b);
+    m.lines.push_back("sum = " + num(dot) + ", + bias " + num(b) + " = " + num(m.value));
+}
+
+}  // namespace
+
+
 CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vector<size_t>& index, int max_terms) {
     check_weights_fit(w, t);
     const Config& c = w.cfg;
@@ -378,209 +674,18 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
     m.index = index;
     m.recorded = a.element(index.begin(), index.end());
     const int l = id.layer;
-    using SK = StageKind;
     const size_t d = size_t(c.head_dim());
     const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
 
+    const CellCtx cx{w, t, c, opt, si, stage, index, id, l, max_terms, d, inv_sqrt_d};
     switch (si->cell) {
-    case CellRule::None:
-        break;
-    case CellRule::ScaledDot: {
-        const size_t h = index[0], i = index[1], j = index[2];
-        const Array &q = need(t, {SK::AttnQ, l}, stage), &k = need(t, {SK::AttnK, l}, stage);
-        m.formula = opt.bug_scale_after_softmax
-                        ? "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t]   (BUG on: no / sqrt(d) here)"
-                        : "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t] / sqrt(d)";
-        m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
-                          token_name(i, t) + "), key token " + std::to_string(j) + " (" + token_name(j, t) + ")");
-        m.lines.push_back("q . k over the d = " + std::to_string(d) + " head dims:");
-        for (size_t u = 0; u < d; ++u) {
-            const double qa = q(h, i, u), kb = k(h, j, u);
-            m.terms.push_back({"q[" + std::to_string(u) + "]*k[" + std::to_string(u) + "]", qa, kb, qa * kb});
-        }
-        term_lines(m, max_terms);
-        const double dot = sum_of(m.terms);
-        m.lines.push_back("sum = " + num(dot));
-        if (opt.bug_scale_after_softmax) {
-            m.value = dot;
-            m.scale = sum_abs(m.terms);
-            m.lines.push_back("BUG (scale after softmax) on: the score is not divided by sqrt(" + std::to_string(d) +
-                              ") = " + num(std::sqrt(double(d))) + "; the pattern is, after the softmax");
-        } else {
-            m.value = dot * inv_sqrt_d;
-            m.scale = sum_abs(m.terms) * inv_sqrt_d;
-            m.lines.push_back("/ sqrt(" + std::to_string(d) + ") = " + num(dot) + " / " + num(std::sqrt(double(d))));
-        }
-        break;
-    }
-    case CellRule::Softmax: {
-        const size_t h = index[0], i = index[1], j = index[2];
-        const Array& s = need(t, {SK::AttnScores, l}, stage);
-        const size_t T = s.shape(2);
-        m.formula = std::string("pattern[h, i, j] = exp(scores[h, i, j] - max_k scores[h, i, k]) / "
-                                "sum_k exp(scores[h, i, k] - max)") +
-                    (opt.bug_scale_after_softmax ? " / sqrt(d)   (BUG on: scaled after the softmax)" : "");
-        m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
-                          token_name(i, t) + "), key token " + std::to_string(j) + " (" + token_name(j, t) + ")");
-        double mx = s(h, i, 0);
-        for (size_t u = 1; u < T; ++u) mx = std::max(mx, double(s(h, i, u)));
-        for (size_t u = 0; u < T; ++u) {
-            const double e = std::exp(double(s(h, i, u)) - mx);
-            m.terms.push_back({"exp(score[" + std::to_string(u) + "] - max)", double(s(h, i, u)) - mx, 1.0, e});
-        }
-        m.lines.push_back("max over the row's " + std::to_string(T) + " scores = " + num(mx));
-        m.lines.push_back("exp(score - max) for every key:");
-        term_lines(m, max_terms, true);
-        const double Z = sum_of(m.terms), e = m.terms[j].value;
-        m.lines.push_back("row sum Z = " + num(Z));
-        m.lines.push_back("exp(" + num(double(s(h, i, j))) + " - " + num(mx) + ") / Z = " + num(e) + " / " + num(Z) +
-                          " = " + num(e / Z));
-        m.value = e / Z;
-        if (opt.bug_scale_after_softmax) {
-            m.value *= inv_sqrt_d;
-            m.lines.push_back("BUG (scale after softmax) on: / sqrt(" + std::to_string(d) + ") = * " +
-                              num(inv_sqrt_d) + " (the row now sums to " + num(inv_sqrt_d) + ", not 1)");
-        }
-        m.scale = 1e-30;  // products and a quotient of positives: the rounding is relative to the value
-        break;
-    }
-    case CellRule::WeightedSum: {
-        const size_t h = index[0], i = index[1], u = index[2];
-        const Array &pa = need(t, {SK::AttnPattern, l}, stage), &v = need(t, {SK::AttnV, l}, stage);
-        const size_t T = pa.shape(2);
-        m.formula = "z[h, i, u] = sum_j pattern[h, i, j] * v[h, j, u]";
-        m.lines.push_back("head " + std::to_string(h) + ", token " + std::to_string(i) + " (" + token_name(i, t) +
-                          "), head dim " + std::to_string(u) + ": the attention-weighted sum over " +
-                          std::to_string(T) + " keys");
-        for (size_t j = 0; j < T; ++j) {
-            const double pj = pa(h, i, j), vj = v(h, j, u);
-            m.terms.push_back({"pattern[" + std::to_string(j) + "]*v[" + std::to_string(j) + "]", pj, vj, pj * vj});
-        }
-        term_lines(m, max_terms);
-        m.value = sum_of(m.terms);
-        m.scale = sum_abs(m.terms);
-        m.lines.push_back("sum = " + num(m.value));
-        break;
-    }
-    case CellRule::LayerNorm: {
-        const LnSite site = ln_site(id.kind);
-        const bool is_out = ln_part(id.kind) == LnPart::Out;
-        // What this LayerNorm normalizes: the stage table's `from`.
-        if (si->from.empty()) throw std::invalid_argument(stage + ": unknown LayerNorm");
-        const StageId src_id = si->from[0];
-        const std::string src_name = t.table().name(src_id);
-        const Array& src = need(t, src_id, stage);
-        const size_t r = index[0], col = index[1], D = size_t(c.width);
-        const Array &mu_a = need(t, {ln_kind(site, LnPart::Mean), l}, stage),
-                    &sd_a = need(t, {ln_kind(site, LnPart::Std), l}, stage);
-        const size_t srow = src.size() / D;  // (T, D), or (D) for the mean-pooled vector
-        if (src.size() % D || r >= srow)
-            throw std::invalid_argument(stage + ": input " + src_name + " has shape " + shape_str_of(src));
-        const double x = src.data()[r * D + col], mu = mu_a(r), sd = sd_a(r), var = sd * sd;
-        const double n = (x - mu) / std::sqrt(var + double(c.eps));
-        m.formula = is_out ? (opt.affine ? "out = (x - mu) / sqrt(var + eps) * gamma + beta"
-                                         : "out = (x - mu) / sqrt(var + eps)   (elementwise_affine=False)")
-                           : "normalized = (x - mu) / sqrt(var + eps)";
-        m.lines.push_back("token row " + std::to_string(r) + (srow > 1 ? " (" + token_name(r, t) + ")" : "") +
-                          ", dim " + std::to_string(col) + " of " + src_name + ": x = " + num(x));
-        m.lines.push_back("mu = mean of the row's " + std::to_string(D) + " values = " + num(mu));
-        m.lines.push_back(std::string("sigma = std over ") + (opt.unbiased ? "D-1 = " + std::to_string(D - 1) +
-                                                                               " (unbiased=True)"
-                                                                         : "D = " + std::to_string(D) +
-                                                                               " (unbiased=False)") +
-                          " = " + num(sd) + ", var = sigma^2 = " + num(var));
-        m.lines.push_back("(x - mu) / sqrt(var + eps) = (" + num(x) + " - " + num(mu) + ") / sqrt(" + num(var) +
-                          " + " + num(double(c.eps)) + ") = " + num(n));
-        m.value = n;
-        m.scale = std::fabs(n);
-        if (is_out) {
-            if (opt.affine) {
-                const LayerNormW& lw = site == LnSite::Final ? w.ln_f
-                                       : site == LnSite::Pre ? w.ln_pre     // CLIP's ln_pre
-                                       : site == LnSite::Head ? w.map.ln    // SigLIP's pooling head
-                                       : site == LnSite::Ln1 ? w.blocks.at(size_t(l)).ln1
-                                                             : w.blocks.at(size_t(l)).ln2;
-                if (lw.g.size() != D || lw.b.size() != D)
-                    throw std::invalid_argument(stage + ": the weights have no gamma and beta of width " + std::to_string(D));
-                const double g = lw.g(col), b = lw.b(col);
-                m.value = n * g + b;
-                m.scale = std::fabs(n * g) + std::fabs(b);
-                m.lines.push_back("* gamma + beta = " + num(n) + " * " + num(g) + " + " + num(b) + " = " +
-                                  num(m.value) + "   (elementwise_affine=True)");
-            } else {
-                m.lines.push_back("elementwise_affine=False: gamma and beta are ignored, out = normalized");
-            }
-        }
-        break;
-    }
-    case CellRule::Gelu: {
-        const Array& pre = need(t, {SK::MlpPre, l}, stage);
-        const double x = pre(index[0], index[1]);
-        m.lines.push_back("token " + std::to_string(index[0]) + " (" + token_name(index[0], t) + "), hidden unit " +
-                          std::to_string(index[1]) + ": pre = " + num(x));
-        if (c.act == Act::QuickGelu) {
-            const double sg = 1.0 / (1.0 + std::exp(-1.702 * x));
-            m.formula = "post = QuickGELU(pre) = pre * sigmoid(1.702 * pre)";
-            m.lines.push_back("sigmoid(1.702 * pre) = sigmoid(" + num(1.702 * x) + ") = " + num(sg));
-            m.value = x * sg;
-            m.lines.push_back(num(x) + " * " + num(sg) + " = " + num(m.value));
-        } else if (c.act == Act::GeluTanh) {
-            const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = std::tanh(u);
-            m.formula = "post = 0.5 * pre * (1 + tanh(sqrt(2/pi) * (pre + 0.044715 * pre^3)))   (tanh GELU)";
-            m.lines.push_back("tanh(sqrt(2/pi) * (pre + 0.044715 pre^3)) = tanh(" + num(u) + ") = " + num(th));
-            m.value = 0.5 * x * (1 + th);
-            m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(th) + ") = " + num(m.value));
-        } else {
-            const double e = std::erf(x * M_SQRT1_2);
-            m.formula = "post = GELU(pre) = 0.5 * pre * (1 + erf(pre / sqrt(2)))   (exact GELU)";
-            m.lines.push_back("erf(pre / sqrt(2)) = erf(" + num(x * M_SQRT1_2) + ") = " + num(e));
-            m.value = 0.5 * x * (1 + e);
-            m.lines.push_back("0.5 * " + num(x) + " * (1 + " + num(e) + ") = " + num(m.value));
-        }
-        m.scale = std::fabs(x);
-        break;
-    }
-    case CellRule::HeadLinear: {
-        const size_t k = index[0], D = size_t(c.width);
-        if (si->from.empty()) throw std::invalid_argument(stage + ": no input in the stage table");
-        if (id.kind == SK::Logits && c.head == Head::Distilled) {
-            // DeiT distilled: logits = (logits_cls + logits_dist) / 2, both recorded
-            const Array& a = need(t, {SK::LogitsCls, -1}, stage);
-            const Array& b = need(t, {SK::LogitsDist, -1}, stage);
-            const double x = a.data()[k], y = b.data()[k];
-            m.formula = "logits[k] = (logits_cls[k] + logits_dist[k]) / 2   (DeiT distilled: head(cls) and head_dist(dist))";
-            m.lines.push_back("class " + std::to_string(k) + (k < c.class_names.size() ? " (" + c.class_names[k] + ")" : "") +
-                              ": (" + num(x) + " + " + num(y) + ") / 2");
-            m.value = (x + y) / 2;
-            m.scale = (std::fabs(x) + std::fabs(y)) / 2;
-            break;
-        }
-        const bool dist = id.kind == SK::LogitsDist;  // DeiT's distillation head reads the dist token
-        const Tensor2& hw = dist ? w.head_dist_w : w.head_w;
-        const Tensor1& hb = dist ? w.head_dist_b : w.head_b;
-        const char* hname = dist ? "head_dist" : "head";
-        if (hw.dimension() != 2 || hw.shape(0) <= k || hw.shape(1) != D)
-            throw std::invalid_argument(stage + ": the weights have no " + hname + " of width " + std::to_string(D));
-        const StageId fid = si->from[0];
-        const std::string fname = t.table().name(fid);
-        const Array& f = need(t, fid, stage);
-        if (f.size() != D) throw std::invalid_argument(stage + ": " + fname + " has shape " + shape_str_of(f));
-        m.formula = stage + "[k] = sum_u " + fname + "[u] * " + hname + ".weight[k, u] + " + hname + ".bias[k]";
-        m.lines.push_back("class " + std::to_string(k) +
-                          (size_t(k) < c.class_names.size() ? " (" + c.class_names[k] + ")" : "") + ": " + fname +
-                          " . " + hname + " row " + std::to_string(k) + " over " + std::to_string(D) + " dims:");
-        for (size_t u = 0; u < D; ++u) {
-            const double fu = f.data()[u], wu = hw(k, u);
-            m.terms.push_back({"f[" + std::to_string(u) + "]*W[" + std::to_string(k) + "," + std::to_string(u) + "]",
-                               fu, wu, fu * wu});
-        }
-        term_lines(m, max_terms);
-        const double dot = sum_of(m.terms), b = hb(k);
-        m.value = dot + b;
-        m.scale = sum_abs(m.terms) + std::fabs(b);
-        m.lines.push_back("sum = " + num(dot) + ", + bias " + num(b) + " = " + num(m.value));
-        break;
-    }
+    case CellRule::None: break;
+    case CellRule::ScaledDot: math_scaled_dot(m, cx); break;
+    case CellRule::Softmax: math_softmax(m, cx); break;
+    case CellRule::WeightedSum: math_weighted_sum(m, cx); break;
+    case CellRule::LayerNorm: math_layernorm(m, cx); break;
+    case CellRule::Gelu: math_activation(m, cx); break;
+    case CellRule::HeadLinear: math_head_linear(m, cx); break;
     }
     m.lines.push_back("= " + num(m.value) + "   (the trace holds " + num(m.recorded) + ")");
     return m;
