@@ -548,6 +548,14 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : app_(&app),
     add_scenes_command(app, selected_);
     add_convert(app);
     add_models(app);
+    add_trace(app);
+    add_analyze(app, s, selected_);
+    add_info(app);
+}
+
+// trace: one image, every recorded stage to an .npz (and the top predictions)
+void Commands::add_trace(CLI::App& app) {
+    auto& s = *s_;
     auto* tr = app.add_subcommand("trace", "run one image and write every recorded stage to an .npz");
     model_flags(tr, s);
     auto* img = tr->add_option("--image,-i", s.image, "image file (" + image_formats() + "; one over 25 megapixels is scaled down on load)");
@@ -687,9 +695,11 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : app_(&app),
             return 0;
         };
     });
+}
 
-    add_analyze(app, s, selected_);
-
+// info: a model's config, parameter count and per-stage shapes
+void Commands::add_info(CLI::App& app) {
+    auto& s = *s_;
     auto* info = app.add_subcommand("info", "print a model's config, parameter count and per-stage shapes");
     model_flags(info, s);
     info->add_flag("--list", s.list, "list the presets and the torchvision / timm names they answer to");
@@ -791,6 +801,7 @@ Commands::Commands(CLI::App& app, const std::string& command_line) : app_(&app),
             return 0;
         };
     });
+
 }
 
 void Commands::add_models(CLI::App& app) {

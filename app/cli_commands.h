@@ -15,6 +15,8 @@ public:
     struct State;
 private:
     void add_training(CLI::App& app);
+    void add_trace(CLI::App& app);
+    void add_info(CLI::App& app);
     void add_convert(CLI::App& app);
     void add_models(CLI::App& app);
     int eval_scenes(const LoadedModel& lm, const Dataset& test);
