@@ -141,6 +141,15 @@ struct Load {
     const ModelConfigFile* ocfg = nullptr;  // open_clip's config, for open_clip's files
     std::string ocfg_path;
     ModelConfigFile hfd;                    // the Hugging Face config with transformers' defaults for what it leaves out
+
+    // The steps, in order (load_layout).
+    void choose_plan();                   // which layout the file is, and its plan
+    void sizes_from_shapes();
+    void check_side_configs();
+    void settle_heads();
+    void settle_eps_pooling_preprocess();
+    void settle_class_names();
+    LoadedModel map_tensors();
 };
 
 // DataParallel's "module." on every key goes (the pth reader drops it too).
@@ -159,16 +168,7 @@ void strip_module_prefix(Tensors& src, Meta& dtypes) {
 }
 
 // Which layout the file is (its patch embedding's key names it) and that layout's plan.
-void choose_plan(Load& L) {
-    Tensors& src = L.src;
-    Meta& dtypes = L.dtypes;
-    const Meta& meta = L.meta;
-    const std::string& what = L.what;
-    const SideConfig& side = L.side;
-    LoadedModel& lm = L.lm;
-    Plan& p = L.p;
-    std::optional<Config>& legacy_stated = L.legacy_stated;
-    const bool own = L.own;
+void Load::choose_plan() {
     lm.source = what;
     lm.metadata = meta;
     lm.nonfinite = nonfinite_tensors(src);  // by the file's own names, before the mapping moves them
@@ -257,19 +257,8 @@ void choose_plan(Load& L) {
 }
 
 // The sizes (width, patch, grid, depth, MLP, registers, classes, ...) from the tensors' shapes.
-void sizes_from_shapes(Load& L) {
-    Tensors& src = L.src;
-    Meta& dtypes = L.dtypes;
-    const Meta& meta = L.meta;
-    const std::string& what = L.what;
-    const LoadOverrides& ov = L.ov;
-    const SideConfig& side = L.side;
-    LoadedModel& lm = L.lm;
-    Plan& p = L.p;
-    const bool own = L.own;
+void Load::sizes_from_shapes() {
     Config& c = p.c;
-    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
-    const std::optional<Config>& legacy_stated = L.legacy_stated;
     const Keys k(src, dtypes);
     if (!own) {
         const Src ps = p.source("patch_embed.proj.weight");
@@ -367,32 +356,17 @@ void sizes_from_shapes(Load& L) {
 }
 
 // The config files beside it must describe this model; what they add (the activation, metadata).
-void check_side_configs(Load& L) {
-    Tensors& src = L.src;
-    Meta& dtypes = L.dtypes;
-    const Meta& meta = L.meta;
-    const std::string& what = L.what;
-    const LoadOverrides& ov = L.ov;
-    const SideConfig& side = L.side;
-    LoadedModel& lm = L.lm;
-    Plan& p = L.p;
-    const bool own = L.own;
+void Load::check_side_configs() {
     Config& c = p.c;
-    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
-    L.cfg = side.config ? &side.config->model : nullptr;
-    const bool oc_used = p.kind == Kind::OpenAI && (side.open_clip || (L.cfg && L.cfg->kind == ConfigKind::OpenClip));
-    L.ocfg = !oc_used ? nullptr : side.open_clip ? &side.open_clip->model : L.cfg;
-    L.ocfg_path = side.open_clip ? side.open_clip_path : side.path;
-    if (L.cfg && L.cfg->kind == ConfigKind::OpenClip) L.cfg = nullptr;  // an open_clip config named config.json: used as open_clip's
-    if (L.cfg && L.cfg->kind == ConfigKind::HuggingFace) {
-        L.hfd = *L.cfg;
-        apply_hf_defaults(L.hfd);
+    cfg = side.config ? &side.config->model : nullptr;
+    const bool oc_used = p.kind == Kind::OpenAI && (side.open_clip || (cfg && cfg->kind == ConfigKind::OpenClip));
+    ocfg = !oc_used ? nullptr : side.open_clip ? &side.open_clip->model : cfg;
+    ocfg_path = side.open_clip ? side.open_clip_path : side.path;
+    if (cfg && cfg->kind == ConfigKind::OpenClip) cfg = nullptr;  // an open_clip config named config.json: used as open_clip's
+    if (cfg && cfg->kind == ConfigKind::HuggingFace) {
+        hfd = *cfg;
+        apply_hf_defaults(hfd);
     }
-    const ModelConfigFile* cfg = L.cfg;
-    const ModelConfigFile* ocfg = L.ocfg;
-    const std::string& ocfg_path = L.ocfg_path;
-    const ModelConfigFile& hfd = L.hfd;
-    (void)cfg, (void)ocfg, (void)ocfg_path, (void)hfd;
     if (!own) {
         // Hugging Face Dinov2 runs at its processor's crop (224) with the table learned at 518 resized.
         if (p.kind == Kind::HfVit && c.family == ModelFamily::Dinov2 && side.preprocessor && side.preprocessor->crop_height &&
@@ -438,23 +412,8 @@ void check_side_configs(Load& L) {
 // Heads: never guessed (issue 19). What the file (or a config beside it) states, else --heads,
 // else what the shapes tell (a published ViT, CLIP's rule). --heads is for files that do not say:
 // one that contradicts the file's count is refused (it would run a model the file does not describe).
-void settle_heads(Load& L) {
-    Tensors& src = L.src;
-    Meta& dtypes = L.dtypes;
-    const Meta& meta = L.meta;
-    const std::string& what = L.what;
-    const LoadOverrides& ov = L.ov;
-    const SideConfig& side = L.side;
-    LoadedModel& lm = L.lm;
-    Plan& p = L.p;
-    const bool own = L.own;
+void Load::settle_heads() {
     Config& c = p.c;
-    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
-    const ModelConfigFile* cfg = L.cfg;
-    const ModelConfigFile* ocfg = L.ocfg;
-    const std::string& ocfg_path = L.ocfg_path;
-    const ModelConfigFile& hfd = L.hfd;
-    (void)cfg, (void)ocfg, (void)ocfg_path, (void)hfd;
     check_heads_flag(ov.heads, c.width, what);
     int stated = 0;
     std::string stated_from;
@@ -496,23 +455,8 @@ void settle_heads(Load& L) {
 }
 
 // eps, the pooling switch, and the preprocessing (the family's published one, then the config files').
-void settle_eps_pooling_preprocess(Load& L) {
-    Tensors& src = L.src;
-    Meta& dtypes = L.dtypes;
-    const Meta& meta = L.meta;
-    const std::string& what = L.what;
-    const LoadOverrides& ov = L.ov;
-    const SideConfig& side = L.side;
-    LoadedModel& lm = L.lm;
-    Plan& p = L.p;
-    const bool own = L.own;
+void Load::settle_eps_pooling_preprocess() {
     Config& c = p.c;
-    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
-    const ModelConfigFile* cfg = L.cfg;
-    const ModelConfigFile* ocfg = L.ocfg;
-    const std::string& ocfg_path = L.ocfg_path;
-    const ModelConfigFile& hfd = L.hfd;
-    (void)cfg, (void)ocfg, (void)ocfg_path, (void)hfd;
     // ---- eps
     if (ov.eps > 0) c.eps = ov.eps;
     else if (auto it = meta.find("eps"); it != meta.end()) {
@@ -568,23 +512,8 @@ void settle_eps_pooling_preprocess(Load& L) {
 }
 
 // The class names: the file's, the config's, ImageNet-1k's for 1000 classes; then the config is checked.
-void settle_class_names(Load& L) {
-    Tensors& src = L.src;
-    Meta& dtypes = L.dtypes;
-    const Meta& meta = L.meta;
-    const std::string& what = L.what;
-    const LoadOverrides& ov = L.ov;
-    const SideConfig& side = L.side;
-    LoadedModel& lm = L.lm;
-    Plan& p = L.p;
-    const bool own = L.own;
+void Load::settle_class_names() {
     Config& c = p.c;
-    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
-    const ModelConfigFile* cfg = L.cfg;
-    const ModelConfigFile* ocfg = L.ocfg;
-    const std::string& ocfg_path = L.ocfg_path;
-    const ModelConfigFile& hfd = L.hfd;
-    (void)cfg, (void)ocfg, (void)ocfg_path, (void)hfd;
     // ---- class names
     if ((own || p.legacy_cfg) && !c.class_names.empty()) lm.labels_from = "__metadata__ vitscope.config";
     if (auto it = meta.find("class_names"); it != meta.end()) {
@@ -622,18 +551,8 @@ void settle_class_names(Load& L) {
 }
 
 // The tensors, moved from the file into the weights under the canonical names.
-LoadedModel map_tensors(Load& L) {
-    Tensors& src = L.src;
-    Meta& dtypes = L.dtypes;
-    const Meta& meta = L.meta;
-    const std::string& what = L.what;
-    const LoadOverrides& ov = L.ov;
-    const SideConfig& side = L.side;
-    LoadedModel& lm = L.lm;
-    Plan& p = L.p;
-    const bool own = L.own;
+LoadedModel Load::map_tensors() {
     Config& c = p.c;
-    (void)src, (void)dtypes, (void)meta, (void)what, (void)ov, (void)side, (void)lm, (void)own, (void)c;
     const Keys k(src, dtypes);  // every name of the file, before the mapping moves its tensors
     // ---- the tensors
     size_t held = 0;  // the file's numbers, counted before the mapping moves them out
@@ -699,13 +618,13 @@ LoadedModel load_layout(Tensors& src, const Meta& dtypes_in, const Meta& meta, c
     Load L{src, dtypes_in, meta, what, ov, side, {}, {}, false, {}, nullptr, nullptr, {}, {}};
     strip_module_prefix(L.src, L.dtypes);
     L.own = meta.count("vitscope.config") && meta.at("vitscope.config").find("\"family\"") != std::string::npos;
-    choose_plan(L);
-    sizes_from_shapes(L);
-    check_side_configs(L);
-    settle_heads(L);
-    settle_eps_pooling_preprocess(L);
-    settle_class_names(L);
-    return map_tensors(L);
+    L.choose_plan();
+    L.sizes_from_shapes();
+    L.check_side_configs();
+    L.settle_heads();
+    L.settle_eps_pooling_preprocess();
+    L.settle_class_names();
+    return L.map_tensors();
 }
 
 }  // namespace vit

@@ -370,22 +370,16 @@ struct CellCtx {
     int l, max_terms;
     size_t d;
     double inv_sqrt_d;
+    // one function per rule: the cell's terms, value and scale into m
+    void scaled_dot(CellMath& m) const;
+    void softmax(CellMath& m) const;
+    void weighted_sum(CellMath& m) const;
+    void layernorm(CellMath& m) const;
+    void activation(CellMath& m) const;
+    void head_linear(CellMath& m) const;
 };
 
-void math_scaled_dot(CellMath& m, const CellCtx& cx) {
-    const Weights& w = cx.w;
-    const Trace& t = cx.t;
-    const Config& c = cx.c;
-    const Options& opt = cx.opt;
-    const StageInfo* si = cx.si;
-    const std::string& stage = cx.stage;
-    const std::vector<size_t>& index = cx.index;
-    const StageId id = cx.id;
-    const int l = cx.l, max_terms = cx.max_terms;
-    const size_t d = cx.d;
-    const double inv_sqrt_d = cx.inv_sqrt_d;
-    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
-        (void)inv_sqrt_d;
+void CellCtx::scaled_dot(CellMath& m) const {
     const size_t h = index[0], i = index[1], j = index[2];
     const Array &q = need(t, {SK::AttnQ, l}, stage), &k = need(t, {SK::AttnK, l}, stage);
     m.formula = opt.bug_scale_after_softmax
@@ -413,20 +407,7 @@ void math_scaled_dot(CellMath& m, const CellCtx& cx) {
     }
 }
 
-void math_softmax(CellMath& m, const CellCtx& cx) {
-    const Weights& w = cx.w;
-    const Trace& t = cx.t;
-    const Config& c = cx.c;
-    const Options& opt = cx.opt;
-    const StageInfo* si = cx.si;
-    const std::string& stage = cx.stage;
-    const std::vector<size_t>& index = cx.index;
-    const StageId id = cx.id;
-    const int l = cx.l, max_terms = cx.max_terms;
-    const size_t d = cx.d;
-    const double inv_sqrt_d = cx.inv_sqrt_d;
-    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
-        (void)inv_sqrt_d;
+void CellCtx::softmax(CellMath& m) const {
     const size_t h = index[0], i = index[1], j = index[2];
     const Array& s = need(t, {SK::AttnScores, l}, stage);
     const size_t T = s.shape(2);
@@ -457,20 +438,7 @@ void math_softmax(CellMath& m, const CellCtx& cx) {
     m.scale = 1e-30;  // products and a quotient of positives: the rounding is relative to the value
 }
 
-void math_weighted_sum(CellMath& m, const CellCtx& cx) {
-    const Weights& w = cx.w;
-    const Trace& t = cx.t;
-    const Config& c = cx.c;
-    const Options& opt = cx.opt;
-    const StageInfo* si = cx.si;
-    const std::string& stage = cx.stage;
-    const std::vector<size_t>& index = cx.index;
-    const StageId id = cx.id;
-    const int l = cx.l, max_terms = cx.max_terms;
-    const size_t d = cx.d;
-    const double inv_sqrt_d = cx.inv_sqrt_d;
-    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
-        (void)inv_sqrt_d;
+void CellCtx::weighted_sum(CellMath& m) const {
     const size_t h = index[0], i = index[1], u = index[2];
     const Array &pa = need(t, {SK::AttnPattern, l}, stage), &v = need(t, {SK::AttnV, l}, stage);
     const size_t T = pa.shape(2);
@@ -488,20 +456,7 @@ void math_weighted_sum(CellMath& m, const CellCtx& cx) {
     m.lines.push_back("sum = " + num(m.value));
 }
 
-void math_layernorm(CellMath& m, const CellCtx& cx) {
-    const Weights& w = cx.w;
-    const Trace& t = cx.t;
-    const Config& c = cx.c;
-    const Options& opt = cx.opt;
-    const StageInfo* si = cx.si;
-    const std::string& stage = cx.stage;
-    const std::vector<size_t>& index = cx.index;
-    const StageId id = cx.id;
-    const int l = cx.l, max_terms = cx.max_terms;
-    const size_t d = cx.d;
-    const double inv_sqrt_d = cx.inv_sqrt_d;
-    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
-        (void)inv_sqrt_d;
+void CellCtx::layernorm(CellMath& m) const {
     const LnSite site = ln_site(id.kind);
     const bool is_out = ln_part(id.kind) == LnPart::Out;
     // What this LayerNorm normalizes: the stage table's `from`.
@@ -552,20 +507,7 @@ void math_layernorm(CellMath& m, const CellCtx& cx) {
     }
 }
 
-void math_activation(CellMath& m, const CellCtx& cx) {
-    const Weights& w = cx.w;
-    const Trace& t = cx.t;
-    const Config& c = cx.c;
-    const Options& opt = cx.opt;
-    const StageInfo* si = cx.si;
-    const std::string& stage = cx.stage;
-    const std::vector<size_t>& index = cx.index;
-    const StageId id = cx.id;
-    const int l = cx.l, max_terms = cx.max_terms;
-    const size_t d = cx.d;
-    const double inv_sqrt_d = cx.inv_sqrt_d;
-    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
-        (void)inv_sqrt_d;
+void CellCtx::activation(CellMath& m) const {
     const Array& pre = need(t, {SK::MlpPre, l}, stage);
     const double x = pre(index[0], index[1]);
     m.lines.push_back("token " + std::to_string(index[0]) + " (" + token_name(index[0], t) + "), hidden unit " +
@@ -592,20 +534,7 @@ void math_activation(CellMath& m, const CellCtx& cx) {
     m.scale = std::fabs(x);
 }
 
-void math_head_linear(CellMath& m, const CellCtx& cx) {
-    const Weights& w = cx.w;
-    const Trace& t = cx.t;
-    const Config& c = cx.c;
-    const Options& opt = cx.opt;
-    const StageInfo* si = cx.si;
-    const std::string& stage = cx.stage;
-    const std::vector<size_t>& index = cx.index;
-    const StageId id = cx.id;
-    const int l = cx.l, max_terms = cx.max_terms;
-    const size_t d = cx.d;
-    const double inv_sqrt_d = cx.inv_sqrt_d;
-    (void)w, (void)t, (void)c, (void)opt, (void)si, (void)stage, (void)index, (void)id, (void)l, (void)max_terms, (void)d,
-        (void)inv_sqrt_d;
+void CellCtx::head_linear(CellMath& m) const {
     const size_t k = index[0], D = size_t(c.width);
     if (si->from.empty()) throw std::invalid_argument(stage + ": no input in the stage table");
     if (id.kind == SK::Logits && c.head == Head::Distilled) {
@@ -680,12 +609,12 @@ CellMath cell_math(const Weights& w, const Trace& t, StageId id, const std::vect
     const CellCtx cx{w, t, c, opt, si, stage, index, id, l, max_terms, d, inv_sqrt_d};
     switch (si->cell) {
     case CellRule::None: break;
-    case CellRule::ScaledDot: math_scaled_dot(m, cx); break;
-    case CellRule::Softmax: math_softmax(m, cx); break;
-    case CellRule::WeightedSum: math_weighted_sum(m, cx); break;
-    case CellRule::LayerNorm: math_layernorm(m, cx); break;
-    case CellRule::Gelu: math_activation(m, cx); break;
-    case CellRule::HeadLinear: math_head_linear(m, cx); break;
+    case CellRule::ScaledDot: cx.scaled_dot(m); break;
+    case CellRule::Softmax: cx.softmax(m); break;
+    case CellRule::WeightedSum: cx.weighted_sum(m); break;
+    case CellRule::LayerNorm: cx.layernorm(m); break;
+    case CellRule::Gelu: cx.activation(m); break;
+    case CellRule::HeadLinear: cx.head_linear(m); break;
     }
     m.lines.push_back("= " + num(m.value) + "   (the trace holds " + num(m.recorded) + ")");
     return m;
