@@ -528,11 +528,9 @@ void draw_overlay_sliders(ViewCtx& v, const StageTable& table, int& ol, bool one
         if (ImGui::SliderInt(one_layer ? "layer" : "up to layer", &ol, 0, L - 1)) ui.overlay_layer = ol;
     } else if (probe && ui.overlay == Overlay::Cls) {
         ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
+        // (a model with neither a cls token nor a probe: the overlay's message says why nothing is drawn)
         if (c.pooling == Pooling::Map)
             ImGui::TextDisabled("the pooling head's probe, after block %d (head.attn.pattern)", L - 1);
-        else
-            ImGui::TextDisabled("no cls token and no pooling probe: this model averages its patch tokens, so no one "
-                                "token's attention summarises the image (try 'attention from a token')");
         ImGui::PopTextWrapPos();
     }
     if (one_layer && L > 0) {

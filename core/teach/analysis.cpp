@@ -35,9 +35,13 @@ const Array& pattern(const Trace& t, int l) { return t.get(StageId{StageKind::At
 // Tokens before the patches (cls, registers, dist): the patch keys start there.
 size_t prefix_of(const Trace& t) { return size_t(t.table().dims().prefix); }
 void need_cls(const Trace& t, const char* what) {
-    if (!t.table().config().cls_token)
-        throw std::invalid_argument(std::string(what) + " follows the cls token, and this model has none "
-                                    "(its image summary is the pooling head's probe attention: head.attn.pattern)");
+    const Config& c = t.table().config();
+    if (c.cls_token) return;
+    // what the model has instead, true to it: SigLIP's probe, or (timm's reg4_gap, gap) the mean of the patches
+    throw std::invalid_argument(std::string(what) + " follows the cls token, and this model has none " +
+                                (c.pooling == Pooling::Map
+                                     ? "(its image summary is the pooling head's probe attention: head.attn.pattern)"
+                                     : "(it averages its patch tokens)"));
 }
 }  // namespace
 
@@ -67,6 +71,8 @@ std::vector<float> cls_attention(const Trace& t, int layer, int head) {
 
 std::vector<float> probe_attention(const Trace& t, int head) {
     const Array* p = t.find(StageId{StageKind::HeadAttnPattern});
+    if (!p && !t.table().config().cls_token)  // timm's cls-less ViTs that average their patches
+        throw std::invalid_argument("no cls token or probe: no one token sums up the image; try 'attention from a token'");
     if (!p) throw std::invalid_argument("this model has no attention-pooling head (no head.attn.pattern)");
     const size_t H = p->shape(0), T = p->shape(2), pre = prefix_of(t);
     if (head >= int(H)) throw std::invalid_argument("head " + std::to_string(head) + " out of range");

@@ -129,6 +129,13 @@ def check_cls_less_average(app):
     name = lay["strings"].get("overlay.name", "")
     expect(name == "cls attention (none)", f"the overlay is named for what the model lacks ({name})")
     expect("overlay.values" not in lay["strings"], "...and draws nothing")
+    msg = lay["strings"].get("overlay.message", "")
+    expect("probe" in msg and "attention from a token" in msg and "head.attn.pattern" not in msg,
+           f"...and says why without naming a head it lacks ({msg[:100]})")
+    _, lay = shot(app, model, size, "--overlay", "rollout")
+    msg = lay["strings"].get("overlay.message", "")
+    expect("cls token" in msg and "averages its patch tokens" in msg and "probe" not in msg,
+           f"rollout says why it cannot be drawn, true to this model ({msg[:110]})")
     _, lay = shot(app, model, size, "--tab", "4")
     expect(lay["strings"].get("lens.reads") == "mean of patch tokens", f"the logit lens reads the mean of the patches "
            f"({lay['strings'].get('lens.reads')})")
