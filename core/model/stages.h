@@ -3,9 +3,10 @@
 // Each kind of stage (stage_id.h) has one definition (StageDef, stages.cpp): its
 // name pattern, whether it has a gradient and whether training keeps it, its box on
 // the model map, its cell-math rule, the PyTorch module whose forward hook sees it,
-// and the function that writes its shape, axes and texts for a config and options.
-// The table for a (config, options) lists the stages a forward pass records, in
-// order, each described for exactly those options; it is built once, shared and
+// and the function that writes its axes and texts for a config and options
+// (stage_texts_*.cpp). The table for a (config, options) lists the stages a forward
+// pass records, in order and with their shapes, as the forward pass's own parts
+// give them run dry (forward_stages), each described for exactly those options; it is built once, shared and
 // immutable (StageTable::get), and looks stages up by id in O(1). The forward pass
 // records through it (it cannot record a stage the table does not list), the
 // backward pass writes gradients by id, and the views, exports, `vitscope-cli info`,
@@ -66,9 +67,10 @@ struct StageInfo {
     std::string grad_title, grad_what, grad_torch;
 };
 
-// One definition per kind of stage (stages.cpp). `describe` fills shape, axes,
-// texts, `from` and the box's sub-label for the config and options of a table.
-struct StageContext;  // the sizes and options a description reads (stages.cpp)
+// One definition per kind of stage (stages.cpp). `describe` fills axes, texts,
+// `from` and the box's sub-label for the config and options of a table (the shape
+// is the forward pass's, set before it is called).
+struct StageContext;  // the sizes and options a description reads (stage_texts.h)
 struct StageDef {
     StageKind kind;
     const char* pattern;    // the name, "{l}" standing for the block
