@@ -458,10 +458,18 @@ void add_analyze(CLI::App& app, Commands::State& s, std::function<int()>& select
             const Trace t = run_named(lm, x, opt);
             report_nonfinite(t, lm.source);
             const EmbedFilters ef = embed_filters(w);
-            const Tensor2 pos = pos_similarity(w), pos_run = pos_similarity(t), dist = attn_distance(t);
-            std::vector<ArrayRef> items{array_ref("embed_filters", ef.filters), array_ref("embed_filters_var", ef.variance),
-                                        array_ref("pos_similarity", pos), array_ref("pos_similarity_run", pos_run),
-                                        array_ref("attn_distance", dist)};
+            // a model without a position table (RoPE) has no table to compare: the rotations' similarity instead
+            const bool table = c.pos_table;
+            const Tensor2 pos = table ? pos_similarity(w) : rope_similarity(w), pos_run = table ? pos_similarity(t) : Tensor2(),
+                          dist = attn_distance(t);
+            std::vector<ArrayRef> items{array_ref("embed_filters", ef.filters), array_ref("embed_filters_var", ef.variance)};
+            if (table) {
+                items.push_back(array_ref("pos_similarity", pos));
+                items.push_back(array_ref("pos_similarity_run", pos_run));
+            } else {
+                items.push_back(array_ref("rope_similarity", pos));
+            }
+            items.push_back(array_ref("attn_distance", dist));
             // the logit lens reads class scores: models whose output is an embedding have none
             Tensor2 lens;
             if (c.has_logits()) {

@@ -74,6 +74,7 @@ inline const std::vector<StepDef>& step_defs() {
         {"ln_pre", "A LayerNorm before the blocks", [](const StageTable& t, const Config&) { return has_k(t, K::LnPreOut); }},
         {"ln", "LayerNorm of one token", [](const StageTable& t, const Config&) { return has_k(t, K::Ln1Out, 0); }},
         {"qkv", "Query, key and value", [](const StageTable& t, const Config&) { return has_k(t, K::AttnQ, 0); }},
+        {"rope", "Positions turn q and k (RoPE)", [](const StageTable& t, const Config&) { return has_k(t, K::AttnQRot, 0); }},
         {"scores", "One token's scores", [](const StageTable& t, const Config&) { return has_k(t, K::AttnScores, 0); }},
         {"softmax", "Softmax: scores become weights", [](const StageTable& t, const Config&) { return has_k(t, K::AttnPattern, 0); }},
         {"weighted", "The weighted sum of values", [](const StageTable& t, const Config&) { return has_k(t, K::AttnZ, 0); }},

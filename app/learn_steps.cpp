@@ -2,6 +2,8 @@
 // its narration from the same numbers.
 #include "learn_internal.h"
 
+#include "core/model/rope.h"
+
 namespace vit::app::learn_detail {
 
 namespace {
@@ -401,9 +403,94 @@ void step_qkv(Ctx& x) {
                   num(norm2(row_of_stage(*q, tok, h), size_t(d))) + ", |k| = " + num(norm2(row_of_stage(*k, tok, h), size_t(d))) + ".";
 }
 
-void step_scores(Ctx& x) {
+// RoPE (DINOv3): one patch's query of one head, before and after it is turned by its position. Four of its
+// d/2 pairs drawn as arrows in their plane (the fastest and slowest of the row's and the column's angles),
+// each turning from where q has it to where q_rot has it; the numbers are the trace's q and q_rot.
+void step_rope(Ctx& x) {
     const Array* q = x.get(K::AttnQ, 0);
-    const Array* k = x.get(K::AttnK, 0);
+    const Array* qr = x.get(K::AttnQRot, 0);
+    if (!q || !qr) return;
+    const int H = int(extent(*q, 0)), T = int(extent(*q, 1)), d = int(extent(*q, 2)), half = d / 2, quarter = d / 4;
+    const int pre = x.rd.prefix;
+    // the cls and storage tokens are not turned: a patch is shown (the selected token when it is one)
+    const int tok = std::clamp(x.tok < pre ? pre : x.tok, 0, T - 1), h = std::clamp(x.head, 0, H - 1);
+    x.tok = tok;  // the token followed (the probe's learn.token) is the one shown
+    const int patch = x.rd.kept[size_t(std::clamp(tok - pre, 0, int(x.rd.kept.size()) - 1))];
+    const int prow = patch / x.rd.gw, pcol = patch % x.rd.gw;
+    const float cy = 2.f * ((float(prow) + 0.5f) / float(x.rd.gh)) - 1.f, cx = 2.f * ((float(pcol) + 0.5f) / float(x.rd.gw)) - 1.f;
+    const float* a = row_of_stage(*q, tok, h);
+    const float* b = row_of_stage(*qr, tok, h);
+    const float W = x.Wp(), Hh = x.Hp(), lh = ImGui::GetTextLineHeight();
+    const std::string tn = token_name(x, tok);
+    const Colormap cm = signed_cm(a, size_t(d));
+    label(x, W * 0.05f, 0, "q of " + tn + ", head " + itos(h) + " (" + itos(d) + " dims)");
+    grid(x, "q before turning", a, 1, d, WRect{W * 0.05f, lh * 1.3f, W * 0.9f, lh * 1.4f}, cm, CellRef{StageId{K::AttnQ, 0}, h, tok, 0});
+    label(x, W * 0.05f, lh * 3.2f, "q_rot: the same q turned by the patch's position");
+    grid(x, "q after turning", b, 1, d, WRect{W * 0.05f, lh * 4.5f, W * 0.9f, lh * 1.4f}, cm, CellRef{StageId{K::AttnQRot, 0}, h, tok, 0});
+    // four pairs in their planes: dims (i, i + d/2), turned by angle i
+    // the fastest pair and a slower one of the row's, the same of the column's (the slowest barely turn
+    // across an image: their maps would be one colour)
+    const int pairs[4] = {0, quarter / 2, quarter, quarter + quarter / 2};
+    const char* what[4] = {"row", "row", "column", "column"};
+    const float top = lh * 8.5f, cw = W * 0.9f / 4, r = std::max(8.f, std::min(cw * 0.3f, (Hh - top - lh * 6) * 0.22f));
+    // each pair's angle over the whole grid (the core's RoPE angles, as the forward pass turns by them): cos(angle)
+    const RopeAngles ra = rope_angles(x.c, x.w.rope_periods, x.rd);
+    const int gh = x.rd.gh, gw = x.rd.gw;
+    Colormap ccm;
+    ccm.mode = Colormap::Diverging; ccm.vmin = -1; ccm.vmax = 1;
+    const float t = span(x.p, 0.15f, 0.85f);
+    double vmax = 1e-12;
+    for (int i : pairs) vmax = std::max({vmax, std::hypot(double(a[i]), double(a[i + half])), std::hypot(double(b[i]), double(b[i + half]))});
+    for (int k = 0; k < 4; ++k) {
+        const int i = pairs[k];
+        const float ox = W * 0.05f + cw * (k + 0.5f), oy = top + lh * 2.6f + r;
+        // the angle this pair turns by: from the trace's q and q_rot themselves
+        const double a0 = std::atan2(double(a[i + half]), double(a[i])), a1 = std::atan2(double(b[i + half]), double(b[i]));
+        double turn = std::remainder(a1 - a0, 2 * M_PI);
+        const double len = std::hypot(double(a[i]), double(a[i + half])), len1 = std::hypot(double(b[i]), double(b[i + half]));
+        const float rr = float(r * len / vmax);
+        const ImVec2 c = x.S(ox, oy);
+        x.dl->AddCircle(c, r * x.zoom, IM_COL32(90, 90, 100, 255), 48, 1.5f);
+        auto tip = [&](double ang, float l) { return ImVec2(c.x + float(std::cos(ang)) * l * x.zoom, c.y - float(std::sin(ang)) * l * x.zoom); };
+        x.dl->AddLine(c, tip(a0, rr), IM_COL32(160, 160, 170, 255), 2);
+        x.dl->AddLine(c, tip(a0 + turn * t, float(rr + (r * len1 / vmax - rr) * t)), IM_COL32(255, 230, 0, 255), 3);
+        label(x, ox, top, std::string("pair ") + itos(i) + " (dims " + itos(i) + ", " + itos(i + half) + ")", IM_COL32(230, 230, 230, 255), 0.5f);
+        const float period = x.w.rope_periods.size() > size_t(i % std::max(quarter, 1)) ? x.w.rope_periods(size_t(i % std::max(quarter, 1))) : 0.f;
+        label(x, ox, top + lh * 1.1f, std::string(what[k]) + ", period " + num(period, 3), IM_COL32(170, 170, 180, 255), 0.5f);
+        label(x, ox, oy + r + lh * 0.4f, "turned " + num(turn, 2) + " rad", IM_COL32(255, 230, 0, 255), 0.5f);
+        x.v.probe.numbers["learn.rope.turn." + itos(k)] = turn;
+        // under it: cos(angle) of this pair for every patch of the grid, this patch framed
+        std::vector<float> map(size_t(gh) * size_t(gw), 0.f);
+        for (size_t n = 0; n < x.rd.kept.size(); ++n) map[size_t(x.rd.kept[n])] = ra.cos[n * ra.half + size_t(i)];
+        const float my = oy + r + lh * 2.f, mw = std::min(cw * 0.85f, (Hh - my - lh * 1.5f) * float(gw) / float(gh));
+        const float mh = mw * float(gh) / float(gw);
+        grid(x, "cos(angle) per patch", map.data(), gh, gw, WRect{ox - mw / 2, my, mw, mh}, ccm);
+        outline(x, WRect{ox - mw / 2 + mw * pcol / gw, my + mh * prow / gh, mw / gw, mh / gh}, IM_COL32(255, 230, 0, 255));
+        if (k == 0) x.v.probe.strings["learn.values.rope.cos0"] = csv(map.data(), map.size());
+    }
+    record_values(x, "rope.q", a, size_t(d));
+    record_values(x, "rope.q_rot", b, size_t(d));
+    x.v.probe.numbers["learn.head"] = h;
+    x.torch = StageId{K::AttnQRot, 0};
+    x.narration = "This model adds no position vector to the tokens. Instead, in every block, each patch's query and key are turned by "
+                  "angles set by where the patch is: " + tn + " is in row " + itos(prow) + ", column " + itos(pcol) + " of the " +
+                  itos(x.rd.gh) + "x" + itos(x.rd.gw) + " grid, its centre at " + num(cy, 3) + ", " + num(cx, 3) + " on a -1..1 scale. "
+                  "The " + itos(d) + " dims form " + itos(half) + " pairs; the first " + itos(quarter) + " turn by the row, the next " +
+                  itos(quarter) + " by the column, each at its own speed (grey: before, yellow: after); under each, the cosine "
+                  "of its angle at every patch: the row pairs change from row to row, the column pairs from column to column. "
+                  "Turning keeps each pair's "
+                  "length: |q| = " + num(norm2(a, size_t(d)), 3) + " before and " + num(norm2(b, size_t(d)), 3) + " after. Keys are turned "
+                  "the same way, so q.k depends on how far apart two patches are, not on where each one is. The cls and storage tokens "
+                  "are not turned.";
+}
+
+void step_scores(Ctx& x) {
+    // with RoPE the scores are the rotated q and k's (attn.q_rot, attn.k_rot)
+    const bool rope = x.get(K::AttnQRot, 0) != nullptr;
+    const K qkind = rope ? K::AttnQRot : K::AttnQ, kkind = rope ? K::AttnKRot : K::AttnK;
+    const std::string rot = rope ? " (rotated by RoPE)" : "";
+    const Array* q = x.get(qkind, 0);
+    const Array* k = x.get(kkind, 0);
     const Array* sc = x.get(K::AttnScores, 0);
     if (!q || !k || !sc) return;
     const int H = int(extent(*q, 0)), T = int(extent(*q, 1)), d = int(extent(*q, 2));
@@ -413,10 +500,10 @@ void step_scores(Ctx& x) {
     const float* srow = row_of_stage(*sc, tok, h);
     const Slice2D ks = slice2d(*k, h);
     const float kx = W * 0.25f, kw = W * 0.35f, top = lh * 4.5f, kh = Hh - top - lh;
-    label(x, kx, 0, "q of " + token_name(x, tok) + ", head " + itos(h));
-    grid(x, "q", qr, 1, d, WRect{kx, lh * 1.3f, kw, lh * 1.4f}, signed_cm(qr, size_t(d)), CellRef{StageId{K::AttnQ, 0}, h, tok, 0});
-    label(x, kx, top - lh * 1.2f, "k of every token (" + itos(T) + ")");
-    grid(x, "K", ks.data, T, d, WRect{kx, top, kw, kh}, signed_cm(ks.data, ks.size()), CellRef{StageId{K::AttnK, 0}, h, 0, 0});
+    label(x, kx, 0, "q of " + token_name(x, tok) + ", head " + itos(h) + rot);
+    grid(x, "q", qr, 1, d, WRect{kx, lh * 1.3f, kw, lh * 1.4f}, signed_cm(qr, size_t(d)), CellRef{StageId{qkind, 0}, h, tok, 0});
+    label(x, kx, top - lh * 1.2f, "k of every token (" + itos(T) + ")" + rot);
+    grid(x, "K", ks.data, T, d, WRect{kx, top, kw, kh}, signed_cm(ks.data, ks.size()), CellRef{StageId{kkind, 0}, h, 0, 0});
     const int j = std::min(T - 1, int(span(x.p, 0.05f, 0.7f) * T));
     const float sx = kx + kw + W * 0.1f, sw = std::max(W * 0.06f, 14.f);
     label(x, sx + sw / 2, top - lh * 1.2f, "scores", IM_COL32(230, 230, 230, 255), 0.5f);
@@ -804,6 +891,7 @@ void draw_step(Ctx& x, const std::string& id) {
     else if (id == "ln_pre") { x.tok = std::min(x.tok, x.rd.T - 1); step_ln(x, LnSite::Pre, -1); }
     else if (id == "ln") step_ln(x, LnSite::Ln1, 0);
     else if (id == "qkv") step_qkv(x);
+    else if (id == "rope") step_rope(x);
     else if (id == "scores") step_scores(x);
     else if (id == "softmax") step_softmax(x);
     else if (id == "weighted") step_weighted(x);

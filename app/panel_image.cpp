@@ -248,7 +248,11 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
     // one line (the panel's height is the image's): the grids, the rule in the tooltip, the stages a click away
     std::string pos, brief;
     const std::string learned = std::to_string(sg) + "x" + std::to_string(sg);
-    if (rd.resized) {
+    if (!c.pos_table) {
+        pos = "no position table: positions are rotations of each patch's q and k in every block (RoPE), by its row and "
+              "column in this run's " + std::to_string(rd.gh) + "x" + std::to_string(rd.gw) + " grid";
+        brief = "pos: RoPE " + std::to_string(rd.gh) + "x" + std::to_string(rd.gw);
+    } else if (rd.resized) {
         pos = "position embeddings: learned for " + learned + " patches, resized to " + std::to_string(rd.gh) + "x" +
               std::to_string(rd.gw) + " by " + pos_rule_label(c.pos_rule);
         brief = "pos " + learned + " -> " + std::to_string(rd.gh) + "x" + std::to_string(rd.gw);
@@ -275,7 +279,9 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
     }
     pflow.next(Flow::button_w("similarity"));
     if (ImGui::SmallButton("similarity")) v.ui.tab = Tab::Positions;
-    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the Positions tab: how alike the positions are, learned and as run");
+    if (v.hover && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s", c.pos_table ? "the Positions tab: how alike the positions are, learned and as run"
+                                            : "the Positions tab: how alike the rotations of two patches are (RoPE)");
 }
 
 // The overlay that reads one token's attention over the image: the cls token's (most ViTs), the pooling

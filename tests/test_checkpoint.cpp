@@ -526,3 +526,82 @@ TEST(Layouts, TimmGapPoolingFollowsWhereTheNormIs) {
     EXPECT_GT(std::abs(b.get({StageKind::LnFinalOut, -1}).data()[0] - pa.data()[0]), 1e-3);
     fs::remove_all(d);
 }
+
+// DINOv3's torch.hub keys (issue 39): the head count from RoPE's periods, the K bias masked, the storage
+// tokens as registers; then what a broken file gets: a name, never a crash or a silent run.
+TEST(Layouts, Dinov3HubKeysHeadsFromPeriodsAndTheKBiasMasked) {
+    Config c = preset("dinov3-s16");
+    c.depth = 1;
+    const Weights w = init_weights(c, 7);
+    const fs::path d = fs::temp_directory_path() / "vitscope_dinov3";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    const size_t D = 384;
+    // a bias with a non-zero K third in the file, and its mask (1, 0, 1 by thirds)
+    Tensor1 bias = Tensor1::from_shape({3 * D}), mask = xt::ones<float>({3 * D});
+    for (size_t i = 0; i < 3 * D; ++i) bias(i) = float(int(i % 7) - 3) * 0.1f;
+    for (size_t i = D; i < 2 * D; ++i) mask(i) = 0.f;
+    auto write = [&](const std::string& name, const std::function<void(std::vector<ArrayRef>&)>& edit) {
+        std::vector<ArrayRef> v = param_refs(w);
+        for (ArrayRef& r : v) {
+            if (r.name == "patch_embed.proj.weight") r.shape = {D, 3, 16, 16};
+            if (r.name == "reg_token") r.name = "storage_tokens";
+            if (r.name == "blocks.0.attn.qkv.bias") r.data = bias.data();
+        }
+        v.push_back(array_ref("blocks.0.attn.qkv.bias_mask", mask));
+        edit(v);
+        write_safetensors((d / name).string(), v, {{"format", "pt"}});
+        return (d / name).string();
+    };
+    const LoadedModel lm = load_model(write("ok.safetensors", [](std::vector<ArrayRef>&) {}));
+    const Config& g = lm.weights.cfg;
+    EXPECT_EQ(g.family, ModelFamily::Dinov3);
+    EXPECT_EQ(g.heads, 6);  // 16 periods: head width 64
+    EXPECT_NE(lm.heads_from.find("rope_embed.periods"), std::string::npos) << lm.heads_from;
+    EXPECT_TRUE(g.rope);
+    EXPECT_FALSE(g.pos_table);
+    EXPECT_EQ(g.registers, 4);
+    EXPECT_FLOAT_EQ(g.eps, 1e-5f);
+    EXPECT_EQ(g.image_size, 224);
+    for (size_t i = 0; i < 3 * D; ++i) ASSERT_EQ(lm.weights.blocks[0].qkv_b(i), bias(i) * mask(i)) << i;
+    EXPECT_TRUE(xt::allclose(lm.weights.rope_periods, w.rope_periods));
+    // periods that do not divide the width into heads: named
+    Tensor1 p5 = xt::ones<float>({5});
+    try {
+        load_model(write("p5.safetensors", [&](std::vector<ArrayRef>& v) {
+            for (ArrayRef& r : v) if (r.name == "rope_embed.periods") r = array_ref("rope_embed.periods", p5);
+        }));
+        ADD_FAILURE() << "5 periods for width 384 loaded";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("rope_embed.periods"), std::string::npos) << e.what();
+    }
+    // a mask that is not 0s and 1s (its NaN before initialisation): named
+    Tensor1 nanmask = mask;
+    nanmask(5) = std::nanf("");
+    try {
+        load_model(write("nan.safetensors", [&](std::vector<ArrayRef>& v) {
+            for (ArrayRef& r : v) if (r.name == "blocks.0.attn.qkv.bias_mask") r.data = nanmask.data();
+        }));
+        ADD_FAILURE() << "a NaN bias mask loaded";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("bias_mask"), std::string::npos) << e.what();
+    }
+    // storage tokens without the periods: named
+    try {
+        load_model(write("noper.safetensors", [&](std::vector<ArrayRef>& v) {
+            v.erase(std::remove_if(v.begin(), v.end(), [](const ArrayRef& r) { return r.name == "rope_embed.periods"; }), v.end());
+        }));
+        ADD_FAILURE() << "DINOv3 without its periods loaded";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("rope_embed.periods"), std::string::npos) << e.what();
+    }
+    // ViTScope's own file of it round-trips: config (rope, no table) and the periods
+    save_model((d / "own.safetensors").string(), lm.weights);
+    const LoadedModel back = load_model((d / "own.safetensors").string());
+    EXPECT_TRUE(back.weights.cfg.rope);
+    EXPECT_FALSE(back.weights.cfg.pos_table);
+    EXPECT_EQ(back.weights.cfg.family, ModelFamily::Dinov3);
+    EXPECT_TRUE(xt::allclose(back.weights.rope_periods, w.rope_periods));
+    EXPECT_EQ(back.weights.pos.size(), 0u);
+    fs::remove_all(d);
+}

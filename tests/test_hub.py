@@ -649,6 +649,11 @@ def main():
         dsd["blocks.%d.ls1.gamma" % i] = z(384)
         dsd["blocks.%d.attn.qkv.weight" % i] = z(1152, 384)
     torch.save(dsd, os.path.join(torch_dir, "dinov2_vits14_reg4_pretrain.pth"))
+    # DINOv3's torch.hub file: the same keys as DINOv2's but storage tokens and RoPE periods, no pos_embed
+    d3 = {k: v for k, v in dsd.items() if k not in ("pos_embed", "register_tokens")}
+    d3["storage_tokens"], d3["rope_embed.periods"] = z(1, 4, 384), z(16)
+    d3["patch_embed.proj.weight"] = z(384, 3, 16, 16)
+    torch.save(d3, os.path.join(torch_dir, "dinov3_vits16_pretrain_lvd1689m-08c60483.pth"))
     torch.save({"conv1.weight": z(8, 3, 7, 7), "layer1.0.conv1.weight": z(8, 8, 3, 3), "fc.weight": z(10, 8)},
                os.path.join(torch_dir, "resnet_tiny.pth"))
     with open(os.path.join(torch_dir, "notes.txt"), "w") as f:
@@ -693,6 +698,10 @@ def main():
     dn = by_name("dinov2_vits14_reg4_pretrain.pth")
     expect(dn is not None and dn["vit"] and dn["family"] == "DINOv2 with 4 registers (original layout)" and
            dn["size"].startswith("ViT-S/14, 518 px"), "models: torch.hub's original-layout DINOv2 with registers", str(dn))
+    d3f = by_name("dinov3_vits16_pretrain_lvd1689m-08c60483.pth")
+    expect(d3f is not None and d3f["vit"] and d3f["family"] == "DINOv3 with 4 storage tokens (facebookresearch, RoPE)" and
+           d3f["size"] == "ViT-S/16, no classification head", "models: torch.hub's DINOv3 (not DINOv2: no position table)",
+           str(d3f))
     rn = by_name("resnet_tiny.pth")
     expect(rn is not None and not rn["vit"] and rn["family"].startswith("not a ViT"), "models: a CNN is 'not a ViT'", str(rn))
     expect(not any(k.endswith("notes.txt") for k in found), "models: files that are not checkpoints are skipped")

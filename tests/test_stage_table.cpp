@@ -264,4 +264,27 @@ TEST(StageTable, ShapesFromTheDryRunMatchHandArithmetic) {
     const auto swt = StageTable::get(sw);
     EXPECT_EQ(shape(*swt, "blocks.0.mlp.pre"), (Shape{197, 1024}));
     EXPECT_EQ(shape(*swt, "blocks.0.mlp.post"), (Shape{197, 512}));
+
+    // DINOv3 (RoPE, no table) at 160x224: a 10x14 grid = 140 patches; tokens cls + 140, then cls, 4 storage
+    // tokens, 140 patches = 145; no pos_embed rows; q_rot and k_rot beside q and k, (6, 145, 64); 5 + 1 +
+    // 12 * (20 + 2 layer scales + 2 rotations) + 4 + 2 rows
+    Options o3;
+    o3.image_h = 160;
+    o3.image_w = 224;
+    const auto d3 = StageTable::get(preset("dinov3-s16"), o3);
+    EXPECT_EQ(d3->find("pos_embed"), nullptr);
+    EXPECT_EQ(d3->find("pos_embed.learned"), nullptr);
+    EXPECT_EQ(shape(*d3, "tokens"), (Shape{141, 384}));
+    EXPECT_EQ(shape(*d3, "embed"), (Shape{141, 384}));
+    EXPECT_EQ(shape(*d3, "with_registers"), (Shape{145, 384}));
+    EXPECT_EQ(shape(*d3, "blocks.5.attn.q_rot"), (Shape{6, 145, 64}));
+    EXPECT_EQ(shape(*d3, "blocks.5.attn.k_rot"), (Shape{6, 145, 64}));
+    EXPECT_EQ(shape(*d3, "blocks.5.attn.scores"), (Shape{6, 145, 145}));
+    EXPECT_EQ(shape(*d3, "embedding"), (Shape{384}));
+    EXPECT_EQ(d3->size(), 6u + 12u * 24u + 5u);
+    // the rotations sit between v and the scores
+    const StageInfo* k_rot = d3->find("blocks.0.attn.k_rot");
+    ASSERT_NE(k_rot, nullptr);
+    EXPECT_EQ(d3->rows()[d3->index(k_rot->id) + 1].name, "blocks.0.attn.scores");
+    EXPECT_EQ(d3->rows()[d3->index(k_rot->id) - 2].name, "blocks.0.attn.v");
 }

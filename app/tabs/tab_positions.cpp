@@ -34,7 +34,8 @@ public:
             error_.clear();
             sim_ = Array();
             try {
-                sim_ = pos_similarity(w);  // the core's numbers
+                // the core's numbers: the learned table's similarity, or without a table (RoPE) the rotations'
+                sim_ = c.pos_table ? pos_similarity(w) : rope_similarity(w);
             } catch (const std::exception& e) {
                 error_ = e.what();
             }
@@ -60,6 +61,17 @@ public:
             }
         }
         ImGui::PushTextWrapPos(0);
+        if (!c.pos_table)
+            ImGui::TextWrapped("This model has no position table: it learns no position embeddings. Every block turns each "
+                               "patch's query and key by angles set by the patch's row and column (RoPE: stages attn.q_rot, "
+                               "attn.k_rot), %d angles per head, with periods from %.3g to %.3g. Shown for each patch of the "
+                               "%dx%d grid: how alike its rotation is to every other patch's, the mean over the angles of "
+                               "cos(angle here - angle there), which is what q.k keeps when q and k are the same vector "
+                               "before turning. It depends only on how far apart two patches are, so every map is the same "
+                               "pattern moved: that is the lesson of RoPE. It is fixed, not learned. Click a map to show it large.",
+                               int(w.rope_periods.size()) * 2, w.rope_periods.size() ? double(w.rope_periods(0)) : 0.0,
+                               w.rope_periods.size() ? double(w.rope_periods(w.rope_periods.size() - 1)) : 0.0, G, G);
+        else
         ImGui::TextWrapped("Position embeddings: for each patch, the cosine similarity of its position embedding with every "
                            "other patch's, drawn in the patch layout (one small %dx%d map per patch; ViT paper Fig. 7). "
                            "A trained model learns that near patches are alike. Click a map to show it large.", G, G);
@@ -67,7 +79,7 @@ public:
             ImGui::TextWrapped("This run is %dx%d pixels, %dx%d patches: the learned %dx%d table was resized by %s "
                                "(stages pos_embed.learned -> pos_embed). Left and top right: the learned table; below: "
                                "the table the run added.", rd.img_h, rd.img_w, rd.gh, rd.gw, G, G, pos_rule_label(c.pos_rule));
-        if (std::string note = weights_note(s); !note.empty())
+        if (std::string note = weights_note(s); !note.empty() && c.pos_table)
             ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: these embeddings are random, with no learned structure", note.c_str());
         ImGui::PopTextWrapPos();
         pr.numbers["pos.grid_n"] = G;
@@ -93,7 +105,7 @@ public:
         bool hovered = v.hover && ImGui::IsItemHovered();
         bool clicked = v.hover && ImGui::IsItemClicked(ImGuiMouseButton_Left);
         Colormap cm;
-        cm.mode = Colormap::Diverging; cm.vmin = -1; cm.vmax = 1;  // cosine similarity
+        cm.mode = Colormap::Diverging; cm.vmin = -1; cm.vmax = 1;  // cosine similarity (RoPE's: a mean of cosines)
         v.gfx.draw(dl, grid_, p0, p1, cm);
         const float m = side / G;
         ImU32 gap = ImGui::GetColorU32(ImGuiCol_WindowBg);
@@ -108,7 +120,8 @@ public:
         if (hovered || clicked) {
             ImVec2 mp = ImGui::GetIO().MousePos;
             int gx = std::clamp(int((mp.x - p0.x) / m), 0, G - 1), gy = std::clamp(int((mp.y - p0.y) / m), 0, G - 1);
-            if (hovered) ImGui::SetTooltip("patch %d (row %d, col %d) of the learned grid: click to show its map large", gy * G + gx, gy, gx);
+            if (hovered) ImGui::SetTooltip("patch %d (row %d, col %d) of the %s grid: click to show its map large", gy * G + gx, gy, gx,
+                                           c.pos_table ? "learned" : "native");
             if (clicked) psel = gy * G + gx;
         }
         ImGui::EndGroup();
@@ -169,7 +182,7 @@ public:
         }
         pr.strings["pos.values"] = csv(sim_.data() + size_t(p) * size_t(N), size_t(N));
         pr.numbers["pos.patch"] = p;
-        numbers_.push_back({"pos_similarity", sim_});  // what "Numbers .npy/.csv" exports on this tab
+        numbers_.push_back({c.pos_table ? "pos_similarity" : "rope_similarity", sim_});  // what "Numbers .npy/.csv" exports
     }
 
 

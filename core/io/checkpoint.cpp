@@ -35,7 +35,7 @@ const char* family_name(Family f) {
 namespace {
 // The spellings of the families' enums in vitscope.config (and `info`).
 const char* const kPoolingNames[] = {"cls", "mean", "cls_then_norm", "map", "norm_mean"};
-const char* const kFamilyNames[] = {"vit", "deit", "dino", "dinov2", "clip", "siglip", "mae"};
+const char* const kFamilyNames[] = {"vit", "deit", "dino", "dinov2", "clip", "siglip", "mae", "dinov3"};
 const char* const kActNames[] = {"gelu", "quick_gelu", "gelu_tanh", "swiglu"};
 const char* const kHeadNames[] = {"classifier", "distilled", "identity", "projection"};
 const char* const kPosRuleNames[] = {"timm", "dino", "dinov2", "dinov2_reg", "hf", "hf_antialias", "open_clip", "mae"};
@@ -50,7 +50,8 @@ std::string config_to_json(const Config& c) {
     // the family fields, whenever one of them is not the vanilla ViT's (each of them: a converted Hugging Face
     // ViT differs only in its position table's resize rule, and reloaded with timm's when that was left out)
     if (c.family != ModelFamily::ViT || c.head != Head::Classifier || !c.cls_token || c.dist_token || c.registers || c.layer_scale ||
-        c.ln_pre || !c.patch_bias || c.pos_no_cls || c.act != Act::Gelu || c.pos_grid || c.pos_rule != PosRule::Timm) {
+        c.ln_pre || !c.patch_bias || c.pos_no_cls || c.act != Act::Gelu || c.pos_grid || c.pos_rule != PosRule::Timm ||
+        !c.pos_table || c.rope) {
         j["family"] = kFamilyNames[int(c.family)];
         j["cls_token"] = c.cls_token;
         j["dist_token"] = c.dist_token;
@@ -64,6 +65,11 @@ std::string config_to_json(const Config& c) {
         j["embed_dim"] = c.embed_dim;
         j["pos_rule"] = kPosRuleNames[int(c.pos_rule)];
         j["pos_grid"] = c.pos_grid;
+        if (!c.pos_table || c.rope) {  // written only when on: older files stay as they were
+            j["pos_table"] = c.pos_table;
+            j["rope"] = c.rope;
+            j["rope_base"] = c.rope_base;
+        }
     }
     return j.dump();
 }
@@ -201,6 +207,9 @@ Config config_from_json(const std::string& text, const std::string& what) {
     c.embed_dim = r.integer("embed_dim", 0, kMaxWidth, &kZero);
     c.pos_rule = PosRule(r.choice("pos_rule", kPosRuleNames, 0));
     c.pos_grid = r.integer("pos_grid", 0, kMaxImageSize, &kZero);
+    c.pos_table = r.flag("pos_table", true);
+    c.rope = r.flag("rope", false);
+    c.rope_base = r.number("rope_base", c.rope_base);
     const int zero = 0;
     c.pre.resize = r.integer("resize", 0, kMaxResize, &zero);
     static const char* const kInterpNames[] = {"bilinear", "bicubic"};  // anything else is refused, not read as bilinear

@@ -153,6 +153,13 @@ Identity identify(const Shapes& all, const std::string& config_json) {
             family = "EVA (rotary position embedding)";
             id.vit = false;
         } else if (has(m, "dist_token")) { family = "DeiT distilled (timm)"; prefix_tokens = 2; }
+        else if (has(m, "rope_embed.periods") || has(m, "storage_tokens")) {
+            // DINOv3 (torch.hub): RoPE, no position table (so no grid to tell a size)
+            int r = registers("storage_tokens");
+            family = "DINOv3" + (r ? " with " + std::to_string(r) + " storage tokens" : std::string()) +
+                     " (facebookresearch, RoPE)";
+            pos_key.clear();
+        }
         else if (has(m, "blocks.0.ls1.gamma") && (has(m, "mask_token") || has(m, "register_tokens"))) {
             int r = registers("register_tokens");
             family = r ? "DINOv2 with " + std::to_string(r) + " registers (original layout)" : "DINOv2 (original layout)";
@@ -223,7 +230,7 @@ Identity identify(const Shapes& all, const std::string& config_json) {
     // Shapes: depth, position grid, head.
     const int depth = count_blocks(m, blocks);
     const std::vector<size_t>* pos = get(m, pos_key);
-    if (!pos && kind == "timm" && root.empty() && has(all, "pos_embed")) pos = get(all, "pos_embed");
+    if (!pos && kind == "timm" && root.empty() && has(all, "pos_embed") && !pos_key.empty()) pos = get(all, "pos_embed");
     std::string grid;
     if (pos && D) {
         const uint64_t T = numel(*pos) / D;

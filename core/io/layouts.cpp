@@ -63,6 +63,22 @@ struct Mapper {
         it->second.reshape(want);
         return &it->second;
     }
+    // dst *= the mask tensor (0s and 1s: DINOv3's LinearKMaskedBias multiplies its bias by it). A mask
+    // with anything else (its NaN before initialisation) is refused naming it.
+    template <size_t N>
+    void apply_mask(const Src& s, const Shape& want, xt::xtensor<float, N>& dst) {
+        const Array* m = fetch(s.mask, want);
+        if (!m || dst.size() != m->size()) return;
+        for (size_t i = 0; i < m->size(); ++i) {
+            const float v = m->data()[i];
+            if (v != 0.f && v != 1.f) {
+                misshaped.push_back(s.mask + ": element " + std::to_string(i) + " is " + std::to_string(v) +
+                                    "; a bias mask holds 0s and 1s");
+                return;
+            }
+            dst.data()[i] *= v;
+        }
+    }
     // Moves (or stacks, or transposes) the file's tensors into dst.
     template <size_t N>
     void take(const Src& s, const Shape& want, xt::xtensor<float, N>& dst) {
@@ -74,6 +90,7 @@ struct Mapper {
         if (s.keys.size() == 1 && !s.transpose) {
             // the file's tensor goes as soon as it is copied: a model is never held twice while loading
             if (Array* a = fetch(s.keys[0], want)) { dst = xt::xtensor<float, N>(std::move(*a)); *a = Array(); }
+            if (!s.mask.empty()) apply_mask(s, want, dst);
             return;
         }
         if (s.transpose) {  // (E, D) in the file, (D, E) here
@@ -104,6 +121,7 @@ Shape param_shape(const Config& c, const std::string& name) {
     if (name == "cls_token" || name == "dist_token" || name == "map.probe") return {D};
     if (name == "reg_token") return {size_t(c.registers), D};
     if (name == "pos_embed") return {size_t(c.pos_rows()), D};
+    if (name == "rope_embed.periods") return {size_t(std::max(1, c.head_dim() / 4))};
     if (name == "patch_embed.proj.weight") return {D, size_t(c.patch_dim())};
     if (name == "proj") return {D, E};
     if (name == "head.weight" || name == "head_dist.weight") return {K, D};
@@ -232,8 +250,11 @@ void Load::choose_plan() {
             dtypes = std::move(d2);
             lm.notes.push_back("the blocks are stored in chunks (blocks.<chunk>.<index>, DINOv2's block_chunks): read by index");
         }
+        // DINOv3 shares timm's patch embedding name; its storage tokens and RoPE periods tell it apart
+        if (kind == Kind::Timm && (k.has(root + "storage_tokens") || k.has(root + "rope_embed.periods"))) kind = Kind::Dinov3;
         const Keys k2(src, dtypes);
         switch (kind) {
+            case Kind::Dinov3: p = plan_dinov3(k2, root, what); break;
             case Kind::Timm: p = plan_timm(k2, root, meta, side, what); break;
             case Kind::HfVit: p = plan_hf_vit(k2, root, side, what); break;
             case Kind::HfClip: p = plan_hf_clip(k2, root, side, what); break;
@@ -273,20 +294,32 @@ void Load::sizes_from_shapes() {
         if (c.channels != 1 && c.channels != 3)
             throw FileError(what + ": " + ps.keys[0] + " has shape " + shape_str_of(pw) + ": " + std::to_string(c.channels) +
                             " input channels (1 or 3 expected)");
-        const Src pos_src = p.source("pos_embed");
-        const Array& pos = need(k, pos_src, what, "the position embedding");
+        if (!c.pos_table) {
+            // RoPE alone (DINOv3): no table to tell the size; the family's default, and any multiple of the
+            // patch runs
+            c.image_size = 224 - 224 % c.patch;
+            c.pos_grid = 0;
+            lm.notes.push_back("no position table (RoPE): runs at " + std::to_string(c.image_size) + "x" +
+                               std::to_string(c.image_size) + ", DINOv3's default; any multiple of " +
+                               std::to_string(c.patch) + " pixels runs (--image-size)");
+        }
+        const Src pos_src = c.pos_table ? p.source("pos_embed") : Src{};
+        const Array& pos = c.pos_table ? need(k, pos_src, what, "the position embedding") : pw;
         const size_t T = pos.size() / std::max<size_t>(1, size_t(c.width));
         const size_t pre = size_t(p.pos_prefix);
         const size_t G = size_t(std::lround(std::sqrt(double(T > pre ? T - pre : 0))));
         const char* rows_text = pre == 0 ? "" : pre == 1 ? " plus the cls token" : " plus the cls and distillation tokens";
-        if (pos.size() != T * size_t(c.width) || T <= pre || G * G + pre != T)
+        if (!c.pos_table) {
+        } else if (pos.size() != T * size_t(c.width) || T <= pre || G * G + pre != T)
             throw FileError(what + ": " + pos_src.keys[0] + " has shape " + shape_str_of(pos) + " (" + std::to_string(T) +
                             " positions); expected a square grid" + rows_text);
-        if (int64_t(G) * c.patch > kMaxImageSize)
+        if (c.pos_table && int64_t(G) * c.patch > kMaxImageSize)
             throw FileError(what + ": " + pos_src.keys[0] + " has a " + std::to_string(G) + "x" + std::to_string(G) + " grid of " +
                             std::to_string(c.patch) + "-pixel patches, over the " + std::to_string(kMaxImageSize) + "-pixel image limit");
-        c.image_size = int(G) * c.patch;
-        c.pos_grid = 0;
+        if (c.pos_table) {
+            c.image_size = int(G) * c.patch;
+            c.pos_grid = 0;
+        }
         c.depth = count_blocks(k, p.blocks);
         if (c.depth > kMaxLayers) throw FileError(what + ": " + std::to_string(c.depth) + " blocks, over the limit of " + std::to_string(kMaxLayers));
         if (c.depth > 0) {
@@ -298,7 +331,8 @@ void Load::sizes_from_shapes() {
                 c.mlp = int(std::min<int64_t>(kMaxMlp, fc2 && fc2->dimension() == 2 ? int64_t(fc2->shape(1)) : 4 * int64_t(c.width)));
             } else {
                 const Array& fc1 = need(k, f1, what, "block 0's first MLP layer");
-                const int rows = dim_of(fc1, f1.keys[0], 0, what);
+                // (fc1 stacked from two tensors, DINOv3's SwiGLU w1 and w2: their rows together)
+                const int rows = dim_of(fc1, f1.keys[0], 0, what) * int(f1.keys.size());
                 if (c.act == Act::SwiGlu) {
                     if (rows % 2) throw FileError(what + ": " + f1.keys[0] + " has shape " + shape_str_of(fc1) + ": a SwiGLU needs an even number of rows (x1 and x2)");
                     c.mlp = rows / 2;
@@ -429,6 +463,18 @@ void Load::settle_heads() {
         stated_from = ocfg_path + " width / head_width" +
                       (std::find(ocfg->defaulted.begin(), ocfg->defaulted.end(), "head_width") != ocfg->defaulted.end()
                            ? " (head_width absent: open_clip's default 64)" : "");
+    }
+    if (!stated && p.kind == Kind::Dinov3) {
+        // RoPE's periods are d/4 per head: the file states the head width, so the head count
+        const Src ps = p.source("rope_embed.periods");
+        const Keys k(src, dtypes);
+        const Array& per = need(k, ps, what, "RoPE's periods");
+        const size_t n = per.size();
+        if (n == 0 || c.width % int(4 * n))
+            throw FileError(what + ": " + ps.keys[0] + " has shape " + shape_str_of(per) + ": " + std::to_string(n) +
+                            " periods (head width / 4) do not divide the width " + std::to_string(c.width) + " into heads");
+        stated = c.width / int(4 * n);
+        stated_from = ps.keys[0] + " (" + std::to_string(n) + " periods: head width " + std::to_string(4 * n) + ")";
     }
     if (stated > 0 && ov.heads > 0 && ov.heads != stated)
         throw UsageError("--heads " + std::to_string(ov.heads) + " contradicts " + what + ", which states " +

@@ -192,6 +192,7 @@ void default_preprocess(const Plan& p, Config& c) {
             break;
         case ModelFamily::DeiT: set(kImagenetMean, kImagenetStd, crop875, p.kind == Kind::HfVit, Interp::Bicubic); break;
         case ModelFamily::Dino:
+        case ModelFamily::Dinov3:  // dinov3 make_classification_eval_transform: resize 256, crop 224, bicubic
         case ModelFamily::Mae: set(kImagenetMean, kImagenetStd, crop875, false, Interp::Bicubic); break;
         case ModelFamily::Dinov2:  // dinov2 eval: resize 256, crop 224; timm's DINOv2: crop_pct 1.0
             set(kImagenetMean, kImagenetStd, p.kind == Kind::Timm && p.layout == Family::Timm ? c.image_size : crop875, false,

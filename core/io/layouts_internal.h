@@ -135,12 +135,13 @@ inline std::string unsupported(const Keys& k, const SideConfig& side) {
 
 // ------------------------------------------------------------------ the plan of one layout
 
-enum class Kind { Timm, HfVit, HfClip, OpenAI, Torchvision };
+enum class Kind { Timm, HfVit, HfClip, OpenAI, Torchvision, Dinov3 };
 
 // Where one canonical parameter comes from in the file.
 struct Src {
     std::vector<std::string> keys;  // one; three stacked along the rows (q, k, v); none: zeros (CLIP's missing patch bias)
     bool transpose = false;         // the file holds the matrix transposed (Hugging Face visual_projection)
+    std::string mask;               // a tensor of 0s and 1s the value is multiplied by (DINOv3's qkv bias_mask)
 };
 
 struct Plan {
@@ -182,6 +183,7 @@ Plan plan_hf_vit(const Keys& k, const std::string& R, const SideConfig& side, co
 Plan plan_hf_clip(const Keys& k, const std::string& R, const SideConfig& side, const std::string& what);
 Plan plan_openai(const Keys& k, const std::string& R, const Meta& meta, const SideConfig& side, const std::string& what);
 Plan plan_torchvision(const Keys& k, const std::string& R);
+Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what);
 Plan plan_own();
 
 // Settings from the config files beside the weights (layouts_config.cpp).

@@ -407,6 +407,8 @@ std::string backward_unsupported(const Config& c, const Options& o) {
     if (c.act != Act::Gelu) parts.push_back(act_label(c.act));
     if (c.head != Head::Classifier) parts.push_back("no single Linear classifier");
     if (c.pos_no_cls) parts.push_back("positions without a cls row");
+    if (c.rope) parts.push_back("rotary position embeddings (RoPE)");
+    if (!c.pos_table) parts.push_back("no position table");
     const Pooling p = o.pooling_for(c);
     if (p != Pooling::Cls && p != Pooling::Mean) parts.push_back(std::string("pooling ") + pooling_name(p));
     if (parts.empty()) return "";

@@ -22,6 +22,7 @@ const char* family_label(ModelFamily f) {
         case ModelFamily::Clip: return "CLIP";
         case ModelFamily::Siglip: return "SigLIP";
         case ModelFamily::Mae: return "MAE";
+        case ModelFamily::Dinov3: return "DINOv3";
     }
     return "?";
 }
@@ -84,7 +85,7 @@ RunDims run_dims(const Config& c, const Options& o) {
     r.N = r.gh * r.gw;
     r.prefix = c.prefix_tokens();
     r.T0 = int(c.cls_token) + int(c.dist_token) + r.N;
-    r.resized = r.gh != c.stored_grid() || r.gw != c.stored_grid();
+    r.resized = c.pos_table && (r.gh != c.stored_grid() || r.gw != c.stored_grid());
     // Interventions must name parts the model has.
     const Interventions& iv = o.iv;
     for (const HeadAblation& h : iv.heads)
@@ -178,6 +179,12 @@ void Config::validate() const {
         bad("a model without a cls token cannot pool it (pooling must be mean or map)");
     if (pooling == Pooling::Map && has_logits()) bad("attention pooling (map) has no classifier here");
     if (pos_grid < 0 || pos_grid > kMaxImageSize) bad("pos_grid must be in 0.." + std::to_string(kMaxImageSize));
+    if (!pos_table && !rope) bad("a model without a position table needs RoPE (rope true): nothing would tell the patches apart");
+    if (rope && (width % heads || (width / heads) % 4))
+        bad("RoPE needs a head dimension divisible by 4 (width " + std::to_string(width) + ", heads " +
+            std::to_string(heads) + ")");
+    if (rope && (!(rope_base > 1.f) || !std::isfinite(rope_base) || rope_base > 1e9f))
+        bad("rope_base must be a finite number over 1");
     // The resize is the crop's surround: at least the crop (torchvision's CenterCrop would
     // pad a smaller one) and at most twice it (crop_pct 0.5; published models use 0.875-1).
     // Every image is resized to it before the crop, so it is tied to image_size here.
@@ -221,21 +228,23 @@ std::string Config::describe() const {
     // a ViT with any part beyond the vanilla one (timm's reg4_gap: no cls token, registers, layer scale)
     // says its parts as the other families do
     const bool vanilla = cls_token && !dist_token && !registers && !layer_scale && !ln_pre && patch_bias &&
-                         act == Act::Gelu && head == Head::Classifier;
+                         act == Act::Gelu && head == Head::Classifier && pos_table && !rope;
     if (family != ModelFamily::ViT || !vanilla) {
         o << ", family " << family_label(family) << " (";
         std::string parts;
         auto add = [&](const std::string& s) { parts += (parts.empty() ? "" : ", ") + s; };
         if (!cls_token) add("no cls token");
         if (dist_token) add("distillation token");
-        if (registers) add(std::to_string(registers) + " registers");
+        if (registers) add(std::to_string(registers) + (family == ModelFamily::Dinov3 ? " storage tokens" : " registers"));
+        if (!pos_table) add("no position table");
+        if (rope) add("RoPE (axial, base " + std::to_string(int(rope_base)) + ")");
         if (layer_scale) add("layer scale");
         if (ln_pre) add("ln_pre");
         if (!patch_bias) add("patch conv without bias");
         add(act_label(act));
         add(head == Head::Classifier ? "classifier" : head == Head::Distilled ? "two heads averaged"
             : head == Head::Projection ? "projection to " + std::to_string(embed_dim) : "embedding output");
-        if (stored_grid() != grid()) add("position grid " + std::to_string(stored_grid()) + "x" + std::to_string(stored_grid()));
+        if (pos_table && stored_grid() != grid()) add("position grid " + std::to_string(stored_grid()) + "x" + std::to_string(stored_grid()));
         o << parts << ")";
     }
     return o.str();
@@ -255,7 +264,7 @@ std::vector<std::string> preset_names() {
     return {"toy-rgb8", "toy-gray4", "vit-ti16", "vit-s16", "vit-b16", "vit-b32", "vit-l16", "vit-l32", "vit-h14", "fmnist",
             "deit-ti16-distilled", "deit-s16-distilled", "deit-b16-distilled", "dino-s16", "dino-b16", "dinov2-s14",
             "dinov2-s14-reg", "dinov2-b14", "dinov2-b14-reg", "clip-b32", "clip-b16", "clip-l14", "siglip-b16",
-            "mae-b16", "vit-betwixt16-reg4-gap"};
+            "mae-b16", "vit-betwixt16-reg4-gap", "dinov3-s16"};
 }
 
 // Checked against torchvision/models/vision_transformer.py (vit_b_16 ... vit_h_14:
@@ -375,6 +384,16 @@ Config preset(const std::string& n) {
         Config c = make(n, 256, 3, 16, 640, 12, 10, 2560, 1000);
         c.cls_token = false; c.registers = 4; c.pos_no_cls = true; c.layer_scale = true; c.pooling = Pooling::Mean;
         c.pre.resize = 269; c.pre.interp = Interp::Bicubic;
+        return c;
+    }
+    if (n == "dinov3-s16") {
+        // facebookresearch/dinov3 hub dinov3_vits16: patch 16, width 384, 6 heads, ffn_ratio 4, 4 storage
+        // tokens, layer scale, LayerNorm eps 1e-5 ("layernormbf16"), RoPE base 100 and no position
+        // table, the K third of the qkv bias masked (zero); its eval transform: 224 px, ImageNet mean/std
+        Config c = make(n, 224, 3, 16, 384, 12, 6, 1536, 1000);
+        c.family = ModelFamily::Dinov3; c.head = Head::Identity; c.layer_scale = true; c.registers = 4;
+        c.eps = 1e-5f; c.pos_table = false; c.rope = true; c.rope_base = 100.f;
+        imagenet(c, 256, Interp::Bicubic);
         return c;
     }
     if (n == "mae-b16") {
@@ -567,6 +586,14 @@ void trunc_normal(T& t, float std, std::mt19937_64& rng) {
 }
 }  // namespace
 
+Tensor1 rope_periods_of(const Config& c) {
+    // dinov3 RopePositionEmbedding._init_weights: base ** (2 * arange(d // 4) / (d // 2)), in float32
+    const size_t n = size_t(c.head_dim() / 4);
+    Tensor1 p = Tensor1::from_shape({n});
+    for (size_t j = 0; j < n; ++j) p(j) = std::pow(c.rope_base, float(2 * j) / float(c.head_dim() / 2));
+    return p;
+}
+
 Weights shaped_weights(const Config& c) {
     const size_t D = c.width, M = c.mlp, Mi = c.mlp_in(), K = c.classes, CPP = c.patch_dim(), R = c.registers;
     Weights w;
@@ -581,6 +608,7 @@ Weights shaped_weights(const Config& c) {
     if (c.dist_token) w.dist = Tensor1::from_shape({D});
     if (R) w.reg = Tensor2::from_shape({R, D});
     w.pos = Tensor2::from_shape({size_t(c.pos_rows()), D});
+    if (c.rope) w.rope_periods = Tensor1::from_shape({size_t(std::max(1, c.head_dim() / 4))});  // (1 for a loader's miniature)
     if (c.ln_pre) ln(w.ln_pre);
     w.blocks.resize(size_t(c.depth));
     for (auto& b : w.blocks) {
@@ -635,6 +663,7 @@ Weights init_weights(const Config& c, uint64_t seed) {
     }
     w.pos = Tensor2::from_shape({size_t(c.pos_rows()), D});
     trunc_normal(w.pos, 0.02f, rng);
+    if (c.rope) w.rope_periods = rope_periods_of(c);
     auto ln = [&](LayerNormW& l) { l.g = xt::ones<float>({D}); l.b = xt::zeros<float>({D}); };
     auto linear = [&](Tensor2& W, Tensor1& b, size_t out, size_t in) {
         W = Tensor2::from_shape({out, in});

@@ -25,8 +25,8 @@ enum class Pooling { Cls, Mean, ClsThenNorm, Map, NormMean };
 enum class Interp { Bilinear, Bicubic };
 
 // The families ViTScope runs: each is the vanilla ViT plus the parts its Config turns on.
-enum class ModelFamily { ViT, DeiT, Dino, Dinov2, Clip, Siglip, Mae };
-const char* family_label(ModelFamily f);  // "ViT", "DeiT", "DINO", "DINOv2", "CLIP", "SigLIP", "MAE"
+enum class ModelFamily { ViT, DeiT, Dino, Dinov2, Clip, Siglip, Mae, Dinov3 };
+const char* family_label(ModelFamily f);  // "ViT", "DeiT", "DINO", "DINOv2", "CLIP", "SigLIP", "MAE", "DINOv3"
 // The MLP's nonlinearity: exact GELU (erf), QuickGELU x*sigmoid(1.702x) (OpenAI CLIP),
 // tanh-GELU (SigLIP), SwiGLU silu(x1) * x2 over fc1's two halves (DINOv2 ViT-g).
 enum class Act { Gelu, QuickGelu, GeluTanh, SwiGlu };
@@ -91,6 +91,14 @@ struct Config {
     int embed_dim = 0;        // E, the width of CLIP's projection (Head::Projection)
     PosRule pos_rule = PosRule::Timm;
     int pos_grid = 0;         // the stored position table's grid side (0: image_size / patch); DINOv2: 37
+    bool pos_table = true;    // false: no learned position table (DINOv3: positions enter as RoPE alone)
+    // Rotary position embeddings (DINOv3's RopePositionEmbedding): every block rotates the patch tokens'
+    // q and k (not the prefix tokens') by angles 2 pi * coord / period, coord the patch centre's row
+    // (first d/4 periods) and column (next d/4) normalized to [-1, 1] on each axis separately, the pairs
+    // (i, i + d/2) of a head's dims rotated together. The periods are Weights::rope_periods (d/4 of
+    // them, the file's rope_embed.periods; rope_base^(4j/d) for j < d/4 where a preset makes them).
+    bool rope = false;
+    float rope_base = 100.f;
 
     int grid() const { return image_size / patch; }
     int stored_grid() const { return pos_grid > 0 ? pos_grid : grid(); }
@@ -99,7 +107,7 @@ struct Config {
     int prefix_tokens() const { return int(cls_token) + registers + int(dist_token); }
     int tokens() const { return prefix_tokens() + patches(); }  // T at the native size
     // Rows of the stored position table: cls and dist positions (unless pos_no_cls), then the grid.
-    int pos_rows() const { return pos_prefix() + stored_grid() * stored_grid(); }
+    int pos_rows() const { return pos_table ? pos_prefix() + stored_grid() * stored_grid() : 0; }
     int pos_prefix() const { return pos_no_cls ? 0 : int(cls_token) + int(dist_token); }
     bool has_logits() const { return head == Head::Classifier || head == Head::Distilled; }
     // The width of the model's output: classes, or the embedding's width.
@@ -228,8 +236,10 @@ struct Weights {
     Tensor2 patch_w; Tensor1 patch_b;  // (D, C*P*P) == Conv2d OIHW flattened, (D) (zeros without a bias)
     Tensor1 cls;                       // (D) (empty without a cls token)
     Tensor1 dist;                      // (D) DeiT's distillation token (empty without)
-    Tensor2 reg;                       // (R, D) DINOv2's register tokens (empty without)
+    Tensor2 reg;                       // (R, D) DINOv2's register tokens, DINOv3's storage tokens (empty without)
     Tensor2 pos;                       // (Config::pos_rows(), D), as stored: [cls, dist,] the grid, row-major
+                                       // (empty without a table: DINOv3)
+    Tensor1 rope_periods;              // (d/4) RoPE's periods (Config::rope; empty without)
     LayerNormW ln_pre;                 // CLIP (empty without)
     std::vector<BlockW> blocks;
     LayerNormW ln_f;
@@ -270,7 +280,8 @@ void for_each_param(F&& f, W0& w0, W&... ws) {
     if (w0.cls.size()) f("cls_token", w0.cls, ws.cls...);
     if (w0.dist.size()) f("dist_token", w0.dist, ws.dist...);
     if (w0.reg.size()) f("reg_token", w0.reg, ws.reg...);
-    f("pos_embed", w0.pos, ws.pos...);
+    if (w0.pos.size() || w0.cfg.pos_table) f("pos_embed", w0.pos, ws.pos...);
+    if (w0.rope_periods.size()) f("rope_embed.periods", w0.rope_periods, ws.rope_periods...);
     f("patch_embed.proj.weight", w0.patch_w, ws.patch_w...);
     f("patch_embed.proj.bias", w0.patch_b, ws.patch_b...);
     if (w0.ln_pre.g.size()) {
@@ -368,6 +379,8 @@ void randomize_layernorms(Weights& w, uint64_t seed);
 // initialisation): then elementwise_affine multiplies by 1 and adds 0, and turning it off changes
 // nothing. False for a model without LayerNorm weights.
 bool layernorms_are_identity(const Weights& w);
+// RoPE's periods as DINOv3 makes them from Config::rope_base: base^(2j / (d/2)) for j < d/4, in float32.
+Tensor1 rope_periods_of(const Config& c);
 // Zero-filled weights of the same shapes (for gradients and Adam moments).
 Weights zeros_like(const Weights& w);
 // Every parameter the config has, allocated with its shape and not initialised (loaders fill them).

@@ -26,6 +26,7 @@
 #include "core/kernels/profile.h"
 #include "core/model/forward.h"
 #include "core/model/model.h"
+#include "core/model/rope.h"
 #include "core/model/stages.h"
 #include "core/model/trace.h"
 
@@ -156,6 +157,7 @@ void residual_add(float* out, const float* a, const float* b, size_t R, size_t D
 void attention(float* scores, float* pattern, float* z, float* zcat, size_t ldz, const float* q, const float* k,
                const float* v, size_t B, size_t H, size_t Tq, size_t Tk, size_t d, float alpha, float post, bool stream);
 bool sublayer_ablated(const Options& opt, int layer, bool mlp);
+
 void attention_part(Pass& p, const BlockW& b, const float* h1);  // q, k, v .. attn.out, from ln1's output h1
 // Activation patching: the stage's rows replaced by the other run's (opt.iv.patch), when it is this stage.
 void patch_stage(const Options& opt, const StageInfo& s, Array& a, size_t B);

@@ -17,7 +17,7 @@ namespace vit {
     X(Input) X(Patches) X(PatchEmbed) X(Tokens) X(PosEmbedLearned) X(PosEmbed) X(Embed) X(EmbedKept) \
     X(WithRegisters) X(LnPreMean) X(LnPreStd) X(LnPreNormalized) X(LnPreOut)                    \
     X(Ln1Mean) X(Ln1Std) X(Ln1Normalized) X(Ln1Out)                                             \
-    X(AttnQ) X(AttnK) X(AttnV) X(AttnScores) X(AttnPattern) X(AttnZ) X(AttnOut) X(Ls1) X(ResidMid) \
+    X(AttnQ) X(AttnK) X(AttnV) X(AttnQRot) X(AttnKRot) X(AttnScores) X(AttnPattern) X(AttnZ) X(AttnOut) X(Ls1) X(ResidMid) \
     X(Ln2Mean) X(Ln2Std) X(Ln2Normalized) X(Ln2Out)                                             \
     X(MlpPre) X(MlpPost) X(MlpOut) X(Ls2) X(ResidPost)                                          \
     X(LnFinalMean) X(LnFinalStd) X(LnFinalNormalized) X(LnFinalOut)                             \

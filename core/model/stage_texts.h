@@ -89,6 +89,7 @@ void d_layernorm(const Ctx& x, StageInfo& s);
 void attn_sub(const Ctx& x, StageInfo& s);
 void d_qkv(const Ctx& x, StageInfo& s);
 void d_scores(const Ctx& x, StageInfo& s);
+void d_rope(const Ctx& x, StageInfo& s);
 void d_pattern(const Ctx& x, StageInfo& s);
 void d_z(const Ctx& x, StageInfo& s);
 void d_attn_out(const Ctx& x, StageInfo& s);

@@ -124,6 +124,16 @@ void d_pos_embed(const Ctx& x, StageInfo& s) {
 
 void d_embed(const Ctx& x, StageInfo& s) {
     s.axes = kTD;
+    if (!x.c.pos_table) {
+        s.from = {{K::Tokens, -1}};
+        s.title = "Tokens (no position table)";
+        s.what = "This model adds no position embedding here: the tokens go on unchanged. Where a patch is enters "
+                 "every block's attention instead, as rotations of its query and key (RoPE: attn.q_rot, attn.k_rot).";
+        if (x.stream0() == s.id) s.what += " This is the residual stream entering block 0.";
+        s.torch = "x = torch.cat([cls_token, x], dim=1)  # no pos_embed: RoPE in every block";
+        s.box.sub = "no pos table: RoPE";
+        return;
+    }
     s.from = {{K::Tokens, -1}, {K::PosEmbed, -1}};
     s.title = "Position embedding added";
     s.what = "A learned vector per position is added, so attention can tell where a patch came from.";
@@ -287,10 +297,27 @@ void d_qkv(const Ctx& x, StageInfo& s) {
     attn_sub(x, s);
 }
 
+void d_rope(const Ctx& x, StageInfo& s) {
+    const bool q = s.id.kind == K::AttnQRot;
+    const std::string L = std::to_string(s.id.layer), h2 = str(x.d / 2), h4 = str(x.d / 4);
+    s.axes = {"heads", "tokens", "head dims"};
+    s.from = {{q ? K::AttnQ : K::AttnK, s.id.layer}};
+    s.title = q ? "Queries, rotated by position (RoPE)" : "Keys, rotated by position (RoPE)";
+    s.what = std::string(q ? "The queries" : "The keys") + " of every patch turned by angles that depend on where the "
+             "patch is: each head's dims i and i+" + h2 + " are a pair, turned by 2*pi*row/period for the first " + h4 +
+             " pairs and 2*pi*column/period for the next " + h4 + ", with the patch centre's row and column scaled to "
+             "-1..1 across the " + x.grid() + " grid. The " + str(size_t(x.r.prefix)) + " tokens before the patches "
+             "are not turned. After both q and k are turned, q.k depends on how far apart two patches are, not on "
+             "where each one is: that is how this model knows positions, with no position table.";
+    s.torch = "q, k = rope_apply(q, sin, cos), rope_apply(k, sin, cos)  # patches only: x * cos + rotate_half(x) * sin";
+    attn_sub(x, s);
+}
+
 void d_scores(const Ctx& x, StageInfo& s) {
     const std::string sd = str(x.d), scale = "math.sqrt(" + sd + ")";
     s.axes = {"heads", "tokens (queries)", "tokens (keys)"};
-    s.from = {{K::AttnQ, s.id.layer}, {K::AttnK, s.id.layer}};
+    s.from = x.c.rope ? std::vector<StageId>{{K::AttnQRot, s.id.layer}, {K::AttnKRot, s.id.layer}}
+                      : std::vector<StageId>{{K::AttnQ, s.id.layer}, {K::AttnK, s.id.layer}};
     if (x.o.bug_scale_after_softmax) {
         s.title = "Attention scores (BUG: not scaled)";
         s.what = "BUG switched on: q.k without the 1/sqrt(" + sd +

@@ -44,6 +44,8 @@ const std::vector<StageDef> kDefs = {
     {K::AttnQ,        "blocks.{l}.attn.q",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: q)", d_qkv},
     {K::AttnK,        "blocks.{l}.attn.k",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: k)", d_qkv},
     {K::AttnV,        "blocks.{l}.attn.v",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: v)", d_qkv},
+    {K::AttnQRot,     "blocks.{l}.attn.q_rot", true, false, false, true, true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.apply_rope (output: q)", d_rope},
+    {K::AttnKRot,     "blocks.{l}.attn.k_rot", true, false, false, true, true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.apply_rope (output: k)", d_rope},
     {K::AttnScores,   "blocks.{l}.attn.scores", true, true, false, true, true, CellRule::ScaledDot,   "attn", "MHA", 1, "blocks[{l}].attn.forward (q @ k.transpose(-2, -1) * scale)", d_scores},
     {K::AttnPattern,  "blocks.{l}.attn.pattern", true, true, true, true, false, CellRule::Softmax,    "attn", "MHA", 1, "blocks[{l}].attn.attn_drop (input, with fused_attn off)", d_pattern},
     {K::AttnZ,        "blocks.{l}.attn.z",  true,  true,  false, true,  true,  CellRule::WeightedSum, "attn", "MHA", 1, "blocks[{l}].attn.proj (input, before the heads are concatenated)", d_z, true},

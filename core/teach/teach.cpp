@@ -5,6 +5,7 @@
 // (ops::layernorm, ops::linear, ops::softmax_rows), so its last row equals
 // `probs` exactly; and the eigen solver is LAPACK's (OpenBLAS ships it).
 #include "core/teach/teach.h"
+#include "core/model/rope.h"
 
 #include "core/teach/analysis.h"
 #include "core/teach/interventions.h"
@@ -138,6 +139,8 @@ EmbedFilters embed_filters(const Weights& w, int kmax) {
 }
 
 Tensor2 pos_similarity(const Weights& w) {
+    if (!w.cfg.pos_table)
+        throw std::invalid_argument("the model has no position table: its positions are rotations of q and k (RoPE)");
     const size_t T = w.pos.shape(0), D = w.pos.shape(1), pre = size_t(w.cfg.pos_prefix());
     if (T <= pre) throw std::invalid_argument("pos_embed has shape " + shape_str_of(w.pos) + ": no patch positions");
     const size_t N = T - pre;
@@ -150,6 +153,22 @@ Tensor2 pos_similarity(const Weights& w) {
     // torch: F.cosine_similarity(a, b) = a.b / max(|a| |b|, 1e-8)
     return gram / xt::maximum(xt::view(norm, xt::all(), xt::newaxis()) * xt::view(norm, xt::newaxis(), xt::all()),
                               1e-8f);
+}
+
+Tensor2 rope_similarity(const Weights& w) {
+    const Config& c = w.cfg;
+    if (!c.rope) throw std::invalid_argument("the model has no rotary position embeddings (RoPE)");
+    const RopeAngles a = rope_angles(c, w.rope_periods, run_dims(c, Options{}));
+    const size_t N = a.cos.size() / std::max<size_t>(1, a.half), h = a.half;
+    Tensor2 out = Tensor2::from_shape({N, N});
+    for (size_t i = 0; i < N; ++i)
+        for (size_t j = 0; j < N; ++j) {
+            double s = 0;
+            for (size_t k = 0; k < h; ++k)
+                s += double(a.cos[i * h + k]) * a.cos[j * h + k] + double(a.sin[i * h + k]) * a.sin[j * h + k];
+            out(i, j) = float(s / double(h));
+        }
+    return out;
 }
 
 // ---------------------------------------------------------------- one traced image
@@ -381,10 +400,14 @@ struct CellCtx {
 
 void CellCtx::scaled_dot(CellMath& m) const {
     const size_t h = index[0], i = index[1], j = index[2];
-    const Array &q = need(t, {SK::AttnQ, l}, stage), &k = need(t, {SK::AttnK, l}, stage);
+    // with RoPE the scores are the rotated q and k's (attn.q_rot, attn.k_rot)
+    const bool rope = t.table().has({SK::AttnQRot, l});
+    const Array &q = need(t, {rope ? SK::AttnQRot : SK::AttnQ, l}, stage),
+                &k = need(t, {rope ? SK::AttnKRot : SK::AttnK, l}, stage);
     m.formula = opt.bug_scale_after_softmax
                     ? "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t]   (BUG on: no / sqrt(d) here)"
                     : "scores[h, i, j] = sum_t q[h, i, t] * k[h, j, t] / sqrt(d)";
+    if (rope) m.formula += "   (q and k after RoPE: q_rot, k_rot)";
     m.lines.push_back("head " + std::to_string(h) + ", query token " + std::to_string(i) + " (" +
                       token_name(i, t) + "), key token " + std::to_string(j) + " (" + token_name(j, t) + ")");
     m.lines.push_back("q . k over the d = " + std::to_string(d) + " head dims:");

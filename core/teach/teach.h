@@ -39,6 +39,11 @@ Tensor2 pos_similarity(const Weights& w);
 // the run's gh x gw grid): (N, N) over its patch rows (the cls and dist rows left out).
 // numpy: F.cosine_similarity on pos_embed[pre:] (pre: cls + dist, the rows before the patches)
 Tensor2 pos_similarity(const Trace& t);
+// A RoPE model (Config::rope, no table) at its native square grid: (N, N), the mean over the d/2 rotation
+// pairs of cos(angle_i - angle_j), what q.k keeps of q = k (spread evenly over the pairs) when one is
+// turned as patch i and the other as patch j. It depends on where the two patches are relative to each
+// other only. numpy: (cos @ cos.T + sin @ sin.T) / (d/2), cos and sin (N, d/2) of the model's angles.
+Tensor2 rope_similarity(const Weights& w);
 
 // ---------------------------------------------------------------- one traced image
 

@@ -145,6 +145,35 @@ def check_cls_less_average(app):
            "patch rows (rows 4.. after the 4 registers)")
 
 
+def check_dinov3_rope(app):
+    """DINOv3 (no position table, RoPE): the Positions tab draws how alike two patches' rotations are,
+    numpy's mean over the d/2 pairs of cos(angle_i - angle_j) from DINOv3's base-100 periods and the patch
+    centres on [-1, 1] (written here from dinov3's rope_position_encoding.py), and analyze's
+    rope_similarity; the image panel says the positions are RoPE, not a learned table."""
+    model = "dinov3-s16"
+    a = analyze(app, model, "")
+    d, g = 64, 14
+    per = 100.0 ** (2 * np.arange(d // 4) / (d // 2))
+    c = (np.arange(g) + 0.5) / g * 2 - 1
+    ys, xs = np.meshgrid(c, c, indexing="ij")
+    ang = 2 * np.pi * np.concatenate([ys.reshape(-1, 1) / per, xs.reshape(-1, 1) / per], 1)  # (196, 32)
+    want = (np.cos(ang) @ np.cos(ang).T + np.sin(ang) @ np.sin(ang).T) / (d // 2)
+    expect("rope_similarity" in a and "pos_similarity" not in a and a["rope_similarity"].shape == want.shape and
+           np.abs(a["rope_similarity"] - want).max() <= 1e-5, "analyze writes rope_similarity (numpy's), no pos_similarity")
+    _, lay = shot(app, model, "", "--tab", "5", "--patch", "100")
+    got = floats(lay["strings"].get("pos.values", ""))
+    expect(got.shape == (196,) and np.abs(got - want[100]).max() <= 1e-5,
+           "the Positions tab draws patch 100's row of the rotations' similarity")
+    # relative position only: patch 100 against its neighbour to the right equals patch 101 against its own
+    expect(abs(want[100, 101] - want[101, 102]) <= 1e-9, "numpy: RoPE's similarity depends on the offset only")
+    pos = lay["strings"].get("image.pos", "")
+    expect("no position table" in pos and "RoPE" in pos, f"the image panel says the positions are RoPE ({pos[:80]})")
+    _, lay = shot(app, model, "", "--stage", "blocks.0.attn.q_rot")
+    title = lay["strings"].get("stage.title", "")
+    expect(title.startswith("Queries, rotated by position") and "(6, 201, 64)" in lay["strings"].get("stage.shape", ""),
+           f"the q_rot stage opens with its title and shape ({title}, {lay['strings'].get('stage.shape', '')[:60]})")
+
+
 def check_deit_query_dist(app):
     """DeiT distilled: cls, dist, patches. --query 1 is the dist token's row; the logit lens reads both."""
     model, size = "deit-ti16-distilled", "64,96"
@@ -335,7 +364,8 @@ def check_input_size_control(app):
 
 
 if __name__ == "__main__":
-    sys.exit(run_checks([check_image_panel_non_square, check_siglip_probe, check_cls_less_average, check_deit_query_dist,
+    sys.exit(run_checks([check_image_panel_non_square, check_siglip_probe, check_cls_less_average, check_dinov3_rope,
+                         check_deit_query_dist,
                          check_token_norms,
                 check_patch_features, check_self_attention, check_positions_resized, check_input_size_control],
                "the families' views"))

@@ -66,7 +66,8 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
 
     for model, image, extra in (("scenes", a.scene, []), ("scenes", a.scene, ["--unbiased"]), ("scenes", a.scene, ["--no-affine"]),
-                                ("dinov2-s14-reg", a.photo, ["--image-size", "56,84"])):
+                                ("dinov2-s14-reg", a.photo, ["--image-size", "56,84"]),
+                                ("dinov3-s16", a.photo, ["--image-size", "64,96"])):
         tag = model + "".join(extra).replace(",", "x")
         npz = os.path.join(a.workdir, tag + ".npz")
         subprocess.run([a.cli, "trace", "--model", model, "--image", image, *extra, "--out", npz], check=True,
@@ -77,8 +78,10 @@ def main():
         expect(len(ids) == lay0["numbers"]["learn.steps"] and len(ids) >= 12, f"{tag}: {len(ids)} steps ({', '.join(ids)})")
         expect(model != "dinov2-s14-reg" or "registers" in ids, f"{tag}: a model with registers has their step")
         expect(model != "scenes" or "registers" not in ids, f"{tag}: a model without registers has none")
+        expect((model == "dinov3-s16") == ("rope" in ids) and ("pos" in ids) == (model != "dinov3-s16"),
+               f"{tag}: the RoPE step for the model without a position table, the positions step for the others")
         got = {}
-        for sid in ("project", "ln", "qkv", "scores", "softmax", "weighted", "heads", "residual1", "mlp", "residual2", "pool", "classify", "probabilities"):
+        for sid in ("project", "ln", "qkv", "rope", "scores", "softmax", "weighted", "heads", "residual1", "mlp", "residual2", "pool", "classify", "probabilities"):
             if sid not in ids:
                 continue
             img, lay = run_app(a.app, a.workdir, f"{tag}_{sid}", "--model", model, "--image", image, *extra,
@@ -111,10 +114,30 @@ def main():
             h = int(got["qkv"]["numbers"].get("learn.head", 0))
             for n in "qkv":
                 close(values(got["qkv"], "qkv." + n), t[f"blocks.0.attn.{n}"][h, tok], f"{tag} qkv: {n} of head {h}")
+        if "rope" in got:
+            R = got["rope"]
+            h, rt = int(R["numbers"]["learn.head"]), int(R["numbers"]["learn.token"])
+            q, qr = values(R, "rope.q"), values(R, "rope.q_rot")
+            close(q, t["blocks.0.attn.q"][h, rt], f"{tag} rope: q of token {rt}, head {h}")
+            close(qr, t["blocks.0.attn.q_rot"][h, rt], f"{tag} rope: q_rot of token {rt}, head {h}")
+            close(np.array([np.linalg.norm(qr)]), np.array([np.linalg.norm(q)]), f"{tag} rope: turning keeps |q|", tol=1e-4)
+            # the turns drawn: 2 pi * coord / period by numpy, from the token's grid place (5 prefix tokens:
+            # cls and 4 storage; the 64x96 input is a 4x6 grid of 16-pixel patches), DINOv3's base-100 periods
+            d = q.shape[0]
+            per = 100.0 ** (2 * np.arange(d // 4) / (d // 2))
+            patch = rt - 5
+            gh, gw = 4, 6
+            cy, cx = 2 * ((patch // gw + 0.5) / gh) - 1, 2 * ((patch % gw + 0.5) / gw) - 1
+            j = d // 8  # the slower pair drawn: the middle one of each axis's d/4
+            ang = 2 * np.pi * np.array([cy / per[0], cy / per[j], cx / per[0], cx / per[j]])
+            want = np.remainder(ang + np.pi, 2 * np.pi) - np.pi
+            got_t = np.array([R["numbers"][f"learn.rope.turn.{k}"] for k in range(4)])
+            close(got_t, want, f"{tag} rope: the four pairs' turns, numpy", tol=1e-3)
         if "scores" in got:
             s = values(got["scores"], "scores.row")
             close(s, t["blocks.0.attn.scores"][0, tok], f"{tag} scores: the score row")
-            q, k = t["blocks.0.attn.q"][0, tok].astype(np.float64), t["blocks.0.attn.k"][0].astype(np.float64)
+            rot = "_rot" if "blocks.0.attn.q_rot" in t.files else ""  # RoPE: the turned q and k make the scores
+            q, k = t[f"blocks.0.attn.q{rot}"][0, tok].astype(np.float64), t[f"blocks.0.attn.k{rot}"][0].astype(np.float64)
             close(s, k @ q / np.sqrt(q.shape[0]), f"{tag} scores: q.k / sqrt(d), numpy", tol=1e-4)
         if "softmax" in got:
             close(values(got["softmax"], "softmax.row"), t["blocks.0.attn.pattern"][0, tok], f"{tag} softmax: the weights")

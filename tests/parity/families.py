@@ -16,6 +16,12 @@ each part is named where it is used):
   Hugging Face  transformers models/{deit,dinov2,dinov2_with_registers,clip,siglip}/modeling_*.py
                 (interpolate_pos_encoding of each)
   MAE           facebookresearch/mae models_vit.py, models_mae.py, util/pos_embed.py
+  DINOv3        facebookresearch/dinov3 dinov3/models/vision_transformer.py (prepare_tokens_with_masks:
+                cls, storage tokens, no position table), dinov3/layers/rope_position_encoding.py
+                (RopePositionEmbedding: normalize_coords="separate", periods from base 100),
+                dinov3/layers/attention.py (rope_apply, rotate_half, LinearKMaskedBias),
+                dinov3/hub/backbones.py (dinov3_vits16: layernormbf16 eps 1e-5, 4 storage tokens,
+                layer scale, mask_k_bias)
 
 For every family and checkpoint layout this module
   (a) builds random non-trivial weights (registers, layer-scale gammas, biases, LayerNorms)
@@ -177,7 +183,8 @@ def config_fields(s):
             "pooling": pooling, "cls_token": s.cls, "dist_token": s.dist, "registers": s.regs,
             "layer_scale": s.layer_scale, "ln_pre": s.ln_pre, "patch_bias": s.patch_bias,
             "pos_no_cls": s.no_embed_class or not s.cls, "act": s.act, "head": head, "embed_dim": s.proj,
-            "pos_rule": POS_RULE_JSON[s.pos_rule], "pos_grid": 0}
+            "pos_rule": POS_RULE_JSON[s.pos_rule], "pos_grid": 0,
+            **({"pos_table": False, "rope": True, "rope_base": 100.0} if s.rope else {})}
 
 
 # =============================================================================== model specs
@@ -200,6 +207,8 @@ class Spec:
     regs: int = 0
     layer_scale: bool = False
     qkv_bias: bool = True          # timm qkv_bias=False: nn.Linear(D, 3D, bias=False), no key in the file
+    rope: bool = False             # DINOv3: no position table; RoPE on the patch tokens' q and k
+    k_mask: bool = False           # DINOv3 LinearKMaskedBias: the qkv bias times a mask zero on the K third
     ln_pre: bool = False
     patch_bias: bool = True
     no_embed_class: bool = False   # timm: pos rows for the patches only, cls position folded into cls_token
@@ -275,6 +284,9 @@ SPECS = [
     # init_values=1e-6): norm, then the mean; attention without a q/k/v bias
     Spec("vit_gap_timm", "vit", "vit_gap", cls=False, final="norm_mean", head="mean", classes=5, pos_rule="timm",
          layer_scale=True, qkv_bias=False, seed=72),
+    # DINOv3 (torch.hub layout): 4 storage tokens, layer scale, LayerNorm eps 1e-5, RoPE (base 100), no
+    # position table, the K bias masked; head width 8 (2 RoPE periods per axis)
+    Spec("dinov3", "dinov3", "dinov3", regs=4, layer_scale=True, eps=1e-5, rope=True, k_mask=True, seed=81),
     # MAE encoder (pre-training checkpoint: decoder and mask_token present, no head)
     Spec("mae", "mae", "mae", pos_rule="mae", seed=61),
 ]
@@ -298,6 +310,11 @@ def make_weights(s: Spec):
     N = s.grid * s.grid
     # the position table as the original code stores it: cls (and dist) rows first
     c["pos"] = 0.5 * rn((1 + int(s.dist) if s.cls else 0) + N, D)
+    if s.rope:
+        c["pos"] = None
+        # dinov3 RopePositionEmbedding._init_weights (base 100): base ** (2 * arange(d // 4) / (d // 2)), float32
+        d = D // s.heads
+        c["periods"] = 100.0 ** (2 * torch.arange(d // 4, dtype=torch.float32) / (d // 2))
     if s.ln_pre:
         c["ln_pre"] = (1 + 0.2 * rn(D), 0.1 * rn(D))
     blocks = []
@@ -308,6 +325,10 @@ def make_weights(s: Spec):
              "fc1_w": mat(s.mlp_in, D), "fc1_b": 0.1 * rn(s.mlp_in), "fc2_w": mat(D, M), "fc2_b": 0.1 * rn(D)}
         if s.layer_scale:
             b["ls1"], b["ls2"] = 0.6 + 0.25 * rn(D), 0.6 + 0.25 * rn(D)
+        if s.k_mask:
+            # dinov3 init_weights_vit: bias_mask 1, its middle third (K) 0; the file keeps the unmasked bias
+            b["qkv_b_mask"] = torch.ones(3 * D)
+            b["qkv_b_mask"][D:2 * D] = 0
         blocks.append(b)
     c["blocks"] = blocks
     c["norm"] = (1 + 0.2 * rn(D), 0.1 * rn(D))
@@ -382,6 +403,10 @@ def reference(s: Spec, c, x):
     if s.no_embed_class and s.cls:  # c["cls"] is the folded cls_token as the file stores it (stored_weights)
         stored = stored[1:]
     rec["tokens"] = tokens
+    if s.rope:
+        # dinov3 prepare_tokens_with_masks: no position table; the positions are RoPE in every block
+        rec["embed"] = h = tokens
+        return _reference_blocks(s, c, h, rec, (gh, gw))
     fn = POS_RULES[s.pos_rule][0]
     pos = fn(stored, s.prefix, (gh, gw))
     if (gh, gw) != (s.grid, s.grid):
@@ -395,16 +420,50 @@ def reference(s: Spec, c, x):
         pc = 1 if s.cls else 0
         h = torch.cat([h[:pc], c["reg"], h[pc:]], 0)
         rec["with_registers"] = h
+    return _reference_blocks(s, c, h, rec, (gh, gw))
+
+
+def rope_sin_cos(periods, gh, gw):
+    """dinov3 RopePositionEmbedding.forward (normalize_coords="separate", eval: no shift, jitter or rescale):
+    the patch centres' coordinates in [-1, 1], angles 2 pi * coord / period for the rows' d/4 periods then
+    the columns', tiled twice; (sin, cos), each (gh * gw, d)."""
+    periods = periods.double()
+    ch = torch.arange(0.5, gh, dtype=torch.float64) / gh
+    cw = torch.arange(0.5, gw, dtype=torch.float64) / gw
+    coords = torch.stack(torch.meshgrid(ch, cw, indexing="ij"), -1).flatten(0, 1) * 2.0 - 1.0  # (HW, 2)
+    ang = (2 * math.pi * coords[:, :, None] / periods[None, None, :]).flatten(1, 2).tile(2)     # (HW, d)
+    return torch.sin(ang), torch.cos(ang)
+
+
+def rope_apply(x, sin, cos):
+    """dinov3 layers/attention.py: x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x2, x1)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+def _reference_blocks(s, c, h, rec, grid):
+    D = s.D
+    if s.rope and s.regs:  # dinov3: torch.cat([cls_token, storage_tokens, patches])
+        h = torch.cat([h[:1], c["reg"], h[1:]], 0)
+        rec["with_registers"] = h
     if s.ln_pre:
         h = _ln(h, c["ln_pre"], s.eps, rec, "ln_pre")
     T, H = h.shape[0], s.heads
     d = D // H
+    if s.rope:
+        sin, cos = rope_sin_cos(c["periods"], *grid)
+        n_pre = T - sin.shape[0]
     for i, b in enumerate(c["blocks"]):
         p = f"blocks.{i}."
         a = _ln(h, b["ln1"], s.eps, rec, p + "ln1")
-        qkv = F.linear(a, b["qkv_w"], b["qkv_b"])
+        bias = b["qkv_b"] * b["qkv_b_mask"] if s.k_mask else b["qkv_b"]
+        qkv = F.linear(a, b["qkv_w"], bias)
         q, k, v = [t.reshape(T, H, d).transpose(0, 1) for t in qkv.chunk(3, -1)]
         rec[p + "attn.q"], rec[p + "attn.k"], rec[p + "attn.v"] = q, k, v
+        if s.rope:  # the prefix tokens (cls, storage) are not rotated
+            q = torch.cat([q[:, :n_pre], rope_apply(q[:, n_pre:], sin, cos)], 1)
+            k = torch.cat([k[:, :n_pre], rope_apply(k[:, n_pre:], sin, cos)], 1)
+            rec[p + "attn.q_rot"], rec[p + "attn.k_rot"] = q, k
         sc = q @ k.transpose(-1, -2) / math.sqrt(d)
         rec[p + "attn.scores"] = sc
         pat = sc.softmax(-1)
@@ -731,6 +790,17 @@ def state_dict_of(s: Spec, c):
             sd["logit_scale"] = torch.tensor([math.log(10.0)])
             sd["logit_bias"] = torch.tensor([-10.0])
             ignored += ["text_model.", "logit_scale", "logit_bias"]
+    elif L == "dinov3":  # dinov3 DinoVisionTransformer (torch.hub dinov3_vits16: storage tokens, RoPE, K bias masked)
+        sd["cls_token"] = c["cls"].reshape(1, 1, D)
+        sd["storage_tokens"] = c["reg"][None]
+        sd["mask_token"] = 0.1 * torch.ones(1, D)
+        ignored.append("mask_token")
+        sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
+        sd["rope_embed.periods"] = c["periods"].float()
+        _timm_blocks(s, c, sd)
+        for i, b in enumerate(c["blocks"]):
+            sd[f"blocks.{i}.attn.qkv.bias_mask"] = b["qkv_b_mask"]
+        sd["norm.weight"], sd["norm.bias"] = c["norm"]
     elif L == "mae":  # facebookresearch/mae MaskedAutoencoderViT (encoder keys as timm's)
         sd["cls_token"], sd["pos_embed"] = c["cls"].reshape(1, 1, D), c["pos"][None]
         sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
@@ -1155,6 +1225,94 @@ class DinoViT(nn.Module):
         outs = []
         for blk in self.blocks:
             x = blk(x)
+            outs.append(x[0])
+        return self.norm(x)[:, 0][0], outs
+
+
+class _Dinov3KMaskedLinear(nn.Linear):
+    """dinov3 layers/attention.py LinearKMaskedBias: the bias times its bias_mask buffer."""
+
+    def __init__(self, i, o):
+        super().__init__(i, o)
+        self.register_buffer("bias_mask", torch.full_like(self.bias, math.nan))
+
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias * self.bias_mask)
+
+
+class _Dinov3Attention(nn.Module):
+    """dinov3 SelfAttention with mask_k_bias: qkv, then RoPE on the patch rows of q and k."""
+
+    def __init__(self, D, H):
+        super().__init__()
+        self.H = H
+        self.qkv = _Dinov3KMaskedLinear(D, 3 * D)
+        self.proj = nn.Linear(D, D)
+
+    def forward(self, x, rope):
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.H, C // self.H).unbind(2)
+        q, k, v = [t.transpose(1, 2) for t in (q, k, v)]
+        sin, cos = rope
+        pre = N - sin.shape[-2]
+
+        def rot(t):  # x * cos + rotate_half(x) * sin on the rows after the prefix
+            u = t[:, :, pre:]
+            half = u.shape[-1] // 2
+            return torch.cat([t[:, :, :pre], u * cos + torch.cat([-u[..., half:], u[..., :half]], -1) * sin], 2)
+
+        q, k = rot(q), rot(k)
+        a = (q @ k.transpose(-1, -2) * (C // self.H) ** -0.5).softmax(-1)
+        return self.proj((a @ v).transpose(1, 2).reshape(B, N, C))
+
+
+class _Dinov3Block(nn.Module):
+    def __init__(self, s):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(s.D, eps=s.eps), nn.LayerNorm(s.D, eps=s.eps)
+        self.attn = _Dinov3Attention(s.D, s.heads)
+        self.ls1, self.ls2 = _Gamma(s.D), _Gamma(s.D)
+        self.mlp = _Mlp(s.D, s.mlp, s.act)
+
+    def forward(self, x, rope):
+        x = x + self.ls1(self.attn(self.norm1(x), rope))
+        return x + self.ls2(self.mlp(self.norm2(x)))
+
+
+class Dinov3ViT(nn.Module):
+    """facebookresearch/dinov3 DinoVisionTransformer (eval): prepare_tokens_with_masks (cls, storage
+    tokens, patches; no position table), RopePositionEmbedding(H, W) with its periods buffer, blocks,
+    norm; returns x_norm_clstoken."""
+
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+        D = s.D
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, D))
+        self.storage_tokens = nn.Parameter(torch.zeros(1, s.regs, D))
+        self.mask_token = nn.Parameter(torch.zeros(1, D))
+        self.patch_embed = _PatchEmbed(s)
+        self.rope_embed = nn.Module()
+        self.rope_embed.register_buffer("periods", torch.empty(D // s.heads // 4))
+        self.blocks = nn.ModuleList([_Dinov3Block(s) for _ in range(s.depth)])
+        self.norm = nn.LayerNorm(D, eps=s.eps)
+
+    def rope(self, H, W):
+        dd = {"dtype": self.rope_embed.periods.dtype}
+        ch, cw = torch.arange(0.5, H, **dd) / H, torch.arange(0.5, W, **dd) / W
+        coords = 2.0 * torch.stack(torch.meshgrid(ch, cw, indexing="ij"), dim=-1).flatten(0, 1) - 1.0
+        angles = (2 * math.pi * coords[:, :, None] / self.rope_embed.periods[None, None, :]).flatten(1, 2).tile(2)
+        return torch.sin(angles), torch.cos(angles)
+
+    def forward(self, img):
+        B = img.shape[0]
+        x = self.patch_embed.proj(img)
+        H, W = x.shape[2:]
+        x = x.flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(B, -1, -1), self.storage_tokens.expand(B, -1, -1), x], 1)
+        outs = []
+        for blk in self.blocks:
+            x = blk(x, self.rope(H, W))
             outs.append(x[0])
         return self.norm(x)[:, 0][0], outs
 
@@ -1615,6 +1773,10 @@ def write_files(s: Spec, c, sd, out):
     elif L.startswith("open_clip"):
         st("open_clip_model.safetensors", sd, hf_meta, "open_clip (Hugging Face hub)")
         pt("open_clip_pytorch_model.bin", sd, "open_clip (Hugging Face hub), torch.save(state_dict)")
+    elif L == "dinov3":
+        pt("dinov3_vits16_pretrain_lvd1689m-08c60483.pth", sd, "facebookresearch/dinov3 torch.hub release: "
+                                                              "torch.save(state_dict), bias_mask buffers included")
+        st("model.safetensors", sd, None, "the same state dict as safetensors")
     elif L == "mae":
         pt("mae_pretrain.pth", {"model": sd}, "facebookresearch/mae release: torch.save({'model': state_dict}), "
                                               "with the decoder")
@@ -1671,6 +1833,8 @@ def replica_for(s: Spec, sd, ignored, chk, hw):
         return DinoViT(s, v2=False), sd
     if L in ("dinov2", "dinov2_reg", "dinov2_swiglu"):
         return DinoViT(s, v2=True), sd
+    if L == "dinov3":
+        return Dinov3ViT(s), sd
     if L == "deit_hf":
         return HFDeiTWithTeacher(s), sd
     if L.startswith("dinov2") and L.endswith("hf"):

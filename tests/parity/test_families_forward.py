@@ -2,7 +2,7 @@
 """The families' forward pass against their PyTorch references, stage by stage (issue 20).
 
 For every family spec of families.py (DeiT distilled, DINO, DINOv2 with and without
-registers, SwiGLU, CLIP from OpenAI / open_clip / Hugging Face, SigLIP, MAE) the
+registers, SwiGLU, CLIP from OpenAI / open_clip / Hugging Face, SigLIP, MAE, DINOv3 with RoPE) the
 reference's own weights are written in ViTScope's file format (the config in
 __metadata__["vitscope.config"], the tensors under ViTScope's names), and
 vitscope-cli traces the reference's inputs: the native size and a non-square other
@@ -36,8 +36,11 @@ def own_tensors(s, c):
     """The canonical weights under the names ViTScope's Weights::for_each_param gives them."""
     t = {"patch_embed.proj.weight": c["patch_w"],
          "patch_embed.proj.bias": c["patch_b"] if c["patch_b"] is not None else torch.zeros(s.D),
-         "pos_embed": c["pos"][1:] if s.no_embed_class and s.cls else c["pos"],
          "norm.weight": c["norm"][0], "norm.bias": c["norm"][1]}
+    if s.rope:  # DINOv3: no table; RoPE's periods
+        t["rope_embed.periods"] = c["periods"]
+    else:
+        t["pos_embed"] = c["pos"][1:] if s.no_embed_class and s.cls else c["pos"]
     if s.cls:
         t["cls_token"] = c["cls"]
     if s.dist:
@@ -52,6 +55,8 @@ def own_tensors(s, c):
         t[p + "norm2.weight"], t[p + "norm2.bias"] = b["ln2"]
         for ours, theirs in [("attn.qkv", "qkv"), ("attn.proj", "proj"), ("mlp.fc1", "fc1"), ("mlp.fc2", "fc2")]:
             t[p + ours + ".weight"], t[p + ours + ".bias"] = b[theirs + "_w"], b[theirs + "_b"]
+        if s.k_mask:  # ViTScope's file holds the bias as the model uses it: masked
+            t[p + "attn.qkv.bias"] = b["qkv_b"] * b["qkv_b_mask"]
         if s.layer_scale:
             t[p + "ls1.gamma"], t[p + "ls2.gamma"] = b["ls1"], b["ls2"]
     if "head" in c:

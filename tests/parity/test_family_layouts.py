@@ -65,15 +65,17 @@ PRE = {
     "mae": (IMAGENET, 22, False, "bicubic"),
     "vit_reg4_gap_timm": (IMAGENET, 21, False, "bicubic"),  # timm crop_pct 0.95: floor(20 / 0.95)
     "vit_gap_timm": (IMAGENET, 21, False, "bicubic"),       # timm crop_pct 0.95: floor(20 / 0.95)
+    "dinov3": (IMAGENET, 256, False, "bicubic"),            # dinov3 classification eval: resize 256, crop 224
 }
-FAMILY_LABEL = {"vit": "ViT", "deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE"}
+FAMILY_LABEL = {"vit": "ViT", "deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE",
+                "dinov3": "DINOv3"}
 LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresearch", "dinov2": "facebookresearch",
           "dinov2_reg": "facebookresearch", "dinov2_swiglu": "facebookresearch", "dinov2_timm": "timm",
           "dinov2_timm_reg": "timm", "dinov2_hf": "huggingface", "dinov2_reg_hf": "huggingface",
           "dinov2_swiglu_hf": "huggingface", "clip_openai": "openai", "open_clip_quickgelu": "open_clip",
           "open_clip_gelu": "open_clip", "clip_hf_vision": "huggingface", "clip_hf_vision_proj": "huggingface",
           "clip_hf_model": "huggingface", "siglip_hf_vision": "huggingface", "siglip_hf_model": "huggingface",
-          "mae": "facebookresearch", "vit_reg4_gap_timm": "timm", "vit_gap_timm": "timm"}
+          "mae": "facebookresearch", "vit_reg4_gap_timm": "timm", "vit_gap_timm": "timm", "dinov3": "facebookresearch"}
 
 
 def ok(cond, label, detail=""):
@@ -91,8 +93,11 @@ def run(*args):
 def expected_config(s):
     """The config the loader must find for spec s (config_to_json's field names)."""
     (mean, std), resize, squash, interp = PRE[s.layout]
-    return dict(families.config_fields(s), mean=mean, std=std, resize=resize, squash=squash, interp=interp,
+    want = dict(families.config_fields(s), mean=mean, std=std, resize=resize, squash=squash, interp=interp,
                 class_names=families.LABELS[:s.classes] if s.classes else [])
+    if s.rope:  # no position table tells the size: DINOv3's default 224 (resize 256), any multiple of the patch runs
+        want.update(image_size=224, resize=256)
+    return want
 
 
 def same(a, b):
@@ -109,8 +114,9 @@ def weights_files(entry):
 
 def needs_heads(layout, entry):
     """Layouts whose files carry no config and are no published shape (the fixtures are tiny):
-    the user must say --heads. CLIP's OpenAI files follow OpenAI's width / 64 rule."""
-    return layout != "clip_openai" and not any(f["file"].endswith(".json") for f in entry["files"])
+    the user must say --heads. CLIP's OpenAI files follow OpenAI's width / 64 rule; DINOv3's RoPE
+    periods (head width / 4 of them) state the head width."""
+    return layout not in ("clip_openai", "dinov3") and not any(f["file"].endswith(".json") for f in entry["files"])
 
 
 def check_layout(a, root, layout, entry, xs):
@@ -134,6 +140,10 @@ def check_layout(a, root, layout, entry, xs):
         fam_label = FAMILY_LABEL[s.family]
         ok(f"family: {LAYOUT[layout]}\n" in r.stdout, f"{label}: info names the layout {LAYOUT[layout]}", r.stdout)
         ok("\nlayout: " in r.stdout, f"{label}: info says what the file is", r.stdout)
+        if layout == "dinov3":  # the head count from the periods, said; the K bias mask said
+            ok(f"heads: {s.heads} (from rope_embed.periods" in r.stdout, f"{label}: info says the heads come from "
+               "rope_embed.periods", r.stdout)
+            ok("bias_mask" in r.stdout, f"{label}: info says the q/k/v bias is masked", r.stdout)
         if layout == "mae":  # what the loader ignored is said, not dropped silently
             ok("\nnote: MAE's decoder (decoder_*)" in r.stdout and "ignored (" in r.stdout,
                f"{label}: info notes the ignored decoder", r.stdout)
@@ -152,6 +162,10 @@ def check_layout(a, root, layout, entry, xs):
             ok(hf == "--heads", f"{label}: heads from --heads", hf)
         elif layout == "clip_openai":
             ok(hf.startswith("width / 64: OpenAI CLIP's rule"), f"{label}: heads by OpenAI's width / 64 rule, said so", hf)
+        elif layout == "dinov3":
+            d_head = s.D // s.heads
+            ok(hf == f"rope_embed.periods ({d_head // 4} periods: head width {d_head})",
+               f"{label}: heads from RoPE's periods, said so", hf)
         else:
             ok(os.path.join(d, "") in hf and ".json" in hf, f"{label}: heads from the config beside it", hf)
         if s.classes:

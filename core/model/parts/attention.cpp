@@ -180,6 +180,12 @@ void attention_part(Pass& p, const BlockW& b, const float* h1) {
     // torch: qkv(x).reshape(T, 3, H, d).permute(1, 2, 0, 3)
     float* qkv3[3] = {p.rec(StageKind::AttnQ, {H, T, d}).data(), p.rec(StageKind::AttnK, {H, T, d}).data(),
                       p.rec(StageKind::AttnV, {H, T, d}).data()};
+    // RoPE (DINOv3): q_rot, k_rot (H, T, d): the patch tokens' q and k rotated by their position
+    float* rot[2] = {nullptr, nullptr};
+    if (p.c.rope) {
+        rot[0] = p.rec(StageKind::AttnQRot, {H, T, d}).data();
+        rot[1] = p.rec(StageKind::AttnKRot, {H, T, d}).data();
+    }
     // Per image and head: scores (T, T) = q @ k.T / sqrt(d), the scale BEFORE the
     // softmax; pattern = scores.softmax(-1) (rows: queries, columns: keys); z = pattern @ v.
     float* sc = p.rec(StageKind::AttnScores, {H, T, T}).data();
@@ -219,6 +225,13 @@ void attention_part(Pass& p, const BlockW& b, const float* h1) {
                        [&](int i) { split(ws.qkv.data(), 3 * D, size_t(i), size_t(i) + 1, 0, 3 * D); });
     }
     const float *q = qkv3[0], *k = qkv3[1], *v = qkv3[2];
+    if (p.c.rope) {
+        profile::Scope prof([] { return std::string("RoPE: q and k rotated"); }, 0);
+        const RopeAngles ang = rope_angles(p.c, p.w.rope_periods, p.rd);
+        for (int j = 0; j < 2; ++j) rope_rotate(rot[j], qkv3[j], ang, B * H, T);
+        q = rot[0];
+        k = rot[1];
+    }
 
     if (!p.rec.all()) sc = pa;  // training keeps only the pattern: softmax in place
     Tensor2& zcat = ws.zcat[p.one_zcat ? 0 : size_t(li)];

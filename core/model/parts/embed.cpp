@@ -77,6 +77,16 @@ void position_part(Pass& p) {
             as(pe.data(), pe.size(), std::array<size_t, 3>{B, N, D});
     }
 
+    if (!c.pos_table) {
+        // no position table (DINOv3): embed is the tokens unchanged; the positions enter every block's
+        // attention as rotations of the patch tokens' q and k (attention_part's RoPE)
+        Array& emb = p.rec(StageKind::Embed, {T0, D});
+        if (p.dry) return;
+        std::copy_n(tok.data(), B * T0 * D, emb.data());
+        p.patch(StageKind::Embed, -1, emb);
+        p.x = emb.data();
+        return;
+    }
     // pos_embed.learned: the stored table, when this run's grid is another size
     const size_t G0 = size_t(c.stored_grid()), prow = size_t(c.pos_prefix());
     if (p.rd.resized) {
