@@ -605,3 +605,70 @@ TEST(Layouts, Dinov3HubKeysHeadsFromPeriodsAndTheKBiasMasked) {
     EXPECT_EQ(back.weights.pos.size(), 0u);
     fs::remove_all(d);
 }
+
+// transformers' DINOv3ViTModel layout: the periods from config.json's rope_theta (not in the file), the
+// missing k_proj bias as zeros; a config of another model and a gated MLP with another activation refused.
+TEST(Layouts, Dinov3HuggingFacePeriodsFromRopeThetaAndRefusals) {
+    Config c = preset("dinov3-s16");
+    c.depth = 1;
+    c.rope_base = 50.f;
+    const Weights w = init_weights(c, 9);
+    const fs::path d = fs::temp_directory_path() / "vitscope_dinov3_hf";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    const size_t D = 384;
+    const auto& b = w.blocks[0];
+    auto rows = [&](const Tensor2& m, size_t r0, size_t n, const std::string& name) {
+        return ArrayRef{name, m.data() + r0 * m.shape(1), Shape{n, m.shape(1)}};
+    };
+    auto write = [&](const std::string& config, bool gated) {
+        std::vector<ArrayRef> v = {
+            ArrayRef{"embeddings.cls_token", w.cls.data(), Shape{1, 1, D}},
+            ArrayRef{"embeddings.register_tokens", w.reg.data(), Shape{1, 4, D}},
+            ArrayRef{"embeddings.patch_embeddings.weight", w.patch_w.data(), Shape{D, 3, 16, 16}},
+            array_ref("embeddings.patch_embeddings.bias", w.patch_b),
+            array_ref("layer.0.norm1.weight", b.ln1.g), array_ref("layer.0.norm1.bias", b.ln1.b),
+            rows(b.qkv_w, 0, D, "layer.0.attention.q_proj.weight"), rows(b.qkv_w, D, D, "layer.0.attention.k_proj.weight"),
+            rows(b.qkv_w, 2 * D, D, "layer.0.attention.v_proj.weight"),
+            ArrayRef{"layer.0.attention.q_proj.bias", b.qkv_b.data(), Shape{D}},
+            ArrayRef{"layer.0.attention.v_proj.bias", b.qkv_b.data() + 2 * D, Shape{D}},
+            array_ref("layer.0.attention.o_proj.weight", b.proj_w), array_ref("layer.0.attention.o_proj.bias", b.proj_b),
+            array_ref("layer.0.layer_scale1.lambda1", b.ls1), array_ref("layer.0.layer_scale2.lambda1", b.ls2),
+            array_ref("layer.0.norm2.weight", b.ln2.g), array_ref("layer.0.norm2.bias", b.ln2.b),
+            array_ref(gated ? "layer.0.mlp.gate_proj.weight" : "layer.0.mlp.up_proj.weight", b.fc1_w),
+            array_ref(gated ? "layer.0.mlp.gate_proj.bias" : "layer.0.mlp.up_proj.bias", b.fc1_b),
+            array_ref("layer.0.mlp.down_proj.weight", b.fc2_w), array_ref("layer.0.mlp.down_proj.bias", b.fc2_b),
+            array_ref("norm.weight", w.ln_f.g), array_ref("norm.bias", w.ln_f.b)};
+        if (gated) {
+            v.push_back(array_ref("layer.0.mlp.up_proj.weight", b.fc1_w));
+            v.push_back(array_ref("layer.0.mlp.up_proj.bias", b.fc1_b));
+        }
+        write_safetensors((d / "model.safetensors").string(), v, {{"format", "pt"}});
+        std::ofstream(d / "config.json") << config;
+        return (d / "model.safetensors").string();
+    };
+    const LoadedModel lm = load_model(write(R"({"model_type": "dinov3_vit", "num_attention_heads": 6, "hidden_size": 384,
+        "num_hidden_layers": 1, "rope_theta": 50.0, "image_size": 224, "patch_size": 16, "layer_norm_eps": 1e-5})", false));
+    const Config& g = lm.weights.cfg;
+    EXPECT_EQ(g.family, ModelFamily::Dinov3);
+    EXPECT_TRUE(g.rope && !g.pos_table);
+    EXPECT_FLOAT_EQ(g.rope_base, 50.f);
+    EXPECT_TRUE(xt::allclose(lm.weights.rope_periods, w.rope_periods)) << "periods from rope_theta 50";
+    for (size_t i = 0; i < 3 * D; ++i)
+        ASSERT_EQ(lm.weights.blocks[0].qkv_b(i), i >= D && i < 2 * D ? 0.f : b.qkv_b(i)) << i;
+    // a config that is another model's
+    try {
+        load_model(write(R"({"model_type": "dinov2", "num_attention_heads": 6})", false));
+        ADD_FAILURE() << "a dinov2 config.json beside DINOv3ViTModel keys loaded";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("model_type 'dinov2'"), std::string::npos) << e.what();
+    }
+    // a gated MLP whose activation is not silu
+    try {
+        load_model(write(R"({"model_type": "dinov3_vit", "num_attention_heads": 6, "hidden_act": "gelu"})", true));
+        ADD_FAILURE() << "a gated MLP with gelu loaded";
+    } catch (const FileError& e) {
+        EXPECT_NE(std::string(e.what()).find("hidden_act 'gelu'"), std::string::npos) << e.what();
+    }
+    fs::remove_all(d);
+}

@@ -617,6 +617,14 @@ def main():
     put_snapshot("facebook/dinov2-with-registers-small",
                  {"config.json": json.dumps({"model_type": "dinov2_with_registers"}).encode(),
                   "model.safetensors": safetensors_bytes(dino, w("d.safetensors"))})
+    # transformers' DINOv3ViTModel: embeddings.patch_embeddings is the Conv2d itself; no position table
+    d3hf = {"embeddings.cls_token": z(1, 1, 384), "embeddings.register_tokens": z(1, 4, 384),
+            "embeddings.patch_embeddings.weight": z(384, 3, 16, 16), "norm.weight": z(384)}
+    for i in range(12):
+        d3hf["layer.%d.attention.q_proj.weight" % i] = z(384, 384)
+    put_snapshot("facebook/dinov3-vits16-pretrain-lvd1689m",
+                 {"config.json": json.dumps({"model_type": "dinov3_vit"}).encode(),
+                  "model.safetensors": safetensors_bytes(d3hf, w("d3.safetensors"))})
     clip = {"vision_model.embeddings.class_embedding": z(768), "vision_model.embeddings.patch_embedding.weight": z(768, 3, 32, 32),
             "vision_model.embeddings.position_embedding.weight": z(50, 768), "vision_model.pre_layrnorm.weight": z(768),
             "visual_projection.weight": z(512, 768), "text_model.embeddings.token_embedding.weight": z(10, 512)}
@@ -678,6 +686,9 @@ def main():
     d = found.get("hf:facebook/dinov2-with-registers-small")
     expect(d is not None and d["vit"] and d["family"] == "DINOv2 with 4 registers (Hugging Face)" and
            d["size"] == "ViT-S/14, 518 px, no classification head", "models: DINOv2 with registers (Hugging Face)", str(d))
+    d3h = found.get("hf:facebook/dinov3-vits16-pretrain-lvd1689m")
+    expect(d3h is not None and d3h["vit"] and d3h["family"] == "DINOv3 with 4 storage tokens (Hugging Face, RoPE)" and
+           d3h["size"] == "ViT-S/16, no classification head", "models: DINOv3 (Hugging Face DINOv3ViTModel)", str(d3h))
     c = found.get("hf:openai/clip-vit-base-patch32")
     expect(c is not None and c["vit"] and c["family"] == "CLIP (Hugging Face, image and text towers)" and
            c["size"] == "ViT-B/32, 224 px, embedding 512", "models: CLIP (Hugging Face) ViT-B/32", str(c))

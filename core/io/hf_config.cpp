@@ -262,6 +262,8 @@ void read_hf_model(const json& j, const std::string& what, ModelConfigFile& m) {
     m.layerscale_value = f.number("layerscale_value", -1e6, 1e6);
     m.num_register_tokens = f.integer("num_register_tokens", 0, kMaxRegisters);
     m.use_swiglu_ffn = f.boolean("use_swiglu_ffn");
+    m.rope_theta = f.number("rope_theta", 1.0, 1e9, true);
+    m.use_gated_mlp = f.boolean("use_gated_mlp");
     m.vision_use_head = f.boolean("vision_use_head");
     // CLIPModel: the projection is the top level's; CLIPVisionModelWithProjection: its own (also top level)
     m.projection_dim = top.integer("projection_dim", 1, kMaxWidth);

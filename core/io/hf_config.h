@@ -41,6 +41,8 @@ struct ModelConfigFile {
     std::optional<double> layerscale_value;    // Dinov2: the layer scale's initial value
     std::optional<int> num_register_tokens;    // Dinov2WithRegisters; timm reg_tokens
     std::optional<bool> use_swiglu_ffn;        // Dinov2 (ViT-g)
+    std::optional<double> rope_theta;          // DINOv3ViT: RoPE's base (the periods are base^(4j/d))
+    std::optional<bool> use_gated_mlp;         // DINOv3ViT: act(gate_proj x) * up_proj x
     std::optional<bool> vision_use_head;       // SigLIP: the attention-pooling head (absent: present)
     std::optional<int> projection_dim;         // CLIP: the image embedding's width
     std::optional<int> num_labels;             // from id2label, timm num_classes or label_names

@@ -97,6 +97,7 @@ Identity identify(const Shapes& all, const std::string& config_json) {
     static const Layout layouts[] = {
         {"embeddings.patch_embeddings.projection.weight", "hf"},  // ViT, DeiT, DINOv2, ViTMAE, BEiT (Hugging Face)
         {"embeddings.patch_embedding.weight", "hf-clip"},         // CLIP and SigLIP vision towers (Hugging Face)
+        {"embeddings.patch_embeddings.weight", "hf-dinov3"},      // DINOv3ViTModel (Hugging Face)
         {"visual.conv1.weight", "openai-clip"},                   // OpenAI CLIP, open_clip
         {"conv_proj.weight", "torchvision"},
         {"patch_embed.proj.weight", "timm"},                      // timm, DeiT, DINO, DINOv2, MAE
@@ -183,6 +184,10 @@ Identity identify(const Shapes& all, const std::string& config_json) {
             family = "DINO (timm layout)";
         else family = "ViT encoder without a head (timm layout: DINO, MAE or a backbone)";
         if (!timm_arch.empty()) family += ", " + timm_arch;
+    } else if (kind == "hf-dinov3") {
+        blocks = "layer.";
+        int r = registers("embeddings.register_tokens");
+        family = "DINOv3" + (r ? " with " + std::to_string(r) + " storage tokens" : std::string()) + " (Hugging Face, RoPE)";
     } else if (kind == "torchvision") {
         blocks = "encoder.layers.encoder_layer_";
         pos_key = "encoder.pos_embedding";

@@ -104,13 +104,20 @@ struct Mapper {
         Shape part = want;
         part[0] /= s.keys.size();
         std::vector<Array*> got;
-        for (auto& k : s.keys) got.push_back(fetch(k, part));
-        for (Array* a : got)
-            if (!a) return;
+        bool missing_any = false;
+        for (auto& k : s.keys) {
+            got.push_back(k.empty() ? nullptr : fetch(k, part));
+            missing_any |= !k.empty() && !got.back();
+        }
+        if (missing_any) return;
         dst = xt::xtensor<float, N>::from_shape(want);
         const size_t n = shape_numel(part);
-        for (size_t i = 0; i < got.size(); ++i) std::copy(got[i]->data(), got[i]->data() + n, dst.data() + i * n);
-        for (Array* a : got) *a = Array();
+        for (size_t i = 0; i < got.size(); ++i) {
+            if (got[i]) std::copy(got[i]->data(), got[i]->data() + n, dst.data() + i * n);
+            else std::fill(dst.data() + i * n, dst.data() + (i + 1) * n, 0.f), zeros += n;  // a part the file has not
+        }
+        for (Array* a : got)
+            if (a) *a = Array();
     }
 };
 
@@ -200,6 +207,7 @@ void Load::choose_plan() {
         // The patch embedding names the layout; what comes before it is the model's root in the file.
         struct L { const char* suffix; Kind kind; };
         static const L layouts[] = {{"embeddings.patch_embeddings.projection.weight", Kind::HfVit},
+                                    {"embeddings.patch_embeddings.weight", Kind::Dinov3},  // HF DINOv3ViTModel
                                     {"embeddings.patch_embedding.weight", Kind::HfClip},
                                     {"visual.conv1.weight", Kind::OpenAI},
                                     {"conv_proj.weight", Kind::Torchvision},
@@ -254,7 +262,7 @@ void Load::choose_plan() {
         if (kind == Kind::Timm && (k.has(root + "storage_tokens") || k.has(root + "rope_embed.periods"))) kind = Kind::Dinov3;
         const Keys k2(src, dtypes);
         switch (kind) {
-            case Kind::Dinov3: p = plan_dinov3(k2, root, what); break;
+            case Kind::Dinov3: p = plan_dinov3(k2, root, what, side); break;
             case Kind::Timm: p = plan_timm(k2, root, meta, side, what); break;
             case Kind::HfVit: p = plan_hf_vit(k2, root, side, what); break;
             case Kind::HfClip: p = plan_hf_clip(k2, root, side, what); break;
@@ -297,11 +305,8 @@ void Load::sizes_from_shapes() {
         if (!c.pos_table) {
             // RoPE alone (DINOv3): no table to tell the size; the family's default, and any multiple of the
             // patch runs
-            c.image_size = 224 - 224 % c.patch;
+            c.image_size = 224 - 224 % c.patch;  // a config beside it may say another (check_side_configs)
             c.pos_grid = 0;
-            lm.notes.push_back("no position table (RoPE): runs at " + std::to_string(c.image_size) + "x" +
-                               std::to_string(c.image_size) + ", DINOv3's default; any multiple of " +
-                               std::to_string(c.patch) + " pixels runs (--image-size)");
         }
         const Src pos_src = c.pos_table ? p.source("pos_embed") : Src{};
         const Array& pos = c.pos_table ? need(k, pos_src, what, "the position embedding") : pw;
@@ -412,6 +417,17 @@ void Load::check_side_configs() {
                                side.preprocessor_path + " crop_size), its " + std::to_string(c.pos_grid) + "x" +
                                std::to_string(c.pos_grid) + " position table resized as Hugging Face's Dinov2 does");
         }
+        if (!c.pos_table) {
+            // no table to tell the size: the config's image_size, else DINOv3's default
+            std::string from = "DINOv3's default";
+            if (cfg && cfg->image_height && cfg->image_height == cfg->image_width && *cfg->image_height % c.patch == 0) {
+                c.image_size = *cfg->image_height;
+                from = side.path + " image_size";
+            }
+            lm.notes.push_back("no position table (RoPE): runs at " + std::to_string(c.image_size) + "x" +
+                               std::to_string(c.image_size) + " (" + from + "); any multiple of " + std::to_string(c.patch) +
+                               " pixels runs (--image-size)");
+        }
         if (cfg) check_config(*cfg, side.path, what, c, c.registers);
         if (ocfg) check_config(*ocfg, ocfg_path, what, c, c.registers);
         if (cfg) lm.metadata["hf.config"] = side.path;
@@ -435,7 +451,8 @@ void Load::check_side_configs() {
                                        "(hidden_act: quick_gelu for OpenAI's models, gelu for others) is not in the weights; "
                                        "put the repository's config.json beside it");
             }
-        } else if ((p.kind == Kind::HfVit || p.kind == Kind::Timm || p.kind == Kind::Torchvision) && c.act != Act::SwiGlu &&
+        } else if ((p.kind == Kind::HfVit || p.kind == Kind::Timm || p.kind == Kind::Torchvision || p.kind == Kind::Dinov3) &&
+                   c.act != Act::SwiGlu &&
                    cfg && cfg->kind == ConfigKind::HuggingFace && cfg->hidden_act) {
             c.act = act_of(*cfg, side.path);
         }
@@ -464,7 +481,7 @@ void Load::settle_heads() {
                       (std::find(ocfg->defaulted.begin(), ocfg->defaulted.end(), "head_width") != ocfg->defaulted.end()
                            ? " (head_width absent: open_clip's default 64)" : "");
     }
-    if (!stated && p.kind == Kind::Dinov3) {
+    if (!stated && p.kind == Kind::Dinov3 && !p.rope_from_base) {
         // RoPE's periods are d/4 per head: the file states the head width, so the head count
         const Src ps = p.source("rope_embed.periods");
         const Keys k(src, dtypes);
@@ -646,6 +663,10 @@ LoadedModel Load::map_tensors() {
     if (double(param_count(c)) > double(held) + double(mp.zeros))
         throw FileError(what + ": the config (" + c.describe() + ") needs " + std::to_string(param_count(c)) +
                         " parameters but the file holds " + std::to_string(held));
+    if (p.rope_from_base && c.rope) {  // not in the file (HF DINOv3: inv_freq is not saved): from the base
+        w.rope_periods = rope_periods_of(c);
+        mp.zeros -= std::min(mp.zeros, w.rope_periods.size());
+    }
     if (!c.patch_bias && w.patch_b.size() && xt::any(xt::not_equal(w.patch_b, 0.f)))
         throw FileError(what + ": patch_embed.proj.bias is not zero, but the config says the patch conv has no bias");
     if (!lm.notes.empty()) {

@@ -45,7 +45,7 @@ void check_config(const ModelConfigFile& m, const std::string& path, const std::
         config_mismatch(path, kind, what, field("num_channels", "in_chans", "channels"), std::to_string(*m.num_channels),
                         "channel count", std::to_string(c.channels));
     const int side = c.stored_grid() * c.patch;
-    if (m.image_height && (*m.image_height != side || *m.image_width != side))
+    if (c.pos_table && m.image_height && (*m.image_height != side || *m.image_width != side))
         config_mismatch(path, kind, what, field("image_size", "img_size", "image_size"),
                         std::to_string(*m.image_height) + "x" + std::to_string(*m.image_width), "position table",
                         "for " + std::to_string(side) + "x" + std::to_string(side));
@@ -191,8 +191,13 @@ void default_preprocess(const Plan& p, Config& c) {
             else set(half, half, int(std::floor(c.image_size / 0.9)), false, Interp::Bicubic);  // timm augreg: crop_pct 0.9
             break;
         case ModelFamily::DeiT: set(kImagenetMean, kImagenetStd, crop875, p.kind == Kind::HfVit, Interp::Bicubic); break;
+        case ModelFamily::Dinov3:
+            // dinov3 make_classification_eval_transform: resize 256, crop 224, bicubic; transformers'
+            // DINOv3ViTImageProcessorFast: straight to 224 x 224, bilinear
+            if (p.layout == Family::HuggingFace) set(kImagenetMean, kImagenetStd, 0, true, Interp::Bilinear);
+            else set(kImagenetMean, kImagenetStd, crop875, false, Interp::Bicubic);
+            break;
         case ModelFamily::Dino:
-        case ModelFamily::Dinov3:  // dinov3 make_classification_eval_transform: resize 256, crop 224, bicubic
         case ModelFamily::Mae: set(kImagenetMean, kImagenetStd, crop875, false, Interp::Bicubic); break;
         case ModelFamily::Dinov2:  // dinov2 eval: resize 256, crop 224; timm's DINOv2: crop_pct 1.0
             set(kImagenetMean, kImagenetStd, p.kind == Kind::Timm && p.layout == Family::Timm ? c.image_size : crop875, false,

@@ -2,13 +2,90 @@
 // (dinov3_vit*16_pretrain_*.pth): cls_token, storage_tokens, mask_token, patch_embed.proj, rope_embed.periods
 // (a buffer), blocks.N.{norm1, attn.qkv (with its bias_mask buffer), attn.proj, ls1.gamma, norm2,
 // mlp.fc1, mlp.fc2, ls2.gamma}, norm; no position table. dinov3 models/vision_transformer.py,
-// layers/attention.py (LinearKMaskedBias), layers/rope_position_encoding.py.
+// layers/attention.py (LinearKMaskedBias), layers/rope_position_encoding.py. And the same model as
+// transformers' DINOv3ViTModel saves it (modeling_dinov3_vit.py): embeddings.{cls_token, mask_token,
+// register_tokens, patch_embeddings}, layer.N.{norm1, attention.{q,k,v,o}_proj, layer_scale1.lambda1,
+// norm2, mlp.{up,down}_proj | mlp.{gate,up,down}_proj, layer_scale2.lambda1}, norm; no k_proj bias (the
+// masked K bias), no periods (inv_freq is not saved: config.json's rope_theta makes them).
 #include "core/io/layouts_internal.h"
 
 namespace vit {
 namespace layouts_detail {
 
-Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what) {
+namespace {
+
+Plan plan_dinov3_hf(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side) {
+    Plan p;
+    p.kind = Kind::Dinov3;
+    p.layout = Family::HuggingFace;
+    p.root = R;
+    p.blocks = R + "layer.";
+    Config& c = p.c;
+    auto has = [&](const std::string& n) { return k.has(R + n); };
+    const ModelConfigFile* cfg =
+        side.config && side.config->model.kind == ConfigKind::HuggingFace ? &side.config->model : nullptr;
+    if (cfg && cfg->model_type && *cfg->model_type != "dinov3_vit")
+        throw FileError(side.path + " (the config beside " + what + ") says model_type '" + *cfg->model_type +
+                        "', but the keys are DINOv3ViTModel's (embeddings.patch_embeddings.weight)");
+    c.family = ModelFamily::Dinov3;
+    c.head = Head::Identity;
+    c.layer_scale = has("layer.0.layer_scale1.lambda1");
+    c.pos_table = false;
+    c.rope = true;
+    c.eps = 1e-5f;  // DINOv3ViTConfig's layer_norm_eps default
+    p.eps_default_from = "transformers' DINOv3ViTConfig (layer_norm_eps 1e-5)";
+    p.registers = has("embeddings.register_tokens");
+    p.pos_prefix = 0;
+    p.rope_from_base = true;
+    c.rope_base = cfg && cfg->rope_theta ? float(*cfg->rope_theta) : 100.f;
+    p.notes.push_back(std::string("RoPE's periods are not in the file (transformers does not save inv_freq): made from ") +
+                      (cfg && cfg->rope_theta ? side.path + " rope_theta" : "DINOv3ViTConfig's default rope_theta, 100") +
+                      ", as DINOv3ViTRopePositionEmbedding does");
+    p.it = "DINOv3 (Hugging Face DINOv3ViTModel layout)";
+    if (has("embeddings.mask_token")) p.ignore.push_back({R + "embeddings.mask_token", "embeddings.mask_token (DINOv3's placeholder for masked patches in training)"});
+    const bool gated = has("layer.0.mlp.gate_proj.weight");
+    if (gated) {
+        if (cfg && cfg->hidden_act && *cfg->hidden_act != "silu" && *cfg->hidden_act != "swish")
+            throw FileError(what + ": a gated MLP (mlp.gate_proj) with hidden_act '" + *cfg->hidden_act + "' in " + side.path +
+                            ": only silu (SwiGLU) is implemented");
+        c.act = Act::SwiGlu;
+    }
+    const bool k_bias = has("layer.0.attention.k_proj.bias"), q_bias = has("layer.0.attention.q_proj.bias");
+    if (q_bias && !k_bias)
+        p.notes.push_back("no k_proj bias (DINOv3's masked K bias): the K third of the q/k/v bias is zero, as the model's "
+                          "nn.Linear(bias=False) adds nothing");
+    p.source = [R, gated, q_bias, k_bias](const std::string& n) -> Src {
+        auto [i, rest] = block_of(n);
+        if (i >= 0) {
+            const std::string b = R + "layer." + std::to_string(i) + ".";
+            auto [mod, param] = split_param(rest);
+            if (mod == "attn.qkv") {
+                if (param == "bias" && !q_bias) return Src{};
+                const std::string kk = param == "bias" && !k_bias ? "" : b + "attention.k_proj." + param;
+                return Src{{b + "attention.q_proj." + param, kk, b + "attention.v_proj." + param}, false};
+            }
+            if (mod == "attn.proj") return one(b + "attention.o_proj." + param);
+            if (rest == "ls1.gamma") return one(b + "layer_scale1.lambda1");
+            if (rest == "ls2.gamma") return one(b + "layer_scale2.lambda1");
+            if (mod == "mlp.fc1")
+                return gated ? Src{{b + "mlp.gate_proj." + param, b + "mlp.up_proj." + param}, false} : one(b + "mlp.up_proj." + param);
+            if (mod == "mlp.fc2") return one(b + "mlp.down_proj." + param);
+            return one(b + rest);  // norm1, norm2
+        }
+        if (n == "patch_embed.proj.weight") return one(R + "embeddings.patch_embeddings.weight");
+        if (n == "patch_embed.proj.bias") return one(R + "embeddings.patch_embeddings.bias");
+        if (n == "cls_token") return one(R + "embeddings.cls_token");
+        if (n == "reg_token") return one(R + "embeddings.register_tokens");
+        if (n == "rope_embed.periods") return Src{};  // made from the base after the mapping
+        return one(R + n);  // norm
+    };
+    return p;
+}
+
+}  // namespace
+
+Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side) {
+    if (k.has(R + "embeddings.patch_embeddings.weight")) return plan_dinov3_hf(k, R, what, side);
     Plan p;
     p.kind = Kind::Dinov3;
     p.layout = Family::Facebook;

@@ -139,7 +139,8 @@ enum class Kind { Timm, HfVit, HfClip, OpenAI, Torchvision, Dinov3 };
 
 // Where one canonical parameter comes from in the file.
 struct Src {
-    std::vector<std::string> keys;  // one; three stacked along the rows (q, k, v); none: zeros (CLIP's missing patch bias)
+    std::vector<std::string> keys;  // one; three stacked along the rows (q, k, v; an empty one: zeros, HF DINOv3's
+                                    // missing k_proj bias); none: zeros (CLIP's missing patch bias)
     bool transpose = false;         // the file holds the matrix transposed (Hugging Face visual_projection)
     std::string mask;               // a tensor of 0s and 1s the value is multiplied by (DINOv3's qkv bias_mask)
 };
@@ -159,6 +160,7 @@ struct Plan {
     bool clip_rule = false;           // heads: OpenAI's width / 64 when nothing else says
     bool legacy_cfg = false;          // a vanilla file saved by an older ViTScope: vitscope.config's settings
     std::string eps_default_from;     // whose default eps the family takes
+    bool rope_from_base = false;      // RoPE's periods are not in the file: made from Config::rope_base (HF DINOv3)
 };
 
 // "blocks.3.attn.qkv.weight" -> (3, "attn.qkv.weight"); -1 for names outside the blocks.
@@ -183,7 +185,7 @@ Plan plan_hf_vit(const Keys& k, const std::string& R, const SideConfig& side, co
 Plan plan_hf_clip(const Keys& k, const std::string& R, const SideConfig& side, const std::string& what);
 Plan plan_openai(const Keys& k, const std::string& R, const Meta& meta, const SideConfig& side, const std::string& what);
 Plan plan_torchvision(const Keys& k, const std::string& R);
-Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what);
+Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side);
 Plan plan_own();
 
 // Settings from the config files beside the weights (layouts_config.cpp).

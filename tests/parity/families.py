@@ -287,6 +287,8 @@ SPECS = [
     # DINOv3 (torch.hub layout): 4 storage tokens, layer scale, LayerNorm eps 1e-5, RoPE (base 100), no
     # position table, the K bias masked; head width 8 (2 RoPE periods per axis)
     Spec("dinov3", "dinov3", "dinov3", regs=4, layer_scale=True, eps=1e-5, rope=True, k_mask=True, seed=81),
+    # the same weights as transformers' DINOv3ViTModel saves them (q/k/v/o_proj, no k_proj bias, no periods)
+    Spec("dinov3_hf", "dinov3", "dinov3", regs=4, layer_scale=True, eps=1e-5, rope=True, k_mask=True, seed=81),
     # MAE encoder (pre-training checkpoint: decoder and mask_token present, no head)
     Spec("mae", "mae", "mae", pos_rule="mae", seed=61),
 ]
@@ -801,6 +803,26 @@ def state_dict_of(s: Spec, c):
         for i, b in enumerate(c["blocks"]):
             sd[f"blocks.{i}.attn.qkv.bias_mask"] = b["qkv_b_mask"]
         sd["norm.weight"], sd["norm.bias"] = c["norm"]
+    elif L == "dinov3_hf":  # transformers DINOv3ViTModel (modeling_dinov3_vit.py)
+        e = "embeddings."
+        sd[e + "cls_token"], sd[e + "register_tokens"] = c["cls"].reshape(1, 1, D), c["reg"][None]
+        sd[e + "mask_token"] = 0.1 * torch.ones(1, 1, D)
+        ignored.append(e + "mask_token")
+        sd[e + "patch_embeddings.weight"], sd[e + "patch_embeddings.bias"] = c["patch_w"], c["patch_b"]
+        for i, b in enumerate(c["blocks"]):
+            p = f"layer.{i}."
+            sd[p + "norm1.weight"], sd[p + "norm1.bias"] = b["ln1"]
+            wq, wk, wv = b["qkv_w"].chunk(3, 0)
+            bq, _, bv = b["qkv_b"].chunk(3, 0)  # key_bias=False: the masked K bias is not saved
+            sd[p + "attention.q_proj.weight"], sd[p + "attention.q_proj.bias"] = wq, bq
+            sd[p + "attention.k_proj.weight"] = wk
+            sd[p + "attention.v_proj.weight"], sd[p + "attention.v_proj.bias"] = wv, bv
+            sd[p + "attention.o_proj.weight"], sd[p + "attention.o_proj.bias"] = b["proj_w"], b["proj_b"]
+            sd[p + "layer_scale1.lambda1"], sd[p + "layer_scale2.lambda1"] = b["ls1"], b["ls2"]
+            sd[p + "norm2.weight"], sd[p + "norm2.bias"] = b["ln2"]
+            sd[p + "mlp.up_proj.weight"], sd[p + "mlp.up_proj.bias"] = b["fc1_w"], b["fc1_b"]
+            sd[p + "mlp.down_proj.weight"], sd[p + "mlp.down_proj.bias"] = b["fc2_w"], b["fc2_b"]
+        sd["norm.weight"], sd["norm.bias"] = c["norm"]
     elif L == "mae":  # facebookresearch/mae MaskedAutoencoderViT (encoder keys as timm's)
         sd["cls_token"], sd["pos_embed"] = c["cls"].reshape(1, 1, D), c["pos"][None]
         sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
@@ -992,6 +1014,17 @@ def configs_of(s: Spec):
              "text_config": hf_text_config("siglip_text_model", s.D),
              "vision_config": hf_clip_vision_config(s, "siglip_vision_model")}
         return {"config.json": _hf_common(d), "preprocessor_config.json": preprocessor("siglip", side)}
+    if L == "dinov3_hf":  # DINOv3ViTConfig.to_json_string, DINOv3ViTImageProcessorFast (straight resize, bilinear)
+        d = {"architectures": ["DINOv3ViTModel"], "model_type": "dinov3_vit", "hidden_size": s.D,
+             "intermediate_size": s.mlp, "num_hidden_layers": s.depth, "num_attention_heads": s.heads,
+             "image_size": side, "patch_size": s.patch, "num_channels": s.C, "layer_norm_eps": s.eps,
+             "hidden_act": "gelu", "rope_theta": 100.0, "num_register_tokens": s.regs, "layerscale_value": 1.0,
+             "query_bias": True, "key_bias": False, "value_bias": True, "proj_bias": True, "mlp_bias": True,
+             "use_gated_mlp": False, "pos_embed_rescale": 2.0, "drop_path_rate": 0.0, "initializer_range": 0.02}
+        pre = {"do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": IMAGENET_MEAN,
+               "image_processor_type": "DINOv3ViTImageProcessorFast", "image_std": IMAGENET_STD, "resample": 2,
+               "rescale_factor": 1 / 255, "size": {"height": side, "width": side}}
+        return {"config.json": _hf_common(d), "preprocessor_config.json": pre}
     return {}
 
 
@@ -1313,6 +1346,77 @@ class Dinov3ViT(nn.Module):
         outs = []
         for blk in self.blocks:
             x = blk(x, self.rope(H, W))
+            outs.append(x[0])
+        return self.norm(x)[:, 0][0], outs
+
+
+class _HFDinov3Layer(nn.Module):
+    """transformers DINOv3ViTLayer: norm1, attention (q/k/v/o_proj, RoPE on the patch rows), layer_scale1,
+    norm2, mlp (up_proj, down_proj), layer_scale2."""
+
+    def __init__(self, s):
+        super().__init__()
+        D = s.D
+        self.H = s.heads
+        self.norm1, self.norm2 = nn.LayerNorm(D, eps=s.eps), nn.LayerNorm(D, eps=s.eps)
+        self.attention = nn.Module()
+        self.attention.q_proj, self.attention.v_proj = nn.Linear(D, D), nn.Linear(D, D)
+        self.attention.k_proj = nn.Linear(D, D, bias=False)
+        self.attention.o_proj = nn.Linear(D, D)
+        self.layer_scale1, self.layer_scale2 = nn.Module(), nn.Module()
+        self.layer_scale1.lambda1, self.layer_scale2.lambda1 = nn.Parameter(torch.ones(D)), nn.Parameter(torch.ones(D))
+        self.mlp = nn.Module()
+        self.mlp.up_proj, self.mlp.down_proj = nn.Linear(D, s.mlp), nn.Linear(s.mlp, D)
+
+    def forward(self, x, cos, sin):
+        B, T, D = x.shape
+        a = self.attention
+        h = self.norm1(x)
+        sh = lambda t: t.view(B, T, self.H, D // self.H).transpose(1, 2)
+        q, k, v = sh(a.q_proj(h)), sh(a.k_proj(h)), sh(a.v_proj(h))
+        n = sin.shape[-2]
+
+        def rot(t):  # apply_rotary_pos_emb: the patches only, rotate_half = cat(-x2, x1)
+            pre, pat = t.split((T - n, n), dim=-2)
+            x1, x2 = pat[..., : pat.shape[-1] // 2], pat[..., pat.shape[-1] // 2:]
+            return torch.cat((pre, pat * cos + torch.cat((-x2, x1), -1) * sin), dim=-2)
+
+        w = (rot(q) @ rot(k).transpose(-1, -2) * (D // self.H) ** -0.5).softmax(-1)
+        x = x + a.o_proj((w @ v).transpose(1, 2).reshape(B, T, D)) * self.layer_scale1.lambda1
+        return x + self.mlp.down_proj(F.gelu(self.mlp.up_proj(self.norm2(x)))) * self.layer_scale2.lambda1
+
+
+class HFDinov3(nn.Module):
+    """transformers DINOv3ViTModel: embeddings (cls, register tokens, patches), DINOv3ViTRopePositionEmbedding
+    (inv_freq = 1 / rope_theta ** arange(0, 1, 4 / head_dim), not saved), layers, norm; pooler_output."""
+
+    def __init__(self, s):
+        super().__init__()
+        self.s = s
+        D = s.D
+        self.embeddings = nn.Module()
+        self.embeddings.cls_token = nn.Parameter(torch.zeros(1, 1, D))
+        self.embeddings.mask_token = nn.Parameter(torch.zeros(1, 1, D))
+        self.embeddings.register_tokens = nn.Parameter(torch.zeros(1, s.regs, D))
+        self.embeddings.patch_embeddings = nn.Conv2d(s.C, D, s.patch, s.patch)
+        self.layer = nn.ModuleList([_HFDinov3Layer(s) for _ in range(s.depth)])
+        self.norm = nn.LayerNorm(D, eps=s.eps)
+        self.register_buffer("inv_freq", 1 / 100.0 ** torch.arange(0, 1, 4 / (D // s.heads)), persistent=False)
+
+    def forward(self, img):
+        B = img.shape[0]
+        x = self.embeddings.patch_embeddings(img)
+        h, w = x.shape[2:]
+        x = torch.cat([self.embeddings.cls_token.expand(B, -1, -1), self.embeddings.register_tokens.expand(B, -1, -1),
+                       x.flatten(2).transpose(1, 2)], 1)
+        ch = torch.arange(0.5, h, dtype=x.dtype) / h
+        cw = torch.arange(0.5, w, dtype=x.dtype) / w
+        coords = 2.0 * torch.stack(torch.meshgrid(ch, cw, indexing="ij"), dim=-1).flatten(0, 1) - 1.0
+        ang = (2 * math.pi * coords[:, :, None] * self.inv_freq.to(x.dtype)[None, None, :]).flatten(1, 2).tile(2)
+        cos, sin = torch.cos(ang), torch.sin(ang)
+        outs = []
+        for blk in self.layer:
+            x = blk(x, cos, sin)
             outs.append(x[0])
         return self.norm(x)[:, 0][0], outs
 
@@ -1707,6 +1811,11 @@ def stored_weights(s: Spec):
     c = make_weights(s)
     if s.layout == "clip_openai":
         c = map_tensors(c, lambda t: t.half().float())
+    if s.layout == "dinov3_hf":
+        # transformers keeps inv_freq = 1 / rope_theta ** arange(0, 1, 4 / d) in float32 (not saved), where dinov3
+        # keeps the periods rope_theta ** (2 * arange(d / 4) / (d / 2)): the same numbers but for float32 rounding
+        d = s.D // s.heads
+        c["periods"] = 1.0 / (1 / 100.0 ** torch.arange(0, 1, 4 / d)).double()
     if s.no_embed_class and s.cls:
         # timm's _convert_dinov2: cls_token + pos_embed[:, 0], summed in float32 and stored so
         c["cls"] = (c["cls"] + c["pos"][0]).float()
@@ -1773,6 +1882,8 @@ def write_files(s: Spec, c, sd, out):
     elif L.startswith("open_clip"):
         st("open_clip_model.safetensors", sd, hf_meta, "open_clip (Hugging Face hub)")
         pt("open_clip_pytorch_model.bin", sd, "open_clip (Hugging Face hub), torch.save(state_dict)")
+    elif L == "dinov3_hf":
+        st("model.safetensors", sd, hf_meta, "Hugging Face hub (facebook/dinov3-*: DINOv3ViTModel.save_pretrained)")
     elif L == "dinov3":
         pt("dinov3_vits16_pretrain_lvd1689m-08c60483.pth", sd, "facebookresearch/dinov3 torch.hub release: "
                                                               "torch.save(state_dict), bias_mask buffers included")
@@ -1835,6 +1946,8 @@ def replica_for(s: Spec, sd, ignored, chk, hw):
         return DinoViT(s, v2=True), sd
     if L == "dinov3":
         return Dinov3ViT(s), sd
+    if L == "dinov3_hf":
+        return HFDinov3(s), sd
     if L == "deit_hf":
         return HFDeiTWithTeacher(s), sd
     if L.startswith("dinov2") and L.endswith("hf"):
@@ -1938,13 +2051,15 @@ def check_groups(replica_outputs, chk):
             ("dinov2_swiglu", "dinov2_swiglu_hf", "native"),
             ("open_clip_quickgelu", "clip_hf_vision_proj", "native"), ("clip_hf_vision_proj", "clip_hf_model", "native"),
             ("clip_hf_vision_proj", "clip_hf_model", "other"), ("siglip_hf_vision", "siglip_hf_model", "native"),
-            ("siglip_hf_vision", "siglip_hf_model", "other")]
+            ("siglip_hf_vision", "siglip_hf_model", "other"), ("dinov3", "dinov3_hf", "native"),
+            ("dinov3", "dinov3_hf", "other")]
     differ = [("dinov2", "dinov2_timm", "other"), ("dinov2", "dinov2_hf", "other"), ("dinov2_timm", "dinov2_hf", "other"),
               ("open_clip_quickgelu", "clip_hf_vision_proj", "other")]
     for a, b, size in same:
         if (a, size) in replica_outputs and (b, size) in replica_outputs:
+            # DINOv3's two codes round RoPE's periods to float32 differently (periods, 1 / inv_freq): ~1e-9 apart
             check_same(chk, f"{a} and {b} ({size}): same weights, same output", replica_outputs[(a, size)],
-                       replica_outputs[(b, size)])
+                       replica_outputs[(b, size)], 1e-8 if a == "dinov3" else 1e-9)
     # timm's cls_token holds cls + pos[0] rounded to float32: equal to that rounding
     for size in ("native", "other"):
         if ("dinov2_reg", size) in replica_outputs and ("dinov2_timm_reg", size) in replica_outputs:

@@ -66,6 +66,7 @@ PRE = {
     "vit_reg4_gap_timm": (IMAGENET, 21, False, "bicubic"),  # timm crop_pct 0.95: floor(20 / 0.95)
     "vit_gap_timm": (IMAGENET, 21, False, "bicubic"),       # timm crop_pct 0.95: floor(20 / 0.95)
     "dinov3": (IMAGENET, 256, False, "bicubic"),            # dinov3 classification eval: resize 256, crop 224
+    "dinov3_hf": (IMAGENET, 0, True, "bilinear"),           # DINOv3ViTImageProcessorFast: straight to 20 x 20
 }
 FAMILY_LABEL = {"vit": "ViT", "deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE",
                 "dinov3": "DINOv3"}
@@ -75,7 +76,8 @@ LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresear
           "dinov2_swiglu_hf": "huggingface", "clip_openai": "openai", "open_clip_quickgelu": "open_clip",
           "open_clip_gelu": "open_clip", "clip_hf_vision": "huggingface", "clip_hf_vision_proj": "huggingface",
           "clip_hf_model": "huggingface", "siglip_hf_vision": "huggingface", "siglip_hf_model": "huggingface",
-          "mae": "facebookresearch", "vit_reg4_gap_timm": "timm", "vit_gap_timm": "timm", "dinov3": "facebookresearch"}
+          "mae": "facebookresearch", "vit_reg4_gap_timm": "timm", "vit_gap_timm": "timm", "dinov3": "facebookresearch",
+          "dinov3_hf": "huggingface"}
 
 
 def ok(cond, label, detail=""):
@@ -95,7 +97,7 @@ def expected_config(s):
     (mean, std), resize, squash, interp = PRE[s.layout]
     want = dict(families.config_fields(s), mean=mean, std=std, resize=resize, squash=squash, interp=interp,
                 class_names=families.LABELS[:s.classes] if s.classes else [])
-    if s.rope:  # no position table tells the size: DINOv3's default 224 (resize 256), any multiple of the patch runs
+    if s.layout == "dinov3":  # no table nor config tells the size: DINOv3's default 224 (resize 256)
         want.update(image_size=224, resize=256)
     return want
 
