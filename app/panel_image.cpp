@@ -114,9 +114,9 @@ void draw_original(ViewCtx& v, ImagePanel& panel) {
         Tensor3 small = (tw == im.width && th == im.height) ? im.pixels : resize(im.pixels, th, tw, Interp::Bilinear);
         upload_rgb(panel.original, small.data(), int(extent(small, 0)), th, tw, true);
     }
-    // the original beside its preprocessing steps (about five lines): no taller than they are when
-    // the panel is short, so that the model input below gets the room (issue 36)
-    const float box = ImGui::GetContentRegionAvail().y < 760 ? std::max(72.f, 5 * ImGui::GetTextLineHeightWithSpacing()) : 120.f;
+    // the original beside its first preprocessing steps (four lines; the others go under it): no taller
+    // than they are when the panel is short, so that the model input below gets the room (issue 36)
+    const float box = ImGui::GetContentRegionAvail().y < 760 ? std::max(64.f, 4 * ImGui::GetTextLineHeightWithSpacing()) : 120.f;
     float f = box / float(std::max(im.width, im.height));
     float w = im.width * f, h = im.height * f;
     ImVec2 p0 = ImGui::GetCursorScreenPos();
@@ -138,13 +138,31 @@ void draw_original(ViewCtx& v, ImagePanel& panel) {
     ImGui::SameLine();
     ImGui::BeginGroup();
     std::string all, drawn;
-    const float room = ImGui::GetContentRegionAvail().x;
-    for (auto& line : preprocessing_lines(im, c, in_h, in_w)) {
-        for (const std::string& part : wrap_at_spaces(line, room)) {
+    const float room = ImGui::GetContentRegionAvail().x, full = room + box + ImGui::GetStyle().ItemSpacing.x;
+    const float lh = ImGui::GetTextLineHeightWithSpacing();
+    // the steps beside the original while they fit its height; the rest under it across the panel's width,
+    // where they wrap less (a narrow panel's steps beside the picture took nine lines, and pushed the
+    // attention thumbnails below the fold at 1366x768)
+    const std::vector<std::string> lines = preprocessing_lines(im, c, in_h, in_w);
+    size_t i = 0;
+    float used = 0;
+    for (; i < lines.size(); ++i) {
+        const std::vector<std::string> parts = wrap_at_spaces(lines[i], room);
+        if (i > 0 && used + float(parts.size()) * lh > box + 0.5f * lh) break;
+        for (const std::string& part : parts) {
             ImGui::TextDisabled("%s", part.c_str());
             drawn += part + "\n";
         }
-        all += line + "\n";
+        used += float(parts.size()) * lh;
+        all += lines[i] + "\n";
+    }
+    ImGui::EndGroup();
+    for (; i < lines.size(); ++i) {
+        for (const std::string& part : wrap_at_spaces(lines[i], full)) {
+            ImGui::TextDisabled("%s", part.c_str());
+            drawn += part + "\n";
+        }
+        all += lines[i] + "\n";
     }
     pr.strings["preprocess.drawn"] = drawn;
     pr.strings["preprocess"] = all;
@@ -153,7 +171,6 @@ void draw_original(ViewCtx& v, ImagePanel& panel) {
     if (v.hover && ImGui::IsItemHovered())
         ImGui::SetTooltip("off: shorter side resized, then a centre crop (torchvision's Resize + CenterCrop)\n"
                           "on: straight resize to a square, as Hugging Face's ViTImageProcessor does");
-    ImGui::EndGroup();
 }
 
 void draw_no_grads(Session& s, Probe& pr, const char* what) {

@@ -14,12 +14,26 @@ namespace layouts_detail {
 
 namespace {
 
-Plan plan_dinov3_hf(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side) {
+// What both layouts are: DINOv3's parts (no table, RoPE, LayerNorm eps 1e-5: the hub's "layernormbf16",
+// transformers' DINOv3ViTConfig default), an embedding output.
+Plan dinov3_plan(Family layout, const std::string& R, const std::string& blocks) {
     Plan p;
     p.kind = Kind::Dinov3;
-    p.layout = Family::HuggingFace;
+    p.layout = layout;
     p.root = R;
-    p.blocks = R + "layer.";
+    p.blocks = R + blocks;
+    p.pos_prefix = 0;
+    Config& c = p.c;
+    c.family = ModelFamily::Dinov3;
+    c.head = Head::Identity;
+    c.pos_table = false;
+    c.rope = true;
+    c.eps = 1e-5f;
+    return p;
+}
+
+Plan plan_dinov3_hf(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side) {
+    Plan p = dinov3_plan(Family::HuggingFace, R, "layer.");
     Config& c = p.c;
     auto has = [&](const std::string& n) { return k.has(R + n); };
     const ModelConfigFile* cfg =
@@ -27,15 +41,9 @@ Plan plan_dinov3_hf(const Keys& k, const std::string& R, const std::string& what
     if (cfg && cfg->model_type && *cfg->model_type != "dinov3_vit")
         throw FileError(side.path + " (the config beside " + what + ") says model_type '" + *cfg->model_type +
                         "', but the keys are DINOv3ViTModel's (embeddings.patch_embeddings.weight)");
-    c.family = ModelFamily::Dinov3;
-    c.head = Head::Identity;
     c.layer_scale = has("layer.0.layer_scale1.lambda1");
-    c.pos_table = false;
-    c.rope = true;
-    c.eps = 1e-5f;  // DINOv3ViTConfig's layer_norm_eps default
     p.eps_default_from = "transformers' DINOv3ViTConfig (layer_norm_eps 1e-5)";
     p.registers = has("embeddings.register_tokens");
-    p.pos_prefix = 0;
     p.rope_from_base = true;
     c.rope_base = cfg && cfg->rope_theta ? float(*cfg->rope_theta) : 100.f;
     p.notes.push_back(std::string("RoPE's periods are not in the file (transformers does not save inv_freq): made from ") +
@@ -86,11 +94,7 @@ Plan plan_dinov3_hf(const Keys& k, const std::string& R, const std::string& what
 
 Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side) {
     if (k.has(R + "embeddings.patch_embeddings.weight")) return plan_dinov3_hf(k, R, what, side);
-    Plan p;
-    p.kind = Kind::Dinov3;
-    p.layout = Family::Facebook;
-    p.root = R;
-    p.blocks = R + "blocks.";
+    Plan p = dinov3_plan(Family::Facebook, R, "blocks.");
     Config& c = p.c;
     auto has = [&](const std::string& n) { return k.has(R + n); };
     if (!has("rope_embed.periods"))
@@ -102,15 +106,9 @@ Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what, c
     if (has("head.weight"))
         throw FileError(what + ": a DINOv3 backbone with a 'head.weight' beside it: DINOv3's linear classifiers are "
                                "separate models; load the backbone alone");
-    c.family = ModelFamily::Dinov3;
-    c.head = Head::Identity;
     c.layer_scale = has("blocks.0.ls1.gamma");
-    c.pos_table = false;
-    c.rope = true;
-    c.eps = 1e-5f;  // hub backbones: norm_layer "layernormbf16", nn.LayerNorm(eps=1e-5)
     p.eps_default_from = "DINOv3's layernormbf16 (nn.LayerNorm, eps 1e-5)";
     p.registers = has("storage_tokens");
-    p.pos_prefix = 0;
     p.it = "DINOv3 (facebookresearch/dinov3 layout, as torch.hub loads it)";
     if (has("mask_token")) p.ignore.push_back({R + "mask_token", "mask_token (DINOv3's placeholder for masked patches in training)"});
     if (has("local_cls_norm.weight"))
