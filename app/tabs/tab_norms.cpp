@@ -180,7 +180,7 @@ public:
                                   double(norms_(size_t(layer_), size_t(i))), from_cls);
                 else
                     std::snprintf(b, sizeof b, "%s: norm %.4g", name.c_str(), double(norms_(size_t(layer_), size_t(i))));
-                ImGui::TextUnformatted(b);
+                ImGui::TextWrapped("%s", b);  // wraps in a narrow window (at 1366x768 it ran 16 px past the child's edge)
                 specials += std::string(b) + "\n";
                 // where it looks: its attention row over the patches (vit::attention_from), mean of heads
                 if (keys_.stale("norms.spec." + std::to_string(i), s.version() * 1009 + uint64_t(layer_))) {
