@@ -745,7 +745,7 @@ void Commands::add_info(CLI::App& app) {
                 if (ov.pooling) lm.weights.cfg.pooling = *ov.pooling;
                 Config& pc = lm.weights.cfg;
                 if (!pc.class_names.empty()) lm.labels_from = "the preset";
-                else if (pc.classes == 1000 && !imagenet1k_class_names().empty()) {
+                else if (pc.has_logits() && pc.classes == 1000 && !imagenet1k_class_names().empty()) {
                     pc.class_names = imagenet1k_class_names();
                     lm.labels_from = "ImageNet-1k (the default for 1000 classes)";
                 }
@@ -773,7 +773,8 @@ void Commands::add_info(CLI::App& app) {
             std::printf("gemm: %s\n", vit::ops::gemm_engine().c_str());
             std::printf("blas: %s\n", vit::blas::describe().c_str());
             std::printf("heads: %d (from %s)\n", c.heads, lm.heads_from.empty() ? "?" : safe(lm.heads_from).c_str());
-            if (c.class_names.empty()) std::printf("class names: none (classes are numbered; --labels FILE names them)\n");
+            if (c.class_names.empty() && !c.has_logits()) std::printf("class names: none (no classifier: the output is an embedding)\n");
+            else if (c.class_names.empty()) std::printf("class names: none (classes are numbered; --labels FILE names them)\n");
             else std::printf("class names: %s, ... (from %s)\n", safe(c.class_names[0]).c_str(), safe(lm.labels_from).c_str());
             for (const char* k : {"hf.weights", "hf.config", "hf.preprocessor"})
                 if (auto it = lm.metadata.find(k); it != lm.metadata.end())

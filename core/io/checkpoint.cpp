@@ -460,7 +460,8 @@ LoadedModel load_model(const std::string& spec, const LoadOverrides& ov, uint64_
         if (ov.eps > 0) c.eps = ov.eps;
         if (ov.pooling) c.pooling = *ov.pooling;
         if (!c.class_names.empty()) lm.labels_from = "the preset";
-        else if (c.classes == 1000 && !imagenet1k_class_names().empty()) {
+        else if (c.has_logits() && c.classes == 1000 && !imagenet1k_class_names().empty()) {
+            // (a preset without a classifier, DINO's or CLIP's, has no classes to name)
             c.class_names = imagenet1k_class_names();
             lm.labels_from = "ImageNet-1k (the default for 1000 classes)";
         }
