@@ -251,7 +251,8 @@ def check_refusals(a, root, manifest):
         last = s.depth - 1
         fc2 = [k for k in tensors if f"{last}." in k and any(n in k for n in ("fc2.weight", "mlp.w3.weight",
                                                                                "c_proj.weight", "output.dense.weight",
-                                                                               "weights_out.weight"))
+                                                                               "weights_out.weight",
+                                                                               "down_proj.weight"))
                and "text" not in k and not k.startswith(("transformer.", "decoder_"))]
         fc2 = [k for k in fc2 if "attention.output" not in k]
         if not ok(len(fc2) == 1, f"{layout}: one last-block MLP matrix to remove", str(fc2)):
