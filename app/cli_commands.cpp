@@ -10,6 +10,7 @@
 #include "core/teach/scenes_eval.h"
 #include "core/io/hub.h"
 #include "core/io/dataset.h"
+#include "core/model/backward.h"
 #include "core/model/finite.h"
 #include "core/model/forward.h"
 #include "core/io/image.h"
@@ -594,6 +595,10 @@ void Commands::add_trace(CLI::App& app) {
             interventions_from_flags(s.iv, lm.weights, opt);
             if (s.grads && !opt.iv.empty())
                 throw UsageError("--grads: the backward pass does not run with interventions (" + opt.iv.describe() + ")");
+            // a model the backward pass is not written for: said before the forward pass, naming the flag
+            // (it read "the forward pass failed" after running it); exit 1, as before
+            if (const std::string why = s.grads ? backward_unsupported(c, opt) : std::string(); !why.empty())
+                throw std::runtime_error("--grads: no gradients for " + lm.source + ": " + why);
             RunRequest req;
             req.grads = s.grads;
             req.grad_class = s.grad_class;

@@ -86,6 +86,10 @@ def main():
     r = cli("trace", "--model", "fmnist", "--heads", "5", "--image", sample, "--out", w("x.npz"))
     expect(r.returncode == 2 and "--heads 5 does not divide the width 64" in r.stderr,
            "--heads that does not divide the width is bad usage: exit 2 naming the flag")
+    r = cli("trace", "--model", "dinov3-s16", "--grads", "--image", sample, "--out", w("x.npz"))
+    expect(r.returncode == 1 and "--grads: no gradients for preset:dinov3-s16" in r.stderr and "RoPE" in r.stderr and
+           "forward pass failed" not in r.stderr,
+           "--grads on a model the backward pass is not written for: exit 1 naming the flag, the model and why")
     np.save(w("wrong.npy"), np.zeros((3, 28, 28), np.float32))
     r = cli("trace", "--input", w("wrong.npy"), "--out", w("x.npz"))
     expect(r.returncode == 1 and "(1, 28, 28)" in r.stderr, "input of the wrong shape exits 1 with both shapes")

@@ -198,10 +198,10 @@ def check_out_of_range(app):
     # an empty gradient-weighted thumbnail says why (the reason the command line gives), or offers to compute
     r = subprocess.run([app.cli, "trace", "--model", "dinov2-s14-reg", "--grads", "--image", app.sample, "--out",
                         os.path.join(app.dir, "reg.npz")], capture_output=True, text=True, timeout=120)
-    reason = r.stderr.strip().split("the forward pass failed: ")[-1]
+    reason = r.stderr.strip().split("--grads: no gradients for preset:dinov2-s14-reg: ")[-1]
     _, lay = app.shot("--model", "dinov2-s14-reg")
     why = lay["strings"].get("thumbs.2.why", "")
-    expect(r.returncode != 0 and len(reason) > 20 and why == "no gradients: " + reason,
+    expect(r.returncode == 1 and len(reason) > 20 and why == "no gradients: " + reason,
            f"dinov2-s14-reg: the grad-weighted thumbnail's reason is the backward's own ('{why[:90]}')")
     _, lay = app.shot("--model", "vit-ti16", "--no-grads")
     why = lay["strings"].get("thumbs.2.why", "")
