@@ -17,11 +17,7 @@ namespace {
 // What both layouts are: DINOv3's parts (no table, RoPE, LayerNorm eps 1e-5: the hub's "layernormbf16",
 // transformers' DINOv3ViTConfig default), an embedding output.
 Plan dinov3_plan(Family layout, const std::string& R, const std::string& blocks) {
-    Plan p;
-    p.kind = Kind::Dinov3;
-    p.layout = layout;
-    p.root = R;
-    p.blocks = R + blocks;
+    Plan p = start_plan(Kind::Dinov3, layout, R, R + blocks);
     p.pos_prefix = 0;
     Config& c = p.c;
     c.family = ModelFamily::Dinov3;

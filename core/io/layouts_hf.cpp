@@ -16,11 +16,7 @@ namespace layouts_detail {
 // ---------------------------------------------------------------- Hugging Face ViT, DeiT, Dinov2
 // transformers models/vit, deit, dinov2, dinov2_with_registers: modeling_*.py
 Plan plan_hf_vit(const Keys& k, const std::string& R, const SideConfig& side, const std::string& what) {
-    Plan p;
-    p.kind = Kind::HfVit;
-    p.layout = Family::HuggingFace;
-    p.root = R;
-    p.blocks = R + "encoder.layer.";
+    Plan p = start_plan(Kind::HfVit, Family::HuggingFace, R, R + "encoder.layer.");
     Config& c = p.c;
     auto has = [&](const std::string& n) { return k.has(R + n); };
     const bool dist = has("embeddings.distillation_token");
@@ -111,11 +107,7 @@ Plan plan_hf_vit(const Keys& k, const std::string& R, const SideConfig& side, co
 // ---------------------------------------------------------------- Hugging Face CLIP and SigLIP vision towers
 // transformers models/clip/modeling_clip.py, models/siglip/modeling_siglip.py
 Plan plan_hf_clip(const Keys& k, const std::string& R, const SideConfig& side, const std::string& what) {
-    Plan p;
-    p.kind = Kind::HfClip;
-    p.layout = Family::HuggingFace;
-    p.root = R;
-    p.blocks = R + "encoder.layers.";
+    Plan p = start_plan(Kind::HfClip, Family::HuggingFace, R, R + "encoder.layers.");
     Config& c = p.c;
     auto has = [&](const std::string& n) { return k.has(R + n); };
     const bool clip = has("embeddings.class_embedding");

@@ -163,6 +163,16 @@ struct Plan {
     bool rope_from_base = false;      // RoPE's periods are not in the file: made from Config::rope_base (HF DINOv3)
 };
 
+// A plan's start: its convention, the checkpoint family it names, the model's root and where its blocks are.
+inline Plan start_plan(Kind kind, Family layout, const std::string& R, const std::string& blocks) {
+    Plan p;
+    p.kind = kind;
+    p.layout = layout;
+    p.root = R;
+    p.blocks = blocks;
+    return p;
+}
+
 // "blocks.3.attn.qkv.weight" -> (3, "attn.qkv.weight"); -1 for names outside the blocks.
 inline std::pair<int, std::string> block_of(const std::string& n) {
     if (!starts(n, "blocks.")) return {-1, n};

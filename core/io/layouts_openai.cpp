@@ -16,11 +16,8 @@ namespace layouts_detail {
 // ---------------------------------------------------------------- OpenAI CLIP and open_clip
 // openai/CLIP clip/model.py (VisionTransformer, build_model), open_clip transformer.py
 Plan plan_openai(const Keys& k, const std::string& R, const Meta& meta, const SideConfig& side, const std::string& what) {
-    Plan p;
-    p.kind = Kind::OpenAI;
-    p.root = R;
     const std::string V = R + "visual.";
-    p.blocks = V + "transformer.resblocks.";
+    Plan p = start_plan(Kind::OpenAI, Family::Timm, R, V + "transformer.resblocks.");  // the family: set below
     Config& c = p.c;
     c.family = ModelFamily::Clip;
     c.ln_pre = k.has(V + "ln_pre.weight");

@@ -18,10 +18,7 @@ namespace layouts_detail {
 // timm models/vision_transformer.py and deit.py; facebookresearch/deit (timm's model), dino
 // vision_transformer.py, dinov2 models/vision_transformer.py, mae models_mae.py / models_vit.py.
 Plan plan_timm(const Keys& k, const std::string& R, const Meta& meta, const SideConfig& side, const std::string& what) {
-    Plan p;
-    p.kind = Kind::Timm;
-    p.root = R;
-    p.blocks = R + "blocks.";
+    Plan p = start_plan(Kind::Timm, Family::Timm, R, R + "blocks.");
     Config& c = p.c;
     auto has = [&](const std::string& n) { return k.has(R + n); };
     const ModelConfigFile* timm = side.config && side.config->model.kind == ConfigKind::Timm ? &side.config->model : nullptr;

@@ -15,11 +15,7 @@ namespace layouts_detail {
 
 // ---------------------------------------------------------------- torchvision
 Plan plan_torchvision(const Keys& k, const std::string& R) {
-    Plan p;
-    p.kind = Kind::Torchvision;
-    p.layout = Family::Torchvision;
-    p.root = R;
-    p.blocks = R + "encoder.layers.encoder_layer_";
+    Plan p = start_plan(Kind::Torchvision, Family::Torchvision, R, R + "encoder.layers.encoder_layer_");
     p.c.eps = 1e-6f;
     p.it = "ViT (torchvision layout)";
     const bool disk = k.has(R + "encoder.layers.encoder_layer_0.mlp.linear_1.weight");  // older torchvision files
