@@ -47,7 +47,7 @@ struct Commands::State {
     // train / eval
     std::string data = default_fashion_mnist_dir(), resume, config = "fmnist";
     TrainSettings ts;
-    int width = 0, depth = 0, heads_cfg = 0, mlp = 0, patch = 0, limit = 0, threads = 0;
+    int width = 0, depth = 0, heads_cfg = 0, mlp = 0, patch = 0, train_size = 0, limit = 0, threads = 0;
     bool no_augment = false;
     // train --scenes, eval --scenes, scenes (core/io/scenes.h)
     bool scenes = false;
@@ -917,6 +917,8 @@ void Commands::add_training(CLI::App& app) {
     tr->add_option("--heads", s.heads_cfg, "override the number of heads");
     tr->add_option("--mlp", s.mlp, "override the MLP width");
     tr->add_option("--patch", s.patch, "override the patch size");
+    tr->add_option("--image-size", s.train_size, "override the input side (with --scenes: the scenes' side; the object is "
+                                                  "half of it and moves on the patch grid)")->check(CLI::Range(8, 1024));
     tr->add_option("--epochs", s.ts.epochs, "epochs")->default_val(30)->check(CLI::Range(1, 100000));
     tr->add_option("--batch", s.ts.batch, "batch size")->default_val(128)->check(CLI::Range(1, 65536));
     tr->add_option("--lr", s.ts.lr, "peak learning rate (AdamW)")->default_val(1e-3)->check(CLI::PositiveNumber);
@@ -963,6 +965,7 @@ void Commands::add_training(CLI::App& app) {
                 if (s.heads_cfg) c.heads = s.heads_cfg;
                 if (s.mlp) c.mlp = s.mlp;
                 if (s.patch) c.patch = s.patch;
+                if (s.train_size) c.image_size = s.train_size;
                 if (s.scenes) {
                     if (c.channels != 3 || c.image_size < 48)
                         throw UsageError("--scenes: scenes are RGB and at least 48 pixels wide; --config " + safe(s.config) +
@@ -982,7 +985,7 @@ void Commands::add_training(CLI::App& app) {
             if (s.scenes) {
                 if (c.channels != 3) throw UsageError("--scenes: the model is " + c.describe() + "; scenes are RGB");
                 s.ts.render = [&train, c](int item, uint64_t draw, float* dst) {
-                    const Tensor3 x = scene_input(make_scene(train, item, draw, SceneOptions{c.image_size, true}), c.pre.mean, c.pre.std);
+                    const Tensor3 x = scene_input(make_scene(train, item, draw, scene_options(c)), c.pre.mean, c.pre.std);
                     std::copy(x.begin(), x.end(), dst);
                 };
             } else {
@@ -996,7 +999,7 @@ void Commands::add_training(CLI::App& app) {
                     w, std::min(2000, test.n),
                     [&](int i, float* dst) {
                         const SceneDraw d = scene_draw(test, 1, i);
-                        const Tensor3 x = scene_input(make_scene(test, d.item, d.seed, SceneOptions{c.image_size, true}), c.pre.mean, c.pre.std);
+                        const Tensor3 x = scene_input(make_scene(test, d.item, d.seed, scene_options(c)), c.pre.mean, c.pre.std);
                         std::copy(x.begin(), x.end(), dst);
                     },
                     [&](int i) { return int(test.labels[size_t(scene_draw(test, 1, i).item)]); });

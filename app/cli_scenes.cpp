@@ -50,7 +50,7 @@ void add_scenes_command(CLI::App& app, std::function<int()>& selected) {
             std::string labels = "[\n";
             for (int i = 0; i < f->count; ++i) {
                 const SceneDraw dr = scene_draw(d, f->seed, i);
-                const Scene s = make_scene(d, dr.item, dr.seed, SceneOptions{c.image_size, true});
+                const Scene s = make_scene(d, dr.item, dr.seed, scene_options(c));
                 char name[32];
                 std::snprintf(name, sizeof name, "%05d.png", i);
                 write_png((dir / name).string(), s.rgb.data(), s.size, s.size, 3);

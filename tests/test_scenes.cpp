@@ -12,6 +12,7 @@
 #include "core/io/dataset.h"
 #include "core/io/scenes.h"
 #include "core/model/forward.h"
+#include "core/model/model.h"
 #include "core/teach/scenes_eval.h"
 
 using namespace vit;
@@ -74,6 +75,44 @@ TEST(Scenes, OutsideTheBoxIsBackgroundOrClutterAndTheBoxIsTight) {
         clutter += s.clutter;
     }
     EXPECT_GT(clutter, 300 * 2) << "scenes carry distractors";
+}
+
+// A scene of another side (`train --scenes --image-size 96`): the object is half the side and moves on the
+// grid asked for (the model's patch), not on an eighth of the side. Items as tall as their 28 rows (trousers,
+// dresses) fill the square's height, so their box starts on the grid.
+TEST(Scenes, ObjectMovesOnTheGridAskedForAndIsHalfTheSide) {
+    const Dataset& d = test_split();
+    for (const int grid : {8, 0}) {
+        SCOPED_TRACE("grid " + std::to_string(grid));
+        const int step = grid ? grid : 96 / 8;
+        int full = 0;
+        std::set<int> rows;
+        for (int i = 0; i < 300; ++i) {
+            const SceneDraw dr = scene_draw(d, 1, i);
+            SceneOptions o;
+            o.size = 96;
+            o.grid = grid;
+            const Scene s = make_scene(d, dr.item, dr.seed, o);
+            const auto [x0, y0, x1, y1] = s.box;
+            ASSERT_LE(x1 - x0, 48);
+            ASSERT_LE(y1 - y0, 48);
+            if (y1 - y0 != 48) continue;
+            ++full;
+            EXPECT_EQ(y0 % step, 0) << "scene " << i << ": a full-height object starts at row " << y0;
+            rows.insert(y0);
+        }
+        EXPECT_GT(full, 20);
+        EXPECT_EQ(rows.size(), size_t(48 / step + 1)) << "every row of the grid is used";
+    }
+    Config c = preset("scenes");
+    EXPECT_EQ(scene_options(c).size, 64);
+    EXPECT_EQ(scene_options(c).grid, 8);
+    SceneOptions bad;
+    bad.size = 96;
+    bad.grid = 49;
+    EXPECT_THROW(make_scene(d, 0, 1, bad), std::invalid_argument);
+    bad.grid = -1;
+    EXPECT_THROW(make_scene(d, 0, 1, bad), std::invalid_argument);
 }
 
 TEST(Scenes, PatchOnObjectIsThePatchCentreInTheBox) {

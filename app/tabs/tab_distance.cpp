@@ -145,7 +145,7 @@ void DistanceTab::start_average(const Session& s, int n) {
             for (int i = start; i < std::min(total, start + 64); ++i) {
                 if (is_scenes_model(pc)) {  // a model trained on scenes averages over test scenes (set 1), not bare items
                     const SceneDraw sd = scene_draw(d, 1, i);
-                    xs.push_back(preprocess_at(scene_image(make_scene(d, sd.item, sd.seed, SceneOptions{pc.image_size, true})), pc, ih, iw));
+                    xs.push_back(preprocess_at(scene_image(make_scene(d, sd.item, sd.seed, scene_options(pc))), pc, ih, iw));
                 } else {
                     xs.push_back(dataset_input(d, i, pc, ih, iw));
                 }

@@ -11,6 +11,7 @@
 
 #include "core/io/image.h"
 #include "core/io/io.h"
+#include "core/model/model.h"
 
 namespace vit {
 
@@ -127,6 +128,14 @@ void draw_shape(int kind, int x0, int y0, int n, Rgb c, int S, std::vector<float
 
 }  // namespace
 
+SceneOptions scene_options(const Config& c, bool object) {
+    SceneOptions o;
+    o.size = c.image_size;
+    o.object = object;
+    o.grid = c.patch;
+    return o;
+}
+
 Scene make_scene(const Dataset& d, int item, uint64_t seed, const SceneOptions& o) {
     if (d.rows != 28 || d.cols != 28)
         throw std::invalid_argument("scenes are made of 28 x 28 Fashion-MNIST items; this dataset holds " +
@@ -134,7 +143,10 @@ Scene make_scene(const Dataset& d, int item, uint64_t seed, const SceneOptions& 
     if (item < 0 || item >= d.n)
         throw std::invalid_argument("scene item " + std::to_string(item) + " is outside the dataset's " + std::to_string(d.n) + " images");
     if (o.size < 48 || o.size > 1024) throw std::invalid_argument("a scene is 48 to 1024 pixels wide, not " + std::to_string(o.size));
-    const int S = o.size;
+    const int S = o.size, L = S / 2, step = o.grid > 0 ? o.grid : S / 8;
+    if (o.grid < 0 || step > S - L)
+        throw std::invalid_argument("a " + std::to_string(S) + "-pixel scene's object moves on a grid of 1 to " + std::to_string(S - L) +
+                                    " pixels, not " + std::to_string(o.grid));
     Rng r{seed ^ 0x5CE7E5C0FFEEull};
     Scene sc;
     sc.size = S;
@@ -144,12 +156,11 @@ Scene make_scene(const Dataset& d, int item, uint64_t seed, const SceneOptions& 
     Rgb base{};
     draw_background(r, S, px, base);
 
-    // The object: the item at 32 x 32 pixels (8/7 of its size: its details stay), four by four patches of the
-    // scenes model, placed on the patch grid anywhere in the scene. On the grid, a patch holds the same part of
+    // The object: the item at half the scene's side (32 x 32 pixels in a 64-pixel scene, 8/7 of its size: its
+    // details stay; four by four patches of the scenes model), placed on the patch grid anywhere in the scene. On the grid, a patch holds the same part of
     // the item wherever the item is, as a centred item does for a Fashion-MNIST model: a ViT trained from scratch
     // on 2 cores learns to classify such scenes in minutes, not the hours that items shifted by a fraction of a
     // patch take (an earlier recipe, 28-41 pixels anywhere, stalled at 51% after six epochs).
-    const int L = 32 * S / kSceneSize, step = 8 * S / kSceneSize;
     const bool flip = r.next() & 1;
     const int ox = r.range(0, (S - L) / step) * step, oy = r.range(0, (S - L) / step) * step;
     Rgb tint = hsv(r.u(), 0.45f + 0.55f * r.u(), 0.65f + 0.35f * r.u());

@@ -22,7 +22,13 @@ constexpr int kSceneSize = 64;  // the scenes model's input side (8 x 8 patches 
 struct SceneOptions {
     int size = kSceneSize;
     bool object = true;  // false: the same scene without its object (for the tests' "outside the box" check)
+    int grid = 0;        // the object's placement step in pixels (the model's patch); 0: size / 8. The object is
+                         // size / 2 pixels wide: 32 pixels on an 8-pixel grid in the scenes model's 64-pixel scenes
 };
+
+struct Config;
+// The scenes a model of config `c` reads: its input size, its patch as the grid.
+SceneOptions scene_options(const Config& c, bool object = true);
 
 struct Scene {
     int size = 0;

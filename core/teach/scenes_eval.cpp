@@ -81,7 +81,7 @@ ScenesEval evaluate_scenes(const Weights& w, const Dataset& test, uint64_t seed,
     Trace t;
     for (int i = 0; i < n; ++i) {
         const SceneDraw dr = scene_draw(test, seed, i);
-        const Scene sc = make_scene(test, dr.item, dr.seed, SceneOptions{c.image_size, true});
+        const Scene sc = make_scene(test, dr.item, dr.seed, scene_options(c));
         forward(w, scene_input(sc, c.pre.mean, c.pre.std), {}, t);
         const Array& logits = t.get(StageId{StageKind::Logits, -1});
         const int pred = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
