@@ -403,8 +403,9 @@ Config preset(const std::string& n) {
         return c;
     }
     if (n == "scenes") {
-        // The scenes model (core/io/scenes.h): 64x64 RGB scenes, 8x8 patches -> an 8x8 grid.
-        Config c = make(n, 64, 3, 8, 64, 6, 4, 128, 10);
+        // The scenes model (core/io/scenes.h): 64x64 RGB scenes, 8x8 patches -> an 8x8 grid; the embedded model's
+        // shapes (width 96, 6 heads of 16, MLP 192), so `train --scenes` starts from them.
+        Config c = make(n, 64, 3, 8, 96, 6, 6, 192, 10);
         c.class_names = preset("fmnist").class_names;
         return c;
     }
