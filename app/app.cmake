@@ -12,14 +12,14 @@ set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
              ${CMAKE_CURRENT_SOURCE_DIR}/shaders/heatmap.vert ${CMAKE_CURRENT_SOURCE_DIR}/shaders/heatmap.frag)
 
 # Each centre tab is a unit of its own (app/tabs/tab_*.cpp), registered in app/tabs/table.cpp.
-add_executable(vitscope app/main.cpp app/app_args.cpp app/frame.cpp app/exports.cpp app/headless.cpp
+add_executable(vitscope app/main.cpp app/app_args.cpp app/frame.cpp app/exports.cpp app/headless.cpp app/headless_drivers.cpp
                app/gl_util.cpp app/jobs.cpp app/session.cpp app/probe.cpp app/heatmap.cpp app/layout.cpp app/panel_toolbar.cpp app/panel_navigator.cpp app/panel_image.cpp app/panel_predictions.cpp app/panel_status.cpp app/keys.cpp app/scene_truth.cpp
-               app/tabs/table.cpp app/tabs/tab_common.cpp app/tabs/tab_stage.cpp app/tabs/tab_attention.cpp app/tabs/tab_changes.cpp
+               app/tabs/table.cpp app/tabs/tab_common.cpp app/tabs/tab_stage.cpp app/tabs/stage_panels.cpp app/tabs/tab_attention.cpp app/tabs/tab_changes.cpp
                app/tabs/tab_train.cpp app/tabs/tab_lens.cpp app/tabs/tab_positions.cpp app/tabs/tab_filters.cpp
                app/tabs/tab_distance.cpp app/tabs/tab_patches.cpp app/tabs/tab_map.cpp
                app/tabs/tab_norms.cpp app/tabs/tab_features.cpp app/tabs/tab_selfattn.cpp app/tabs/tab_interventions.cpp
                app/interventions_ui.cpp
-               app/lessons.cpp app/learn.cpp app/learn_steps.cpp app/paths.cpp app/settings.cpp app/settings_app.cpp app/heads_prompt.cpp app/model_scan.cpp
+               app/lessons.cpp app/learn.cpp app/learn_steps.cpp app/learn_steps_attention.cpp app/paths.cpp app/settings.cpp app/settings_app.cpp app/heads_prompt.cpp app/model_scan.cpp
                app/text_capture.cpp app/text_wrap.cpp)
 # Every text ImGui draws passes through ImDrawList::AddText: wrapped so that the sweep can read what the
 # screen says (app/text_capture.h); wrapped text is measured (ImFont::CalcTextSizeA) and drawn with its

@@ -36,6 +36,86 @@ int key_code(const std::string& k) {
     return -1;
 }
 
+// The options given as text, read into their values once CLI11 has parsed them: an error names the flag (exit 2).
+struct Raw {
+    std::string hover, cell, image_size, sizes;
+};
+
+std::optional<int> read_values(const Raw& r, AppArgs& a) {
+    if (!r.hover.empty()) {
+        float x = 0, y = 0;
+        char extra = 0;
+        if (std::sscanf(r.hover.c_str(), "%f,%f%c", &x, &y, &extra) != 2 || !std::isfinite(x) || !std::isfinite(y)) {
+            std::fprintf(stderr, "vitscope: --hover wants X,Y (got '%s')\n", r.hover.c_str());
+            return 2;
+        }
+        a.hover = std::make_pair(x, y);
+    }
+    if (a.while_running && (a.screenshot.empty() || a.keys.empty())) {
+        std::fprintf(stderr, "vitscope: --while-running needs --screenshot and --keys (the keys start the pass)\n");
+        return 2;
+    }
+    if (!a.while_loading.empty() && a.screenshot.empty()) {
+        std::fprintf(stderr, "vitscope: --while-loading needs --screenshot\n");
+        return 2;
+    }
+    if (a.click && !a.hover) {
+        std::fprintf(stderr, "vitscope: --click needs --hover X,Y (where to click)\n");
+        return 2;
+    }
+    if (!r.image_size.empty()) {
+        // H or H,W: digits only; the multiple of the patch is checked against the model once it is loaded
+        auto number = [](const std::string& t) {
+            return !t.empty() && t.size() <= 5 && t.find_first_not_of("0123456789") == std::string::npos ? std::stoi(t) : -1;
+        };
+        const size_t comma = r.image_size.find(',');
+        const int h = number(r.image_size.substr(0, comma)),
+                  w = comma == std::string::npos ? h : number(r.image_size.substr(comma + 1));
+        if (h < 1 || w < 1 || h > kMaxImageSize || w > kMaxImageSize) {
+            std::fprintf(stderr, "vitscope: --image-size wants H or H,W, pixels in 1..%d (got '%s')\n", kMaxImageSize,
+                         r.image_size.c_str());
+            return 2;
+        }
+        a.image_h = h;
+        a.image_w = w;
+    }
+    if (!r.cell.empty()) {
+        int i = -1, j = -1;
+        char extra = 0;
+        if (std::sscanf(r.cell.c_str(), "%d,%d%c", &i, &j, &extra) != 2 || i < 0 || j < 0) {
+            std::fprintf(stderr, "vitscope: --cell wants I,J, two non-negative integers (got '%s')\n", r.cell.c_str());
+            return 2;
+        }
+        a.cell = std::make_pair(i, j);
+    }
+    if (!r.sizes.empty()) {
+        std::stringstream ss(r.sizes);
+        std::string one;
+        while (std::getline(ss, one, ',')) {
+            AppArgs::WindowSize z;
+            char extra = 0;
+            const int n = std::sscanf(one.c_str(), "%dx%d@%f%c", &z.w, &z.h, &z.scale, &extra);
+            if ((n != 2 && n != 3) || z.w < 320 || z.h < 240 || z.w > 8192 || z.h > 8192 || z.scale < 0.5f || z.scale > 4) {
+                std::fprintf(stderr, "vitscope: --sweep-sizes wants WxH[@SCALE],... with 320..8192 pixels and a scale of 0.5..4 (got '%s')\n",
+                             one.c_str());
+                return 2;
+            }
+            a.sweep_sizes.push_back(z);
+        }
+        if (!a.sweep) { std::fprintf(stderr, "vitscope: --sweep-sizes needs --sweep\n"); return 2; }
+    }
+    if (!a.keys.empty()) {
+        std::stringstream ks(a.keys);
+        std::string k;
+        while (std::getline(ks, k, ',')) {
+            int code = key_code(k);
+            if (code < 0) { std::fprintf(stderr, "vitscope: unknown key '%s' in --keys\n", k.c_str()); return 2; }
+            a.key_codes.push_back(code);
+        }
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
@@ -174,78 +254,7 @@ std::optional<int> parse_args(int argc, char** argv, AppArgs& a) {
         for (Overlay o : {Overlay::None, Overlay::Cls, Overlay::Rollout, Overlay::GradRollout, Overlay::Query})
             if (overlay == overlay_name(o)) a.overlay = o;
     }
-    if (!hover.empty()) {
-        float x = 0, y = 0;
-        char extra = 0;
-        if (std::sscanf(hover.c_str(), "%f,%f%c", &x, &y, &extra) != 2 || !std::isfinite(x) || !std::isfinite(y)) {
-            std::fprintf(stderr, "vitscope: --hover wants X,Y (got '%s')\n", hover.c_str());
-            return 2;
-        }
-        a.hover = std::make_pair(x, y);
-    }
-    if (a.while_running && (a.screenshot.empty() || a.keys.empty())) {
-        std::fprintf(stderr, "vitscope: --while-running needs --screenshot and --keys (the keys start the pass)\n");
-        return 2;
-    }
-    if (!a.while_loading.empty() && a.screenshot.empty()) {
-        std::fprintf(stderr, "vitscope: --while-loading needs --screenshot\n");
-        return 2;
-    }
-    if (a.click && !a.hover) {
-        std::fprintf(stderr, "vitscope: --click needs --hover X,Y (where to click)\n");
-        return 2;
-    }
-    if (!image_size.empty()) {
-        // H or H,W: digits only; the multiple of the patch is checked against the model once it is loaded
-        auto number = [](const std::string& t) {
-            return !t.empty() && t.size() <= 5 && t.find_first_not_of("0123456789") == std::string::npos ? std::stoi(t) : -1;
-        };
-        const size_t comma = image_size.find(',');
-        const int h = number(image_size.substr(0, comma)),
-                  w = comma == std::string::npos ? h : number(image_size.substr(comma + 1));
-        if (h < 1 || w < 1 || h > kMaxImageSize || w > kMaxImageSize) {
-            std::fprintf(stderr, "vitscope: --image-size wants H or H,W, pixels in 1..%d (got '%s')\n", kMaxImageSize,
-                         image_size.c_str());
-            return 2;
-        }
-        a.image_h = h;
-        a.image_w = w;
-    }
-    if (!cell.empty()) {
-        int i = -1, j = -1;
-        char extra = 0;
-        if (std::sscanf(cell.c_str(), "%d,%d%c", &i, &j, &extra) != 2 || i < 0 || j < 0) {
-            std::fprintf(stderr, "vitscope: --cell wants I,J, two non-negative integers (got '%s')\n", cell.c_str());
-            return 2;
-        }
-        a.cell = std::make_pair(i, j);
-    }
-    if (!sizes.empty()) {
-        std::stringstream ss(sizes);
-        std::string one;
-        while (std::getline(ss, one, ',')) {
-            AppArgs::WindowSize z;
-            char extra = 0;
-            const int n = std::sscanf(one.c_str(), "%dx%d@%f%c", &z.w, &z.h, &z.scale, &extra);
-            if ((n != 2 && n != 3) || z.w < 320 || z.h < 240 || z.w > 8192 || z.h > 8192 || z.scale < 0.5f || z.scale > 4) {
-                std::fprintf(stderr, "vitscope: --sweep-sizes wants WxH[@SCALE],... with 320..8192 pixels and a scale of 0.5..4 (got '%s')\n",
-                             one.c_str());
-                return 2;
-            }
-            a.sweep_sizes.push_back(z);
-        }
-        if (!a.sweep) { std::fprintf(stderr, "vitscope: --sweep-sizes needs --sweep\n"); return 2; }
-    }
-    if (!a.keys.empty()) {
-        std::stringstream ks(a.keys);
-        std::string k;
-        while (std::getline(ks, k, ',')) {
-            int code = key_code(k);
-            if (code < 0) { std::fprintf(stderr, "vitscope: unknown key '%s' in --keys\n", k.c_str()); return 2; }
-            a.key_codes.push_back(code);
-        }
-    }
-    return std::nullopt;
+    return read_values(Raw{hover, cell, image_size, sizes}, a);
 }
 
 std::string model_range_error(const AppArgs& a, const Config& c, int tour_steps) {

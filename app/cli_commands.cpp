@@ -1,4 +1,5 @@
 #include "cli_commands.h"
+#include "cli_internal.h"
 #include "cli_scenes.h"
 
 #include <cstdio>
@@ -38,79 +39,7 @@
 
 namespace vit::cli {
 
-struct Commands::State {
-    std::string model = "default", image, input, out;
-    int heads = 0;
-    bool no_affine = false, unbiased = false;
-    std::string pooling, labels;
-    uint64_t seed = 0;
-    // train / eval
-    std::string data = default_fashion_mnist_dir(), resume, config = "fmnist";
-    TrainSettings ts;
-    int width = 0, depth = 0, heads_cfg = 0, mlp = 0, patch = 0, train_size = 0, limit = 0, threads = 0;
-    bool no_augment = false;
-    // train --scenes, eval --scenes, scenes (core/io/scenes.h)
-    bool scenes = false;
-    std::string split = "test";
-    int count = 0;
-    uint64_t scene_seed = 1;
-    int distance_n = 1000;
-    std::string command_line;
-    // convert / info --list
-    std::string conv_in, conv_out;
-    bool list = false;
-    bool explain = false;  // info --explain
-    bool stage_table_json = false;  // info --stage-table
-    std::string image_size;  // --image-size H[,W]
-    bool grads = false;    // trace --grads
-    std::string stages;    // trace --stages: comma-separated globs over stage names
-    bool record_all = false;  // trace --record-all: the whole trace in memory first (no streaming)
-    int grad_class = -1;   // trace --class
-    // trace / analyze: the two pitfall switches; analyze: images for the averaged attention distance
-    bool bug_scale_after_softmax = false, bug_reshape_patches = false;
-    int average = 0;
-    float keep = 0.6f;          // analyze: the self-attention masks keep this share of each head's attention
-    float norm_factor = 2.f;    // analyze: high-norm tokens are above this many times the median patch norm
-    bool offline = false;  // --offline: hf: models from the cache only
-    // models
-    std::string hf_cache, torch_dir;
-    bool json_out = false;
-    // trace / analyze / info: interventions (issue 21); analyze: the sweeps
-    InterventionFlags iv;
-    bool head_importance = false, occlusion = false;
-};
 
-namespace {
-
-// Set by the SIGINT handler (a signal handler reaches nothing else): training stops after the step.
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) { g_interrupted = true; }
-
-std::string hms(double s) {
-    if (!std::isfinite(s) || s < 0) return "?";
-    int t = int(s + 0.5);
-    char b[32];
-    if (t >= 3600) std::snprintf(b, sizeof b, "%dh%02dm", t / 3600, t / 60 % 60);
-    else std::snprintf(b, sizeof b, "%dm%02ds", t / 60, t % 60);
-    return b;
-}
-
-// One progress line: redrawn in place on a terminal, every 10% otherwise (last_decile: the decile
-// of the line last printed, kept by the caller).
-void progress(const StepInfo& i, int& last_decile) {
-    bool tty = ::isatty(2);
-    double frac = double(i.step_in_epoch) / i.steps_per_epoch;
-    int decile = int(frac * 10);
-    if (!tty && decile == last_decile && i.step_in_epoch != i.steps_per_epoch) return;
-    last_decile = decile;
-    const int W = 24;
-    std::string bar(size_t(frac * W), '#');
-    bar.resize(W, '-');
-    std::fprintf(stderr, "%sepoch %d/%d [%s] %3d%%  loss %.4f  acc %5.2f%%  %6.0f img/s  lr %.2e  ETA %s%s",
-                 tty ? "\r" : "", i.epoch + 1, i.epochs, bar.c_str(), int(frac * 100), i.epoch_loss,
-                 100 * i.epoch_acc, i.images_per_s, i.lr, hms(i.eta_s).c_str(), tty ? "   " : "\n");
-    std::fflush(stderr);
-}
 
 // Text from files (class names, config names, paths, tensor names) goes to the
 // terminal escaped: a class name holding ESC [ 2 J must not clear the screen.
@@ -124,41 +53,9 @@ void print_model(const LoadedModel& lm) {
     std::printf("heads: %d (from %s)\n", lm.weights.cfg.heads, lm.heads_from.empty() ? "?" : safe(lm.heads_from).c_str());
 }
 
-// IDX images of another size than the model's are resized (and centre-cropped) by its
-// preprocessing, as any image is: said, never done silently.
-void note_dataset_size(const std::string& dir, const Dataset& d, const Config& c) {
-    if (d.rows == c.image_size && d.cols == c.image_size) return;
-    std::fprintf(stderr, "vitscope-cli: note: %s holds %dx%d images and the model takes %dx%d: each is resized and "
-                         "centre-cropped by the model's preprocessing, as any image is\n",
-                 safe(dir).c_str(), d.cols, d.rows, c.image_size, c.image_size);
-}
-// Where train writes its model (and the .optim beside it) after every epoch: checked before the
-// data loads, so a bad --out costs no epoch.
-void check_train_out(const std::string& out) {
-    struct stat sb;
-    if (::stat(out.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode))
-        throw UsageError("--out " + safe(out) + ": is a directory; give the file to write (.safetensors)");
-    const std::string::size_type slash = out.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : out.substr(0, slash);
-    if (::stat(dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode))
-        throw UsageError("--out " + safe(out) + ": the directory " + safe(dir) + " does not exist");
-    if (::access(dir.c_str(), W_OK) != 0)
-        throw UsageError("--out " + safe(out) + ": cannot write in " + safe(dir) + ": " + std::strerror(errno));
-}
 void warn(const std::string& m) { std::fprintf(stderr, "vitscope-cli: warning: %s\n", terminal_safe(m, true).c_str()); }
 
-void print_eval(const EvalResult& r, const Config& c) {
-    std::printf("test accuracy: %.2f%% (%d images)\n", 100 * r.accuracy, r.n);
-    std::printf("confusion matrix (rows: true class, columns: predicted)\n%14s", "");
-    for (int j = 0; j < c.classes; ++j) std::printf("%6d", j);
-    std::printf("\n");
-    for (int i = 0; i < c.classes; ++i) {
-        std::string name = c.class_names.empty() ? std::to_string(i) : safe(c.class_names[i]);
-        std::printf("%2d %-11.11s", i, name.c_str());
-        for (int j = 0; j < c.classes; ++j) std::printf("%6d", r.confusion[size_t(i) * c.classes + j]);
-        std::printf("\n");
-    }
-}
+namespace {
 
 // One line of `models --json`: the fields as JSON (escaped by nlohmann).
 std::string models_json_line(const hub::Found& f) {
@@ -218,6 +115,8 @@ LoadOverrides overrides(const Commands::State& s) {
     return ov;
 }
 
+}  // namespace
+
 void model_flags(CLI::App* c, Commands::State& s) {
     c->add_option("--model,-m", s.model, "'default' (embedded Fashion-MNIST model), a preset (" +
                   [] { std::string a; for (auto& p : preset_names()) a += (a.empty() ? "" : ", ") + p; return a; }() +
@@ -247,6 +146,8 @@ LoadedModel load(const Commands::State& s) {
         std::fprintf(stderr, "vitscope-cli: note: not followed: %s\n", safe(it->second).c_str());
     return lm;
 }
+
+namespace {
 
 // The k most probable classes in the order the window lists them (vit::top_k: ties by index).
 void print_top(const Array& probs, const Config& c, size_t k) {
@@ -907,168 +808,6 @@ void Commands::add_convert(CLI::App& app) {
     });
 }
 
-void Commands::add_training(CLI::App& app) {
-    auto& s = *s_;
-    auto* tr = app.add_subcommand("train", "train a ViT on Fashion-MNIST (Debian's dataset-fashion-mnist)");
-    tr->add_option("--config", s.config, "starting config: a preset name (default fmnist: 28x28, patch 4, width 64, "
-                                         "depth 6, 4 heads, mlp 128)")->default_val("fmnist");
-    tr->add_option("--width", s.width, "override the width D");
-    tr->add_option("--depth", s.depth, "override the number of blocks");
-    tr->add_option("--heads", s.heads_cfg, "override the number of heads");
-    tr->add_option("--mlp", s.mlp, "override the MLP width");
-    tr->add_option("--patch", s.patch, "override the patch size");
-    tr->add_option("--image-size", s.train_size, "override the input side (with --scenes: the scenes' side; the object is "
-                                                  "half of it and moves on the patch grid)")->check(CLI::Range(8, 1024));
-    tr->add_option("--epochs", s.ts.epochs, "epochs")->default_val(30)->check(CLI::Range(1, 100000));
-    tr->add_option("--batch", s.ts.batch, "batch size")->default_val(128)->check(CLI::Range(1, 65536));
-    tr->add_option("--lr", s.ts.lr, "peak learning rate (AdamW)")->default_val(1e-3)->check(CLI::PositiveNumber);
-    tr->add_option("--min-lr", s.ts.min_lr, "final learning rate of the cosine schedule")->default_val(1e-5);
-    tr->add_option("--wd", s.ts.weight_decay, "AdamW weight decay (matrices only)")->default_val(0.05);
-    tr->add_option("--warmup", s.ts.warmup_epochs, "linear warm-up, in epochs")->default_val(2);
-    tr->add_flag("--no-augment", s.no_augment, "no random flips and shifts");
-    tr->add_flag("--scenes", s.scenes, "train on scenes made of the training items (a fresh scene of each item every "
-                                       "epoch; --config defaults to scenes) instead of the plain items");
-    tr->add_option("--limit", s.ts.limit, "train on the first N images only")->default_val(0);
-    tr->add_option("--seed", s.ts.seed, "seed for initialisation, shuffling and augmentation")->default_val(0);
-    tr->add_option("--threads", s.threads, "threads (default: all cores)");
-    tr->add_option("--data", s.data, "directory with the IDX files")->default_val(default_fashion_mnist_dir());
-    tr->add_option("--resume", s.resume, "continue from a checkpoint written by train (and its .optim file)");
-    tr->add_option("--out,-o", s.out, "where to write the model (.safetensors, timm key names)")->required();
-    tr->callback([this] {
-        selected_ = [this] {
-            auto& s = *s_;
-            // Catch Ctrl-C from the start: an interrupt while the data loads must not kill
-            // the process without a word; the loop below saves and exits 130.
-            std::signal(SIGINT, on_sigint);
-            std::signal(SIGTERM, on_sigint);
-            if (s.threads > 0) ops::set_threads(s.threads);
-            s.ts.augment = !s.no_augment;
-            check_train_out(s.out);
-            if (s.scenes && s.config == "fmnist") s.config = "scenes";
-            Dataset train = load_fashion_mnist(s.data, true), test = load_fashion_mnist(s.data, false);
-            Weights w;
-            int start_epoch = 0;
-            AdamW adam;
-            bool have_adam = false;
-            if (!s.resume.empty()) {
-                LoadedModel lm = load_model(s.resume);
-                w = std::move(lm.weights);
-                int e = load_optimizer_state(s.resume, w, adam);
-                if (e >= 0) { start_epoch = e; have_adam = true; }
-                else if (lm.metadata.count("epoch")) start_epoch = std::stoi(lm.metadata.at("epoch"));
-                std::fprintf(stderr, "resuming %s at epoch %d%s\n", s.resume.c_str(), start_epoch + 1,
-                             have_adam ? "" : " (no .optim file: optimizer state starts fresh)");
-            } else {
-                Config c = preset(s.config);
-                if (s.width) c.width = s.width;
-                if (s.depth) c.depth = s.depth;
-                if (s.heads_cfg) c.heads = s.heads_cfg;
-                if (s.mlp) c.mlp = s.mlp;
-                if (s.patch) c.patch = s.patch;
-                if (s.train_size) c.image_size = s.train_size;
-                if (s.scenes) {
-                    if (c.channels != 3 || c.image_size < 48)
-                        throw UsageError("--scenes: scenes are RGB and at least 48 pixels wide; --config " + safe(s.config) +
-                                         " is " + c.describe());
-                    c.name = "scenes-vit";
-                } else if (c.channels != 1 || c.image_size != train.rows) {
-                    // Fashion-MNIST is 28x28 gray: keep the preset's shape only if it fits.
-                    c.channels = 1; c.pre.mean = {0.2860f}; c.pre.std = {0.3530f};
-                }
-                c.classes = 10;
-                c.class_names = preset("fmnist").class_names;
-                if (!s.scenes) c.name = "fmnist-vit";
-                c.validate();
-                w = init_weights(c, s.ts.seed);
-            }
-            const Config c = w.cfg;  // a copy: w is moved into the trainer below
-            if (s.scenes) {
-                if (c.channels != 3) throw UsageError("--scenes: the model is " + c.describe() + "; scenes are RGB");
-                s.ts.render = [&train, c](int item, uint64_t draw, float* dst) {
-                    const Tensor3 x = scene_input(make_scene(train, item, draw, scene_options(c)), c.pre.mean, c.pre.std);
-                    std::copy(x.begin(), x.end(), dst);
-                };
-            } else {
-                note_dataset_size(s.data, train, c);
-                if (test.rows != train.rows || test.cols != train.cols) note_dataset_size(s.data, test, c);
-            }
-            // The test figure after each epoch: the test items (scenes: 2,000 test scenes of set 1).
-            const auto test_eval = [&](const Weights& w) {
-                if (!s.scenes) return evaluate(w, test);
-                return evaluate_inputs(
-                    w, std::min(2000, test.n),
-                    [&](int i, float* dst) {
-                        const SceneDraw d = scene_draw(test, 1, i);
-                        const Tensor3 x = scene_input(make_scene(test, d.item, d.seed, scene_options(c)), c.pre.mean, c.pre.std);
-                        std::copy(x.begin(), x.end(), dst);
-                    },
-                    [&](int i) { return int(test.labels[size_t(scene_draw(test, 1, i).item)]); });
-            };
-            std::printf("training %s\n  %lld parameters, %d train / %d test images, batch %d, %d epochs, %d threads\n",
-                        c.describe().c_str(), (long long)param_count(c), s.ts.limit ? std::min(s.ts.limit, train.n) : train.n,
-                        test.n, s.ts.batch, s.ts.epochs, ops::threads());
-            Trainer tr(std::move(w), s.ts, train);
-            if (!s.resume.empty() && have_adam) tr.resume(std::move(adam), start_epoch);
-            else if (!s.resume.empty()) tr.set_epoch(start_epoch);
-            auto meta = [&](const EvalResult* r) {
-                std::map<std::string, std::string> m{{"command", s.command_line},
-                                                     {"dataset", s.scenes ? "scenes of fashion-mnist" : "fashion-mnist"}};
-                if (r) m["test_accuracy"] = std::to_string(r->accuracy);
-                return m;
-            };
-            if (g_interrupted) { std::fprintf(stderr, "interrupted before training started; nothing saved\n"); return 130; }
-            int last_decile = -1;
-            while (!tr.done()) {
-                bool ok = tr.run_epoch([&last_decile](const StepInfo& i) {
-                    progress(i, last_decile);
-                    return !g_interrupted.load();
-                });
-                if (!ok) {
-                    save_training_checkpoint(s.out, tr.weights(), tr.adam(), tr.epoch(), meta(nullptr));
-                    std::fprintf(stderr, "\ninterrupted: saved %s (epoch %d will restart); continue with --resume %s\n",
-                                 s.out.c_str(), tr.epoch() + 1, s.out.c_str());
-                    return 130;
-                }
-                if (::isatty(2)) std::fprintf(stderr, "\n");
-                EvalResult r = test_eval(tr.weights());
-                save_training_checkpoint(s.out, tr.weights(), tr.adam(), tr.epoch(), meta(&r));
-                std::printf("epoch %d/%d: test accuracy %.2f%% (%d %s), saved %s\n", tr.epoch(), s.ts.epochs, 100 * r.accuracy,
-                            r.n, s.scenes ? "test scenes" : "test images", s.out.c_str());
-                std::fflush(stdout);
-            }
-            EvalResult r = test_eval(tr.weights());
-            print_eval(r, c);
-            return 0;
-        };
-    });
-
-    auto* ev = app.add_subcommand("eval", "test accuracy and confusion matrix on Fashion-MNIST's test set");
-    model_flags(ev, s);
-    ev->add_option("--data", s.data, "directory with the IDX files")->default_val(default_fashion_mnist_dir());
-    ev->add_option("--limit", s.limit, "evaluate the first N test images only")->default_val(0);
-    ev->add_flag("--scenes", s.scenes, "on test scenes instead (the scenes model): accuracy, the pointing game of the last "
-                                       "block's cls attention and of the rollout, the position embeddings' 2D structure, "
-                                       "the mean attention distance per block");
-    ev->add_option("--count", s.count, "--scenes: how many test scenes (default 10000)")->check(CLI::Range(1, 1000000));
-    ev->add_option("--scene-seed", s.scene_seed, "--scenes: the set of scenes (vitscope-cli scenes --seed)")->default_val(1);
-    ev->add_option("--distance-scenes", s.distance_n, "--scenes: scenes the attention distance averages over")->default_val(1000);
-    ev->callback([this] {
-        selected_ = [this] {
-            auto& s = *s_;
-            LoadedModel lm = load(s);
-            Dataset test = load_fashion_mnist(s.data, false);
-            const Config& c = lm.weights.cfg;
-            if (s.scenes) return eval_scenes(lm, test);
-            if (c.classes != 10) throw std::runtime_error("model has " + std::to_string(c.classes) + " classes; Fashion-MNIST has 10");
-            note_dataset_size(s.data, test, c);
-            EvalResult r = evaluate(lm.weights, test, s.limit);
-            print_model(lm);
-            print_eval(r, c);
-            return 0;
-        };
-    });
-}
-
 namespace {
 // The files the command line names, each refused before anything is read when it is missing or not
 // a regular file (a directory, /dev/zero, /dev/null, a FIFO such as a piped /dev/stdin): the error
@@ -1112,39 +851,6 @@ void check_output_files(const Commands::State& s, const std::string& command) {
     if (command == "convert") check("out", s.conv_out);
 }
 }  // namespace
-
-int Commands::eval_scenes(const LoadedModel& lm, const Dataset& test) {
-    const auto& s = *s_;
-    const Config& c = lm.weights.cfg;
-    const int n = s.count > 0 ? s.count : 10000;
-    const bool tty = ::isatty(2);
-    int last = -1;
-    const ScenesEval r = evaluate_scenes(lm.weights, test, s.scene_seed, n, s.distance_n, [&](int done, int total) {
-        const int pct = int(100.0 * done / total);
-        if (pct / 10 != last / 10 || (tty && pct != last)) {
-            std::fprintf(stderr, "%sscenes %d/%d (%d%%)%s", tty ? "\r" : "", done, total, pct, tty ? "" : "\n");
-            last = pct;
-        }
-        return !g_interrupted.load();
-    });
-    if (tty) std::fprintf(stderr, "\n");
-    print_model(lm);
-    std::printf("test scenes: %d (set %llu of the Fashion-MNIST test split, vitscope-cli scenes --split test --seed %llu)\n", r.n,
-                (unsigned long long)s.scene_seed, (unsigned long long)s.scene_seed);
-    EvalResult e;
-    e.accuracy = r.accuracy;
-    e.n = r.n;
-    e.confusion = r.confusion;
-    print_eval(e, c);
-    std::printf("pointing game (the map's peak patch has its centre in the object's box), chance %.3f:\n", r.chance);
-    std::printf("  last block's cls attention, mean over heads: %.3f\n", r.pointing_cls);
-    std::printf("  attention rollout through every block:        %.3f\n", r.pointing_rollout);
-    std::printf("position embeddings: mean Spearman rho (cosine similarity vs grid distance): %.3f\n", r.pos_rho);
-    std::printf("mean attention distance per block (pixels, mean over heads, %d scenes):", r.distance_scenes);
-    for (double d : r.distance) std::printf(" %.1f", d);
-    std::printf("\n");
-    return 0;
-}
 
 int Commands::run() {
     try {

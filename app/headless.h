@@ -31,6 +31,8 @@ public:
 };
 
 std::unique_ptr<Driver> make_driver(const AppArgs& a);
+std::unique_ptr<Driver> make_screenshot_driver(const AppArgs& a);  // headless_drivers.cpp
+std::unique_ptr<Driver> make_bench_driver(const AppArgs& a);       // headless_drivers.cpp
 
 // Writes the --layout JSON: where views were drawn, numbers, strings, labels, errors.
 void write_layout(const std::string& path, AppContext& app, int W, int H);

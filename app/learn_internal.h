@@ -360,4 +360,13 @@ void draw_step(Ctx& x, const std::string& id);
 // The patch the steps follow (the last block's cls attention peak, or the first), and why.
 int followed_patch(const ViewCtx& v, const Trace& t, const Config& c, std::string& why);
 
+// ---------------------------------------------------------------- learn_steps_attention.cpp
+
+void step_qkv(Ctx& x);       // one token's q, k and v from its LayerNorm row
+void step_rope(Ctx& x);      // q and k turned by their patch's angles (RoPE models)
+void step_scores(Ctx& x);    // the token's q against every key, scaled
+void step_softmax(Ctx& x);   // the scores become weights that add up to 1
+void step_weighted(Ctx& x);  // the weighted sum of the values
+void step_heads(Ctx& x);     // the heads joined and projected
+
 }  // namespace vit::app::learn_detail

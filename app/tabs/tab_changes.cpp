@@ -193,8 +193,17 @@ public:
         }
         ImGui::EndChild();
         ImGui::SetCursorScreenPos(ImVec2(diff_x, top_y));
+        draw_difference(v);
+    }
+
+    // The difference of the stage shown, now - baseline, on the diverging map (white: no change), beside the list.
+    void draw_difference(ViewCtx& v) {
+        Session& s = v.s;
+        UiState& ui = v.ui;
+        Probe& pr = v.probe;
+        const Result& r = s.result();
         ImGui::BeginChild("diffmap", ImVec2(0, 0), false, ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
-        const auto e = shown;
+        const auto e = shown_stage(s, ui);
         // with patches dropped, the baseline's rows of the tokens kept (analysis.h comparable_base)
         const Array base_kept = e ? comparable_base(*r.base, *r.trace, e->info->id) : Array();
         const Array* base_arr = e && r.base->find(e->info->id) ? &base_kept : nullptr;

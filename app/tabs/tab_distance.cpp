@@ -36,6 +36,7 @@ struct DistanceAverage {
     struct Outcome {
         Tensor2 mean;
         int images = 0;
+        std::string opt_text;  // the options it was computed with
     };
     std::shared_ptr<Outcome> out = std::make_shared<Outcome>();
     bool running() const { return !job->finished(); }
@@ -99,6 +100,14 @@ public:
     void sweep_check(const Session& s, const UiState& ui, const Probe& p, const SweepFail& fail) const override;
 
 private:
+    struct ShownAverage {
+        bool draw = false;  // a finished average of the trace's model and options
+        Tensor2 mean;       // (L, H)
+        int images = 0;
+        std::string opt_text;  // the options it was computed with
+    };
+    ShownAverage draw_average(ViewCtx& v, const std::string& key, int L, int H);
+    void draw_legend(ViewCtx& v, const ShownAverage& sa, float uniform, float r, int patches);
     void start_average(const Session& s, int n);
     void stop_average() {
         if (avg_) avg_->job->cancel();
@@ -181,55 +190,12 @@ void DistanceTab::tick(ViewCtx& v) {
     }
 }
 
-void DistanceTab::draw(ViewCtx& v) {
+// The average's controls (N, run, cancel, progress) and its state; what of it the plot may draw: only a finished
+// average of the model, options and preprocessing on screen (`key`), of the trace's L x H.
+DistanceTab::ShownAverage DistanceTab::draw_average(ViewCtx& v, const std::string& key, int L, int H) {
     Session& s = v.s;
-    UiState& ui = v.ui;
     Probe& pr = v.probe;
-    const Trace* t = trace_or_why(v, "dist.message");
-    if (!t) return;
-    const auto model = s.shown_model();
-    const Weights& w = model->weights;
-    const Config& c = w.cfg;
-    const Options& opt = s.shown_options();
-    if (keys_.stale("dist", s.version())) {
-        error_.clear();
-        vals_ = Array();
-        try {
-            vals_ = attn_distance(*t);  // the core's numbers for the trace on screen
-        } catch (const std::exception& e) {
-            error_ = e.what();
-        }
-    }
-    // An average computed for another model, options or preprocessing is never this trace's:
-    // a run in flight for them is cancelled; a finished one is shown as what it was, not drawn.
-    const std::string key = average_key(s);
     DistanceAverage* av = avg_.get();
-
-    const RunDims& rd = t->table().dims();  // the run's input H x W and grid (another size than the model's own included)
-    const float diag = std::hypot(float(rd.img_h), float(rd.img_w));
-    std::string left_out = rd.prefix == 0 ? "every token is a patch: the model has no cls token" : "the rows and columns of";
-    for (int i = 0; i < rd.prefix; ++i) left_out += (i ? ", " : " ") + token_label(*t, i);
-    if (rd.prefix > 0) left_out += " left out";
-    ImGui::PushTextWrapPos(0);
-    ImGui::TextWrapped("Mean attention distance: for each layer and head, how far (in input pixels) a patch looks, "
-                       "on average over the patches: the sum over keys of attention weight x distance between the two "
-                       "patch centres (%s). Small: the head looks near, like a convolution; "
-                       "large: it looks across the image (ViT paper Fig. 7 right). %dx%d input, %dx%d patches of %dx%d "
-                       "pixels, %d layers x %d heads.",
-                       left_out.c_str(),
-                       rd.img_h, rd.img_w, rd.gh, rd.gw, c.patch, c.patch, c.depth, c.heads);
-    ImGui::PopTextWrapPos();
-    const Array& vals = vals_;
-    if (vals.dimension() != 2 || vals.size() == 0) {
-        std::string why = c.depth == 0 ? "the model has no blocks, so there is no attention to measure"
-                                       : "no attention distance for this trace: " + error_;
-        ImGui::TextColored(kWarn, "%s", why.c_str());
-        pr.strings["dist.message"] = why;
-        return;
-    }
-    const int L = int(vals.shape(0)), H = int(vals.shape(1));
-
-    // ---- the average: N, run / cancel, progress
     const std::string dir = default_fashion_mnist_dir();
     const std::string unavailable = average_unavailable(s, dir);
     ImGui::AlignTextToFramePadding();
@@ -242,15 +208,13 @@ void DistanceTab::draw(ViewCtx& v) {
     if (ImGui::InputInt("N##distn", &images_, 10, 100)) images_ = std::clamp(images_, 1, 10000);
     ImGui::EndDisabled();
     pr.numbers["dist.avg.n"] = images_;
-    std::string avg_state = "none", avg_label;
+    std::string avg_state = "none";
     if (!unavailable.empty()) {
         ImGui::SameLine();
         ImGui::TextColored(kWarn, "cannot average: %s", unavailable.c_str());
         pr.strings["dist.avg.message"] = "cannot average: " + unavailable;
     }
-    bool draw_avg = false;
-    Tensor2 avg;
-    int avg_images = 0;
+    ShownAverage out;
     if (av) {
         if (av->running()) {
             avg_state = "running";
@@ -282,13 +246,119 @@ void DistanceTab::draw(ViewCtx& v) {
                 pr.strings["dist.avg.message"] = m;
             } else if (av->out->mean.dimension() == 2 && int(av->out->mean.shape(0)) == L && int(av->out->mean.shape(1)) == H) {
                 avg_state = "done";
-                draw_avg = true;
-                avg = av->out->mean;
-                avg_images = av->out->images;
+                out.draw = true;
+                out.mean = av->out->mean;
+                out.images = av->out->images;
+                out.opt_text = av->opt_text;
             }
         }
     }
     pr.strings["dist.avg.state"] = avg_state;
+    return out;
+
+}
+
+// The legend under the plot: what each mark is, with the options that produced it (lines wrap at the view's edge).
+void DistanceTab::draw_legend(ViewCtx& v, const ShownAverage& sa, float uniform, float r, int patches) {
+    Session& s = v.s;
+    Probe& pr = v.probe;
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const float th = ImGui::GetTextLineHeight();
+    const Options& opt = s.shown_options();
+    ImGui::PushTextWrapPos(0);
+    ImVec2 lp = ImGui::GetCursorScreenPos();
+    dl->AddCircleFilled(ImVec2(lp.x + 8, lp.y + th / 2), r, kDot, 12);
+    ImGui::Dummy(ImVec2(18, th));
+    ImGui::SameLine();
+    std::string this_label = "this image (" + std::filesystem::path(s.image_path()).filename().string() + "), " +
+                             opt.describe();
+    ImGui::TextUnformatted(this_label.c_str());
+    pr.strings["dist.label"] = this_label;
+    if (sa.draw) {
+        lp = ImGui::GetCursorScreenPos();
+        dl->AddCircle(ImVec2(lp.x + 8, lp.y + th / 2), r + 2.f, kAvg, 16, 2.f);
+        ImGui::Dummy(ImVec2(18, th));
+        ImGui::SameLine();
+        const std::string avg_label = is_scenes_model(s.shown_config())
+                        ? "mean over " + std::to_string(sa.images) + " test scenes (the first " + std::to_string(sa.images) +
+                              " of vitscope-cli scenes --split test --seed 1), " + sa.opt_text
+                        : "mean over " + std::to_string(sa.images) + " Fashion-MNIST test images (the first " +
+                              std::to_string(sa.images) + "), " + sa.opt_text;
+        ImGui::TextUnformatted(avg_label.c_str());
+        pr.strings["dist.avg.label"] = avg_label;
+        pr.strings["dist.avg.values"] = csv(sa.mean.data(), sa.mean.size());
+        pr.numbers["dist.avg.images"] = sa.images;
+    }
+    if (uniform >= 0) {
+        lp = ImGui::GetCursorScreenPos();
+        for (float xx = 0; xx < 16; xx += 10)
+            dl->AddLine(ImVec2(lp.x + 2 + xx, lp.y + th / 2), ImVec2(lp.x + 2 + std::min(xx + 5, 16.f), lp.y + th / 2),
+                        IM_COL32(200, 200, 120, 255), 1.5f);
+        ImGui::Dummy(ImVec2(18, th));
+        ImGui::SameLine();
+        char b[160];
+        std::snprintf(b, sizeof b, "a head spreading its attention evenly over all %d patches: %.1f px (the mean distance "
+                      "between two patch centres)", patches, uniform);
+        ImGui::TextUnformatted(b);
+        pr.strings["dist.uniform.label"] = b;
+    }
+    if (std::string note = weights_note(s); !note.empty())
+        ImGui::TextColored(kWarn, "%s: these distances come from untrained attention", note.c_str());
+    ImGui::PopTextWrapPos();
+}
+
+void DistanceTab::draw(ViewCtx& v) {
+    Session& s = v.s;
+    UiState& ui = v.ui;
+    Probe& pr = v.probe;
+    const Trace* t = trace_or_why(v, "dist.message");
+    if (!t) return;
+    const auto model = s.shown_model();
+    const Weights& w = model->weights;
+    const Config& c = w.cfg;
+    const Options& opt = s.shown_options();
+    if (keys_.stale("dist", s.version())) {
+        error_.clear();
+        vals_ = Array();
+        try {
+            vals_ = attn_distance(*t);  // the core's numbers for the trace on screen
+        } catch (const std::exception& e) {
+            error_ = e.what();
+        }
+    }
+    // An average computed for another model, options or preprocessing is never this trace's:
+    // a run in flight for them is cancelled; a finished one is shown as what it was, not drawn.
+    DistanceAverage* av = avg_.get();
+
+    const RunDims& rd = t->table().dims();  // the run's input H x W and grid (another size than the model's own included)
+    const float diag = std::hypot(float(rd.img_h), float(rd.img_w));
+    std::string left_out = rd.prefix == 0 ? "every token is a patch: the model has no cls token" : "the rows and columns of";
+    for (int i = 0; i < rd.prefix; ++i) left_out += (i ? ", " : " ") + token_label(*t, i);
+    if (rd.prefix > 0) left_out += " left out";
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextWrapped("Mean attention distance: for each layer and head, how far (in input pixels) a patch looks, "
+                       "on average over the patches: the sum over keys of attention weight x distance between the two "
+                       "patch centres (%s). Small: the head looks near, like a convolution; "
+                       "large: it looks across the image (ViT paper Fig. 7 right). %dx%d input, %dx%d patches of %dx%d "
+                       "pixels, %d layers x %d heads.",
+                       left_out.c_str(),
+                       rd.img_h, rd.img_w, rd.gh, rd.gw, c.patch, c.patch, c.depth, c.heads);
+    ImGui::PopTextWrapPos();
+    const Array& vals = vals_;
+    if (vals.dimension() != 2 || vals.size() == 0) {
+        std::string why = c.depth == 0 ? "the model has no blocks, so there is no attention to measure"
+                                       : "no attention distance for this trace: " + error_;
+        ImGui::TextColored(kWarn, "%s", why.c_str());
+        pr.strings["dist.message"] = why;
+        return;
+    }
+    const int L = int(vals.shape(0)), H = int(vals.shape(1));
+
+    // ---- the average: N, run / cancel, progress
+    const ShownAverage sa = draw_average(v, average_key(s), L, H);
+    const bool draw_avg = sa.draw;
+    const Tensor2& avg = sa.mean;
+    const int avg_images = sa.images;
 
     // ---- the plot
     ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -410,46 +480,7 @@ void DistanceTab::draw(ViewCtx& v) {
     }
     // ---- legend: what each colour is, with the options that produced it (lines wrap at the view's edge)
     ImGui::SetCursorScreenPos(ImVec2(o.x, o.y + ph + 4));
-    ImGui::PushTextWrapPos(0);
-    ImVec2 lp = ImGui::GetCursorScreenPos();
-    dl->AddCircleFilled(ImVec2(lp.x + 8, lp.y + th / 2), r, kDot, 12);
-    ImGui::Dummy(ImVec2(18, th));
-    ImGui::SameLine();
-    std::string this_label = "this image (" + std::filesystem::path(s.image_path()).filename().string() + "), " +
-                             opt.describe();
-    ImGui::TextUnformatted(this_label.c_str());
-    pr.strings["dist.label"] = this_label;
-    if (draw_avg) {
-        lp = ImGui::GetCursorScreenPos();
-        dl->AddCircle(ImVec2(lp.x + 8, lp.y + th / 2), r + 2.f, kAvg, 16, 2.f);
-        ImGui::Dummy(ImVec2(18, th));
-        ImGui::SameLine();
-        avg_label = is_scenes_model(s.shown_config())
-                        ? "mean over " + std::to_string(avg_images) + " test scenes (the first " + std::to_string(avg_images) +
-                              " of vitscope-cli scenes --split test --seed 1), " + av->opt_text
-                        : "mean over " + std::to_string(avg_images) + " Fashion-MNIST test images (the first " +
-                              std::to_string(avg_images) + "), " + av->opt_text;
-        ImGui::TextUnformatted(avg_label.c_str());
-        pr.strings["dist.avg.label"] = avg_label;
-        pr.strings["dist.avg.values"] = csv(avg.data(), avg.size());
-        pr.numbers["dist.avg.images"] = avg_images;
-    }
-    if (uniform >= 0) {
-        lp = ImGui::GetCursorScreenPos();
-        for (float xx = 0; xx < 16; xx += 10)
-            dl->AddLine(ImVec2(lp.x + 2 + xx, lp.y + th / 2), ImVec2(lp.x + 2 + std::min(xx + 5, 16.f), lp.y + th / 2),
-                        IM_COL32(200, 200, 120, 255), 1.5f);
-        ImGui::Dummy(ImVec2(18, th));
-        ImGui::SameLine();
-        char b[160];
-        std::snprintf(b, sizeof b, "a head spreading its attention evenly over all %d patches: %.1f px (the mean distance "
-                      "between two patch centres)", rd.N, uniform);
-        ImGui::TextUnformatted(b);
-        pr.strings["dist.uniform.label"] = b;
-    }
-    if (std::string note = weights_note(s); !note.empty())
-        ImGui::TextColored(kWarn, "%s: these distances come from untrained attention", note.c_str());
-    ImGui::PopTextWrapPos();
+    draw_legend(v, sa, uniform, r, rd.N);
     pr.strings["dist.values"] = csv(vals.data(), vals.size());
     // the numbers behind the view, for "Numbers .npy/.csv"
     numbers_.push_back({"attn_distance", vals});

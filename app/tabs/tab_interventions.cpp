@@ -71,26 +71,11 @@ public:
     }
     bool working() const override { return sw_ && sw_->running(); }
 
-    void draw(ViewCtx& v) override {
-        Session& s = v.s;
+    // The sweep's job for the trace on screen (`key`): a button to start it, its progress and cancel, or how it
+    // ended. Returns its state: "not computed", "running", "failed", "cancelled" or "done".
+    std::string draw_job_state(ViewCtx& v, const Trace& t, const std::string& key) {
         Probe& pr = v.probe;
-        const Trace* t = s.trace();
-        if (!t) {
-            const std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so the model has not run.";
-            ImGui::TextDisabled("%s", why.c_str());
-            pr.strings["uses.message"] = why;
-            return;
-        }
-        const Config& c = s.shown_config();
-        const Options clean = s.shown_options().clean();
-        ImGui::PushTextWrapPos(0);
-        ImGui::TextWrapped("Attention shows where the model looks, not what it uses. Here each head is knocked out alone "
-                           "(its slice of attn.z set to 0) and each patch is dropped alone, and the picture says how far "
-                           "the output moves from the run without interventions (%s).",
-                           clean.describe().c_str());
-        ImGui::PopTextWrapPos();
-        DrawSceneDrops(v);
-        const std::string key = sweep_key(s);
+        const Config& c = v.s.shown_config();
         const bool mine = sw_ && sw_->key == key;
         // ---- the job: progress and cancel, or how it ended
         std::string state;
@@ -101,7 +86,7 @@ public:
                 ImGui::TextColored(kWarn, "Nothing to sweep: %s.", why.c_str());
             } else {
                 ImGui::TextDisabled("%lld parameters: %d + %d passes.", (long long)param_count(c), c.depth * c.heads,
-                                    t->table().dims().N);
+                                    t.table().dims().N);
                 ImGui::SameLine();
                 if (ImGui::SmallButton("Compute")) start_ = true;
             }
@@ -125,6 +110,30 @@ public:
         } else {
             state = "done";
         }
+        return state;
+    }
+
+    void draw(ViewCtx& v) override {
+        Session& s = v.s;
+        Probe& pr = v.probe;
+        const Trace* t = s.trace();
+        if (!t) {
+            const std::string why = s.has_image() ? "Running the model..." : "No image is loaded, so the model has not run.";
+            ImGui::TextDisabled("%s", why.c_str());
+            pr.strings["uses.message"] = why;
+            return;
+        }
+        const Config& c = s.shown_config();
+        const Options clean = s.shown_options().clean();
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextWrapped("Attention shows where the model looks, not what it uses. Here each head is knocked out alone "
+                           "(its slice of attn.z set to 0) and each patch is dropped alone, and the picture says how far "
+                           "the output moves from the run without interventions (%s).",
+                           clean.describe().c_str());
+        ImGui::PopTextWrapPos();
+        DrawSceneDrops(v);
+        const std::string key = sweep_key(s);
+        const std::string state = draw_job_state(v, *t, key);
         pr.strings["uses.state"] = state;
         if (state != "done") return;
         const Sweep::Outcome& o = *sw_->out;

@@ -155,6 +155,27 @@ public:
         ImGui::SameLine();
         // ---- the tokens before the patches, by name: norm, what cls pays them, where they look
         ImGui::BeginGroup();
+        draw_specials(v, *t);
+        ImGui::EndGroup();
+        pr.strings["norms.values"] = csv(norms_.data(), norms_.size());
+        pr.numbers["norms.layers"] = L;
+        pr.numbers["norms.tokens"] = T;
+        numbers_.push_back({"token_norms", norms_});  // what "Numbers .npy+.csv" exports, as analyze names it
+        Array h = Array::from_shape({high.size()});
+        for (size_t i = 0; i < high.size(); ++i) h.data()[i] = float(high[i]);
+        numbers_.push_back({"high_norm_tokens", h});
+    }
+
+    // The tokens before the patches (cls, registers), by name: their norm after the layer shown, what cls pays
+    // them, and where each looks.
+    void draw_specials(ViewCtx& v, const Trace& trace) {
+        const Session& s = v.s;
+        Probe& pr = v.probe;
+        const Trace* t = &trace;
+        const StageTable& table = t->table();
+        const Config& c = table.config();
+        const RunDims& rd = table.dims();
+        const int pre = rd.prefix, gh = rd.gh, gw = rd.gw;
         ImGui::BeginChild("specials", ImVec2(0, std::max(80.f, ImGui::GetContentRegionAvail().y)), false);
         std::string specials;
         if (pre == 0) {
@@ -213,14 +234,6 @@ public:
         }
         pr.strings["norms.tokens"] = specials;
         ImGui::EndChild();
-        ImGui::EndGroup();
-        pr.strings["norms.values"] = csv(norms_.data(), norms_.size());
-        pr.numbers["norms.layers"] = L;
-        pr.numbers["norms.tokens"] = T;
-        numbers_.push_back({"token_norms", norms_});  // what "Numbers .npy+.csv" exports, as analyze names it
-        Array h = Array::from_shape({high.size()});
-        for (size_t i = 0; i < high.size(); ++i) h.data()[i] = float(high[i]);
-        numbers_.push_back({"high_norm_tokens", h});
     }
 
     void sweep_states(SweepPlan& plan) override {

@@ -15,6 +15,26 @@ namespace {
 
 const ImVec4 kWarn(kWarnRGBA[0], kWarnRGBA[1], kWarnRGBA[2], kWarnRGBA[3]);
 
+// The run's patch geometry and the two arrays the tab compares: the model input (C, Ih, Iw) and the patches (N, CPP).
+struct PatchGeom {
+    int C, P, Ih, Iw, gh, gw, N, CPP;
+    const float* x;     // the input
+    const float* rows;  // the patches matrix
+    float row(int n, int ch, int yy, int xx) const { return rows[size_t(n) * CPP + size_t(ch) * P * P + yy * P + xx]; }
+    float pixel(int n, int ch, int yy, int xx) const {
+        return x[(size_t(ch) * Ih + size_t(n / gw * P + yy)) * Iw + size_t(n % gw * P + xx)];
+    }
+    // row n is its tile unfolded (channel-major, then row-major inside the tile); with `tol`, within it
+    bool row_is_tile(int n, float tol = 0) const {
+        for (int ch = 0; ch < C; ++ch)
+            for (int yy = 0; yy < P; ++yy)
+                for (int xx = 0; xx < P; ++xx)
+                    if (tol == 0 ? row(n, ch, yy, xx) != pixel(n, ch, yy, xx) : std::fabs(row(n, ch, yy, xx) - pixel(n, ch, yy, xx)) >= tol)
+                        return false;
+        return true;
+    }
+};
+
 class PatchesTab : public TabView {
 public:
     void draw(ViewCtx& v) override {
@@ -84,18 +104,10 @@ public:
                 }
             rows_tex_.upload_rgba(strip.data(), CPP, N);
         }
+        const PatchGeom g{C, P, Ih, Iw, gh, gw, N, CPP, x, rows};
         // how many rows are their tile unfolded (channel-major, then row-major inside the tile)
         int equal = 0;
-        for (int n = 0; n < N; ++n) {
-            bool same = true;
-            const int gy = n / gw, gx = n % gw;
-            for (int ch = 0; ch < C && same; ++ch)
-                for (int yy = 0; yy < P && same; ++yy)
-                    for (int xx = 0; xx < P && same; ++xx)
-                        same = rows[size_t(n) * CPP + size_t(ch) * P * P + yy * P + xx] ==
-                               x[(size_t(ch) * Ih + size_t(gy * P + yy)) * Iw + size_t(gx * P + xx)];
-            equal += same;
-        }
+        for (int n = 0; n < N; ++n) equal += g.row_is_tile(n);
         pr.numbers["patches.rows_equal_tiles"] = equal;
         // the first row that visibly is not its tile (the reshape bug's: a value off by a quarter of the input's
         // range or more): the list opens there, not on rows of background that read the same with and without the
@@ -104,17 +116,8 @@ public:
         for (size_t i = 0; i < in->size(); ++i) { in_lo = std::min(in_lo, x[i]); in_hi = std::max(in_hi, x[i]); }
         const float visible = 0.25f * (in_hi - in_lo);
         int first_wrong = -1;
-        for (int n = 0; n < N && first_wrong < 0 && visible > 0; ++n) {
-            const int gy = n / gw, gx = n % gw;
-            for (int ch = 0; ch < C && first_wrong < 0; ++ch)
-                for (int yy = 0; yy < P && first_wrong < 0; ++yy)
-                    for (int xx = 0; xx < P; ++xx)
-                        if (std::fabs(rows[size_t(n) * CPP + size_t(ch) * P * P + yy * P + xx] -
-                                      x[(size_t(ch) * Ih + size_t(gy * P + yy)) * Iw + size_t(gx * P + xx)]) >= visible) {
-                            first_wrong = n;
-                            break;
-                        }
-        }
+        for (int n = 0; n < N && first_wrong < 0 && visible > 0; ++n)
+            if (!g.row_is_tile(n, visible)) first_wrong = n;
         pr.numbers["patches.first_wrong"] = first_wrong;
         const bool bug = s.shown_options().bug_reshape_patches;
         ImGui::PushTextWrapPos(0);
@@ -220,6 +223,22 @@ public:
                 ImGui::Dummy(ImVec2(10, th));
             }
         }
+        draw_sequence(v, g, rh, stripx, sw, sel, first_wrong);
+        ImGui::EndGroup();
+        // the numbers behind the view: the patches matrix and the model input they were cut from
+        numbers_.push_back({stage_name(pa_id), *pa});
+        numbers_.push_back({stage_name(in_id), *in});
+        numbers_.push_back({"input_image", input_});
+    }
+
+    // The sequence: tile n (read back from row n) beside row n as a strip, a row per patch, scrolled to the selected
+    // patch (or, with none, to the first row that is not its tile).
+    void draw_sequence(ViewCtx& v, const PatchGeom& g, float rh, float stripx, float sw, int sel, int first_wrong) {
+        const Session& s = v.s;
+        Probe& pr = v.probe;
+        const int C = g.C, P = g.P, Ih = g.Ih, Iw = g.Iw, gw = g.gw, N = g.N, CPP = g.CPP;
+        const float* rows = g.rows;
+        const float th = ImGui::GetTextLineHeight();
         ImGui::BeginChild("patchseq", ImVec2(0, 0), false);
         // a newly selected patch scrolls its row into view
         if (keys_.stale("patches.scroll", uint64_t(int64_t(sel) + 1)) && sel >= 0)
@@ -242,15 +261,7 @@ public:
                 ImDrawList* cdl = ImGui::GetWindowDrawList();
                 cdl->AddImage(rows_img_.id(), p, ImVec2(p.x + rh, p.y + rh), ImVec2(float(gx * P) / Iw, float(gy * P) / Ih),
                               ImVec2(float(gx * P + P) / Iw, float(gy * P + P) / Ih));
-                const bool same_tile = [&] {
-                    for (int ch = 0; ch < C; ++ch)
-                        for (int yy = 0; yy < P; ++yy)
-                            for (int xx = 0; xx < P; ++xx)
-                                if (rows[size_t(n) * CPP + size_t(ch) * P * P + yy * P + xx] !=
-                                    x[(size_t(ch) * Ih + size_t(gy * P + yy)) * Iw + size_t(gx * P + xx)])
-                                    return false;
-                    return true;
-                }();
+                const bool same_tile = g.row_is_tile(n);
                 if (!same_tile) cdl->AddRect(p, ImVec2(p.x + rh, p.y + rh), IM_COL32(255, 70, 70, 255), 0, 0, 2);
                 if (n == sel) cdl->AddRect(ImVec2(p.x - 1, p.y - 1), ImVec2(p.x + rh + 1, p.y + rh + 1), IM_COL32(0, 230, 255, 255), 0, 0, 2);
                 std::string lbl = std::to_string(n);
@@ -282,11 +293,6 @@ public:
         pr.numbers["patches.first_shown"] = first_shown;
         pr.numbers["patches.last_shown"] = last_shown;
         ImGui::EndChild();
-        ImGui::EndGroup();
-        // the numbers behind the view: the patches matrix and the model input they were cut from
-        numbers_.push_back({stage_name(pa_id), *pa});
-        numbers_.push_back({stage_name(in_id), *in});
-        numbers_.push_back({"input_image", input_});
     }
 
     void sweep_states(SweepPlan& plan) override {

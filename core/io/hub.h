@@ -104,6 +104,7 @@ bool is_sha256(const std::string& etag);
 // SHA-256 of bytes, and of a file's contents, as 64 lower-case hex digits.
 std::string sha256_hex(const std::string& bytes);
 std::string sha256_file(const std::string& path);
+std::string sha256_fd(int fd, const std::string& what);  // an open file's, from its start (`what` names it in errors)
 // FileError naming `what` and `dir` when the file system of `dir` has fewer than `need` bytes free.
 void check_free_space(const std::string& dir, uint64_t need, const std::string& what);
 

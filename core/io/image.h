@@ -1,11 +1,17 @@
 // Image decoding (stb_image) and preprocessing into the model's input.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include "core/model/model.h"
 #include "core/model/tensor.h"
 
 namespace vit {
+
+// What is kept: an image over 25 megapixels (a 12-50 MP phone photo, a 9000x9000
+// scan) is scaled down on load to at most this, so the float image (12 bytes a
+// pixel for RGB) stays within 300 MB.
+constexpr int64_t kKeepPixels = 25'000'000;
 
 // Decoded image as float (C, H, W) in [0, 1], C in {1, 3} (alpha dropped,
 // as PIL's convert("RGB") does). 16-bit files keep their precision.
