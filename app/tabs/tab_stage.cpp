@@ -84,8 +84,8 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     const ImGuiStyle& st = ImGui::GetStyle();
     const float th = ImGui::GetTextLineHeight(), sp = st.ItemSpacing.x, strip = 24;
     ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("rows: the %d tokens, aligned across the four;  mean, std: one value per token;  normalized, out: "
-                        "tokens x %d embedding dims", rows, cols);
+    ImGui::TextDisabled("rows: the %d token%s, aligned across the four;  mean, std: one value per token;  normalized, out: "
+                        "tokens x %d embedding dims", rows, rows == 1 ? "" : "s", cols);
     ImGui::PopTextWrapPos();
     // the row names (tokens: cls, p0, ...) left of the first panel only
     HeatmapArgs names;
@@ -106,10 +106,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     const bool math = ui.cell_r >= 0 && ui.cell_c >= 0;
     // a panel's lines besides its rows: the part's name, the map's column labels and the map's hover line under it
     const float header = 3 * th + st.ItemSpacing.y + 6;
-    // under the maps: the statistics or the math of a cell (they scroll), in up to 150 px, less where the maps'
-    // rows would otherwise be under their readable height (a short view at 1280x800 left them 97 px)
-    const float stats_min = std::min(std::min(150.f, avail.y * 0.3f),
-                                     std::max(std::min(80.f, avail.y * 0.2f), avail.y - header - readable_height(rows) - 4));
+    const float stats_min = std::min(150.f, avail.y * 0.3f);  // under the maps: the statistics or the math of a cell
     const float Hm = avail.y - stats_min;                     // the maps' height, at most
     // stacked, the statistics go under the strips, beside out: the maps may take the whole height
     const float Hm_b = math ? Hm : avail.y - 3 * ImGui::GetTextLineHeightWithSpacing();
@@ -120,14 +117,27 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     // keys laid along them (under each map) so that the maps get the bars' width too
     const float key_h = color_key_height();
     const float cell_b = std::min((W - w01 - sp) / float(cols), (Hm_b / 2 - header - key_h - st.ItemSpacing.y) / rows);
-    const bool stacked = cell_b > cell_a * 1.15f;
+    // Stacked when that makes the cells larger, unless it leaves the rows less room than side by side does (at
+    // 1366x768 CLIP-B/32's 50 rows got 73 px stacked, under their readable 100, where side by side has 100)
+    // (each layout's rows: square cells, or taller up to their readable height where the room allows)
+    const float rows_a = std::max(cell_a * rows, std::min(readable_height(rows), Hm - header)),
+                rows_b = std::max(cell_b * rows, std::min(readable_height(rows), Hm_b / 2 - header - key_h - st.ItemSpacing.y));
+    // and unless the two maps one above the other leave the statistics less than their whole height (at 1366x768
+    // CLIP's one-row ln_final left them 85 px, its histogram cut)
+    const float ln_h = ImGui::GetTextLineHeightWithSpacing();
+    const float stats_whole = 5 * ln_h + 5 * (th + 2 * st.CellPadding.y) + 90 + 4 * st.ItemSpacing.y;
+    const bool stats_fit_b = math || avail.y - 2 * (header + rows_b + 2 + key_h) - st.ItemSpacing.y >= stats_whole + ln_h;
+    const bool stacked = cell_b > cell_a * 1.15f && rows_b + 0.5f >= std::min(rows_a, readable_height(rows)) && stats_fit_b;
     const float cell = std::max(0.05f, stacked ? cell_b : cell_a);
     // Rows at least readable (readable_height) where the room allows, the cells then taller than
     // wide: few tokens and many dims (CLIP-B/32's 50 x 768) in square cells are rows of 0.6 px, and
     // the mean and std strips that share them a 30 px smear.
     const float room = stacked ? Hm_b / 2 - header - key_h - st.ItemSpacing.y : Hm - header;
     const float row_h = std::max(cell, std::min(readable_height(rows), room) / float(rows));
-    const float map_h = header + rows * row_h + 2 + (stacked ? key_h : 0.f);
+    // stacked, the wide maps' keys lie under them; side by side, a map too short for its bar (under 20 px beside the
+    // bar's labels: one row) draws its key under it too
+    const bool key_below = stacked || rows * row_h - th < 20;
+    const float map_h = header + rows * row_h + 2 + (key_below ? key_h : 0.f);
     pr.numbers["ln.stacked"] = stacked;
     pr.numbers["ln.row_h"] = row_h;
     pr.numbers["ln.cell_w"] = cell;
@@ -209,8 +219,12 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         // stacked: in the strips' column (out is beside it)
         ImGui::PushTextWrapPos(stacked ? ImGui::GetCursorPosX() + w01 - sp : 0.f);
         char note[200];
-        std::snprintf(note, sizeof note, "Rows %.2g px tall, columns %.2g px wide: %d tokens x %d dims do not fit square "
-                      "cells, so the rows are made taller to tell the tokens apart.", row_h, cell, rows, cols);
+        if (rows == 1)
+            std::snprintf(note, sizeof note, "One row %.2g px tall, columns %.2g px wide: %d dims in square cells would be a "
+                          "line too thin to see, so the row is made taller.", row_h, cell, cols);
+        else
+            std::snprintf(note, sizeof note, "Rows %.2g px tall, columns %.2g px wide: %d tokens x %d dims do not fit square "
+                          "cells, so the rows are made taller to tell the tokens apart.", row_h, cell, rows, cols);
         ImGui::TextDisabled("%s", note);
         pr.strings["ln.cells"] = note;
         ImGui::PopTextWrapPos();
@@ -224,8 +238,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         // as far down as out reaches (the strips' keys above it take their share)
         // (and as far down as the whole panel needs, histogram axis included, when the view has the
         // room below: the hint under it takes what is left; issue 36)
-        const float ln = ImGui::GetTextLineHeightWithSpacing();
-        const float whole = 4 * ln + ln + 5 * (ImGui::GetTextLineHeight() + 2 * st.CellPadding.y) + 90 + 4 * st.ItemSpacing.y;
+        const float ln = ln_h, whole = stats_whole;
         // (on a short view the hint is one line, in full in its tooltip: the statistics get its room)
         const float hint_full = ImGui::CalcTextSize(hint, nullptr, false, ImGui::GetContentRegionAvail().x).y + ln;
         const bool hint_short = ImGui::GetContentRegionAvail().y - hint_full < whole;
