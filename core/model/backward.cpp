@@ -124,59 +124,78 @@ using StagePut = std::function<void(StageKind, int, const float*)>;
 
 // The scratch a block's backward reuses from one block to the next.
 struct BlockScratch {
-    Tensor2 da, dqkv, dzcat, dpre, dpost, dxh;
+    Tensor2 da, dqkv, dzcat, dpre, dpost, dxh, dls;
     Array dq, dk, dv;
 };
 
 // The head, from dlogits (B, K) back to dx (B*T, D), the gradient of the residual stream leaving the
 // last block. g: where the weights' gradients accumulate (null: not computed).
+// Poolings: cls (ln_final on every token, its row 0; DeiT distilled: and the dist token's row, each to its
+// head, the logits their mean), norm-then-mean (ln_final on every token, the mean of the patch rows) and
+// mean-then-norm (the mean of the patch rows, ln_final on that one row).
 void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, const StageGet& get,
                    const Tensor2& dlogits, Tensor2& dx, const StagePut* put) {
     using SK = StageKind;
     const Config& c = w.cfg;
     const RunDims rd = run_dims(c, opt);
-    const size_t N = rd.N, T = rd.T, D = c.width, K = c.classes, R = B * T;
+    const size_t T = rd.T, D = c.width, K = c.classes, R = B * T, pf = size_t(rd.prefix), Np = T - pf;
     const Pooling pool = opt.pooling_for(c);
+    const bool distilled = c.head == Head::Distilled;
     if (put) (*put)(SK::Logits, -1, dlogits.data());
-    // head: logits = feat @ Wh.T + bh
-    const float* feat = pool == Pooling::Cls ? get(SK::Pooled, -1) : get(SK::LnFinalOut, -1);
-    Tensor2 dfeat = xt::zeros<float>({B, D}), dfin = Tensor2::from_shape({B, D}), dxhat = Tensor2::from_shape({B, D});
-    linear_backward(dfeat.data(), g ? &g->head_w : nullptr, g ? &g->head_b : nullptr, dlogits.data(), feat, w.head_w,
+    // logits = feat @ Wh.T + bh (distilled: (head(pooled) + head_dist(pooled_dist)) / 2)
+    Tensor2 dl_half;
+    const Tensor2* dl = &dlogits;
+    if (distilled) {
+        dl_half = dlogits / 2.f;
+        dl = &dl_half;
+        if (put) { (*put)(SK::LogitsCls, -1, dl_half.data()); (*put)(SK::LogitsDist, -1, dl_half.data()); }
+    }
+    const float* feat = get(pool == Pooling::Mean ? SK::LnFinalOut : SK::Pooled, -1);
+    Tensor2 dfeat = xt::zeros<float>({B, D});
+    linear_backward(dfeat.data(), g ? &g->head_w : nullptr, g ? &g->head_b : nullptr, dl->data(), feat, w.head_w,
                     int(B), int(D), int(K));
     dx = xt::zeros<float>({R, D});
     auto dx3 = as(dx.data(), std::array<size_t, 3>{B, T, D});
-    if (pool == Pooling::Cls) {
-        // pooled = ln_final(x)[:, 0]: only the cls rows get a gradient.
-        auto rows = [&](StageKind n) {
-            return xt::eval(xt::view(as(get(n, -1), std::array<size_t, 3>{B, T, D}), xt::all(), 0, xt::all()));
-        };
-        Tensor2 xh = rows(SK::LnFinalNormalized);
-        std::vector<float> sd(B);
-        for (size_t b = 0; b < B; ++b) sd[b] = get(SK::LnFinalStd, -1)[b * T];
-        auto rs = rstd_of(sd.data(), B, c.eps);
-        ln_backward(dfin.data(), false, g ? &g->ln_f : nullptr, dxhat.data(), dfeat.data(), xh.data(), rs.data(),
-                    w.ln_f, int(B), int(D), opt);
-        xt::view(dx3, xt::all(), 0, xt::all()) = dfin;
-        if (put) {
-            (*put)(SK::Pooled, -1, dfeat.data());
-            Tensor2 full = xt::zeros<float>({T, D});
-            xt::view(full, 0, xt::all()) = xt::view(dfeat, 0, xt::all());
-            (*put)(SK::LnFinalOut, -1, full.data());
-            xt::view(full, 0, xt::all()) = xt::view(dxhat, 0, xt::all());
-            (*put)(SK::LnFinalNormalized, -1, full.data());
-        }
-    } else {
-        // pooled = x[:, 1:].mean(1); feat = ln_final(pooled)
+    if (pool == Pooling::Mean) {
+        // pooled = x[:, prefix:].mean(1); feat = ln_final(pooled)
+        Tensor2 dfin = Tensor2::from_shape({B, D}), dxhat = Tensor2::from_shape({B, D});
         auto rs = rstd_of(get(SK::LnFinalStd, -1), B, c.eps);
         ln_backward(dfin.data(), false, g ? &g->ln_f : nullptr, dxhat.data(), dfeat.data(),
                     get(SK::LnFinalNormalized, -1), rs.data(), w.ln_f, int(B), int(D), opt);
-        xt::view(dx3, xt::all(), xt::range(1, T), xt::all()) =
-            xt::view(dfin / float(N), xt::all(), xt::newaxis(), xt::all());
+        xt::view(dx3, xt::all(), xt::range(pf, T), xt::all()) =
+            xt::view(dfin / float(Np), xt::all(), xt::newaxis(), xt::all());
         if (put) {
             (*put)(SK::LnFinalOut, -1, dfeat.data());
             (*put)(SK::LnFinalNormalized, -1, dxhat.data());
             (*put)(SK::Pooled, -1, dfin.data());
         }
+        return;
+    }
+    // ln_final on every token: the gradient of its output, row by row, then back through it
+    Tensor2 dout = xt::zeros<float>({R, D}), dxhat = Tensor2::from_shape({R, D});
+    auto dout3 = as(dout.data(), std::array<size_t, 3>{B, T, D});
+    if (pool == Pooling::Cls) {
+        xt::view(dout3, xt::all(), 0, xt::all()) = dfeat;  // pooled = ln_final(x)[:, 0]
+        if (put) (*put)(SK::Pooled, -1, dfeat.data());
+        if (distilled) {  // pooled_dist = ln_final(x)[:, 1 + registers]
+            const size_t row = 1 + size_t(c.registers);
+            Tensor2 dpd = xt::zeros<float>({B, D});
+            linear_backward(dpd.data(), g ? &g->head_dist_w : nullptr, g ? &g->head_dist_b : nullptr, dl->data(),
+                            get(SK::PooledDist, -1), w.head_dist_w, int(B), int(D), int(K));
+            xt::view(dout3, xt::all(), row, xt::all()) = dpd;
+            if (put) (*put)(SK::PooledDist, -1, dpd.data());
+        }
+    } else {  // NormMean: pooled = ln_final(x)[:, prefix:].mean(1)
+        xt::view(dout3, xt::all(), xt::range(pf, T), xt::all()) =
+            xt::view(dfeat / float(Np), xt::all(), xt::newaxis(), xt::all());
+        if (put) (*put)(SK::Pooled, -1, dfeat.data());
+    }
+    auto rs = rstd_of(get(SK::LnFinalStd, -1), R, c.eps);
+    ln_backward(dx.data(), false, g ? &g->ln_f : nullptr, dxhat.data(), dout.data(), get(SK::LnFinalNormalized, -1),
+                rs.data(), w.ln_f, int(R), int(D), opt);
+    if (put) {
+        (*put)(SK::LnFinalOut, -1, dout.data());
+        (*put)(SK::LnFinalNormalized, -1, dxhat.data());
     }
 }
 
@@ -204,6 +223,7 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
     st.dk.resize({B, H, T, d});
     st.dv.resize({B, H, T, d});
     st.dxh.resize({rec ? R : 0, D});
+    st.dls.resize({c.layer_scale ? R : 0, D});
     float* dxh_p = rec ? st.dxh.data() : nullptr;
     const BlockW& bw = w.blocks[size_t(l)];
     BlockW* gb = g ? &g->blocks[size_t(l)] : nullptr;
@@ -214,10 +234,24 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
     const Tensor2& proj_w = plain_matrix(bw.proj_w, bw.proj_p, t_proj);
     const Tensor2& qkv_w = plain_matrix(bw.qkv_w, bw.qkv_p, t_qkv);
     const Shape HTd{H, T, d}, HTT{H, T, T};
-    // dx holds d resid_post. MLP branch: out = fc2(gelu(fc1(ln2(resid_mid))))
+    // layer scale: ls = gamma * branch; d branch = gamma * d ls, d gamma = sum over the rows of branch * d ls
+    auto layer_scale = [&](StageKind ls, StageKind branch, const Tensor1& gamma, Tensor1* dgamma) -> const float* {
+        put_if(ls, dx.data());
+        const float* b = at(branch);
+        for (size_t r = 0; r < R; ++r) {
+            const float* y = dx.data() + r * D;
+            float* o = st.dls.data() + r * D;
+            for (size_t i = 0; i < D; ++i) o[i] = gamma(i) * y[i];
+            if (dgamma && dgamma->size())
+                for (size_t i = 0; i < D; ++i) (*dgamma)(i) += b[r * D + i] * y[i];
+        }
+        return st.dls.data();
+    };
+    // dx holds d resid_post. MLP branch: out = fc2(gelu(fc1(ln2(resid_mid)))) (times ls2's gamma)
     put_if(SK::ResidPost, dx.data());
-    put_if(SK::MlpOut, dx.data());
-    linear_backward(st.dpost.data(), gb ? &gb->fc2_w : nullptr, gb ? &gb->fc2_b : nullptr, dx.data(), at(SK::MlpPost),
+    const float* dmo = c.layer_scale ? layer_scale(SK::Ls2, SK::MlpOut, bw.ls2, gb ? &gb->ls2 : nullptr) : dx.data();
+    put_if(SK::MlpOut, dmo);
+    linear_backward(st.dpost.data(), gb ? &gb->fc2_w : nullptr, gb ? &gb->fc2_b : nullptr, dmo, at(SK::MlpPost),
                     fc2_w, int(R), int(M), int(D));
     put_if(SK::MlpPost, st.dpost.data());
     gelu_backward(st.dpre.data(), st.dpost.data(), at(SK::MlpPre), R * M);
@@ -231,9 +265,10 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
                 bw.ln2, int(R), int(D), opt);
     put_if(SK::Ln2Normalized, dxh_p);
     put_if(SK::ResidMid, dx.data());
-    put_if(SK::AttnOut, dx.data());
+    const float* dao = c.layer_scale ? layer_scale(SK::Ls1, SK::AttnOut, bw.ls1, gb ? &gb->ls1 : nullptr) : dx.data();
+    put_if(SK::AttnOut, dao);
     // attention output projection: attn_out = proj(zcat)
-    linear_backward(st.dzcat.data(), gb ? &gb->proj_w : nullptr, gb ? &gb->proj_b : nullptr, dx.data(), zcat, proj_w,
+    linear_backward(st.dzcat.data(), gb ? &gb->proj_w : nullptr, gb ? &gb->proj_b : nullptr, dao, zcat, proj_w,
                     int(R), int(D), int(D));
     // per image and head: z = attn @ v, attn = post_scale * softmax(alpha * q k^T)
     const float *q = at(SK::AttnQ), *k = at(SK::AttnK), *v = at(SK::AttnV), *pat = at(SK::AttnPattern);
@@ -297,28 +332,47 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
     put_if(SK::Ln1Normalized, dxh_p);
 }
 
-// The embedding, from dx = d embed (B*T, D) (the stream entering block 0) to the patches and the image.
+// The embedding, from dx = d (the stream entering block 0) (B*T, D) to the patches and the image. With
+// registers the stream is with_registers (the register rows after the cls token, or first without one)
+// and embed is the rest; tokens = cat(cls, dist, patch_embed); embed = tokens + pos_embed.
 void embed_backward(const Weights& w, Weights* g, const Options& opt, size_t B, const StageGet& get,
-                    const Tensor2& dx, const StagePut* put) {
+                    const Tensor2& dstream, const StagePut* put) {
     using SK = StageKind;
     const Config& c = w.cfg;
     const RunDims rd = run_dims(c, opt);
     const size_t C = c.channels, Hi = rd.img_h, Wi = rd.img_w, P = c.patch, gh = rd.gh, gw = rd.gw, N = rd.N,
-                 T = rd.T, D = c.width, CPP = c.patch_dim();
+                 T = rd.T, T0 = rd.T0, D = c.width, CPP = c.patch_dim(), Rg = size_t(c.registers);
     const bool rec = put != nullptr;
-    auto dx3 = as(dx.data(), std::array<size_t, 3>{B, T, D});
-    // embed = tokens + pos_embed ; tokens = cat(cls, patch_embed)
+    const size_t pc = c.cls_token ? 1 : 0;  // where the registers go
+    Tensor2 dembed_regs;
+    const Tensor2* demb = &dstream;
+    if (Rg) {
+        // with_registers = cat(x[:, :pc], reg, x[:, pc:]): the register rows' gradient is the tokens' own
+        if (rec) (*put)(SK::WithRegisters, -1, dstream.data());
+        auto ds3 = as(dstream.data(), std::array<size_t, 3>{B, T, D});
+        if (g && g->reg.size()) g->reg += xt::sum(xt::view(ds3, xt::all(), xt::range(pc, pc + Rg), xt::all()), {0});
+        dembed_regs = Tensor2::from_shape({B * T0, D});
+        auto de3 = as(dembed_regs.data(), std::array<size_t, 3>{B, T0, D});
+        xt::view(de3, xt::all(), xt::range(0, pc), xt::all()) = xt::view(ds3, xt::all(), xt::range(0, pc), xt::all());
+        xt::view(de3, xt::all(), xt::range(pc, T0), xt::all()) = xt::view(ds3, xt::all(), xt::range(pc + Rg, T), xt::all());
+        demb = &dembed_regs;
+    }
+    auto dx3 = as(demb->data(), std::array<size_t, 3>{B, T0, D});
+    const size_t p0 = T0 - N;  // the patch rows of tokens: after cls and dist
     if (rec) {
-        (*put)(SK::Embed, -1, dx.data());
-        (*put)(SK::Tokens, -1, dx.data());
-        (*put)(SK::PosEmbed, -1, dx.data());  // embed = tokens + pos_embed: the same gradient reaches both
+        (*put)(SK::Embed, -1, demb->data());
+        (*put)(SK::Tokens, -1, demb->data());
+        (*put)(SK::PosEmbed, -1, demb->data());  // embed = tokens + pos_embed: the same gradient reaches both
     }
     if (g) {
-        if (!rd.resized) g->pos += xt::sum(dx3, {0});  // resized: the stored table's gradient would need the resize's adjoint
-        g->cls += xt::sum(xt::view(dx3, xt::all(), 0, xt::all()), {0});
+        // the stored table: [cls, dist,] the grid, or the grid alone (no row for the tokens before the patches)
+        if (!rd.resized && g->pos.size())  // resized: the stored table's gradient would need the resize's adjoint
+            g->pos += xt::sum(xt::view(dx3, xt::all(), xt::range(c.pos_no_cls ? p0 : 0, T0), xt::all()), {0});
+        if (c.cls_token && g->cls.size()) g->cls += xt::sum(xt::view(dx3, xt::all(), 0, xt::all()), {0});
+        if (c.dist_token && g->dist.size()) g->dist += xt::sum(xt::view(dx3, xt::all(), pc, xt::all()), {0});
     }
     if (!g && !rec) return;
-    Tensor3 dpe = xt::view(dx3, xt::all(), xt::range(1, T), xt::all());
+    Tensor3 dpe = xt::view(dx3, xt::all(), xt::range(p0, T0), xt::all());
     if (rec) (*put)(SK::PatchEmbed, -1, dpe.data());
     Tensor2 dpatch = Tensor2::from_shape({rec ? N : 0, CPP});
     linear_backward(rec ? dpatch.data() : nullptr, g ? &g->patch_w : nullptr, g ? &g->patch_b : nullptr, dpe.data(),
@@ -364,10 +418,11 @@ const Array& Batch::forward(const Weights& w, const Tensor4& x, const Options& o
 const std::vector<StageKind>& backward_grad_kinds() {
     using K = StageKind;
     static const std::vector<StageKind> kinds{
-        K::Input, K::Patches, K::PatchEmbed, K::Tokens, K::PosEmbed, K::Embed,
+        K::Input, K::Patches, K::PatchEmbed, K::Tokens, K::PosEmbed, K::Embed, K::WithRegisters,
         K::Ln1Normalized, K::Ln1Out, K::AttnQ, K::AttnK, K::AttnV, K::AttnScores, K::AttnPattern, K::AttnZ,
-        K::AttnOut, K::ResidMid, K::Ln2Normalized, K::Ln2Out, K::MlpPre, K::MlpPost, K::MlpOut, K::ResidPost,
-        K::LnFinalNormalized, K::LnFinalOut, K::Pooled, K::Logits};
+        K::AttnOut, K::Ls1, K::ResidMid, K::Ln2Normalized, K::Ln2Out, K::MlpPre, K::MlpPost, K::MlpOut, K::Ls2,
+        K::ResidPost, K::LnFinalNormalized, K::LnFinalOut, K::Pooled, K::PooledDist, K::LogitsCls, K::LogitsDist,
+        K::Logits};
     return kinds;
 }
 
@@ -399,21 +454,17 @@ std::string backward_unsupported(const Config& c, const Options& o) {
         return "the backward pass does not run with interventions (" + o.iv.describe() +
                "): the gradients would not be those of the intervened pass";
     std::vector<std::string> parts;
-    if (!c.cls_token) parts.push_back("no cls token");
-    if (c.dist_token) parts.push_back("a distillation token");
-    if (c.registers) parts.push_back("register tokens");
-    if (c.layer_scale) parts.push_back("layer scale");
+    if (!c.has_logits()) parts.push_back("no logits (the output is an embedding, not a classifier's scores)");
     if (c.ln_pre) parts.push_back("ln_pre");
     if (c.act != Act::Gelu) parts.push_back(act_label(c.act));
-    if (c.head != Head::Classifier) parts.push_back("no single Linear classifier");
-    if (c.pos_no_cls) parts.push_back("positions without a cls row");
     if (c.rope) parts.push_back("rotary position embeddings (RoPE)");
     if (!c.pos_table) parts.push_back("no position table");
     const Pooling p = o.pooling_for(c);
-    if (p != Pooling::Cls && p != Pooling::Mean) parts.push_back(std::string("pooling ") + pooling_name(p));
+    if (p != Pooling::Cls && p != Pooling::Mean && p != Pooling::NormMean) parts.push_back(std::string("pooling ") + pooling_name(p));
+    if (p == Pooling::Cls && !c.cls_token) parts.push_back("cls pooling without a cls token");
     if (parts.empty()) return "";
-    std::string s = "the backward pass is written for the vanilla ViT; this model (" + std::string(family_label(c.family)) +
-                    ") has ";
+    std::string s = "the backward pass is written for the ViT with a classifier (cls, dist and register tokens, layer "
+                    "scale, cls or mean pooling); this model (" + std::string(family_label(c.family)) + ") has ";
     for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
     return s;
 }

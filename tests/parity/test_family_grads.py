@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""The families' gradients against PyTorch autograd (issue 39: "gradients of every family match PyTorch").
+
+For each family spec whose model ends in a classifier (DeiT distilled in timm's and Hugging Face's eps, timm's
+cls-less ViTs with registers, layer scale and either pooling), the float64 reference of families.py runs with
+autograd: every recorded stage keeps its gradient, and the predicted class's logit goes back through it. The same
+weights in ViTScope's file format go through `vitscope-cli trace --grads`; every stage of the model's stage table
+that has a gradient (info --stage-table: has_grad) must be in the trace as `<stage>.grad` and equal autograd's
+to 1e-3 of the tensor's largest value, at the native size and a non-square one (the resized position table).
+`patches` is the one stage the reference computes beside the graph (its conv reads the image), so its gradient is
+checked through `input`'s, which the same conv carries.
+
+The families whose model ends in an embedding (DINO, DINOv2, CLIP, SigLIP, MAE, DINOv3) must refuse --grads with
+a reason that names what is missing, never run a backward pass that is not theirs."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import families  # noqa: E402
+import test_families_forward as fwd  # noqa: E402
+import test_parity  # noqa: E402
+import vitref  # noqa: E402
+
+torch.set_num_threads(1)
+WITH_GRADS = ["deit_timm", "deit_hf", "vit_reg4_gap_timm", "vit_gap_timm"]
+REFUSED = {"dino": "no logits", "dinov2_reg": "no logits", "clip_openai": "no logits", "siglip_hf_vision": "no logits",
+           "mae": "no logits", "dinov3": "no logits"}
+FAIL = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        FAIL.append(what)
+
+
+def reference_grads(s, c, x):
+    """Every stage of the reference and autograd's gradient of the predicted logit at it."""
+    x = x.double().clone().requires_grad_(True)
+    c = dict(c, pos=c["pos"].detach().clone().requires_grad_(True))  # pos_embed on the graph: its table a leaf
+    rec = families.reference(s, c, x)
+    for v in rec.values():
+        if v.requires_grad:
+            v.retain_grad()
+    logits = rec["logits"]
+    k = int(logits.argmax())
+    logits[k].backward()
+    grads = {n: v.grad.numpy() for n, v in rec.items() if v.grad is not None}
+    # The distilled head reads rows of ln_final's output directly (pooled = f[0], pooled_dist = f[1]): the
+    # reference's `pooled` entries are separate views beside the graph, their gradient those rows'.
+    if s.head == "distilled":
+        f = grads["ln_final.out"]
+        grads["pooled"], grads["pooled_dist"] = f[0], f[1 + s.regs]
+    return k, grads
+
+
+def main():
+    a = test_parity.script_args("cli", "workdir")
+    os.makedirs(a.workdir, exist_ok=True)
+    xs = families.inputs()
+    for layout in WITH_GRADS:
+        s = families.SPEC[layout]
+        c = families.stored_weights(s)
+        path = os.path.join(a.workdir, s.layout + ".safetensors")
+        vitref.write_safetensors(path, fwd.own_tensors(s, c), {"vitscope.config": json.dumps(fwd.own_config(s))})
+        for size, x in xs.items():
+            label = f"{s.layout} {x.shape[1]}x{x.shape[2]}"
+            inp = os.path.join(a.workdir, f"{s.layout}_{size}.npy")
+            np.save(inp, x.numpy().astype(np.float32))
+            out = os.path.join(a.workdir, f"{s.layout}_{size}_grads.npz")
+            r = subprocess.run([a.cli, "trace", "--model", path, "--input", inp, "--grads", "--out", out],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                check(False, f"{label}: vitscope-cli trace --grads exited {r.returncode}: {r.stderr.strip()}")
+                continue
+            hw = f"{x.shape[1]},{x.shape[2]}"
+            r = subprocess.run([a.cli, "info", "--model", path, "--stage-table", "--image-size", hw],
+                               capture_output=True, text=True)
+            table = json.loads(r.stdout)
+            rows = table["stages"] if isinstance(table, dict) else table
+            with np.load(out) as z:
+                ours = {k: z[k] for k in z.files}
+            k, ref = reference_grads(s, c, x)
+            graded = [row["name"] for row in rows if row.get("has_grad")]
+            check(len(graded) > 10, f"{label}: the stage table gives {len(graded)} stages a gradient")
+            worst, worst_name, compared = 0.0, "", 0
+            for name in graded:
+                g = ours.get(name + ".grad")
+                if g is None:
+                    check(False, f"{label}: {name} has a gradient in the table but none in the trace")
+                    continue
+                if name == "patches":
+                    continue
+                if name not in ref:
+                    check(False, f"{label}: the reference has no gradient at {name}")
+                    continue
+                want = ref[name].reshape(g.shape) if ref[name].size == g.size else None
+                if want is None:
+                    check(False, f"{label}: {name}.grad has shape {g.shape}, autograd's {ref[name].shape}")
+                    continue
+                scale = max(float(np.abs(want).max()), 1e-12)
+                err = float(np.abs(g - want).max()) / scale
+                compared += 1
+                if err > worst:
+                    worst, worst_name = err, name
+                if err > 1e-3:
+                    check(False, f"{label}: {name}.grad differs from autograd's by {err:.2e} of its scale")
+            check(compared == len(graded) - 1 and worst <= 1e-3,
+                  f"{label}: d logit[{k}] at {compared} stages equals autograd's (worst {worst:.1e} of the scale, "
+                  f"at {worst_name})")
+    for layout, why in REFUSED.items():
+        s = families.SPEC[layout]
+        c = families.stored_weights(s)
+        path = os.path.join(a.workdir, s.layout + ".safetensors")
+        vitref.write_safetensors(path, fwd.own_tensors(s, c), {"vitscope.config": json.dumps(fwd.own_config(s))})
+        x = xs[next(iter(xs))]
+        inp = os.path.join(a.workdir, f"{s.layout}_refused.npy")
+        np.save(inp, x.numpy().astype(np.float32))
+        r = subprocess.run([a.cli, "trace", "--model", path, "--input", inp, "--grads", "--out",
+                            os.path.join(a.workdir, "refused.npz")], capture_output=True, text=True)
+        check(r.returncode == 1 and "--grads: no gradients" in r.stderr and why in r.stderr,
+              f"{layout}: --grads refused naming '{why}' (exit {r.returncode}: {r.stderr.strip()[:160]})")
+    print("FAILED: " + "; ".join(FAIL) if FAIL else "every family gradient check passed")
+    return 1 if FAIL else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
