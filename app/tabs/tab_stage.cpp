@@ -59,6 +59,55 @@ private:
 
 namespace {
 
+struct LnLayout {
+    bool stacked = false;  // normalized above out (else the four side by side)
+    float header = 0, key_h = 0, w01 = 0, cell = 0, row_h = 0, map_h = 0, ln_h = 0, stats_whole = 0;
+};
+
+// Where a LayerNorm's four maps go in `avail`: rows x cols tokens by dims, the row names' margin `left`, the four
+// colour bars' widths, the strips' width; `math`: a cell's math takes the room under the maps.
+LnLayout ln_layout(ImVec2 avail, int rows, int cols, float left, const float bar[4], bool math, float strip) {
+    const ImGuiStyle& st = ImGui::GetStyle();
+    const float th = ImGui::GetTextLineHeight(), sp = st.ItemSpacing.x;
+    LnLayout L;
+    const float W = avail.x;
+    // a panel's lines besides its rows: the part's name, the map's column labels and the map's hover line under it
+    const float header = L.header = 3 * th + st.ItemSpacing.y + 6;
+    const float stats_min = std::min(150.f, avail.y * 0.3f);  // under the maps: the statistics or the math of a cell
+    const float Hm = avail.y - stats_min;                     // the maps' height, at most
+    // stacked, the statistics go under the strips, beside out: the maps may take the whole height
+    const float Hm_b = math ? Hm : avail.y - 3 * ImGui::GetTextLineHeightWithSpacing();
+    const float w01 = L.w01 = left + strip + bar[0] + sp + strip + bar[1] + sp;
+    // side by side: the two wide maps share the width left of the strips and four bars
+    const float cell_a = std::min((W - w01 - bar[2] - bar[3] - 2 * sp) / (2.f * cols), (Hm - header) / rows);
+    // stacked: normalized above out, each as wide as the strips leave, half the height each, their
+    // keys laid along them (under each map) so that the maps get the bars' width too
+    const float key_h = L.key_h = color_key_height();
+    const float cell_b = std::min((W - w01 - sp) / float(cols), (Hm_b / 2 - header - key_h - st.ItemSpacing.y) / rows);
+    // Stacked when that makes the cells larger, unless it leaves the rows less room than side by side does (at
+    // 1366x768 CLIP-B/32's 50 rows got 73 px stacked, under their readable 100, where side by side has 100)
+    // (each layout's rows: square cells, or taller up to their readable height where the room allows)
+    const float rows_a = std::max(cell_a * rows, std::min(readable_height(rows), Hm - header)),
+                rows_b = std::max(cell_b * rows, std::min(readable_height(rows), Hm_b / 2 - header - key_h - st.ItemSpacing.y));
+    // and unless the two maps one above the other leave the statistics less than their whole height (at 1366x768
+    // CLIP's one-row ln_final left them 85 px, its histogram cut)
+    const float ln_h = L.ln_h = ImGui::GetTextLineHeightWithSpacing();
+    const float stats_whole = L.stats_whole = 5 * ln_h + 5 * (th + 2 * st.CellPadding.y) + 90 + 4 * st.ItemSpacing.y;
+    const bool stats_fit_b = math || avail.y - 2 * (header + rows_b + 2 + key_h) - st.ItemSpacing.y >= stats_whole + ln_h;
+    const bool stacked = L.stacked = cell_b > cell_a * 1.15f && rows_b + 0.5f >= std::min(rows_a, readable_height(rows)) && stats_fit_b;
+    const float cell = L.cell = std::max(0.05f, stacked ? cell_b : cell_a);
+    // Rows at least readable (readable_height) where the room allows, the cells then taller than
+    // wide: few tokens and many dims (CLIP-B/32's 50 x 768) in square cells are rows of 0.6 px, and
+    // the mean and std strips that share them a 30 px smear.
+    const float room = stacked ? Hm_b / 2 - header - key_h - st.ItemSpacing.y : Hm - header;
+    const float row_h = L.row_h = std::max(cell, std::min(readable_height(rows), room) / float(rows));
+    // stacked, the wide maps' keys lie under them; side by side, a map too short for its bar (under 20 px beside the
+    // bar's labels: one row) draws its key under it too
+    const bool key_below = stacked || rows * row_h - th < 20;
+    L.map_h = header + rows * row_h + 2 + (key_below ? key_h : 0.f);
+    return L;
+}
+
 // A LayerNorm's four parts, mean, std, normalized and out, with one cell size so that a token's row
 // lines up across them (the row names on the first only). Side by side when that leaves the maps
 // large enough; else normalized and out one above the other, columns aligned (out is normalized
@@ -101,43 +150,11 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
                                          trace->info(ids[i]).signed_values, ui.scale_mode);
         bar[i] = colorbar_width(cms[i]) + 4;
     }
-    const ImVec2 avail = ImGui::GetContentRegionAvail();
-    const float W = avail.x;
     const bool math = ui.cell_r >= 0 && ui.cell_c >= 0;
-    // a panel's lines besides its rows: the part's name, the map's column labels and the map's hover line under it
-    const float header = 3 * th + st.ItemSpacing.y + 6;
-    const float stats_min = std::min(150.f, avail.y * 0.3f);  // under the maps: the statistics or the math of a cell
-    const float Hm = avail.y - stats_min;                     // the maps' height, at most
-    // stacked, the statistics go under the strips, beside out: the maps may take the whole height
-    const float Hm_b = math ? Hm : avail.y - 3 * ImGui::GetTextLineHeightWithSpacing();
-    const float w01 = left + strip + bar[0] + sp + strip + bar[1] + sp;
-    // side by side: the two wide maps share the width left of the strips and four bars
-    const float cell_a = std::min((W - w01 - bar[2] - bar[3] - 2 * sp) / (2.f * cols), (Hm - header) / rows);
-    // stacked: normalized above out, each as wide as the strips leave, half the height each, their
-    // keys laid along them (under each map) so that the maps get the bars' width too
-    const float key_h = color_key_height();
-    const float cell_b = std::min((W - w01 - sp) / float(cols), (Hm_b / 2 - header - key_h - st.ItemSpacing.y) / rows);
-    // Stacked when that makes the cells larger, unless it leaves the rows less room than side by side does (at
-    // 1366x768 CLIP-B/32's 50 rows got 73 px stacked, under their readable 100, where side by side has 100)
-    // (each layout's rows: square cells, or taller up to their readable height where the room allows)
-    const float rows_a = std::max(cell_a * rows, std::min(readable_height(rows), Hm - header)),
-                rows_b = std::max(cell_b * rows, std::min(readable_height(rows), Hm_b / 2 - header - key_h - st.ItemSpacing.y));
-    // and unless the two maps one above the other leave the statistics less than their whole height (at 1366x768
-    // CLIP's one-row ln_final left them 85 px, its histogram cut)
-    const float ln_h = ImGui::GetTextLineHeightWithSpacing();
-    const float stats_whole = 5 * ln_h + 5 * (th + 2 * st.CellPadding.y) + 90 + 4 * st.ItemSpacing.y;
-    const bool stats_fit_b = math || avail.y - 2 * (header + rows_b + 2 + key_h) - st.ItemSpacing.y >= stats_whole + ln_h;
-    const bool stacked = cell_b > cell_a * 1.15f && rows_b + 0.5f >= std::min(rows_a, readable_height(rows)) && stats_fit_b;
-    const float cell = std::max(0.05f, stacked ? cell_b : cell_a);
-    // Rows at least readable (readable_height) where the room allows, the cells then taller than
-    // wide: few tokens and many dims (CLIP-B/32's 50 x 768) in square cells are rows of 0.6 px, and
-    // the mean and std strips that share them a 30 px smear.
-    const float room = stacked ? Hm_b / 2 - header - key_h - st.ItemSpacing.y : Hm - header;
-    const float row_h = std::max(cell, std::min(readable_height(rows), room) / float(rows));
-    // stacked, the wide maps' keys lie under them; side by side, a map too short for its bar (under 20 px beside the
-    // bar's labels: one row) draws its key under it too
-    const bool key_below = stacked || rows * row_h - th < 20;
-    const float map_h = header + rows * row_h + 2 + (key_below ? key_h : 0.f);
+    const LnLayout lay = ln_layout(ImGui::GetContentRegionAvail(), rows, cols, left, bar, math, strip);
+    const bool stacked = lay.stacked;
+    const float header = lay.header, key_h = lay.key_h, w01 = lay.w01, cell = lay.cell, row_h = lay.row_h,
+                map_h = lay.map_h, ln_h = lay.ln_h, stats_whole = lay.stats_whole;
     pr.numbers["ln.stacked"] = stacked;
     pr.numbers["ln.row_h"] = row_h;
     pr.numbers["ln.cell_w"] = cell;
