@@ -66,13 +66,13 @@ Plan plan_dinov3_hf(const Keys& k, const std::string& R, const std::string& what
             if (mod == "attn.qkv") {
                 if (param == "bias" && !q_bias) return Src{};
                 const std::string kk = param == "bias" && !k_bias ? "" : b + "attention.k_proj." + param;
-                return Src{{b + "attention.q_proj." + param, kk, b + "attention.v_proj." + param}, false};
+                return Src{{b + "attention.q_proj." + param, kk, b + "attention.v_proj." + param}, false, ""};
             }
             if (mod == "attn.proj") return one(b + "attention.o_proj." + param);
             if (rest == "ls1.gamma") return one(b + "layer_scale1.lambda1");
             if (rest == "ls2.gamma") return one(b + "layer_scale2.lambda1");
             if (mod == "mlp.fc1")
-                return gated ? Src{{b + "mlp.gate_proj." + param, b + "mlp.up_proj." + param}, false} : one(b + "mlp.up_proj." + param);
+                return gated ? Src{{b + "mlp.gate_proj." + param, b + "mlp.up_proj." + param}, false, ""} : one(b + "mlp.up_proj." + param);
             if (mod == "mlp.fc2") return one(b + "mlp.down_proj." + param);
             return one(b + rest);  // norm1, norm2
         }
@@ -125,8 +125,8 @@ Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what, c
                 s.mask = b + "attn.qkv.bias_mask";
                 return s;
             }
-            if (swiglu && rest == "mlp.fc1.weight") return Src{{b + "mlp.w1.weight", b + "mlp.w2.weight"}, false};
-            if (swiglu && rest == "mlp.fc1.bias") return Src{{b + "mlp.w1.bias", b + "mlp.w2.bias"}, false};
+            if (swiglu && rest == "mlp.fc1.weight") return Src{{b + "mlp.w1.weight", b + "mlp.w2.weight"}, false, ""};
+            if (swiglu && rest == "mlp.fc1.bias") return Src{{b + "mlp.w1.bias", b + "mlp.w2.bias"}, false, ""};
             if (swiglu && starts(rest, "mlp.fc2.")) return one(b + "mlp.w3." + rest.substr(8));
             return one(R + n);
         }

@@ -85,7 +85,7 @@ Plan plan_hf_vit(const Keys& k, const std::string& R, const SideConfig& side, co
             auto [mod, prm] = split_param(rest);
             if (mod == "attn.qkv") {
                 const std::string a = b + "attention.attention.";
-                return Src{{a + "query." + prm, a + "key." + prm, a + "value." + prm}, false};
+                return Src{{a + "query." + prm, a + "key." + prm, a + "value." + prm}, false, ""};
             }
             if (mod == "attn.proj") return one(b + "attention.output.dense." + prm);
             if (mod == "norm1") return one(b + (d2 ? "norm1." : "layernorm_before.") + prm);
@@ -153,14 +153,14 @@ Plan plan_hf_clip(const Keys& k, const std::string& R, const SideConfig& side, c
         if (i >= 0) {
             const std::string b = R + "encoder.layers." + std::to_string(i) + ".";
             auto [mod, prm] = split_param(rest);
-            if (mod == "attn.qkv") return Src{{b + "self_attn.q_proj." + prm, b + "self_attn.k_proj." + prm, b + "self_attn.v_proj." + prm}, false};
+            if (mod == "attn.qkv") return Src{{b + "self_attn.q_proj." + prm, b + "self_attn.k_proj." + prm, b + "self_attn.v_proj." + prm}, false, ""};
             if (mod == "attn.proj") return one(b + "self_attn.out_proj." + prm);
             if (mod == "norm1") return one(b + "layer_norm1." + prm);
             if (mod == "norm2") return one(b + "layer_norm2." + prm);
             return one(b + rest);  // mlp.fc1, mlp.fc2
         }
         if (starts(n, "norm.")) return one(R + "post_layernorm." + n.substr(5));
-        if (n == "proj") return Src{{"visual_projection.weight"}, true};
+        if (n == "proj") return Src{{"visual_projection.weight"}, true, ""};
         if (n == "map.probe") return one(R + "head.probe");
         if (starts(n, "map.attn.")) return one(R + "head.attention." + n.substr(9));
         if (starts(n, "map.norm.")) return one(R + "head.layernorm." + n.substr(9));

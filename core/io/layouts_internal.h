@@ -186,7 +186,7 @@ inline std::pair<std::string, std::string> split_param(const std::string& n) {
     if (d == std::string::npos) return {"", n};
     return {n.substr(0, d), n.substr(d + 1)};
 }
-inline Src one(std::string k) { return Src{{std::move(k)}, false}; }
+inline Src one(std::string k) { return Src{{std::move(k)}, false, ""}; }
 
 
 // One plan per checkpoint convention (the files named above).
