@@ -77,8 +77,8 @@ public:
                            "A trained model learns that near patches are alike. Click a map to show it large.", G, G);
         if (resized)
             ImGui::TextWrapped("This run is %dx%d pixels, %dx%d patches: the learned %dx%d table was resized by %s "
-                               "(stages pos_embed.learned -> pos_embed). Left and top right: the learned table; below: "
-                               "the table the run added.", rd.img_h, rd.img_w, rd.gh, rd.gw, G, G, pos_rule_label(c.pos_rule));
+                               "(stages pos_embed.learned -> pos_embed). The small maps and the first large one: the learned "
+                               "table; the one marked \"as run\": the table the run added.", rd.img_h, rd.img_w, rd.gh, rd.gw, G, G, pos_rule_label(c.pos_rule));
         if (std::string note = weights_note(s); !note.empty() && c.pos_table)
             ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s: these embeddings are random, with no learned structure", note.c_str());
         ImGui::PopTextWrapPos();
@@ -126,27 +126,47 @@ public:
         }
         ImGui::EndGroup();
         ImGui::SameLine();
+        // resized: the learned table's map and the run's beside each other where the width allows (one above the
+        // other at 1366x768 left each 73 px), else one above the other in the height the maps share
+        const float line = ImGui::GetTextLineHeightWithSpacing();
+        const float right_w = ImGui::GetContentRegionAvail().x;
+        const bool beside = resized && right_w >= 2 * 200.f;
+        // (beside: a gap of two spacings plus a margin between them, so that the first map's colour-bar labels stay
+        // clear of the second's row labels)
+        const float map_w = beside ? (right_w - 3 * ImGui::GetStyle().ItemSpacing.x) / 2 - 12 : right_w;
+        const float map_h = std::max(80.f, resized && !beside ? (top_h - 2 * line - 16) / 2 : top_h - 2 * line - 8);
+        const ImVec2 maps0 = ImGui::GetCursorScreenPos();
         ImGui::BeginGroup();
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + map_w);
         ImGui::Text("patch %d (row %d, col %d) against every patch%s", p, p / G, p % G, resized ? " (learned grid)" : "");
+        ImGui::PopTextWrapPos();
         HeatmapArgs a;
         a.data = sim_.data() + size_t(p) * size_t(N);
         a.rows = G; a.cols = G; a.row_label = "patch row"; a.col_label = "patch column";
         a.cm = cm; a.zoomable = false; a.colorbar = true; a.rect_name = "pos.large";
-        // the maps on top share top_h: the learned table's map, and under it the run's when resized
-        const float line = ImGui::GetTextLineHeightWithSpacing();
-        a.max_h = std::max(80.f, resized ? (top_h - 2 * line - 16) / 2 : top_h - line - 8);
+        a.max_h = map_h;
+        a.max_w = map_w;
         a.mark_row = p / G; a.mark_col = p % G;
         Heatmap(v, "poslarge", large_, keys_.stale("pos.large", key * 31 + uint64_t(p)), a);
+        if (beside) {  // the second map at its own column, whatever the first's colour-bar labels took
+            ImGui::EndGroup();
+            ImGui::SameLine();
+            ImGui::SetCursorScreenPos(ImVec2(maps0.x + map_w + 3 * ImGui::GetStyle().ItemSpacing.x + 12, maps0.y));
+            ImGui::BeginGroup();
+        }
         if (resized) {
             // the table the run added, resized to gh x gw: the run's selected patch against every other
             const int Nr = rd.N, q = ui.patch >= 0 && ui.patch < Nr ? ui.patch : 0;
             if (run_sim_.dimension() == 2 && int(run_sim_.shape(0)) == Nr) {
+                ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + map_w);
                 ImGui::Text("as run, %dx%d: patch %d (row %d, col %d) against every patch", rd.gh, rd.gw, q, q / rd.gw, q % rd.gw);
+                ImGui::PopTextWrapPos();
                 HeatmapArgs b;
                 b.data = run_sim_.data() + size_t(q) * size_t(Nr);
                 b.rows = rd.gh; b.cols = rd.gw; b.row_label = "patch row"; b.col_label = "patch column";
                 b.cm = cm; b.zoomable = false; b.colorbar = true; b.rect_name = "pos.run";
-                b.max_h = std::max(80.f, (top_h - 2 * line - 16) / 2);
+                b.max_h = map_h;
+                b.max_w = map_w;
                 b.mark_row = q / rd.gw; b.mark_col = q % rd.gw;
                 int cr = -1, cc = -1;
                 b.clicked_row = &cr; b.clicked_col = &cc;
@@ -178,6 +198,22 @@ public:
             b.cm.mode = Colormap::Diverging; b.cm.vmax = std::max({std::fabs(lo), std::fabs(hi), 1e-6f}); b.cm.vmin = -b.cm.vmax;
             b.zoomable = false; b.colorbar = true; b.rect_name = "pos.embed";
             b.max_h = ImGui::GetContentRegionAvail().y;
+            // a tall table (DINOv2's 1370 x 384) in square cells is a strip 40 px wide: its columns are made wider
+            // than its rows are tall, up to 2 px, and said so
+            const float th = ImGui::GetTextLineHeight();
+            const float rows_h = std::max(1.f, b.max_h - 2 * th - 8), label_w = ImGui::CalcTextSize("00000").x + 8;
+            const float square = std::min(rows_h / float(b.rows), (ImGui::GetContentRegionAvail().x - label_w - 90) / float(b.cols));
+            if (square * float(b.cols) < 100.f) {
+                b.cell = std::clamp((ImGui::GetContentRegionAvail().x - label_w - 90) / float(b.cols), square, 2.f);
+                b.cell_h = rows_h / float(b.rows);
+                char note[160];
+                std::snprintf(note, sizeof note, "(columns %.2g px wide, rows %.2g px tall: %d rows would leave square cells a "
+                              "strip %.0f px wide)", b.cell, b.cell_h, b.rows, square * float(b.cols));
+                ImGui::TextDisabled("%s", note);
+                pr.strings["pos.embed.cells"] = note;
+                b.max_h = ImGui::GetContentRegionAvail().y;
+                b.cell_h = std::max(0.05f, (b.max_h - 2 * th - 8) / float(b.rows));
+            }
             Heatmap(v, "posembed", embed_, keys_.stale("pos.embed", key), b);
         }
         pr.strings["pos.values"] = csv(sim_.data() + size_t(p) * size_t(N), size_t(N));
@@ -221,7 +257,8 @@ std::vector<ProbeKey> probe_keys_positions() {
     return {
         {K::Rect, "pos.{grid|selected}", "the position-similarity maps"},
         {K::Number, "pos.{patch|grid_n|run.patch}", "the patch shown large, the learned grid's side, the run's patch"},
-        {K::String, "pos.{message|values|run.values}", "the Positions tab's texts and numbers (learned; as run)"},
+        {K::String, "pos.{message|values|run.values|embed.cells}", "the Positions tab's texts and numbers (learned; as run; "
+                                                                   "pos_embed's non-square cells)"},
     };
 }
 
