@@ -182,39 +182,10 @@ public:
             }
         }
         ImGui::EndGroup();
-        // pos_embed itself, as stored: the rows before the grid (cls, dist) first; under the maps, across the width
-        const Array& pe = w.pos;
-        if (pe.dimension() == 2 && pe.size() > 0) {
+        // pos_embed itself, as stored, under the maps across the width
+        if (w.pos.dimension() == 2 && w.pos.size() > 0) {
             ImGui::SetCursorScreenPos(ImVec2(p0.x, std::max(p0.y + side, ImGui::GetCursorScreenPos().y) + 4));
-            const int pre = c.pos_prefix();
-            std::string rows_are = pre == 0 ? "tokens (patches only: no cls position is stored)"
-                                 : pre == 1 ? "tokens (row 0 = cls)" : "tokens (row 0 = cls, row 1 = dist)";
-            ImGui::TextDisabled("pos_embed as stored: %s x width", rows_are.c_str());
-            float lo = pe.data()[0], hi = lo;
-            for (size_t i = 0; i < pe.size(); ++i) { lo = std::min(lo, pe.data()[i]); hi = std::max(hi, pe.data()[i]); }
-            HeatmapArgs b;
-            b.data = pe.data(); b.rows = int(pe.shape(0)); b.cols = int(pe.shape(1));
-            b.row_label = "tokens"; b.col_label = "width";
-            b.cm.mode = Colormap::Diverging; b.cm.vmax = std::max({std::fabs(lo), std::fabs(hi), 1e-6f}); b.cm.vmin = -b.cm.vmax;
-            b.zoomable = false; b.colorbar = true; b.rect_name = "pos.embed";
-            b.max_h = ImGui::GetContentRegionAvail().y;
-            // a tall table (DINOv2's 1370 x 384) in square cells is a strip 40 px wide: its columns are made wider
-            // than its rows are tall, up to 2 px, and said so
-            const float th = ImGui::GetTextLineHeight();
-            const float rows_h = std::max(1.f, b.max_h - 2 * th - 8), label_w = ImGui::CalcTextSize("00000").x + 8;
-            const float square = std::min(rows_h / float(b.rows), (ImGui::GetContentRegionAvail().x - label_w - 90) / float(b.cols));
-            if (square * float(b.cols) < 100.f) {
-                b.cell = std::clamp((ImGui::GetContentRegionAvail().x - label_w - 90) / float(b.cols), square, 2.f);
-                b.cell_h = rows_h / float(b.rows);
-                char note[160];
-                std::snprintf(note, sizeof note, "(columns %.2g px wide, rows %.2g px tall: %d rows would leave square cells a "
-                              "strip %.0f px wide)", b.cell, b.cell_h, b.rows, square * float(b.cols));
-                ImGui::TextDisabled("%s", note);
-                pr.strings["pos.embed.cells"] = note;
-                b.max_h = ImGui::GetContentRegionAvail().y;
-                b.cell_h = std::max(0.05f, (b.max_h - 2 * th - 8) / float(b.rows));
-            }
-            Heatmap(v, "posembed", embed_, keys_.stale("pos.embed", key), b);
+            draw_stored_table(v, w.pos, c.pos_prefix(), key);
         }
         pr.strings["pos.values"] = csv(sim_.data() + size_t(p) * size_t(N), size_t(N));
         pr.numbers["pos.patch"] = p;
@@ -238,6 +209,40 @@ public:
     }
 
 private:
+    // pos_embed as stored (rows: the tokens before the grid, `pre` of them, then the grid; columns: the width), its
+    // columns made wider than its rows are tall when square cells would leave a strip (DINOv2's 1370 x 384: 40 px)
+    void draw_stored_table(ViewCtx& v, const Array& pe, int pre, uint64_t key) {
+        Probe& pr = v.probe;
+        std::string rows_are = pre == 0 ? "tokens (patches only: no cls position is stored)"
+                             : pre == 1 ? "tokens (row 0 = cls)" : "tokens (row 0 = cls, row 1 = dist)";
+        ImGui::TextDisabled("pos_embed as stored: %s x width", rows_are.c_str());
+        float lo = pe.data()[0], hi = lo;
+        for (size_t i = 0; i < pe.size(); ++i) { lo = std::min(lo, pe.data()[i]); hi = std::max(hi, pe.data()[i]); }
+        HeatmapArgs b;
+        b.data = pe.data(); b.rows = int(pe.shape(0)); b.cols = int(pe.shape(1));
+        b.row_label = "tokens"; b.col_label = "width";
+        b.cm.mode = Colormap::Diverging; b.cm.vmax = std::max({std::fabs(lo), std::fabs(hi), 1e-6f}); b.cm.vmin = -b.cm.vmax;
+        b.zoomable = false; b.colorbar = true; b.rect_name = "pos.embed";
+        b.max_h = ImGui::GetContentRegionAvail().y;
+        // a tall table (DINOv2's 1370 x 384) in square cells is a strip 40 px wide: its columns are made wider
+        // than its rows are tall, up to 2 px, and said so
+        const float th = ImGui::GetTextLineHeight();
+        const float rows_h = std::max(1.f, b.max_h - 2 * th - 8), label_w = ImGui::CalcTextSize("00000").x + 8;
+        const float square = std::min(rows_h / float(b.rows), (ImGui::GetContentRegionAvail().x - label_w - 90) / float(b.cols));
+        if (square * float(b.cols) < 100.f) {
+            b.cell = std::clamp((ImGui::GetContentRegionAvail().x - label_w - 90) / float(b.cols), square, 2.f);
+            b.cell_h = rows_h / float(b.rows);
+            char note[160];
+            std::snprintf(note, sizeof note, "(columns %.2g px wide, rows %.2g px tall: %d rows would leave square cells a "
+                          "strip %.0f px wide)", b.cell, b.cell_h, b.rows, square * float(b.cols));
+            ImGui::TextDisabled("%s", note);
+            pr.strings["pos.embed.cells"] = note;
+            b.max_h = ImGui::GetContentRegionAvail().y;
+            b.cell_h = std::max(0.05f, (b.max_h - 2 * th - 8) / float(b.rows));
+        }
+        Heatmap(v, "posembed", embed_, keys_.stale("pos.embed", key), b);
+    }
+
     CacheKeys keys_;
     Texture grid_, large_, embed_, run_;  // one small map per patch; one large; pos_embed itself; the run's
     Array sim_;                           // (N, N) cosine similarity of the learned table (vit::pos_similarity)
