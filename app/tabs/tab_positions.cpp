@@ -225,22 +225,28 @@ private:
         b.zoomable = false; b.colorbar = true; b.rect_name = "pos.embed";
         b.max_h = ImGui::GetContentRegionAvail().y;
         // a tall table (DINOv2's 1370 x 384) in square cells is a strip 40 px wide: its columns are made wider
-        // than its rows are tall, up to 2 px, and said so
-        const float th = ImGui::GetTextLineHeight();
-        const float rows_h = std::max(1.f, b.max_h - 2 * th - 8), label_w = ImGui::CalcTextSize("00000").x + 8;
-        const float square = std::min(rows_h / float(b.rows), (ImGui::GetContentRegionAvail().x - label_w - 90) / float(b.cols));
-        if (square * float(b.cols) < 100.f) {
-            b.cell = std::clamp((ImGui::GetContentRegionAvail().x - label_w - 90) / float(b.cols), square, 2.f);
-            b.cell_h = rows_h / float(b.rows);
-            char note[160];
-            std::snprintf(note, sizeof note, "(columns %.2g px wide, rows %.2g px tall: %d rows would leave square cells a "
-                          "strip %.0f px wide)", b.cell, b.cell_h, b.rows, square * float(b.cols));
-            ImGui::TextDisabled("%s", note);
-            pr.strings["pos.embed.cells"] = note;
-            b.max_h = ImGui::GetContentRegionAvail().y;
+        // than its rows are tall, up to 2 px, and said so under it (two lines kept for that), with the cell
+        // sizes the heatmap drew
+        const float th = ImGui::GetTextLineHeight(), ln = ImGui::GetTextLineHeightWithSpacing();
+        const float label_w = ImGui::CalcTextSize("00000").x + 8, room_w = ImGui::GetContentRegionAvail().x - label_w - 90;
+        const float square = std::min(std::max(1.f, b.max_h - 2 * th - 8) / float(b.rows), room_w / float(b.cols));
+        const bool wide = square * float(b.cols) < 100.f;
+        if (wide) {
+            b.max_h -= 2 * ln;
+            b.cell = std::clamp(room_w / float(b.cols), square, 2.f);
             b.cell_h = std::max(0.05f, (b.max_h - 2 * th - 8) / float(b.rows));
         }
         Heatmap(v, "posembed", embed_, keys_.stale("pos.embed", key), b);
+        if (wide) {
+            char note[160];
+            std::snprintf(note, sizeof note, "(columns %.2g px wide, rows %.2g px tall: %d rows would leave square cells a "
+                          "strip %.0f px wide)", pr.numbers["pos.embed.cell_w"], pr.numbers["pos.embed.cell_h"], b.rows,
+                          square * float(b.cols));
+            ImGui::PushTextWrapPos(0);
+            ImGui::TextDisabled("%s", note);
+            ImGui::PopTextWrapPos();
+            pr.strings["pos.embed.cells"] = note;
+        }
     }
 
     CacheKeys keys_;
