@@ -72,7 +72,9 @@ inline const std::vector<StepDef>& step_defs() {
         {"pos", "Positions are added", [](const StageTable& t, const Config&) { return has_k(t, K::PosEmbed) && has_k(t, K::Embed) && has_k(t, K::Tokens); }},
         {"registers", "Registers join the tokens", [](const StageTable& t, const Config&) { return has_k(t, K::WithRegisters); }},
         {"ln_pre", "A LayerNorm before the blocks", [](const StageTable& t, const Config&) { return has_k(t, K::LnPreOut); }},
-        {"ln", "LayerNorm of one token", [](const StageTable& t, const Config&) { return has_k(t, K::Ln1Out, 0); }},
+        {"ln", "LayerNorm of one token", [](const StageTable& t, const Config&) { return has_k(t, K::Ln1Mean, 0); }},
+        // (an RMSNorm model's: the LayerNorm lessons, which ask about the mean, are not its)
+        {"rms", "RMSNorm of one token", [](const StageTable& t, const Config&) { return has_k(t, K::Ln1Rms, 0); }},
         {"qkv", "Query, key and value", [](const StageTable& t, const Config&) { return has_k(t, K::AttnQ, 0); }},
         {"rope", "Positions turn q and k (RoPE)", [](const StageTable& t, const Config&) { return has_k(t, K::AttnQRot, 0); }},
         {"scores", "One token's scores", [](const StageTable& t, const Config&) { return has_k(t, K::AttnScores, 0); }},

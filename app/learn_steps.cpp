@@ -68,7 +68,11 @@ void step_model(Ctx& x) {
         std::string nm = s.name.rfind("blocks.0.", 0) == 0 ? s.name.substr(9) : s.name;
         std::string shape = shape_text(a);
         bool cut = false;
-        label(x, slabs[k].r.x, slabs[k].r.y - lh - 1, fit_text(nm + " " + shape, 0.95f * colw * x.zoom, cut),
+        // a long name (AIMv2's patch_embed.norm.normalized) keeps its whole name: the shape goes where it does not fit
+        const float cap_w = 0.95f * colw * x.zoom;
+        std::string cap = nm + " " + shape;
+        if (ImGui::CalcTextSize(cap.c_str()).x > cap_w) cap = nm;
+        label(x, slabs[k].r.x, slabs[k].r.y - lh - 1, fit_text(cap, cap_w, cut),
               int(k) == lit ? IM_COL32(255, 230, 0, 255) : IM_COL32(210, 210, 210, 255));
         if (s.id.kind == K::Input && x.lv.input.valid()) {
             x.dl->AddImage(x.lv.input.id(), x.S(slabs[k].r.x, slabs[k].r.y), x.S(slabs[k].r.x + slabs[k].r.w, slabs[k].r.y + slabs[k].r.h));
@@ -309,14 +313,19 @@ void step_registers(Ctx& x) {
 }
 
 // A LayerNorm of one token: its values, mean and std; normalised; times gamma plus beta.
+// An RMSNorm (AIMv2) of one token: its values and their root mean square; divided by it (nothing subtracted); times gamma.
 void step_ln(Ctx& x, LnSite site, int layer) {
-    const StageId mid{ln_kind(site, LnPart::Mean), layer}, sid{ln_kind(site, LnPart::Std), layer},
+    const bool rms = ln_has(site, LnPart::Rms) && x.t.find(StageId{ln_kind(site, LnPart::Rms), layer}) != nullptr;
+    const StageId mid{ln_kind(site, rms ? LnPart::Rms : LnPart::Mean), layer}, sid{ln_kind(site, rms ? LnPart::Rms : LnPart::Std), layer},
         nid{ln_kind(site, LnPart::Normalized), layer}, oid{ln_kind(site, LnPart::Out), layer};
     const Array* mean = x.t.find(mid);
     const Array* sd = x.t.find(sid);
     const Array* nz = x.t.find(nid);
     const Array* out = x.t.find(oid);
-    if (!mean || !sd || !nz || !out) return;
+    if (!mean || !sd || !nz || !out) {
+        x.narration = "This step needs " + x.t.table().name(nid) + " and its statistics, which this trace does not hold.";
+        return;
+    }
     const StageInfo& mi = x.t.info(mid);
     const Array* in = mi.from.empty() ? nullptr : x.t.find(mi.from[0]);
     if (!in) return;
@@ -324,7 +333,7 @@ void step_ln(Ctx& x, LnSite site, int layer) {
     const float* xr = row_of_stage(*in, tok);
     const float* nr = row_of_stage(*nz, tok);
     const float* orow = row_of_stage(*out, tok);
-    const float m = mean->data()[tok], s = sd->data()[tok];
+    const float m = rms ? 0.f : mean->data()[tok], s = sd->data()[tok];  // (RMSNorm: no mean is removed; s is the rms)
     const float W = x.Wp(), H = x.Hp(), lh = ImGui::GetTextLineHeight();
     const float q1 = span(x.p, 0.3f, 0.55f), q2 = span(x.p, 0.65f, 0.9f);
     std::vector<float> shown(static_cast<size_t>(D));
@@ -338,8 +347,15 @@ void step_ln(Ctx& x, LnSite site, int layer) {
     const std::string tn = token_name(x, tok);
     label(x, r.x, 0, tn + "'s " + itos(D) + " numbers entering " + x.t.info(oid).name);
     const float m_abs = std::max(std::fabs(lo), std::fabs(hi));
-    bars(x, "LayerNorm row (blue < 0 < red)", shown.data(), D, r, -m_abs, m_abs, quantity_colormap(Quantity::Signed, -m_abs, m_abs));
-    if (q2 <= 0) {
+    bars(x, rms ? "RMSNorm row (blue < 0 < red)" : "LayerNorm row (blue < 0 < red)", shown.data(), D, r, -m_abs, m_abs,
+         quantity_colormap(Quantity::Signed, -m_abs, m_abs));
+    if (q2 <= 0 && rms) {
+        // the band +- rms about 0, which the division makes +- 1
+        auto Y = [&](float v) { return r.y + r.h * (m_abs - std::clamp(v, -m_abs, m_abs)) / (2 * m_abs); };
+        x.dl->AddRectFilled(x.S(r.x, Y(s_shown)), x.S(r.x + r.w, Y(-s_shown)), IM_COL32(255, 230, 0, 30));
+        x.dl->AddLine(x.S(r.x, Y(0)), x.S(r.x + r.w, Y(0)), IM_COL32(255, 230, 0, 120), 1);
+        label(x, r.x + r.w + 4, Y(s_shown) - lh / 2, q1 < 0.5f ? "+rms" : "+1", IM_COL32(255, 230, 0, 255));
+    } else if (q2 <= 0) {
         // the mean and the mean +- std
         auto Y = [&](float v) { return r.y + r.h * (m_abs - std::clamp(v, -m_abs, m_abs)) / (2 * m_abs); };
         x.dl->AddLine(x.S(r.x, Y(m_shown)), x.S(r.x + r.w, Y(m_shown)), IM_COL32(255, 230, 0, 255), 2);
@@ -348,13 +364,30 @@ void step_ln(Ctx& x, LnSite site, int layer) {
     }
     const bool affine = x.t.options().affine, unbiased = x.t.options().unbiased;
     const float ly = r.y + r.h + lh;
-    label(x, r.x, ly, "mean " + num(m, 4) + "   std " + num(s, 4) + (unbiased ? " (unbiased: / (D-1))" : " (biased: / D)"), IM_COL32(255, 230, 0, 255));
+    if (rms) {
+        double mu = 0;
+        for (int i = 0; i < D; ++i) mu += xr[i];
+        mu /= D;
+        label(x, r.x, ly, "rms " + num(s, 4) + " = sqrt(mean of the squares)   (its mean, " + num(float(mu), 3) + ", is not removed)",
+              IM_COL32(255, 230, 0, 255));
+    } else {
+        label(x, r.x, ly, "mean " + num(m, 4) + "   std " + num(s, 4) + (unbiased ? " (unbiased: / (D-1))" : " (biased: / D)"), IM_COL32(255, 230, 0, 255));
+    }
     record_values(x, "ln.in", xr, size_t(D));
     record_values(x, "ln.normalized", nr, size_t(D));
     record_values(x, "ln.out", orow, size_t(D));
-    x.v.probe.strings["learn.values.ln.mean_std"] = csv(&m, 1) + "," + csv(&s, 1);
+    x.v.probe.strings[rms ? "learn.values.ln.rms" : "learn.values.ln.mean_std"] = rms ? csv(&s, 1) : csv(&m, 1) + "," + csv(&s, 1);
     x.torch = q2 > 0 ? oid : nid;
     const int blk = layer;
+    if (rms) {
+        const std::string phase = x.p < 0.3f ? "The band is one root mean square either side of 0."
+                                  : q2 <= 0  ? "Divide by the rms: the row's root mean square is now 1. Nothing was subtracted, so its mean is not 0."
+                                  : affine   ? "Then each number is multiplied by its own learned gamma (elementwise_affine=True); RMSNorm has no beta."
+                                             : "elementwise_affine=False: there is no gamma, so the normalised row is the output.";
+        x.narration = "RMSNorm works on one token at a time, like LayerNorm, but only rescales: " + tn + "'s " + itos(D) + " numbers" +
+                      (blk >= 0 ? " entering block " + itos(blk) : "") + " have a root mean square of " + num(s, 3) + ". " + phase;
+        return;
+    }
     std::string phase = x.p < 0.3f ? "Watch the yellow line (the mean) and the band (one std either side)."
                         : q2 <= 0   ? "Subtract the mean, divide by the std: the row now has mean 0 and std 1."
                         : affine    ? "Then each number is multiplied by its own learned gamma and shifted by its beta (elementwise_affine=True)."
@@ -611,7 +644,7 @@ void draw_step(Ctx& x, const std::string& id) {
     else if (id == "pos") step_pos(x);
     else if (id == "registers") step_registers(x);
     else if (id == "ln_pre") { x.tok = std::min(x.tok, x.rd.T - 1); step_ln(x, LnSite::Pre, -1); }
-    else if (id == "ln") step_ln(x, LnSite::Ln1, 0);
+    else if (id == "ln" || id == "rms") step_ln(x, LnSite::Ln1, 0);
     else if (id == "qkv") step_qkv(x);
     else if (id == "rope") step_rope(x);
     else if (id == "scores") step_scores(x);

@@ -58,7 +58,13 @@ void DrawNavigator(ViewCtx& v) {
         }
         if (!open) continue;
         const bool sel = i == shown_row;
-        if (ImGui::Selectable((stage_local_name(en.id) + "##" + std::to_string(i)).c_str(), sel)) select_row(ui, *t, i);
+        // the patch embedding's norm (AIMv2) under it, named within it as a block's stages are within their block
+        // (its full name in the tooltip): "patch_embed.norm.normalized" is wider than the list at 1280x800
+        const std::string local = stage_local_name(en.id);
+        const bool sub = en.layer < 0 && local.rfind("patch_embed.", 0) == 0;
+        if (sub) ImGui::Indent();
+        if (ImGui::Selectable(((sub ? local.substr(12) : local) + "##" + std::to_string(i)).c_str(), sel)) select_row(ui, *t, i);
+        if (sub) ImGui::Unindent();
         if (sel && ImGui::IsWindowAppearing()) ImGui::SetScrollHereY();
         if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_text(t->at(i)).c_str());
     }

@@ -88,6 +88,24 @@ std::vector<std::string> sample_images() {
     return v;
 }
 
+// The norm's two teaching switches. RMSNorm (AIMv2): gamma alone, and no variance for the unbiased switch to
+// correct, said where the switch is (disabled unless it is on from another model, so that it can be switched off).
+static void norm_switches(Flow& flow, const Config& c, Options& o) {
+    if (c.norm == Norm::RmsNorm) {
+        flow.next(Flow::checkbox_w("RMSNorm elementwise_affine (A)"));
+        ImGui::Checkbox("RMSNorm elementwise_affine (A)", &o.affine);
+        flow.next(Flow::checkbox_w("unbiased std: none in RMSNorm (U)"));
+        ImGui::BeginDisabled(!o.unbiased);
+        ImGui::Checkbox("unbiased std: none in RMSNorm (U)", &o.unbiased);
+        ImGui::EndDisabled();
+        return;
+    }
+    flow.next(Flow::checkbox_w("LayerNorm elementwise_affine (A)"));
+    ImGui::Checkbox("LayerNorm elementwise_affine (A)", &o.affine);
+    flow.next(Flow::checkbox_w("unbiased std, N-1 (U)"));
+    ImGui::Checkbox("unbiased std, N-1 (U)", &o.unbiased);
+}
+
 void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_numbers) {
     Session& s = v.s;
     Probe& pr = v.probe;
@@ -204,10 +222,7 @@ void DrawToolbar(ViewCtx& v, Toolbar& tb, ExportRequest& req, bool tab_exports_n
     // Options (a new row)
     flow.new_row();
     Options o = s.options();
-    flow.next(Flow::checkbox_w("LayerNorm elementwise_affine (A)"));
-    ImGui::Checkbox("LayerNorm elementwise_affine (A)", &o.affine);
-    flow.next(Flow::checkbox_w("unbiased std, N-1 (U)"));
-    ImGui::Checkbox("unbiased std, N-1 (U)", &o.unbiased);
+    norm_switches(flow, s.config(), o);
     int pool = o.pooling ? int(*o.pooling) + 1 : 0;  // 0: the model's own pooling
     const char* pools[] = {"model's pooling", "cls token", "mean of patches"};
     const float pool_w = Flow::combo_w(pools[0], 130, 200);  // the widest entry

@@ -83,7 +83,7 @@ struct Probe {
 // text (a stage name, an index), {a|b|c} for one of the listed words.
 enum class ProbeKind { Top, Rect, Number, String, Group };
 // The heatmaps that record their rectangle, range and cells (HeatmapArgs::rect_name), for the views' probe keys.
-inline const std::string kProbeHeatmaps = "{stage|diff|lens|pos.large|pos.embed|pos.run|ln.mean|ln.std|ln.normalized|ln.out|norms|uses.heads}";
+inline const std::string kProbeHeatmaps = "{stage|diff|lens|pos.large|pos.embed|pos.run|ln.mean|ln.std|ln.rms|ln.normalized|ln.out|norms|uses.heads}";
 // The boxes of the map (model_map.cpp box_of): a new kind of box is declared here.
 inline const std::string kProbeBoxes = "{input|patches|patch_embed|tokens|embed|dropped|registers|ln_pre|ln1|attn|ls1|resid_mid|ln2|mlp|ls2|resid_post|ln_final|pooled|map|logits|probs|embedding}";
 

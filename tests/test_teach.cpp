@@ -114,6 +114,49 @@ TEST(CellMath, RandomCellsOfEverySupportedStageEqualTheTrace) {
     }
 }
 
+// RMSNorm (AIMv2): every normalized and out cell of every site (the patch embeddings' norm included) explained
+// from the recorded input and rms, equal to the trace, with elementwise_affine on and off; and the recorded rms is
+// the input row's root mean square computed here (no mean removed).
+TEST(CellMath, RmsNormCellsEqualTheTraceAndItsRmsIsTheRows) {
+    Config c = small(Pooling::NormMean);
+    c.cls_token = false; c.pos_no_cls = true; c.norm = Norm::RmsNorm; c.patch_norm = true; c.eps = 1e-5f;
+    for (bool affine : {true, false}) {
+        const Weights w = random_weights(c, 11);
+        Options o;
+        o.affine = affine;
+        const Trace t = run(w, random_input(c, 4), o);
+        int sites = 0, cells = 0;
+        for (size_t r = 0; r < t.size(); ++r) {
+            const StageInfo& e = t.info(r);
+            EXPECT_FALSE(ln_part(e.id.kind) == LnPart::Mean && e.ln != LnSite::None) << e.name << ": an RMSNorm has no mean";
+            if (e.ln == LnSite::None || ln_part(e.id.kind) != LnPart::Rms) continue;
+            ++sites;
+            const Array& in = t.get(e.from.at(0));
+            const Array& rms = t.at(r);
+            const size_t D = size_t(c.width), rows = in.size() / D;
+            for (size_t i = 0; i < rows; ++i) {
+                double ss = 0;
+                for (size_t j = 0; j < D; ++j) ss += double(in.data()[i * D + j]) * double(in.data()[i * D + j]);
+                EXPECT_NEAR(rms(i), std::sqrt(ss / double(D)), 1e-5 * std::sqrt(ss / double(D))) << e.name << " row " << i;
+            }
+            for (LnPart part : {LnPart::Normalized, LnPart::Out}) {
+                const StageId id{ln_kind(e.ln, part), e.layer};
+                const Array& a = t.get(id);
+                for (size_t i = 0; i < rows; i += 3)
+                    for (size_t j = 0; j < D; j += 5) {
+                        const CellMath m = cell_math(w, t, id, {i, j});
+                        ASSERT_EQ(m.recorded, a(i, j));
+                        EXPECT_NEAR(m.value, double(a(i, j)), 1e-5 * std::max(1.0, std::fabs(double(a(i, j)))))
+                            << t.table().name(id) << " [" << i << ", " << j << "] affine " << affine;
+                        ++cells;
+                    }
+            }
+        }
+        EXPECT_EQ(sites, 2 * 2 + 2);  // ln1 and ln2 of two blocks, the final norm, the patch embeddings' norm
+        EXPECT_GT(cells, 200);
+    }
+}
+
 TEST(CellMath, ExplainingWithTheWrongWeightsOrATraceOfOtherOptionsFails) {
     // The check can fail: the math with weights other than the trace's disagrees...
     const Weights w = random_weights(small(), 8);

@@ -21,7 +21,6 @@ namespace vit::app {
 
 namespace {
 
-const char* const kLnRects[4] = {"ln.mean", "ln.std", "ln.normalized", "ln.out"};
 
 // The math of the selected cell, computed once per trace, stage and cell.
 struct CachedMath {
@@ -66,7 +65,7 @@ struct LnLayout {
 
 // Where a LayerNorm's four maps go in `avail`: rows x cols tokens by dims, the row names' margin `left`, the four
 // colour bars' widths, the strips' width; `math`: a cell's math takes the room under the maps.
-LnLayout ln_layout(ImVec2 avail, int rows, int cols, float left, const float bar[4], bool math, float strip) {
+LnLayout ln_layout(ImVec2 avail, int rows, int cols, float left, const float bar[4], bool math, float strip, int strips) {
     const ImGuiStyle& st = ImGui::GetStyle();
     const float th = ImGui::GetTextLineHeight(), sp = st.ItemSpacing.x;
     LnLayout L;
@@ -77,7 +76,8 @@ LnLayout ln_layout(ImVec2 avail, int rows, int cols, float left, const float bar
     const float Hm = avail.y - stats_min;                     // the maps' height, at most
     // stacked, the statistics go under the strips, beside out: the maps may take the whole height
     const float Hm_b = math ? Hm : avail.y - 3 * ImGui::GetTextLineHeightWithSpacing();
-    const float w01 = L.w01 = left + strip + bar[0] + sp + strip + bar[1] + sp;
+    // (an RMSNorm has one strip, rms, where a LayerNorm has mean and std)
+    const float w01 = L.w01 = left + strip + bar[0] + sp + (strips > 1 ? strip + bar[1] + sp : 0.f);
     // side by side: the two wide maps share the width left of the strips and four bars
     const float cell_a = std::min((W - w01 - bar[2] - bar[3] - 2 * sp) / (2.f * cols), (Hm - header) / rows);
     // stacked: normalized above out, each as wide as the strips leave, half the height each, their
@@ -119,11 +119,16 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     const Trace* trace = s.trace();
     const LnSite site = e.info->ln;
     const int layer = e.info->layer;
-    const char* parts[4] = {"mean", "std", "normalized", "out"};
+    // RMSNorm (AIMv2): rms, normalized and out; the second strip's slot stays empty
+    const bool rms = ln_has(site, LnPart::Rms) && trace->find(StageId{ln_kind(site, LnPart::Rms), layer});
+    const char* parts[4] = {rms ? "rms" : "mean", rms ? "" : "std", "normalized", "out"};
+    const char* const rects[4] = {rms ? "ln.rms" : "ln.mean", "ln.std", "ln.normalized", "ln.out"};
+    const LnPart part_of[4] = {rms ? LnPart::Rms : LnPart::Mean, LnPart::Std, LnPart::Normalized, LnPart::Out};
     StageId ids[4];
     const Array* pt[4] = {};
     for (int i = 0; i < 4; ++i) {
-        ids[i] = StageId{ln_kind(site, LnPart(i)), layer};
+        if (rms && i == 1) continue;  // (ids[1] stays the input's: never drawn)
+        ids[i] = StageId{ln_kind(site, part_of[i]), layer};
         pt[i] = trace->find(ids[i]);
     }
     int rows = 0, cols = 1;
@@ -133,8 +138,12 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     const ImGuiStyle& st = ImGui::GetStyle();
     const float th = ImGui::GetTextLineHeight(), sp = st.ItemSpacing.x, strip = 24;
     ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("rows: the %d token%s, aligned across the four;  mean, std: one value per token;  normalized, out: "
-                        "tokens x %d embedding dims", rows, rows == 1 ? "" : "s", cols);
+    if (rms)
+        ImGui::TextDisabled("RMSNorm. rows: the %d token%s, aligned across the three;  rms: one value per token;  normalized, "
+                            "out: tokens x %d embedding dims", rows, rows == 1 ? "" : "s", cols);
+    else
+        ImGui::TextDisabled("rows: the %d token%s, aligned across the four;  mean, std: one value per token;  normalized, out: "
+                            "tokens x %d embedding dims", rows, rows == 1 ? "" : "s", cols);
     ImGui::PopTextWrapPos();
     // the row names (tokens: cls, p0, ...) left of the first panel only
     HeatmapArgs names;
@@ -146,12 +155,14 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     Colormap cms[4];
     float bar[4];
     for (int i = 0; i < 4; ++i) {
+        bar[i] = 0;
+        if (rms && i == 1) continue;
         if (pt[i]) cms[i] = colormap_for(pt[i]->data(), pt[i]->size(), pt[i]->data(), pt[i]->size(),
                                          trace->info(ids[i]).signed_values, ui.scale_mode);
         bar[i] = colorbar_width(cms[i]) + 4;
     }
     const bool math = ui.cell_r >= 0 && ui.cell_c >= 0;
-    const LnLayout lay = ln_layout(ImGui::GetContentRegionAvail(), rows, cols, left, bar, math, strip);
+    const LnLayout lay = ln_layout(ImGui::GetContentRegionAvail(), rows, cols, left, bar, math, strip, rms ? 1 : 2);
     const bool stacked = lay.stacked;
     const float header = lay.header, key_h = lay.key_h, w01 = lay.w01, cell = lay.cell, row_h = lay.row_h,
                 map_h = lay.map_h, ln_h = lay.ln_h, stats_whole = lay.stats_whole;
@@ -167,6 +178,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     };
     std::vector<StripKey> strip_keys;
     for (int i = 0; i < 4; ++i) {
+        if (rms && i == 1) continue;  // (no second strip)
         const bool wide = i >= 2;
         const bool key_under = stacked && wide;
         const float w = (i == 0 ? left : 0.f) + (wide ? cols * cell : strip) + (key_under ? 0.f : bar[i]);
@@ -181,7 +193,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         HeatmapArgs a;
         a.max_w = w; a.colorbar = !key_under; a.zoomable = false; a.cell = cell; a.cell_h = row_h; a.titles = false;
         a.row_labels = i == 0;
-        a.rect_name = cur ? "stage" : kLnRects[i];
+        a.rect_name = cur ? "stage" : rects[i];
         int crow = -1, ccol = -1;
         if (wide && pt[i] && trace->info(ids[i]).cell != CellRule::None) {  // normalized, out: click a cell for its math
             a.clicked_row = &crow; a.clicked_col = &ccol;
@@ -202,7 +214,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         }
         const bool drew = pr.heatmaps.size() > drawn_before;
         if (key_under && pt[i]) {
-            ColorKey(v, kLnRects[i], cms[i], cols * cell);
+            ColorKey(v, rects[i], cms[i], cols * cell);
             if (drew) pr.heatmaps.back().key = true;  // its key, laid along it
         }
         // a strip too short for its bar and too narrow for a key under it: its key goes under the strips
@@ -210,7 +222,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
             strip_keys.push_back({i, ln_[i].range});
             pr.heatmaps.back().key = true;  // drawn below, after the maps
         }
-        if (cur && pr.rects.count("stage")) pr.rects[kLnRects[i]] = pr.rects["stage"];
+        if (cur && pr.rects.count("stage")) pr.rects[rects[i]] = pr.rects["stage"];
         if (crow >= 0 && ccol >= 0) {
             ui.cell_r = crow; ui.cell_c = ccol;
             select_stage(ui, *trace, ids[i]);
@@ -228,7 +240,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         ImGui::SetCursorScreenPos(ImVec2(o.x, below));
         ImGui::TextDisabled("%s", parts[k.part]);
         ImGui::SetCursorScreenPos(ImVec2(o.x, ImGui::GetCursorScreenPos().y));
-        ColorKey(v, kLnRects[k.part], k.cm, w01 - sp);
+        ColorKey(v, rects[k.part], k.cm, w01 - sp);
         below = ImGui::GetCursorScreenPos().y + st.ItemSpacing.y;
     }
     if (row_h > cell * 1.01f) {  // said where the cells are not square
@@ -247,9 +259,13 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         ImGui::PopTextWrapPos();
         below = ImGui::GetCursorScreenPos().y + st.ItemSpacing.y;
     }
-    const char* hint = "Every row of normalized has mean 0 and std 1 over its dims; out = normalized * gamma + beta, column by "
-                       "column. Toggle elementwise_affine (A) and unbiased std (U): without affine, out == normalized; with N-1, "
-                       "normalized shrinks by sqrt((D-1)/D). The Changes tab shows the effect on every later stage.";
+    const char* hint = rms ? "RMSNorm divides each row by its root mean square: every row of normalized has rms 1 over its dims, "
+                             "but its mean is not 0 (nothing is subtracted, unlike LayerNorm); out = normalized * gamma, column by "
+                             "column, with no beta. Toggle elementwise_affine (A): without it, out == normalized. The unbiased std "
+                             "switch (U) has nothing to act on here. The Changes tab shows the effect on every later stage."
+                           : "Every row of normalized has mean 0 and std 1 over its dims; out = normalized * gamma + beta, column by "
+                             "column. Toggle elementwise_affine (A) and unbiased std (U): without affine, out == normalized; with N-1, "
+                             "normalized shrinks by sqrt((D-1)/D). The Changes tab shows the effect on every later stage.";
     if (stacked && !math) {
         ImGui::SetCursorScreenPos(ImVec2(o.x, below));
         // as far down as out reaches (the strips' keys above it take their share)

@@ -28,6 +28,7 @@ const char* family_name(Family f) {
         case Family::OpenAI: return "openai";
         case Family::OpenClip: return "open_clip";
         case Family::Facebook: return "facebookresearch";
+        case Family::Apple: return "apple";
     }
     return "?";
 }
@@ -35,7 +36,8 @@ const char* family_name(Family f) {
 namespace {
 // The spellings of the families' enums in vitscope.config (and `info`).
 const char* const kPoolingNames[] = {"cls", "mean", "cls_then_norm", "map", "norm_mean"};
-const char* const kFamilyNames[] = {"vit", "deit", "dino", "dinov2", "clip", "siglip", "mae", "dinov3"};
+const char* const kFamilyNames[] = {"vit", "deit", "dino", "dinov2", "clip", "siglip", "mae", "dinov3", "aimv2"};
+const char* const kNormNames[] = {"layer_norm", "rms_norm"};
 const char* const kActNames[] = {"gelu", "quick_gelu", "gelu_tanh", "swiglu"};
 const char* const kHeadNames[] = {"classifier", "distilled", "identity", "projection"};
 const char* const kPosRuleNames[] = {"timm", "dino", "dinov2", "dinov2_reg", "hf", "hf_antialias", "open_clip", "mae"};
@@ -51,7 +53,7 @@ std::string config_to_json(const Config& c) {
     // ViT differs only in its position table's resize rule, and reloaded with timm's when that was left out)
     if (c.family != ModelFamily::ViT || c.head != Head::Classifier || !c.cls_token || c.dist_token || c.registers || c.layer_scale ||
         c.ln_pre || !c.patch_bias || c.pos_no_cls || c.act != Act::Gelu || c.pos_grid || c.pos_rule != PosRule::Timm ||
-        !c.pos_table || c.rope) {
+        !c.pos_table || c.rope || c.norm != Norm::LayerNorm || !c.qkv_bias || !c.proj_bias || c.patch_norm) {
         j["family"] = kFamilyNames[int(c.family)];
         j["cls_token"] = c.cls_token;
         j["dist_token"] = c.dist_token;
@@ -70,6 +72,11 @@ std::string config_to_json(const Config& c) {
             j["rope"] = c.rope;
             j["rope_base"] = c.rope_base;
         }
+        // each written only when not the vanilla ViT's (older files stay as they were)
+        if (c.norm != Norm::LayerNorm) j["norm"] = kNormNames[int(c.norm)];
+        if (!c.qkv_bias) j["qkv_bias"] = false;
+        if (!c.proj_bias) j["proj_bias"] = false;
+        if (c.patch_norm) j["patch_norm"] = true;
     }
     return j.dump();
 }
@@ -210,6 +217,10 @@ Config config_from_json(const std::string& text, const std::string& what) {
     c.pos_table = r.flag("pos_table", true);
     c.rope = r.flag("rope", false);
     c.rope_base = r.number("rope_base", c.rope_base);
+    c.norm = Norm(r.choice("norm", kNormNames, 0));
+    c.qkv_bias = r.flag("qkv_bias", true);
+    c.proj_bias = r.flag("proj_bias", true);
+    c.patch_norm = r.flag("patch_norm", false);
     const int zero = 0;
     c.pre.resize = r.integer("resize", 0, kMaxResize, &zero);
     static const char* const kInterpNames[] = {"bilinear", "bicubic"};  // anything else is refused, not read as bilinear
@@ -236,12 +247,15 @@ Config config_from_json(const std::string& text, const std::string& what) {
 // DeiT, DINO, DINOv2 S/B/L, MAE B/L/H and CLIP B/L/H. Beyond them: DINOv2 ViT-g/14 (width 1536,
 // 40 blocks, SwiGLU of 4096, 24 heads: dinov2 hub/backbones.py vit_giant2), open_clip's ViT-g-14
 // (1408, 40, 6144, 16: head_width 88) and ViT-bigG-14 (1664, 48, 8192, 16: head_width 104)
-// (model_configs/*.json), SigLIP So400m (1152, 27, 4304, 16: google/siglip-so400m-patch14-384).
+// (model_configs/*.json), SigLIP So400m (1152, 27, 4304, 16: google/siglip-so400m-patch14-384), AIMv2's five.
 int known_heads(int width, int depth, int mlp) {
     struct K { int width, depth, mlp, heads; };
     static const K known[] = {{192, 12, 768, 3}, {384, 12, 1536, 6}, {768, 12, 3072, 12},
                               {1024, 24, 4096, 16}, {1280, 32, 5120, 16}, {1536, 40, 4096, 24},
-                              {1408, 40, 6144, 16}, {1664, 48, 8192, 16}, {1152, 27, 4304, 16}};
+                              {1408, 40, 6144, 16}, {1664, 48, 8192, 16}, {1152, 27, 4304, 16},
+                              // AIMv2 B/L/H/1B/3B (apple/ml-aim aimv2_*: heads of 128; mlp is the SwiGLU's hidden width)
+                              {768, 12, 2048, 6}, {1024, 24, 2816, 8}, {1536, 24, 4096, 12}, {2048, 24, 5632, 16},
+                              {3072, 24, 8192, 24}};
     for (const K& k : known)
         if (k.width == width && k.depth == depth && k.mlp == mlp) return k.heads;
     return 0;

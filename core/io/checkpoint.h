@@ -19,8 +19,8 @@
 namespace vit {
 
 // Whose key names a checkpoint uses (the model family itself is Config::family).
-enum class Family { Timm, HuggingFace, Torchvision, OpenAI, OpenClip, Facebook };
-// "timm", "huggingface", "torchvision", "openai", "open_clip", "facebookresearch"
+enum class Family { Timm, HuggingFace, Torchvision, OpenAI, OpenClip, Facebook, Apple };
+// "timm", "huggingface", "torchvision", "openai", "open_clip", "facebookresearch", "apple"
 const char* family_name(Family f);
 
 // Settings the shapes cannot tell. Unset fields come from the file's

@@ -211,6 +211,7 @@ void Load::choose_plan() {
                                     {"embeddings.patch_embedding.weight", Kind::HfClip},
                                     {"visual.conv1.weight", Kind::OpenAI},
                                     {"conv_proj.weight", Kind::Torchvision},
+                                    {"preprocessor.patchifier.proj.weight", Kind::Aimv2},  // apple/ml-aim AIMv2
                                     {"patch_embed.proj.weight", Kind::Timm}};
         std::string root;
         bool found = false;
@@ -260,9 +261,13 @@ void Load::choose_plan() {
         }
         // DINOv3 shares timm's patch embedding name; its storage tokens and RoPE periods tell it apart
         if (kind == Kind::Timm && (k.has(root + "storage_tokens") || k.has(root + "rope_embed.periods"))) kind = Kind::Dinov3;
+        // timm's AIMv2: a norm on the patch embeddings and the SwiGLU's fc1_g / fc1_x
+        if (kind == Kind::Timm && k.has(root + "patch_embed.norm.weight") && k.has(root + "blocks.0.mlp.fc1_g.weight"))
+            kind = Kind::Aimv2;
         const Keys k2(src, dtypes);
         switch (kind) {
             case Kind::Dinov3: p = plan_dinov3(k2, root, what, side); break;
+            case Kind::Aimv2: p = plan_aimv2(k2, root, what); break;
             case Kind::Timm: p = plan_timm(k2, root, meta, side, what); break;
             case Kind::HfVit: p = plan_hf_vit(k2, root, side, what); break;
             case Kind::HfClip: p = plan_hf_clip(k2, root, side, what); break;

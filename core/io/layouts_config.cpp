@@ -204,6 +204,8 @@ void default_preprocess(const Plan& p, Config& c) {
                 Interp::Bicubic);
             break;
         case ModelFamily::Clip: set(kOpenaiMean, kOpenaiStd, c.image_size, false, Interp::Bicubic); break;
+        // timm's aimv2_*.apple_pt pretrained_cfg (and Apple's hub processor): OpenAI CLIP's mean and std, crop_pct 1.0
+        case ModelFamily::Aimv2: set(kOpenaiMean, kOpenaiStd, c.image_size, false, Interp::Bicubic); break;
         case ModelFamily::Siglip: set(half, half, 0, true, Interp::Bicubic); break;
     }
     if (c.channels == 1) {

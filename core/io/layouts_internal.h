@@ -135,7 +135,7 @@ inline std::string unsupported(const Keys& k, const SideConfig& side) {
 
 // ------------------------------------------------------------------ the plan of one layout
 
-enum class Kind { Timm, HfVit, HfClip, OpenAI, Torchvision, Dinov3 };
+enum class Kind { Timm, HfVit, HfClip, OpenAI, Torchvision, Dinov3, Aimv2 };
 
 // Where one canonical parameter comes from in the file.
 struct Src {
@@ -196,6 +196,7 @@ Plan plan_hf_clip(const Keys& k, const std::string& R, const SideConfig& side, c
 Plan plan_openai(const Keys& k, const std::string& R, const Meta& meta, const SideConfig& side, const std::string& what);
 Plan plan_torchvision(const Keys& k, const std::string& R);
 Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side);
+Plan plan_aimv2(const Keys& k, const std::string& R, const std::string& what);
 Plan plan_own();
 
 // Settings from the config files beside the weights (layouts_config.cpp).

@@ -175,9 +175,11 @@ Plan plan_timm(const Keys& k, const std::string& R, const Meta& meta, const Side
     // bias of zeros (nn.Linear(bias=False) adds nothing); a file missing it in some blocks only is broken
     // and stays an error naming them
     const bool no_qkv_bias = has("blocks.0.attn.qkv.weight") && k.containing("attn.qkv.bias").empty();
-    if (no_qkv_bias)
+    if (no_qkv_bias) {
+        c.qkv_bias = false;
         p.notes.push_back("no block has a q/k/v bias (timm's qkv_bias=False): the projection adds zeros, as the "
                           "model's nn.Linear(bias=False) does");
+    }
     p.source = [R, fc_norm, orig_mlp, reg_orig, swiglu, no_qkv_bias](const std::string& n) -> Src {
         auto [i, rest] = block_of(n);
         if (i >= 0) {

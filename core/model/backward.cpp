@@ -456,6 +456,8 @@ std::string backward_unsupported(const Config& c, const Options& o) {
     std::vector<std::string> parts;
     if (!c.has_logits()) parts.push_back("no logits (the output is an embedding, not a classifier's scores)");
     if (c.ln_pre) parts.push_back("ln_pre");
+    if (c.norm != Norm::LayerNorm) parts.push_back(norm_label(c.norm));
+    if (c.patch_norm) parts.push_back("a norm on the patch embeddings");
     if (c.act != Act::Gelu) parts.push_back(act_label(c.act));
     if (c.rope) parts.push_back("rotary position embeddings (RoPE)");
     if (!c.pos_table) parts.push_back("no position table");

@@ -23,9 +23,12 @@ const char* family_label(ModelFamily f) {
         case ModelFamily::Siglip: return "SigLIP";
         case ModelFamily::Mae: return "MAE";
         case ModelFamily::Dinov3: return "DINOv3";
+        case ModelFamily::Aimv2: return "AIMv2";
     }
     return "?";
 }
+
+const char* norm_label(Norm n) { return n == Norm::RmsNorm ? "RMSNorm" : "LayerNorm"; }
 
 const char* act_label(Act a) {
     switch (a) {
@@ -203,6 +206,13 @@ void Config::validate() const {
                       params, trace * 4 / 1e9, kMaxParams, kMaxTraceFloats * 4 / 1e9);
         bad(m);
     }
+    // the norms ViTScope has: an RMSNorm at ln1, ln2, the final norm and on the patch embeddings (AIMv2); a LayerNorm
+    // everywhere else. A model that would need another (RMSNorm with ln_pre or SigLIP's pooling head, a LayerNorm on
+    // the patch embeddings) is refused rather than run with a norm it does not have.
+    if (norm == Norm::RmsNorm && ln_pre) bad("norm rms_norm with ln_pre: an RMSNorm before the blocks is not implemented");
+    if (norm == Norm::RmsNorm && pooling == Pooling::Map)
+        bad("norm rms_norm with the attention-pooling head (pooling map): its LayerNorm would not be an RMSNorm");
+    if (patch_norm && norm != Norm::RmsNorm) bad("patch_norm with norm layer_norm: a LayerNorm on the patch embeddings is not implemented");
     if (width % heads) bad("width " + std::to_string(width) + " is not divisible by heads " +
                            std::to_string(heads));
     if (!(eps > 0) || !std::isfinite(eps)) bad("eps must be positive and finite");
@@ -228,7 +238,8 @@ std::string Config::describe() const {
     // a ViT with any part beyond the vanilla one (timm's reg4_gap: no cls token, registers, layer scale)
     // says its parts as the other families do
     const bool vanilla = cls_token && !dist_token && !registers && !layer_scale && !ln_pre && patch_bias &&
-                         act == Act::Gelu && head == Head::Classifier && pos_table && !rope;
+                         act == Act::Gelu && head == Head::Classifier && pos_table && !rope && norm == Norm::LayerNorm &&
+                         qkv_bias && proj_bias && !patch_norm;
     if (family != ModelFamily::ViT || !vanilla) {
         o << ", family " << family_label(family) << " (";
         std::string parts;
@@ -241,6 +252,11 @@ std::string Config::describe() const {
         if (layer_scale) add("layer scale");
         if (ln_pre) add("ln_pre");
         if (!patch_bias) add("patch conv without bias");
+        if (norm != Norm::LayerNorm) add(norm_label(norm));
+        if (patch_norm) add("a norm on the patch embeddings");
+        if (!qkv_bias && !proj_bias) add("no biases in the blocks");
+        else if (!qkv_bias) add("q/k/v without bias");
+        else if (!proj_bias) add("attn.proj and MLP without biases");
         add(act_label(act));
         add(head == Head::Classifier ? "classifier" : head == Head::Distilled ? "two heads averaged"
             : head == Head::Projection ? "projection to " + std::to_string(embed_dim) : "embedding output");
@@ -264,7 +280,7 @@ std::vector<std::string> preset_names() {
     return {"toy-rgb8", "toy-gray4", "vit-ti16", "vit-s16", "vit-b16", "vit-b32", "vit-l16", "vit-l32", "vit-h14", "fmnist",
             "deit-ti16-distilled", "deit-s16-distilled", "deit-b16-distilled", "dino-s16", "dino-b16", "dinov2-s14",
             "dinov2-s14-reg", "dinov2-b14", "dinov2-b14-reg", "clip-b32", "clip-b16", "clip-l14", "siglip-b16",
-            "mae-b16", "vit-betwixt16-reg4-gap", "dinov3-s16"};
+            "mae-b16", "vit-betwixt16-reg4-gap", "dinov3-s16", "aimv2-l14"};
 }
 
 // Checked against torchvision/models/vision_transformer.py (vit_b_16 ... vit_h_14:
@@ -396,6 +412,19 @@ Config preset(const std::string& n) {
         imagenet(c, 256, Interp::Bicubic);
         return c;
     }
+    if (n == "aimv2-l14") {
+        // timm aimv2_large_patch14_224 (apple/ml-aim aimv2_large): patch 14, width 1024, 24 blocks, 8 heads of 128,
+        // SwiGLU of 2816, no cls token, RMSNorm eps 1e-5 (also on the patch embeddings), no biases in the blocks,
+        // the final norm on every token then the mean (global_pool 'avg', fc_norm False); its pretrained_cfg:
+        // 224 px, crop_pct 1.0, bicubic, OpenAI CLIP's mean and std
+        Config c = make(n, 224, 3, 14, 1024, 24, 8, 2816, 1000);
+        c.family = ModelFamily::Aimv2; c.head = Head::Identity; c.cls_token = false; c.pos_no_cls = true;
+        c.pooling = Pooling::NormMean; c.act = Act::SwiGlu; c.norm = Norm::RmsNorm; c.patch_norm = true;
+        c.qkv_bias = false; c.proj_bias = false; c.eps = 1e-5f;
+        c.pre.resize = 224; c.pre.interp = Interp::Bicubic;
+        c.pre.mean = {0.48145466f, 0.4578275f, 0.40821073f}; c.pre.std = {0.26862954f, 0.26130258f, 0.27577711f};
+        return c;
+    }
     if (n == "mae-b16") {
         Config c = make(n, 224, 3, 16, 768, 12, 12, 3072, 1000);
         c.family = ModelFamily::Mae; c.head = Head::Identity; c.pos_rule = PosRule::Mae;
@@ -426,10 +455,13 @@ Config preset(const std::string& n) {
 int64_t param_count(const Config& c) {
     const int64_t D = c.width, M = c.mlp, Mi = c.mlp_in(), K = c.classes;
     int64_t embed = int64_t(c.patch_dim()) * D + (c.patch_bias ? D : 0) + int64_t(c.pos_rows()) * D;
-    embed += (int64_t(c.cls_token) + int64_t(c.dist_token) + c.registers) * D + (c.ln_pre ? 2 * D : 0);
-    const int64_t block = 2 * (2 * D) + (3 * D * D + 3 * D) + (D * D + D) + (D * Mi + Mi) + (M * D + D) +
-                          (c.layer_scale ? 2 * D : 0);
-    int64_t head = 2 * D;  // the final norm
+    const int64_t norm = c.norm == Norm::RmsNorm ? D : 2 * D;  // RMSNorm: gamma alone
+    embed += (int64_t(c.cls_token) + int64_t(c.dist_token) + c.registers) * D + (c.ln_pre ? norm : 0) +
+             (c.patch_norm ? norm : 0);
+    const int64_t pb = c.proj_bias ? 1 : 0;
+    const int64_t block = 2 * norm + (3 * D * D + (c.qkv_bias ? 3 * D : 0)) + (D * D + pb * D) + (D * Mi + pb * Mi) +
+                          (M * D + pb * D) + (c.layer_scale ? 2 * D : 0);
+    int64_t head = norm;  // the final norm
     if (c.has_logits()) head += (D * K + K) * (c.head == Head::Distilled ? 2 : 1);
     if (c.head == Head::Projection) head += D * int64_t(c.embed_dim);
     if (c.pooling == Pooling::Map) head += D + (3 * D * D + 3 * D) + (D * D + D) + 2 * D + (D * M + M) + (M * D + D);
@@ -611,6 +643,7 @@ Weights shaped_weights(const Config& c) {
     w.pos = Tensor2::from_shape({size_t(c.pos_rows()), D});
     if (c.rope) w.rope_periods = Tensor1::from_shape({size_t(std::max(1, c.head_dim() / 4))});  // (1 for a loader's miniature)
     if (c.ln_pre) ln(w.ln_pre);
+    if (c.patch_norm) ln(w.patch_norm);
     w.blocks.resize(size_t(c.depth));
     for (auto& b : w.blocks) {
         ln(b.ln1);
@@ -672,6 +705,7 @@ Weights init_weights(const Config& c, uint64_t seed) {
         b = xt::zeros<float>({out});
     };
     if (c.ln_pre) ln(w.ln_pre);
+    if (c.patch_norm) ln(w.patch_norm);
     w.blocks.resize(c.depth);
     for (auto& b : w.blocks) {
         ln(b.ln1);
@@ -709,6 +743,7 @@ namespace {
 template <class W, class F>  // W: Weights or const Weights
 void for_each_layernorm(W& w, F f) {
     auto one = [&](auto& l) { if (l.g.size()) f(l); };
+    one(w.patch_norm);
     one(w.ln_pre);
     for (auto& b : w.blocks) { one(b.ln1); one(b.ln2); }
     one(w.ln_f);
@@ -719,9 +754,11 @@ void for_each_layernorm(W& w, F f) {
 void randomize_layernorms(Weights& w, uint64_t seed) {
     std::mt19937_64 rng(seed ^ 0x4c4e6761u);  // "LNga": not the stream init_weights drew the matrices from
     std::uniform_real_distribution<float> g(0.5f, 1.5f), b(-0.5f, 0.5f);
+    const bool rms = w.cfg.norm == Norm::RmsNorm;  // RMSNorm has no beta (its bias is held as zeros, never read)
     for_each_layernorm(w, [&](LayerNormW& l) {
         for (auto& v : l.g) v = g(rng);
-        for (auto& v : l.b) v = b(rng);
+        if (!rms)
+            for (auto& v : l.b) v = b(rng);
     });
 }
 

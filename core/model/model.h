@@ -25,8 +25,12 @@ enum class Pooling { Cls, Mean, ClsThenNorm, Map, NormMean };
 enum class Interp { Bilinear, Bicubic };
 
 // The families ViTScope runs: each is the vanilla ViT plus the parts its Config turns on.
-enum class ModelFamily { ViT, DeiT, Dino, Dinov2, Clip, Siglip, Mae, Dinov3 };
-const char* family_label(ModelFamily f);  // "ViT", "DeiT", "DINO", "DINOv2", "CLIP", "SigLIP", "MAE", "DINOv3"
+enum class ModelFamily { ViT, DeiT, Dino, Dinov2, Clip, Siglip, Mae, Dinov3, Aimv2 };
+const char* family_label(ModelFamily f);  // "ViT", "DeiT", "DINO", "DINOv2", "CLIP", "SigLIP", "MAE", "DINOv3", "AIMv2"
+// The norm of every site of a model: LayerNorm ((x - mean) / sqrt(var + eps) * gamma + beta) or RMSNorm
+// (x / sqrt(mean(x^2) + eps) * gamma: no centring, no beta; AIMv2, timm RmsNorm, torch nn.RMSNorm).
+enum class Norm { LayerNorm, RmsNorm };
+const char* norm_label(Norm n);  // "LayerNorm", "RMSNorm"
 // The MLP's nonlinearity: exact GELU (erf), QuickGELU x*sigmoid(1.702x) (OpenAI CLIP),
 // tanh-GELU (SigLIP), SwiGLU silu(x1) * x2 over fc1's two halves (DINOv2 ViT-g).
 enum class Act { Gelu, QuickGelu, GeluTanh, SwiGlu };
@@ -85,6 +89,10 @@ struct Config {
     bool layer_scale = false; // DINOv2: x + gamma * attn(...), x + gamma * mlp(...)
     bool ln_pre = false;      // CLIP: a LayerNorm on the tokens before the blocks
     bool patch_bias = true;   // false: CLIP's patch conv has no bias
+    Norm norm = Norm::LayerNorm;  // every norm of the model (RMSNorm: AIMv2)
+    bool qkv_bias = true;     // false: nn.Linear(D, 3D, bias=False) (timm qkv_bias=False; its bias is held as zeros)
+    bool proj_bias = true;    // false: attn.proj and the MLP's fc1/fc2 without biases (timm proj_bias=False; zeros)
+    bool patch_norm = false;  // a norm on the patch embeddings before the position table (AIMv2: timm embed_norm_layer)
     bool pos_no_cls = false;  // the stored position table has patch rows only (timm no_embed_class, SigLIP)
     Act act = Act::Gelu;
     Head head = Head::Classifier;
@@ -241,6 +249,7 @@ struct Weights {
                                        // (empty without a table: DINOv3)
     Tensor1 rope_periods;              // (d/4) RoPE's periods (Config::rope; empty without)
     LayerNormW ln_pre;                 // CLIP (empty without)
+    LayerNormW patch_norm;             // the patch embeddings' norm (Config::patch_norm; AIMv2) (empty without)
     std::vector<BlockW> blocks;
     LayerNormW ln_f;
     Tensor2 head_w; Tensor1 head_b;    // (K, D), (K) (empty without a classifier)
@@ -284,6 +293,10 @@ void for_each_param(F&& f, W0& w0, W&... ws) {
     if (w0.rope_periods.size()) f("rope_embed.periods", w0.rope_periods, ws.rope_periods...);
     f("patch_embed.proj.weight", w0.patch_w, ws.patch_w...);
     f("patch_embed.proj.bias", w0.patch_b, ws.patch_b...);
+    if (w0.patch_norm.g.size()) {  // (RMSNorm: its bias is held as zeros and never read)
+        f("patch_embed.norm.weight", w0.patch_norm.g, ws.patch_norm.g...);
+        f("patch_embed.norm.bias", w0.patch_norm.b, ws.patch_norm.b...);
+    }
     if (w0.ln_pre.g.size()) {
         f("norm_pre.weight", w0.ln_pre.g, ws.ln_pre.g...);
         f("norm_pre.bias", w0.ln_pre.b, ws.ln_pre.b...);

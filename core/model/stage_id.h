@@ -14,13 +14,15 @@ namespace vit {
 // in the part that computes it (core/model/parts/, which also gives its place and
 // shape in the table), and backward.cpp if it has a gradient.
 #define VIT_STAGE_KINDS(X)                                                                      \
-    X(Input) X(Patches) X(PatchEmbed) X(Tokens) X(PosEmbedLearned) X(PosEmbed) X(Embed) X(EmbedKept) \
+    X(Input) X(Patches) X(PatchEmbed)                                                           \
+    X(PatchNormRms) X(PatchNormNormalized) X(PatchNormOut)                                      \
+    X(Tokens) X(PosEmbedLearned) X(PosEmbed) X(Embed) X(EmbedKept)                              \
     X(WithRegisters) X(LnPreMean) X(LnPreStd) X(LnPreNormalized) X(LnPreOut)                    \
-    X(Ln1Mean) X(Ln1Std) X(Ln1Normalized) X(Ln1Out)                                             \
+    X(Ln1Mean) X(Ln1Std) X(Ln1Rms) X(Ln1Normalized) X(Ln1Out)                                   \
     X(AttnQ) X(AttnK) X(AttnV) X(AttnQRot) X(AttnKRot) X(AttnScores) X(AttnPattern) X(AttnZ) X(AttnOut) X(Ls1) X(ResidMid) \
-    X(Ln2Mean) X(Ln2Std) X(Ln2Normalized) X(Ln2Out)                                             \
+    X(Ln2Mean) X(Ln2Std) X(Ln2Rms) X(Ln2Normalized) X(Ln2Out)                                   \
     X(MlpPre) X(MlpPost) X(MlpOut) X(Ls2) X(ResidPost)                                          \
-    X(LnFinalMean) X(LnFinalStd) X(LnFinalNormalized) X(LnFinalOut)                             \
+    X(LnFinalMean) X(LnFinalStd) X(LnFinalRms) X(LnFinalNormalized) X(LnFinalOut)               \
     X(Pooled) X(PooledDist) X(LogitsCls) X(LogitsDist) X(Logits) X(Probs)                       \
     X(HeadProbe) X(HeadAttnQ) X(HeadAttnK) X(HeadAttnV) X(HeadAttnScores) X(HeadAttnPattern)    \
     X(HeadAttnZ) X(HeadAttnOut) X(HeadLnMean) X(HeadLnStd) X(HeadLnNormalized) X(HeadLnOut)     \
@@ -49,11 +51,13 @@ struct StageIdHash {
     size_t operator()(const StageId& s) const { return size_t(s.kind) * 131071u + size_t(s.layer + 1); }
 };
 
-// The LayerNorms of the model and the four stages each records.
-enum class LnSite : uint8_t { None, Ln1, Ln2, Final, Pre, Head };
-enum class LnPart : uint8_t { Mean, Std, Normalized, Out };
+// The norms of the model and the stages each records: a LayerNorm mean, std, normalized and out; an
+// RMSNorm (Config::norm) rms, normalized and out. Patch: the norm on the patch embeddings (AIMv2).
+enum class LnSite : uint8_t { None, Ln1, Ln2, Final, Pre, Head, Patch };
+enum class LnPart : uint8_t { Mean, Std, Normalized, Out, Rms };
 LnSite ln_site(StageKind k);
 LnPart ln_part(StageKind k);           // only for kinds with a site
-StageKind ln_kind(LnSite site, LnPart part);
+StageKind ln_kind(LnSite site, LnPart part);  // throws where no model has that part there (ln_has)
+bool ln_has(LnSite site, LnPart part);
 
 }  // namespace vit

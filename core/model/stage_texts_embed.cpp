@@ -58,11 +58,12 @@ void d_patch_embed(const Ctx& x, StageInfo& s) {
 
 void d_tokens(const Ctx& x, StageInfo& s) {
     s.axes = kTD;
-    s.from = {{K::PatchEmbed, -1}};
+    s.from = {{x.c.patch_norm ? K::PatchNormOut : K::PatchEmbed, -1}};
     const bool cls = x.c.cls_token, dist = x.c.dist_token;
     if (!cls) {
         s.title = "Tokens (no cls token)";
-        s.what = "This model has no cls token: its " + str(x.N) + " tokens are the patch embeddings themselves. "
+        s.what = "This model has no cls token: its " + str(x.N) + " tokens are the patch embeddings themselves" +
+                 std::string(x.c.patch_norm ? std::string(", after their ") + norm_label(x.c.norm) : "") + ". "
                  "What the head reads comes from all of them (" +
                  std::string(x.pool == Pooling::Map ? "an attention-pooling head" : "their mean") + ").";
         s.torch = "x  # no cls token";
@@ -175,6 +176,55 @@ void d_with_registers(const Ctx& x, StageInfo& s) {
 
 // ---------------------------------------------------------------- LayerNorm (every site, every part)
 
+// RMSNorm (AIMv2; timm RmsNorm, torch nn.RMSNorm): x / sqrt(mean(x^2) + eps) * gamma, no centring, no beta.
+static void d_rmsnorm(const Ctx& x, StageInfo& s, LnPart part, const std::string& src_desc, const std::string& mod) {
+    const std::string D = str(x.D), eps = num(x.c.eps);
+    s.box.sub = x.o.affine ? "affine" : "no affine";
+    if (s.box.label == "LN") s.box.label = "RMS";  // (the patch norm sits in patch_embed's box)
+    const std::string intro = "RMSNorm over the " + D + " dims of each token of " + src_desc +
+                              ": unlike LayerNorm it does not subtract the mean and has no beta; it only divides by the "
+                              "root mean square. ";
+    const std::string unb = x.o.unbiased ? " The unbiased-std switch is on, but RMSNorm has no variance to correct: "
+                                           "it changes nothing here."
+                                         : "";
+    s.hook = mod + (part == LnPart::Rms ? " (input: x.pow(2).mean(-1).sqrt())"
+                    : part == LnPart::Normalized ? " (input, normalized: x * torch.rsqrt(x.pow(2).mean(-1) + eps))"
+                                                 : " (output)");
+    switch (part) {
+        case LnPart::Rms:
+            s.axes = {"tokens"};
+            s.title = "RMSNorm: rms";
+            s.what = intro + "The root mean square of each token's " + D +
+                     " values, sqrt(mean(x^2)), shown without eps; the next stage divides by sqrt(mean(x^2) + " + eps +
+                     ")." + unb;
+            s.torch = "rms = x.pow(2).mean(-1).sqrt()";
+            s.signed_values = false;
+            return;
+        case LnPart::Normalized:
+            s.axes = kTD;
+            s.title = "RMSNorm: normalized";
+            s.what = intro + "x / sqrt(mean(x^2) + " + eps + "): every token now has a root mean square of 1, but "
+                     "its mean is not 0 (nothing was subtracted)." + unb;
+            s.torch = "x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + " + eps + ")";
+            return;
+        case LnPart::Out:
+            s.axes = kTD;
+            s.title = "RMSNorm: output";
+            if (x.o.affine) {
+                s.what = intro + "normalized * gamma: elementwise_affine is on, so the learned scale gamma (" + D +
+                         " values) is applied; there is no shift." + unb;
+                s.torch = mod + "(x)  # nn.RMSNorm(" + D + ", eps=" + eps + ")";
+            } else {
+                s.what = intro + "elementwise_affine is off: gamma is ignored, so the output equals 'normalized'." + unb;
+                s.torch = "F.rms_norm(x, (" + D + ",), eps=" + eps + ")  # nn.RMSNorm(" + D +
+                          ", elementwise_affine=False)";
+            }
+            return;
+        default:
+            return;  // (an RMSNorm records no mean or std)
+    }
+}
+
 void d_layernorm(const Ctx& x, StageInfo& s) {
     const LnSite site = ln_site(s.id.kind);
     const LnPart part = ln_part(s.id.kind);
@@ -184,6 +234,11 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
     StageId src;
     std::string src_desc, mod;
     switch (site) {
+        case LnSite::Patch:
+            src = {K::PatchEmbed, -1};
+            src_desc = "the patch embeddings, before the position table is added";
+            mod = "model.patch_embed.norm";
+            break;
         case LnSite::Pre:
             src = x.R ? StageId{K::WithRegisters, -1} : x.embedded();
             src_desc = "the tokens, before the first block (CLIP's ln_pre)";
@@ -217,6 +272,7 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
     }
     s.from = {src};
     s.ln = site;
+    if (x.c.norm == Norm::RmsNorm && site != LnSite::Head) return d_rmsnorm(x, s, part, src_desc, mod);
     s.box.sub = x.o.affine ? "affine" : "no affine";
     if (x.o.unbiased) s.box.sub += ", N-1";
     if (site == LnSite::Head) s.box.sub = "probe, " + str(x.H) + " heads";  // inside the pooling head's box
@@ -264,6 +320,8 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
                                        : "F.layer_norm(x, (" + D + ",), eps=" + eps + ")  # nn.LayerNorm(" + D +
                                              ", elementwise_affine=False)";
             }
+            return;
+        case LnPart::Rms:  // (a LayerNorm records no rms)
             return;
     }
 }

@@ -17,15 +17,25 @@ namespace {
 
 // ---------------------------------------------------------------- the definitions
 
-#define LN_DEFS(Site, site_name, box_, block_, row_, hook_, grad_)                                                      \
+#define LN_MEAN_STD(Site, site_name, box_, block_, row_, hook_, grad_)                                                  \
     {K::Site##Mean, site_name ".mean", block_, false, false, false, true, CellRule::None, box_, "LN", row_,        \
      hook_ " (input: x.mean(-1))", d_layernorm},                                                                    \
     {K::Site##Std, site_name ".std", block_, false, grad_, false, false, CellRule::None, box_, "LN", row_,         \
-     hook_ " (input: x.std(-1))", d_layernorm},                                                                     \
+     hook_ " (input: x.std(-1))", d_layernorm},
+#define LN_RMS(Site, site_name, box_, block_, row_, hook_)                                                             \
+    {K::Site##Rms, site_name ".rms", block_, false, false, false, false, CellRule::None, box_, "LN", row_,          \
+     hook_ " (input: x.pow(2).mean(-1).sqrt())", d_layernorm},
+#define LN_NORM_OUT(Site, site_name, box_, block_, row_, hook_, grad_)                                                 \
     {K::Site##Normalized, site_name ".normalized", block_, grad_, grad_, false, true, CellRule::LayerNorm, box_,   \
      "LN", row_, hook_ " (input, normalized: F.layer_norm without weight and bias)", d_layernorm},                 \
     {K::Site##Out, site_name ".out", block_, grad_, grad_, false, true, CellRule::LayerNorm, box_, "LN", row_,     \
      hook_ " (output)", d_layernorm, grad_}
+// A LayerNorm site (mean, std, normalized, out); one that may also be an RMSNorm's (and its rms).
+#define LN_DEFS(Site, site_name, box_, block_, row_, hook_, grad_)                                                     \
+    LN_MEAN_STD(Site, site_name, box_, block_, row_, hook_, grad_) LN_NORM_OUT(Site, site_name, box_, block_, row_, hook_, grad_)
+#define LN_RMS_DEFS(Site, site_name, box_, block_, row_, hook_, grad_)                                                 \
+    LN_MEAN_STD(Site, site_name, box_, block_, row_, hook_, grad_) LN_RMS(Site, site_name, box_, block_, row_, hook_)   \
+    LN_NORM_OUT(Site, site_name, box_, block_, row_, hook_, grad_)
 
 // In StageKind order (checked by check_stage_definitions).
 const std::vector<StageDef> kDefs = {
@@ -33,6 +43,9 @@ const std::vector<StageDef> kDefs = {
     {K::Input,        "input",              false, true,  false, false, true,  CellRule::None,        "input",       "input",  0, "model.patch_embed.proj (input)", d_input},
     {K::Patches,      "patches",            false, true,  true,  false, true,  CellRule::None,        "patches",     "patches", 0, "model.patch_embed.proj (input, unfolded by the conv)", d_patches},
     {K::PatchEmbed,   "patch_embed",        false, true,  false, false, true,  CellRule::None,        "patch_embed", "patch_embed", 0, "model.patch_embed (output)", d_patch_embed},
+    // (an RMSNorm's alone: AIMv2's; a LayerNorm on the patch embeddings would add its mean and std)
+    LN_RMS(PatchNorm, "patch_embed.norm", "patch_embed", false, 0, "model.patch_embed.norm")
+    LN_NORM_OUT(PatchNorm, "patch_embed.norm", "patch_embed", false, 0, "model.patch_embed.norm", false),
     {K::Tokens,       "tokens",             false, true,  false, false, true,  CellRule::None,        "tokens",      "tokens", 0, "model._pos_embed (inside: torch.cat with model.cls_token)", d_tokens},
     {K::PosEmbedLearned, "pos_embed.learned", false, false, false, false, true, CellRule::None,       "embed",       "embed",  0, "model.pos_embed (the parameter, as stored)", d_pos_embed_learned},
     {K::PosEmbed,     "pos_embed",          false, true,  false, false, true,  CellRule::None,        "embed",       "embed",  0, "model._pos_embed (the position table, resized when the grid differs)", d_pos_embed},
@@ -40,7 +53,7 @@ const std::vector<StageDef> kDefs = {
     {K::EmbedKept,    "embed.kept",         false, false, false, false, true,  CellRule::None,        "dropped",     "drop",   0, "x[:, keep] after model.pos_drop (an intervention)", d_embed_kept},
     {K::WithRegisters, "with_registers",    false, true, false, false, true,  CellRule::None,        "registers",   "+reg",   0, "model.prepare_tokens_with_masks (output, dinov2)", d_with_registers},
     LN_DEFS(LnPre, "ln_pre", "ln_pre", false, 0, "model.norm_pre", false),
-    LN_DEFS(Ln1, "blocks.{l}.ln1", "ln1", true, 1, "blocks[{l}].norm1", true),
+    LN_RMS_DEFS(Ln1, "blocks.{l}.ln1", "ln1", true, 1, "blocks[{l}].norm1", true),
     {K::AttnQ,        "blocks.{l}.attn.q",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: q)", d_qkv},
     {K::AttnK,        "blocks.{l}.attn.k",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: k)", d_qkv},
     {K::AttnV,        "blocks.{l}.attn.v",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: v)", d_qkv},
@@ -52,13 +65,13 @@ const std::vector<StageDef> kDefs = {
     {K::AttnOut,      "blocks.{l}.attn.out", true, true,  false, false, true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn (output)", d_attn_out, true},
     {K::Ls1,          "blocks.{l}.ls1",     true, true, false, false, true,  CellRule::None,        "ls1", "LS", 1, "blocks[{l}].ls1 (output)", d_layer_scale},
     {K::ResidMid,     "blocks.{l}.resid_mid", true, true, false, false, true,  CellRule::None,        "resid_mid", "+", 1, "blocks[{l}].norm2 (input)", d_resid_mid, true},
-    LN_DEFS(Ln2, "blocks.{l}.ln2", "ln2", true, 1, "blocks[{l}].norm2", true),
+    LN_RMS_DEFS(Ln2, "blocks.{l}.ln2", "ln2", true, 1, "blocks[{l}].norm2", true),
     {K::MlpPre,       "blocks.{l}.mlp.pre", true,  true,  true,  false, true,  CellRule::None,        "mlp", "MLP", 1, "blocks[{l}].mlp.fc1 (output)", d_mlp_pre},
     {K::MlpPost,      "blocks.{l}.mlp.post", true, true,  true,  false, true,  CellRule::Gelu,        "mlp", "MLP", 1, "blocks[{l}].mlp.act (output)", d_mlp_post, true},
     {K::MlpOut,       "blocks.{l}.mlp.out", true,  true,  false, false, true,  CellRule::None,        "mlp", "MLP", 1, "blocks[{l}].mlp (output)", d_mlp_out, true},
     {K::Ls2,          "blocks.{l}.ls2",     true, true, false, false, true,  CellRule::None,        "ls2", "LS", 1, "blocks[{l}].ls2 (output)", d_layer_scale},
     {K::ResidPost,    "blocks.{l}.resid_post", true, true, false, false, true, CellRule::None,        "resid_post", "+", 1, "blocks[{l}] (output)", d_resid_post, true},
-    LN_DEFS(LnFinal, "ln_final", "ln_final", false, 2, "model.norm (or model.fc_norm with mean pooling)", true),
+    LN_RMS_DEFS(LnFinal, "ln_final", "ln_final", false, 2, "model.norm (or model.fc_norm with mean pooling)", true),
     {K::Pooled,       "pooled",             false, true,  true,  false, true,  CellRule::None,        "pooled", "pool", 2, "model.head (input)", d_pooled},
     {K::PooledDist,   "pooled_dist",        false, true, false, false, true,  CellRule::None,        "pooled", "pool", 2, "model.head_dist (input)", d_pooled_dist},
     {K::LogitsCls,    "logits_cls",         false, true, false, false, true,  CellRule::HeadLinear,  "logits", "head", 2, "model.head (output)", d_logits_cls},
@@ -81,6 +94,10 @@ const std::vector<StageDef> kDefs = {
     {K::Embedding,    "embedding",          false, false, false, false, true,  CellRule::None,        "embedding", "embedding", 2, "model(x) (output)", d_embedding},
 };
 #undef LN_DEFS
+#undef LN_RMS_DEFS
+#undef LN_MEAN_STD
+#undef LN_RMS
+#undef LN_NORM_OUT
 
 const char* const kKindNames[] = {
 #define VIT_STAGE_NAME(k) #k,
@@ -154,38 +171,49 @@ TableKey key_of(const Config& c, const Options& o) {
              double(c.heads), double(c.mlp), double(c.classes), double(c.eps), double(c.family), double(c.cls_token),
              double(c.dist_token), double(c.registers), double(c.layer_scale), double(c.ln_pre), double(c.patch_bias),
              double(c.pos_no_cls), double(c.act), double(c.head), double(c.embed_dim), double(c.pos_rule),
-             double(c.stored_grid())},
+             double(c.stored_grid()), double(c.pos_table), double(c.rope), double(c.norm), double(c.qkv_bias),
+             double(c.proj_bias), double(c.patch_norm)},
             oo};
 }
 
 }  // namespace
 
 namespace {
-// [site][part]: the four stages of each LayerNorm site (LnSite order, None excluded).
-const StageKind kLnKinds[5][4] = {{K::Ln1Mean, K::Ln1Std, K::Ln1Normalized, K::Ln1Out},
-                                  {K::Ln2Mean, K::Ln2Std, K::Ln2Normalized, K::Ln2Out},
-                                  {K::LnFinalMean, K::LnFinalStd, K::LnFinalNormalized, K::LnFinalOut},
-                                  {K::LnPreMean, K::LnPreStd, K::LnPreNormalized, K::LnPreOut},
-                                  {K::HeadLnMean, K::HeadLnStd, K::HeadLnNormalized, K::HeadLnOut}};
+// [site][part]: the stages of each norm site (LnSite order, None excluded; LnPart order); kNone where no model
+// has that part there (an RMSNorm only at ln1, ln2, the final norm and on the patch embeddings, which only
+// AIMv2's RMSNorm normalizes: Config::validate refuses the rest).
+constexpr int kLnSites = 6, kLnParts = 5;
+constexpr StageKind kNone = StageKind(255);
+const StageKind kLnKinds[kLnSites][kLnParts] = {
+    {K::Ln1Mean, K::Ln1Std, K::Ln1Normalized, K::Ln1Out, K::Ln1Rms},
+    {K::Ln2Mean, K::Ln2Std, K::Ln2Normalized, K::Ln2Out, K::Ln2Rms},
+    {K::LnFinalMean, K::LnFinalStd, K::LnFinalNormalized, K::LnFinalOut, K::LnFinalRms},
+    {K::LnPreMean, K::LnPreStd, K::LnPreNormalized, K::LnPreOut, kNone},
+    {K::HeadLnMean, K::HeadLnStd, K::HeadLnNormalized, K::HeadLnOut, kNone},
+    {kNone, kNone, K::PatchNormNormalized, K::PatchNormOut, K::PatchNormRms}};
 }  // namespace
 
 LnSite ln_site(StageKind k) {
-    for (int s = 0; s < 5; ++s)
-        for (int p = 0; p < 4; ++p)
+    for (int s = 0; s < kLnSites; ++s)
+        for (int p = 0; p < kLnParts; ++p)
             if (kLnKinds[s][p] == k) return LnSite(s + 1);
     return LnSite::None;
 }
 
 LnPart ln_part(StageKind k) {
-    for (int s = 0; s < 5; ++s)
-        for (int p = 0; p < 4; ++p)
+    for (int s = 0; s < kLnSites; ++s)
+        for (int p = 0; p < kLnParts; ++p)
             if (kLnKinds[s][p] == k) return LnPart(p);
     return LnPart::Out;
 }
 
+bool ln_has(LnSite site, LnPart part) { return site != LnSite::None && kLnKinds[int(site) - 1][int(part)] != kNone; }
+
 StageKind ln_kind(LnSite site, LnPart part) {
     if (site == LnSite::None) throw std::invalid_argument("ln_kind: no LayerNorm site");
-    return kLnKinds[int(site) - 1][int(part)];
+    const StageKind k = kLnKinds[int(site) - 1][int(part)];
+    if (k == kNone) throw std::invalid_argument("ln_kind: no model has that part of a norm at that site");
+    return k;
 }
 
 const StageDef& stage_def(StageKind k) { return kDefs[size_t(k)]; }

@@ -488,6 +488,44 @@ void CellCtx::layernorm(CellMath& m) const {
     const std::string src_name = t.table().name(src_id);
     const Array& src = need(t, src_id, stage);
     const size_t r = index[0], col = index[1], D = size_t(c.width);
+    auto weights_of = [&]() -> const LayerNormW& {
+        return site == LnSite::Final ? w.ln_f
+               : site == LnSite::Pre ? w.ln_pre         // CLIP's ln_pre
+               : site == LnSite::Head ? w.map.ln        // SigLIP's pooling head
+               : site == LnSite::Patch ? w.patch_norm   // AIMv2's norm on the patch embeddings
+               : site == LnSite::Ln1 ? w.blocks.at(size_t(l)).ln1
+                                     : w.blocks.at(size_t(l)).ln2;
+    };
+    if (c.norm == Norm::RmsNorm && site != LnSite::Head) {
+        // RMSNorm: x / sqrt(mean(x^2) + eps) * gamma, from the recorded input and rms
+        const Array& rms_a = need(t, {ln_kind(site, LnPart::Rms), l}, stage);
+        const size_t srow = src.size() / D;
+        if (src.size() % D || r >= srow)
+            throw std::invalid_argument(stage + ": input " + src_name + " has shape " + shape_str_of(src));
+        const double x = src.data()[r * D + col], rms = rms_a(r), ms = rms * rms;
+        const double n = x / std::sqrt(ms + double(c.eps));
+        m.formula = is_out ? (opt.affine ? "out = x / sqrt(mean(x^2) + eps) * gamma"
+                                         : "out = x / sqrt(mean(x^2) + eps)   (elementwise_affine=False)")
+                           : "normalized = x / sqrt(mean(x^2) + eps)";
+        m.lines.push_back("token row " + std::to_string(r) + (srow > 1 ? " (" + token_name(r, t) + ")" : "") + ", dim " +
+                          std::to_string(col) + " of " + src_name + ": x = " + num(x));
+        m.lines.push_back("rms = sqrt(mean of the row's " + std::to_string(D) + " squares) = " + num(rms) +
+                          ", mean(x^2) = " + num(ms) + "   (no mean is subtracted)");
+        m.lines.push_back("x / sqrt(mean(x^2) + eps) = " + num(x) + " / sqrt(" + num(ms) + " + " + num(double(c.eps)) +
+                          ") = " + num(n));
+        m.value = n;
+        m.scale = std::fabs(n);
+        if (is_out && opt.affine) {
+            const LayerNormW& lw = weights_of();
+            if (lw.g.size() != D) throw std::invalid_argument(stage + ": the weights have no gamma of width " + std::to_string(D));
+            const double g = lw.g(col);
+            m.value = n * g;
+            m.lines.push_back("* gamma = " + num(n) + " * " + num(g) + " = " + num(m.value) + "   (elementwise_affine=True)");
+        } else if (is_out) {
+            m.lines.push_back("elementwise_affine=False: gamma is ignored, out = normalized");
+        }
+        return;
+    }
     const Array &mu_a = need(t, {ln_kind(site, LnPart::Mean), l}, stage),
                 &sd_a = need(t, {ln_kind(site, LnPart::Std), l}, stage);
     const size_t srow = src.size() / D;  // (T, D), or (D) for the mean-pooled vector
@@ -512,11 +550,7 @@ void CellCtx::layernorm(CellMath& m) const {
     m.scale = std::fabs(n);
     if (is_out) {
         if (opt.affine) {
-            const LayerNormW& lw = site == LnSite::Final ? w.ln_f
-                                   : site == LnSite::Pre ? w.ln_pre     // CLIP's ln_pre
-                                   : site == LnSite::Head ? w.map.ln    // SigLIP's pooling head
-                                   : site == LnSite::Ln1 ? w.blocks.at(size_t(l)).ln1
-                                                         : w.blocks.at(size_t(l)).ln2;
+            const LayerNormW& lw = weights_of();
             if (lw.g.size() != D || lw.b.size() != D)
                 throw std::invalid_argument(stage + ": the weights have no gamma and beta of width " + std::to_string(D));
             const double g = lw.g(col), b = lw.b(col);

@@ -16,6 +16,15 @@ each part is named where it is used):
   Hugging Face  transformers models/{deit,dinov2,dinov2_with_registers,clip,siglip}/modeling_*.py
                 (interpolate_pos_encoding of each)
   MAE           facebookresearch/mae models_vit.py, models_mae.py, util/pos_embed.py
+  AIMv2         timm/models/vision_transformer.py (aimv2_large_patch14_224: class_token=False,
+                fc_norm=False, global_pool='avg', qkv_bias=False, proj_bias=False, RmsNorm eps 1e-5 also
+                on the patch embedding, SwiGLU; _convert_aimv2), timm/layers/norm.py + fast_norm.py (RmsNorm,
+                rms_norm), timm/layers/mlp.py (SwiGLU: fc1_g, fc1_x, fc2), timm/layers/patch_embed.py
+                (proj, flatten, norm); apple/ml-aim aim-v2/aim/v2/torch/models.py (AIMv2VisionEncoder,
+                aimv2_large), aim-v2/aim/v2/torch/layers.py (SwiGLUFFN: silu(fc1) * fc3, fc2; RMSNorm =
+                nn.RMSNorm), aim-v1/aim/v1/torch/layers.py (PatchEmbed, ViTPreprocessor, Attention, Block:
+                norm_1, norm_2) and models.py (Transformer: use_bias=False, post_trunk_norm),
+                aim-v2/aim/v2/utils.py (load_pretrained: model.safetensors, strict)
   DINOv3        facebookresearch/dinov3 dinov3/models/vision_transformer.py (prepare_tokens_with_masks:
                 cls, storage tokens, no position table), dinov3/layers/rope_position_encoding.py
                 (RopePositionEmbedding: normalize_coords="separate", periods from base 100),
@@ -184,14 +193,20 @@ def config_fields(s):
             "layer_scale": s.layer_scale, "ln_pre": s.ln_pre, "patch_bias": s.patch_bias,
             "pos_no_cls": s.no_embed_class or not s.cls, "act": s.act, "head": head, "embed_dim": s.proj,
             "pos_rule": POS_RULE_JSON[s.pos_rule], "pos_grid": 0,
-            **({"pos_table": False, "rope": True, "rope_base": 100.0} if s.rope else {})}
+            **({"pos_table": False, "rope": True, "rope_base": 100.0} if s.rope else {}),
+            # written only when not the default (LayerNorm, biases on q/k/v, on attn.proj and the MLP, no
+            # norm on the patch embeddings): the files written before AIMv2 stay as they were
+            **({"norm": "rms_norm"} if s.norm == "rms" else {}),
+            **({"qkv_bias": False} if not s.qkv_bias else {}),
+            **({"proj_bias": False} if not s.proj_bias else {}),
+            **({"patch_norm": True} if s.patch_norm else {})}
 
 
 # =============================================================================== model specs
 @dataclass
 class Spec:
     layout: str
-    family: str            # deit | dino | dinov2 | clip | siglip | mae
+    family: str            # deit | dino | dinov2 | clip | siglip | mae | vit | dinov3 | aimv2
     group: str             # layouts of one group share their weights (same seed and shapes)
     D: int = 32
     depth: int = 2
@@ -207,13 +222,17 @@ class Spec:
     regs: int = 0
     layer_scale: bool = False
     qkv_bias: bool = True          # timm qkv_bias=False: nn.Linear(D, 3D, bias=False), no key in the file
+    norm: str = "layer"            # layer (LayerNorm) | rms (RMSNorm: x / sqrt(mean(x^2) + eps) * weight, no bias)
+    proj_bias: bool = True         # timm proj_bias=False: no bias on attn.proj nor on the MLP's fc1 / fc2
+    patch_norm: bool = False       # a norm (of the spec's kind) on the patch embeddings, before the positions
     rope: bool = False             # DINOv3: no position table; RoPE on the patch tokens' q and k
     k_mask: bool = False           # DINOv3 LinearKMaskedBias: the qkv bias times a mask zero on the K third
     ln_pre: bool = False
     patch_bias: bool = True
     no_embed_class: bool = False   # timm: pos rows for the patches only, cls position folded into cls_token
     final: str = "norm_all"        # norm_all | clip_row | open_clip | mean_fc_norm (timm avg pool, then fc_norm)
-    #                                | norm_mean (timm fc_norm=False: norm on every token, then the avg pool)
+    #                                | norm_mean (timm fc_norm=False: norm on every token, then the avg pool;
+    #                                  with head "none" the pooled mean is the embedding: AIMv2)
     head: str = "none"             # none | cls | mean (a Linear on the pooled mean) | distilled | siglip_map
     classes: int = 0
     proj: int = 0                  # CLIP projection width E (0: none)
@@ -291,6 +310,13 @@ SPECS = [
     Spec("dinov3_hf", "dinov3", "dinov3", regs=4, layer_scale=True, eps=1e-5, rope=True, k_mask=True, seed=81),
     # MAE encoder (pre-training checkpoint: decoder and mask_token present, no head)
     Spec("mae", "mae", "mae", pos_rule="mae", seed=61),
+    # AIMv2 (timm aimv2_large_patch14_224: no cls token, RMSNorm eps 1e-5 everywhere and on the patch
+    # embeddings, no bias but the patch conv's, SwiGLU of int(D * 2.75) = 88, norm then the mean of the
+    # tokens, no head). The same weights as timm saves them and as Apple's ml-aim releases them.
+    Spec("aimv2_timm", "aimv2", "aimv2", cls=False, act="swiglu", mlp=88, norm="rms", qkv_bias=False,
+         proj_bias=False, patch_norm=True, eps=1e-5, final="norm_mean", head="none", pos_rule="timm", seed=91),
+    Spec("aimv2_apple", "aimv2", "aimv2", cls=False, act="swiglu", mlp=88, norm="rms", qkv_bias=False,
+         proj_bias=False, patch_norm=True, eps=1e-5, final="norm_mean", head="none", pos_rule="timm", seed=91),
 ]
 SPEC = {s.layout: s for s in SPECS}
 
@@ -299,11 +325,15 @@ SPEC = {s.layout: s for s in SPECS}
 def make_weights(s: Spec):
     """Random non-trivial weights in one canonical form (float32), shared by every layout of
     a group: matrices ~ 1/sqrt(fan_in), LayerNorm gammas 1 +- 0.2, biases +- 0.1, tokens and
-    positions +- 0.5, registers ~ 1, layer-scale gammas 0.6 +- 0.25."""
+    positions +- 0.5, registers ~ 1, layer-scale gammas 0.6 +- 0.25. An RMSNorm's bias and an absent
+    bias (qkv_bias / proj_bias False) are zeros, drawn from nothing: a LayerNorm spec's draws are as before."""
     g = torch.Generator().manual_seed(s.seed)
     rn = lambda *shape: torch.randn(*shape, generator=g)
     mat = lambda o, i: rn(o, i) / math.sqrt(i)
     D, M, P, C = s.D, s.mlp, s.patch, s.C
+    assert s.norm in ("layer", "rms"), s.norm
+    norm = lambda: (1 + 0.2 * rn(D), 0.1 * rn(D) if s.norm == "layer" else torch.zeros(D))
+    bias = lambda n: 0.1 * rn(n) if s.proj_bias else torch.zeros(n)
     c = {"patch_w": rn(D, C, P, P) / math.sqrt(C * P * P)}
     c["patch_b"] = 0.1 * rn(D) if s.patch_bias else None
     c["cls"] = 0.5 * rn(D) if s.cls else None
@@ -317,14 +347,18 @@ def make_weights(s: Spec):
         # dinov3 RopePositionEmbedding._init_weights (base 100): base ** (2 * arange(d // 4) / (d // 2)), float32
         d = D // s.heads
         c["periods"] = 100.0 ** (2 * torch.arange(d // 4, dtype=torch.float32) / (d // 2))
+    if s.patch_norm:
+        c["patch_norm"] = norm()
     if s.ln_pre:
-        c["ln_pre"] = (1 + 0.2 * rn(D), 0.1 * rn(D))
+        c["ln_pre"] = norm()
     blocks = []
     for _ in range(s.depth):
-        b = {"ln1": (1 + 0.2 * rn(D), 0.1 * rn(D)), "qkv_w": mat(3 * D, D),
+        # SwiGLU: fc1 holds [gate; value] (2M rows, the gate first): dinov2's w12, timm's cat(fc1_g, fc1_x),
+        # Apple's cat(fc1, fc3)
+        b = {"ln1": norm(), "qkv_w": mat(3 * D, D),
              "qkv_b": 0.1 * rn(3 * D) if s.qkv_bias else torch.zeros(3 * D),
-             "proj_w": mat(D, D), "proj_b": 0.1 * rn(D), "ln2": (1 + 0.2 * rn(D), 0.1 * rn(D)),
-             "fc1_w": mat(s.mlp_in, D), "fc1_b": 0.1 * rn(s.mlp_in), "fc2_w": mat(D, M), "fc2_b": 0.1 * rn(D)}
+             "proj_w": mat(D, D), "proj_b": bias(D), "ln2": norm(),
+             "fc1_w": mat(s.mlp_in, D), "fc1_b": bias(s.mlp_in), "fc2_w": mat(D, M), "fc2_b": bias(D)}
         if s.layer_scale:
             b["ls1"], b["ls2"] = 0.6 + 0.25 * rn(D), 0.6 + 0.25 * rn(D)
         if s.k_mask:
@@ -333,7 +367,7 @@ def make_weights(s: Spec):
             b["qkv_b_mask"][D:2 * D] = 0
         blocks.append(b)
     c["blocks"] = blocks
-    c["norm"] = (1 + 0.2 * rn(D), 0.1 * rn(D))
+    c["norm"] = norm()
     if s.head in ("cls", "mean", "distilled"):
         c["head"] = (mat(s.classes, D), 0.1 * rn(s.classes))
     if s.head == "distilled":
@@ -367,6 +401,24 @@ def _ln(x, wb, eps, rec, name):
     return vitref.layer_norm(x, wb[0], wb[1], eps, True, False, rec, name)
 
 
+def _rms(x, w, eps, rec, name):
+    """RMSNorm (timm rms_norm, torch nn.RMSNorm): x * rsqrt(mean(x^2) + eps) * w, recording `.rms`
+    (sqrt(mean(x^2)) per row, without eps, as the LayerNorm's `.std` is shown), `.normalized`, `.out`."""
+    ms = x.pow(2).mean(-1)
+    normed = x * torch.rsqrt(ms + eps)[..., None]
+    out = normed * w
+    rec[name + ".rms"], rec[name + ".normalized"], rec[name + ".out"] = ms.sqrt(), normed, out
+    return out
+
+
+def _norm(s, x, wb, rec, name):
+    """The spec's norm at one site: LayerNorm (`.mean`, `.std`, ...) or RMSNorm (`.rms`, ...; its bias is zeros)."""
+    if s.norm == "rms":
+        assert not wb[1].any(), f"{name}: an RMSNorm has no bias"
+        return _rms(x, wb[0], s.eps, rec, name)
+    return _ln(x, wb, s.eps, rec, name)
+
+
 def _act(pre, act):
     if act == "gelu":
         return F.gelu(pre)
@@ -395,6 +447,8 @@ def reference(s: Spec, c, x):
     rec["patches"] = x.unfold(1, P, P).unfold(2, P, P).permute(1, 2, 0, 3, 4).reshape(gh * gw, s.C * P * P)
     pe = F.conv2d(x[None], c["patch_w"], c["patch_b"], stride=P)[0].flatten(1).T
     rec["patch_embed"] = pe
+    if s.patch_norm:  # timm PatchEmbed(norm_layer) / Apple's patchifier.norm: proj, flatten, norm
+        pe = _norm(s, pe, c["patch_norm"], rec, "patch_embed.norm")
     special = [c["cls"][None]] if s.cls else []
     if s.dist:
         special.append(c["dist"][None])
@@ -449,7 +503,7 @@ def _reference_blocks(s, c, h, rec, grid):
         h = torch.cat([h[:1], c["reg"], h[1:]], 0)
         rec["with_registers"] = h
     if s.ln_pre:
-        h = _ln(h, c["ln_pre"], s.eps, rec, "ln_pre")
+        h = _norm(s, h, c["ln_pre"], rec, "ln_pre")
     T, H = h.shape[0], s.heads
     d = D // H
     if s.rope:
@@ -457,7 +511,7 @@ def _reference_blocks(s, c, h, rec, grid):
         n_pre = T - sin.shape[0]
     for i, b in enumerate(c["blocks"]):
         p = f"blocks.{i}."
-        a = _ln(h, b["ln1"], s.eps, rec, p + "ln1")
+        a = _norm(s, h, b["ln1"], rec, p + "ln1")
         bias = b["qkv_b"] * b["qkv_b_mask"] if s.k_mask else b["qkv_b"]
         qkv = F.linear(a, b["qkv_w"], bias)
         q, k, v = [t.reshape(T, H, d).transpose(0, 1) for t in qkv.chunk(3, -1)]
@@ -479,7 +533,7 @@ def _reference_blocks(s, c, h, rec, grid):
             rec[p + "ls1"] = ao
         h = h + ao
         rec[p + "resid_mid"] = h
-        a = _ln(h, b["ln2"], s.eps, rec, p + "ln2")
+        a = _norm(s, h, b["ln2"], rec, p + "ln2")
         pre = F.linear(a, b["fc1_w"], b["fc1_b"])
         post = _act(pre, s.act)
         mo = F.linear(post, b["fc2_w"], b["fc2_b"])
@@ -492,21 +546,24 @@ def _reference_blocks(s, c, h, rec, grid):
     if s.final == "clip_row":
         # openai/CLIP and HF CLIPVisionTransformer: ln_post on the cls row only
         rec["pooled"] = h[0]
-        f = _ln(h[:1], c["norm"], s.eps, rec, "ln_final")
+        f = _norm(s, h[:1], c["norm"], rec, "ln_final")
         rec["embedding"] = f[0] @ c["proj"] if s.proj else f[0]
         return rec
     if s.final == "mean_fc_norm":
         # timm global_pool='avg': x[:, num_prefix_tokens:].mean(1) (the registers left out), then fc_norm
         pre = (1 if s.cls else 0) + s.regs
         rec["pooled"] = h[pre:].mean(0)
-        f = _ln(rec["pooled"][None], c["norm"], s.eps, rec, "ln_final")
+        f = _norm(s, rec["pooled"][None], c["norm"], rec, "ln_final")
         rec["logits"] = F.linear(f[0], *c["head"])
         rec["probs"] = rec["logits"].softmax(-1)
         return rec
-    f = _ln(h, c["norm"], s.eps, rec, "ln_final")
+    f = _norm(s, h, c["norm"], rec, "ln_final")
     if s.final == "norm_mean":
-        # timm fc_norm=False: x = norm(x); x[:, num_prefix_tokens:].mean(1); head
+        # timm fc_norm=False: x = norm(x); x[:, num_prefix_tokens:].mean(1); head (AIMv2: none, an embedding)
         rec["pooled"] = f[(1 if s.cls else 0) + s.regs:].mean(0)
+        if s.head == "none":
+            rec["embedding"] = rec["pooled"]
+            return rec
         rec["logits"] = F.linear(rec["pooled"], *c["head"])
         rec["probs"] = rec["logits"].softmax(-1)
         return rec
@@ -574,6 +631,28 @@ def _timm_blocks(s, c, sd, pre="blocks.", mlp_names=("fc1", "fc2")):
         sd[p + "norm2.weight"], sd[p + "norm2.bias"] = b["ln2"]
         sd[p + f"mlp.{mlp_names[0]}.weight"], sd[p + f"mlp.{mlp_names[0]}.bias"] = b["fc1_w"], b["fc1_b"]
         sd[p + f"mlp.{mlp_names[1]}.weight"], sd[p + f"mlp.{mlp_names[1]}.bias"] = b["fc2_w"], b["fc2_b"]
+
+
+# AIMv2's block keys (only weights: no q/k/v, attn.proj or MLP bias, RMSNorms without bias), as timm names them
+# (_convert_aimv2: norm_1 -> norm1, mlp.fc1 -> mlp.fc1_g, mlp.fc3 -> mlp.fc1_x, trunk. dropped) and as Apple's
+# ml-aim modules do (trunk.blocks.N.{norm_1, attn.qkv, attn.proj, norm_2, mlp.fc1, mlp.fc2, mlp.fc3}).
+AIMV2_NAMES = {
+    "timm": {"norm1": "norm1", "norm2": "norm2", "gate": "mlp.fc1_g", "value": "mlp.fc1_x", "fc2": "mlp.fc2"},
+    "apple": {"norm1": "norm_1", "norm2": "norm_2", "gate": "mlp.fc1", "value": "mlp.fc3", "fc2": "mlp.fc2"},
+}
+
+
+def _aimv2_blocks(s, c, sd, pre, names):
+    M = s.mlp
+    for i, b in enumerate(c["blocks"]):
+        p = f"{pre}{i}."
+        sd[p + names["norm1"] + ".weight"] = b["ln1"][0]
+        sd[p + "attn.qkv.weight"] = b["qkv_w"]
+        sd[p + "attn.proj.weight"] = b["proj_w"]
+        sd[p + names["norm2"] + ".weight"] = b["ln2"][0]
+        sd[p + names["gate"] + ".weight"] = b["fc1_w"][:M]   # silu(gate(x)) * value(x)
+        sd[p + names["value"] + ".weight"] = b["fc1_w"][M:]
+        sd[p + names["fc2"] + ".weight"] = b["fc2_w"]
 
 
 def _hf_qkv(sd, p, b, D):
@@ -840,6 +919,19 @@ def state_dict_of(s: Spec, c):
         sd["decoder_pred.weight"] = torch.randn(s.patch * s.patch * s.C, Dd, generator=g) / 4
         sd["decoder_pred.bias"] = 0.1 * torch.randn(s.patch * s.patch * s.C, generator=g)
         ignored += ["mask_token", "decoder_"]
+    elif L == "aimv2_timm":  # timm VisionTransformer (aimv2_*: embed_norm_layer=RmsNorm, SwiGLU, no biases)
+        sd["pos_embed"] = c["pos"][None]
+        sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
+        sd["patch_embed.norm.weight"] = c["patch_norm"][0]
+        _aimv2_blocks(s, c, sd, "blocks.", AIMV2_NAMES["timm"])
+        sd["norm.weight"] = c["norm"][0]  # fc_norm=False: norm, then the mean; num_classes=0: no head
+    elif L == "aimv2_apple":  # apple/ml-aim AIMv2VisionEncoder (head_type=None: no head)
+        sd["preprocessor.pos_embed"] = c["pos"][None]
+        sd["preprocessor.patchifier.proj.weight"] = c["patch_w"]
+        sd["preprocessor.patchifier.proj.bias"] = c["patch_b"]
+        sd["preprocessor.patchifier.norm.weight"] = c["patch_norm"][0]
+        _aimv2_blocks(s, c, sd, "trunk.blocks.", AIMV2_NAMES["apple"])
+        sd["trunk.post_trunk_norm.weight"] = c["norm"][0]
     else:
         raise ValueError(L)
     return collections.OrderedDict((k, v.detach().clone().contiguous()) for k, v in sd.items()), ignored
@@ -856,7 +948,8 @@ def _hf_common(extra):
     return dict(sorted(d.items()))
 
 
-def timm_config(s: Spec, architecture, tag, crop_pct, classifier="head"):
+def timm_config(s: Spec, architecture, tag, crop_pct, classifier="head", mean_std=(IMAGENET_MEAN, IMAGENET_STD),
+                licence=None):
     """timm/models/_hub.py save_config_for_hf: architecture, num_classes, num_features,
     global_pool, model_args (the fixture's small shapes), pretrained_cfg."""
     cfg = {"architecture": architecture, "num_classes": s.classes, "num_features": s.D, "global_pool": "token",
@@ -873,13 +966,17 @@ def timm_config(s: Spec, architecture, tag, crop_pct, classifier="head"):
         cfg["model_args"]["fc_norm"] = False
     if not s.qkv_bias:
         cfg["model_args"]["qkv_bias"] = False
+    if not s.proj_bias:
+        cfg["model_args"]["proj_bias"] = False
     if s.classes:
         cfg["label_names"] = LABELS[:s.classes]
     cfg["pretrained_cfg"] = {"tag": tag, "custom_load": False, "input_size": [3, s.grid * s.patch, s.grid * s.patch],
                              "fixed_input_size": False, "interpolation": "bicubic", "crop_pct": crop_pct,
-                             "crop_mode": "center", "mean": IMAGENET_MEAN, "std": IMAGENET_STD,
+                             "crop_mode": "center", "mean": mean_std[0], "std": mean_std[1],
                              "num_classes": s.classes, "pool_size": None, "first_conv": "patch_embed.proj",
                              "classifier": classifier}
+    if licence:
+        cfg["pretrained_cfg"]["license"] = licence
     return cfg
 
 
@@ -971,6 +1068,9 @@ def configs_of(s: Spec):
         return {"config.json": timm_config(s, "vit_betwixt_patch16_reg4_gap_256", "sbb_in1k", 0.95)}
     if L == "vit_gap_timm":
         return {"config.json": timm_config(s, "vit_medium_patch16_gap_256", "sw_in12k_ft_in1k", 0.95)}
+    if L == "aimv2_timm":  # timm aimv2_large_patch14_224.apple_pt: OPENAI_CLIP_MEAN / STD, crop_pct 1.0, no classes
+        return {"config.json": timm_config(s, "aimv2_large_patch14_224", "apple_pt", 1.0,
+                                           mean_std=(OPENAI_MEAN, OPENAI_STD), licence="apple-ascl")}
     if L in ("dinov2_timm", "dinov2_timm_reg"):
         arch = "vit_small_patch14_reg4_dinov2" if s.regs else "vit_small_patch14_dinov2"
         return {"config.json": timm_config(s, arch, "lvd142m", 1.0)}
@@ -1052,10 +1152,10 @@ class _Gamma(nn.Module):  # dinov2 LayerScale / timm LayerScale: x * gamma
 
 
 class _TimmAttention(nn.Module):
-    def __init__(self, D, H, qkv_bias=True):
+    def __init__(self, D, H, qkv_bias=True, proj_bias=True):
         super().__init__()
         self.H = H
-        self.qkv, self.proj = nn.Linear(D, 3 * D, bias=qkv_bias), nn.Linear(D, D)
+        self.qkv, self.proj = nn.Linear(D, 3 * D, bias=qkv_bias), nn.Linear(D, D, bias=proj_bias)
 
     def forward(self, x):
         B, N, C = x.shape
@@ -1084,14 +1184,48 @@ class _Mlp(nn.Module):
         return getattr(self, self.names[1])(x)
 
 
+class _TimmRmsNorm(nn.Module):
+    """timm layers/norm.py RmsNorm (fast_norm.py rms_norm): x * rsqrt(mean(x^2, -1) + eps) * weight."""
+
+    def __init__(self, D, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(D))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def _timm_norm(s):
+    """timm's norm_layer of the spec: LayerNorm, or RmsNorm (aimv2_*)."""
+    return _TimmRmsNorm(s.D, s.eps) if s.norm == "rms" else nn.LayerNorm(s.D, eps=s.eps)
+
+
+class _TimmSwiGLU(nn.Module):
+    """timm layers/mlp.py SwiGLU (aimv2_*: mlp_layer=SwiGLU, bias=proj_bias): fc2(act(fc1_g(x)) * fc1_x(x))."""
+
+    def __init__(self, D, M, bias):
+        super().__init__()
+        self.fc1_g, self.fc1_x = nn.Linear(D, M, bias=bias), nn.Linear(D, M, bias=bias)
+        self.act = nn.SiLU()
+        self.fc2 = nn.Linear(M, D, bias=bias)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1_g(x)) * self.fc1_x(x))
+
+
 class _TimmBlock(nn.Module):
     def __init__(self, s, mlp_names=("fc1", "fc2")):
         super().__init__()
-        self.norm1 = nn.LayerNorm(s.D, eps=s.eps)
-        self.attn = _TimmAttention(s.D, s.heads, s.qkv_bias)
+        self.norm1 = _timm_norm(s)
+        self.attn = _TimmAttention(s.D, s.heads, s.qkv_bias, s.proj_bias)
         self.ls1 = _Gamma(s.D) if s.layer_scale else nn.Identity()
-        self.norm2 = nn.LayerNorm(s.D, eps=s.eps)
-        self.mlp = _Mlp(s.D, s.mlp, s.act, mlp_names)
+        self.norm2 = _timm_norm(s)
+        if s.family == "aimv2":  # timm's SwiGLU with split fc1_g / fc1_x (not SwiGLUPacked)
+            self.mlp = _TimmSwiGLU(s.D, s.mlp, s.proj_bias)
+        else:
+            assert s.proj_bias
+            self.mlp = _Mlp(s.D, s.mlp, s.act, mlp_names)
         self.ls2 = _Gamma(s.D) if s.layer_scale else nn.Identity()
 
     def forward(self, x):
@@ -1103,6 +1237,8 @@ class _PatchEmbed(nn.Module):
     def __init__(self, s):
         super().__init__()
         self.proj = nn.Conv2d(s.C, s.D, s.patch, s.patch)
+        if s.patch_norm:  # timm PatchEmbed(norm_layer=embed_norm_layer): proj, flatten, norm
+            self.norm = _timm_norm(s)
 
 
 class TimmViT(nn.Module):
@@ -1126,9 +1262,9 @@ class TimmViT(nn.Module):
         self.blocks = nn.ModuleList([_TimmBlock(s) for _ in range(s.depth)])
         # use_fc_norm (global_pool='avg'): norm is Identity and fc_norm follows the pooling
         if s.final == "mean_fc_norm":
-            self.fc_norm = nn.LayerNorm(D, eps=s.eps)
+            self.fc_norm = _timm_norm(s)
         else:
-            self.norm = nn.LayerNorm(D, eps=s.eps)
+            self.norm = _timm_norm(s)
         if s.head in ("cls", "mean", "distilled"):
             self.head = nn.Linear(D, s.classes)
         if s.dist:
@@ -1139,6 +1275,8 @@ class TimmViT(nn.Module):
         x = self.patch_embed.proj(img)                 # B, D, gh, gw
         B, C, H, W = x.shape
         x = x.flatten(2).transpose(1, 2)
+        if s.patch_norm:
+            x = self.patch_embed.norm(x)
         # resample_abs_pos_embed(pos_embed, (H, W), old_size=grid, num_prefix_tokens=0 if no_embed_class else n)
         npt = 0 if s.no_embed_class else self.num_prefix_tokens
         pos = self.pos_embed
@@ -1165,7 +1303,8 @@ class TimmViT(nn.Module):
             return out[0], outs
         x = self.norm(x)
         if s.final == "norm_mean":  # norm, then forward_head: pool (avg), fc_norm = Identity, head
-            return self.head(x[:, self.num_prefix_tokens:].mean(1))[0], outs
+            pooled = x[:, self.num_prefix_tokens:].mean(1)
+            return (self.head(pooled) if s.head != "none" else pooled)[0], outs
         if s.head == "distilled":
             out = (self.head(x[:, 0]) + self.head_dist(x[:, 1])) / 2
         elif s.head == "cls":
@@ -1205,6 +1344,97 @@ class MaeEncoder(nn.Module):
             x = blk(x)
             outs.append(x[0])
         return self.norm(x)[:, 0][0], outs
+
+
+class _AppleRMSNorm(nn.Module):
+    """torch.nn.RMSNorm (ml-aim aim/v2/torch/layers.py: RMSNorm = nn.RMSNorm, eps=1e-5), written out for torch
+    versions without it: x / sqrt(mean(x^2) + eps) * weight."""
+
+    def __init__(self, D, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(D))
+
+    def forward(self, x):
+        return x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + self.eps) * self.weight
+
+
+class _AppleAttention(nn.Module):
+    """ml-aim aim/v1/torch/layers.py Attention(qkv_bias=False, use_bias=False): qkv, scaled dot product, proj."""
+
+    def __init__(self, D, H):
+        super().__init__()
+        self.num_heads = H
+        self.qkv = nn.Linear(D, 3 * D, bias=False)
+        self.proj = nn.Linear(D, D, bias=False)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).reshape(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4).unbind(0)
+        # F.scaled_dot_product_attention upstream (torch >= 2.0); its math: softmax(q k^T / sqrt(d)) v
+        w = torch.softmax(torch.einsum("bhnd,bhmd->bhnm", q, k) / math.sqrt(C // self.num_heads), dim=-1)
+        return self.proj(torch.einsum("bhnm,bhmd->bhnd", w, v).transpose(1, 2).reshape(B, N, C))
+
+
+class _AppleSwiGLUFFN(nn.Module):
+    """ml-aim aim/v2/torch/layers.py SwiGLUFFN(use_bias=False): fc2(silu(fc1(x)) * fc3(x))."""
+
+    def __init__(self, D, M):
+        super().__init__()
+        self.fc1 = nn.Linear(D, M, bias=False)
+        self.fc2 = nn.Linear(M, D, bias=False)
+        self.fc3 = nn.Linear(D, M, bias=False)
+
+    def forward(self, x):
+        return self.fc2(F.silu(self.fc1(x)) * self.fc3(x))
+
+
+class _AppleBlock(nn.Module):
+    """ml-aim aim/v1/torch/layers.py Block: x + attn(norm_1(x)), then x + mlp(norm_2(x))."""
+
+    def __init__(self, s):
+        super().__init__()
+        self.attn = _AppleAttention(s.D, s.heads)
+        self.norm_1 = _AppleRMSNorm(s.D, s.eps)
+        self.mlp = _AppleSwiGLUFFN(s.D, s.mlp)
+        self.norm_2 = _AppleRMSNorm(s.D, s.eps)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm_1(x))
+        return x + self.mlp(self.norm_2(x))
+
+
+class AppleAimv2(nn.Module):
+    """apple/ml-aim AIMv2VisionEncoder (aimv2_large: pos_embed_type="absolute", head_type=None): preprocessor
+    (patchifier: proj, flatten, norm; tokens + pos_embed[:, :N], no cls token), trunk (blocks, post_trunk_norm),
+    head = Identity, so the encoder returns every token. Apple's code never resizes the table (it slices the
+    first N rows): the module is built for the run's grid with a table resized beforehand (replica_for, timm's
+    rule). Returns (mean of the tokens, [block outputs]) and keeps the tokens as `self.tokens`."""
+
+    def __init__(self, s, n_patches):
+        super().__init__()
+        D = s.D
+        self.preprocessor = nn.Module()
+        self.preprocessor.patchifier = nn.Module()
+        self.preprocessor.patchifier.proj = nn.Conv2d(s.C, D, kernel_size=s.patch, stride=s.patch)
+        self.preprocessor.patchifier.norm = _AppleRMSNorm(D, s.eps)
+        self.preprocessor.pos_embed = nn.Parameter(torch.zeros(1, n_patches, D))
+        self.trunk = nn.Module()
+        self.trunk.blocks = nn.ModuleList([_AppleBlock(s) for _ in range(s.depth)])
+        self.trunk.post_trunk_norm = _AppleRMSNorm(D, s.eps)
+        self.tokens = None
+
+    def forward(self, img):
+        pf = self.preprocessor.patchifier
+        tokens = pf.norm(pf.proj(img).flatten(2).transpose(1, 2))
+        N = tokens.shape[1]
+        x = tokens + self.preprocessor.pos_embed[:, :N]
+        outs = []
+        for blk in self.trunk.blocks:
+            x = blk(x)
+            outs.append(x[0])
+        self.tokens = self.trunk.post_trunk_norm(x)
+        return self.tokens.mean(1)[0], outs
 
 
 class DinoViT(nn.Module):
@@ -1888,6 +2118,14 @@ def write_files(s: Spec, c, sd, out):
         pt("dinov3_vits16_pretrain_lvd1689m-08c60483.pth", sd, "facebookresearch/dinov3 torch.hub release: "
                                                               "torch.save(state_dict), bias_mask buffers included")
         st("model.safetensors", sd, None, "the same state dict as safetensors")
+    elif L == "aimv2_timm":
+        st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/aimv2_*.apple_pt)")
+        pt("pytorch_model.bin", sd, "timm, torch.save(state_dict)")
+    elif L == "aimv2_apple":
+        st("model.safetensors", sd, hf_meta, "Apple's release (Hugging Face hub apple/aimv2-*: the model.safetensors "
+                                             "ml-aim's load_pretrained reads, strict)")
+        pt("aimv2_vision_encoder.pth", sd, "torch.save(AIMv2VisionEncoder.state_dict()) (ml-aim's module saved; "
+                                           "Apple releases no .pth)")
     elif L == "mae":
         pt("mae_pretrain.pth", {"model": sd}, "facebookresearch/mae release: torch.save({'model': state_dict}), "
                                               "with the decoder")
@@ -1936,8 +2174,18 @@ def load_checked(chk, label, model, sd, ignored):
 def replica_for(s: Spec, sd, ignored, chk, hw):
     """(model, state dict) of the independent module for this layout at image size hw."""
     L = s.layout
-    if L in ("deit_timm", "dinov2_timm", "dinov2_timm_reg", "vit_reg4_gap_timm", "vit_gap_timm"):
+    if L in ("deit_timm", "dinov2_timm", "dinov2_timm_reg", "vit_reg4_gap_timm", "vit_gap_timm", "aimv2_timm"):
         return TimmViT(s), sd
+    if L == "aimv2_apple":
+        gh, gw = grid_of(s, hw)
+        sd = dict(sd)
+        if (gh, gw) != (s.grid, s.grid):
+            # Apple's ViTPreprocessor would slice pos_embed[:, :N]; ViTScope (and timm, after _convert_aimv2)
+            # resample the table: timm resample_abs_pos_embed (bicubic, antialias, no prefix rows)
+            t = sd["preprocessor.pos_embed"][0].reshape(1, s.grid, s.grid, -1).permute(0, 3, 1, 2).double()
+            t = F.interpolate(t, size=(gh, gw), mode="bicubic", antialias=True)
+            sd["preprocessor.pos_embed"] = t.permute(0, 2, 3, 1).reshape(1, gh * gw, -1)
+        return AppleAimv2(s, gh * gw), sd
     if L == "mae":
         return MaeEncoder(s), sd
     if L == "dino":
@@ -1993,6 +2241,9 @@ def check_layout(s, sd, ignored, refs, x, chk, replica_outputs):
         replica_outputs[(s.layout, size)] = out
         last = final_stage(rec)
         chk.close(f"{s.layout} {size}: module's {last} vs reference", out, rec[last], 1e-9)
+        if isinstance(model, AppleAimv2):  # what Apple's encoder returns: every token after post_trunk_norm
+            chk.close(f"{s.layout} {size}: the encoder's tokens vs ln_final.out", model.tokens[0], rec["ln_final.out"],
+                      1e-9)
         for i, b in enumerate(blocks):
             chk.close(f"{s.layout} {size}: module's block {i} output vs blocks.{i}.resid_post", b,
                       rec[f"blocks.{i}.resid_post"], 1e-9)
@@ -2040,6 +2291,28 @@ def check_torchscript(s, out, x, rec, chk):
     chk.close("clip_openai native: TorchScript archive's encode_image vs embedding", e[0], rec["embedding"], 1e-9)
 
 
+def convert_aimv2(sd):
+    """timm vision_transformer.py _convert_aimv2's renames (Apple's keys -> timm's), in its order."""
+    out = collections.OrderedDict()
+    for k, v in sd.items():
+        for a, b in [("norm_1", "norm1"), ("norm_2", "norm2"), ("preprocessor.patchifier.", "patch_embed."),
+                     ("preprocessor.pos_embed", "pos_embed"), ("trunk.", ""), ("post_trunk_norm.", "norm."),
+                     ("mlp.fc1", "mlp.fc1_g"), ("mlp.fc3", "mlp.fc1_x")]:
+            k = k.replace(a, b)
+        out[k] = v
+    return out
+
+
+def check_aimv2_convert(chk):
+    """Apple's state dict through timm's _convert_aimv2 is timm's, key for key and value for value."""
+    a = convert_aimv2(state_dict_of(SPEC["aimv2_apple"], stored_weights(SPEC["aimv2_apple"]))[0])
+    t = state_dict_of(SPEC["aimv2_timm"], stored_weights(SPEC["aimv2_timm"]))[0]
+    chk.true("aimv2_apple through timm's _convert_aimv2 has aimv2_timm's keys", set(a) == set(t),
+             f"{sorted(set(a) ^ set(t))[:6]}")
+    chk.true("aimv2_apple through timm's _convert_aimv2 has aimv2_timm's tensors",
+             set(a) == set(t) and all(torch.equal(a[k], t[k]) for k in t))
+
+
 def check_same(chk, label, a, b, tol=1e-9):
     chk.close(label, a, b, tol)
 
@@ -2052,7 +2325,8 @@ def check_groups(replica_outputs, chk):
             ("open_clip_quickgelu", "clip_hf_vision_proj", "native"), ("clip_hf_vision_proj", "clip_hf_model", "native"),
             ("clip_hf_vision_proj", "clip_hf_model", "other"), ("siglip_hf_vision", "siglip_hf_model", "native"),
             ("siglip_hf_vision", "siglip_hf_model", "other"), ("dinov3", "dinov3_hf", "native"),
-            ("dinov3", "dinov3_hf", "other")]
+            ("dinov3", "dinov3_hf", "other"), ("aimv2_timm", "aimv2_apple", "native"),
+            ("aimv2_timm", "aimv2_apple", "other")]
     differ = [("dinov2", "dinov2_timm", "other"), ("dinov2", "dinov2_hf", "other"), ("dinov2_timm", "dinov2_hf", "other"),
               ("open_clip_quickgelu", "clip_hf_vision_proj", "other")]
     for a, b, size in same:
@@ -2096,6 +2370,8 @@ def write_layout(s: Spec, root, check, chk, replica_outputs):
             check_torchvision(s, c, x["native"], refs["native"], chk)
         if s.layout == "clip_openai":
             check_torchscript(s, out, x["native"], refs["native"], chk)
+        if s.layout == "aimv2_apple":
+            check_aimv2_convert(chk)
         if s.layout == "dino":
             # what dino's utils.load_pretrained_weights does with a full checkpoint: 'teacher',
             # then "module." and "backbone." stripped

@@ -2,7 +2,7 @@
 """The families' forward pass against their PyTorch references, stage by stage (issue 20).
 
 For every family spec of families.py (DeiT distilled, DINO, DINOv2 with and without
-registers, SwiGLU, CLIP from OpenAI / open_clip / Hugging Face, SigLIP, MAE, DINOv3 with RoPE) the
+registers, SwiGLU, CLIP from OpenAI / open_clip / Hugging Face, SigLIP, MAE, DINOv3 with RoPE, AIMv2 with RMSNorm) the
 reference's own weights are written in ViTScope's file format (the config in
 __metadata__["vitscope.config"], the tensors under ViTScope's names), and
 vitscope-cli traces the reference's inputs: the native size and a non-square other
@@ -49,10 +49,13 @@ def own_tensors(s, c):
         t["reg_token"] = c["reg"]
     if s.ln_pre:
         t["norm_pre.weight"], t["norm_pre.bias"] = c["ln_pre"]
+    if s.patch_norm:  # AIMv2: the norm on the patch embeddings (an RMSNorm's bias written as zeros)
+        t["patch_embed.norm.weight"], t["patch_embed.norm.bias"] = c["patch_norm"]
     for i, b in enumerate(c["blocks"]):
         p = f"blocks.{i}."
         t[p + "norm1.weight"], t[p + "norm1.bias"] = b["ln1"]
         t[p + "norm2.weight"], t[p + "norm2.bias"] = b["ln2"]
+        # an absent bias (qkv_bias / proj_bias False) is written as zeros; SwiGLU's fc1 is [gate; value]
         for ours, theirs in [("attn.qkv", "qkv"), ("attn.proj", "proj"), ("mlp.fc1", "fc1"), ("mlp.fc2", "fc2")]:
             t[p + ours + ".weight"], t[p + ours + ".bias"] = b[theirs + "_w"], b[theirs + "_b"]
         if s.k_mask:  # ViTScope's file holds the bias as the model uses it: masked

@@ -67,9 +67,14 @@ PRE = {
     "vit_gap_timm": (IMAGENET, 21, False, "bicubic"),       # timm crop_pct 0.95: floor(20 / 0.95)
     "dinov3": (IMAGENET, 256, False, "bicubic"),            # dinov3 classification eval: resize 256, crop 224
     "dinov3_hf": (IMAGENET, 0, True, "bilinear"),           # DINOv3ViTImageProcessorFast: straight to 20 x 20
+    "aimv2_timm": (OPENAI, 20, False, "bicubic"),           # timm aimv2_*.apple_pt: OPENAI_CLIP_MEAN, crop_pct 1.0
+    # no config beside Apple's weights here: AIMv2's own preprocessing, as timm's pretrained_cfg states it (Apple's
+    # hub preprocessor_config.json, a CLIPImageProcessor, says the same; ml-aim's README uses aim.v1's
+    # val_transforms instead: ImageNet mean / std, resize ceil(S / 0.875))
+    "aimv2_apple": (OPENAI, 20, False, "bicubic"),
 }
 FAMILY_LABEL = {"vit": "ViT", "deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE",
-                "dinov3": "DINOv3"}
+                "dinov3": "DINOv3", "aimv2": "AIMv2"}
 LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresearch", "dinov2": "facebookresearch",
           "dinov2_reg": "facebookresearch", "dinov2_swiglu": "facebookresearch", "dinov2_timm": "timm",
           "dinov2_timm_reg": "timm", "dinov2_hf": "huggingface", "dinov2_reg_hf": "huggingface",
@@ -77,7 +82,7 @@ LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresear
           "open_clip_gelu": "open_clip", "clip_hf_vision": "huggingface", "clip_hf_vision_proj": "huggingface",
           "clip_hf_model": "huggingface", "siglip_hf_vision": "huggingface", "siglip_hf_model": "huggingface",
           "mae": "facebookresearch", "vit_reg4_gap_timm": "timm", "vit_gap_timm": "timm", "dinov3": "facebookresearch",
-          "dinov3_hf": "huggingface"}
+          "dinov3_hf": "huggingface", "aimv2_timm": "timm", "aimv2_apple": "apple"}
 
 
 def ok(cond, label, detail=""):
@@ -267,6 +272,19 @@ def check_refusals(a, root, manifest):
         path = copy_dir_with(os.path.join(root, layout), os.path.join(bad, layout + "_misshaped"), fname, t3, meta)
         refused(f"{layout}: {fc2[0]} misshaped", run(a.cli, "info", "--model", path, *heads), path, "wrong shape",
                 fc2[0])
+
+    # 1b. AIMv2 in timm's layout without one half of a block's SwiGLU (fc1_x: the value): refused, not read as
+    # another MLP
+    if "aimv2_timm" in manifest["layouts"]:
+        tensors, meta = read_any(os.path.join(root, "aimv2_timm", "model.safetensors"))
+        del tensors["blocks.0.mlp.fc1_x.weight"]
+        path = copy_dir_with(os.path.join(root, "aimv2_timm"), os.path.join(bad, "aimv2_timm_no_fc1_x"),
+                             "model.safetensors", tensors, meta)
+        r = run(a.cli, "info", "--model", path)
+        refused("aimv2_timm: blocks.0.mlp.fc1_x.weight missing", r, path, "blocks.0.mlp.fc1_x.weight")
+        # read as AIMv2 (RMSNorm, no biases), not as a LayerNorm ViT wanting biases the file never had
+        ok("norm1.bias" not in r.stderr and "attn.proj.bias" not in r.stderr,
+           "aimv2_timm without fc1_x: refused as AIMv2 (no norm or projection bias asked for)", r.stderr)
 
     # 2. a config.json of another model beside the weights
     def other_config(layout, key, value):

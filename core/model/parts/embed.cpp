@@ -56,6 +56,9 @@ void patches_part(Pass& p, const Tensor4& x) {
     // patch_embed: (N, D) = patches @ W.T + b == Conv2d(C, D, P, stride=P)(x).flatten(2).transpose(1, 2)
     Array& pe = p.rec(StageKind::PatchEmbed, {N, p.D});
     if (!p.dry) linear("patch_embed.proj", pe.data(), patches.data(), p.w.patch_w, p.w.patch_b, B * N, p.packs);
+    // patch_embed.norm (AIMv2: timm's embed_norm_layer, PatchEmbed's norm after the flatten): x = norm(x), before
+    // the position table; the tokens read its output (the last stage handed out)
+    if (p.c.patch_norm) layernorm_part(p, LnSite::Patch, pe.data(), p.w.patch_norm, N);
 }
 
 // tokens, pos_embed.learned, pos_embed, embed: the sequence before the blocks (without registers)
@@ -64,7 +67,7 @@ void position_part(Pass& p) {
     const Weights& w = p.w;
     const size_t B = p.B, D = p.D, N = size_t(p.rd.N), T0 = size_t(p.rd.T0), gh = size_t(p.rd.gh),
                  gw = size_t(p.rd.gw);
-    const Array& pe = p.rec.last();  // patch_embed
+    const Array& pe = p.rec.last();  // patch_embed (or its norm's output)
 
     // tokens: (T0, D) = torch.cat([cls_token, (dist_token,) patch_embed])
     const size_t pre0 = size_t(c.cls_token) + size_t(c.dist_token);
