@@ -700,7 +700,15 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     ImGui::SetNextItemWidth(190);
     ImGui::SliderFloat("opacity", &ui.opacity, 0.f, 1.f, "%.2f");
     const std::vector<float>& ov = overlay_for(v, panel, *t, ol, grads);
-    const bool thumbs = L > 0;
+    // A model with no cls token and no probe (AIMv2, timm's gap ViTs): none of the three summary maps exists (cls
+    // attention and both rollouts read the cls row). One line says so where three crossed-out squares and their
+    // 'why?' took the room the image needs (their random-weights note was cut at 1280x800 on AIMv2).
+    const bool no_summary = L > 0 && !c.cls_token && !t->find(StageId{StageKind::HeadAttnPattern});
+    const bool thumbs = L > 0 && !no_summary;
+    const std::string none_line = no_summary ? "No cls attention, rollout or gradient maps: this model has no cls token or "
+                                               "probe, so no one token sums up the image ('attention from a token' shows "
+                                               "any token's)."
+                                             : "";
     const float th = ImGui::GetTextLineHeightWithSpacing();
     // the height left for the image and the thumbnails after the lines around them (the thumbnails'
     // names and ranges, the random-weights note, the overlay's key): shared so that the image stays
@@ -724,7 +732,9 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     auto wrapped_h = [&](const std::string& text) {
         return ImGui::CalcTextSize(text.c_str(), nullptr, false, std::max(1.f, avail.x)).y + ImGui::GetStyle().ItemSpacing.y;
     };
-    const float lines_h = thumbs ? 22.f + wrapped_h(under_line) + (random_line.empty() ? 0.f : wrapped_h(random_line)) : 0.f;
+    const float lines_h = thumbs       ? 22.f + wrapped_h(under_line) + (random_line.empty() ? 0.f : wrapped_h(random_line))
+                          : no_summary ? wrapped_h(under_line) + wrapped_h(none_line) + (random_line.empty() ? 0.f : wrapped_h(random_line))
+                                       : 0.f;
     const float flat_h = flat_text.empty() ? 0.f : wrapped_h(flat_overlay_shown(flat_text, random_note));
     const float peak_h = s.scene_truth() && !ov.empty() ? th : 0.f;  // DrawScenePeak's line
     const float room = avail.y - 40 - lines_h - key_h - flat_h - peak_h;
@@ -839,8 +849,14 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         FlatOverlayNote(v, flat_text, random_note);
         if (std::string note = weights_note(s); !note.empty()) pr.strings["overlay.random"] = note;
     }
-    if (!thumbs) return;
-    draw_thumbnails(v, panel, *t, dl, grads, ol, tw);
+    if (no_summary) {
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", none_line.c_str());
+        ImGui::PopTextWrapPos();
+        pr.strings["thumbs.none"] = none_line;
+    }
+    if (!thumbs && !no_summary) return;
+    if (thumbs) draw_thumbnails(v, panel, *t, dl, grads, ol, tw);
     if (!random_line.empty()) {
         ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", random_line.c_str());
         const ImVec2 n0 = ImGui::GetItemRectMin(), n1 = ImGui::GetItemRectMax();
@@ -856,6 +872,7 @@ std::vector<ProbeKey> probe_keys_image() {
         {K::Rect, "original", "the image file as decoded"},
         {K::Rect, "original.crop", "the region the model sees, on the original"},
         {K::Rect, "image", "the model input"},
+        {K::String, "thumbs.none", "why there are no attention thumbnails (no cls token or probe), in their place"},
         {K::Rect, "image.query", "the query patch's frame"},
         {K::Rect, "compute_grads", "the 'Compute gradients' button"},
         {K::Number, "image.patch_label_step", "every k-th patch is numbered"},
