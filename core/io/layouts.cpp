@@ -261,6 +261,9 @@ void Load::choose_plan() {
         }
         // DINOv3 shares timm's patch embedding name; its storage tokens and RoPE periods tell it apart
         if (kind == Kind::Timm && (k.has(root + "storage_tokens") || k.has(root + "rope_embed.periods"))) kind = Kind::Dinov3;
+        // timm's DINOv3 (eva.py): register tokens, gamma_1 layer scale and no position table
+        if (kind == Kind::Timm && k.has(root + "reg_token") && k.has(root + "blocks.0.gamma_1") && !k.has(root + "pos_embed"))
+            kind = Kind::Dinov3;
         // timm's AIMv2: a norm on the patch embeddings and the SwiGLU's fc1_g / fc1_x
         if (kind == Kind::Timm && k.has(root + "patch_embed.norm.weight") && k.has(root + "blocks.0.mlp.fc1_g.weight"))
             kind = Kind::Aimv2;
@@ -425,9 +428,16 @@ void Load::check_side_configs() {
         if (!c.pos_table) {
             // no table to tell the size: the config's image_size, else DINOv3's default
             std::string from = "DINOv3's default";
+            const PreprocessConfig* tpre = side.config && side.config->model.kind == ConfigKind::Timm ? &side.config->pre : nullptr;
             if (cfg && cfg->image_height && cfg->image_height == cfg->image_width && *cfg->image_height % c.patch == 0) {
                 c.image_size = *cfg->image_height;
                 from = side.path + " image_size";
+            } else if (tpre && tpre->input_height && tpre->input_height == tpre->input_width && *tpre->input_height % c.patch == 0) {
+                c.image_size = *tpre->input_height;  // timm's pretrained_cfg (vit_*_dinov3: 256)
+                from = side.path + " pretrained_cfg.input_size";
+            } else if (p.layout == Family::Timm) {
+                c.image_size = 256 - 256 % c.patch;
+                from = "timm's vit_*_dinov3 default, pretrained_cfg input_size 256";
             }
             lm.notes.push_back("no position table (RoPE): runs at " + std::to_string(c.image_size) + "x" +
                                std::to_string(c.image_size) + " (" + from + "); any multiple of " + std::to_string(c.patch) +

@@ -194,7 +194,9 @@ void default_preprocess(const Plan& p, Config& c) {
         case ModelFamily::Dinov3:
             // dinov3 make_classification_eval_transform: resize 256, crop 224, bicubic; transformers'
             // DINOv3ViTImageProcessorFast: straight to 224 x 224, bilinear
+            // (timm's vit_*_dinov3 pretrained_cfg: crop_pct 1.0, bicubic)
             if (p.layout == Family::HuggingFace) set(kImagenetMean, kImagenetStd, 0, true, Interp::Bilinear);
+            else if (p.layout == Family::Timm) set(kImagenetMean, kImagenetStd, c.image_size, false, Interp::Bicubic);
             else set(kImagenetMean, kImagenetStd, crop875, false, Interp::Bicubic);
             break;
         case ModelFamily::Dino:

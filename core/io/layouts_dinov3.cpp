@@ -86,10 +86,68 @@ Plan plan_dinov3_hf(const Keys& k, const std::string& R, const std::string& what
     return p;
 }
 
+// timm's Eva (eva.py vit_*_patch16_dinov3*, as checkpoint_filter_fn converts the hub's): reg_token, gamma_1/2,
+// attn.qkv.weight with q_bias and v_bias (the K bias a zero buffer; the _qkvb models) or no bias, mlp.fc1/fc2 or
+// SwiGLU mlp.fc1_g/fc1_x/fc2 (swiglu_align_to: S+, H+); the periods are not saved (RotaryEmbeddingDinoV3 makes
+// them in float32 from rope_temperature 100); its default head is global_pool 'avg' (norm on every token, then the
+// mean of the patch tokens), where dinov3 reads the cls token.
+Plan plan_dinov3_timm(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side) {
+    Plan p = dinov3_plan(Family::Timm, R, "blocks.");
+    Config& c = p.c;
+    auto has = [&](const std::string& n) { return k.has(R + n); };
+    const ModelConfigFile* timm = side.config && side.config->model.kind == ConfigKind::Timm ? &side.config->model : nullptr;
+    if (has("head.weight"))
+        throw FileError(what + ": a timm DINOv3 with a 'head.weight': DINOv3's classifiers are not supported; load the "
+                               "backbone alone");
+    c.layer_scale = has("blocks.0.gamma_1");
+    p.eps_default_from = "timm's vit_*_dinov3 (LayerNorm eps 1e-5)";
+    p.registers = has("reg_token");
+    p.rope_from_base = true;
+    c.rope_base = 100.f;
+    p.notes.push_back("RoPE's periods are not in the file (timm's RotaryEmbeddingDinoV3 does not save them): made in "
+                      "float32 from rope_temperature 100, as timm does (the hub's .pth holds them rounded to bfloat16)");
+    // timm's global_pool: 'avg' unless the config beside it says 'token' (the cls token, as dinov3 reads it)
+    const std::string gp = timm && timm->global_pool ? *timm->global_pool : "avg";
+    if (gp == "token") {
+        c.pooling = Pooling::Cls;
+    } else if (gp == "avg") {
+        c.pooling = Pooling::NormMean;
+        p.notes.push_back(std::string("pooled as timm does by default (global_pool 'avg'") +
+                          (timm && timm->global_pool ? ", " + side.path : "") +
+                          "): the final norm on every token, then the mean of the patch tokens; dinov3 itself reads the "
+                          "cls token (the pooling switch: cls token)");
+    } else {
+        throw FileError(side.path + " (beside " + what + ") says global_pool '" + gp +
+                        "': only 'avg' and 'token' are implemented for DINOv3");
+    }
+    const bool qkv_bias = has("blocks.0.attn.q_bias");
+    if (!qkv_bias) c.qkv_bias = false;
+    const bool swiglu = has("blocks.0.mlp.fc1_g.weight");
+    if (swiglu) c.act = Act::SwiGlu;
+    p.it = "DINOv3 (timm layout: vit_*_dinov3)";
+    p.source = [R, qkv_bias, swiglu](const std::string& n) -> Src {
+        auto [i, rest] = block_of(n);
+        if (i >= 0) {
+            const std::string b = R + "blocks." + std::to_string(i) + ".";
+            if (rest == "attn.qkv.bias")  // q_bias, the zero K bias (not saved), v_bias
+                return qkv_bias ? Src{{b + "attn.q_bias", "", b + "attn.v_bias"}, false, ""} : Src{};
+            if (rest == "ls1.gamma") return one(b + "gamma_1");
+            if (rest == "ls2.gamma") return one(b + "gamma_2");
+            if (swiglu && rest == "mlp.fc1.weight") return Src{{b + "mlp.fc1_g.weight", b + "mlp.fc1_x.weight"}, false, ""};
+            if (swiglu && rest == "mlp.fc1.bias") return Src{{b + "mlp.fc1_g.bias", b + "mlp.fc1_x.bias"}, false, ""};
+            return one(b + rest);
+        }
+        if (n == "rope_embed.periods") return Src{};  // made from the base after the mapping
+        return one(R + n);  // cls_token, reg_token, patch_embed.proj.*, norm.*
+    };
+    return p;
+}
+
 }  // namespace
 
 Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side) {
     if (k.has(R + "embeddings.patch_embeddings.weight")) return plan_dinov3_hf(k, R, what, side);
+    if (k.has(R + "reg_token") && !k.has(R + "storage_tokens")) return plan_dinov3_timm(k, R, what, side);
     Plan p = dinov3_plan(Family::Facebook, R, "blocks.");
     Config& c = p.c;
     auto has = [&](const std::string& n) { return k.has(R + n); };

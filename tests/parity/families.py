@@ -30,7 +30,12 @@ each part is named where it is used):
                 (RopePositionEmbedding: normalize_coords="separate", periods from base 100),
                 dinov3/layers/attention.py (rope_apply, rotate_half, LinearKMaskedBias),
                 dinov3/hub/backbones.py (dinov3_vits16: layernormbf16 eps 1e-5, 4 storage tokens,
-                layer scale, mask_k_bias)
+                layer scale, mask_k_bias); timm/models/eva.py (Eva, EvaAttention: fused qkv without a
+                bias, q_bias / v_bias and a zero k_bias buffer; EvaBlock: gamma_1 / gamma_2;
+                checkpoint_filter_fn's DINOv3 renames; vit_small_patch16_dinov3_qkvb, _dinov3_cfg;
+                forward_head: global_pool 'avg'), timm/layers/pos_embed_sincos.py
+                (RotaryEmbeddingDinoV3: periods computed in float32, not saved; make_coords_dinov3;
+                apply_rot_embed_cat with half=True), timm/layers/pool1d.py (global_pool_nlc)
 
 For every family and checkpoint layout this module
   (a) builds random non-trivial weights (registers, layer-scale gammas, biases, LayerNorms)
@@ -308,6 +313,12 @@ SPECS = [
     Spec("dinov3", "dinov3", "dinov3", regs=4, layer_scale=True, eps=1e-5, rope=True, k_mask=True, seed=81),
     # the same weights as transformers' DINOv3ViTModel saves them (q/k/v/o_proj, no k_proj bias, no periods)
     Spec("dinov3_hf", "dinov3", "dinov3", regs=4, layer_scale=True, eps=1e-5, rope=True, k_mask=True, seed=81),
+    # the same weights as timm's Eva holds them (vit_*_patch16_dinov3_qkvb after checkpoint_filter_fn: storage_tokens ->
+    # reg_token, ls1/ls2.gamma -> gamma_1/gamma_2, qkv.bias -> q_bias and v_bias, the K third a zero buffer; no periods,
+    # no mask token) with timm's default pooling (global_pool 'avg', use_fc_norm=False): the final norm on every token,
+    # then the mean of the patch tokens (cls and the 4 registers left out); num_classes 0: that mean is the embedding
+    Spec("dinov3_timm", "dinov3", "dinov3", regs=4, layer_scale=True, eps=1e-5, rope=True, k_mask=True,
+         final="norm_mean", head="none", seed=81),
     # MAE encoder (pre-training checkpoint: decoder and mask_token present, no head)
     Spec("mae", "mae", "mae", pos_rule="mae", seed=61),
     # AIMv2 (timm aimv2_large_patch14_224: no cls token, RMSNorm eps 1e-5 everywhere and on the patch
@@ -902,6 +913,21 @@ def state_dict_of(s: Spec, c):
             sd[p + "mlp.up_proj.weight"], sd[p + "mlp.up_proj.bias"] = b["fc1_w"], b["fc1_b"]
             sd[p + "mlp.down_proj.weight"], sd[p + "mlp.down_proj.bias"] = b["fc2_w"], b["fc2_b"]
         sd["norm.weight"], sd["norm.bias"] = c["norm"]
+    elif L == "dinov3_timm":  # timm Eva (vit_*_patch16_dinov3_qkvb), state_dict() order: own tensors, then children
+        sd["cls_token"], sd["reg_token"] = c["cls"].reshape(1, 1, D), c["reg"][None]
+        sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
+        for i, b in enumerate(c["blocks"]):
+            p = f"blocks.{i}."
+            sd[p + "gamma_1"], sd[p + "gamma_2"] = b["ls1"], b["ls2"]
+            sd[p + "norm1.weight"], sd[p + "norm1.bias"] = b["ln1"]
+            bq, _, bv = b["qkv_b"].chunk(3, 0)  # checkpoint_filter_fn: the K third dropped (k_bias, a zero buffer)
+            sd[p + "attn.q_bias"], sd[p + "attn.v_bias"] = bq, bv
+            sd[p + "attn.qkv.weight"] = b["qkv_w"]  # nn.Linear(D, 3D, bias=False)
+            sd[p + "attn.proj.weight"], sd[p + "attn.proj.bias"] = b["proj_w"], b["proj_b"]
+            sd[p + "norm2.weight"], sd[p + "norm2.bias"] = b["ln2"]
+            sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"] = b["fc1_w"], b["fc1_b"]
+            sd[p + "mlp.fc2.weight"], sd[p + "mlp.fc2.bias"] = b["fc2_w"], b["fc2_b"]
+        sd["norm.weight"], sd["norm.bias"] = c["norm"]  # use_fc_norm=False: fc_norm is Identity; num_classes 0: no head
     elif L == "mae":  # facebookresearch/mae MaskedAutoencoderViT (encoder keys as timm's)
         sd["cls_token"], sd["pos_embed"] = c["cls"].reshape(1, 1, D), c["pos"][None]
         sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
@@ -977,6 +1003,20 @@ def timm_config(s: Spec, architecture, tag, crop_pct, classifier="head", mean_st
                              "classifier": classifier}
     if licence:
         cfg["pretrained_cfg"]["license"] = licence
+    return cfg
+
+
+def timm_dinov3_config(s: Spec):
+    """save_config_for_hf of timm's Eva vit_small_patch16_dinov3_qkvb.lvd1689m: _dinov3_cfg (num_classes 0, crop_pct
+    1.0, bicubic, ImageNet mean / std, fixed_input_size True, license dinov3-license) and Eva's default global_pool
+    'avg'. model_args are Eva's keyword arguments where the fixture differs from the registered model (its small
+    shapes); num_reg_tokens 4, init_values, the RoPE settings, LayerNorm eps 1e-5 and use_fc_norm=False are the
+    registered model's and not saved (vision_transformer's reg_tokens, no_embed_class, fc_norm are no Eva arguments:
+    Eva(**model_args) would refuse them)."""
+    cfg = timm_config(s, "vit_small_patch16_dinov3_qkvb", "lvd1689m", 1.0, licence="dinov3-license")
+    cfg["global_pool"] = "avg"
+    cfg["model_args"] = {k: cfg["model_args"][k] for k in ("img_size", "patch_size", "embed_dim", "depth", "num_heads")}
+    cfg["pretrained_cfg"]["fixed_input_size"] = True
     return cfg
 
 
@@ -1071,6 +1111,8 @@ def configs_of(s: Spec):
     if L == "aimv2_timm":  # timm aimv2_large_patch14_224.apple_pt: OPENAI_CLIP_MEAN / STD, crop_pct 1.0, no classes
         return {"config.json": timm_config(s, "aimv2_large_patch14_224", "apple_pt", 1.0,
                                            mean_std=(OPENAI_MEAN, OPENAI_STD), licence="apple-ascl")}
+    if L == "dinov3_timm":
+        return {"config.json": timm_dinov3_config(s)}
     if L in ("dinov2_timm", "dinov2_timm_reg"):
         arch = "vit_small_patch14_reg4_dinov2" if s.regs else "vit_small_patch14_dinov2"
         return {"config.json": timm_config(s, arch, "lvd142m", 1.0)}
@@ -1651,6 +1693,113 @@ class HFDinov3(nn.Module):
         return self.norm(x)[:, 0][0], outs
 
 
+# ---- timm's Eva (DINOv3)
+def _timm_dinov3_periods(d, temperature=100.0):
+    """timm RotaryEmbeddingDinoV3._compute_periods: temperature ** (2 * arange(d / 4) / (d / 2)), float32."""
+    exponents = 2.0 * torch.arange(d // 4, dtype=torch.float32) / (d // 2)
+    return temperature ** exponents
+
+
+class _TimmRopeDinoV3(nn.Module):
+    """timm RotaryEmbeddingDinoV3 (rotate_half, normalize_coords 'separate', eval: no coordinate augmentation):
+    the periods a non-persistent buffer; make_coords_dinov3 in float32, then the angles in the periods' dtype;
+    get_embed(shape) = cat(sin, cos), each (HW, d) with the d / 2 angles tiled twice."""
+
+    def __init__(self, d, coords_dtype=torch.float32):
+        super().__init__()
+        self.coords_dtype = coords_dtype  # timm's float32; float64 only to show that the rest agrees to rounding
+        self.register_buffer("periods", _timm_dinov3_periods(d), persistent=False)
+
+    def get_embed(self, shape):
+        H, W = shape
+        ch = torch.arange(0.5, H, dtype=self.coords_dtype) / float(H)  # make_coords_dinov3: float32 coordinates
+        cw = torch.arange(0.5, W, dtype=self.coords_dtype) / float(W)
+        coords = 2.0 * torch.stack(torch.meshgrid(ch, cw, indexing="ij"), dim=-1).flatten(0, 1) - 1.0
+        coords = coords[:, :, None].to(self.periods.dtype)
+        angles = (2 * math.pi * coords / self.periods[None, None, :]).flatten(1).tile(2)
+        return torch.cat([torch.sin(angles), torch.cos(angles)], dim=-1)
+
+
+class _EvaAttention(nn.Module):
+    """timm EvaAttention (qkv_fused, qkv_bias=True, rotate_half, eager path): F.linear with the bias
+    cat(q_bias, k_bias, v_bias), k_bias a zero non-persistent buffer; RoPE (apply_rot_embed_cat, half) on the
+    tokens after num_prefix_tokens; scale_norm off (norm = Identity)."""
+
+    def __init__(self, D, H, num_prefix_tokens):
+        super().__init__()
+        self.H, self.npt = H, num_prefix_tokens
+        self.qkv = nn.Linear(D, 3 * D, bias=False)
+        self.q_bias = nn.Parameter(torch.zeros(D))
+        self.register_buffer("k_bias", torch.zeros(D), persistent=False)
+        self.v_bias = nn.Parameter(torch.zeros(D))
+        self.proj = nn.Linear(D, D)
+
+    def forward(self, x, rope):
+        B, N, C = x.shape
+        qkv = F.linear(x, weight=self.qkv.weight, bias=torch.cat((self.q_bias, self.k_bias, self.v_bias)))
+        q, k, v = qkv.reshape(B, N, 3, self.H, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        sin, cos = rope.chunk(2, -1)
+
+        def rot(t):  # apply_rot_embed_cat(half=True): t * cos + rope_rotate_half(t) * sin, rotate_half = cat(-t2, t1)
+            t1, t2 = t.chunk(2, dim=-1)
+            return t * cos + torch.cat([-t2, t1], dim=-1) * sin
+
+        q = torch.cat([q[:, :, :self.npt, :], rot(q[:, :, self.npt:, :])], dim=2).type_as(v)
+        k = torch.cat([k[:, :, :self.npt, :], rot(k[:, :, self.npt:, :])], dim=2).type_as(v)
+        attn = ((q * (C // self.H) ** -0.5) @ k.transpose(-2, -1)).softmax(dim=-1)
+        return self.proj((attn @ v).transpose(1, 2).reshape(B, N, C))
+
+
+class _EvaBlock(nn.Module):
+    """timm EvaBlock (init_values set: gamma_1, gamma_2; Mlp fc1 / GELU / fc2, no SwiGLU)."""
+
+    def __init__(self, s, num_prefix_tokens):
+        super().__init__()
+        D = s.D
+        self.gamma_1, self.gamma_2 = nn.Parameter(torch.ones(D)), nn.Parameter(torch.ones(D))
+        self.norm1, self.norm2 = nn.LayerNorm(D, eps=s.eps), nn.LayerNorm(D, eps=s.eps)
+        self.attn = _EvaAttention(D, s.heads, num_prefix_tokens)
+        self.mlp = _Mlp(D, s.mlp, s.act)
+
+    def forward(self, x, rope):
+        x = x + self.gamma_1 * self.attn(self.norm1(x), rope=rope)
+        return x + self.gamma_2 * self.mlp(self.norm2(x))
+
+
+class TimmEva(nn.Module):
+    """timm Eva as vit_small_patch16_dinov3_qkvb builds it (dynamic_img_size, class_token, num_reg_tokens,
+    use_abs_pos_emb=False, rope_type 'dinov3' with temperature 100, use_fc_norm=False, num_classes 0):
+    _pos_embed (cls, reg, patches; the RoPE of the run's grid), blocks, norm, then forward_head: global_pool_nlc
+    ('avg': x[:, num_prefix_tokens:].mean(1); 'token': x[:, 0]), fc_norm and head Identity."""
+
+    def __init__(self, s, global_pool="avg", coords_dtype=torch.float32):
+        super().__init__()
+        D = s.D
+        self.global_pool = global_pool
+        self.num_prefix_tokens = 1 + s.regs
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, D))
+        self.reg_token = nn.Parameter(torch.zeros(1, s.regs, D))
+        self.patch_embed = _PatchEmbed(s)
+        self.rope = _TimmRopeDinoV3(D // s.heads, coords_dtype)
+        self.blocks = nn.ModuleList([_EvaBlock(s, self.num_prefix_tokens) for _ in range(s.depth)])
+        self.norm = nn.LayerNorm(D, eps=s.eps)
+
+    def forward(self, img):
+        x = self.patch_embed.proj(img).permute(0, 2, 3, 1)  # PatchEmbed(output_fmt='NHWC')
+        B, H, W, C = x.shape
+        x = x.view(B, -1, C)
+        rope = self.rope.get_embed(shape=(H, W))
+        x = torch.cat([self.cls_token.expand(B, -1, -1), self.reg_token.expand(B, -1, -1), x], dim=1)
+        outs = []
+        for blk in self.blocks:
+            x = blk(x, rope=rope)
+            outs.append(x[0])
+        x = self.norm(x)
+        self.tokens = x
+        pooled = x[:, 0] if self.global_pool == "token" else x[:, self.num_prefix_tokens:].mean(dim=1)
+        return pooled[0], outs
+
+
 # ---- Hugging Face
 class _HFSelfAttention(nn.Module):
     def __init__(self, D, H):
@@ -2114,6 +2263,8 @@ def write_files(s: Spec, c, sd, out):
         pt("open_clip_pytorch_model.bin", sd, "open_clip (Hugging Face hub), torch.save(state_dict)")
     elif L == "dinov3_hf":
         st("model.safetensors", sd, hf_meta, "Hugging Face hub (facebook/dinov3-*: DINOv3ViTModel.save_pretrained)")
+    elif L == "dinov3_timm":
+        st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/vit_*_patch16_dinov3_qkvb.lvd1689m)")
     elif L == "dinov3":
         pt("dinov3_vits16_pretrain_lvd1689m-08c60483.pth", sd, "facebookresearch/dinov3 torch.hub release: "
                                                               "torch.save(state_dict), bias_mask buffers included")
@@ -2196,6 +2347,8 @@ def replica_for(s: Spec, sd, ignored, chk, hw):
         return Dinov3ViT(s), sd
     if L == "dinov3_hf":
         return HFDinov3(s), sd
+    if L == "dinov3_timm":
+        return TimmEva(s), sd
     if L == "deit_hf":
         return HFDeiTWithTeacher(s), sd
     if L.startswith("dinov2") and L.endswith("hf"):
@@ -2240,13 +2393,16 @@ def check_layout(s, sd, ignored, refs, x, chk, replica_outputs):
         out, blocks = run_replica(s, model, img)
         replica_outputs[(s.layout, size)] = out
         last = final_stage(rec)
-        chk.close(f"{s.layout} {size}: module's {last} vs reference", out, rec[last], 1e-9)
-        if isinstance(model, AppleAimv2):  # what Apple's encoder returns: every token after post_trunk_norm
-            chk.close(f"{s.layout} {size}: the encoder's tokens vs ln_final.out", model.tokens[0], rec["ln_final.out"],
-                      1e-9)
+        # timm's Eva makes RoPE's coordinates in float32 (make_coords_dinov3), the reference in float64: ~1e-7 apart
+        # (check_timm_dinov3 shows the rest agrees to 1e-9 with float64 coordinates)
+        tol = 1e-6 if s.layout == "dinov3_timm" else 1e-9
+        chk.close(f"{s.layout} {size}: module's {last} vs reference", out, rec[last], tol)
+        if isinstance(model, (AppleAimv2, TimmEva)):  # every token after the final norm (Apple's encoder's output)
+            chk.close(f"{s.layout} {size}: the module's tokens vs ln_final.out", model.tokens[0], rec["ln_final.out"],
+                      tol)
         for i, b in enumerate(blocks):
             chk.close(f"{s.layout} {size}: module's block {i} output vs blocks.{i}.resid_post", b,
-                      rec[f"blocks.{i}.resid_post"], 1e-9)
+                      rec[f"blocks.{i}.resid_post"], tol)
 
 
 def check_torchvision(s, c, x, rec, chk):
@@ -2313,6 +2469,54 @@ def check_aimv2_convert(chk):
              set(a) == set(t) and all(torch.equal(a[k], t[k]) for k in t))
 
 
+def convert_dinov3_timm(sd):
+    """timm eva.py checkpoint_filter_fn on a facebookresearch DINOv3 state dict (storage_tokens in it), for a model with
+    qkv_bias=True (the *_qkvb ones), in its order: 'rope' keys (rope_embed.periods), *.periods, *.bias_mask and
+    mask_token dropped; qkv.bias split in thirds, Q and V kept as q_bias and v_bias (K is the zero k_bias buffer);
+    ls1.gamma / ls2.gamma -> gamma_1 / gamma_2; storage_tokens -> reg_token."""
+    out = collections.OrderedDict()
+    for k, v in sd.items():
+        if "rope" in k and k != "rope.freqs":
+            continue
+        if any(k.endswith(f) for f in (".periods", ".bias_mask", "mask_token")) or k.startswith(("projectors.",
+                                                                                                  "local_cls_norm")):
+            continue
+        if k.endswith("qkv.bias"):
+            q, _, v_ = v.chunk(3, dim=-1)
+            out[k.replace("qkv.bias", "q_bias")], out[k.replace("qkv.bias", "v_bias")] = q, v_
+            continue
+        k = k.replace("ls1.gamma", "gamma_1").replace("ls2.gamma", "gamma_2")
+        out[k.replace("storage_tokens", "reg_token")] = v
+    return out
+
+
+def check_timm_dinov3(s, sd, refs, x, chk, replica_outputs):
+    """timm's Eva beyond check_layout: with float64 RoPE coordinates it is the reference to 1e-9 (what separates it is
+    only timm's float32 coordinates); with global_pool='token' (upstream DINOv3's pooling, timm's note) it gives the
+    cls row of ln_final.out, dinov3's embedding; and dinov3's torch.hub state dict through timm's checkpoint_filter_fn
+    is dinov3_timm's, key for key and tensor for tensor."""
+    for size, img in x.items():
+        rec = refs[size]
+        m = TimmEva(s, coords_dtype=torch.float64).double()
+        m.load_state_dict(sd, strict=True)
+        out, _ = run_replica(s, m, img)
+        chk.close(f"dinov3_timm {size}: the module with float64 RoPE coordinates vs the embedding", out,
+                  rec["embedding"], 1e-9)
+        chk.close(f"dinov3_timm {size}: the module with float64 RoPE coordinates, its tokens vs ln_final.out",
+                  m.tokens[0], rec["ln_final.out"], 1e-9)
+        m = TimmEva(s, global_pool="token").double()
+        m.load_state_dict(sd, strict=True)
+        out, _ = run_replica(s, m, img)
+        replica_outputs[("dinov3_timm global_pool='token'", size)] = out
+        chk.close(f"dinov3_timm {size}: global_pool='token' vs ln_final.out's cls row", out, rec["ln_final.out"][0],
+                  1e-6)
+    a = convert_dinov3_timm(state_dict_of(SPEC["dinov3"], stored_weights(SPEC["dinov3"]))[0])
+    chk.true("dinov3 through timm's checkpoint_filter_fn has dinov3_timm's keys", set(a) == set(sd),
+             f"{sorted(set(a) ^ set(sd))[:6]}")
+    chk.true("dinov3 through timm's checkpoint_filter_fn has dinov3_timm's tensors",
+             set(a) == set(sd) and all(torch.equal(a[k], sd[k]) for k in sd))
+
+
 def check_same(chk, label, a, b, tol=1e-9):
     chk.close(label, a, b, tol)
 
@@ -2334,6 +2538,12 @@ def check_groups(replica_outputs, chk):
             # DINOv3's two codes round RoPE's periods to float32 differently (periods, 1 / inv_freq): ~1e-9 apart
             check_same(chk, f"{a} and {b} ({size}): same weights, same output", replica_outputs[(a, size)],
                        replica_outputs[(b, size)], 1e-8 if a == "dinov3" else 1e-9)
+    # timm's Eva with global_pool='token' is DINOv3's own output (RoPE's coordinates in float32 there)
+    for size in ("native", "other"):
+        t = ("dinov3_timm global_pool='token'", size)
+        if ("dinov3", size) in replica_outputs and t in replica_outputs:
+            check_same(chk, f"dinov3 and dinov3_timm with global_pool='token' ({size}): same weights, same output",
+                       replica_outputs[("dinov3", size)], replica_outputs[t], 1e-6)
     # timm's cls_token holds cls + pos[0] rounded to float32: equal to that rounding
     for size in ("native", "other"):
         if ("dinov2_reg", size) in replica_outputs and ("dinov2_timm_reg", size) in replica_outputs:
@@ -2372,6 +2582,8 @@ def write_layout(s: Spec, root, check, chk, replica_outputs):
             check_torchscript(s, out, x["native"], refs["native"], chk)
         if s.layout == "aimv2_apple":
             check_aimv2_convert(chk)
+        if s.layout == "dinov3_timm":
+            check_timm_dinov3(s, sd, refs, x, chk, replica_outputs)
         if s.layout == "dino":
             # what dino's utils.load_pretrained_weights does with a full checkpoint: 'teacher',
             # then "module." and "backbone." stripped

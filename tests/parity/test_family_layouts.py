@@ -67,6 +67,7 @@ PRE = {
     "vit_gap_timm": (IMAGENET, 21, False, "bicubic"),       # timm crop_pct 0.95: floor(20 / 0.95)
     "dinov3": (IMAGENET, 256, False, "bicubic"),            # dinov3 classification eval: resize 256, crop 224
     "dinov3_hf": (IMAGENET, 0, True, "bilinear"),           # DINOv3ViTImageProcessorFast: straight to 20 x 20
+    "dinov3_timm": (IMAGENET, 20, False, "bicubic"),        # timm _dinov3_cfg: ImageNet mean / std, crop_pct 1.0
     "aimv2_timm": (OPENAI, 20, False, "bicubic"),           # timm aimv2_*.apple_pt: OPENAI_CLIP_MEAN, crop_pct 1.0
     # no config beside Apple's weights here: AIMv2's own preprocessing, as timm's pretrained_cfg states it (Apple's
     # hub preprocessor_config.json, a CLIPImageProcessor, says the same; ml-aim's README uses aim.v1's
@@ -82,7 +83,7 @@ LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresear
           "open_clip_gelu": "open_clip", "clip_hf_vision": "huggingface", "clip_hf_vision_proj": "huggingface",
           "clip_hf_model": "huggingface", "siglip_hf_vision": "huggingface", "siglip_hf_model": "huggingface",
           "mae": "facebookresearch", "vit_reg4_gap_timm": "timm", "vit_gap_timm": "timm", "dinov3": "facebookresearch",
-          "dinov3_hf": "huggingface", "aimv2_timm": "timm", "aimv2_apple": "apple"}
+          "dinov3_hf": "huggingface", "dinov3_timm": "timm", "aimv2_timm": "timm", "aimv2_apple": "apple"}
 
 
 def ok(cond, label, detail=""):
@@ -285,6 +286,15 @@ def check_refusals(a, root, manifest):
         # read as AIMv2 (RMSNorm, no biases), not as a LayerNorm ViT wanting biases the file never had
         ok("norm1.bias" not in r.stderr and "attn.proj.bias" not in r.stderr,
            "aimv2_timm without fc1_x: refused as AIMv2 (no norm or projection bias asked for)", r.stderr)
+
+    # 1c. DINOv3 in timm's layout without a block's second layer-scale gamma (gamma_2): refused naming it, not read as
+    # a block without layer scale
+    if "dinov3_timm" in manifest["layouts"]:
+        tensors, meta = read_any(os.path.join(root, "dinov3_timm", "model.safetensors"))
+        del tensors["blocks.0.gamma_2"]
+        path = copy_dir_with(os.path.join(root, "dinov3_timm"), os.path.join(bad, "dinov3_timm_no_gamma_2"),
+                             "model.safetensors", tensors, meta)
+        refused("dinov3_timm: blocks.0.gamma_2 missing", run(a.cli, "info", "--model", path), path, "blocks.0.gamma_2")
 
     # 2. a config.json of another model beside the weights
     def other_config(layout, key, value):
