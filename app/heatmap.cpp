@@ -433,7 +433,7 @@ std::string axis_label(const StageInfo& info, size_t i, size_t rank) {
 // whether the columns carry a.col_names (else numbers: the names do not fit the cells).
 struct HeatmapGeometry {
     float W = 0, H = 0, left = 0, bar_w = 0, cwf = 0, chf = 0, cw = 0, ch = 0;
-    bool col_names = false;
+    bool col_names = false, widened = false;
 };
 HeatmapGeometry heatmap_geometry(const HeatmapArgs& a, ImVec2 avail, float zoom) {
     HeatmapGeometry g;
@@ -468,6 +468,10 @@ HeatmapGeometry heatmap_geometry(const HeatmapArgs& a, ImVec2 avail, float zoom)
     if (a.cell > 0 && a.cell_h > 0) g.ch = a.cell_h * z;
     if (a.raise_rows && a.cell <= 0 && a.rows > 1 && g.cwf < g.chf && cell * a.rows < readable_height(a.rows))
         g.ch = std::min(readable_height(a.rows) / float(a.rows), g.chf) * z;  // few rows, many columns (50 x 768)
+    if (a.widen_cols && a.cell <= 0 && a.cols > 1 && a.rows > 1 && g.chf < g.cwf && cell * a.cols < readable_height(a.cols)) {
+        g.cw = std::min(readable_height(a.cols) / float(a.cols), g.cwf) * z;  // many rows, few columns (261 x 64)
+        g.widened = g.cw > g.ch * 1.01f;
+    }
     if (a.cols == 1 && a.strip_w > 0) g.cw = a.strip_w;  // one value per row (LayerNorm mean/std): a column
     if (a.rows == 1 && g.ch < 12) g.ch = 12;              // a long vector: a visible strip (cells taller than wide)
     if (!a.col_names.empty() && int(a.col_names.size()) == a.cols) {
@@ -526,9 +530,17 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
         char longer[256], shorter[256];
         std::snprintf(longer, sizeof longer, "rows: %s (%d)   columns: %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
         std::snprintf(shorter, sizeof shorter, "%s (%d) x %s (%d)", a.row_label.c_str(), a.rows, a.col_label.c_str(), a.cols);
-        const char* t = ImGui::CalcTextSize(longer).x <= W ? longer : shorter;
+        std::string t = ImGui::CalcTextSize(longer).x <= W ? longer : shorter;
+        if (g.widened) {
+            // the cells are not square: said on the line that names the axes, in as few words as fit
+            char note[160], brief[80];
+            std::snprintf(note, sizeof note, "; columns widened to %.2g px (rows %.2g px) to be readable", g.cw, g.ch);
+            std::snprintf(brief, sizeof brief, "; cells %.2g x %.2g px", g.cw, g.ch);
+            t += ImGui::CalcTextSize((t + note).c_str()).x <= W ? note : brief;
+            pr.strings[group + ".cells"] = std::string(note + 2);
+        }
         ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + W);
-        ImGui::TextDisabled("%s", t);
+        ImGui::TextDisabled("%s", t.c_str());
         ImGui::PopTextWrapPos();
     }
     const float legend_h = nf.any() ? 3 * (th + ImGui::GetStyle().ItemSpacing.y) : 0.f;

@@ -184,6 +184,8 @@ struct HeatmapArgs {
     float cell = 0;              // > 0: this cell size (side-by-side panels share their rows)
     float cell_h = 0;            // > 0 with cell: rows this tall (cells taller than wide: few rows, many columns)
     bool raise_rows = false;     // square cells bound by the width and shorter than readable_height: rows raised to it
+    bool widen_cols = false;     // square cells bound by the height and narrower than readable_height: columns widened to
+                                 // it (many rows, few columns: a 261 x 64 q slice was 96 px wide), said in the titles line
     float strip_w = 0;           // > 0 with cols == 1: a column of this width (mean/std per token)
     std::vector<std::string> col_names;  // e.g. class names for a logits strip
     int* clicked_row = nullptr;  // set to the row of a cell clicked this frame (else left alone)

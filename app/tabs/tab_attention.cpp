@@ -120,7 +120,8 @@ public:
         const float fit_w = ((room.x - label_w - 4) / (H + 1) - gap) / aw;
         const float fit_h = ((room.y - th - 8) / rows - gap - caption) / ah;
         // (no cap but a generous one: on a large screen the maps grow, issue 36; they were held to 128 px)
-        const float cell = std::clamp(std::min(fit_w, fit_h), 24.f, 480.f);
+        // (the shorter side at least 24 px: a 4x6 grid's maps were 24x16 at 1280x800, DINOv2 at 56x84)
+        const float cell = std::clamp(std::min(fit_w, fit_h), 24.f / std::min(aw, ah), 480.f);
         const float mw = cell * aw, mh = cell * ah;
         std::string ranges;
         int knocked = 0, hatched = 0;

@@ -488,7 +488,7 @@ void StageTab::draw_stage(ViewCtx& v) {
     const bool classes_axis = rank(*t) == 1 && !info.axes.empty() && info.axes.back() == "classes" &&
                               int(t->size()) == c.classes;
     HeatmapArgs a;
-    a.colorbar = true; a.rect_name = "stage"; a.zoomable = true;
+    a.colorbar = true; a.rect_name = "stage"; a.zoomable = true; a.widen_cols = true;
     if (rank(*t) == 1) a.max_h = 120;
     if (classes_axis) a.col_names = class_labels(c, t->size());
     // A row of an attention pattern (or scores) is one query token: clicking it shows that token's
@@ -730,7 +730,9 @@ void StageTab::sweep_check(const Session& s, const UiState& ui, const Probe& p, 
         // square, except a LayerNorm panel's rows raised to readable_height (few tokens, many dims)
         const bool ln_raised = p.numbers.count("ln.row_h") && ch > cw &&
                                std::abs(ch - p.number("ln.row_h")) < 0.01 && ch * rows <= readable_height(int(rows)) + 0.5;
-        if (rows > 1 && cols > 1 && std::abs(cw - ch) > 0.01 && !ln_raised)
+        // or its columns widened to readable_height (many rows, few columns), said on its titles line
+        const bool widened = !p.string("stage.cells").empty() && cw > ch && cw * cols <= readable_height(int(cols)) + 0.5;
+        if (rows > 1 && cols > 1 && std::abs(cw - ch) > 0.01 && !ln_raised && !widened)
             fail("heatmap cells are not square: " + std::to_string(cw) + " x " + std::to_string(ch));
     }
     if (ui.cell_r >= 0 && ui.cell_c >= 0) {
@@ -764,6 +766,7 @@ std::vector<ProbeKey> probe_keys_stage() {
         {K::Number, "ln.rows_room_bound", "1 when the rows are as tall as the panel's room allows, short of readable_height"},
         {K::String, "stage.message", "why the stage view shows no heatmap"},
         {K::String, "ln.cells", "the LayerNorm panel's note that its cells are not square, and why"},
+        {K::String, "stage.cells", "the stage heatmap's note that its columns were widened (many rows, few columns)"},
         {K::String, "stage.title", "the stage's title"},
         {K::String, "stage.shape", "the line with the stage's name, shape and axes"},
         {K::String, "stage.what", "the stage's explanation"},
