@@ -176,9 +176,26 @@ void draw_original(ViewCtx& v, ImagePanel& panel) {
 void draw_no_grads(Session& s, Probe& pr, const char* what) {
     std::string why = s.result().no_grads_why.empty() ? s.grads_unavailable_reason() : s.result().no_grads_why;
     if (why.empty()) why = "the gradients are being computed";
-    ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
-    ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s needs gradients: %s.", what, why.c_str());
-    ImGui::PopTextWrapPos();
+    // the reason in full where it takes at most two lines; else one line and the reason under the mouse (DINOv2's
+    // five lines pushed the thumbnails below the image panel at 1366x768)
+    const std::string full = std::string(what) + " needs gradients: " + why + ".";
+    const float wrap_w = ImGui::GetContentRegionAvail().x;
+    if (ImGui::CalcTextSize(full.c_str(), nullptr, false, wrap_w).y > 2.5f * ImGui::GetTextLineHeight()) {
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + wrap_w);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s needs gradients: there are none (hover: why)", what);
+        ImGui::PopTextWrapPos();
+        if (ImGui::IsItemHovered()) {
+            ImGui::BeginTooltip();
+            ImGui::PushTextWrapPos(420);
+            ImGui::TextUnformatted(full.c_str());
+            ImGui::PopTextWrapPos();
+            ImGui::EndTooltip();
+        }
+    } else {
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + wrap_w);
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", full.c_str());
+        ImGui::PopTextWrapPos();
+    }
     pr.strings["overlay.message"] = why;
     if (s.can_compute_grads() && ImGui::SmallButton("compute gradients")) s.set_grad_mode(GradMode::On);
 }
@@ -433,7 +450,10 @@ void DrawImagePanelArea(ViewCtx& v, ImagePanel& panel, float height) {
     } else if (hint_h > 0) {
         ImGui::Dummy(ImVec2(1, hint_h - ImGui::GetStyle().ItemSpacing.y));  // the row came into view: the room goes next frame
     }
-    panel.thumbs_below = below;
+    // kept while the row would still be below with the line's room given back; dropped as soon as it would fit (the
+    // layout grows into at most that room), so that one crowded state (an overlay with more controls) does not keep
+    // the line, and the row under it, below the fold for every state after it (DINOv2 at 1366x768, Gui sweeps)
+    panel.thumbs_below = hint_h > 0 ? panel.thumbs_bottom > wp.y + ws.y + hint_h + 0.5f : below;
 }
 
 namespace {
