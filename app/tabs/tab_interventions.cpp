@@ -161,7 +161,10 @@ public:
         const int L = int(hi.values.shape(0)), H = int(hi.values.shape(1));
         const float full_w = ImGui::GetContentRegionAvail().x;
         ImGui::BeginGroup();
+        // (wrapped to the map's width: its one line made the group 300 px wide beside a 200-px map)
+        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + std::min(300.f, full_w * 0.3f));
         ImGui::Text("Head importance (click a head to knock it out)");
+        ImGui::PopTextWrapPos();
         float m = 0;
         for (float x : hi.values) m = std::max(m, std::fabs(x));
         HeatmapArgs a;
@@ -209,7 +212,7 @@ public:
         const int gw = rd.gw, gh = rd.gh;
         const Trace* ct = clean_trace(s);
         const float gap = ImGui::GetStyle().ItemSpacing.x;
-        const float side = std::clamp((full_w - heads_w - 4 * gap - 8) / 3, 48.f, 220.f);
+        float side = std::clamp((full_w - heads_w - 4 * gap - 8) / 3, 48.f, 220.f);
         struct Map {
             const char* title;
             const char* key;
@@ -233,6 +236,29 @@ public:
                 maps[2].vals = attention_rollout(*ct, c.depth - 1, Fusion::Mean, 0.f);
             } catch (const std::exception& e) {
                 maps[2].why = e.what();
+            }
+        }
+        // each column as wide as its map or its key's two numbers, whichever is wider: the maps share what the keys
+        // leave (DINOv2's occlusion key, 2.461e-11 .. 5.147e-11, pushed the third map 23 px past the view at 1280x800)
+        {
+            float keymin[3] = {0, 0, 0};
+            for (int k = 0; k < 3; ++k)
+                if (maps[k].vals.size() == size_t(gw) * size_t(gh)) {
+                    const GridRange g = grid_range(maps[k].vals);
+                    Colormap km;
+                    km.vmin = g.vmin;
+                    km.vmax = g.vmax;
+                    keymin[k] = color_key_min_width(km);
+                }
+            const float room = full_w - heads_w - 4 * gap - 8;
+            for (int it = 0; it < 3; ++it) {
+                float fixed = 0;
+                int n = 0;
+                for (float w : keymin) {
+                    if (w > side) fixed += w;
+                    else ++n;
+                }
+                if (n) side = std::clamp((room - fixed) / float(n), 48.f, 220.f);
             }
         }
         const bool up = keys_.stale("maps", result_id * 1000003ull + s.version());
