@@ -474,8 +474,9 @@ void Commands::add_trace(CLI::App& app) {
     option_flags(tr, s);
     intervention_flags(tr, s);
     tr->add_flag("--grads", s.grads, "also the backward pass: d logit[class] / d stage as <stage>.grad for every "
-                                     "stage that has a gradient");
-    tr->add_option("--class", s.grad_class, "the class whose logit --grads differentiates (default: the predicted one)")
+                                     "stage that has a gradient (a model without a classifier: d embedding[k] / d stage)");
+    tr->add_option("--class", s.grad_class, "the class whose logit --grads differentiates (default: the predicted one); "
+                                            "a model without a classifier: the number of its embedding (default: its largest)")
         ->check(CLI::Range(0, kMaxClasses - 1));
     tr->add_option("--out,-o", s.out, "output .npz (numpy.load reads it; its last entry, __options__, is the "
                                       "options in force as JSON text)")->required();
@@ -589,8 +590,8 @@ void Commands::add_trace(CLI::App& app) {
                         streamed ? ", computed block by block as written" : "", safe(s.out).c_str());
             if (!nonfinite.empty()) std::printf("non-finite: %s\n", nonfinite.c_str());
             if (t.has_grads())
-                std::printf("gradients: d logit[%d] / d stage for every stage that has one (<stage>.grad)\n",
-                            t.grad_class());
+                std::printf("gradients: d %s / d stage for every stage that has one (<stage>.grad)\n",
+                            grad_target(c, t.grad_class()).c_str());
             if (!c.has_logits()) {
                 const Array& e = t.get(StageId{StageKind::Embedding});
                 std::printf("output: embedding of %zu dims (no classification head), norm %.4f\n", e.size(),

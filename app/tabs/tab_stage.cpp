@@ -411,7 +411,17 @@ void StageTab::draw_stage(ViewCtx& v) {
     // the trace's own table row: its texts are for the options it was computed with
     StageInfo info = *e->info;  // the value's description; a gradient has the value's axes
     const int pred = trace->has_grads() ? trace->grad_class() : -1;
-    if (showing_grad) {
+    if (showing_grad && !c.has_logits()) {
+        // an embedding model (DINO, DINOv2, MAE): the target is one number of its output, its largest by default
+        info.title = "Gradient: d embedding[" + std::to_string(pred) + "] / d " + rest;
+        info.what = "How much number " + std::to_string(pred) + " of the model's output embedding (its largest; the "
+                    "model has no classifier, so no class to follow) changes per unit change of each value of " + name +
+                    ": one backward pass from that number. Positive (red) raises it, negative (blue) lowers it.";
+        info.torch = "embedding[0, " + std::to_string(pred) + "].backward();  " + rest + ".grad   # after " + rest +
+                     ".retain_grad()";
+        info.signed_values = true;
+        info.from.clear();
+    } else if (showing_grad) {
         std::string cls = pred >= 0 ? class_labels(c, size_t(c.classes))[size_t(std::min(pred, c.classes - 1))] : "?";
         info.title = "Gradient: d logit[" + std::to_string(pred) + "] / d " + rest;
         info.what = "How much the predicted class's logit (" + std::to_string(pred) + ", " + cls +

@@ -141,7 +141,8 @@ void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, c
     const size_t T = rd.T, D = c.width, K = c.classes, R = B * T, pf = size_t(rd.prefix), Np = T - pf;
     const Pooling pool = opt.pooling_for(c);
     const bool distilled = c.head == Head::Distilled;
-    if (put) (*put)(SK::Logits, -1, dlogits.data());
+    const bool embedding = c.head == Head::Identity;  // the output is the pooled feature: d feat = d embedding
+    if (put) (*put)(embedding ? SK::Embedding : SK::Logits, -1, dlogits.data());
     // logits = feat @ Wh.T + bh (distilled: (head(pooled) + head_dist(pooled_dist)) / 2)
     Tensor2 dl_half;
     const Tensor2* dl = &dlogits;
@@ -150,10 +151,14 @@ void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, c
         dl = &dl_half;
         if (put) { (*put)(SK::LogitsCls, -1, dl_half.data()); (*put)(SK::LogitsDist, -1, dl_half.data()); }
     }
-    const float* feat = get(pool == Pooling::Mean ? SK::LnFinalOut : SK::Pooled, -1);
     Tensor2 dfeat = xt::zeros<float>({B, D});
-    linear_backward(dfeat.data(), g ? &g->head_w : nullptr, g ? &g->head_b : nullptr, dl->data(), feat, w.head_w,
-                    int(B), int(D), int(K));
+    if (embedding) {
+        std::copy_n(dlogits.data(), B * D, dfeat.data());
+    } else {
+        const float* feat = get(pool == Pooling::Mean ? SK::LnFinalOut : SK::Pooled, -1);
+        linear_backward(dfeat.data(), g ? &g->head_w : nullptr, g ? &g->head_b : nullptr, dl->data(), feat, w.head_w,
+                        int(B), int(D), int(K));
+    }
     dx = xt::zeros<float>({R, D});
     auto dx3 = as(dx.data(), std::array<size_t, 3>{B, T, D});
     if (pool == Pooling::Mean) {
@@ -176,7 +181,7 @@ void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, c
     auto dout3 = as(dout.data(), std::array<size_t, 3>{B, T, D});
     if (pool == Pooling::Cls) {
         xt::view(dout3, xt::all(), 0, xt::all()) = dfeat;  // pooled = ln_final(x)[:, 0]
-        if (put) (*put)(SK::Pooled, -1, dfeat.data());
+        if (put && !embedding) (*put)(SK::Pooled, -1, dfeat.data());  // (an embedding is ln_final.out[0]: no pooled)
         if (distilled) {  // pooled_dist = ln_final(x)[:, 1 + registers]
             const size_t row = 1 + size_t(c.registers);
             Tensor2 dpd = xt::zeros<float>({B, D});
@@ -422,7 +427,7 @@ const std::vector<StageKind>& backward_grad_kinds() {
         K::Ln1Normalized, K::Ln1Out, K::AttnQ, K::AttnK, K::AttnV, K::AttnScores, K::AttnPattern, K::AttnZ,
         K::AttnOut, K::Ls1, K::ResidMid, K::Ln2Normalized, K::Ln2Out, K::MlpPre, K::MlpPost, K::MlpOut, K::Ls2,
         K::ResidPost, K::LnFinalNormalized, K::LnFinalOut, K::Pooled, K::PooledDist, K::LogitsCls, K::LogitsDist,
-        K::Logits};
+        K::Logits, K::Embedding};
     return kinds;
 }
 
@@ -454,7 +459,9 @@ std::string backward_unsupported(const Config& c, const Options& o) {
         return "the backward pass does not run with interventions (" + o.iv.describe() +
                "): the gradients would not be those of the intervened pass";
     std::vector<std::string> parts;
-    if (!c.has_logits()) parts.push_back("no logits (the output is an embedding, not a classifier's scores)");
+    // an embedding (no classifier): its number embedding[k] is the target, where the output is the pooled feature
+    // itself (DINO, DINOv2, MAE); CLIP's projection and SigLIP's pooling head have no backward yet
+    if (c.head == Head::Projection) parts.push_back("a projection head (CLIP's proj)");
     if (c.ln_pre) parts.push_back("ln_pre");
     if (c.norm != Norm::LayerNorm) parts.push_back(norm_label(c.norm));
     if (c.patch_norm) parts.push_back("a norm on the patch embeddings");
@@ -465,8 +472,9 @@ std::string backward_unsupported(const Config& c, const Options& o) {
     if (p != Pooling::Cls && p != Pooling::Mean && p != Pooling::NormMean) parts.push_back(std::string("pooling ") + pooling_name(p));
     if (p == Pooling::Cls && !c.cls_token) parts.push_back("cls pooling without a cls token");
     if (parts.empty()) return "";
-    std::string s = "the backward pass is written for the ViT with a classifier (cls, dist and register tokens, layer "
-                    "scale, cls or mean pooling); this model (" + std::string(family_label(c.family)) + ") has ";
+    std::string s = "the backward pass is written for the ViT with a classifier or an embedding output (cls, dist and "
+                    "register tokens, layer scale, cls or mean pooling); this model (" + std::string(family_label(c.family)) +
+                    ") has ";
     for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
     return s;
 }
@@ -500,13 +508,20 @@ void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights* g, Trace
 namespace vit {
 
 Tensor2 d_logit(const Config& c, const Array& logits, int& cls) {
+    const int K = c.out_dim();  // classes, or the embedding's width
     if (cls < 0) cls = int(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    if (cls >= c.classes)
-        throw std::invalid_argument("class " + std::to_string(cls) + " is out of range (the model has " +
-                                    std::to_string(c.classes) + " classes)");
-    Tensor2 dl = xt::zeros<float>({size_t(1), size_t(c.classes)});
+    if (cls >= K)
+        throw std::invalid_argument(c.has_logits() ? "class " + std::to_string(cls) + " is out of range (the model has " +
+                                                         std::to_string(c.classes) + " classes)"
+                                                   : "embedding dimension " + std::to_string(cls) +
+                                                         " is out of range (the embedding has " + std::to_string(K) + ")");
+    Tensor2 dl = xt::zeros<float>({size_t(1), size_t(K)});
     dl(0, size_t(cls)) = 1.f;
     return dl;
+}
+
+std::string grad_target(const Config& c, int cls) {
+    return std::string(c.has_logits() ? "logit[" : "embedding[") + std::to_string(cls) + "]";
 }
 
 Trace::BlockGrads backward_on_demand(std::shared_ptr<const Weights> wp, Trace& t, const RunRequest& req) {
@@ -516,8 +531,9 @@ Trace::BlockGrads backward_on_demand(std::shared_ptr<const Weights> wp, Trace& t
     if (const std::string why = backward_unsupported(c, opt); !why.empty()) throw std::invalid_argument(why);
     if (!t.on_demand()) throw std::logic_error("backward_on_demand: the trace is not on demand");
     const StageTable& tab = t.table();
-    const Array* logits = t.kept(size_t(std::max(0, tab.index(StageId{StageKind::Logits})))) ? t.find(StageId{StageKind::Logits}) : nullptr;
-    if (!logits) throw std::invalid_argument("on-demand gradients: the model has no logits to differentiate");
+    const StageId out_id{c.has_logits() ? StageKind::Logits : StageKind::Embedding};
+    const Array* logits = t.kept(size_t(std::max(0, tab.index(out_id)))) ? t.find(out_id) : nullptr;
+    if (!logits) throw std::invalid_argument("on-demand gradients: the model's output is not in the trace");
     int cls = req.grad_class;
     const Tensor2 dl = d_logit(c, *logits, cls);
     // outside the blocks: the kept stages, and every gradient recorded

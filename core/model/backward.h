@@ -14,8 +14,12 @@ namespace vit {
 std::string backward_unsupported(const Config& c, const Options& o);
 
 // d logit[cls] / d logits for one image: a (1, K) one-hot. cls < 0 takes the predicted class (top-1,
-// ties to the lower index) and is set to it; a class outside the model's throws naming it.
+// ties to the lower index) and is set to it; a class outside the model's throws naming it. A model whose output
+// is an embedding (no classifier: DINO, DINOv2, MAE) has no logit: the target is one number of its output,
+// embedding[cls], a (1, E) one-hot; cls < 0 takes its largest value (ties to the lower index).
 Tensor2 d_logit(const Config& c, const Array& logits, int& cls);
+// What a gradient is of, for texts: "logit[3]" or "embedding[17]".
+std::string grad_target(const Config& c, int cls);
 
 // Gradients on demand in a Trace, checkpointed at the residual stream: `t` is an on-demand pass of
 // `w` (forward with RunRequest::on_demand, set_on_demand done). Runs the backward pass from the last

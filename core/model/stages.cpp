@@ -91,7 +91,7 @@ const std::vector<StageDef> kDefs = {
     {K::HeadMlpPost,  "head.mlp.post",      false, false, false, false, true,  CellRule::None,        "map", "attn pool", 2, "model.head.mlp.activation_fn (output)", d_head_mlp},
     {K::HeadMlpOut,   "head.mlp.out",       false, false, false, false, true,  CellRule::None,        "map", "attn pool", 2, "model.head.mlp (output)", d_head_mlp},
     {K::HeadResidPost, "head.resid_post",   false, false, false, false, true,  CellRule::None,        "map", "attn pool", 2, "model.head (output, before [:, 0])", d_head_mlp},
-    {K::Embedding,    "embedding",          false, false, false, false, true,  CellRule::None,        "embedding", "embedding", 2, "model(x) (output)", d_embedding},
+    {K::Embedding,    "embedding",          false, true,  true,  false, true,  CellRule::None,        "embedding", "embedding", 2, "model(x) (output)", d_embedding},
 };
 #undef LN_DEFS
 #undef LN_RMS_DEFS
@@ -145,9 +145,15 @@ StageInfo describe(const Ctx& x, StageId id, const Shape& shape) {
                    s.name + "'][...]";
     }
     s.grad_title = "Gradient of " + s.title;
-    s.grad_what = "How the chosen class's logit changes with each value of '" + s.name + "': d logit[class] / d " +
-                  s.name + ", from the backward pass.";
-    s.grad_torch = "logits[0, k].backward(); " + s.name + ".grad";
+    if (x.c.has_logits()) {
+        s.grad_what = "How the chosen class's logit changes with each value of '" + s.name + "': d logit[class] / d " +
+                      s.name + ", from the backward pass.";
+        s.grad_torch = "logits[0, k].backward(); " + s.name + ".grad";
+    } else {  // an embedding model: one number of its output is the target
+        s.grad_what = "How the chosen number of the embedding changes with each value of '" + s.name +
+                      "': d embedding[k] / d " + s.name + ", from the backward pass (the model has no classifier).";
+        s.grad_torch = "embedding[0, k].backward(); " + s.name + ".grad";
+    }
     return s;
 }
 

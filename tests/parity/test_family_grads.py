@@ -28,9 +28,11 @@ import test_parity  # noqa: E402
 import vitref  # noqa: E402
 
 torch.set_num_threads(1)
-WITH_GRADS = ["deit_timm", "deit_hf", "vit_reg4_gap_timm", "vit_gap_timm"]
-REFUSED = {"dino": "no logits", "dinov2_reg": "no logits", "clip_openai": "no logits", "siglip_hf_vision": "no logits",
-           "mae": "no logits", "dinov3": "no logits", "aimv2_timm": "no logits",
+# (an embedding model's target is its output's largest number, embedding[k]: DINO, DINOv2, MAE, timm's DINOv3 without RoPE
+# is not among them)
+WITH_GRADS = ["deit_timm", "deit_hf", "vit_reg4_gap_timm", "vit_gap_timm", "dino", "dinov2", "dinov2_reg", "mae"]
+REFUSED = {"clip_openai": "a projection head", "siglip_hf_vision": "pooling map", "dinov3": "rotary position embeddings",
+           "aimv2_timm": "RMSNorm",
            # AIMv2's parts under a classifier (a file that says so): the backward has no RMSNorm, no patch norm
            "aimv2_with_head": "RMSNorm, a norm on the patch embeddings"}
 FAIL = []
@@ -50,7 +52,8 @@ def reference_grads(s, c, x):
     for v in rec.values():
         if v.requires_grad:
             v.retain_grad()
-    logits = rec["logits"]
+    # a classifier's predicted logit; an embedding model's largest output number (vitscope-cli's default target)
+    logits = rec["logits"] if "logits" in rec else rec["embedding"]
     k = int(logits.argmax())
     logits[k].backward()
     grads = {n: v.grad.numpy() for n, v in rec.items() if v.grad is not None}
@@ -76,8 +79,8 @@ def main():
             inp = os.path.join(a.workdir, f"{s.layout}_{size}.npy")
             np.save(inp, x.numpy().astype(np.float32))
             out = os.path.join(a.workdir, f"{s.layout}_{size}_grads.npz")
-            r = subprocess.run([a.cli, "trace", "--model", path, "--input", inp, "--grads", "--out", out],
-                               capture_output=True, text=True)
+            r = rt = subprocess.run([a.cli, "trace", "--model", path, "--input", inp, "--grads", "--out", out],
+                                    capture_output=True, text=True)
             if r.returncode != 0:
                 check(False, f"{label}: vitscope-cli trace --grads exited {r.returncode}: {r.stderr.strip()}")
                 continue
@@ -89,6 +92,9 @@ def main():
             with np.load(out) as z:
                 ours = {k: z[k] for k in z.files}
             k, ref = reference_grads(s, c, x)
+            target = ("logit" if "embedding" not in ref else "embedding") + f"[{k}]"
+            check(f"gradients: d {target} / d stage" in rt.stdout,
+                  f"{label}: vitscope-cli says it differentiates {target}, autograd's target ({rt.stdout.strip()[-120:]})")
             graded = [row["name"] for row in rows if row.get("has_grad")]
             check(len(graded) > 10, f"{label}: the stage table gives {len(graded)} stages a gradient")
             worst, worst_name, compared = 0.0, "", 0
@@ -114,7 +120,7 @@ def main():
                 if err > 1e-3:
                     check(False, f"{label}: {name}.grad differs from autograd's by {err:.2e} of its scale")
             check(compared == len(graded) - 1 and worst <= 1e-3,
-                  f"{label}: d logit[{k}] at {compared} stages equals autograd's (worst {worst:.1e} of the scale, "
+                  f"{label}: d {target} at {compared} stages equals autograd's (worst {worst:.1e} of the scale, "
                   f"at {worst_name})")
     for layout, why in REFUSED.items():
         s = (dataclasses.replace(families.SPEC["aimv2_timm"], layout=layout, head="mean", classes=5)
