@@ -13,7 +13,7 @@ set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
 
 # Each centre tab is a unit of its own (app/tabs/tab_*.cpp), registered in app/tabs/table.cpp.
 add_executable(vitscope app/main.cpp app/app_args.cpp app/frame.cpp app/exports.cpp app/headless.cpp app/headless_drivers.cpp
-               app/gl_util.cpp app/jobs.cpp app/session.cpp app/probe.cpp app/heatmap.cpp app/layout.cpp app/panel_toolbar.cpp app/panel_navigator.cpp app/panel_image.cpp app/panel_predictions.cpp app/panel_status.cpp app/keys.cpp app/scene_truth.cpp
+               app/gl_util.cpp app/jobs.cpp app/session.cpp app/probe.cpp app/heatmap.cpp app/layout.cpp app/panel_toolbar.cpp app/panel_navigator.cpp app/panel_image.cpp app/panel_image_size.cpp app/panel_predictions.cpp app/panel_status.cpp app/keys.cpp app/scene_truth.cpp
                app/tabs/table.cpp app/tabs/tab_common.cpp app/tabs/tab_stage.cpp app/tabs/stage_panels.cpp app/tabs/tab_attention.cpp app/tabs/tab_changes.cpp
                app/tabs/tab_train.cpp app/tabs/tab_lens.cpp app/tabs/tab_positions.cpp app/tabs/tab_filters.cpp
                app/tabs/tab_distance.cpp app/tabs/tab_patches.cpp app/tabs/tab_map.cpp

@@ -22,6 +22,7 @@
 #include "core/teach/teach.h"
 #include "core/model/finite.h"
 #include "interventions_ui.h"
+#include "panel_image_internal.h"
 
 namespace fs = std::filesystem;
 
@@ -204,123 +205,6 @@ void draw_no_grads(Session& s, Probe& pr, const char* what) {
 
 namespace {
 
-// The input-size control (issue 20 item 2): the run's H x W in multiples of the patch, applied on
-// Enter or a step button; a size the model cannot run is said in place and not applied. Below it,
-// what happened to the position embeddings (learned grid, resized grid, the family's rule).
-void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
-    Session& s = v.s;
-    Probe& pr = v.probe;
-    const Config& mc = s.config();  // the model loaded: its patch and native size (the request is for it)
-    const Options& req = s.options();
-    const int P = mc.patch;
-    const int want_h = req.image_h > 0 ? req.image_h : mc.image_size, want_w = req.image_w > 0 ? req.image_w : mc.image_size;
-    if (panel.size_for != s.model_spec()) {  // another model: what was typed for the last one is dropped
-        panel.size_for = s.model_spec();
-        panel.size_error.clear();
-    }
-    if (panel.size_error.empty()) {  // follows the request (the command line, Reset options) unless refused
-        panel.size_h = want_h;
-        panel.size_w = want_w;
-    }
-    // the two fields and "native" wrap onto another row when the panel is narrow
-    Flow flow;
-    const float field_w = 84.f;  // the value and its - + buttons (the row fits a 320-px panel)
-    flow.next(Flow::text_w("size"));
-    ImGui::AlignTextToFramePadding();
-    ImGui::TextDisabled("size");
-    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the input size the model runs at, H x W pixels (multiples of the patch, %d)", P);
-    bool apply = false;
-    flow.next(field_w);
-    ImGui::SetNextItemWidth(field_w);
-    if (ImGui::InputInt("##size_h", &panel.size_h, P, 4 * P, ImGuiInputTextFlags_EnterReturnsTrue)) apply = true;
-    {
-        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
-        pr.rects["image.size.h"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
-    }
-    flow.next(Flow::text_w("x") + field_w + ImGui::GetStyle().ItemSpacing.x);
-    ImGui::TextDisabled("x");
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(field_w);
-    if (ImGui::InputInt("##size_w", &panel.size_w, P, 4 * P, ImGuiInputTextFlags_EnterReturnsTrue)) apply = true;
-    {
-        ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
-        pr.rects["image.size.w"] = Rect{a.x, a.y, b.x - a.x, b.y - a.y};
-    }
-    flow.next(Flow::button_w("native"));
-    if (ImGui::SmallButton("native")) {
-        panel.size_h = panel.size_w = mc.image_size;
-        apply = true;
-    }
-    if (v.hover && ImGui::IsItemHovered())
-        ImGui::SetTooltip("the model's own input size, %dx%d (--image-size on the command line)", mc.image_size, mc.image_size);
-    if (apply) {
-        Options o = req;
-        o.image_h = panel.size_h == mc.image_size && panel.size_w == mc.image_size ? 0 : panel.size_h;
-        o.image_w = o.image_h ? panel.size_w : 0;
-        try {
-            if (panel.size_h < 1 || panel.size_w < 1)  // 0 would mean "the model's own size" to Options: said, not run
-                throw std::invalid_argument("input size " + std::to_string(panel.size_h) + "x" + std::to_string(panel.size_w) +
-                                            " is outside " + std::to_string(P) + ".." + std::to_string(kMaxImageSize) + " per side");
-            run_dims(mc, o);  // the model's own checks: multiples of the patch, the limits, the trace's size
-            panel.size_error.clear();
-            s.set_options(o);
-        } catch (const std::exception& e) {
-            panel.size_error = std::string("not applied: ") + e.what();
-        }
-    }
-    if (!panel.size_error.empty()) {
-        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + ImGui::GetContentRegionAvail().x);
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", panel.size_error.c_str());
-        ImGui::PopTextWrapPos();
-        pr.strings["image.size.message"] = panel.size_error;
-    }
-    // the position embeddings of the run on screen
-    const StageTable& tab = t.table();
-    const RunDims& rd = tab.dims();
-    const Config& c = tab.config();
-    const int sg = c.stored_grid();
-    // one line (the panel's height is the image's): the grids, the rule in the tooltip, the stages a click away
-    std::string pos, brief;
-    const std::string learned = std::to_string(sg) + "x" + std::to_string(sg);
-    if (!c.pos_table) {
-        pos = "no position table: positions are rotations of each patch's q and k in every block (RoPE), by its row and "
-              "column in this run's " + std::to_string(rd.gh) + "x" + std::to_string(rd.gw) + " grid";
-        brief = "pos: RoPE " + std::to_string(rd.gh) + "x" + std::to_string(rd.gw);
-    } else if (rd.resized) {
-        pos = "position embeddings: learned for " + learned + " patches, resized to " + std::to_string(rd.gh) + "x" +
-              std::to_string(rd.gw) + " by " + pos_rule_label(c.pos_rule);
-        brief = "pos " + learned + " -> " + std::to_string(rd.gh) + "x" + std::to_string(rd.gw);
-    } else {
-        pos = "position embeddings: the learned " + learned + " grid as it is";
-        brief = "pos " + learned + " learned";
-    }
-    Flow pflow;  // the line and its buttons wrap in a narrow panel
-    pflow.next(Flow::text_w(brief.c_str()));
-    ImGui::TextDisabled("%s", brief.c_str());
-    if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", pos.c_str());
-    pr.strings["image.pos"] = pos;
-    if (rd.resized && tab.has(StageId{StageKind::PosEmbedLearned})) {
-        pflow.next(Flow::button_w("learned"));
-        if (ImGui::SmallButton("learned")) { select_stage(v.ui, t, StageId{StageKind::PosEmbedLearned}); v.ui.tab = Tab::Stage; }
-        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the stage pos_embed.learned: the table as stored");
-    }
-    if (tab.has(StageId{StageKind::PosEmbed})) {
-        const std::string pe = stage_name(StageId{StageKind::PosEmbed});
-        const char* label = rd.resized ? "resized" : pe.c_str();
-        pflow.next(Flow::button_w(label));
-        if (ImGui::SmallButton(label)) { select_stage(v.ui, t, StageId{StageKind::PosEmbed}); v.ui.tab = Tab::Stage; }
-        if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("the stage %s: what is added to the tokens in this run", pe.c_str());
-    }
-    pflow.next(Flow::button_w("similarity"));
-    if (ImGui::SmallButton("similarity")) v.ui.tab = Tab::Positions;
-    if (v.hover && ImGui::IsItemHovered())
-        ImGui::SetTooltip("%s", c.pos_table ? "the Positions tab: how alike the positions are, learned and as run"
-                                            : "the Positions tab: how alike the rotations of two patches are (RoPE)");
-}
-
-// The overlay that reads one token's attention over the image: the cls token's (most ViTs), the pooling
-// probe's (SigLIP), or none (timm's cls-less ViTs that average the patches): its name in the combo and
-// under its thumbnail, true to the model shown.
 const char* summary_overlay_name(const Config& c, bool short_form = false) {
     if (c.cls_token) return short_form ? "cls" : "cls attention";
     if (c.pooling == Pooling::Map) return short_form ? "probe" : "probe attention";
@@ -459,6 +343,37 @@ void DrawImagePanelArea(ViewCtx& v, ImagePanel& panel, float height) {
 namespace {
 // The three maps side by side for the same layer (cls or probe attention, rollout, gradient-weighted rollout),
 // each from 0 to its own largest value, printed under it: click one to put it over the image.
+// A model with no cls token and no probe (AIMv2, timm's gap ViTs): none of the three summary maps exists (cls
+// attention and both rollouts read the cls row). One line says so where three crossed-out squares and their
+// 'why?' took the room the image needs (their random-weights note was cut at 1280x800 on AIMv2). "" otherwise.
+std::string summary_none_line(const Trace& t, int L) {
+    const bool none = L > 0 && !t.table().config().cls_token && !t.find(StageId{StageKind::HeadAttnPattern});
+    return none ? "No cls attention, rollout or gradient maps: this model has no cls token or probe, so no one token sums "
+                  "up the image ('attention from a token' shows any token's)."
+                : "";
+}
+
+void draw_thumbnails(ViewCtx& v, ImagePanel& panel, const Trace& tr, ImDrawList* dl, bool grads, int ol, float tw);
+
+// Under the image: the three summary maps (or the line saying why there are none), then the random-weights note.
+void draw_summary_row(ViewCtx& v, ImagePanel& panel, const Trace& t, ImDrawList* dl, bool grads, int ol, float tw,
+                      const std::string& none_line, const std::string& random_line) {
+    Probe& pr = v.probe;
+    if (!none_line.empty()) {
+        ImGui::PushTextWrapPos(0);
+        ImGui::TextDisabled("%s", none_line.c_str());
+        ImGui::PopTextWrapPos();
+        pr.strings["thumbs.none"] = none_line;
+    } else {
+        draw_thumbnails(v, panel, t, dl, grads, ol, tw);
+    }
+    if (!random_line.empty()) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", random_line.c_str());
+        const ImVec2 n0 = ImGui::GetItemRectMin(), n1 = ImGui::GetItemRectMax();
+        pr.rects["thumbs.note"] = Rect{n0.x, n0.y, n1.x - n0.x, n1.y - n0.y};
+    }
+}
+
 void draw_thumbnails(ViewCtx& v, ImagePanel& panel, const Trace& tr, ImDrawList* dl, bool grads, int ol, float tw) {
     Session& s = v.s;
     UiState& ui = v.ui;
@@ -720,15 +635,8 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
     ImGui::SetNextItemWidth(190);
     ImGui::SliderFloat("opacity", &ui.opacity, 0.f, 1.f, "%.2f");
     const std::vector<float>& ov = overlay_for(v, panel, *t, ol, grads);
-    // A model with no cls token and no probe (AIMv2, timm's gap ViTs): none of the three summary maps exists (cls
-    // attention and both rollouts read the cls row). One line says so where three crossed-out squares and their
-    // 'why?' took the room the image needs (their random-weights note was cut at 1280x800 on AIMv2).
-    const bool no_summary = L > 0 && !c.cls_token && !t->find(StageId{StageKind::HeadAttnPattern});
-    const bool thumbs = L > 0 && !no_summary;
-    const std::string none_line = no_summary ? "No cls attention, rollout or gradient maps: this model has no cls token or "
-                                               "probe, so no one token sums up the image ('attention from a token' shows "
-                                               "any token's)."
-                                             : "";
+    const std::string none_line = summary_none_line(*t, L);
+    const bool no_summary = !none_line.empty(), thumbs = L > 0 && !no_summary;
     const float th = ImGui::GetTextLineHeightWithSpacing();
     // the height left for the image and the thumbnails after the lines around them (the thumbnails'
     // names and ranges, the random-weights note, the overlay's key): shared so that the image stays
@@ -869,19 +777,7 @@ void DrawImagePanel(ViewCtx& v, ImagePanel& panel) {
         FlatOverlayNote(v, flat_text, random_note);
         if (std::string note = weights_note(s); !note.empty()) pr.strings["overlay.random"] = note;
     }
-    if (no_summary) {
-        ImGui::PushTextWrapPos(0);
-        ImGui::TextDisabled("%s", none_line.c_str());
-        ImGui::PopTextWrapPos();
-        pr.strings["thumbs.none"] = none_line;
-    }
-    if (!thumbs && !no_summary) return;
-    if (thumbs) draw_thumbnails(v, panel, *t, dl, grads, ol, tw);
-    if (!random_line.empty()) {
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.4f, 1), "%s", random_line.c_str());
-        const ImVec2 n0 = ImGui::GetItemRectMin(), n1 = ImGui::GetItemRectMax();
-        pr.rects["thumbs.note"] = Rect{n0.x, n0.y, n1.x - n0.x, n1.y - n0.y};
-    }
+    if (thumbs || no_summary) draw_summary_row(v, panel, *t, dl, grads, ol, tw, none_line, random_line);
 }
 
 // The probe keys this view writes (probe.h): what the sweep's rules and the GUI tests read, declared here

@@ -26,6 +26,33 @@
 namespace vit::app {
 
 namespace {
+// Each column as wide as its map or its key's two numbers, whichever is wider: the maps share what the keys leave
+// of `room` (DINOv2's occlusion key, 2.461e-11 .. 5.147e-11, pushed the third map 23 px past the view at 1280x800).
+template <class MapT, size_t N>
+float map_side_beside_keys(const MapT (&maps)[N], int gw, int gh, float side, float room) {
+    float keymin[N] = {};
+    for (size_t k = 0; k < N; ++k)
+        if (maps[k].vals.size() == size_t(gw) * size_t(gh)) {
+            const GridRange g = grid_range(maps[k].vals);
+            Colormap km;
+            km.vmin = g.vmin;
+            km.vmax = g.vmax;
+            keymin[k] = color_key_min_width(km);
+        }
+    for (int it = 0; it < 3; ++it) {
+        float fixed = 0;
+        int n = 0;
+        for (float w : keymin) {
+            if (w > side) fixed += w;
+            else ++n;
+        }
+        if (n) side = std::clamp((room - fixed) / float(n), 48.f, 220.f);
+    }
+    return side;
+}
+}  // namespace
+
+namespace {
 
 const ImVec4 kWarn(kWarnRGBA[0], kWarnRGBA[1], kWarnRGBA[2], kWarnRGBA[3]);
 
@@ -238,29 +265,7 @@ public:
                 maps[2].why = e.what();
             }
         }
-        // each column as wide as its map or its key's two numbers, whichever is wider: the maps share what the keys
-        // leave (DINOv2's occlusion key, 2.461e-11 .. 5.147e-11, pushed the third map 23 px past the view at 1280x800)
-        {
-            float keymin[3] = {0, 0, 0};
-            for (int k = 0; k < 3; ++k)
-                if (maps[k].vals.size() == size_t(gw) * size_t(gh)) {
-                    const GridRange g = grid_range(maps[k].vals);
-                    Colormap km;
-                    km.vmin = g.vmin;
-                    km.vmax = g.vmax;
-                    keymin[k] = color_key_min_width(km);
-                }
-            const float room = full_w - heads_w - 4 * gap - 8;
-            for (int it = 0; it < 3; ++it) {
-                float fixed = 0;
-                int n = 0;
-                for (float w : keymin) {
-                    if (w > side) fixed += w;
-                    else ++n;
-                }
-                if (n) side = std::clamp((room - fixed) / float(n), 48.f, 220.f);
-            }
-        }
+        side = map_side_beside_keys(maps, gw, gh, side, full_w - heads_w - 4 * gap - 8);
         const bool up = keys_.stale("maps", result_id * 1000003ull + s.version());
         ImDrawList* dl = ImGui::GetWindowDrawList();
         // the titles wrap to the map's width: the maps start level under the tallest
