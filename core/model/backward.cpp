@@ -115,6 +115,38 @@ void gelu_backward(float* dx, const float* dy, const float* x, size_t n) {
     });
 }
 
+// The MLP's other nonlinearities, elementwise over (R, M) (SwiGLU: over fc1's two halves, (R, 2M) -> (R, M)):
+//   QuickGELU x*sigmoid(1.702x): s + 1.702 x s (1 - s);  tanh-GELU 0.5x(1 + tanh u), u = sqrt(2/pi)(x + 0.044715x^3):
+//   0.5(1 + tanh u) + 0.5x(1 - tanh^2 u) sqrt(2/pi)(1 + 3 * 0.044715 x^2);  SwiGLU silu(x1) * x2: d x1 = dy x2
+//   silu'(x1), silu'(a) = s(a)(1 + a(1 - s(a))), d x2 = dy silu(x1). Computed in double, row by row.
+void act_backward(Act act, float* dpre, const float* dpost, const float* pre, size_t R, size_t M) {
+    if (act == Act::Gelu) return gelu_backward(dpre, dpost, pre, R * M);
+    ops::for_range(int(R), R * M > 50000, [&](int ri) {
+        const size_t r = size_t(ri);
+        if (act == Act::SwiGlu) {
+            const float *x1 = pre + r * 2 * M, *x2 = x1 + M, *dy = dpost + r * M;
+            float *d1 = dpre + r * 2 * M, *d2 = d1 + M;
+            for (size_t j = 0; j < M; ++j) {
+                const double a = x1[j], sg = 1.0 / (1.0 + std::exp(-a));
+                d1[j] = float(double(dy[j]) * x2[j] * sg * (1.0 + a * (1.0 - sg)));
+                d2[j] = float(double(dy[j]) * a * sg);
+            }
+            return;
+        }
+        for (size_t j = r * M; j < (r + 1) * M; ++j) {
+            const double x = pre[j];
+            double g;
+            if (act == Act::QuickGelu) {
+                const double sg = 1.0 / (1.0 + std::exp(-1.702 * x));
+                g = sg + 1.702 * x * sg * (1.0 - sg);
+            } else {  // GeluTanh
+                const double k = 0.7978845608028654, t = std::tanh(k * (x + 0.044715 * x * x * x));
+                g = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+            }
+            dpre[j] = float(double(dpost[j]) * g);
+        }
+    });
+}
 
 // Where a backward pass reads the forward's stages (of block `layer`, or -1 outside the blocks) and
 // where it writes the gradient of a stage (shaped as the stage table says), by id. A null StagePut
@@ -142,7 +174,8 @@ void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, c
     const Pooling pool = opt.pooling_for(c);
     const bool distilled = c.head == Head::Distilled;
     const bool embedding = c.head == Head::Identity;  // the output is the pooled feature: d feat = d embedding
-    if (put) (*put)(embedding ? SK::Embedding : SK::Logits, -1, dlogits.data());
+    const bool projection = c.head == Head::Projection;  // CLIP: embedding = feat @ proj
+    if (put) (*put)(embedding || projection ? SK::Embedding : SK::Logits, -1, dlogits.data());
     // logits = feat @ Wh.T + bh (distilled: (head(pooled) + head_dist(pooled_dist)) / 2)
     Tensor2 dl_half;
     const Tensor2* dl = &dlogits;
@@ -152,23 +185,35 @@ void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, c
         if (put) { (*put)(SK::LogitsCls, -1, dl_half.data()); (*put)(SK::LogitsDist, -1, dl_half.data()); }
     }
     Tensor2 dfeat = xt::zeros<float>({B, D});
+    const bool normed_row = pool == Pooling::Mean || pool == Pooling::ClsThenNorm;  // the norm on the one pooled row
+    const float* feat = embedding ? nullptr : get(normed_row ? SK::LnFinalOut : SK::Pooled, -1);
     if (embedding) {
         std::copy_n(dlogits.data(), B * D, dfeat.data());
+    } else if (projection) {
+        // embedding (B, E) = feat (B, D) @ proj (D, E): d feat = d embedding @ proj.T; d proj += feat.T @ d embedding
+        const size_t E = size_t(c.embed_dim);
+        ops::gemm(false, true, int(B), int(D), int(E), 1.f, dlogits.data(), int(E), w.proj.data(), int(E), 0.f,
+                  dfeat.data(), int(D));
+        if (g && g->proj.size())
+            ops::gemm(true, false, int(D), int(E), int(B), 1.f, feat, int(D), dlogits.data(), int(E), 1.f, g->proj.data(),
+                      int(E));
     } else {
-        const float* feat = get(pool == Pooling::Mean ? SK::LnFinalOut : SK::Pooled, -1);
         linear_backward(dfeat.data(), g ? &g->head_w : nullptr, g ? &g->head_b : nullptr, dl->data(), feat, w.head_w,
                         int(B), int(D), int(K));
     }
     dx = xt::zeros<float>({R, D});
     auto dx3 = as(dx.data(), std::array<size_t, 3>{B, T, D});
-    if (pool == Pooling::Mean) {
-        // pooled = x[:, prefix:].mean(1); feat = ln_final(pooled)
+    if (normed_row) {
+        // pooled = x[:, prefix:].mean(1) (CLIP's ClsThenNorm: x[:, 0]); feat = ln_final(pooled)
         Tensor2 dfin = Tensor2::from_shape({B, D}), dxhat = Tensor2::from_shape({B, D});
         auto rs = rstd_of(get(SK::LnFinalStd, -1), B, c.eps);
         ln_backward(dfin.data(), false, g ? &g->ln_f : nullptr, dxhat.data(), dfeat.data(),
                     get(SK::LnFinalNormalized, -1), rs.data(), w.ln_f, int(B), int(D), opt);
-        xt::view(dx3, xt::all(), xt::range(pf, T), xt::all()) =
-            xt::view(dfin / float(Np), xt::all(), xt::newaxis(), xt::all());
+        if (pool == Pooling::ClsThenNorm)
+            xt::view(dx3, xt::all(), 0, xt::all()) = dfin;
+        else
+            xt::view(dx3, xt::all(), xt::range(pf, T), xt::all()) =
+                xt::view(dfin / float(Np), xt::all(), xt::newaxis(), xt::all());
         if (put) {
             (*put)(SK::LnFinalOut, -1, dfeat.data());
             (*put)(SK::LnFinalNormalized, -1, dxhat.data());
@@ -222,7 +267,7 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
     st.da.resize({R, D});
     st.dqkv.resize({R, 3 * D});
     st.dzcat.resize({R, D});
-    st.dpre.resize({R, M});
+    st.dpre.resize({R, size_t(c.mlp_in())});
     st.dpost.resize({R, M});
     st.dq.resize({B, H, T, d});
     st.dk.resize({B, H, T, d});
@@ -259,10 +304,10 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
     linear_backward(st.dpost.data(), gb ? &gb->fc2_w : nullptr, gb ? &gb->fc2_b : nullptr, dmo, at(SK::MlpPost),
                     fc2_w, int(R), int(M), int(D));
     put_if(SK::MlpPost, st.dpost.data());
-    gelu_backward(st.dpre.data(), st.dpost.data(), at(SK::MlpPre), R * M);
+    act_backward(c.act, st.dpre.data(), st.dpost.data(), at(SK::MlpPre), R, M);
     put_if(SK::MlpPre, st.dpre.data());
     linear_backward(st.da.data(), gb ? &gb->fc1_w : nullptr, gb ? &gb->fc1_b : nullptr, st.dpre.data(), at(SK::Ln2Out),
-                    fc1_w, int(R), int(D), int(M));
+                    fc1_w, int(R), int(D), c.mlp_in());
     put_if(SK::Ln2Out, st.da.data());
     // d resid_mid = d resid_post (the skip) + d through LayerNorm
     auto rs2 = rstd_of(at(SK::Ln2Std), R, c.eps);
@@ -349,12 +394,29 @@ void embed_backward(const Weights& w, Weights* g, const Options& opt, size_t B, 
                  T = rd.T, T0 = rd.T0, D = c.width, CPP = c.patch_dim(), Rg = size_t(c.registers);
     const bool rec = put != nullptr;
     const size_t pc = c.cls_token ? 1 : 0;  // where the registers go
+    // CLIP's ln_pre: dstream is d ln_pre.out; back through it to the tokens it normalized
+    Tensor2 dlnpre;
+    const Tensor2* din = &dstream;
+    if (c.ln_pre) {
+        const size_t R = B * T;
+        dlnpre = Tensor2::from_shape({R, D});
+        Tensor2 dxhat = Tensor2::from_shape({R, D});
+        auto rs = rstd_of(get(SK::LnPreStd, -1), R, c.eps);
+        ln_backward(dlnpre.data(), false, g ? &g->ln_pre : nullptr, dxhat.data(), dstream.data(), get(SK::LnPreNormalized, -1),
+                    rs.data(), w.ln_pre, int(R), int(D), opt);
+        if (rec) {
+            (*put)(SK::LnPreOut, -1, dstream.data());
+            (*put)(SK::LnPreNormalized, -1, dxhat.data());
+        }
+        din = &dlnpre;
+    }
+    const Tensor2& dsin = *din;
     Tensor2 dembed_regs;
-    const Tensor2* demb = &dstream;
+    const Tensor2* demb = &dsin;
     if (Rg) {
         // with_registers = cat(x[:, :pc], reg, x[:, pc:]): the register rows' gradient is the tokens' own
-        if (rec) (*put)(SK::WithRegisters, -1, dstream.data());
-        auto ds3 = as(dstream.data(), std::array<size_t, 3>{B, T, D});
+        if (rec) (*put)(SK::WithRegisters, -1, dsin.data());
+        auto ds3 = as(dsin.data(), std::array<size_t, 3>{B, T, D});
         if (g && g->reg.size()) g->reg += xt::sum(xt::view(ds3, xt::all(), xt::range(pc, pc + Rg), xt::all()), {0});
         dembed_regs = Tensor2::from_shape({B * T0, D});
         auto de3 = as(dembed_regs.data(), std::array<size_t, 3>{B, T0, D});
@@ -423,7 +485,8 @@ const Array& Batch::forward(const Weights& w, const Tensor4& x, const Options& o
 const std::vector<StageKind>& backward_grad_kinds() {
     using K = StageKind;
     static const std::vector<StageKind> kinds{
-        K::Input, K::Patches, K::PatchEmbed, K::Tokens, K::PosEmbed, K::Embed, K::WithRegisters,
+        K::Input, K::Patches, K::PatchEmbed, K::Tokens, K::PosEmbed, K::Embed, K::WithRegisters, K::LnPreNormalized,
+        K::LnPreOut,
         K::Ln1Normalized, K::Ln1Out, K::AttnQ, K::AttnK, K::AttnV, K::AttnScores, K::AttnPattern, K::AttnZ,
         K::AttnOut, K::Ls1, K::ResidMid, K::Ln2Normalized, K::Ln2Out, K::MlpPre, K::MlpPost, K::MlpOut, K::Ls2,
         K::ResidPost, K::LnFinalNormalized, K::LnFinalOut, K::Pooled, K::PooledDist, K::LogitsCls, K::LogitsDist,
@@ -461,20 +524,17 @@ std::string backward_unsupported(const Config& c, const Options& o) {
     std::vector<std::string> parts;
     // an embedding (no classifier): its number embedding[k] is the target, where the output is the pooled feature
     // itself (DINO, DINOv2, MAE); CLIP's projection and SigLIP's pooling head have no backward yet
-    if (c.head == Head::Projection) parts.push_back("a projection head (CLIP's proj)");
-    if (c.ln_pre) parts.push_back("ln_pre");
     if (c.norm != Norm::LayerNorm) parts.push_back(norm_label(c.norm));
     if (c.patch_norm) parts.push_back("a norm on the patch embeddings");
-    if (c.act != Act::Gelu) parts.push_back(act_label(c.act));
     if (c.rope) parts.push_back("rotary position embeddings (RoPE)");
     if (!c.pos_table) parts.push_back("no position table");
     const Pooling p = o.pooling_for(c);
-    if (p != Pooling::Cls && p != Pooling::Mean && p != Pooling::NormMean) parts.push_back(std::string("pooling ") + pooling_name(p));
+    if (p == Pooling::Map) parts.push_back(std::string("pooling ") + pooling_name(p) + " (SigLIP's attention-pooling head)");
     if (p == Pooling::Cls && !c.cls_token) parts.push_back("cls pooling without a cls token");
     if (parts.empty()) return "";
-    std::string s = "the backward pass is written for the ViT with a classifier or an embedding output (cls, dist and "
-                    "register tokens, layer scale, cls or mean pooling); this model (" + std::string(family_label(c.family)) +
-                    ") has ";
+    std::string s = "the backward pass is written for the ViT with a classifier, an embedding output or CLIP's projection "
+                    "(cls, dist and register tokens, layer scale, ln_pre, GELU, QuickGELU, tanh-GELU, SwiGLU; cls, mean "
+                    "or CLIP's pooling); this model (" + std::string(family_label(c.family)) + ") has ";
     for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
     return s;
 }

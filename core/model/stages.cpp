@@ -52,7 +52,7 @@ const std::vector<StageDef> kDefs = {
     {K::Embed,        "embed",              false, true,  false, false, true,  CellRule::None,        "embed",       "embed",  0, "model.pos_drop (output)", d_embed, true},
     {K::EmbedKept,    "embed.kept",         false, false, false, false, true,  CellRule::None,        "dropped",     "drop",   0, "x[:, keep] after model.pos_drop (an intervention)", d_embed_kept},
     {K::WithRegisters, "with_registers",    false, true, false, false, true,  CellRule::None,        "registers",   "+reg",   0, "model.prepare_tokens_with_masks (output, dinov2)", d_with_registers},
-    LN_DEFS(LnPre, "ln_pre", "ln_pre", false, 0, "model.norm_pre", false),
+    LN_DEFS(LnPre, "ln_pre", "ln_pre", false, 0, "model.norm_pre", true),
     LN_RMS_DEFS(Ln1, "blocks.{l}.ln1", "ln1", true, 1, "blocks[{l}].norm1", true),
     {K::AttnQ,        "blocks.{l}.attn.q",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: q)", d_qkv},
     {K::AttnK,        "blocks.{l}.attn.k",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: k)", d_qkv},

@@ -30,8 +30,10 @@ import vitref  # noqa: E402
 torch.set_num_threads(1)
 # (an embedding model's target is its output's largest number, embedding[k]: DINO, DINOv2, MAE, timm's DINOv3 without RoPE
 # is not among them)
-WITH_GRADS = ["deit_timm", "deit_hf", "vit_reg4_gap_timm", "vit_gap_timm", "dino", "dinov2", "dinov2_reg", "mae"]
-REFUSED = {"clip_openai": "a projection head", "siglip_hf_vision": "pooling map", "dinov3": "rotary position embeddings",
+WITH_GRADS = ["deit_timm", "deit_hf", "vit_reg4_gap_timm", "vit_gap_timm", "dino", "dinov2", "dinov2_reg", "mae",
+              "dinov2_swiglu", "clip_openai", "open_clip_quickgelu", "open_clip_gelu", "clip_hf_vision",
+              "clip_hf_vision_proj"]
+REFUSED = {"siglip_hf_vision": "pooling map", "dinov3": "rotary position embeddings",
            "aimv2_timm": "RMSNorm",
            # AIMv2's parts under a classifier (a file that says so): the backward has no RMSNorm, no patch norm
            "aimv2_with_head": "RMSNorm, a norm on the patch embeddings"}
@@ -62,6 +64,12 @@ def reference_grads(s, c, x):
     if s.head == "distilled":
         f = grads["ln_final.out"]
         grads["pooled"], grads["pooled_dist"] = f[0], f[1 + s.regs]
+    # CLIP's pooled rows are views beside the graph too: OpenAI's and HF's ln_post reads the last stream's row 0
+    # (pooled = x[:, 0]), open_clip's projection ln_final's row 0
+    if s.final == "clip_row":
+        grads["pooled"] = grads[f"blocks.{s.depth - 1}.resid_post"][0]
+    if s.final == "open_clip":
+        grads["pooled"] = grads["ln_final.out"][0]
     return k, grads
 
 
