@@ -624,15 +624,15 @@ TEST(OnDemand, GradientsSameBitsOnOneAndTwoThreads) {
 }
 
 // The gradients on demand refuse what the backward pass refuses, with its message: a model with
-// an attention-pooling head (SigLIP), a run with interventions.
+// rotary position embeddings (DINOv3), a run with interventions.
 TEST(OnDemand, GradientsRefuseWhatTheBackwardRefuses) {
-    const Config c = small("siglip-b16");
+    const Config c = small("dinov3-s16");
     const Weights w = init_weights(c, 2);
     RunRequest req;
     req.grads = true;
     try {
         on_demand_pass(w, wave(c), {}, req);
-        ADD_FAILURE() << "on-demand gradients ran on a model with an attention-pooling head";
+        ADD_FAILURE() << "on-demand gradients ran on a model with RoPE";
     } catch (const std::invalid_argument& e) {
         EXPECT_EQ(std::string(e.what()), backward_unsupported(c, {}));
     }

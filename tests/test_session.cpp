@@ -121,9 +121,9 @@ TEST(GradPlan, RulesAndReasons) {
     p = grad_plan(GradMode::Off, StagesMode::Auto, l16, at_size(512));
     EXPECT_TRUE(has(p.why, "--no-grads") && has(p.why, "over the window's limit")) << p.why;
     // what the backward cannot run: its own reason, nothing to request
-    p = grad_plan(GradMode::On, StagesMode::Auto, preset("siglip-b16"), {});  // (SigLIP's pooling head has no backward)
+    p = grad_plan(GradMode::On, StagesMode::Auto, preset("dinov3-s16"), {});  // (RoPE has no backward yet)
     EXPECT_FALSE(p.run || p.can_request);
-    EXPECT_EQ(p.why, "no gradients: " + backward_unsupported(preset("siglip-b16"), {}));
+    EXPECT_EQ(p.why, "no gradients: " + backward_unsupported(preset("dinov3-s16"), {}));
     Options iv;
     iv.iv.heads = {{0, 0, true}};
     p = grad_plan(GradMode::Auto, StagesMode::Auto, def, iv);

@@ -91,10 +91,10 @@ def main():
     # a model the backward pass is not written for: both ways refuse --grads, naming why, and write nothing
     for extra in ([], ["--record-all"]):
         bad = w("reg.npz")
-        r = cli("trace", "--image", sample, "--out", bad, "--model", "siglip-b16", "--image-size", "64", "--grads",
+        r = cli("trace", "--image", sample, "--out", bad, "--model", "dinov3-s16", "--image-size", "64", "--grads",
                 *extra)
-        expect(r.returncode == 1 and "attention-pooling head" in r.stderr and not os.path.exists(bad),
-               f"--grads {' '.join(extra)} on SigLIP (its pooling head) exits 1 naming why ({r.returncode}: {r.stderr.strip()})")
+        expect(r.returncode == 1 and "rotary position embeddings" in r.stderr and not os.path.exists(bad),
+               f"--grads {' '.join(extra)} on DINOv3 (RoPE) exits 1 naming why ({r.returncode}: {r.stderr.strip()})")
 
     bad = w("bad.npz")
     r = cli("trace", "--image", sample, "--out", bad, "--stages", "blocks.*.attn.patern")

@@ -160,6 +160,80 @@ struct BlockScratch {
     Array dq, dk, dv;
 };
 
+// SigLIP's attention-pooling head (HF SiglipMultiheadAttentionPoolingHead), from d head.resid_post (B, D) back to
+// d ln_final.out (B*T, D): res = ao + fc2(act(fc1(ln(ao)))), ao = out_proj(concat_h softmax(q_h k_h^T / sqrt(d)) v_h),
+// q from the probe, k and v from the tokens. The weights' gradients are not computed (stages only).
+void map_head_backward(const Weights& w, const Options& opt, size_t B, const StageGet& get, const Tensor2& dres,
+                       Tensor2& dtok, const StagePut* put) {
+    using SK = StageKind;
+    const Config& c = w.cfg;
+    const MapHeadW& m = w.map;
+    const size_t T = run_dims(c, opt).T, D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, R = B * T;
+    auto put_if = [&](SK k, const float* src) { if (put) (*put)(k, -1, src); };
+    put_if(SK::HeadResidPost, dres.data());
+    put_if(SK::HeadMlpOut, dres.data());  // res = ao + mo
+    Tensor2 dpost = Tensor2::from_shape({B, M}), dpre = Tensor2::from_shape({B, M}), dhl = Tensor2::from_shape({B, D});
+    linear_backward(dpost.data(), nullptr, nullptr, dres.data(), nullptr, m.fc2_w, int(B), int(M), int(D));
+    put_if(SK::HeadMlpPost, dpost.data());
+    act_backward(c.act == Act::SwiGlu ? Act::Gelu : c.act, dpre.data(), dpost.data(), get(SK::HeadMlpPre, -1), B, M);
+    put_if(SK::HeadMlpPre, dpre.data());
+    linear_backward(dhl.data(), nullptr, nullptr, dpre.data(), nullptr, m.fc1_w, int(B), int(D), int(M));
+    put_if(SK::HeadLnOut, dhl.data());
+    Tensor2 dao = dres, dxhat = Tensor2::from_shape({B, D});  // the skip, plus the way through the head's LayerNorm
+    auto rs = rstd_of(get(SK::HeadLnStd, -1), B, c.eps);
+    ln_backward(dao.data(), true, nullptr, dxhat.data(), dhl.data(), get(SK::HeadLnNormalized, -1), rs.data(), m.ln,
+                int(B), int(D), opt);
+    put_if(SK::HeadLnNormalized, dxhat.data());
+    put_if(SK::HeadAttnOut, dao.data());
+    Tensor2 dz = Tensor2::from_shape({B, D});  // (B, H, 1, d): the heads concatenated
+    linear_backward(dz.data(), nullptr, nullptr, dao.data(), nullptr, m.out_w, int(B), int(D), int(D));
+    put_if(SK::HeadAttnZ, dz.data());
+    const float *q = get(SK::HeadAttnQ, -1), *k = get(SK::HeadAttnK, -1), *v = get(SK::HeadAttnV, -1),
+                *pat = get(SK::HeadAttnPattern, -1);
+    const double scale = 1.0 / std::sqrt(double(d));
+    Tensor2 dq = xt::zeros<float>({B, D}), dpat = Tensor2::from_shape({B, H * T}), dsc = Tensor2::from_shape({B, H * T});
+    Tensor2 dkv = xt::zeros<float>({R, 2 * D});  // [d k, d v] per token, heads concatenated
+    Tensor2 dk = xt::zeros<float>({B, H * T * d}), dv = xt::zeros<float>({B, H * T * d});
+    for (size_t img = 0; img < B; ++img)
+        for (size_t h = 0; h < H; ++h) {
+            const float* zg = dz.data() + img * D + h * d;
+            const float *qh = q + (img * H + h) * d, *kh = k + (img * H + h) * T * d, *vh = v + (img * H + h) * T * d;
+            const float* ph = pat + (img * H + h) * T;
+            float *dp = dpat.data() + img * H * T + h * T, *ds = dsc.data() + img * H * T + h * T;
+            double dot = 0;
+            for (size_t t = 0; t < T; ++t) {  // d pattern = dz . v_t; d v_t = pattern_t dz
+                double a = 0;
+                for (size_t u = 0; u < d; ++u) a += double(zg[u]) * vh[t * d + u];
+                dp[t] = float(a);
+                dot += a * ph[t];
+                float* dvt = dv.data() + img * H * T * d + (h * T + t) * d;
+                for (size_t u = 0; u < d; ++u) dvt[u] = float(double(ph[t]) * zg[u]);
+            }
+            for (size_t t = 0; t < T; ++t) {  // softmax: d scores = p (d p - sum(d p * p)); scores = q k^T * scale
+                ds[t] = float(double(ph[t]) * (double(dp[t]) - dot));
+                float* dkt = dk.data() + img * H * T * d + (h * T + t) * d;
+                for (size_t u = 0; u < d; ++u) {
+                    dq(img, h * d + u) += float(double(ds[t]) * kh[t * d + u] * scale);
+                    dkt[u] = float(double(ds[t]) * qh[u] * scale);
+                }
+            }
+            for (size_t t = 0; t < T; ++t)
+                for (size_t u = 0; u < d; ++u) {
+                    dkv(img * T + t, h * d + u) = dk(img, (h * T + t) * d + u);
+                    dkv(img * T + t, D + h * d + u) = dv(img, (h * T + t) * d + u);
+                }
+        }
+    put_if(SK::HeadAttnPattern, dpat.data());
+    put_if(SK::HeadAttnScores, dsc.data());
+    put_if(SK::HeadAttnQ, dq.data());  // (B, H, 1, d) == the heads concatenated
+    put_if(SK::HeadAttnK, dk.data());
+    put_if(SK::HeadAttnV, dv.data());
+    // k, v = ln_final(x) @ W[k; v].T: d ln_final.out = d [k, v] @ W[k; v]
+    const Tensor2 wkv = xt::view(m.in_w, xt::range(D, 3 * D), xt::all());
+    dtok = Tensor2::from_shape({R, D});
+    linear_backward(dtok.data(), nullptr, nullptr, dkv.data(), nullptr, wkv, int(R), int(D), int(2 * D));
+}
+
 // The head, from dlogits (B, K) back to dx (B*T, D), the gradient of the residual stream leaving the
 // last block. g: where the weights' gradients accumulate (null: not computed).
 // Poolings: cls (ln_final on every token, its row 0; DeiT distilled: and the dist token's row, each to its
@@ -235,6 +309,8 @@ void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, c
             xt::view(dout3, xt::all(), row, xt::all()) = dpd;
             if (put) (*put)(SK::PooledDist, -1, dpd.data());
         }
+    } else if (pool == Pooling::Map) {  // SigLIP: the attention-pooling head over ln_final's every token
+        map_head_backward(w, opt, B, get, dfeat, dout, put);
     } else {  // NormMean: pooled = ln_final(x)[:, prefix:].mean(1)
         xt::view(dout3, xt::all(), xt::range(pf, T), xt::all()) =
             xt::view(dfeat / float(Np), xt::all(), xt::newaxis(), xt::all());
@@ -490,7 +566,9 @@ const std::vector<StageKind>& backward_grad_kinds() {
         K::Ln1Normalized, K::Ln1Out, K::AttnQ, K::AttnK, K::AttnV, K::AttnScores, K::AttnPattern, K::AttnZ,
         K::AttnOut, K::Ls1, K::ResidMid, K::Ln2Normalized, K::Ln2Out, K::MlpPre, K::MlpPost, K::MlpOut, K::Ls2,
         K::ResidPost, K::LnFinalNormalized, K::LnFinalOut, K::Pooled, K::PooledDist, K::LogitsCls, K::LogitsDist,
-        K::Logits, K::Embedding};
+        K::Logits, K::HeadAttnQ, K::HeadAttnK, K::HeadAttnV, K::HeadAttnScores, K::HeadAttnPattern, K::HeadAttnZ,
+        K::HeadAttnOut, K::HeadLnNormalized, K::HeadLnOut, K::HeadMlpPre, K::HeadMlpPost, K::HeadMlpOut, K::HeadResidPost,
+        K::Embedding};
     return kinds;
 }
 
@@ -529,7 +607,6 @@ std::string backward_unsupported(const Config& c, const Options& o) {
     if (c.rope) parts.push_back("rotary position embeddings (RoPE)");
     if (!c.pos_table) parts.push_back("no position table");
     const Pooling p = o.pooling_for(c);
-    if (p == Pooling::Map) parts.push_back(std::string("pooling ") + pooling_name(p) + " (SigLIP's attention-pooling head)");
     if (p == Pooling::Cls && !c.cls_token) parts.push_back("cls pooling without a cls token");
     if (parts.empty()) return "";
     std::string s = "the backward pass is written for the ViT with a classifier, an embedding output or CLIP's projection "

@@ -32,8 +32,8 @@ torch.set_num_threads(1)
 # is not among them)
 WITH_GRADS = ["deit_timm", "deit_hf", "vit_reg4_gap_timm", "vit_gap_timm", "dino", "dinov2", "dinov2_reg", "mae",
               "dinov2_swiglu", "clip_openai", "open_clip_quickgelu", "open_clip_gelu", "clip_hf_vision",
-              "clip_hf_vision_proj"]
-REFUSED = {"siglip_hf_vision": "pooling map", "dinov3": "rotary position embeddings",
+              "clip_hf_vision_proj", "siglip_hf_vision"]
+REFUSED = {"dinov3": "rotary position embeddings",
            "aimv2_timm": "RMSNorm",
            # AIMv2's parts under a classifier (a file that says so): the backward has no RMSNorm, no patch norm
            "aimv2_with_head": "RMSNorm, a norm on the patch embeddings"}
@@ -50,6 +50,8 @@ def reference_grads(s, c, x):
     """Every stage of the reference and autograd's gradient of the predicted logit at it."""
     x = x.double().clone().requires_grad_(True)
     c = dict(c, pos=c["pos"].detach().clone().requires_grad_(True))  # pos_embed on the graph: its table a leaf
+    if c.get("probe") is not None:  # SigLIP's probe too: head.attn.q (made from it alone) then has a gradient
+        c["probe"] = c["probe"].detach().clone().requires_grad_(True)
     rec = families.reference(s, c, x)
     for v in rec.values():
         if v.requires_grad:
