@@ -188,10 +188,7 @@ public:
         const int L = int(hi.values.shape(0)), H = int(hi.values.shape(1));
         const float full_w = ImGui::GetContentRegionAvail().x;
         ImGui::BeginGroup();
-        // (wrapped to the map's width: its one line made the group 300 px wide beside a 200-px map)
-        ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + std::min(300.f, full_w * 0.3f));
         ImGui::Text("Head importance (click a head to knock it out)");
-        ImGui::PopTextWrapPos();
         float m = 0;
         for (float x : hi.values) m = std::max(m, std::fabs(x));
         HeatmapArgs a;
