@@ -72,6 +72,95 @@ TEST(Checkpoint, ConfigRoundTripsEachFamilyFieldAlone) {
     EXPECT_TRUE(config_from_json(config_to_json(d), "m.safetensors").dist_token);
 }
 
+// AIMv2's fields (issue 39): the norm, the blocks' biases and the patch norm round-trip each on its own and together
+// (the preset); a norm ViTScope does not know is refused naming the field; the combinations no model has (an RMSNorm
+// with ln_pre or SigLIP's pooling head, a LayerNorm on the patch embeddings) are refused by Config::validate, naming them.
+TEST(Checkpoint, Aimv2FieldsRoundTripAndImpossibleNormsAreRefused) {
+    const Config base = preset("vit-ti16");
+    Config a = base;
+    a.qkv_bias = false;
+    EXPECT_FALSE(config_from_json(config_to_json(a), "m.safetensors").qkv_bias);
+    Config b = base;
+    b.proj_bias = false;
+    EXPECT_FALSE(config_from_json(config_to_json(b), "m.safetensors").proj_bias);
+    const Config aim = preset("aimv2-l14");
+    const Config back = config_from_json(config_to_json(aim), "m.safetensors");
+    EXPECT_EQ(back.norm, Norm::RmsNorm);
+    EXPECT_TRUE(back.patch_norm);
+    EXPECT_FALSE(back.qkv_bias || back.proj_bias || back.cls_token);
+    EXPECT_EQ(back.family, ModelFamily::Aimv2);
+    EXPECT_EQ(config_to_json(back), config_to_json(aim));
+    EXPECT_EQ(param_count(aim), 309197824);  // timm's aimv2_large_patch14_224: no biases in the blocks, RMSNorm's gamma alone
+    std::string j = config_to_json(aim);
+    const size_t at = j.find("\"rms_norm\"");
+    ASSERT_NE(at, std::string::npos);
+    j.replace(at, 10, "\"group_norm\"");
+    try {
+        config_from_json(j, "m.safetensors");
+        ADD_FAILURE() << "an unknown norm was accepted";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("norm"), std::string::npos) << e.what();
+    }
+    auto refused = [](Config c, const char* word) {
+        try {
+            c.validate();
+            ADD_FAILURE() << "accepted a config that should name " << word;
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+        }
+    };
+    Config pre = aim;
+    pre.ln_pre = true;
+    refused(pre, "ln_pre");
+    Config map = aim;
+    map.pooling = Pooling::Map;
+    refused(map, "pooling map");
+    Config ln_patch = base;
+    ln_patch.patch_norm = true;
+    refused(ln_patch, "patch_norm");
+}
+
+// An AIMv2 state dict as timm saves it (aimv2_*: no bias but the patch conv's, fc1 split into fc1_g and fc1_x, the
+// patch norm's weight alone): it loads as AIMv2, and a file with what AIMv2 has not (an attention bias, a bias on
+// the final norm, a head) is refused naming the tensor (layouts_aimv2.cpp).
+TEST(CheckpointBad, Aimv2RefusesWhatItHasNot) {
+    Config c = preset("aimv2-l14");
+    c.image_size = 28; c.width = 64; c.depth = 2; c.heads = 4; c.mlp = 96; c.pre.resize = 0;
+    const Weights w = init_weights(c, 3);
+    auto aimv2 = [&]() {
+        std::map<std::string, Array> m;
+        const size_t M = size_t(c.mlp);
+        for_each_param([&](const std::string& n, const auto& t) {
+            const bool bias = n.size() > 5 && n.compare(n.size() - 5, 5, ".bias") == 0;
+            if (bias && n != "patch_embed.proj.bias") return;
+            if (n.find("mlp.fc1.weight") != std::string::npos) {
+                const std::string b = n.substr(0, n.size() - 10);  // "blocks.i.mlp."
+                const Array a(t);
+                m.emplace(b + "fc1_g.weight", Array(xt::view(a, xt::range(0, M), xt::all())));
+                m.emplace(b + "fc1_x.weight", Array(xt::view(a, xt::range(M, 2 * M), xt::all())));
+                return;
+            }
+            m.emplace(n, Array(t));
+        }, w);
+        m["patch_embed.proj.weight"].reshape({size_t(c.width), size_t(c.channels), size_t(c.patch), size_t(c.patch)});
+        m["pos_embed"].reshape({1, size_t(c.patches()), size_t(c.width)});
+        return m;
+    };
+    LoadOverrides ov;
+    ov.heads = 4;
+    const LoadedModel lm = weights_from_tensors(aimv2(), {}, "aim.safetensors", ov);
+    EXPECT_EQ(lm.weights.cfg.family, ModelFamily::Aimv2);
+    EXPECT_EQ(lm.weights.cfg.norm, Norm::RmsNorm);
+    EXPECT_TRUE(lm.weights.cfg.patch_norm);
+    for (const char* extra : {"blocks.0.attn.qkv.bias", "blocks.0.attn.proj.bias", "norm.bias", "head.weight"}) {
+        auto m = aimv2();
+        m.emplace(extra, Array(xt::zeros<float>({size_t(extra[0] == 'h' ? 10 : c.width)})));
+        const std::string msg = message_of(std::move(m), ov);
+        EXPECT_NE(msg.find("ckpt.safetensors"), std::string::npos) << extra << ": " << msg;
+        EXPECT_NE(msg.find(extra[0] == 'h' ? "head" : extra), std::string::npos) << extra << ": " << msg;
+    }
+}
+
 // vitscope.config's resize interpolation: the two it knows round-trip; any other spelling is refused
 // by name (it was read as bilinear, silently resizing differently from what the file said).
 TEST(Checkpoint, ConfigInterpIsOneItKnows) {

@@ -29,10 +29,10 @@ Plan plan_aimv2(const Keys& k, const std::string& R, const std::string& what) {
     c.eps = 1e-5f;
     p.eps_default_from = apple ? "Apple's AIMv2VisionEncoder (RMSNorm eps 1e-5)" : "timm's aimv2_* (RmsNorm eps 1e-5)";
     const std::string b0 = p.blocks + "0.";
-    if (k.has(R + (apple ? "trunk.blocks.0.attn.qkv.bias" : "blocks.0.attn.qkv.bias")) ||
-        k.has(R + (apple ? "trunk.blocks.0.attn.proj.bias" : "blocks.0.attn.proj.bias")))
-        throw FileError(what + ": an AIMv2 checkpoint with biases in its attention (" + b0 +
-                        "attn.qkv.bias or attn.proj.bias): AIMv2 has none; not supported");
+    for (const char* b : {"attn.qkv.bias", "attn.proj.bias"})
+        if (k.has(b0 + b))
+            throw FileError(what + ": an AIMv2 checkpoint with a bias in its attention (" + b0 + b +
+                            "): AIMv2 has none; not supported");
     if (k.has(R + (apple ? "trunk.post_trunk_norm.bias" : "norm.bias")))
         throw FileError(what + ": an AIMv2 checkpoint whose final norm has a bias (" + R +
                         (apple ? "trunk.post_trunk_norm.bias" : "norm.bias") + "): AIMv2's RMSNorm has none");
