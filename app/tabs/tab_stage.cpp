@@ -412,10 +412,15 @@ void StageTab::draw_stage(ViewCtx& v) {
     StageInfo info = *e->info;  // the value's description; a gradient has the value's axes
     const int pred = trace->has_grads() ? trace->grad_class() : -1;
     if (showing_grad && !c.has_logits()) {
-        // an embedding model (DINO, DINOv2, MAE): the target is one number of its output, its largest by default
+        // an embedding model (DINO, DINOv2, MAE, CLIP, SigLIP): the target is one number of its output, its largest by
+        // default; said as largest only where it is, from the trace's own embedding
+        const Array* emb = trace->find(StageId{StageKind::Embedding});
+        const bool largest = emb && emb->size() > size_t(std::max(pred, 0)) &&
+                             int(std::max_element(emb->begin(), emb->end()) - emb->begin()) == pred;
         info.title = "Gradient: d embedding[" + std::to_string(pred) + "] / d " + rest;
-        info.what = "How much number " + std::to_string(pred) + " of the model's output embedding (its largest; the "
-                    "model has no classifier, so no class to follow) changes per unit change of each value of " + name +
+        info.what = "How much number " + std::to_string(pred) + " of the model's output embedding (" +
+                    (largest ? "its largest" : "the one chosen") + "; the model has no classifier, so no class to follow) "
+                    "changes per unit change of each value of " + name +
                     ": one backward pass from that number. Positive (red) raises it, negative (blue) lowers it.";
         info.torch = "embedding[0, " + std::to_string(pred) + "].backward();  " + rest + ".grad   # after " + rest +
                      ".retain_grad()";

@@ -600,8 +600,8 @@ std::string backward_unsupported(const Config& c, const Options& o) {
         return "the backward pass does not run with interventions (" + o.iv.describe() +
                "): the gradients would not be those of the intervened pass";
     std::vector<std::string> parts;
-    // an embedding (no classifier): its number embedding[k] is the target, where the output is the pooled feature
-    // itself (DINO, DINOv2, MAE); CLIP's projection and SigLIP's pooling head have no backward yet
+    // a model without a classifier differentiates one number of its output, embedding[k] (the pooled feature of DINO,
+    // DINOv2 and MAE, CLIP's projection, SigLIP's pooling head): what is left out is RMSNorm and RoPE (below)
     if (c.norm != Norm::LayerNorm) parts.push_back(norm_label(c.norm));
     if (c.patch_norm) parts.push_back("a norm on the patch embeddings");
     if (c.rope) parts.push_back("rotary position embeddings (RoPE)");
