@@ -495,12 +495,10 @@ void Commands::add_trace(CLI::App& app) {
             Options opt = options_from(s);
             input_size_into(opt, x, c, s);
             interventions_from_flags(s.iv, lm.weights, opt);
-            if (s.grads && !opt.iv.empty())
-                throw UsageError("--grads: the backward pass does not run with interventions (" + opt.iv.describe() + ")");
-            // a model the backward pass is not written for: said before the forward pass, naming the flag
-            // (it read "the forward pass failed" after running it); exit 1, as before
+            // a pass the backward cannot follow (an intervention): said before the forward pass, naming the flag, in the
+            // words the window's gradient views use (every family has its backward)
             if (const std::string why = s.grads ? backward_unsupported(c, opt) : std::string(); !why.empty())
-                throw std::runtime_error("--grads: no gradients for " + lm.source + ": " + why);
+                throw UsageError("--grads: " + why);
             RunRequest req;
             req.grads = s.grads;
             req.grad_class = s.grad_class;

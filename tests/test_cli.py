@@ -86,10 +86,17 @@ def main():
     r = cli("trace", "--model", "fmnist", "--heads", "5", "--image", sample, "--out", w("x.npz"))
     expect(r.returncode == 2 and "--heads 5 does not divide the width 64" in r.stderr,
            "--heads that does not divide the width is bad usage: exit 2 naming the flag")
-    r = cli("trace", "--model", "dinov3-s16", "--grads", "--image", sample, "--out", w("x.npz"))
-    expect(r.returncode == 1 and "--grads: no gradients for preset:dinov3-s16" in r.stderr and "RoPE" in r.stderr and
-           "forward pass failed" not in r.stderr,
-           "--grads on a model the backward pass is not written for: exit 1 naming the flag, the model and why")
+    r = cli("trace", "--model", "dinov3-s16", "--image-size", "64", "--grads", "--ablate-head", "0.1", "--image", sample,
+            "--out", w("x.npz"))
+    expect(r.returncode == 2 and "--grads: the backward pass does not run with interventions (head L0 H1 zeroed)"
+           in r.stderr and "forward pass failed" not in r.stderr,
+           f"--grads with an intervention: exit 2 naming the flag and the intervention ({r.stderr.strip()[:120]})")
+    # every family has its backward: DINOv3's RoPE too (the rotated q and k carry a gradient)
+    r = cli("trace", "--model", "dinov3-s16", "--image-size", "64", "--grads", "--image", sample, "--out", w("d3.npz"))
+    with np.load(w("d3.npz")) if r.returncode == 0 else open(os.devnull) as z:
+        names = z.files if r.returncode == 0 else []
+    expect(r.returncode == 0 and "blocks.0.attn.q_rot.grad" in names and "blocks.0.attn.q.grad" in names,
+           f"--grads on DINOv3 (RoPE): exit 0, q_rot and q with their gradients ({r.returncode}: {r.stderr.strip()[:100]})")
     np.save(w("wrong.npy"), np.zeros((3, 28, 28), np.float32))
     r = cli("trace", "--input", w("wrong.npy"), "--out", w("x.npz"))
     expect(r.returncode == 1 and "(1, 28, 28)" in r.stderr, "input of the wrong shape exits 1 with both shapes")

@@ -386,7 +386,7 @@ TEST(OnDemand, FullTraceLimitPointsToOnDemand) {
 // every stage's gradient bit for bit as the full traced backward records it: the default model, a
 // ViT-Ti/16-shaped model with random weights (three blocks, with options that change the backward:
 // mean pooling, another input size, the unbiased variance without affine, the scale after the
-// softmax; with block stages kept) and a toy model; in table order, in reverse, and with stages of other blocks read between.
+// softmax; with block stages kept), a toy model, DINOv3 and AIMv2; in table order, in reverse, and with stages of other blocks read between.
 TEST(OnDemand, EveryGradientEqualsTheFullBackward) {
     struct Case { std::string what; Weights w; Options opt; int cls; std::vector<StageKind> also = {}; };
     std::vector<Case> cases;
@@ -407,6 +407,11 @@ TEST(OnDemand, EveryGradientEqualsTheFullBackward) {
     odd.bug_scale_after_softmax = true;
     cases.push_back({"vit-ti16 9x6 grid, unbiased, no affine, scale after softmax", wti, odd, -1});
     cases.push_back({"toy-rgb8", init_weights(preset("toy-rgb8"), 5), {}, -1});
+    // the 2025 families' parts: RoPE with storage tokens and no position table (DINOv3, q_rot and k_rot kept), RMSNorm
+    // at every site and on the patch embeddings (AIMv2, cls-less, mean pooling), each read back on demand
+    cases.push_back({"dinov3-s16, rotated q and k kept", init_weights(small("dinov3-s16"), 3), {}, -1,
+                     {StageKind::AttnQRot, StageKind::AttnKRot}});
+    cases.push_back({"aimv2-l14 (RMSNorm)", init_weights(small("aimv2-l14"), 3), {}, -1});
     for (const Case& k : cases) {
         SCOPED_TRACE(k.what);
         const Config& c = k.w.cfg;
@@ -623,24 +628,20 @@ TEST(OnDemand, GradientsSameBitsOnOneAndTwoThreads) {
     EXPECT_GE(compared, size_t(16 * ti.depth));
 }
 
-// The gradients on demand refuse what the backward pass refuses, with its message: a model with
-// rotary position embeddings (DINOv3), a run with interventions.
+// The gradients on demand refuse what the backward pass refuses, with its message: a run with interventions.
 TEST(OnDemand, GradientsRefuseWhatTheBackwardRefuses) {
-    const Config c = small("dinov3-s16");
-    const Weights w = init_weights(c, 2);
     RunRequest req;
     req.grads = true;
-    try {
-        on_demand_pass(w, wave(c), {}, req);
-        ADD_FAILURE() << "on-demand gradients ran on a model with RoPE";
-    } catch (const std::invalid_argument& e) {
-        EXPECT_EQ(std::string(e.what()), backward_unsupported(c, {}));
-    }
     const Config v = small("vit-ti16");
     const Weights wv = init_weights(v, 2);
     Options o;
     o.iv.dropped = {2};
-    EXPECT_THROW(on_demand_pass(wv, wave(v), o, req), std::invalid_argument);
+    try {
+        on_demand_pass(wv, wave(v), o, req);
+        ADD_FAILURE() << "on-demand gradients ran with dropped patches";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_EQ(std::string(e.what()), backward_unsupported(v, o));
+    }
     const Trace plain = on_demand_pass(wv, wave(v), {});
     EXPECT_FALSE(plain.has_grads());
     EXPECT_EQ(plain.grad_at(3), nullptr);

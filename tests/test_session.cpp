@@ -120,10 +120,10 @@ TEST(GradPlan, RulesAndReasons) {
         << p.why;
     p = grad_plan(GradMode::Off, StagesMode::Auto, l16, at_size(512));
     EXPECT_TRUE(has(p.why, "--no-grads") && has(p.why, "over the window's limit")) << p.why;
-    // what the backward cannot run: its own reason, nothing to request
-    p = grad_plan(GradMode::On, StagesMode::Auto, preset("dinov3-s16"), {});  // (RoPE has no backward yet)
-    EXPECT_FALSE(p.run || p.can_request);
-    EXPECT_EQ(p.why, "no gradients: " + backward_unsupported(preset("dinov3-s16"), {}));
+    // every family has its backward (DINOv3's RoPE, AIMv2's RMSNorm): the plan runs them as any other
+    p = grad_plan(GradMode::On, StagesMode::Auto, preset("dinov3-s16"), {});
+    EXPECT_TRUE(p.run && p.why.empty()) << p.why;
+    // what the backward cannot run (an intervention): its own reason, nothing to request
     Options iv;
     iv.iv.heads = {{0, 0, true}};
     p = grad_plan(GradMode::Auto, StagesMode::Auto, def, iv);

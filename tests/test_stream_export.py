@@ -88,13 +88,13 @@ def main():
             expect(zs.files == want, f"--stages writes exactly the matching stages in table order ({len(zs.files)} entries)")
             expect(all(zs[k].tobytes() == zf[k].tobytes() for k in zs.files), "...with the full export's bits")
 
-    # a model the backward pass is not written for: both ways refuse --grads, naming why, and write nothing
+    # a pass the backward pass cannot follow (an intervention): both ways refuse --grads, naming why, and write nothing
     for extra in ([], ["--record-all"]):
         bad = w("reg.npz")
         r = cli("trace", "--image", sample, "--out", bad, "--model", "dinov3-s16", "--image-size", "64", "--grads",
-                *extra)
-        expect(r.returncode == 1 and "rotary position embeddings" in r.stderr and not os.path.exists(bad),
-               f"--grads {' '.join(extra)} on DINOv3 (RoPE) exits 1 naming why ({r.returncode}: {r.stderr.strip()})")
+                "--drop-patches", "0,1", *extra)
+        expect(r.returncode == 2 and "interventions" in r.stderr and not os.path.exists(bad),
+               f"--grads {' '.join(extra)} with dropped patches exits 2 naming why ({r.returncode}: {r.stderr.strip()})")
 
     bad = w("bad.npz")
     r = cli("trace", "--image", sample, "--out", bad, "--stages", "blocks.*.attn.patern")

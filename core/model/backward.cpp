@@ -16,6 +16,7 @@
 #include <xtensor/xview.hpp>
 
 #include "core/kernels/ops.h"
+#include "core/model/rope.h"
 
 namespace vit {
 
@@ -67,15 +68,19 @@ std::vector<float> rstd_of(const float* sd, size_t R, float eps) {
 // dx (=, or += if accumulate) from dy through LayerNorm; dxhat_out optional (the
 // gradient at `normalized`). With n the variance divisor (D, or D-1 unbiased):
 // dx = rstd * (dxhat - mean(dxhat) - xhat * sum(dxhat * xhat) / n)
-// g: where d gamma and d beta accumulate (null: not computed).
+// RMSNorm (rms): no mean was removed and n is D: dx = rstd * (dxhat - xhat * sum(dxhat * xhat) / D), rstd = 1 /
+// sqrt(mean(x^2) + eps) (d/dx_i of x_j / sqrt(mean(x^2) + eps) is rstd (delta_ij - xhat_i xhat_j / D)).
+// g: where d gamma and d beta (LayerNorm only) accumulate (null: not computed).
 void ln_backward(float* dx, bool accumulate, LayerNormW* g, float* dxhat_out, const float* dy, const float* xhat,
-                 const float* rstd, const LayerNormW& w, int R, int D, const Options& opt) {
-    const float nv = float(opt.unbiased ? std::max(D - 1, 1) : D);
+                 const float* rstd, const LayerNormW& w, int R, int D, const Options& opt, bool rms = false) {
+    const float nv = float(!rms && opt.unbiased ? std::max(D - 1, 1) : D);
     if (opt.affine && g) {  // d gamma = sum(dy * xhat), d beta = sum(dy) over the rows
+        const bool beta = !rms && g->b.size();
         for (int r = 0; r < R; ++r) {
             const float* y = dy + size_t(r) * D;
             const float* xh = xhat + size_t(r) * D;
-            for (int i = 0; i < D; ++i) { g->g(i) += y[i] * xh[i]; g->b(i) += y[i]; }
+            for (int i = 0; i < D; ++i) g->g(i) += y[i] * xh[i];
+            if (beta) for (int i = 0; i < D; ++i) g->b(i) += y[i];
         }
     }
 #pragma omp parallel if (R * D > 20000)
@@ -93,12 +98,23 @@ void ln_backward(float* dx, bool accumulate, LayerNormW* g, float* dxhat_out, co
                 s1 += v;
                 s2 += double(v) * xh[i];
             }
-            float m1 = float(s1 / D), m2 = float(s2 / nv), rs = rstd[r];
+            float m1 = rms ? 0.f : float(s1 / D), m2 = float(s2 / nv), rs = rstd[r];
             float* o = dx + size_t(r) * D;
             if (accumulate) for (int i = 0; i < D; ++i) o[i] += rs * (gg[i] - m1 - xh[i] * m2);
             else for (int i = 0; i < D; ++i) o[i] = rs * (gg[i] - m1 - xh[i] * m2);
         }
     }
+}
+
+// The norm at `site` backward: RMSNorm where the model norms with it (every site but SigLIP's head), else LayerNorm;
+// its row statistic (std or rms) and `normalized` read through `at` (the site's stage kinds), R rows of the width.
+void norm_backward(const Config& c, LnSite site, const std::function<const float*(StageKind)>& at, float* dx,
+                   bool accumulate, LayerNormW* g, float* dxhat_out, const float* dy, const LayerNormW& w, size_t R,
+                   const Options& opt) {
+    const bool rms = c.norm == Norm::RmsNorm && site != LnSite::Head;
+    const std::vector<float> rs = rstd_of(at(ln_kind(site, rms ? LnPart::Rms : LnPart::Std)), R, c.eps);
+    ln_backward(dx, accumulate, g, dxhat_out, dy, at(ln_kind(site, LnPart::Normalized)), rs.data(), w, int(R),
+                int(c.width), opt, rms);
 }
 
 // d/dx gelu(x) = Phi(x) + x phi(x), as an expression on chunks fixed by n (not by the thread count:
@@ -180,9 +196,8 @@ void map_head_backward(const Weights& w, const Options& opt, size_t B, const Sta
     linear_backward(dhl.data(), nullptr, nullptr, dpre.data(), nullptr, m.fc1_w, int(B), int(D), int(M));
     put_if(SK::HeadLnOut, dhl.data());
     Tensor2 dao = dres, dxhat = Tensor2::from_shape({B, D});  // the skip, plus the way through the head's LayerNorm
-    auto rs = rstd_of(get(SK::HeadLnStd, -1), B, c.eps);
-    ln_backward(dao.data(), true, nullptr, dxhat.data(), dhl.data(), get(SK::HeadLnNormalized, -1), rs.data(), m.ln,
-                int(B), int(D), opt);
+    norm_backward(c, LnSite::Head, [&](SK k) { return get(k, -1); }, dao.data(), true, nullptr, dxhat.data(), dhl.data(),
+                  m.ln, B, opt);
     put_if(SK::HeadLnNormalized, dxhat.data());
     put_if(SK::HeadAttnOut, dao.data());
     Tensor2 dz = Tensor2::from_shape({B, D});  // (B, H, 1, d): the heads concatenated
@@ -249,6 +264,7 @@ void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, c
     const bool distilled = c.head == Head::Distilled;
     const bool embedding = c.head == Head::Identity;  // the output is the pooled feature: d feat = d embedding
     const bool projection = c.head == Head::Projection;  // CLIP: embedding = feat @ proj
+    const auto at_head = [&](SK k) { return get(k, -1); };
     if (put) (*put)(embedding || projection ? SK::Embedding : SK::Logits, -1, dlogits.data());
     // logits = feat @ Wh.T + bh (distilled: (head(pooled) + head_dist(pooled_dist)) / 2)
     Tensor2 dl_half;
@@ -280,9 +296,8 @@ void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, c
     if (normed_row) {
         // pooled = x[:, prefix:].mean(1) (CLIP's ClsThenNorm: x[:, 0]); feat = ln_final(pooled)
         Tensor2 dfin = Tensor2::from_shape({B, D}), dxhat = Tensor2::from_shape({B, D});
-        auto rs = rstd_of(get(SK::LnFinalStd, -1), B, c.eps);
-        ln_backward(dfin.data(), false, g ? &g->ln_f : nullptr, dxhat.data(), dfeat.data(),
-                    get(SK::LnFinalNormalized, -1), rs.data(), w.ln_f, int(B), int(D), opt);
+        norm_backward(c, LnSite::Final, at_head, dfin.data(), false, g ? &g->ln_f : nullptr, dxhat.data(), dfeat.data(),
+                      w.ln_f, B, opt);
         if (pool == Pooling::ClsThenNorm)
             xt::view(dx3, xt::all(), 0, xt::all()) = dfin;
         else
@@ -316,9 +331,8 @@ void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, c
             xt::view(dfeat / float(Np), xt::all(), xt::newaxis(), xt::all());
         if (put) (*put)(SK::Pooled, -1, dfeat.data());
     }
-    auto rs = rstd_of(get(SK::LnFinalStd, -1), R, c.eps);
-    ln_backward(dx.data(), false, g ? &g->ln_f : nullptr, dxhat.data(), dout.data(), get(SK::LnFinalNormalized, -1),
-                rs.data(), w.ln_f, int(R), int(D), opt);
+    norm_backward(c, LnSite::Final, at_head, dx.data(), false, g ? &g->ln_f : nullptr, dxhat.data(), dout.data(), w.ln_f,
+                  R, opt);
     if (put) {
         (*put)(SK::LnFinalOut, -1, dout.data());
         (*put)(SK::LnFinalNormalized, -1, dxhat.data());
@@ -386,9 +400,7 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
                     fc1_w, int(R), int(D), c.mlp_in());
     put_if(SK::Ln2Out, st.da.data());
     // d resid_mid = d resid_post (the skip) + d through LayerNorm
-    auto rs2 = rstd_of(at(SK::Ln2Std), R, c.eps);
-    ln_backward(dx.data(), true, gb ? &gb->ln2 : nullptr, dxh_p, st.da.data(), at(SK::Ln2Normalized), rs2.data(),
-                bw.ln2, int(R), int(D), opt);
+    norm_backward(c, LnSite::Ln2, at, dx.data(), true, gb ? &gb->ln2 : nullptr, dxh_p, st.da.data(), bw.ln2, R, opt);
     put_if(SK::Ln2Normalized, dxh_p);
     put_if(SK::ResidMid, dx.data());
     const float* dao = c.layer_scale ? layer_scale(SK::Ls1, SK::AttnOut, bw.ls1, gb ? &gb->ls1 : nullptr) : dx.data();
@@ -397,7 +409,9 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
     linear_backward(st.dzcat.data(), gb ? &gb->proj_w : nullptr, gb ? &gb->proj_b : nullptr, dao, zcat, proj_w,
                     int(R), int(D), int(D));
     // per image and head: z = attn @ v, attn = post_scale * softmax(alpha * q k^T)
-    const float *q = at(SK::AttnQ), *k = at(SK::AttnK), *v = at(SK::AttnV), *pat = at(SK::AttnPattern);
+    // (RoPE: the scores were made of the rotated q and k)
+    const float *q = at(c.rope ? SK::AttnQRot : SK::AttnQ), *k = at(c.rope ? SK::AttnKRot : SK::AttnK),
+                *v = at(SK::AttnV), *pat = at(SK::AttnPattern);
     Array rz, rP, rS;
     if (rec) { rz = empty_array(HTd); rP = empty_array(HTT); rS = empty_array(HTT); }
 #pragma omp parallel
@@ -438,6 +452,15 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
         put_if(SK::AttnZ, rz.data());
         put_if(SK::AttnPattern, rP.data());
         put_if(SK::AttnScores, rS.data());
+    }
+    if (c.rope) {  // dq, dk were those of q_rot, k_rot: back through the rotation (rope_rotate_back) to q and k
+        put_if(SK::AttnQRot, st.dq.data());
+        put_if(SK::AttnKRot, st.dk.data());
+        const RopeAngles ang = rope_angles(c, w.rope_periods, rd);
+        rope_rotate_back(st.dq.data(), ang, B * H, T);
+        rope_rotate_back(st.dk.data(), ang, B * H, T);
+    }
+    if (rec) {
         put_if(SK::AttnQ, st.dq.data());
         put_if(SK::AttnK, st.dk.data());
         put_if(SK::AttnV, st.dv.data());
@@ -452,9 +475,7 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
     linear_backward(st.da.data(), gb ? &gb->qkv_w : nullptr, gb ? &gb->qkv_b : nullptr, st.dqkv.data(), at(SK::Ln1Out),
                     qkv_w, int(R), int(D), int(3 * D));
     put_if(SK::Ln1Out, st.da.data());
-    auto rs1 = rstd_of(at(SK::Ln1Std), R, c.eps);
-    ln_backward(dx.data(), true, gb ? &gb->ln1 : nullptr, dxh_p, st.da.data(), at(SK::Ln1Normalized), rs1.data(),
-                bw.ln1, int(R), int(D), opt);
+    norm_backward(c, LnSite::Ln1, at, dx.data(), true, gb ? &gb->ln1 : nullptr, dxh_p, st.da.data(), bw.ln1, R, opt);
     put_if(SK::Ln1Normalized, dxh_p);
 }
 
@@ -477,9 +498,8 @@ void embed_backward(const Weights& w, Weights* g, const Options& opt, size_t B, 
         const size_t R = B * T;
         dlnpre = Tensor2::from_shape({R, D});
         Tensor2 dxhat = Tensor2::from_shape({R, D});
-        auto rs = rstd_of(get(SK::LnPreStd, -1), R, c.eps);
-        ln_backward(dlnpre.data(), false, g ? &g->ln_pre : nullptr, dxhat.data(), dstream.data(), get(SK::LnPreNormalized, -1),
-                    rs.data(), w.ln_pre, int(R), int(D), opt);
+        norm_backward(c, LnSite::Pre, [&](SK k) { return get(k, -1); }, dlnpre.data(), false, g ? &g->ln_pre : nullptr,
+                      dxhat.data(), dstream.data(), w.ln_pre, R, opt);
         if (rec) {
             (*put)(SK::LnPreOut, -1, dstream.data());
             (*put)(SK::LnPreNormalized, -1, dxhat.data());
@@ -505,7 +525,8 @@ void embed_backward(const Weights& w, Weights* g, const Options& opt, size_t B, 
     if (rec) {
         (*put)(SK::Embed, -1, demb->data());
         (*put)(SK::Tokens, -1, demb->data());
-        (*put)(SK::PosEmbed, -1, demb->data());  // embed = tokens + pos_embed: the same gradient reaches both
+        // embed = tokens + pos_embed: the same gradient reaches both (no table, DINOv3's RoPE: embed is the tokens)
+        if (c.pos_table) (*put)(SK::PosEmbed, -1, demb->data());
     }
     if (g) {
         // the stored table: [cls, dist,] the grid, or the grid alone (no row for the tokens before the patches)
@@ -516,6 +537,16 @@ void embed_backward(const Weights& w, Weights* g, const Options& opt, size_t B, 
     }
     if (!g && !rec) return;
     Tensor3 dpe = xt::view(dx3, xt::all(), xt::range(p0, T0), xt::all());
+    if (c.patch_norm) {  // AIMv2: the tokens' patch rows are patch_embed.norm's output; back through the norm
+        Tensor3 dconv = Tensor3::from_shape({B, N, D}), dxhat = Tensor3::from_shape({B, N, D});
+        norm_backward(c, LnSite::Patch, [&](SK k) { return get(k, -1); }, dconv.data(), false,
+                      g ? &g->patch_norm : nullptr, dxhat.data(), dpe.data(), w.patch_norm, B * N, opt);
+        if (rec) {
+            (*put)(SK::PatchNormOut, -1, dpe.data());
+            (*put)(SK::PatchNormNormalized, -1, dxhat.data());
+        }
+        dpe = std::move(dconv);
+    }
     if (rec) (*put)(SK::PatchEmbed, -1, dpe.data());
     Tensor2 dpatch = Tensor2::from_shape({rec ? N : 0, CPP});
     linear_backward(rec ? dpatch.data() : nullptr, g ? &g->patch_w : nullptr, g ? &g->patch_b : nullptr, dpe.data(),
@@ -561,9 +592,9 @@ const Array& Batch::forward(const Weights& w, const Tensor4& x, const Options& o
 const std::vector<StageKind>& backward_grad_kinds() {
     using K = StageKind;
     static const std::vector<StageKind> kinds{
-        K::Input, K::Patches, K::PatchEmbed, K::Tokens, K::PosEmbed, K::Embed, K::WithRegisters, K::LnPreNormalized,
+        K::Input, K::Patches, K::PatchEmbed, K::PatchNormNormalized, K::PatchNormOut, K::Tokens, K::PosEmbed, K::Embed, K::WithRegisters, K::LnPreNormalized,
         K::LnPreOut,
-        K::Ln1Normalized, K::Ln1Out, K::AttnQ, K::AttnK, K::AttnV, K::AttnScores, K::AttnPattern, K::AttnZ,
+        K::Ln1Normalized, K::Ln1Out, K::AttnQ, K::AttnK, K::AttnV, K::AttnQRot, K::AttnKRot, K::AttnScores, K::AttnPattern, K::AttnZ,
         K::AttnOut, K::Ls1, K::ResidMid, K::Ln2Normalized, K::Ln2Out, K::MlpPre, K::MlpPost, K::MlpOut, K::Ls2,
         K::ResidPost, K::LnFinalNormalized, K::LnFinalOut, K::Pooled, K::PooledDist, K::LogitsCls, K::LogitsDist,
         K::Logits, K::HeadAttnQ, K::HeadAttnK, K::HeadAttnV, K::HeadAttnScores, K::HeadAttnPattern, K::HeadAttnZ,
@@ -599,21 +630,12 @@ std::string backward_unsupported(const Config& c, const Options& o) {
     if (!o.iv.empty())
         return "the backward pass does not run with interventions (" + o.iv.describe() +
                "): the gradients would not be those of the intervened pass";
-    std::vector<std::string> parts;
-    // a model without a classifier differentiates one number of its output, embedding[k] (the pooled feature of DINO,
-    // DINOv2 and MAE, CLIP's projection, SigLIP's pooling head): what is left out is RMSNorm and RoPE (below)
-    if (c.norm != Norm::LayerNorm) parts.push_back(norm_label(c.norm));
-    if (c.patch_norm) parts.push_back("a norm on the patch embeddings");
-    if (c.rope) parts.push_back("rotary position embeddings (RoPE)");
-    if (!c.pos_table) parts.push_back("no position table");
-    const Pooling p = o.pooling_for(c);
-    if (p == Pooling::Cls && !c.cls_token) parts.push_back("cls pooling without a cls token");
-    if (parts.empty()) return "";
-    std::string s = "the backward pass is written for the ViT with a classifier, an embedding output or CLIP's projection "
-                    "(cls, dist and register tokens, layer scale, ln_pre, GELU, QuickGELU, tanh-GELU, SwiGLU; cls, mean "
-                    "or CLIP's pooling); this model (" + std::string(family_label(c.family)) + ") has ";
-    for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
-    return s;
+    // every family's parts have their backward (RMSNorm, the patch norm, RoPE, no position table included): what is
+    // left is a pooling the model cannot run
+    if (o.pooling_for(c) == Pooling::Cls && !c.cls_token)
+        return "the backward pass follows the model's own pooling; this model (" + std::string(family_label(c.family)) +
+               ") is asked for cls pooling without a cls token";
+    return "";
 }
 
 void Batch::backward(const Weights& w, const Tensor2& dlogits, Weights& g, Trace* rec) { backward(w, dlogits, &g, rec); }

@@ -19,5 +19,8 @@ RopeAngles rope_angles(const Config& c, const Tensor1& periods, const RunDims& r
 // q or k (B*H, T, d) rotated: x * cos + rotate_half(x) * sin, each head's dims i and i + d/2 a pair
 // turned by angle i; the prefix tokens (cls, storage) copied unturned.
 void rope_rotate(float* out, const float* in, const RopeAngles& a, size_t BH, size_t T);
+// Its backward, in place: the gradient of the rotated q or k (B*H, T, d) turned back by the same angles (the
+// rotation's transpose: dx1 = dy1 cos + dy2 sin, dx2 = dy2 cos - dy1 sin); the prefix tokens' rows unchanged.
+void rope_rotate_back(float* g, const RopeAngles& a, size_t BH, size_t T);
 
 }  // namespace vit

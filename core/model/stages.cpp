@@ -22,8 +22,8 @@ namespace {
      hook_ " (input: x.mean(-1))", d_layernorm},                                                                    \
     {K::Site##Std, site_name ".std", block_, false, grad_, false, false, CellRule::None, box_, "LN", row_,         \
      hook_ " (input: x.std(-1))", d_layernorm},
-#define LN_RMS(Site, site_name, box_, block_, row_, hook_)                                                             \
-    {K::Site##Rms, site_name ".rms", block_, false, false, false, false, CellRule::None, box_, "LN", row_,          \
+#define LN_RMS(Site, site_name, box_, block_, row_, hook_, grad_)                                                      \
+    {K::Site##Rms, site_name ".rms", block_, false, grad_, false, false, CellRule::None, box_, "LN", row_,          \
      hook_ " (input: x.pow(2).mean(-1).sqrt())", d_layernorm},
 #define LN_NORM_OUT(Site, site_name, box_, block_, row_, hook_, grad_)                                                 \
     {K::Site##Normalized, site_name ".normalized", block_, grad_, grad_, false, true, CellRule::LayerNorm, box_,   \
@@ -34,7 +34,7 @@ namespace {
 #define LN_DEFS(Site, site_name, box_, block_, row_, hook_, grad_)                                                     \
     LN_MEAN_STD(Site, site_name, box_, block_, row_, hook_, grad_) LN_NORM_OUT(Site, site_name, box_, block_, row_, hook_, grad_)
 #define LN_RMS_DEFS(Site, site_name, box_, block_, row_, hook_, grad_)                                                 \
-    LN_MEAN_STD(Site, site_name, box_, block_, row_, hook_, grad_) LN_RMS(Site, site_name, box_, block_, row_, hook_)   \
+    LN_MEAN_STD(Site, site_name, box_, block_, row_, hook_, grad_) LN_RMS(Site, site_name, box_, block_, row_, hook_, grad_)   \
     LN_NORM_OUT(Site, site_name, box_, block_, row_, hook_, grad_)
 
 // In StageKind order (checked by check_stage_definitions).
@@ -44,8 +44,11 @@ const std::vector<StageDef> kDefs = {
     {K::Patches,      "patches",            false, true,  true,  false, true,  CellRule::None,        "patches",     "patches", 0, "model.patch_embed.proj (input, unfolded by the conv)", d_patches},
     {K::PatchEmbed,   "patch_embed",        false, true,  false, false, true,  CellRule::None,        "patch_embed", "patch_embed", 0, "model.patch_embed (output)", d_patch_embed},
     // (an RMSNorm's alone: AIMv2's; a LayerNorm on the patch embeddings would add its mean and std)
-    LN_RMS(PatchNorm, "patch_embed.norm", "patch_embed", false, 0, "model.patch_embed.norm")
-    LN_NORM_OUT(PatchNorm, "patch_embed.norm", "patch_embed", false, 0, "model.patch_embed.norm", false),
+    LN_RMS(PatchNorm, "patch_embed.norm", "patch_embed", false, 0, "model.patch_embed.norm", true)
+    {K::PatchNormNormalized, "patch_embed.norm.normalized", false, true, true, false, true, CellRule::LayerNorm,
+     "patch_embed", "LN", 0, "model.patch_embed.norm (input, normalized: F.layer_norm without weight and bias)", d_layernorm},
+    {K::PatchNormOut, "patch_embed.norm.out", false, true, true, false, true, CellRule::LayerNorm, "patch_embed", "LN", 0,
+     "model.patch_embed.norm (output)", d_layernorm},  // (not a patch point)
     {K::Tokens,       "tokens",             false, true,  false, false, true,  CellRule::None,        "tokens",      "tokens", 0, "model._pos_embed (inside: torch.cat with model.cls_token)", d_tokens},
     {K::PosEmbedLearned, "pos_embed.learned", false, false, false, false, true, CellRule::None,       "embed",       "embed",  0, "model.pos_embed (the parameter, as stored)", d_pos_embed_learned},
     {K::PosEmbed,     "pos_embed",          false, true,  false, false, true,  CellRule::None,        "embed",       "embed",  0, "model._pos_embed (the position table, resized when the grid differs)", d_pos_embed},
@@ -57,8 +60,8 @@ const std::vector<StageDef> kDefs = {
     {K::AttnQ,        "blocks.{l}.attn.q",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: q)", d_qkv},
     {K::AttnK,        "blocks.{l}.attn.k",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: k)", d_qkv},
     {K::AttnV,        "blocks.{l}.attn.v",  true,  true,  true,  true,  true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.qkv (output, reshaped and split: v)", d_qkv},
-    {K::AttnQRot,     "blocks.{l}.attn.q_rot", true, false, false, true, true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.apply_rope (output: q)", d_rope},
-    {K::AttnKRot,     "blocks.{l}.attn.k_rot", true, false, false, true, true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.apply_rope (output: k)", d_rope},
+    {K::AttnQRot,     "blocks.{l}.attn.q_rot", true, true,  true,  true, true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.apply_rope (output: q)", d_rope},
+    {K::AttnKRot,     "blocks.{l}.attn.k_rot", true, true,  true,  true, true,  CellRule::None,        "attn", "MHA", 1, "blocks[{l}].attn.apply_rope (output: k)", d_rope},
     {K::AttnScores,   "blocks.{l}.attn.scores", true, true, false, true, true, CellRule::ScaledDot,   "attn", "MHA", 1, "blocks[{l}].attn.forward (q @ k.transpose(-2, -1) * scale)", d_scores},
     {K::AttnPattern,  "blocks.{l}.attn.pattern", true, true, true, true, false, CellRule::Softmax,    "attn", "MHA", 1, "blocks[{l}].attn.attn_drop (input, with fused_attn off)", d_pattern},
     {K::AttnZ,        "blocks.{l}.attn.z",  true,  true,  false, true,  true,  CellRule::WeightedSum, "attn", "MHA", 1, "blocks[{l}].attn.proj (input, before the heads are concatenated)", d_z, true},
@@ -123,7 +126,8 @@ StageInfo describe(const Ctx& x, StageId id, const Shape& shape) {
     s.per_head = def.per_head;
     s.signed_values = def.signed_values;
     s.has_grad = def.has_grad;
-    s.kept = def.kept;
+    // (layer scale's d gamma reads the branch it scales: attn.out and mlp.out, kept only in models that have it)
+    s.kept = def.kept || (x.c.layer_scale && (id.kind == StageKind::AttnOut || id.kind == StageKind::MlpOut));
     s.cell = def.cell;
     s.box.id = def.box;
     s.box.label = def.box_label;

@@ -58,4 +58,19 @@ void rope_rotate(float* out, const float* in, const RopeAngles& a, size_t BH, si
         }
 }
 
+void rope_rotate_back(float* g, const RopeAngles& a, size_t BH, size_t T) {
+    const size_t h2 = a.half, d = 2 * h2;
+    for (size_t bh = 0; bh < BH; ++bh)
+        for (size_t t = a.prefix; t < T; ++t) {
+            float* y = g + (bh * T + t) * d;
+            const float* cs = a.cos.data() + (t - a.prefix) * h2;
+            const float* sn = a.sin.data() + (t - a.prefix) * h2;
+            for (size_t j = 0; j < h2; ++j) {
+                const float y1 = y[j], y2 = y[j + h2];
+                y[j] = y1 * cs[j] + y2 * sn[j];
+                y[j + h2] = y2 * cs[j] - y1 * sn[j];
+            }
+        }
+}
+
 }  // namespace vit
