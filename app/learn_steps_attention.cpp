@@ -46,9 +46,10 @@ void step_qkv(Ctx& x) {
                   num(norm2(row_of_stage(*q, tok, h), size_t(d))) + ", |k| = " + num(norm2(row_of_stage(*k, tok, h), size_t(d))) + ".";
 }
 
-// RoPE (DINOv3): one patch's query of one head, before and after it is turned by its position. Four of its
+// RoPE (DINOv3's, EVA-02's): one patch's query of one head, before and after it is turned by its position. Four of its
 // d/2 pairs drawn as arrows in their plane (the fastest and slowest of the row's and the column's angles),
-// each turning from where q has it to where q_rot has it; the numbers are the trace's q and q_rot.
+// each turning from where q has it to where q_rot has it; the numbers are the trace's q and q_rot. The pairs and the
+// angles' rule are the model's (RopeAngles: DINOv3 pairs dims i and i + d/2, EVA-02 dims 2m and 2m + 1).
 void step_rope(Ctx& x) {
     const Array* q = x.get(K::AttnQ, 0);
     const Array* qr = x.get(K::AttnQRot, 0);
@@ -56,11 +57,20 @@ void step_rope(Ctx& x) {
     const int H = int(extent(*q, 0)), T = int(extent(*q, 1)), d = int(extent(*q, 2)), half = d / 2, quarter = d / 4;
     const int pre = x.rd.prefix;
     // the cls and storage tokens are not turned: a patch is shown (the selected token when it is one)
-    const int tok = std::clamp(x.tok < pre ? pre : x.tok, 0, T - 1), h = std::clamp(x.head, 0, H - 1);
+    // (EVA-02 counts from the grid's corner, where the first patch does not turn: its centre patch is shown instead)
+    const bool eva = x.c.rope_kind == RopeKind::Eva;
+    int first = pre;
+    if (eva)
+        for (size_t i = 0; i < x.rd.kept.size(); ++i)
+            if (x.rd.kept[i] == (x.rd.gh / 2) * x.rd.gw + x.rd.gw / 2) first = pre + int(i);
+    const int tok = std::clamp(x.tok < pre ? first : x.tok, 0, T - 1), h = std::clamp(x.head, 0, H - 1);
     x.tok = tok;  // the token followed (the probe's learn.token) is the one shown
     const int patch = x.rd.kept[size_t(std::clamp(tok - pre, 0, int(x.rd.kept.size()) - 1))];
     const int prow = patch / x.rd.gw, pcol = patch % x.rd.gw;
-    const float cy = 2.f * ((float(prow) + 0.5f) / float(x.rd.gh)) - 1.f, cx = 2.f * ((float(pcol) + 0.5f) / float(x.rd.gw)) - 1.f;
+    // the coordinates the angles are made of: DINOv3's patch centre on -1..1, EVA-02's index on the reference grid
+    const double ref_h = x.c.rope_ref_grid > 0 ? x.c.rope_ref_grid : x.rd.gh, ref_w = x.c.rope_ref_grid > 0 ? x.c.rope_ref_grid : x.rd.gw;
+    const float cy = eva ? float(prow * ref_h / x.rd.gh) : 2.f * ((float(prow) + 0.5f) / float(x.rd.gh)) - 1.f;
+    const float cx = eva ? float(pcol * ref_w / x.rd.gw) : 2.f * ((float(pcol) + 0.5f) / float(x.rd.gw)) - 1.f;
     const float* a = row_of_stage(*q, tok, h);
     const float* b = row_of_stage(*qr, tok, h);
     const float W = x.Wp(), Hh = x.Hp(), lh = ImGui::GetTextLineHeight();
@@ -70,36 +80,44 @@ void step_rope(Ctx& x) {
     grid(x, "q before turning", a, 1, d, WRect{W * 0.05f, lh * 1.3f, W * 0.9f, lh * 1.4f}, cm, CellRef{StageId{K::AttnQ, 0}, h, tok, 0});
     label(x, W * 0.05f, lh * 3.2f, "q_rot: the same q turned by the patch's position");
     grid(x, "q after turning", b, 1, d, WRect{W * 0.05f, lh * 4.5f, W * 0.9f, lh * 1.4f}, cm, CellRef{StageId{K::AttnQRot, 0}, h, tok, 0});
-    // four pairs in their planes: dims (i, i + d/2), turned by angle i
+    // four pairs in their planes: dims (pair1(i), pair2(i)), turned by angle i
     // the fastest pair and a slower one of the row's, the same of the column's (the slowest barely turn
     // across an image: their maps would be one colour)
-    const int pairs[4] = {0, quarter / 2, quarter, quarter + quarter / 2};
+    // (EVA-02's angles slow by 10000^(j / (d/4)): a quarter of the way down they still turn across the grid)
+    const int slow = eva ? quarter / 4 : quarter / 2;
+    const int pairs[4] = {0, slow, quarter, quarter + slow};
     const char* what[4] = {"row", "row", "column", "column"};
     const float top = lh * 8.5f, cw = W * 0.9f / 4, r = std::max(8.f, std::min(cw * 0.3f, (Hh - top - lh * 6) * 0.22f));
     // each pair's angle over the whole grid (the core's RoPE angles, as the forward pass turns by them): cos(angle)
     const RopeAngles ra = rope_angles(x.c, x.w.rope_periods, x.rd);
     const int gh = x.rd.gh, gw = x.rd.gw;
+    auto p1 = [&](int i) { return int(ra.pair1(size_t(i))); };
+    auto p2 = [&](int i) { return int(ra.pair2(size_t(i))); };
     Colormap ccm;
     ccm.mode = Colormap::Diverging; ccm.vmin = -1; ccm.vmax = 1;
     const float t = span(x.p, 0.15f, 0.85f);
     double vmax = 1e-12;
-    for (int i : pairs) vmax = std::max({vmax, std::hypot(double(a[i]), double(a[i + half])), std::hypot(double(b[i]), double(b[i + half]))});
+    for (int i : pairs)
+        vmax = std::max({vmax, std::hypot(double(a[p1(i)]), double(a[p2(i)])), std::hypot(double(b[p1(i)]), double(b[p2(i)]))});
     for (int k = 0; k < 4; ++k) {
         const int i = pairs[k];
         const float ox = W * 0.05f + cw * (k + 0.5f), oy = top + lh * 2.6f + r;
         // the angle this pair turns by: from the trace's q and q_rot themselves
-        const double a0 = std::atan2(double(a[i + half]), double(a[i])), a1 = std::atan2(double(b[i + half]), double(b[i]));
+        const double a0 = std::atan2(double(a[p2(i)]), double(a[p1(i)])), a1 = std::atan2(double(b[p2(i)]), double(b[p1(i)]));
         double turn = std::remainder(a1 - a0, 2 * M_PI);
-        const double len = std::hypot(double(a[i]), double(a[i + half])), len1 = std::hypot(double(b[i]), double(b[i + half]));
+        const double len = std::hypot(double(a[p1(i)]), double(a[p2(i)])), len1 = std::hypot(double(b[p1(i)]), double(b[p2(i)]));
         const float rr = float(r * len / vmax);
         const ImVec2 c = x.S(ox, oy);
         x.dl->AddCircle(c, r * x.zoom, IM_COL32(90, 90, 100, 255), 48, 1.5f);
         auto tip = [&](double ang, float l) { return ImVec2(c.x + float(std::cos(ang)) * l * x.zoom, c.y - float(std::sin(ang)) * l * x.zoom); };
         x.dl->AddLine(c, tip(a0, rr), IM_COL32(160, 160, 170, 255), 2);
         x.dl->AddLine(c, tip(a0 + turn * t, float(rr + (r * len1 / vmax - rr) * t)), IM_COL32(255, 230, 0, 255), 3);
-        label(x, ox, top, std::string("pair ") + itos(i) + " (dims " + itos(i) + ", " + itos(i + half) + ")", IM_COL32(230, 230, 230, 255), 0.5f);
-        const float period = x.w.rope_periods.size() > size_t(i % std::max(quarter, 1)) ? x.w.rope_periods(size_t(i % std::max(quarter, 1))) : 0.f;
-        label(x, ox, top + lh * 1.1f, std::string(what[k]) + ", period " + num(period, 3), IM_COL32(170, 170, 180, 255), 0.5f);
+        label(x, ox, top, std::string("pair ") + itos(i) + " (dims " + itos(p1(i)) + ", " + itos(p2(i)) + ")", IM_COL32(230, 230, 230, 255), 0.5f);
+        const int j = i % std::max(quarter, 1);
+        // the pair's speed: DINOv3's period (angle 2 pi coord / period), EVA-02's divisor (angle t / 10000^(j / (d/4)))
+        const std::string speed = eva ? ", angle t / " + num(std::pow(10000.0, double(j) / double(std::max(quarter, 1))), 3)
+                                      : ", period " + num(x.w.rope_periods.size() > size_t(j) ? x.w.rope_periods(size_t(j)) : 0.f, 3);
+        label(x, ox, top + lh * 1.1f, std::string(what[k]) + speed, IM_COL32(170, 170, 180, 255), 0.5f);
         label(x, ox, oy + r + lh * 0.4f, "turned " + num(turn, 2) + " rad", IM_COL32(255, 230, 0, 255), 0.5f);
         x.v.probe.numbers["learn.rope.turn." + itos(k)] = turn;
         // under it: cos(angle) of this pair for every patch of the grid, this patch framed
@@ -115,16 +133,23 @@ void step_rope(Ctx& x) {
     record_values(x, "rope.q_rot", b, size_t(d));
     x.v.probe.numbers["learn.head"] = h;
     x.torch = StageId{K::AttnQRot, 0};
-    x.narration = "This model adds no position vector to the tokens. Instead, in every block, each patch's query and key are turned by "
+    const std::string where = eva ? " (t = " + num(cy, 3) + " and " + num(cx, 3) + " counted on the " +
+                                        itos(int(ref_h)) + "x" + itos(int(ref_w)) + " grid the model was trained at). "
+                                  : ", its centre at " + num(cy, 3) + ", " + num(cx, 3) + " on a -1..1 scale. ";
+    x.narration = std::string(eva ? "This model adds a learned position vector to the tokens before the blocks; and in every block "
+                                    "each patch's query and key are also turned by "
+                                  : "This model adds no position vector to the tokens. Instead, in every block, each patch's "
+                                    "query and key are turned by ") +
                   "angles set by where the patch is: " + tn + " is in row " + itos(prow) + ", column " + itos(pcol) + " of the " +
-                  itos(x.rd.gh) + "x" + itos(x.rd.gw) + " grid, its centre at " + num(cy, 3) + ", " + num(cx, 3) + " on a -1..1 scale. "
+                  itos(x.rd.gh) + "x" + itos(x.rd.gw) + " grid" + where +
                   "The " + itos(d) + " dims form " + itos(half) + " pairs; the first " + itos(quarter) + " turn by the row, the next " +
                   itos(quarter) + " by the column, each at its own speed (grey: before, yellow: after); under each, the cosine "
                   "of its angle at every patch: the row pairs change from row to row, the column pairs from column to column. "
                   "Turning keeps each pair's "
                   "length: |q| = " + num(norm2(a, size_t(d)), 3) + " before and " + num(norm2(b, size_t(d)), 3) + " after. Keys are turned "
-                  "the same way, so q.k depends on how far apart two patches are, not on where each one is. The cls and storage tokens "
-                  "are not turned.";
+                  "the same way, so q.k depends on how far apart two patches are, not on where each one is. " +
+                  (x.c.registers ? std::string(x.c.cls_token ? "The cls and storage tokens are not turned." : "The storage tokens are not turned.")
+                                 : std::string(x.c.cls_token ? "The cls token is not turned." : ""));
 }
 
 void step_scores(Ctx& x) {

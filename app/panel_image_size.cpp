@@ -100,6 +100,12 @@ void draw_input_size(ViewCtx& v, ImagePanel& panel, const Trace& t) {
         pos = "position embeddings: the learned " + learned + " grid as it is";
         brief = "pos " + learned + " learned";
     }
+    if (c.pos_table && c.rope) {  // EVA-02: the table, and RoPE in every block
+        pos += "; and in every block each patch's q and k are turned by its row and column (RoPE, counted on the " +
+               std::to_string(c.rope_ref_grid > 0 ? c.rope_ref_grid : rd.gh) + "x" +
+               std::to_string(c.rope_ref_grid > 0 ? c.rope_ref_grid : rd.gw) + " grid the model was trained at)";
+        brief += " + RoPE";
+    }
     Flow pflow;  // the line and its buttons wrap in a narrow panel
     pflow.next(Flow::text_w(brief.c_str()));
     ImGui::TextDisabled("%s", brief.c_str());

@@ -36,7 +36,8 @@ const char* family_name(Family f) {
 namespace {
 // The spellings of the families' enums in vitscope.config (and `info`).
 const char* const kPoolingNames[] = {"cls", "mean", "cls_then_norm", "map", "norm_mean"};
-const char* const kFamilyNames[] = {"vit", "deit", "dino", "dinov2", "clip", "siglip", "mae", "dinov3", "aimv2"};
+const char* const kFamilyNames[] = {"vit", "deit", "dino", "dinov2", "clip", "siglip", "mae", "dinov3", "aimv2", "eva02"};
+const char* const kRopeKindNames[] = {"dinov3", "eva"};
 const char* const kNormNames[] = {"layer_norm", "rms_norm"};
 const char* const kActNames[] = {"gelu", "quick_gelu", "gelu_tanh", "swiglu"};
 const char* const kHeadNames[] = {"classifier", "distilled", "identity", "projection"};
@@ -67,7 +68,11 @@ std::string config_to_json(const Config& c) {
         j["embed_dim"] = c.embed_dim;
         j["pos_rule"] = kPosRuleNames[int(c.pos_rule)];
         j["pos_grid"] = c.pos_grid;
-        if (!c.pos_table || c.rope) {  // written only when on: older files stay as they were
+        if (c.rope && c.rope_kind == RopeKind::Eva) {  // EVA-02: RoPE beside the table, no base (its temperature is fixed)
+            j["rope"] = true;
+            j["rope_kind"] = kRopeKindNames[int(c.rope_kind)];
+            j["rope_ref_grid"] = c.rope_ref_grid;
+        } else if (!c.pos_table || c.rope) {  // written only when on: older files stay as they were
             j["pos_table"] = c.pos_table;
             j["rope"] = c.rope;
             j["rope_base"] = c.rope_base;
@@ -217,6 +222,8 @@ Config config_from_json(const std::string& text, const std::string& what) {
     c.pos_table = r.flag("pos_table", true);
     c.rope = r.flag("rope", false);
     c.rope_base = r.number("rope_base", c.rope_base);
+    c.rope_kind = RopeKind(r.choice("rope_kind", kRopeKindNames, 0));
+    c.rope_ref_grid = r.integer("rope_ref_grid", 0, kMaxImageSize, &kZero);
     c.norm = Norm(r.choice("norm", kNormNames, 0));
     c.qkv_bias = r.flag("qkv_bias", true);
     c.proj_bias = r.flag("proj_bias", true);

@@ -267,10 +267,13 @@ void Load::choose_plan() {
         // timm's AIMv2: a norm on the patch embeddings and the SwiGLU's fc1_g / fc1_x
         if (kind == Kind::Timm && k.has(root + "patch_embed.norm.weight") && k.has(root + "blocks.0.mlp.fc1_g.weight"))
             kind = Kind::Aimv2;
+        // timm's EVA-02 (eva.py): q_bias and v_bias beside a fused qkv, and a position table (timm's DINOv3 has none)
+        if (kind == Kind::Timm && k.has(root + "blocks.0.attn.q_bias") && k.has(root + "pos_embed")) kind = Kind::Eva02;
         const Keys k2(src, dtypes);
         switch (kind) {
             case Kind::Dinov3: p = plan_dinov3(k2, root, what, side); break;
             case Kind::Aimv2: p = plan_aimv2(k2, root, what); break;
+            case Kind::Eva02: p = plan_eva02(k2, root, what, side); break;
             case Kind::Timm: p = plan_timm(k2, root, meta, side, what); break;
             case Kind::HfVit: p = plan_hf_vit(k2, root, side, what); break;
             case Kind::HfClip: p = plan_hf_clip(k2, root, side, what); break;
@@ -515,6 +518,9 @@ void Load::settle_heads() {
     else if (ov.heads > 0) {
         c.heads = ov.heads;
         lm.heads_from = "--heads";
+    } else if (p.head_width > 0 && c.width % p.head_width == 0) {
+        c.heads = c.width / p.head_width;
+        lm.heads_from = p.heads_rule;
     } else if (int kh = known_heads(c.width, c.depth, c.mlp)) {
         c.heads = kh;
         lm.heads_from = "the published ViT with these shapes";

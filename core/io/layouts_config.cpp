@@ -208,6 +208,12 @@ void default_preprocess(const Plan& p, Config& c) {
         case ModelFamily::Clip: set(kOpenaiMean, kOpenaiStd, c.image_size, false, Interp::Bicubic); break;
         // timm's aimv2_*.apple_pt pretrained_cfg (and Apple's hub processor): OpenAI CLIP's mean and std, crop_pct 1.0
         case ModelFamily::Aimv2: set(kOpenaiMean, kOpenaiStd, c.image_size, false, Interp::Bicubic); break;
+        // timm's eva02_* pretrained_cfg: OpenAI CLIP's mean and std, bicubic; crop_pct 0.9 at 224 px (the MIM models),
+        // 1.0 at 336 and 448 (the fine-tuned classifiers)
+        case ModelFamily::Eva02:
+            set(kOpenaiMean, kOpenaiStd, c.image_size >= 336 ? c.image_size : int(std::floor(c.image_size / 0.9)), false,
+                Interp::Bicubic);
+            break;
         case ModelFamily::Siglip: set(half, half, 0, true, Interp::Bicubic); break;
     }
     if (c.channels == 1) {

@@ -108,8 +108,9 @@ inline std::string unsupported(const Keys& k, const SideConfig& side) {
         return "a BEiT checkpoint ('" + e + "'): a relative position bias inside every attention";
     if (!(e = key_with("rope.")).empty() || !(e = key_with("freqs_cos")).empty() || !(e = key_with("attn.q_proj.weight")).empty())
         if (key_with("self_attn.").empty())  // Hugging Face CLIP/SigLIP also name q_proj, under self_attn.
-            return "an EVA-style checkpoint ('" + e + "'): rotary position embeddings (and separate q/k/v projections), "
-                   "which the plain ViT families here do not have";
+            return "an EVA-style checkpoint ('" + e + "'): separate q/k/v projections or saved rotary position embeddings "
+                   "(EVA-02 Base and Large, the EVA-02 CLIP towers, BAAI's own release), which are not implemented; EVA-02 "
+                   "Tiny and Small as timm saves them are";
     if (!(e = key_with("visual.trunk.")).empty())
         return "an open_clip model with a timm image tower ('" + e + "'): open_clip's visual.trunk.* wrapper is not "
                "read; load the timm or Hugging Face release of the same tower";
@@ -135,7 +136,7 @@ inline std::string unsupported(const Keys& k, const SideConfig& side) {
 
 // ------------------------------------------------------------------ the plan of one layout
 
-enum class Kind { Timm, HfVit, HfClip, OpenAI, Torchvision, Dinov3, Aimv2 };
+enum class Kind { Timm, HfVit, HfClip, OpenAI, Torchvision, Dinov3, Aimv2, Eva02 };
 
 // Where one canonical parameter comes from in the file.
 struct Src {
@@ -161,6 +162,8 @@ struct Plan {
     bool legacy_cfg = false;          // a vanilla file saved by an older ViTScope: vitscope.config's settings
     std::string eps_default_from;     // whose default eps the family takes
     bool rope_from_base = false;      // RoPE's periods are not in the file: made from Config::rope_base (HF DINOv3)
+    int head_width = 0;               // heads = width / head_width where nothing states them (EVA-02: 64), and why
+    std::string heads_rule;
 };
 
 // A plan's start: its convention, the checkpoint family it names, the model's root and where its blocks are.
@@ -197,6 +200,7 @@ Plan plan_openai(const Keys& k, const std::string& R, const Meta& meta, const Si
 Plan plan_torchvision(const Keys& k, const std::string& R);
 Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side);
 Plan plan_aimv2(const Keys& k, const std::string& R, const std::string& what);
+Plan plan_eva02(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side);
 Plan plan_own();
 
 // Settings from the config files beside the weights (layouts_config.cpp).

@@ -24,6 +24,7 @@ const char* family_label(ModelFamily f) {
         case ModelFamily::Mae: return "MAE";
         case ModelFamily::Dinov3: return "DINOv3";
         case ModelFamily::Aimv2: return "AIMv2";
+        case ModelFamily::Eva02: return "EVA-02";
     }
     return "?";
 }
@@ -188,6 +189,7 @@ void Config::validate() const {
             std::to_string(heads) + ")");
     if (rope && (!(rope_base > 1.f) || !std::isfinite(rope_base) || rope_base > 1e9f))
         bad("rope_base must be a finite number over 1");
+    if (rope_ref_grid < 0 || rope_ref_grid > kMaxImageSize) bad("rope_ref_grid must be in 0.." + std::to_string(kMaxImageSize));
     // The resize is the crop's surround: at least the crop (torchvision's CenterCrop would
     // pad a smaller one) and at most twice it (crop_pct 0.5; published models use 0.875-1).
     // Every image is resized to it before the crop, so it is tied to image_size here.
@@ -248,7 +250,9 @@ std::string Config::describe() const {
         if (dist_token) add("distillation token");
         if (registers) add(std::to_string(registers) + (family == ModelFamily::Dinov3 ? " storage tokens" : " registers"));
         if (!pos_table) add("no position table");
-        if (rope) add("RoPE (axial, base " + std::to_string(int(rope_base)) + ")");
+        if (rope && rope_kind == RopeKind::Eva)
+            add("RoPE (EVA-02's, reference grid " + std::to_string(rope_ref_grid > 0 ? rope_ref_grid : grid()) + ")");
+        else if (rope) add("RoPE (axial, base " + std::to_string(int(rope_base)) + ")");
         if (layer_scale) add("layer scale");
         if (ln_pre) add("ln_pre");
         if (!patch_bias) add("patch conv without bias");
@@ -280,7 +284,7 @@ std::vector<std::string> preset_names() {
     return {"toy-rgb8", "toy-gray4", "vit-ti16", "vit-s16", "vit-b16", "vit-b32", "vit-l16", "vit-l32", "vit-h14", "fmnist",
             "deit-ti16-distilled", "deit-s16-distilled", "deit-b16-distilled", "dino-s16", "dino-b16", "dinov2-s14",
             "dinov2-s14-reg", "dinov2-b14", "dinov2-b14-reg", "clip-b32", "clip-b16", "clip-l14", "siglip-b16",
-            "mae-b16", "vit-betwixt16-reg4-gap", "dinov3-s16", "aimv2-l14"};
+            "mae-b16", "vit-betwixt16-reg4-gap", "dinov3-s16", "aimv2-l14", "eva02-s14"};
 }
 
 // Checked against torchvision/models/vision_transformer.py (vit_b_16 ... vit_h_14:
@@ -410,6 +414,18 @@ Config preset(const std::string& n) {
         c.family = ModelFamily::Dinov3; c.head = Head::Identity; c.layer_scale = true; c.registers = 4;
         c.eps = 1e-5f; c.pos_table = false; c.rope = true; c.rope_base = 100.f;
         imagenet(c, 256, Interp::Bicubic);
+        return c;
+    }
+    if (n == "eva02-s14") {
+        // timm eva02_small_patch14_224 (mim_in22k): patch 14, width 384, 12 blocks, 6 heads, SwiGLU of int(384 * 4 * 2/3)
+        // = 1024 (packed, GluMlp), q/v biases without a K bias, the learned table and RoPE (ref_feat_shape 16x16,
+        // temperature 10000, neighbouring dims paired), LayerNorm eps 1e-6, the mean of the patch tokens then fc_norm;
+        // its pretrained_cfg: 224 px, crop_pct 0.9, bicubic, OpenAI CLIP's mean and std
+        Config c = make(n, 224, 3, 14, 384, 12, 6, 1024, 1000);
+        c.family = ModelFamily::Eva02; c.head = Head::Identity; c.act = Act::SwiGlu; c.pooling = Pooling::Mean;
+        c.rope = true; c.rope_kind = RopeKind::Eva; c.rope_ref_grid = 16;
+        c.pre.resize = 248; c.pre.interp = Interp::Bicubic;
+        c.pre.mean = {0.48145466f, 0.4578275f, 0.40821073f}; c.pre.std = {0.26862954f, 0.26130258f, 0.27577711f};
         return c;
     }
     if (n == "aimv2-l14") {
@@ -641,7 +657,8 @@ Weights shaped_weights(const Config& c) {
     if (c.dist_token) w.dist = Tensor1::from_shape({D});
     if (R) w.reg = Tensor2::from_shape({R, D});
     w.pos = Tensor2::from_shape({size_t(c.pos_rows()), D});
-    if (c.rope) w.rope_periods = Tensor1::from_shape({size_t(std::max(1, c.head_dim() / 4))});  // (1 for a loader's miniature)
+    if (c.rope && c.rope_kind == RopeKind::Dinov3)  // (EVA-02's frequencies are not weights: rope_angles makes them)
+        w.rope_periods = Tensor1::from_shape({size_t(std::max(1, c.head_dim() / 4))});  // (1 for a loader's miniature)
     if (c.ln_pre) ln(w.ln_pre);
     if (c.patch_norm) ln(w.patch_norm);
     w.blocks.resize(size_t(c.depth));
@@ -697,7 +714,7 @@ Weights init_weights(const Config& c, uint64_t seed) {
     }
     w.pos = Tensor2::from_shape({size_t(c.pos_rows()), D});
     trunc_normal(w.pos, 0.02f, rng);
-    if (c.rope) w.rope_periods = rope_periods_of(c);
+    if (c.rope && c.rope_kind == RopeKind::Dinov3) w.rope_periods = rope_periods_of(c);
     auto ln = [&](LayerNormW& l) { l.g = xt::ones<float>({D}); l.b = xt::zeros<float>({D}); };
     auto linear = [&](Tensor2& W, Tensor1& b, size_t out, size_t in) {
         W = Tensor2::from_shape({out, in});

@@ -25,8 +25,14 @@ enum class Pooling { Cls, Mean, ClsThenNorm, Map, NormMean };
 enum class Interp { Bilinear, Bicubic };
 
 // The families ViTScope runs: each is the vanilla ViT plus the parts its Config turns on.
-enum class ModelFamily { ViT, DeiT, Dino, Dinov2, Clip, Siglip, Mae, Dinov3, Aimv2 };
-const char* family_label(ModelFamily f);  // "ViT", "DeiT", "DINO", "DINOv2", "CLIP", "SigLIP", "MAE", "DINOv3", "AIMv2"
+enum class ModelFamily { ViT, DeiT, Dino, Dinov2, Clip, Siglip, Mae, Dinov3, Aimv2, Eva02 };
+// "ViT", "DeiT", "DINO", "DINOv2", "CLIP", "SigLIP", "MAE", "DINOv3", "AIMv2", "EVA-02"
+const char* family_label(ModelFamily f);
+// Which rotary position embedding a model's blocks apply (Config::rope): DINOv3's (RopePositionEmbedding: the patch
+// centre scaled to [-1, 1] per axis, angles 2 pi * coord / period, dims i and i + d/2 paired) or EVA-02's (timm
+// RotaryEmbeddingCat: the patch's row and column index scaled by rope_ref_grid / grid, angles t / 10000^(j / (d/4)),
+// dims 2m and 2m + 1 paired).
+enum class RopeKind { Dinov3, Eva };
 // The norm of every site of a model: LayerNorm ((x - mean) / sqrt(var + eps) * gamma + beta) or RMSNorm
 // (x / sqrt(mean(x^2) + eps) * gamma: no centring, no beta; AIMv2, timm RmsNorm, torch nn.RMSNorm).
 enum class Norm { LayerNorm, RmsNorm };
@@ -107,6 +113,9 @@ struct Config {
     // them, the file's rope_embed.periods; rope_base^(4j/d) for j < d/4 where a preset makes them).
     bool rope = false;
     float rope_base = 100.f;
+    RopeKind rope_kind = RopeKind::Dinov3;
+    int rope_ref_grid = 0;    // EVA-02: the grid its RoPE was trained at (timm ref_feat_shape, 16 for every eva02_*); 0: the
+                              // run's own grid (coordinates unscaled)
 
     int grid() const { return image_size / patch; }
     int stored_grid() const { return pos_grid > 0 ? pos_grid : grid(); }

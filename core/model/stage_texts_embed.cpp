@@ -361,13 +361,30 @@ void d_rope(const Ctx& x, StageInfo& s) {
     s.axes = {"heads", "tokens", "head dims"};
     s.from = {{q ? K::AttnQ : K::AttnK, s.id.layer}};
     s.title = q ? "Queries, rotated by position (RoPE)" : "Keys, rotated by position (RoPE)";
-    s.what = std::string(q ? "The queries" : "The keys") + " of every patch turned by angles that depend on where the "
-             "patch is: each head's dims i and i+" + h2 + " are a pair, turned by 2*pi*row/period for the first " + h4 +
-             " pairs and 2*pi*column/period for the next " + h4 + ", with the patch centre's row and column scaled to "
-             "-1..1 across the " + x.grid() + " grid. The " + str(size_t(x.r.prefix)) + " tokens before the patches "
-             "are not turned. After both q and k are turned, q.k depends on how far apart two patches are, not on "
-             "where each one is: that is how this model knows positions, with no position table.";
-    s.torch = "q, k = rope_apply(q, sin, cos), rope_apply(k, sin, cos)  # patches only: x * cos + rotate_half(x) * sin";
+    const std::string who = std::string(q ? "The queries" : "The keys") + " of every patch turned by angles that depend on "
+                            "where the patch is: ";
+    const std::string after = (x.r.prefix == 1 ? std::string("The token before the patches is not turned. ")
+                                               : "The " + str(size_t(x.r.prefix)) + " tokens before the patches are not turned. ") +
+                              "After both q and k are turned, q.k depends on how far apart two patches are, not on where "
+                              "each one is";
+    if (x.c.rope_kind == RopeKind::Eva) {
+        const int ref = x.c.rope_ref_grid > 0 ? x.c.rope_ref_grid : 0;
+        s.what = who + "each head's dims 2m and 2m+1 are a pair, turned by t/10000^(j/" + h4 + ") for the first " + h4 +
+                 " pairs (t: the patch's row, j = m) and the next " + h4 + " (t: its column, j = m - " + h4 + ")" +
+                 (ref ? ", the row and column counted on a " + str(size_t(ref)) + "x" + str(size_t(ref)) +
+                            " grid (the one the model was trained at) and scaled to this run's " + x.grid() + " grid"
+                      : std::string()) +
+                 ". " + after + ": on top of the learned position table added before the blocks, every attention sees "
+                 "the patches' relative positions.";
+        s.torch = "q, k = apply_rot_embed_cat(q, rope), apply_rot_embed_cat(k, rope)  # patches only: x * cos + rot(x) * "
+                  "sin, rot(x) = [-x1, x0, -x3, x2, ...]";
+    } else {
+        s.what = who + "each head's dims i and i+" + h2 + " are a pair, turned by 2*pi*row/period for the first " + h4 +
+                 " pairs and 2*pi*column/period for the next " + h4 + ", with the patch centre's row and column scaled to "
+                 "-1..1 across the " + x.grid() + " grid. " + after + ": that is how this model knows positions, with no "
+                 "position table.";
+        s.torch = "q, k = rope_apply(q, sin, cos), rope_apply(k, sin, cos)  # patches only: x * cos + rotate_half(x) * sin";
+    }
     attn_sub(x, s);
 }
 

@@ -36,6 +36,10 @@ each part is named where it is used):
                 forward_head: global_pool 'avg'), timm/layers/pos_embed_sincos.py
                 (RotaryEmbeddingDinoV3: periods computed in float32, not saved; make_coords_dinov3;
                 apply_rot_embed_cat with half=True), timm/layers/pool1d.py (global_pool_nlc)
+  EVA-02        timm/models/eva.py (eva02_tiny_patch14_224 / eva02_small_patch14_336: pos_embed with the cls row,
+                RoPE 'cat' with ref_feat_shape (16, 16), interleaved pairs, q_bias / zero k_bias / v_bias, GluMlp
+                SwiGLU, global_pool 'avg' with fc_norm), timm/layers/pos_embed_sincos.py (freq_bands,
+                build_fourier_pos_embed, build_rotary_pos_embed, RotaryEmbeddingCat, rot): families_eva.py
 
 For every family and checkpoint layout this module
   (a) builds random non-trivial weights (registers, layer-scale gammas, biases, LayerNorms)
@@ -74,6 +78,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vitref  # noqa: E402
+import families_eva  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -198,7 +203,10 @@ def config_fields(s):
             "layer_scale": s.layer_scale, "ln_pre": s.ln_pre, "patch_bias": s.patch_bias,
             "pos_no_cls": s.no_embed_class or not s.cls, "act": s.act, "head": head, "embed_dim": s.proj,
             "pos_rule": POS_RULE_JSON[s.pos_rule], "pos_grid": 0,
-            **({"pos_table": False, "rope": True, "rope_base": 100.0} if s.rope else {}),
+            **({"pos_table": False, "rope": True, "rope_base": 100.0} if s.rope and s.rope_kind == "dinov3" else {}),
+            # EVA-02: RoPE beside the learned table (no base: its temperature is fixed), at timm's ref_feat_shape
+            **({"rope": True, "rope_kind": "eva", "rope_ref_grid": s.rope_ref} if s.rope and s.rope_kind == "eva"
+               else {}),
             # written only when not the default (LayerNorm, biases on q/k/v, on attn.proj and the MLP, no
             # norm on the patch embeddings): the files written before AIMv2 stay as they were
             **({"norm": "rms_norm"} if s.norm == "rms" else {}),
@@ -211,7 +219,7 @@ def config_fields(s):
 @dataclass
 class Spec:
     layout: str
-    family: str            # deit | dino | dinov2 | clip | siglip | mae | vit | dinov3 | aimv2
+    family: str            # deit | dino | dinov2 | clip | siglip | mae | vit | dinov3 | aimv2 | eva02
     group: str             # layouts of one group share their weights (same seed and shapes)
     D: int = 32
     depth: int = 2
@@ -230,7 +238,10 @@ class Spec:
     norm: str = "layer"            # layer (LayerNorm) | rms (RMSNorm: x / sqrt(mean(x^2) + eps) * weight, no bias)
     proj_bias: bool = True         # timm proj_bias=False: no bias on attn.proj nor on the MLP's fc1 / fc2
     patch_norm: bool = False       # a norm (of the spec's kind) on the patch embeddings, before the positions
-    rope: bool = False             # DINOv3: no position table; RoPE on the patch tokens' q and k
+    rope: bool = False             # RoPE on the patch tokens' q and k (DINOv3: instead of a position table)
+    rope_kind: str = "dinov3"      # dinov3 (periods, coordinates in [-1, 1], halves paired) | eva (EVA-02: timm
+    #                                RotaryEmbeddingCat, t = index / grid * rope_ref, interleaved pairs; the table kept)
+    rope_ref: int = 0              # EVA-02: timm's ref_feat_shape (16 for every eva02_*)
     k_mask: bool = False           # DINOv3 LinearKMaskedBias: the qkv bias times a mask zero on the K third
     ln_pre: bool = False
     patch_bias: bool = True
@@ -328,6 +339,16 @@ SPECS = [
          proj_bias=False, patch_norm=True, eps=1e-5, final="norm_mean", head="none", pos_rule="timm", seed=91),
     Spec("aimv2_apple", "aimv2", "aimv2", cls=False, act="swiglu", mlp=88, norm="rms", qkv_bias=False,
          proj_bias=False, patch_norm=True, eps=1e-5, final="norm_mean", head="none", pos_rule="timm", seed=91),
+    # EVA-02 (timm eva02_tiny_patch14_224 / eva02_small_patch14_336 form: Eva with pos_embed (cls row included), RoPE
+    # 'cat' at ref_feat_shape 16 on the patch tokens, fused qkv with q_bias / v_bias (no K bias), packed SwiGLU of
+    # int(D * 4 * 2/3) = 85, no layer scale, eps 1e-6, global_pool 'avg' then fc_norm; norm Identity). The fine-tuned
+    # classifier (eva02_*.mim_in22k_ft_in1k) and the same weights without a head (the MIM checkpoints, num_classes 0:
+    # the embedding is fc_norm of the mean). Head width 16: 4 bands per axis.
+    Spec("eva02_timm", "eva02", "eva02", heads=2, act="swiglu", mlp=int(32 * (4 * 2 / 3)), rope=True, rope_kind="eva",
+         rope_ref=families_eva.EVA_REF_GRID, final="mean_fc_norm", head="mean", classes=5, pos_rule="timm", seed=101),
+    Spec("eva02_timm_mim", "eva02", "eva02", heads=2, act="swiglu", mlp=int(32 * (4 * 2 / 3)), rope=True,
+         rope_kind="eva", rope_ref=families_eva.EVA_REF_GRID, final="mean_fc_norm", head="none", pos_rule="timm",
+         seed=101),
 ]
 SPEC = {s.layout: s for s in SPECS}
 
@@ -353,7 +374,7 @@ def make_weights(s: Spec):
     N = s.grid * s.grid
     # the position table as the original code stores it: cls (and dist) rows first
     c["pos"] = 0.5 * rn((1 + int(s.dist) if s.cls else 0) + N, D)
-    if s.rope:
+    if s.rope and s.rope_kind == "dinov3":
         c["pos"] = None
         # dinov3 RopePositionEmbedding._init_weights (base 100): base ** (2 * arange(d // 4) / (d // 2)), float32
         d = D // s.heads
@@ -372,6 +393,8 @@ def make_weights(s: Spec):
              "fc1_w": mat(s.mlp_in, D), "fc1_b": bias(s.mlp_in), "fc2_w": mat(D, M), "fc2_b": bias(D)}
         if s.layer_scale:
             b["ls1"], b["ls2"] = 0.6 + 0.25 * rn(D), 0.6 + 0.25 * rn(D)
+        if s.rope_kind == "eva" and s.rope:
+            b["qkv_b"][D:2 * D] = 0  # EVA-02: cat(q_bias, k_bias, v_bias) with k_bias a zero buffer
         if s.k_mask:
             # dinov3 init_weights_vit: bias_mask 1, its middle third (K) 0; the file keeps the unmasked bias
             b["qkv_b_mask"] = torch.ones(3 * D)
@@ -470,7 +493,7 @@ def reference(s: Spec, c, x):
     if s.no_embed_class and s.cls:  # c["cls"] is the folded cls_token as the file stores it (stored_weights)
         stored = stored[1:]
     rec["tokens"] = tokens
-    if s.rope:
+    if s.rope and s.rope_kind == "dinov3":
         # dinov3 prepare_tokens_with_masks: no position table; the positions are RoPE in every block
         rec["embed"] = h = tokens
         return _reference_blocks(s, c, h, rec, (gh, gw))
@@ -517,7 +540,10 @@ def _reference_blocks(s, c, h, rec, grid):
         h = _norm(s, h, c["ln_pre"], rec, "ln_pre")
     T, H = h.shape[0], s.heads
     d = D // H
-    if s.rope:
+    if s.rope and s.rope_kind == "eva":  # EVA-02: timm RotaryEmbeddingCat at ref_feat_shape, float64
+        ang = families_eva.eva_rope_angles(D // H, *grid, s.rope_ref)
+        n_pre = T - ang.shape[0]
+    elif s.rope:
         sin, cos = rope_sin_cos(c["periods"], *grid)
         n_pre = T - sin.shape[0]
     for i, b in enumerate(c["blocks"]):
@@ -528,8 +554,10 @@ def _reference_blocks(s, c, h, rec, grid):
         q, k, v = [t.reshape(T, H, d).transpose(0, 1) for t in qkv.chunk(3, -1)]
         rec[p + "attn.q"], rec[p + "attn.k"], rec[p + "attn.v"] = q, k, v
         if s.rope:  # the prefix tokens (cls, storage) are not rotated
-            q = torch.cat([q[:, :n_pre], rope_apply(q[:, n_pre:], sin, cos)], 1)
-            k = torch.cat([k[:, :n_pre], rope_apply(k[:, n_pre:], sin, cos)], 1)
+            turn = ((lambda t: families_eva.eva_rope_apply(t, ang)) if s.rope_kind == "eva"
+                    else (lambda t: rope_apply(t, sin, cos)))
+            q = torch.cat([q[:, :n_pre], turn(q[:, n_pre:])], 1)
+            k = torch.cat([k[:, :n_pre], turn(k[:, n_pre:])], 1)
             rec[p + "attn.q_rot"], rec[p + "attn.k_rot"] = q, k
         sc = q @ k.transpose(-1, -2) / math.sqrt(d)
         rec[p + "attn.scores"] = sc
@@ -565,6 +593,9 @@ def _reference_blocks(s, c, h, rec, grid):
         pre = (1 if s.cls else 0) + s.regs
         rec["pooled"] = h[pre:].mean(0)
         f = _norm(s, rec["pooled"][None], c["norm"], rec, "ln_final")
+        if s.head == "none":  # num_classes 0 (EVA-02's MIM checkpoints): fc_norm's output is the embedding
+            rec["embedding"] = f[0]
+            return rec
         rec["logits"] = F.linear(f[0], *c["head"])
         rec["probs"] = rec["logits"].softmax(-1)
         return rec
@@ -928,6 +959,8 @@ def state_dict_of(s: Spec, c):
             sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"] = b["fc1_w"], b["fc1_b"]
             sd[p + "mlp.fc2.weight"], sd[p + "mlp.fc2.bias"] = b["fc2_w"], b["fc2_b"]
         sd["norm.weight"], sd["norm.bias"] = c["norm"]  # use_fc_norm=False: fc_norm is Identity; num_classes 0: no head
+    elif L in ("eva02_timm", "eva02_timm_mim"):  # timm Eva (eva02_tiny_patch14_*): families_eva.py
+        sd.update(families_eva.eva02_state_dict(s, c))
     elif L == "mae":  # facebookresearch/mae MaskedAutoencoderViT (encoder keys as timm's)
         sd["cls_token"], sd["pos_embed"] = c["cls"].reshape(1, 1, D), c["pos"][None]
         sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
@@ -1014,6 +1047,21 @@ def timm_dinov3_config(s: Spec):
     registered model's and not saved (vision_transformer's reg_tokens, no_embed_class, fc_norm are no Eva arguments:
     Eva(**model_args) would refuse them)."""
     cfg = timm_config(s, "vit_small_patch16_dinov3_qkvb", "lvd1689m", 1.0, licence="dinov3-license")
+    cfg["global_pool"] = "avg"
+    cfg["model_args"] = {k: cfg["model_args"][k] for k in ("img_size", "patch_size", "embed_dim", "depth", "num_heads")}
+    cfg["pretrained_cfg"]["fixed_input_size"] = True
+    return cfg
+
+
+def timm_eva02_config(s: Spec):
+    """save_config_for_hf of timm's Eva eva02_tiny_patch14_336.mim_in22k_ft_in1k (the classifier: crop_pct 1.0) or
+    eva02_tiny_patch14_224.mim_in22k (num_classes 0: eva.py _cfg's crop_pct 0.9): OpenAI CLIP mean / std, bicubic,
+    fixed_input_size True, license mit, Eva's default global_pool 'avg'. model_args are Eva's keyword arguments where
+    the fixture differs from the registered model (its small shapes); mlp_ratio 4 * 2/3 (the fixture's 85 =
+    int(32 * 8/3)), swiglu_mlp, use_rot_pos_emb and ref_feat_shape (16, 16) are the registered model's, not saved."""
+    arch, tag, crop = (("eva02_tiny_patch14_336", "mim_in22k_ft_in1k", 1.0) if s.classes else
+                       ("eva02_tiny_patch14_224", "mim_in22k", 0.9))
+    cfg = timm_config(s, arch, tag, crop, mean_std=(OPENAI_MEAN, OPENAI_STD), licence="mit")
     cfg["global_pool"] = "avg"
     cfg["model_args"] = {k: cfg["model_args"][k] for k in ("img_size", "patch_size", "embed_dim", "depth", "num_heads")}
     cfg["pretrained_cfg"]["fixed_input_size"] = True
@@ -1113,6 +1161,8 @@ def configs_of(s: Spec):
                                            mean_std=(OPENAI_MEAN, OPENAI_STD), licence="apple-ascl")}
     if L == "dinov3_timm":
         return {"config.json": timm_dinov3_config(s)}
+    if L in ("eva02_timm", "eva02_timm_mim"):
+        return {"config.json": timm_eva02_config(s)}
     if L in ("dinov2_timm", "dinov2_timm_reg"):
         arch = "vit_small_patch14_reg4_dinov2" if s.regs else "vit_small_patch14_dinov2"
         return {"config.json": timm_config(s, arch, "lvd142m", 1.0)}
@@ -2269,6 +2319,9 @@ def write_files(s: Spec, c, sd, out):
         pt("dinov3_vits16_pretrain_lvd1689m-08c60483.pth", sd, "facebookresearch/dinov3 torch.hub release: "
                                                               "torch.save(state_dict), bias_mask buffers included")
         st("model.safetensors", sd, None, "the same state dict as safetensors")
+    elif L in ("eva02_timm", "eva02_timm_mim"):
+        st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/eva02_tiny_patch14_*)")
+        pt("pytorch_model.bin", sd, "timm, torch.save(state_dict)")
     elif L == "aimv2_timm":
         st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/aimv2_*.apple_pt)")
         pt("pytorch_model.bin", sd, "timm, torch.save(state_dict)")
@@ -2349,6 +2402,11 @@ def replica_for(s: Spec, sd, ignored, chk, hw):
         return HFDinov3(s), sd
     if L == "dinov3_timm":
         return TimmEva(s), sd
+    if L in ("eva02_timm", "eva02_timm_mim"):
+        # timm's model built at the run's size (timm.create_model(..., img_size=hw)): RoPE's table for that grid, the
+        # learned table resampled by checkpoint_filter_fn on the way in
+        gh, gw = grid_of(s, hw)
+        return families_eva.TimmEva02(s, hw), families_eva.eva02_filter(sd, (gh, gw))
     if L == "deit_hf":
         return HFDeiTWithTeacher(s), sd
     if L.startswith("dinov2") and L.endswith("hf"):
@@ -2395,7 +2453,8 @@ def check_layout(s, sd, ignored, refs, x, chk, replica_outputs):
         last = final_stage(rec)
         # timm's Eva makes RoPE's coordinates in float32 (make_coords_dinov3), the reference in float64: ~1e-7 apart
         # (check_timm_dinov3 shows the rest agrees to 1e-9 with float64 coordinates)
-        tol = 1e-6 if s.layout == "dinov3_timm" else 1e-9
+        # (EVA-02's: timm's RoPE tables are float32 too; check_eva02 shows 1e-9 with float64 ones)
+        tol = 1e-6 if s.layout == "dinov3_timm" or s.rope_kind == "eva" else 1e-9
         chk.close(f"{s.layout} {size}: module's {last} vs reference", out, rec[last], tol)
         if isinstance(model, (AppleAimv2, TimmEva)):  # every token after the final norm (Apple's encoder's output)
             chk.close(f"{s.layout} {size}: the module's tokens vs ln_final.out", model.tokens[0], rec["ln_final.out"],
@@ -2544,6 +2603,12 @@ def check_groups(replica_outputs, chk):
         if ("dinov3", size) in replica_outputs and t in replica_outputs:
             check_same(chk, f"dinov3 and dinov3_timm with global_pool='token' ({size}): same weights, same output",
                        replica_outputs[("dinov3", size)], replica_outputs[t], 1e-6)
+    # EVA-02's MIM layout is the classifier's weights without the head: its embedding is the classifier's pre-logits
+    for size in ("native", "other"):
+        a, b = ("eva02_timm pre_logits", size), ("eva02_timm_mim", size)
+        if a in replica_outputs and b in replica_outputs:
+            check_same(chk, f"eva02_timm's pre-logits and eva02_timm_mim ({size}): same weights but the head, same "
+                            f"features", replica_outputs[a], replica_outputs[b], 1e-6)
     # timm's cls_token holds cls + pos[0] rounded to float32: equal to that rounding
     for size in ("native", "other"):
         if ("dinov2_reg", size) in replica_outputs and ("dinov2_timm_reg", size) in replica_outputs:
@@ -2584,6 +2649,8 @@ def write_layout(s: Spec, root, check, chk, replica_outputs):
             check_aimv2_convert(chk)
         if s.layout == "dinov3_timm":
             check_timm_dinov3(s, sd, refs, x, chk, replica_outputs)
+        if s.rope_kind == "eva":
+            families_eva.check_eva02(s, sd, refs, x, chk, replica_outputs, run_replica)
         if s.layout == "dino":
             # what dino's utils.load_pretrained_weights does with a full checkpoint: 'teacher',
             # then "module." and "backbone." stripped

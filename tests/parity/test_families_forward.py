@@ -2,7 +2,8 @@
 """The families' forward pass against their PyTorch references, stage by stage (issue 20).
 
 For every family spec of families.py (DeiT distilled, DINO, DINOv2 with and without
-registers, SwiGLU, CLIP from OpenAI / open_clip / Hugging Face, SigLIP, MAE, DINOv3 with RoPE, AIMv2 with RMSNorm) the
+registers, SwiGLU, CLIP from OpenAI / open_clip / Hugging Face, SigLIP, MAE, DINOv3 with RoPE, AIMv2 with RMSNorm,
+EVA-02 with RoPE beside its position table, as a classifier and headless) the
 reference's own weights are written in ViTScope's file format (the config in
 __metadata__["vitscope.config"], the tensors under ViTScope's names), and
 vitscope-cli traces the reference's inputs: the native size and a non-square other
@@ -37,9 +38,9 @@ def own_tensors(s, c):
     t = {"patch_embed.proj.weight": c["patch_w"],
          "patch_embed.proj.bias": c["patch_b"] if c["patch_b"] is not None else torch.zeros(s.D),
          "norm.weight": c["norm"][0], "norm.bias": c["norm"][1]}
-    if s.rope:  # DINOv3: no table; RoPE's periods
+    if s.rope and s.rope_kind == "dinov3":  # DINOv3: no table; RoPE's periods
         t["rope_embed.periods"] = c["periods"]
-    else:
+    else:  # (EVA-02: the table, and no RoPE tensor: its frequencies are made, not stored)
         t["pos_embed"] = c["pos"][1:] if s.no_embed_class and s.cls else c["pos"]
     if s.cls:
         t["cls_token"] = c["cls"]
@@ -85,8 +86,8 @@ def main():
     seen = set()
     for s in families.SPECS:
         # one spec per set of weights and forward: layouts of one group differ in key names only,
-        # except in their interpolation rule and timm's folded cls position
-        key = (s.group, s.pos_rule, s.no_embed_class, s.final, s.proj)
+        # except in their interpolation rule, timm's folded cls position, and a head (EVA-02's MIM layout: none)
+        key = (s.group, s.pos_rule, s.no_embed_class, s.final, s.proj, s.head)
         if key in seen:
             continue
         seen.add(key)

@@ -86,8 +86,9 @@ def main():
                 expect(L + " labels", c["labels"], families.LABELS[:s.classes])
             if c["kind"] == "timm":
                 expect(L + " no_embed_class", bool(c["no_embed_class"]), s.no_embed_class)
-                # timm's AIMv2 weights (aimv2_*.apple_pt) state OpenAI CLIP's mean and std
-                expect(L + " mean", c["mean"], families.OPENAI_MEAN if s.family == "aimv2" else families.IMAGENET_MEAN)
+                # timm's AIMv2 weights (aimv2_*.apple_pt) and EVA-02's (eva.py _cfg) state OpenAI CLIP's mean and std
+                expect(L + " mean", c["mean"], families.OPENAI_MEAN if s.family in ("aimv2", "eva02")
+                       else families.IMAGENET_MEAN)
             if c["kind"] == "open_clip":
                 expect(L + " quick_gelu", bool(c["quick_gelu"]), s.act == "quick_gelu")
                 expect(L + " mean", c["mean"], families.OPENAI_MEAN)

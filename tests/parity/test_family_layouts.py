@@ -73,9 +73,11 @@ PRE = {
     # hub preprocessor_config.json, a CLIPImageProcessor, says the same; ml-aim's README uses aim.v1's
     # val_transforms instead: ImageNet mean / std, resize ceil(S / 0.875))
     "aimv2_apple": (OPENAI, 20, False, "bicubic"),
+    "eva02_timm": (OPENAI, 20, False, "bicubic"),           # timm eva02_*.mim_in22k_ft_in1k: OPENAI_CLIP_MEAN, crop 1.0
+    "eva02_timm_mim": (OPENAI, 22, False, "bicubic"),       # timm eva02_*.mim_in22k: eva.py _cfg's crop_pct 0.9
 }
 FAMILY_LABEL = {"vit": "ViT", "deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE",
-                "dinov3": "DINOv3", "aimv2": "AIMv2"}
+                "dinov3": "DINOv3", "aimv2": "AIMv2", "eva02": "EVA-02"}
 LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresearch", "dinov2": "facebookresearch",
           "dinov2_reg": "facebookresearch", "dinov2_swiglu": "facebookresearch", "dinov2_timm": "timm",
           "dinov2_timm_reg": "timm", "dinov2_hf": "huggingface", "dinov2_reg_hf": "huggingface",
@@ -83,7 +85,8 @@ LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresear
           "open_clip_gelu": "open_clip", "clip_hf_vision": "huggingface", "clip_hf_vision_proj": "huggingface",
           "clip_hf_model": "huggingface", "siglip_hf_vision": "huggingface", "siglip_hf_model": "huggingface",
           "mae": "facebookresearch", "vit_reg4_gap_timm": "timm", "vit_gap_timm": "timm", "dinov3": "facebookresearch",
-          "dinov3_hf": "huggingface", "dinov3_timm": "timm", "aimv2_timm": "timm", "aimv2_apple": "apple"}
+          "dinov3_hf": "huggingface", "dinov3_timm": "timm", "aimv2_timm": "timm", "aimv2_apple": "apple",
+          "eva02_timm": "timm", "eva02_timm_mim": "timm"}
 
 
 def ok(cond, label, detail=""):
@@ -295,6 +298,16 @@ def check_refusals(a, root, manifest):
         path = copy_dir_with(os.path.join(root, "dinov3_timm"), os.path.join(bad, "dinov3_timm_no_gamma_2"),
                              "model.safetensors", tensors, meta)
         refused("dinov3_timm: blocks.0.gamma_2 missing", run(a.cli, "info", "--model", path), path, "blocks.0.gamma_2")
+
+    # 1d. EVA-02 in timm's layout without a block's v_bias (its q_bias kept): refused naming it, not read as an
+    # attention without a V bias
+    if "eva02_timm" in manifest["layouts"]:
+        tensors, meta = read_any(os.path.join(root, "eva02_timm", "model.safetensors"))
+        del tensors["blocks.1.attn.v_bias"]
+        path = copy_dir_with(os.path.join(root, "eva02_timm"), os.path.join(bad, "eva02_timm_no_v_bias"),
+                             "model.safetensors", tensors, meta)
+        refused("eva02_timm: blocks.1.attn.v_bias missing", run(a.cli, "info", "--model", path), path,
+                "blocks.1.attn.v_bias")
 
     # 2. a config.json of another model beside the weights
     def other_config(layout, key, value):
