@@ -439,9 +439,13 @@ void residual(Ctx& x, StageId in_id, StageId add_id, StageId out_id, const std::
     grid(x, "residual stream rows (one scale)", c, 1, D, WRect{x0, 2 * band + lh * 1.3f, w, rh}, cm, CellRef{out_id, 0, tok, 0}, span(x.p, 0.5f, 0.9f), false);
     record_values(x, "residual." + x.t.info(out_id).name, c, size_t(D));
     x.torch = out_id;
+    // (what the ratio says is said from the ratio: a random model's first blocks add more than the stream holds)
+    const double ratio = norm2(b, size_t(D)) / std::max(1e-12, norm2(a, size_t(D)));
     x.narration = "The block does not replace the token: it adds what " + what + " computed to what came in (the residual stream). Here |" +
-                  what + "| / |stream| = " + num(norm2(b, size_t(D)) / std::max(1e-12, norm2(a, size_t(D))), 3) +
-                  ": each block changes the stream a little, and every later stage can still read what came before.";
+                  what + "| / |stream| = " + num(ratio, 3) +
+                  (ratio < 1 ? ": the block changes the stream only in part, and every later stage can still read what came before."
+                             : ": here the addition is larger than the stream itself, yet what came in is still in the sum for every "
+                               "later stage to read.");
 }
 
 void step_mlp(Ctx& x) {
@@ -467,7 +471,8 @@ void step_mlp(Ctx& x) {
     label(x, r.x, 0, (q < 0.5f && same ? "fc1: " : "after the nonlinearity: ") + itos(M) + " numbers of " + token_name(x, tok));
     bars(x, "MLP hidden row (blue < 0 < red)", shown.data(), M, r, lo, hi, quantity_colormap(Quantity::Signed, -mm, mm));
     const float oy = r.y + r.h + lh * 2.5f;
-    label(x, r.x, oy - lh * 1.2f, "fc2: back to " + itos(D) + " (" + x.t.info(StageId{K::MlpOut, 0}).name + ")");
+    label(x, r.x, oy - lh * 1.2f, std::string(x.c.mlp_norm ? "LayerNorm, then fc2: back to " : "fc2: back to ") + itos(D) + " (" +
+                                      x.t.info(StageId{K::MlpOut, 0}).name + ")");
     grid(x, "MLP output", o, 1, D, WRect{r.x, oy, r.w, lh * 2}, signed_cm(o, size_t(D)), CellRef{StageId{K::MlpOut, 0}, 0, tok, 0}, span(x.p, 0.75f, 0.95f));
     int neg = 0;
     for (int i = 0; i < Mi; ++i) neg += a[i] < 0;
@@ -477,7 +482,10 @@ void step_mlp(Ctx& x) {
                   (same ? std::string(act_label(x.c.act)) + " keeps the positive ones and squashes the negative ones towards 0 (" + itos(neg) +
                               " of " + itos(Mi) + " were negative here; after it the smallest is " + num(lo1, 3) + ")"
                         : std::string("SwiGLU multiplies silu of one half by the other (") + itos(Mi) + " become " + itos(M) + ")") +
-                  ", and fc2 brings it back to " + itos(D) + ". Attention mixes tokens; the MLP thinks about each one.";
+                  (x.c.mlp_norm ? ", a LayerNorm over those " + itos(M) + " hidden numbers (EVA-02's scale_mlp) steadies them, "
+                                  "and fc2 brings them back to "
+                                : std::string(", and fc2 brings it back to ")) +
+                  itos(D) + ". Attention mixes tokens; the MLP thinks about each one.";
 }
 
 void step_depth(Ctx& x) {

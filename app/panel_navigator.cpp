@@ -60,10 +60,13 @@ void DrawNavigator(ViewCtx& v) {
         const bool sel = i == shown_row;
         // the patch embedding's norm (AIMv2) under it, named within it as a block's stages are within their block
         // (its full name in the tooltip): "patch_embed.norm.normalized" is wider than the list at 1280x800
+        // (and EVA-02's norm inside the MLP under mlp: "norm.normalized")
         const std::string local = stage_local_name(en.id);
-        const bool sub = en.layer < 0 && local.rfind("patch_embed.", 0) == 0;
+        const size_t cut = en.layer < 0 && local.rfind("patch_embed.", 0) == 0 ? 12
+                           : en.layer >= 0 && local.rfind("mlp.norm.", 0) == 0 ? 4 : 0;
+        const bool sub = cut > 0;
         if (sub) ImGui::Indent();
-        if (ImGui::Selectable(((sub ? local.substr(12) : local) + "##" + std::to_string(i)).c_str(), sel)) select_row(ui, *t, i);
+        if (ImGui::Selectable((local.substr(cut) + "##" + std::to_string(i)).c_str(), sel)) select_row(ui, *t, i);
         if (sub) ImGui::Unindent();
         if (sel && ImGui::IsWindowAppearing()) ImGui::SetScrollHereY();
         if (v.hover && ImGui::IsItemHovered()) ImGui::SetTooltip("%s %s", en.name.c_str(), shape_text(t->at(i)).c_str());

@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 # One preset per family: together they must reach every StageKind (checked below).
-PRESETS = ["toy-rgb8", "deit-ti16-distilled", "dino-s16", "dinov2-s14-reg", "clip-b32", "siglip-b16", "mae-b16", "dinov3-s16", "aimv2-l14", "eva02-s14"]
+PRESETS = ["toy-rgb8", "deit-ti16-distilled", "dino-s16", "dinov2-s14-reg", "clip-b32", "siglip-b16", "mae-b16", "dinov3-s16", "aimv2-l14", "eva02-s14", "eva02-b14"]
 # Kinds that only an intervention adds to the table, with the flags of a run that has them.
 RUNS = [[p] for p in PRESETS] + [["toy-rgb8", "--drop-patches", "0"]]
 

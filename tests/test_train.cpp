@@ -159,7 +159,8 @@ TEST(GradCheck, EveryParameterAgainstFiniteDifferences) {
 
 // The 2025 families' parts on the training path: RoPE with storage tokens, layer scale and no position table
 // (DINOv3: its periods are a fixed buffer, not differentiated), RMSNorm at every site and on the patch embeddings,
-// blocks without biases (AIMv2: the biases it holds as zeros are never read, so not checked).
+// blocks without biases (AIMv2: the biases it holds as zeros are never read, so not checked), EVA-02 Base's RoPE beside
+// the table and its LayerNorm inside the MLP (the K third of its q/k/v bias is read as any other: checked too).
 TEST(GradCheck, RopeAndRmsNormParametersAgainstFiniteDifferences) {
     {
         SCOPED_TRACE("dinov3");
@@ -168,6 +169,10 @@ TEST(GradCheck, RopeAndRmsNormParametersAgainstFiniteDifferences) {
     {
         SCOPED_TRACE("aimv2");
         EXPECT_GT(check_param_grads(small_classifier("aimv2-l14"), {}, 5, {".bias"}), 40);
+    }
+    {
+        SCOPED_TRACE("eva02 base (mlp norm)");
+        EXPECT_GT(check_param_grads(small_classifier("eva02-b14"), {}, 5), 80);
     }
 }
 

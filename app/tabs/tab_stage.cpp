@@ -138,12 +138,13 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
     const ImGuiStyle& st = ImGui::GetStyle();
     const float th = ImGui::GetTextLineHeight(), sp = st.ItemSpacing.x, strip = 24;
     ImGui::PushTextWrapPos(0);
+    const char* dims = site == LnSite::Mlp ? "hidden units" : "embedding dims";  // (EVA-02's norm inside the MLP)
     if (rms)
         ImGui::TextDisabled("RMSNorm. rows: the %d token%s, aligned across the three;  rms: one value per token;  normalized, "
-                            "out: tokens x %d embedding dims", rows, rows == 1 ? "" : "s", cols);
+                            "out: tokens x %d %s", rows, rows == 1 ? "" : "s", cols, dims);
     else
         ImGui::TextDisabled("rows: the %d token%s, aligned across the four;  mean, std: one value per token;  normalized, out: "
-                            "tokens x %d embedding dims", rows, rows == 1 ? "" : "s", cols);
+                            "tokens x %d %s", rows, rows == 1 ? "" : "s", cols, dims);
     ImGui::PopTextWrapPos();
     // the row names (tokens: cls, p0, ...) left of the first panel only
     HeatmapArgs names;

@@ -54,7 +54,7 @@ std::string config_to_json(const Config& c) {
     // ViT differs only in its position table's resize rule, and reloaded with timm's when that was left out)
     if (c.family != ModelFamily::ViT || c.head != Head::Classifier || !c.cls_token || c.dist_token || c.registers || c.layer_scale ||
         c.ln_pre || !c.patch_bias || c.pos_no_cls || c.act != Act::Gelu || c.pos_grid || c.pos_rule != PosRule::Timm ||
-        !c.pos_table || c.rope || c.norm != Norm::LayerNorm || !c.qkv_bias || !c.proj_bias || c.patch_norm) {
+        !c.pos_table || c.rope || c.norm != Norm::LayerNorm || !c.qkv_bias || !c.proj_bias || c.patch_norm || c.mlp_norm) {
         j["family"] = kFamilyNames[int(c.family)];
         j["cls_token"] = c.cls_token;
         j["dist_token"] = c.dist_token;
@@ -82,6 +82,7 @@ std::string config_to_json(const Config& c) {
         if (!c.qkv_bias) j["qkv_bias"] = false;
         if (!c.proj_bias) j["proj_bias"] = false;
         if (c.patch_norm) j["patch_norm"] = true;
+        if (c.mlp_norm) j["mlp_norm"] = true;
     }
     return j.dump();
 }
@@ -228,6 +229,7 @@ Config config_from_json(const std::string& text, const std::string& what) {
     c.qkv_bias = r.flag("qkv_bias", true);
     c.proj_bias = r.flag("proj_bias", true);
     c.patch_norm = r.flag("patch_norm", false);
+    c.mlp_norm = r.flag("mlp_norm", false);
     const int zero = 0;
     c.pre.resize = r.integer("resize", 0, kMaxResize, &zero);
     static const char* const kInterpNames[] = {"bilinear", "bicubic"};  // anything else is refused, not read as bilinear

@@ -143,6 +143,7 @@ Shape param_shape(const Config& c, const std::string& name) {
     if (base == "mlp.fc1.weight") return {map ? M : Mi, D};
     if (base == "mlp.fc1.bias") return {map ? M : Mi};
     if (base == "mlp.fc2.weight") return {D, M};
+    if (base == "mlp.norm.weight" || base == "mlp.norm.bias") return {M};  // EVA-02 Base/Large: over the hidden units
     return {D};  // LayerNorm weights and biases, every other bias, ls1/ls2 gammas
 }
 
@@ -268,7 +269,9 @@ void Load::choose_plan() {
         if (kind == Kind::Timm && k.has(root + "patch_embed.norm.weight") && k.has(root + "blocks.0.mlp.fc1_g.weight"))
             kind = Kind::Aimv2;
         // timm's EVA-02 (eva.py): q_bias and v_bias beside a fused qkv, and a position table (timm's DINOv3 has none)
-        if (kind == Kind::Timm && k.has(root + "blocks.0.attn.q_bias") && k.has(root + "pos_embed")) kind = Kind::Eva02;
+        if (kind == Kind::Timm && (k.has(root + "blocks.0.attn.q_bias") || k.has(root + "blocks.0.attn.q_proj.weight")) &&
+            k.has(root + "pos_embed"))
+            kind = Kind::Eva02;
         const Keys k2(src, dtypes);
         switch (kind) {
             case Kind::Dinov3: p = plan_dinov3(k2, root, what, side); break;

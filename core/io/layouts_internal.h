@@ -106,11 +106,13 @@ inline std::string unsupported(const Keys& k, const SideConfig& side) {
     }
     if (!(e = key_with(".lambda_1")).empty() && !key_with("beit.").empty())
         return "a BEiT checkpoint ('" + e + "'): a relative position bias inside every attention";
-    if (!(e = key_with("rope.")).empty() || !(e = key_with("freqs_cos")).empty() || !(e = key_with("attn.q_proj.weight")).empty())
+    // (timm's EVA-02 Base/Large also name attn.q_proj, beside the SwiGLU's fc1_g: run, layouts_eva.cpp)
+    if (!(e = key_with("rope.")).empty() || !(e = key_with("freqs_cos")).empty() ||
+        (!(e = key_with("attn.q_proj.weight")).empty() && key_with("mlp.fc1_g.weight").empty()))
         if (key_with("self_attn.").empty())  // Hugging Face CLIP/SigLIP also name q_proj, under self_attn.
-            return "an EVA-style checkpoint ('" + e + "'): separate q/k/v projections or saved rotary position embeddings "
-                   "(EVA-02 Base and Large, the EVA-02 CLIP towers, BAAI's own release), which are not implemented; EVA-02 "
-                   "Tiny and Small as timm saves them are";
+            return "an EVA-style checkpoint ('" + e + "'): saved rotary position embeddings or separate q/k/v projections "
+                   "without timm's SwiGLU (BAAI's own EVA-02 release, the EVA-02 CLIP towers), which are not read; EVA-02 "
+                   "as timm saves it is";
     if (!(e = key_with("visual.trunk.")).empty())
         return "an open_clip model with a timm image tower ('" + e + "'): open_clip's visual.trunk.* wrapper is not "
                "read; load the timm or Hugging Face release of the same tower";

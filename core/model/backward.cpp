@@ -106,15 +106,16 @@ void ln_backward(float* dx, bool accumulate, LayerNormW* g, float* dxhat_out, co
     }
 }
 
-// The norm at `site` backward: RMSNorm where the model norms with it (every site but SigLIP's head), else LayerNorm;
-// its row statistic (std or rms) and `normalized` read through `at` (the site's stage kinds), R rows of the width.
+// The norm at `site` backward: RMSNorm where the model norms with it (every site but SigLIP's head and the MLP's
+// LayerNorm), else LayerNorm; its row statistic (std or rms) and `normalized` read through `at` (the site's stage
+// kinds), R rows of the model's width (or the MLP's hidden width at LnSite::Mlp).
 void norm_backward(const Config& c, LnSite site, const std::function<const float*(StageKind)>& at, float* dx,
                    bool accumulate, LayerNormW* g, float* dxhat_out, const float* dy, const LayerNormW& w, size_t R,
                    const Options& opt) {
-    const bool rms = c.norm == Norm::RmsNorm && site != LnSite::Head;
+    const bool rms = c.norm == Norm::RmsNorm && site != LnSite::Head && site != LnSite::Mlp;
     const std::vector<float> rs = rstd_of(at(ln_kind(site, rms ? LnPart::Rms : LnPart::Std)), R, c.eps);
     ln_backward(dx, accumulate, g, dxhat_out, dy, at(ln_kind(site, LnPart::Normalized)), rs.data(), w, int(R),
-                int(c.width), opt, rms);
+                site == LnSite::Mlp ? c.mlp : c.width, opt, rms);
 }
 
 // d/dx gelu(x) = Phi(x) + x phi(x), as an expression on chunks fixed by n (not by the thread count:
@@ -391,8 +392,17 @@ void block_backward(const Weights& w, Weights* g, int l, const Options& opt, siz
     put_if(SK::ResidPost, dx.data());
     const float* dmo = c.layer_scale ? layer_scale(SK::Ls2, SK::MlpOut, bw.ls2, gb ? &gb->ls2 : nullptr) : dx.data();
     put_if(SK::MlpOut, dmo);
-    linear_backward(st.dpost.data(), gb ? &gb->fc2_w : nullptr, gb ? &gb->fc2_b : nullptr, dmo, at(SK::MlpPost),
-                    fc2_w, int(R), int(M), int(D));
+    // (EVA-02 Base/Large: fc2 reads the MLP's LayerNorm, mlp.norm.out; back through it to mlp.post)
+    linear_backward(st.dpost.data(), gb ? &gb->fc2_w : nullptr, gb ? &gb->fc2_b : nullptr, dmo,
+                    at(c.mlp_norm ? SK::MlpNormOut : SK::MlpPost), fc2_w, int(R), int(M), int(D));
+    if (c.mlp_norm) {
+        put_if(SK::MlpNormOut, st.dpost.data());
+        Tensor2 dhid = Tensor2::from_shape({R, M}), dxhm = Tensor2::from_shape({rec ? R : 0, M});
+        norm_backward(c, LnSite::Mlp, at, dhid.data(), false, gb ? &gb->mlp_norm : nullptr, rec ? dxhm.data() : nullptr,
+                      st.dpost.data(), bw.mlp_norm, R, opt);
+        put_if(SK::MlpNormNormalized, dxhm.data());
+        st.dpost = std::move(dhid);
+    }
     put_if(SK::MlpPost, st.dpost.data());
     act_backward(c.act, st.dpre.data(), st.dpost.data(), at(SK::MlpPre), R, M);
     put_if(SK::MlpPre, st.dpre.data());
@@ -595,7 +605,8 @@ const std::vector<StageKind>& backward_grad_kinds() {
         K::Input, K::Patches, K::PatchEmbed, K::PatchNormNormalized, K::PatchNormOut, K::Tokens, K::PosEmbed, K::Embed, K::WithRegisters, K::LnPreNormalized,
         K::LnPreOut,
         K::Ln1Normalized, K::Ln1Out, K::AttnQ, K::AttnK, K::AttnV, K::AttnQRot, K::AttnKRot, K::AttnScores, K::AttnPattern, K::AttnZ,
-        K::AttnOut, K::Ls1, K::ResidMid, K::Ln2Normalized, K::Ln2Out, K::MlpPre, K::MlpPost, K::MlpOut, K::Ls2,
+        K::AttnOut, K::Ls1, K::ResidMid, K::Ln2Normalized, K::Ln2Out, K::MlpPre, K::MlpPost, K::MlpNormNormalized,
+        K::MlpNormOut, K::MlpOut, K::Ls2,
         K::ResidPost, K::LnFinalNormalized, K::LnFinalOut, K::Pooled, K::PooledDist, K::LogitsCls, K::LogitsDist,
         K::Logits, K::HeadAttnQ, K::HeadAttnK, K::HeadAttnV, K::HeadAttnScores, K::HeadAttnPattern, K::HeadAttnZ,
         K::HeadAttnOut, K::HeadLnNormalized, K::HeadLnOut, K::HeadMlpPre, K::HeadMlpPost, K::HeadMlpOut, K::HeadResidPost,

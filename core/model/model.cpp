@@ -215,6 +215,7 @@ void Config::validate() const {
     if (norm == Norm::RmsNorm && pooling == Pooling::Map)
         bad("norm rms_norm with the attention-pooling head (pooling map): its LayerNorm would not be an RMSNorm");
     if (patch_norm && norm != Norm::RmsNorm) bad("patch_norm with norm layer_norm: a LayerNorm on the patch embeddings is not implemented");
+    if (mlp_norm && norm != Norm::LayerNorm) bad("mlp_norm with norm rms_norm: an RMSNorm inside the MLP is not implemented");
     if (width % heads) bad("width " + std::to_string(width) + " is not divisible by heads " +
                            std::to_string(heads));
     if (!(eps > 0) || !std::isfinite(eps)) bad("eps must be positive and finite");
@@ -241,7 +242,7 @@ std::string Config::describe() const {
     // says its parts as the other families do
     const bool vanilla = cls_token && !dist_token && !registers && !layer_scale && !ln_pre && patch_bias &&
                          act == Act::Gelu && head == Head::Classifier && pos_table && !rope && norm == Norm::LayerNorm &&
-                         qkv_bias && proj_bias && !patch_norm;
+                         qkv_bias && proj_bias && !patch_norm && !mlp_norm;
     if (family != ModelFamily::ViT || !vanilla) {
         o << ", family " << family_label(family) << " (";
         std::string parts;
@@ -258,6 +259,7 @@ std::string Config::describe() const {
         if (!patch_bias) add("patch conv without bias");
         if (norm != Norm::LayerNorm) add(norm_label(norm));
         if (patch_norm) add("a norm on the patch embeddings");
+        if (mlp_norm) add("a LayerNorm inside the MLP");
         if (!qkv_bias && !proj_bias) add("no biases in the blocks");
         else if (!qkv_bias) add("q/k/v without bias");
         else if (!proj_bias) add("attn.proj and MLP without biases");
@@ -284,7 +286,7 @@ std::vector<std::string> preset_names() {
     return {"toy-rgb8", "toy-gray4", "vit-ti16", "vit-s16", "vit-b16", "vit-b32", "vit-l16", "vit-l32", "vit-h14", "fmnist",
             "deit-ti16-distilled", "deit-s16-distilled", "deit-b16-distilled", "dino-s16", "dino-b16", "dinov2-s14",
             "dinov2-s14-reg", "dinov2-b14", "dinov2-b14-reg", "clip-b32", "clip-b16", "clip-l14", "siglip-b16",
-            "mae-b16", "vit-betwixt16-reg4-gap", "dinov3-s16", "aimv2-l14", "eva02-s14"};
+            "mae-b16", "vit-betwixt16-reg4-gap", "dinov3-s16", "aimv2-l14", "eva02-s14", "eva02-b14"};
 }
 
 // Checked against torchvision/models/vision_transformer.py (vit_b_16 ... vit_h_14:
@@ -428,6 +430,14 @@ Config preset(const std::string& n) {
         c.pre.mean = {0.48145466f, 0.4578275f, 0.40821073f}; c.pre.std = {0.26862954f, 0.26130258f, 0.27577711f};
         return c;
     }
+    if (n == "eva02-b14") {
+        // timm eva02_base_patch14_224 (mim_in22k): as eva02-s14 at width 768, 12 heads, SwiGLU of 2048 unpacked
+        // (fc1_g, fc1_x) with a LayerNorm over its hidden units before fc2 (scale_mlp), q/k/v from three Linears
+        // (qkv_fused=False: read into one product here)
+        Config c = preset("eva02-s14");
+        c.name = n; c.width = 768; c.heads = 12; c.mlp = 2048; c.mlp_norm = true;
+        return c;
+    }
     if (n == "aimv2-l14") {
         // timm aimv2_large_patch14_224 (apple/ml-aim aimv2_large): patch 14, width 1024, 24 blocks, 8 heads of 128,
         // SwiGLU of 2816, no cls token, RMSNorm eps 1e-5 (also on the patch embeddings), no biases in the blocks,
@@ -475,8 +485,10 @@ int64_t param_count(const Config& c) {
     embed += (int64_t(c.cls_token) + int64_t(c.dist_token) + c.registers) * D + (c.ln_pre ? norm : 0) +
              (c.patch_norm ? norm : 0);
     const int64_t pb = c.proj_bias ? 1 : 0;
-    const int64_t block = 2 * norm + (3 * D * D + (c.qkv_bias ? 3 * D : 0)) + (D * D + pb * D) + (D * Mi + pb * Mi) +
-                          (M * D + pb * D) + (c.layer_scale ? 2 * D : 0);
+    // (EVA-02 has q and v biases only: its K bias is a zero buffer, not a parameter)
+    const int64_t qkv_biases = c.qkv_bias ? (c.family == ModelFamily::Eva02 ? 2 : 3) * D : 0;
+    const int64_t block = 2 * norm + (3 * D * D + qkv_biases) + (D * D + pb * D) + (D * Mi + pb * Mi) +
+                          (M * D + pb * D) + (c.layer_scale ? 2 * D : 0) + (c.mlp_norm ? 2 * M : 0);
     int64_t head = norm;  // the final norm
     if (c.has_logits()) head += (D * K + K) * (c.head == Head::Distilled ? 2 : 1);
     if (c.head == Head::Projection) head += D * int64_t(c.embed_dim);
@@ -670,6 +682,7 @@ Weights shaped_weights(const Config& c) {
         linear(b.fc1_w, b.fc1_b, Mi, D);
         linear(b.fc2_w, b.fc2_b, D, M);
         if (c.layer_scale) { b.ls1 = Tensor1::from_shape({D}); b.ls2 = Tensor1::from_shape({D}); }
+        if (c.mlp_norm) { b.mlp_norm.g = Tensor1::from_shape({M}); b.mlp_norm.b = Tensor1::from_shape({M}); }
     }
     ln(w.ln_f);
     if (c.has_logits()) linear(w.head_w, w.head_b, K, D);
@@ -735,6 +748,7 @@ Weights init_weights(const Config& c, uint64_t seed) {
             b.ls1 = xt::full_like(Tensor1::from_shape({D}), 1e-5f);
             b.ls2 = xt::full_like(Tensor1::from_shape({D}), 1e-5f);
         }
+        if (c.mlp_norm) { b.mlp_norm.g = xt::ones<float>({M}); b.mlp_norm.b = xt::zeros<float>({M}); }
     }
     ln(w.ln_f);
     if (c.has_logits()) linear(w.head_w, w.head_b, K, D);
@@ -762,7 +776,7 @@ void for_each_layernorm(W& w, F f) {
     auto one = [&](auto& l) { if (l.g.size()) f(l); };
     one(w.patch_norm);
     one(w.ln_pre);
-    for (auto& b : w.blocks) { one(b.ln1); one(b.ln2); }
+    for (auto& b : w.blocks) { one(b.ln1); one(b.ln2); one(b.mlp_norm); }
     one(w.ln_f);
     one(w.map.ln);
 }

@@ -99,6 +99,7 @@ struct Config {
     bool qkv_bias = true;     // false: nn.Linear(D, 3D, bias=False) (timm qkv_bias=False; its bias is held as zeros)
     bool proj_bias = true;    // false: attn.proj and the MLP's fc1/fc2 without biases (timm proj_bias=False; zeros)
     bool patch_norm = false;  // a norm on the patch embeddings before the position table (AIMv2: timm embed_norm_layer)
+    bool mlp_norm = false;    // a LayerNorm over the MLP's hidden units before fc2 (EVA-02 Base/Large: timm scale_mlp)
     bool pos_no_cls = false;  // the stored position table has patch rows only (timm no_embed_class, SigLIP)
     Act act = Act::Gelu;
     Head head = Head::Classifier;
@@ -233,6 +234,7 @@ struct BlockW {
     Tensor2 fc1_w; Tensor1 fc1_b;    // (M, D), (M); SwiGLU: (2M, D), (2M), the halves x1, x2
     Tensor2 fc2_w; Tensor1 fc2_b;    // (D, M), (D)
     Tensor1 ls1, ls2;                // (D) layer scale (empty without)
+    LayerNormW mlp_norm;             // (M) the LayerNorm inside the MLP (Config::mlp_norm; empty without)
     // The four matrices once packed (pack_blocks): each is then kept only here, in the GEMM
     // kernel's layout, and its Tensor2 above is empty. Copies of the weights share them.
     std::shared_ptr<const gemm::Matrix> qkv_p, proj_p, fc1_p, fc2_p;
@@ -327,6 +329,10 @@ void for_each_param(F&& f, W0& w0, W&... ws) {
         if (w0.blocks[i].ls1.size()) {
             f(p + "ls1.gamma", w0.blocks[i].ls1, ws.blocks[i].ls1...);
             f(p + "ls2.gamma", w0.blocks[i].ls2, ws.blocks[i].ls2...);
+        }
+        if (w0.blocks[i].mlp_norm.g.size()) {
+            f(p + "mlp.norm.weight", w0.blocks[i].mlp_norm.g, ws.blocks[i].mlp_norm.g...);
+            f(p + "mlp.norm.bias", w0.blocks[i].mlp_norm.b, ws.blocks[i].mlp_norm.b...);
         }
     }
     f("norm.weight", w0.ln_f.g, ws.ln_f.g...);

@@ -137,9 +137,10 @@ void embed_part(Pass& p, const Tensor4& x);          // input .. with_registers,
 void block_part(Pass& p, int l, bool last);          // one encoder block (last: no block follows in this pass)
 const Array& head_part(Pass& p);                     // the final norm, pooling and the head; the output
 // LayerNorm with its four stages (mean, std, normalized, out) over R rows; with `add`, x is
-// add->out and the residual add that makes it runs in the same pass. Returns out.
+// add->out and the residual add that makes it runs in the same pass. Returns out. Rows of the model's width, or of
+// `width` (the MLP's norm: its hidden units).
 const float* layernorm_part(Pass& p, LnSite site, const float* x, const LayerNormW& w, size_t rows,
-                            const PendingAdd* add = nullptr);
+                            const PendingAdd* add = nullptr, size_t width = 0);
 
 // Kernels the parts share (core/model/parts/linear.cpp).
 void linear(const char* what, float* out, const float* in, const Tensor2& W, const Tensor1& b, size_t R,

@@ -21,7 +21,8 @@ namespace vit {
     X(Ln1Mean) X(Ln1Std) X(Ln1Rms) X(Ln1Normalized) X(Ln1Out)                                   \
     X(AttnQ) X(AttnK) X(AttnV) X(AttnQRot) X(AttnKRot) X(AttnScores) X(AttnPattern) X(AttnZ) X(AttnOut) X(Ls1) X(ResidMid) \
     X(Ln2Mean) X(Ln2Std) X(Ln2Rms) X(Ln2Normalized) X(Ln2Out)                                   \
-    X(MlpPre) X(MlpPost) X(MlpOut) X(Ls2) X(ResidPost)                                          \
+    X(MlpPre) X(MlpPost) X(MlpNormMean) X(MlpNormStd) X(MlpNormNormalized) X(MlpNormOut)        \
+    X(MlpOut) X(Ls2) X(ResidPost)                                                               \
     X(LnFinalMean) X(LnFinalStd) X(LnFinalRms) X(LnFinalNormalized) X(LnFinalOut)               \
     X(Pooled) X(PooledDist) X(LogitsCls) X(LogitsDist) X(Logits) X(Probs)                       \
     X(HeadProbe) X(HeadAttnQ) X(HeadAttnK) X(HeadAttnV) X(HeadAttnScores) X(HeadAttnPattern)    \
@@ -52,8 +53,9 @@ struct StageIdHash {
 };
 
 // The norms of the model and the stages each records: a LayerNorm mean, std, normalized and out; an
-// RMSNorm (Config::norm) rms, normalized and out. Patch: the norm on the patch embeddings (AIMv2).
-enum class LnSite : uint8_t { None, Ln1, Ln2, Final, Pre, Head, Patch };
+// RMSNorm (Config::norm) rms, normalized and out. Patch: the norm on the patch embeddings (AIMv2). Mlp: the
+// LayerNorm over the MLP's hidden units before fc2 (EVA-02 Base and Large: timm's scale_mlp).
+enum class LnSite : uint8_t { None, Ln1, Ln2, Final, Pre, Head, Patch, Mlp };
 enum class LnPart : uint8_t { Mean, Std, Normalized, Out, Rms };
 LnSite ln_site(StageKind k);
 LnPart ln_part(StageKind k);           // only for kinds with a site

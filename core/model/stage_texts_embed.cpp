@@ -229,11 +229,17 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
     const LnSite site = ln_site(s.id.kind);
     const LnPart part = ln_part(s.id.kind);
     const int l = s.id.layer;
-    const std::string L = std::to_string(l), D = str(x.D);
+    const std::string L = std::to_string(l), D = str(site == LnSite::Mlp ? x.M : x.D);
     // What it normalizes, and the module that does it.
     StageId src;
     std::string src_desc, mod;
     switch (site) {
+        case LnSite::Mlp:
+            src = {K::MlpPost, l};
+            src_desc = "the MLP's hidden units (after " + std::string(act_label(x.c.act)) + ") in block " + L +
+                       ", before fc2 (EVA-02's scale_mlp)";
+            mod = "blocks[" + L + "].mlp.norm";
+            break;
         case LnSite::Patch:
             src = {K::PatchEmbed, -1};
             src_desc = "the patch embeddings, before the position table is added";
@@ -272,11 +278,12 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
     }
     s.from = {src};
     s.ln = site;
+    const std::vector<std::string> axes2 = site == LnSite::Mlp ? std::vector<std::string>{"tokens", "hidden units"} : kTD;
     if (x.c.norm == Norm::RmsNorm && site != LnSite::Head) return d_rmsnorm(x, s, part, src_desc, mod);
     s.box.sub = x.o.affine ? "affine" : "no affine";
     if (x.o.unbiased) s.box.sub += ", N-1";
     if (site == LnSite::Head) s.box.sub = "probe, " + str(x.H) + " heads";  // inside the pooling head's box
-    const std::string eps = num(x.c.eps), ddof = x.o.unbiased ? "D-1 = " + str(x.D - 1) : "D = " + D;
+    const std::string eps = num(x.c.eps), ddof = x.o.unbiased ? "D-1 = " + str((site == LnSite::Mlp ? x.M : x.D) - 1) : "D = " + D;
     const std::string intro = "LayerNorm over the " + D + " dims of each token of " + src_desc + ". ";
     switch (part) {
         case LnPart::Mean:
@@ -296,7 +303,7 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
             s.signed_values = false;
             return;
         case LnPart::Normalized:
-            s.axes = kTD;
+            s.axes = axes2;
             s.title = "LayerNorm: normalized";
             s.what = intro + "(x - mean) / sqrt(var + " + eps + "), var divided by " + ddof +
                      ": every token now has mean 0 and a standard deviation of " +
@@ -305,7 +312,7 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
                       ", keepdim=True) + " + eps + ")";
             return;
         case LnPart::Out:
-            s.axes = kTD;
+            s.axes = axes2;
             s.title = "LayerNorm: output";
             if (x.o.affine) {
                 s.what = intro + "normalized * gamma + beta: elementwise_affine is on, so the learned scale gamma and "

@@ -57,11 +57,14 @@ void d_mlp_post(const Ctx& x, StageInfo& s) {
 
 void d_mlp_out(const Ctx& x, StageInfo& s) {
     s.axes = kTD;
-    s.from = {{K::MlpPost, s.id.layer}};
+    s.from = {{x.c.mlp_norm ? K::MlpNormOut : K::MlpPost, s.id.layer}};
     s.title = "MLP output";
-    s.what = "The MLP's second Linear: back to " + str(x.D) + " dims.";
-    s.torch = x.c.act == Act::SwiGlu ? "blocks[" + std::to_string(s.id.layer) + "].mlp.w3(h)"
-                                     : "blocks[" + std::to_string(s.id.layer) + "].mlp.fc2(h)";
+    s.what = std::string(x.c.mlp_norm ? "The MLP's second Linear, on the LayerNorm of the hidden units" : "The MLP's second Linear") +
+             ": back to " + str(x.D) + " dims.";
+    // (dinov2's and dinov3's SwiGLUFFN name the second Linear w3; timm's SwiGLU, fc2)
+    s.torch = x.c.act == Act::SwiGlu && (x.c.family == ModelFamily::Dinov2 || x.c.family == ModelFamily::Dinov3)
+                  ? "blocks[" + std::to_string(s.id.layer) + "].mlp.w3(h)"
+                  : "blocks[" + std::to_string(s.id.layer) + "].mlp.fc2(" + (x.c.mlp_norm ? "mlp.norm(h)" : "h") + ")";
     if (x.sublayer_ablated(s.id.layer, true)) {
         s.intervened = true;
         s.title = "MLP output (ablated)";

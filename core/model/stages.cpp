@@ -71,6 +71,16 @@ const std::vector<StageDef> kDefs = {
     LN_RMS_DEFS(Ln2, "blocks.{l}.ln2", "ln2", true, 1, "blocks[{l}].norm2", true),
     {K::MlpPre,       "blocks.{l}.mlp.pre", true,  true,  true,  false, true,  CellRule::None,        "mlp", "MLP", 1, "blocks[{l}].mlp.fc1 (output)", d_mlp_pre},
     {K::MlpPost,      "blocks.{l}.mlp.post", true, true,  true,  false, true,  CellRule::Gelu,        "mlp", "MLP", 1, "blocks[{l}].mlp.act (output)", d_mlp_post, true},
+    // EVA-02 Base/Large's LayerNorm over the hidden units (timm SwiGLU's norm, scale_mlp): kept for the backward, no
+    // patch point
+    {K::MlpNormMean,  "blocks.{l}.mlp.norm.mean", true, false, false, false, true, CellRule::None, "mlp", "MLP", 1,
+     "blocks[{l}].mlp.norm (input: x.mean(-1))", d_layernorm},
+    {K::MlpNormStd,   "blocks.{l}.mlp.norm.std", true, false, true, false, false, CellRule::None, "mlp", "MLP", 1,
+     "blocks[{l}].mlp.norm (input: x.std(-1))", d_layernorm},
+    {K::MlpNormNormalized, "blocks.{l}.mlp.norm.normalized", true, true, true, false, true, CellRule::LayerNorm, "mlp", "MLP",
+     1, "blocks[{l}].mlp.norm (input, normalized: F.layer_norm without weight and bias)", d_layernorm},
+    {K::MlpNormOut,   "blocks.{l}.mlp.norm.out", true, true, true, false, true, CellRule::LayerNorm, "mlp", "MLP", 1,
+     "blocks[{l}].mlp.norm (output)", d_layernorm},
     {K::MlpOut,       "blocks.{l}.mlp.out", true,  true,  false, false, true,  CellRule::None,        "mlp", "MLP", 1, "blocks[{l}].mlp (output)", d_mlp_out, true},
     {K::Ls2,          "blocks.{l}.ls2",     true, true, false, false, true,  CellRule::None,        "ls2", "LS", 1, "blocks[{l}].ls2 (output)", d_layer_scale},
     {K::ResidPost,    "blocks.{l}.resid_post", true, true, false, false, true, CellRule::None,        "resid_post", "+", 1, "blocks[{l}] (output)", d_resid_post, true},
@@ -182,7 +192,8 @@ TableKey key_of(const Config& c, const Options& o) {
              double(c.dist_token), double(c.registers), double(c.layer_scale), double(c.ln_pre), double(c.patch_bias),
              double(c.pos_no_cls), double(c.act), double(c.head), double(c.embed_dim), double(c.pos_rule),
              double(c.stored_grid()), double(c.pos_table), double(c.rope), double(c.norm), double(c.qkv_bias),
-             double(c.proj_bias), double(c.patch_norm)},
+             double(c.proj_bias), double(c.patch_norm), double(c.mlp_norm), double(c.rope_kind),
+             double(c.rope_ref_grid)},
             oo};
 }
 
@@ -192,7 +203,7 @@ namespace {
 // [site][part]: the stages of each norm site (LnSite order, None excluded; LnPart order); kNone where no model
 // has that part there (an RMSNorm only at ln1, ln2, the final norm and on the patch embeddings, which only
 // AIMv2's RMSNorm normalizes: Config::validate refuses the rest).
-constexpr int kLnSites = 6, kLnParts = 5;
+constexpr int kLnSites = 7, kLnParts = 5;
 constexpr StageKind kNone = StageKind(255);
 const StageKind kLnKinds[kLnSites][kLnParts] = {
     {K::Ln1Mean, K::Ln1Std, K::Ln1Normalized, K::Ln1Out, K::Ln1Rms},
@@ -200,7 +211,8 @@ const StageKind kLnKinds[kLnSites][kLnParts] = {
     {K::LnFinalMean, K::LnFinalStd, K::LnFinalNormalized, K::LnFinalOut, K::LnFinalRms},
     {K::LnPreMean, K::LnPreStd, K::LnPreNormalized, K::LnPreOut, kNone},
     {K::HeadLnMean, K::HeadLnStd, K::HeadLnNormalized, K::HeadLnOut, kNone},
-    {kNone, kNone, K::PatchNormNormalized, K::PatchNormOut, K::PatchNormRms}};
+    {kNone, kNone, K::PatchNormNormalized, K::PatchNormOut, K::PatchNormRms},
+    {K::MlpNormMean, K::MlpNormStd, K::MlpNormNormalized, K::MlpNormOut, kNone}};
 }  // namespace
 
 LnSite ln_site(StageKind k) {

@@ -487,16 +487,17 @@ void CellCtx::layernorm(CellMath& m) const {
     const StageId src_id = si->from[0];
     const std::string src_name = t.table().name(src_id);
     const Array& src = need(t, src_id, stage);
-    const size_t r = index[0], col = index[1], D = size_t(c.width);
+    const size_t r = index[0], col = index[1], D = size_t(site == LnSite::Mlp ? c.mlp : c.width);
     auto weights_of = [&]() -> const LayerNormW& {
         return site == LnSite::Final ? w.ln_f
+               : site == LnSite::Mlp ? w.blocks.at(size_t(l)).mlp_norm  // EVA-02 Base/Large's norm inside the MLP
                : site == LnSite::Pre ? w.ln_pre         // CLIP's ln_pre
                : site == LnSite::Head ? w.map.ln        // SigLIP's pooling head
                : site == LnSite::Patch ? w.patch_norm   // AIMv2's norm on the patch embeddings
                : site == LnSite::Ln1 ? w.blocks.at(size_t(l)).ln1
                                      : w.blocks.at(size_t(l)).ln2;
     };
-    if (c.norm == Norm::RmsNorm && site != LnSite::Head) {
+    if (c.norm == Norm::RmsNorm && site != LnSite::Head && site != LnSite::Mlp) {
         // RMSNorm: x / sqrt(mean(x^2) + eps) * gamma, from the recorded input and rms
         const Array& rms_a = need(t, {ln_kind(site, LnPart::Rms), l}, stage);
         const size_t srow = src.size() / D;

@@ -39,7 +39,9 @@ each part is named where it is used):
   EVA-02        timm/models/eva.py (eva02_tiny_patch14_224 / eva02_small_patch14_336: pos_embed with the cls row,
                 RoPE 'cat' with ref_feat_shape (16, 16), interleaved pairs, q_bias / zero k_bias / v_bias, GluMlp
                 SwiGLU, global_pool 'avg' with fc_norm), timm/layers/pos_embed_sincos.py (freq_bands,
-                build_fourier_pos_embed, build_rotary_pos_embed, RotaryEmbeddingCat, rot): families_eva.py
+                build_fourier_pos_embed, build_rotary_pos_embed, RotaryEmbeddingCat, rot); eva02_base_patch14_448
+                (qkv_fused=False: q_proj / k_proj / v_proj; scale_mlp: timm/layers/mlp.py SwiGLU with its norm):
+                families_eva.py
 
 For every family and checkpoint layout this module
   (a) builds random non-trivial weights (registers, layer-scale gammas, biases, LayerNorms)
@@ -212,7 +214,8 @@ def config_fields(s):
             **({"norm": "rms_norm"} if s.norm == "rms" else {}),
             **({"qkv_bias": False} if not s.qkv_bias else {}),
             **({"proj_bias": False} if not s.proj_bias else {}),
-            **({"patch_norm": True} if s.patch_norm else {})}
+            **({"patch_norm": True} if s.patch_norm else {}),
+            **({"mlp_norm": True} if s.scale_mlp else {})}
 
 
 # =============================================================================== model specs
@@ -242,6 +245,10 @@ class Spec:
     rope_kind: str = "dinov3"      # dinov3 (periods, coordinates in [-1, 1], halves paired) | eva (EVA-02: timm
     #                                RotaryEmbeddingCat, t = index / grid * rope_ref, interleaved pairs; the table kept)
     rope_ref: int = 0              # EVA-02: timm's ref_feat_shape (16 for every eva02_*)
+    qkv_fused: bool = True         # timm EvaAttention qkv_fused=False (EVA-02 Base / Large): q_proj, k_proj (no bias),
+    #                                v_proj in the file; the canonical qkv is their concatenation
+    scale_mlp: bool = False        # timm EvaBlock scale_mlp (EVA-02 Base / Large): SwiGLU with a LayerNorm over the
+    #                                hidden width between silu(gate) * value and fc2 (mlp.norm)
     k_mask: bool = False           # DINOv3 LinearKMaskedBias: the qkv bias times a mask zero on the K third
     ln_pre: bool = False
     patch_bias: bool = True
@@ -349,6 +356,12 @@ SPECS = [
     Spec("eva02_timm_mim", "eva02", "eva02", heads=2, act="swiglu", mlp=int(32 * (4 * 2 / 3)), rope=True,
          rope_kind="eva", rope_ref=families_eva.EVA_REF_GRID, final="mean_fc_norm", head="none", pos_rule="timm",
          seed=101),
+    # EVA-02 Base / Large (timm eva02_base_patch14_448 / eva02_large_patch14_448, eva02_base_patch14_224.mim_in22k):
+    # as Tiny / Small but qkv_fused=False (q_proj, k_proj without a bias, v_proj) and scale_mlp (timm SwiGLU: fc1_g,
+    # fc1_x, a LayerNorm over its int(D * 4 * 2/3) = 85 hidden numbers, fc2). The fine-tuned classifier.
+    Spec("eva02_base_timm", "eva02", "eva02_base", heads=2, act="swiglu", mlp=int(32 * (4 * 2 / 3)), rope=True,
+         rope_kind="eva", rope_ref=families_eva.EVA_REF_GRID, qkv_fused=False, scale_mlp=True, final="mean_fc_norm",
+         head="mean", classes=5, pos_rule="timm", seed=102),
 ]
 SPEC = {s.layout: s for s in SPECS}
 
@@ -395,6 +408,8 @@ def make_weights(s: Spec):
             b["ls1"], b["ls2"] = 0.6 + 0.25 * rn(D), 0.6 + 0.25 * rn(D)
         if s.rope_kind == "eva" and s.rope:
             b["qkv_b"][D:2 * D] = 0  # EVA-02: cat(q_bias, k_bias, v_bias) with k_bias a zero buffer
+        if s.scale_mlp:  # drawn last: the other specs' draws stay as they were
+            b["mlp_norm"] = (1 + 0.2 * rn(M), 0.1 * rn(M))
         if s.k_mask:
             # dinov3 init_weights_vit: bias_mask 1, its middle third (K) 0; the file keeps the unmasked bias
             b["qkv_b_mask"] = torch.ones(3 * D)
@@ -575,8 +590,11 @@ def _reference_blocks(s, c, h, rec, grid):
         a = _norm(s, h, b["ln2"], rec, p + "ln2")
         pre = F.linear(a, b["fc1_w"], b["fc1_b"])
         post = _act(pre, s.act)
+        rec[p + "mlp.pre"], rec[p + "mlp.post"] = pre, post
+        if s.scale_mlp:  # timm SwiGLU's norm over the hidden width (EVA-02 Base / Large): .mean, .std, ..., .out
+            post = _norm(s, post, b["mlp_norm"], rec, p + "mlp.norm")
         mo = F.linear(post, b["fc2_w"], b["fc2_b"])
-        rec[p + "mlp.pre"], rec[p + "mlp.post"], rec[p + "mlp.out"] = pre, post, mo
+        rec[p + "mlp.out"] = mo
         if s.layer_scale:
             mo = mo * b["ls2"]
             rec[p + "ls2"] = mo
@@ -959,7 +977,7 @@ def state_dict_of(s: Spec, c):
             sd[p + "mlp.fc1.weight"], sd[p + "mlp.fc1.bias"] = b["fc1_w"], b["fc1_b"]
             sd[p + "mlp.fc2.weight"], sd[p + "mlp.fc2.bias"] = b["fc2_w"], b["fc2_b"]
         sd["norm.weight"], sd["norm.bias"] = c["norm"]  # use_fc_norm=False: fc_norm is Identity; num_classes 0: no head
-    elif L in ("eva02_timm", "eva02_timm_mim"):  # timm Eva (eva02_tiny_patch14_*): families_eva.py
+    elif L in families_eva.LAYOUTS:  # timm Eva (eva02_tiny / base_patch14_*): families_eva.py
         sd.update(families_eva.eva02_state_dict(s, c))
     elif L == "mae":  # facebookresearch/mae MaskedAutoencoderViT (encoder keys as timm's)
         sd["cls_token"], sd["pos_embed"] = c["cls"].reshape(1, 1, D), c["pos"][None]
@@ -1055,12 +1073,13 @@ def timm_dinov3_config(s: Spec):
 
 def timm_eva02_config(s: Spec):
     """save_config_for_hf of timm's Eva eva02_tiny_patch14_336.mim_in22k_ft_in1k (the classifier: crop_pct 1.0) or
-    eva02_tiny_patch14_224.mim_in22k (num_classes 0: eva.py _cfg's crop_pct 0.9): OpenAI CLIP mean / std, bicubic,
-    fixed_input_size True, license mit, Eva's default global_pool 'avg'. model_args are Eva's keyword arguments where
-    the fixture differs from the registered model (its small shapes); mlp_ratio 4 * 2/3 (the fixture's 85 =
-    int(32 * 8/3)), swiglu_mlp, use_rot_pos_emb and ref_feat_shape (16, 16) are the registered model's, not saved."""
-    arch, tag, crop = (("eva02_tiny_patch14_336", "mim_in22k_ft_in1k", 1.0) if s.classes else
-                       ("eva02_tiny_patch14_224", "mim_in22k", 0.9))
+    eva02_tiny_patch14_224.mim_in22k (num_classes 0: eva.py _cfg's crop_pct 0.9), or of
+    eva02_base_patch14_448.mim_in22k_ft_in1k (crop_pct 1.0): OpenAI CLIP mean / std, bicubic, fixed_input_size True,
+    license mit, Eva's default global_pool 'avg'. model_args are Eva's keyword arguments where the fixture differs from
+    the registered model (its small shapes); mlp_ratio 4 * 2/3 (the fixture's 85 = int(32 * 8/3)), swiglu_mlp,
+    use_rot_pos_emb, ref_feat_shape (16, 16) and Base's qkv_fused False and scale_mlp are the registered model's, not
+    saved."""
+    arch, tag, crop = families_eva.arch_tag(s)
     cfg = timm_config(s, arch, tag, crop, mean_std=(OPENAI_MEAN, OPENAI_STD), licence="mit")
     cfg["global_pool"] = "avg"
     cfg["model_args"] = {k: cfg["model_args"][k] for k in ("img_size", "patch_size", "embed_dim", "depth", "num_heads")}
@@ -1161,7 +1180,7 @@ def configs_of(s: Spec):
                                            mean_std=(OPENAI_MEAN, OPENAI_STD), licence="apple-ascl")}
     if L == "dinov3_timm":
         return {"config.json": timm_dinov3_config(s)}
-    if L in ("eva02_timm", "eva02_timm_mim"):
+    if L in families_eva.LAYOUTS:
         return {"config.json": timm_eva02_config(s)}
     if L in ("dinov2_timm", "dinov2_timm_reg"):
         arch = "vit_small_patch14_reg4_dinov2" if s.regs else "vit_small_patch14_dinov2"
@@ -2319,8 +2338,9 @@ def write_files(s: Spec, c, sd, out):
         pt("dinov3_vits16_pretrain_lvd1689m-08c60483.pth", sd, "facebookresearch/dinov3 torch.hub release: "
                                                               "torch.save(state_dict), bias_mask buffers included")
         st("model.safetensors", sd, None, "the same state dict as safetensors")
-    elif L in ("eva02_timm", "eva02_timm_mim"):
-        st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/eva02_tiny_patch14_*)")
+    elif L in families_eva.LAYOUTS:
+        hub = families_eva.arch_tag(s)[0].rsplit("_", 1)[0]  # eva02_tiny_patch14, eva02_base_patch14
+        st("model.safetensors", sd, hf_meta, f"timm (Hugging Face hub timm/{hub}_*)")
         pt("pytorch_model.bin", sd, "timm, torch.save(state_dict)")
     elif L == "aimv2_timm":
         st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/aimv2_*.apple_pt)")
@@ -2402,7 +2422,7 @@ def replica_for(s: Spec, sd, ignored, chk, hw):
         return HFDinov3(s), sd
     if L == "dinov3_timm":
         return TimmEva(s), sd
-    if L in ("eva02_timm", "eva02_timm_mim"):
+    if L in families_eva.LAYOUTS:
         # timm's model built at the run's size (timm.create_model(..., img_size=hw)): RoPE's table for that grid, the
         # learned table resampled by checkpoint_filter_fn on the way in
         gh, gw = grid_of(s, hw)

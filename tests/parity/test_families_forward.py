@@ -3,7 +3,8 @@
 
 For every family spec of families.py (DeiT distilled, DINO, DINOv2 with and without
 registers, SwiGLU, CLIP from OpenAI / open_clip / Hugging Face, SigLIP, MAE, DINOv3 with RoPE, AIMv2 with RMSNorm,
-EVA-02 with RoPE beside its position table, as a classifier and headless) the
+EVA-02 with RoPE beside its position table, as a classifier and headless, and EVA-02 Base's
+SwiGLU with a LayerNorm over its hidden width) the
 reference's own weights are written in ViTScope's file format (the config in
 __metadata__["vitscope.config"], the tensors under ViTScope's names), and
 vitscope-cli traces the reference's inputs: the native size and a non-square other
@@ -63,6 +64,8 @@ def own_tensors(s, c):
             t[p + "attn.qkv.bias"] = b["qkv_b"] * b["qkv_b_mask"]
         if s.layer_scale:
             t[p + "ls1.gamma"], t[p + "ls2.gamma"] = b["ls1"], b["ls2"]
+        if s.scale_mlp:  # EVA-02 Base / Large: the SwiGLU's LayerNorm over the hidden width (config "mlp_norm")
+            t[p + "mlp.norm.weight"], t[p + "mlp.norm.bias"] = b["mlp_norm"]
     if "head" in c:
         t["head.weight"], t["head.bias"] = c["head"]
     if "head_dist" in c:

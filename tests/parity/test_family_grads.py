@@ -13,7 +13,8 @@ checked through `input`'s, which the same conv carries.
 Every family has its backward since RMSNorm (AIMv2, its patch norm too) and RoPE (DINOv3, its storage tokens and
 no position table) have theirs: DINOv3 and AIMv2 are checked like the rest, AIMv2 also under a classifier. EVA-02
 (RoPE with interleaved pairs beside a learned table, packed SwiGLU, fc_norm on the mean) as a classifier and headless:
-its q_rot / k_rot are stages with gradients like DINOv3's. What is
+its q_rot / k_rot are stages with gradients like DINOv3's; EVA-02 Base (q_proj / k_proj / v_proj, the SwiGLU's norm:
+mlp.norm.normalized and mlp.norm.out have gradients, its mean and std none) as a classifier. What is
 still refused is a pass with an intervention, whose gradients would not be the intervened pass's: --grads with
 --ablate-head must say so, never run.
 """
@@ -38,7 +39,7 @@ torch.set_num_threads(1)
 WITH_GRADS = ["deit_timm", "deit_hf", "vit_reg4_gap_timm", "vit_gap_timm", "dino", "dinov2", "dinov2_reg", "mae",
               "dinov2_swiglu", "clip_openai", "open_clip_quickgelu", "open_clip_gelu", "clip_hf_vision",
               "clip_hf_vision_proj", "siglip_hf_vision", "dinov3", "dinov3_timm", "aimv2_timm", "aimv2_with_head",
-              "eva02_timm", "eva02_timm_mim"]
+              "eva02_timm", "eva02_timm_mim", "eva02_base_timm"]
 # (layout, the intervention's flags, what the refusal must name)
 REFUSED = [("dinov3", ["--ablate-head", "0.1"], "interventions")]
 FAIL = []

@@ -75,6 +75,7 @@ PRE = {
     "aimv2_apple": (OPENAI, 20, False, "bicubic"),
     "eva02_timm": (OPENAI, 20, False, "bicubic"),           # timm eva02_*.mim_in22k_ft_in1k: OPENAI_CLIP_MEAN, crop 1.0
     "eva02_timm_mim": (OPENAI, 22, False, "bicubic"),       # timm eva02_*.mim_in22k: eva.py _cfg's crop_pct 0.9
+    "eva02_base_timm": (OPENAI, 20, False, "bicubic"),      # timm eva02_base_patch14_448.mim_in22k_ft_in1k: crop 1.0
 }
 FAMILY_LABEL = {"vit": "ViT", "deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE",
                 "dinov3": "DINOv3", "aimv2": "AIMv2", "eva02": "EVA-02"}
@@ -86,7 +87,7 @@ LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresear
           "clip_hf_model": "huggingface", "siglip_hf_vision": "huggingface", "siglip_hf_model": "huggingface",
           "mae": "facebookresearch", "vit_reg4_gap_timm": "timm", "vit_gap_timm": "timm", "dinov3": "facebookresearch",
           "dinov3_hf": "huggingface", "dinov3_timm": "timm", "aimv2_timm": "timm", "aimv2_apple": "apple",
-          "eva02_timm": "timm", "eva02_timm_mim": "timm"}
+          "eva02_timm": "timm", "eva02_timm_mim": "timm", "eva02_base_timm": "timm"}
 
 
 def ok(cond, label, detail=""):
@@ -308,6 +309,16 @@ def check_refusals(a, root, manifest):
                              "model.safetensors", tensors, meta)
         refused("eva02_timm: blocks.1.attn.v_bias missing", run(a.cli, "info", "--model", path), path,
                 "blocks.1.attn.v_bias")
+
+    # 1e. EVA-02 Base in timm's layout without a block's SwiGLU norm weight (its bias kept): refused naming it, not read
+    # as a SwiGLU without the norm
+    if "eva02_base_timm" in manifest["layouts"]:
+        tensors, meta = read_any(os.path.join(root, "eva02_base_timm", "model.safetensors"))
+        del tensors["blocks.1.mlp.norm.weight"]
+        path = copy_dir_with(os.path.join(root, "eva02_base_timm"), os.path.join(bad, "eva02_base_timm_no_mlp_norm"),
+                             "model.safetensors", tensors, meta)
+        refused("eva02_base_timm: blocks.1.mlp.norm.weight missing", run(a.cli, "info", "--model", path), path,
+                "blocks.1.mlp.norm.weight")
 
     # 2. a config.json of another model beside the weights
     def other_config(layout, key, value):

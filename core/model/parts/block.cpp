@@ -21,18 +21,24 @@ const float* layer_scale_part(Pass& p, StageKind kind, const Array& branch, cons
 }
 
 // mlp.pre = fc1(ln2); mlp.post = act(mlp.pre); mlp.out = fc2(mlp.post)   (an ablation sets mlp.out to 0)
+// EVA-02 Base/Large (Config::mlp_norm, timm SwiGLU's norm): mlp.out = fc2(mlp.norm(mlp.post)), a LayerNorm over the
+// hidden units.
 Array& mlp_part(Pass& p, const BlockW& b, const float* h2) {
     const Config& c = p.c;
     const int li = p.layer;
     Array& pre = p.rec(StageKind::MlpPre, {p.T, size_t(c.mlp_in())});
     Array& post = p.rec(StageKind::MlpPost, {p.T, p.M});
+    if (!p.dry) {
+        linear_act("mlp.fc1", c.act, pre.data(), post.data(), h2, b.fc1_w, b.fc1_b, p.R, p.M, p.packs, b.fc1_p,
+                   p.rec.stream());
+        p.patch(StageKind::MlpPost, li, post);
+    }
+    const float* hidden = c.mlp_norm ? layernorm_part(p, LnSite::Mlp, post.data(), b.mlp_norm, p.T, nullptr, p.M)
+                                     : post.data();
     Array& out = p.rec(StageKind::MlpOut, {p.T, p.D});
     if (p.dry) return out;
-    linear_act("mlp.fc1", c.act, pre.data(), post.data(), h2, b.fc1_w, b.fc1_b, p.R, p.M, p.packs, b.fc1_p,
-               p.rec.stream());
-    p.patch(StageKind::MlpPost, li, post);
     if (sublayer_ablated(p.opt, li, true)) std::fill_n(out.data(), out.size(), 0.f);
-    else linear("mlp.fc2", out.data(), post.data(), b.fc2_w, b.fc2_b, p.R, p.packs, b.fc2_p);
+    else linear("mlp.fc2", out.data(), hidden, b.fc2_w, b.fc2_b, p.R, p.packs, b.fc2_p);
     p.patch(StageKind::MlpOut, li, out);
     return out;
 }

@@ -53,15 +53,16 @@ const float* rmsnorm_part(Pass& p, LnSite site, const float* x, const LayerNormW
 }  // namespace
 
 const float* layernorm_part(Pass& p, LnSite site, const float* x, const LayerNormW& w, size_t rows,
-                            const PendingAdd* add) {
+                            const PendingAdd* add, size_t width) {
     // RMSNorm models norm every site with it (SigLIP's pooling head, a LayerNorm model's, excepted)
     if (p.c.norm == Norm::RmsNorm && site != LnSite::Head) {
+        if (width) throw std::logic_error("layernorm_part: an RMSNorm of another width than the model's");
         const float* out = rmsnorm_part(p, site, x, w, rows, add);
         if (!p.dry && p.opt.iv.patch && (site == LnSite::Ln1 || site == LnSite::Ln2 || site == LnSite::Final))
             p.patch(ln_kind(site, LnPart::Out), p.layer, p.rec.last());
         return out;
     }
-    const size_t D = p.D, R = p.B * rows;
+    const size_t D = width ? width : p.D, R = p.B * rows;
     float* mean = p.rec(ln_kind(site, LnPart::Mean), {rows}).data();
     float* sd = p.rec(ln_kind(site, LnPart::Std), {rows}).data();
     float* norm = p.rec(ln_kind(site, LnPart::Normalized), {rows, D}).data();
