@@ -23,7 +23,8 @@ struct Commands::State {
     int width = 0, depth = 0, heads_cfg = 0, mlp = 0, patch = 0, train_size = 0, limit = 0, threads = 0;
     bool no_augment = false;
     // train --scenes, eval --scenes, scenes (core/io/scenes.h)
-    bool scenes = false;
+    bool scenes = false, scenes_crops = false;  // train --scenes-crops: the object squares of scenes
+    std::string init_from;                      // train --init-from
     std::string split = "test";
     int count = 0;
     uint64_t scene_seed = 1;

@@ -88,6 +88,45 @@ void print_eval(const EvalResult& r, const Config& c) {
     }
 }
 
+// The model train starts from when not resuming: --config's preset with the flags' shapes; scenes: RGB, named
+// scenes-vit (--scenes-crops: scenes-crops-vit, half the scenes' side by default: the object's square).
+Config train_config(const Commands::State& s, int fmnist_rows) {
+    Config c = preset(s.config);
+    if (s.width) c.width = s.width;
+    if (s.depth) c.depth = s.depth;
+    if (s.heads_cfg) c.heads = s.heads_cfg;
+    if (s.mlp) c.mlp = s.mlp;
+    if (s.patch) c.patch = s.patch;
+    if (s.train_size) c.image_size = s.train_size;
+    else if (s.scenes_crops) c.image_size /= 2;  // the scenes preset's 64: 32-pixel squares, 4 x 4 patches
+    if (s.scenes || s.scenes_crops) {
+        const int scene = s.scenes_crops ? 2 * c.image_size : c.image_size;
+        if (c.channels != 3 || scene < 48)
+            throw UsageError(std::string(s.scenes_crops ? "--scenes-crops: crops are RGB and at least 24" : "--scenes: scenes are RGB and at least 48") +
+                             " pixels wide; --config " + safe(s.config) + " is " + c.describe());
+        c.name = s.scenes_crops ? "scenes-crops-vit" : "scenes-vit";
+    } else {
+        if (c.channels != 1 || c.image_size != fmnist_rows) {
+            // Fashion-MNIST is 28x28 gray: keep the preset's shape only if it fits.
+            c.channels = 1; c.pre.mean = {0.2860f}; c.pre.std = {0.3530f};
+        }
+        c.name = "fmnist-vit";
+    }
+    c.classes = 10;
+    c.class_names = preset("fmnist").class_names;
+    c.validate();
+    return c;
+}
+
+// The input of the scene of item `item` drawn with `seed`, for a model of config `c`: the scene, or with `crops` its
+// object's square (the crop of a scene twice the model's side, the object on the model's patch grid).
+Tensor3 scenes_input(const Dataset& d, int item, uint64_t seed, const Config& c, bool crops) {
+    if (!crops) return scene_input(make_scene(d, item, seed, scene_options(c)), c.pre.mean, c.pre.std);
+    SceneOptions o = scene_options(c);
+    o.size = 2 * c.image_size;
+    return scene_input(object_crop(make_scene(d, item, seed, o)), c.pre.mean, c.pre.std);
+}
+
 }  // namespace
 
 void Commands::add_training(CLI::App& app) {
@@ -111,11 +150,18 @@ void Commands::add_training(CLI::App& app) {
     tr->add_flag("--no-augment", s.no_augment, "no random flips and shifts");
     tr->add_flag("--scenes", s.scenes, "train on scenes made of the training items (a fresh scene of each item every "
                                        "epoch; --config defaults to scenes) instead of the plain items");
+    tr->add_flag("--scenes-crops", s.scenes_crops, "train on the object's square of each scene instead (half the scene's side, "
+                                                   "on the patch grid, with its background and clutter: 32x32 for the scenes "
+                                                   "model; --config defaults to scenes, at half its image size): a first stage "
+                                                   "for --init-from")->excludes("--scenes");
     tr->add_option("--limit", s.ts.limit, "train on the first N images only")->default_val(0);
     tr->add_option("--seed", s.ts.seed, "seed for initialisation, shuffling and augmentation")->default_val(0);
     tr->add_option("--threads", s.threads, "threads (default: all cores)");
     tr->add_option("--data", s.data, "directory with the IDX files")->default_val(default_fashion_mnist_dir());
-    tr->add_option("--resume", s.resume, "continue from a checkpoint written by train (and its .optim file)");
+    auto* resume = tr->add_option("--resume", s.resume, "continue from a checkpoint written by train (and its .optim file)");
+    tr->add_option("--init-from", s.init_from, "start a new model from a model written by train: every tensor copied (a "
+                                               "position table of another grid: its cls row only); no optimizer state, "
+                                               "the schedule from epoch 1")->excludes(resume);
     tr->add_option("--out,-o", s.out, "where to write the model (.safetensors, timm key names)")->required();
     tr->callback([this] {
         selected_ = [this] {
@@ -127,7 +173,8 @@ void Commands::add_training(CLI::App& app) {
             if (s.threads > 0) ops::set_threads(s.threads);
             s.ts.augment = !s.no_augment;
             check_train_out(s.out);
-            if (s.scenes && s.config == "fmnist") s.config = "scenes";
+            const bool on_scenes = s.scenes || s.scenes_crops;
+            if (on_scenes && s.config == "fmnist") s.config = "scenes";
             Dataset train = load_fashion_mnist(s.data, true), test = load_fashion_mnist(s.data, false);
             Weights w;
             int start_epoch = 0;
@@ -142,47 +189,35 @@ void Commands::add_training(CLI::App& app) {
                 std::fprintf(stderr, "resuming %s at epoch %d%s\n", s.resume.c_str(), start_epoch + 1,
                              have_adam ? "" : " (no .optim file: optimizer state starts fresh)");
             } else {
-                Config c = preset(s.config);
-                if (s.width) c.width = s.width;
-                if (s.depth) c.depth = s.depth;
-                if (s.heads_cfg) c.heads = s.heads_cfg;
-                if (s.mlp) c.mlp = s.mlp;
-                if (s.patch) c.patch = s.patch;
-                if (s.train_size) c.image_size = s.train_size;
-                if (s.scenes) {
-                    if (c.channels != 3 || c.image_size < 48)
-                        throw UsageError("--scenes: scenes are RGB and at least 48 pixels wide; --config " + safe(s.config) +
-                                         " is " + c.describe());
-                    c.name = "scenes-vit";
-                } else if (c.channels != 1 || c.image_size != train.rows) {
-                    // Fashion-MNIST is 28x28 gray: keep the preset's shape only if it fits.
-                    c.channels = 1; c.pre.mean = {0.2860f}; c.pre.std = {0.3530f};
+                w = init_weights(train_config(s, train.rows), s.ts.seed);
+                if (!s.init_from.empty()) {
+                    const InitFrom r = init_from(w, load_model(s.init_from).weights);
+                    std::string names;
+                    for (const std::string& n : r.copied) names += (names.empty() ? "" : ", ") + n;
+                    std::fprintf(stderr, "starting from %s: copied %zu tensors (%s); %s\n", safe(s.init_from).c_str(),
+                                 r.copied.size(), names.c_str(),
+                                 r.kept.empty() ? "nothing re-initialised" : ("re-initialised (seed's initialisation): " + r.kept).c_str());
                 }
-                c.classes = 10;
-                c.class_names = preset("fmnist").class_names;
-                if (!s.scenes) c.name = "fmnist-vit";
-                c.validate();
-                w = init_weights(c, s.ts.seed);
             }
             const Config c = w.cfg;  // a copy: w is moved into the trainer below
-            if (s.scenes) {
+            if (on_scenes) {
                 if (c.channels != 3) throw UsageError("--scenes: the model is " + c.describe() + "; scenes are RGB");
-                s.ts.render = [&train, c](int item, uint64_t draw, float* dst) {
-                    const Tensor3 x = scene_input(make_scene(train, item, draw, scene_options(c)), c.pre.mean, c.pre.std);
+                s.ts.render = [&train, c, crops = s.scenes_crops](int item, uint64_t draw, float* dst) {
+                    const Tensor3 x = scenes_input(train, item, draw, c, crops);
                     std::copy(x.begin(), x.end(), dst);
                 };
             } else {
                 note_dataset_size(s.data, train, c);
                 if (test.rows != train.rows || test.cols != train.cols) note_dataset_size(s.data, test, c);
             }
-            // The test figure after each epoch: the test items (scenes: 2,000 test scenes of set 1).
+            // The test figure after each epoch: the test items (scenes: 2,000 test scenes of set 1, or their crops).
             const auto test_eval = [&](const Weights& w) {
-                if (!s.scenes) return evaluate(w, test);
+                if (!on_scenes) return evaluate(w, test);
                 return evaluate_inputs(
                     w, std::min(2000, test.n),
                     [&](int i, float* dst) {
                         const SceneDraw d = scene_draw(test, 1, i);
-                        const Tensor3 x = scene_input(make_scene(test, d.item, d.seed, scene_options(c)), c.pre.mean, c.pre.std);
+                        const Tensor3 x = scenes_input(test, d.item, d.seed, c, s.scenes_crops);
                         std::copy(x.begin(), x.end(), dst);
                     },
                     [&](int i) { return int(test.labels[size_t(scene_draw(test, 1, i).item)]); });
@@ -195,7 +230,8 @@ void Commands::add_training(CLI::App& app) {
             else if (!s.resume.empty()) tr.set_epoch(start_epoch);
             auto meta = [&](const EvalResult* r) {
                 std::map<std::string, std::string> m{{"command", s.command_line},
-                                                     {"dataset", s.scenes ? "scenes of fashion-mnist" : "fashion-mnist"}};
+                                                     {"dataset", s.scenes_crops ? "object crops of scenes of fashion-mnist"
+                                                                : s.scenes ? "scenes of fashion-mnist" : "fashion-mnist"}};
                 if (r) m["test_accuracy"] = std::to_string(r->accuracy);
                 return m;
             };
@@ -216,7 +252,7 @@ void Commands::add_training(CLI::App& app) {
                 EvalResult r = test_eval(tr.weights());
                 save_training_checkpoint(s.out, tr.weights(), tr.adam(), tr.epoch(), meta(&r));
                 std::printf("epoch %d/%d: test accuracy %.2f%% (%d %s), saved %s\n", tr.epoch(), s.ts.epochs, 100 * r.accuracy,
-                            r.n, s.scenes ? "test scenes" : "test images", s.out.c_str());
+                            r.n, s.scenes_crops ? "test scenes' crops" : s.scenes ? "test scenes" : "test images", s.out.c_str());
                 std::fflush(stdout);
             }
             EvalResult r = test_eval(tr.weights());

@@ -115,6 +115,52 @@ TEST(Scenes, ObjectMovesOnTheGridAskedForAndIsHalfTheSide) {
     EXPECT_THROW(make_scene(d, 0, 1, bad), std::invalid_argument);
 }
 
+// `train --scenes-crops`: the object's square of a scene (half its side, on the patch grid) is the scene's own
+// pixels there, holds the whole box (the mask's every pixel), and feeds the model what the scene's input holds there.
+TEST(Scenes, ObjectCropIsTheScenesPixelsInTheObjectSquareAndHoldsTheWholeBox) {
+    const Dataset& d = test_split();
+    for (const int S : {64, 96}) {
+        const int L = S / 2, step = 8;
+        SceneOptions o;
+        o.size = S;
+        o.grid = step;
+        std::set<int> places;
+        for (int i = 0; i < 400; ++i) {
+            SCOPED_TRACE("scene " + std::to_string(i) + " of side " + std::to_string(S));
+            const SceneDraw dr = scene_draw(d, 1, i);
+            const Scene s = make_scene(d, dr.item, dr.seed, o), c = object_crop(s);
+            const auto [qx, qy, qx1, qy1] = s.square;
+            ASSERT_EQ(qx1 - qx, L);
+            ASSERT_EQ(qy1 - qy, L);
+            ASSERT_TRUE(qx >= 0 && qy >= 0 && qx1 <= S && qy1 <= S && qx % step == 0 && qy % step == 0);
+            places.insert(qy * S + qx);
+            ASSERT_EQ(c.size, L);
+            EXPECT_EQ(c.label, s.label);
+            ASSERT_EQ(c.rgb.size(), size_t(L) * L * 3);
+            for (int y = 0; y < L; ++y)
+                for (int x = 0; x < L; ++x) {
+                    const size_t p = size_t(y) * L + x, q = size_t(qy + y) * S + qx + x;
+                    for (int k = 0; k < 3; ++k) ASSERT_EQ(c.rgb[p * 3 + k], s.rgb[q * 3 + k]) << "pixel (" << x << ", " << y << ")";
+                    ASSERT_EQ(c.mask[p], s.mask[q]);
+                }
+            // the whole box in the square: the crop's box is the scene's moved, and the crop holds every object pixel
+            EXPECT_TRUE(s.box[0] >= qx && s.box[1] >= qy && s.box[2] <= qx1 && s.box[3] <= qy1);
+            EXPECT_EQ(c.box, (std::array<int, 4>{s.box[0] - qx, s.box[1] - qy, s.box[2] - qx, s.box[3] - qy}));
+            size_t in_scene = 0, in_crop = 0;
+            for (uint8_t m : s.mask) in_scene += m;
+            for (uint8_t m : c.mask) in_crop += m;
+            EXPECT_EQ(in_crop, in_scene);
+            if (S == 64) {  // what the trainer feeds the 32-pixel model: the scene's input, cut
+                const Tensor3 a = scene_input(c, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f}), b = scene_input(s, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f});
+                for (int k = 0; k < 3; ++k)
+                    for (int y = 0; y < L; y += 7)
+                        for (int x = 0; x < L; x += 5) ASSERT_EQ(a(k, y, x), b(k, qy + y, qx + x));
+            }
+        }
+        EXPECT_EQ(places.size(), size_t((S - L) / step + 1) * ((S - L) / step + 1)) << "the square moves over the whole grid";
+    }
+}
+
 TEST(Scenes, PatchOnObjectIsThePatchCentreInTheBox) {
     Scene s;
     s.size = 64;

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "core/io/checkpoint.h"
 #include "core/io/io.h"
 #include "core/train/train.h"
 #include "core/train/trainer.h"
@@ -246,4 +248,67 @@ TEST(Training, CheckpointAndOptimizerStateRoundTrip) {
     EXPECT_EQ(b.step, 17);
     EXPECT_EQ(b.m.cls(0), 0.5f);
     EXPECT_EQ(load_optimizer_state(tmp("nothing.safetensors"), w, b), -1);
+}
+
+// `train --init-from`: the 32-pixel crops' model (4 x 4 patches) starts the 64-pixel scenes model (8 x 8): every tensor
+// is the file's but the position table's grid rows, which keep the new model's own initialisation; any other shape
+// that differs is refused, naming the tensor.
+TEST(Training, InitFromCopiesEveryTensorButTheGridRowsAndRefusesOtherShapes) {
+    Config small = preset("scenes");
+    small.image_size = 32;
+    const std::string file = tmp("crops.safetensors");
+    Weights src = init_weights(small, 3);
+    for_each_param(  // every value unlike any fresh model's (biases 0, norms' weights 1): a tensor left out shows
+        [](const std::string&, auto& t) {
+            for (size_t i = 0; i < t.size(); ++i) t.data()[i] += 0.5f + 0.001f * float(i % 97);
+        },
+        src);
+    save_model(file, src, {{"command", "test"}});
+    const SafeTensors st = read_safetensors(file);
+    const Config big = preset("scenes");
+    const Weights fresh = init_weights(big, 4);
+    Weights w = fresh;
+    const InitFrom r = init_from(w, load_model(file).weights);
+    size_t n = 0;
+    for_each_param(
+        [&](const std::string& name, const auto& t, const auto& t0) {
+            SCOPED_TRACE(name);
+            ++n;
+            const Array& f = st.tensors.at(name);
+            if (name != "pos_embed") {
+                ASSERT_EQ(t.size(), f.size());
+                for (size_t i = 0; i < t.size(); ++i) ASSERT_EQ(t.data()[i], f.data()[i]) << "element " << i;
+                return;
+            }
+            ASSERT_EQ(t.shape(0), size_t(65));
+            ASSERT_EQ(f.size(), size_t(17) * t.shape(1)) << "the file's table: cls and 4 x 4";
+            for (size_t j = 0; j < t.shape(1); ++j) ASSERT_EQ(t(0, j), f.data()[j]) << "the cls row";
+            for (size_t i = 1; i < 65; ++i)
+                for (size_t j = 0; j < t.shape(1); ++j) ASSERT_EQ(t(i, j), t0(i, j)) << "grid row " << i;
+        },
+        w, fresh);
+    EXPECT_EQ(r.copied.size(), n);
+    EXPECT_EQ(n, st.tensors.size());
+    EXPECT_NE(std::find(r.copied.begin(), r.copied.end(), "pos_embed (cls row)"), r.copied.end());
+    EXPECT_NE(r.kept.find("64 grid rows"), std::string::npos) << r.kept;
+
+    const auto refused = [&](Config c) {
+        Weights x = init_weights(c, 4);
+        try {
+            init_from(x, load_model(file).weights);
+        } catch (const std::invalid_argument& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    Config narrow = big;
+    narrow.width = 64;
+    narrow.heads = 4;
+    EXPECT_NE(refused(narrow).find("'cls_token' is (96,) in the file and (64,) in the model"), std::string::npos) << refused(narrow);
+    Config mlp = big;
+    mlp.mlp = 128;
+    EXPECT_NE(refused(mlp).find("'blocks.0.mlp.fc1.weight'"), std::string::npos) << refused(mlp);
+    Config shallow = big;
+    shallow.depth = 5;
+    EXPECT_NE(refused(shallow).find("'blocks.5.norm1.weight'"), std::string::npos) << refused(shallow);
 }

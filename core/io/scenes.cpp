@@ -176,6 +176,7 @@ Scene make_scene(const Dataset& d, int item, uint64_t seed, const SceneOptions& 
             }
     if (bx1 <= bx0) { bx0 = ox; by0 = oy; bx1 = ox + L; by1 = oy + L; }  // a blank item: its square
     sc.box = {bx0, by0, bx1, by1};
+    sc.square = {ox, oy, ox + L, oy + L};
 
     // Clutter: 2 to 6 shapes of 5 to 14 pixels, none touching the object's box.
     const int want = r.range(2, 6);
@@ -208,6 +209,31 @@ Scene make_scene(const Dataset& d, int item, uint64_t seed, const SceneOptions& 
     sc.rgb.resize(px.size());
     for (size_t i = 0; i < px.size(); ++i) sc.rgb[i] = uint8_t(std::lround(std::clamp(px[i], 0.f, 1.f) * 255.f));
     return sc;
+}
+
+Scene object_crop(const Scene& s) {
+    const int x0 = s.square[0], y0 = s.square[1], L = s.square[2] - x0;
+    if (L <= 0 || s.square[3] - y0 != L || x0 < 0 || y0 < 0 || s.square[2] > s.size || s.square[3] > s.size)
+        throw std::invalid_argument("the scene's object square is not a square inside it");
+    Scene c;
+    c.size = L;
+    c.item = s.item;
+    c.label = s.label;
+    c.box = {s.box[0] - x0, s.box[1] - y0, s.box[2] - x0, s.box[3] - y0};
+    c.square = {0, 0, L, L};
+    c.rgb.resize(size_t(L) * L * 3);
+    c.mask.resize(size_t(L) * L);
+    for (int y = 0; y < L; ++y) {
+        const size_t from = size_t(y0 + y) * s.size + x0;
+        std::copy_n(s.rgb.begin() + from * 3, size_t(L) * 3, c.rgb.begin() + size_t(y) * L * 3);
+        std::copy_n(s.mask.begin() + from, size_t(L), c.mask.begin() + size_t(y) * L);
+    }
+    for (const auto& b : s.clutter_boxes) {
+        const std::array<int, 4> k{std::max(b[0] - x0, 0), std::max(b[1] - y0, 0), std::min(b[2] - x0, L), std::min(b[3] - y0, L)};
+        if (k[0] < k[2] && k[1] < k[3]) c.clutter_boxes.push_back(k);
+    }
+    c.clutter = int(c.clutter_boxes.size());
+    return c;
 }
 
 SceneDraw scene_draw(const Dataset& d, uint64_t seed, int i) {

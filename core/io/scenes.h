@@ -35,6 +35,7 @@ struct Scene {
     int item = 0;                   // the Fashion-MNIST image it holds (index into its split)
     int label = 0;                  // that image's class
     std::array<int, 4> box{};       // x0, y0, x1, y1 in pixels, x1 / y1 exclusive: the object's tight box
+    std::array<int, 4> square{};    // the same for the object's placement square (size / 2 wide, on the grid)
     std::vector<uint8_t> rgb;       // (size, size, 3), row-major, interleaved
     std::vector<uint8_t> mask;      // (size, size): 1 where the object covers the pixel (inside `box` only)
     int clutter = 0;                // distractor shapes drawn
@@ -44,6 +45,11 @@ struct Scene {
 // The scene of dataset item `item` drawn with `seed`. Throws std::invalid_argument for an item outside
 // the dataset, a dataset that is not 28 x 28 gray-scale items, or a size under 48 pixels.
 Scene make_scene(const Dataset& d, int item, uint64_t seed, const SceneOptions& o = {});
+
+// The object's square of a scene (`square`: half its side, on the patch grid) as a scene of its own: the same
+// pixels, the box, mask and distractors' boxes (those that reach into the square, clipped to it) moved into it.
+// `vitscope-cli train --scenes-crops` trains the scenes model's first stage on them (32 x 32: 4 x 4 patches).
+Scene object_crop(const Scene& s);
 
 // Scene number `i` of a generated set (the CLI's `scenes`, the evaluation, the window's Scenes source):
 // its item and its own seed, both from (seed, i). Items follow a permutation of the split fixed by

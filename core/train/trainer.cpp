@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
 
 #include "core/io/checkpoint.h"
 #include "core/io/io.h"
@@ -140,6 +141,44 @@ bool Trainer::run_epoch(const std::function<bool(const StepInfo&)>& on_step) {
     }
     ++epoch_;
     return true;
+}
+
+InitFrom init_from(Weights& w, const Weights& src) {
+    unpack_blocks(w);
+    const Weights s = unpacked_copy(src);
+    const std::vector<ArrayRef> refs = param_refs(s);
+    std::map<std::string, ArrayRef> have;
+    for (const ArrayRef& r : refs) have.emplace(r.name, r);
+    InitFrom out;
+    const size_t pre = size_t(w.cfg.pos_prefix());
+    for_each_param(
+        [&](const std::string& name, auto& t) {
+            const auto it = have.find(name);
+            if (it == have.end())
+                throw std::invalid_argument("--init-from: the file has no '" + name + "' (the model's is " + shape_str_of(t) + ")");
+            const Shape want = shape_of(t), got = it->second.shape;
+            if (got == want) {
+                std::copy_n(it->second.data, t.size(), t.data());
+                out.copied.push_back(name);
+            } else if (name == "pos_embed" && got.size() == 2 && got[1] == want[1] && size_t(s.cfg.pos_prefix()) == pre &&
+                       got[0] > pre && want[0] > pre) {
+                std::copy_n(it->second.data, pre * want[1], t.data());  // the cls (and dist) rows; the grid stays
+                out.copied.push_back(pre == 1 ? "pos_embed (cls row)" : "pos_embed (prefix rows)");
+                out.kept = "pos_embed's " + std::to_string(want[0] - pre) + " grid rows (" + std::to_string(w.cfg.stored_grid()) +
+                           "x" + std::to_string(w.cfg.stored_grid()) + "; the file's grid is " + std::to_string(s.cfg.stored_grid()) +
+                           "x" + std::to_string(s.cfg.stored_grid()) + ")";
+            } else {
+                throw std::invalid_argument("--init-from: '" + name + "' is " + shape_str(got) + " in the file and " +
+                                            shape_str(want) + " in the model");
+            }
+            have.erase(it);
+        },
+        w);
+    for (const ArrayRef& r : refs)  // the first left over, in the file's order
+        if (have.count(r.name))
+            throw std::invalid_argument("--init-from: the file's '" + r.name + "' " + shape_str(r.shape) + " has no place in the model");
+    w.packs.clear();
+    return out;
 }
 
 void save_training_checkpoint(const std::string& path, const Weights& w, const AdamW& adam, int epochs_done,

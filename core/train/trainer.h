@@ -63,6 +63,16 @@ private:
     std::mt19937_64 rng_;
 };
 
+// `train --init-from`: the fresh model `w` takes every tensor of `src` (a model written by train) by name. A
+// position table whose grid differs (the 32-pixel crops' 4 x 4 against the scenes' 8 x 8) gives only its prefix
+// rows (cls) and keeps `w`'s own grid rows. Throws std::invalid_argument naming the tensor when any other shape
+// differs, or a tensor is in only one of the two. No optimizer state: not --resume.
+struct InitFrom {
+    std::vector<std::string> copied;  // timm names; "pos_embed (cls row)" when only the prefix rows came
+    std::string kept;                 // what kept its own initialisation ("" when nothing did)
+};
+InitFrom init_from(Weights& w, const Weights& src);
+
 // Files: the model (timm names, loadable by anyone) and, beside it,
 // "<path>.optim" with AdamW's moments and step, for --resume.
 void save_training_checkpoint(const std::string& path, const Weights& w, const AdamW& adam, int epochs_done,
