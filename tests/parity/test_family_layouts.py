@@ -291,34 +291,18 @@ def check_refusals(a, root, manifest):
         ok("norm1.bias" not in r.stderr and "attn.proj.bias" not in r.stderr,
            "aimv2_timm without fc1_x: refused as AIMv2 (no norm or projection bias asked for)", r.stderr)
 
-    # 1c. DINOv3 in timm's layout without a block's second layer-scale gamma (gamma_2): refused naming it, not read as
-    # a block without layer scale
-    if "dinov3_timm" in manifest["layouts"]:
-        tensors, meta = read_any(os.path.join(root, "dinov3_timm", "model.safetensors"))
-        del tensors["blocks.0.gamma_2"]
-        path = copy_dir_with(os.path.join(root, "dinov3_timm"), os.path.join(bad, "dinov3_timm_no_gamma_2"),
+    # 1c-1e. A layout without one tensor that shows a part: refused naming it, not read as a model without the part.
+    # DINOv3 in timm's layout without a block's second layer-scale gamma (gamma_2); EVA-02 without a block's v_bias
+    # (its q_bias kept); EVA-02 Base without a block's SwiGLU norm weight (its bias kept)
+    for layout, key in [("dinov3_timm", "blocks.0.gamma_2"), ("eva02_timm", "blocks.1.attn.v_bias"),
+                        ("eva02_base_timm", "blocks.1.mlp.norm.weight")]:
+        if layout not in manifest["layouts"]:
+            continue
+        tensors, meta = read_any(os.path.join(root, layout, "model.safetensors"))
+        del tensors[key]
+        path = copy_dir_with(os.path.join(root, layout), os.path.join(bad, f"{layout}_no_{key.replace('.', '_')}"),
                              "model.safetensors", tensors, meta)
-        refused("dinov3_timm: blocks.0.gamma_2 missing", run(a.cli, "info", "--model", path), path, "blocks.0.gamma_2")
-
-    # 1d. EVA-02 in timm's layout without a block's v_bias (its q_bias kept): refused naming it, not read as an
-    # attention without a V bias
-    if "eva02_timm" in manifest["layouts"]:
-        tensors, meta = read_any(os.path.join(root, "eva02_timm", "model.safetensors"))
-        del tensors["blocks.1.attn.v_bias"]
-        path = copy_dir_with(os.path.join(root, "eva02_timm"), os.path.join(bad, "eva02_timm_no_v_bias"),
-                             "model.safetensors", tensors, meta)
-        refused("eva02_timm: blocks.1.attn.v_bias missing", run(a.cli, "info", "--model", path), path,
-                "blocks.1.attn.v_bias")
-
-    # 1e. EVA-02 Base in timm's layout without a block's SwiGLU norm weight (its bias kept): refused naming it, not read
-    # as a SwiGLU without the norm
-    if "eva02_base_timm" in manifest["layouts"]:
-        tensors, meta = read_any(os.path.join(root, "eva02_base_timm", "model.safetensors"))
-        del tensors["blocks.1.mlp.norm.weight"]
-        path = copy_dir_with(os.path.join(root, "eva02_base_timm"), os.path.join(bad, "eva02_base_timm_no_mlp_norm"),
-                             "model.safetensors", tensors, meta)
-        refused("eva02_base_timm: blocks.1.mlp.norm.weight missing", run(a.cli, "info", "--model", path), path,
-                "blocks.1.mlp.norm.weight")
+        refused(f"{layout}: {key} missing", run(a.cli, "info", "--model", path), path, key)
 
     # 2. a config.json of another model beside the weights
     def other_config(layout, key, value):
