@@ -58,7 +58,9 @@ void step_rope(Ctx& x) {
     const int pre = x.rd.prefix;
     // the cls and storage tokens are not turned: a patch is shown (the selected token when it is one)
     // (EVA-02 counts from the grid's corner, where the first patch does not turn: its centre patch is shown instead)
-    const bool eva = x.c.rope_kind == RopeKind::Eva;
+    const bool eva = x.c.rope_kind != RopeKind::Dinov3;  // timm's RotaryEmbeddingCat: EVA-02's, PE's
+    const bool pe = x.c.rope_kind == RopeKind::Pe;        // PE: indices counted from 1, the column's angles first
+    const double off = pe ? 1.0 : 0.0;
     int first = pre;
     if (eva)
         for (size_t i = 0; i < x.rd.kept.size(); ++i)
@@ -69,8 +71,8 @@ void step_rope(Ctx& x) {
     const int prow = patch / x.rd.gw, pcol = patch % x.rd.gw;
     // the coordinates the angles are made of: DINOv3's patch centre on -1..1, EVA-02's index on the reference grid
     const double ref_h = x.c.rope_ref_grid > 0 ? x.c.rope_ref_grid : x.rd.gh, ref_w = x.c.rope_ref_grid > 0 ? x.c.rope_ref_grid : x.rd.gw;
-    const float cy = eva ? float(prow * ref_h / x.rd.gh) : 2.f * ((float(prow) + 0.5f) / float(x.rd.gh)) - 1.f;
-    const float cx = eva ? float(pcol * ref_w / x.rd.gw) : 2.f * ((float(pcol) + 0.5f) / float(x.rd.gw)) - 1.f;
+    const float cy = eva ? float((prow + off) * ref_h / x.rd.gh) : 2.f * ((float(prow) + 0.5f) / float(x.rd.gh)) - 1.f;
+    const float cx = eva ? float((pcol + off) * ref_w / x.rd.gw) : 2.f * ((float(pcol) + 0.5f) / float(x.rd.gw)) - 1.f;
     const float* a = row_of_stage(*q, tok, h);
     const float* b = row_of_stage(*qr, tok, h);
     const float W = x.Wp(), Hh = x.Hp(), lh = ImGui::GetTextLineHeight();
@@ -86,7 +88,7 @@ void step_rope(Ctx& x) {
     // (EVA-02's angles slow by 10000^(j / (d/4)): a quarter of the way down they still turn across the grid)
     const int slow = eva ? quarter / 4 : quarter / 2;
     const int pairs[4] = {0, slow, quarter, quarter + slow};
-    const char* what[4] = {"row", "row", "column", "column"};
+    const char* what[4] = {pe ? "column" : "row", pe ? "column" : "row", pe ? "row" : "column", pe ? "row" : "column"};
     const float top = lh * 8.5f, cw = W * 0.9f / 4, r = std::max(8.f, std::min(cw * 0.3f, (Hh - top - lh * 6) * 0.22f));
     // each pair's angle over the whole grid (the core's RoPE angles, as the forward pass turns by them): cos(angle)
     const RopeAngles ra = rope_angles(x.c, x.w.rope_periods, x.rd);
@@ -133,7 +135,8 @@ void step_rope(Ctx& x) {
     record_values(x, "rope.q_rot", b, size_t(d));
     x.v.probe.numbers["learn.head"] = h;
     x.torch = StageId{K::AttnQRot, 0};
-    const std::string where = eva ? " (t = " + num(cy, 3) + " and " + num(cx, 3) + " counted on the " +
+    const std::string where = eva ? " (t = " + num(cy, 3) + " for the row and " + num(cx, 3) + " for the column, counted " +
+                                        (pe ? "from 1 " : "") + "on the " +
                                         itos(int(ref_h)) + "x" + itos(int(ref_w)) + " grid the model was trained at). "
                                   : ", its centre at " + num(cy, 3) + ", " + num(cx, 3) + " on a -1..1 scale. ";
     x.narration = std::string(eva ? "This model adds a learned position vector to the tokens before the blocks; and in every block "
@@ -142,8 +145,8 @@ void step_rope(Ctx& x) {
                                     "query and key are turned by ") +
                   "angles set by where the patch is: " + tn + " is in row " + itos(prow) + ", column " + itos(pcol) + " of the " +
                   itos(x.rd.gh) + "x" + itos(x.rd.gw) + " grid" + where +
-                  "The " + itos(d) + " dims form " + itos(half) + " pairs; the first " + itos(quarter) + " turn by the row, the next " +
-                  itos(quarter) + " by the column, each at its own speed (grey: before, yellow: after); under each, the cosine "
+                  "The " + itos(d) + " dims form " + itos(half) + " pairs; the first " + itos(quarter) + " turn by the " +
+                  (pe ? "column" : "row") + ", the next " + itos(quarter) + " by the " + (pe ? "row" : "column") + ", each at its own speed (grey: before, yellow: after); under each, the cosine "
                   "of its angle at every patch: the row pairs change from row to row, the column pairs from column to column. "
                   "Turning keeps each pair's "
                   "length: |q| = " + num(norm2(a, size_t(d)), 3) + " before and " + num(norm2(b, size_t(d)), 3) + " after. Keys are turned "

@@ -36,8 +36,9 @@ const char* family_name(Family f) {
 namespace {
 // The spellings of the families' enums in vitscope.config (and `info`).
 const char* const kPoolingNames[] = {"cls", "mean", "cls_then_norm", "map", "norm_mean"};
-const char* const kFamilyNames[] = {"vit", "deit", "dino", "dinov2", "clip", "siglip", "mae", "dinov3", "aimv2", "eva02"};
-const char* const kRopeKindNames[] = {"dinov3", "eva"};
+const char* const kFamilyNames[] = {"vit", "deit", "dino", "dinov2", "clip", "siglip", "mae", "dinov3", "aimv2", "eva02",
+                                    "pe"};
+const char* const kRopeKindNames[] = {"dinov3", "eva", "pe"};
 const char* const kNormNames[] = {"layer_norm", "rms_norm"};
 const char* const kActNames[] = {"gelu", "quick_gelu", "gelu_tanh", "swiglu"};
 const char* const kHeadNames[] = {"classifier", "distilled", "identity", "projection"};
@@ -68,7 +69,7 @@ std::string config_to_json(const Config& c) {
         j["embed_dim"] = c.embed_dim;
         j["pos_rule"] = kPosRuleNames[int(c.pos_rule)];
         j["pos_grid"] = c.pos_grid;
-        if (c.rope && c.rope_kind == RopeKind::Eva) {  // EVA-02: RoPE beside the table, no base (its temperature is fixed)
+        if (c.rope && c.rope_kind != RopeKind::Dinov3) {  // EVA-02, PE: RoPE beside the table, no base (a fixed temperature)
             j["rope"] = true;
             j["rope_kind"] = kRopeKindNames[int(c.rope_kind)];
             j["rope_ref_grid"] = c.rope_ref_grid;
@@ -83,6 +84,7 @@ std::string config_to_json(const Config& c) {
         if (!c.proj_bias) j["proj_bias"] = false;
         if (c.patch_norm) j["patch_norm"] = true;
         if (c.mlp_norm) j["mlp_norm"] = true;
+        if (c.map_heads) j["map_heads"] = c.map_heads;
     }
     return j.dump();
 }
@@ -230,6 +232,7 @@ Config config_from_json(const std::string& text, const std::string& what) {
     c.proj_bias = r.flag("proj_bias", true);
     c.patch_norm = r.flag("patch_norm", false);
     c.mlp_norm = r.flag("mlp_norm", false);
+    c.map_heads = r.integer("map_heads", 0, kMaxWidth, &kZero);
     const int zero = 0;
     c.pre.resize = r.integer("resize", 0, kMaxResize, &zero);
     static const char* const kInterpNames[] = {"bilinear", "bicubic"};  // anything else is refused, not read as bilinear

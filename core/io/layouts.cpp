@@ -100,21 +100,31 @@ struct Mapper {
             }
             return;
         }
-        // q, k, v stacked along the rows: torch.cat([q, k, v]), each (want[0] / 3, ...)
-        Shape part = want;
-        part[0] /= s.keys.size();
+        // q, k, v stacked along the rows: torch.cat([q, k, v]), each (want[0] / 3, ...); or parts of unequal rows in the
+        // shares Src::shares gives (PE's attention pool: q, then kv of twice its rows)
+        std::vector<size_t> rows(s.keys.size(), want[0] / s.keys.size());
+        if (!s.shares.empty()) {
+            size_t total = 0;
+            for (int sh : s.shares) total += size_t(sh);
+            for (size_t i = 0; i < rows.size(); ++i) rows[i] = want[0] * size_t(s.shares[i]) / total;
+        }
+        const size_t row_numel = want[0] ? shape_numel(want) / want[0] : 0;
         std::vector<Array*> got;
         bool missing_any = false;
-        for (auto& k : s.keys) {
-            got.push_back(k.empty() ? nullptr : fetch(k, part));
-            missing_any |= !k.empty() && !got.back();
+        for (size_t i = 0; i < s.keys.size(); ++i) {
+            Shape part = want;
+            part[0] = rows[i];
+            got.push_back(s.keys[i].empty() ? nullptr : fetch(s.keys[i], part));
+            missing_any |= !s.keys[i].empty() && !got.back();
         }
         if (missing_any) return;
         dst = xt::xtensor<float, N>::from_shape(want);
-        const size_t n = shape_numel(part);
+        size_t at = 0;
         for (size_t i = 0; i < got.size(); ++i) {
-            if (got[i]) std::copy(got[i]->data(), got[i]->data() + n, dst.data() + i * n);
-            else std::fill(dst.data() + i * n, dst.data() + (i + 1) * n, 0.f), zeros += n;  // a part the file has not
+            const size_t n = rows[i] * row_numel;
+            if (got[i]) std::copy(got[i]->data(), got[i]->data() + n, dst.data() + at);
+            else std::fill(dst.data() + at, dst.data() + at + n, 0.f), zeros += n;  // a part the file has not
+            at += n;
         }
         for (Array* a : got)
             if (a) *a = Array();
@@ -272,11 +282,15 @@ void Load::choose_plan() {
         if (kind == Kind::Timm && (k.has(root + "blocks.0.attn.q_bias") || k.has(root + "blocks.0.attn.q_proj.weight")) &&
             k.has(root + "pos_embed"))
             kind = Kind::Eva02;
+        // timm's Perception Encoder (eva.py vit_pe_*): norm_pre and an attention pool (timm's CLIP towers have norm_pre
+        // alone, its SigLIPs attn_pool alone)
+        if (kind == Kind::Timm && k.has(root + "norm_pre.weight") && k.has(root + "attn_pool.latent")) kind = Kind::Pe;
         const Keys k2(src, dtypes);
         switch (kind) {
             case Kind::Dinov3: p = plan_dinov3(k2, root, what, side); break;
             case Kind::Aimv2: p = plan_aimv2(k2, root, what); break;
             case Kind::Eva02: p = plan_eva02(k2, root, what, side); break;
+            case Kind::Pe: p = plan_pe(k2, root, what); break;
             case Kind::Timm: p = plan_timm(k2, root, meta, side, what); break;
             case Kind::HfVit: p = plan_hf_vit(k2, root, side, what); break;
             case Kind::HfClip: p = plan_hf_clip(k2, root, side, what); break;
@@ -338,6 +352,7 @@ void Load::sizes_from_shapes() {
         if (c.pos_table) {
             c.image_size = int(G) * c.patch;
             c.pos_grid = 0;
+            if (p.rope_ref_from_grid) c.rope_ref_grid = int(G);  // PE: RoPE's reference grid is the native one
         }
         c.depth = count_blocks(k, p.blocks);
         if (c.depth > kMaxLayers) throw FileError(what + ": " + std::to_string(c.depth) + " blocks, over the limit of " + std::to_string(kMaxLayers));
@@ -412,7 +427,9 @@ void Load::sizes_from_shapes() {
 void Load::check_side_configs() {
     Config& c = p.c;
     cfg = side.config ? &side.config->model : nullptr;
-    const bool oc_used = p.kind == Kind::OpenAI && (side.open_clip || (cfg && cfg->kind == ConfigKind::OpenClip));
+    // (open_clip's own files: its CLIP towers, and its PE-Core, a timm tower as visual.trunk.*)
+    const bool oc_used = (p.kind == Kind::OpenAI || (p.kind == Kind::Pe && p.layout == Family::OpenClip)) &&
+                         (side.open_clip || (cfg && cfg->kind == ConfigKind::OpenClip));
     ocfg = !oc_used ? nullptr : side.open_clip ? &side.open_clip->model : cfg;
     ocfg_path = side.open_clip ? side.open_clip_path : side.path;
     if (cfg && cfg->kind == ConfigKind::OpenClip) cfg = nullptr;  // an open_clip config named config.json: used as open_clip's

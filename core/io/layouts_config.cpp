@@ -215,6 +215,8 @@ void default_preprocess(const Plan& p, Config& c) {
                 Interp::Bicubic);
             break;
         case ModelFamily::Siglip: set(half, half, 0, true, Interp::Bicubic); break;
+        // timm's _pe_cfg: mean and std 0.5, crop_pct 1.0, bicubic
+        case ModelFamily::Pe: set(half, half, c.image_size, false, Interp::Bicubic); break;
     }
     if (c.channels == 1) {
         c.pre.mean.resize(1);

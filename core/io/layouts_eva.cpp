@@ -21,8 +21,9 @@ Plan plan_eva02(const Keys& k, const std::string& R, const std::string& what, co
         throw FileError(what + ": an EVA-02 with a LayerNorm inside its attention (" + b0 + "attn.norm.weight: timm's "
                                "scale_attn_inner, the EVA-02 CLIP towers): not supported yet");
     if (has("norm_pre.weight") || k.any_prefix(R + "attn_pool."))
-        throw FileError(what + ": an Eva with " + (has("norm_pre.weight") ? "norm_pre" : "an attention-pooling head") +
-                        " (Perception Encoder): not supported yet");
+        throw FileError(what + ": an Eva with EVA-02's q_bias / q_proj and " +
+                        (has("norm_pre.weight") ? "norm_pre" : "an attention-pooling head") +
+                        ": not a layout ViTScope knows (the Perception Encoder's attention has one fused qkv with its bias)");
     const bool unpacked = k.has(b0 + "mlp.fc1_g.weight"), separate = k.has(b0 + "attn.q_proj.weight");
     const bool mlp_norm = k.has(b0 + "mlp.norm.weight");
     const Array* fc1 = k.get(b0 + (unpacked ? "mlp.fc1_g.weight" : "mlp.fc1.weight"));
@@ -84,6 +85,95 @@ Plan plan_eva02(const Keys& k, const std::string& R, const std::string& what, co
         }
         if (fc_norm && starts(n, "norm.")) return one(R + "fc_norm." + n.substr(5));
         return one(R + n);  // cls_token, pos_embed, patch_embed.proj.*, head.*
+    };
+    return p;
+}
+
+// The Perception Encoder (Meta's PE-Core) as timm's Eva holds it (eva.py vit_pe_core_{tiny,small}_patch16_384,
+// _base_patch16_224, _large_patch14_336: attn_type 'rope', use_pre_transformer_norm, global_pool 'map'): cls_token,
+// pos_embed (with the cls row), patch_embed.proj without a bias, norm_pre, blocks.N.{norm1, attn.qkv (weight and
+// bias: AttentionRope), attn.proj, norm2, mlp.fc1, mlp.fc2} (GELU), norm, attn_pool.{latent, q, kv, proj, norm,
+// mlp.fc1, mlp.fc2} (AttentionPoolLatent, 8 heads, over every token) and head: the CLIP projection to the text
+// space (timm's checkpoint_filter_fn turns PE's proj into head.weight and a zero head.bias; num_classes is its
+// width). RoPE is not in the file: RotaryEmbeddingCat with ref_feat_shape the native grid, grid_offset 1 and 'xy'.
+Plan plan_pe(const Keys& k, const std::string& R, const std::string& what) {
+    Plan p = start_plan(Kind::Pe, Family::Timm, R, R + "blocks.");
+    Config& c = p.c;
+    auto has = [&](const std::string& n) { return k.has(R + n); };
+    const std::string b0 = R + "blocks.0.";
+    if (has("blocks.0.gamma_1") || has("blocks.0.attn.q_bias") || has("blocks.0.mlp.fc1_g.weight"))
+        throw FileError(what + ": a Perception Encoder (norm_pre and attn_pool) with " +
+                        (has("blocks.0.gamma_1") ? b0 + "gamma_1 (layer scale: PE-Lang)"
+                         : has("blocks.0.attn.q_bias") ? b0 + "attn.q_bias (EVA-02's attention)" : b0 + "mlp.fc1_g (a SwiGLU)") +
+                        ": only PE-Core's blocks are implemented");
+    if (!has("norm.weight"))
+        throw FileError(what + ": a Perception Encoder without 'norm.weight' (the norm before attn_pool): PE-Spatial and "
+                               "PE-Lang are not supported; PE-Core is");
+    const Array* pf1 = k.get(R + "attn_pool.mlp.fc1.weight");
+    const Array* bf1 = k.get(b0 + "mlp.fc1.weight");
+    if (pf1 && bf1 && pf1->dimension() == 2 && bf1->dimension() == 2 && pf1->shape(0) != bf1->shape(0))
+        throw FileError(what + ": " + R + "attn_pool.mlp.fc1.weight " + shape_str_of(*pf1) + " and " + b0 + "mlp.fc1.weight " +
+                        shape_str_of(*bf1) + ": an attention pool whose MLP is not the blocks' width (PE-Core G) is not "
+                        "implemented");
+    c.family = ModelFamily::Pe;
+    c.cls_token = has("cls_token");
+    c.pos_no_cls = !c.cls_token;
+    c.ln_pre = true;
+    c.patch_bias = has("patch_embed.proj.bias");
+    c.eps = 1e-5f;
+    c.rope = true;
+    c.rope_kind = RopeKind::Pe;
+    c.pooling = Pooling::Map;
+    c.map_heads = 8;
+    p.pos_prefix = c.cls_token ? 1 : 0;
+    p.eps_default_from = "timm's vit_pe_core_* (LayerNorm eps 1e-5)";
+    p.head_width = 64;
+    p.heads_rule = "PE's heads of 64 (timm vit_pe_core_*: num_heads = width / 64)";
+    p.rope_ref_from_grid = true;  // every vit_pe_core_* sets ref_feat_shape to its native grid
+    p.notes.push_back("RoPE is not in the file (timm's RotaryEmbeddingCat does not save it): made as every vit_pe_core_* "
+                      "makes it, at the position table's grid (ref_feat_shape), rows and columns counted from 1 "
+                      "(grid_offset 1), the column's angles first ('xy'), the patch tokens' q and k rotated in "
+                      "neighbouring pairs of dims");
+    p.notes.push_back("the attention pool has 8 heads (timm vit_pe_core_*: attn_pool_num_heads 8), over every token");
+    const Array* hb = k.get(R + "head.bias");
+    if (has("head.weight")) {
+        // PE's proj (the CLIP projection) as timm's conversion saves it: head.weight, and a head.bias of zeros
+        if (hb)
+            for (size_t i = 0; i < hb->size(); ++i)
+                if (hb->data()[i] != 0.f)
+                    throw FileError(what + ": " + R + "head.bias element " + std::to_string(i) + " is " + std::to_string(hb->data()[i]) +
+                                    ": a classifier after PE's attention pool is not implemented (PE's projection, as "
+                                    "timm converts it, has a bias of zeros)");
+        c.head = Head::Projection;
+        const Array* hw = k.get(R + "head.weight");
+        if (!hw || hw->dimension() != 2)
+            throw FileError(what + ": " + R + "head.weight is not a matrix (PE's projection, (embedding width, width))");
+        c.embed_dim = int(hw->shape(0));
+        if (hb) p.ignore.push_back({R + "head.bias", "head.bias (zeros: timm's form of PE's projection, which has no bias)"});
+        p.notes.push_back("head.weight is PE's projection to the text space (proj; timm's num_classes is its width): the "
+                          "embedding is the attention pool's output @ head.weight.T");
+    } else {
+        c.head = Head::Identity;
+    }
+    p.it = "Perception Encoder PE-Core (timm layout: vit_pe_core_*)";
+    // open_clip's PE-Core-*: the timm model as visual.trunk.* (its head the projection), the text tower beside it
+    if (ends(R, "visual.trunk.")) {
+        const std::string top = R.substr(0, R.size() - std::string("visual.trunk.").size());
+        p.layout = Family::OpenClip;
+        p.it = "Perception Encoder PE-Core (open_clip layout: PE-Core-*, timm's vit_pe_core_* as visual.trunk.*)";
+        for (const char* t : {"text.", "logit_scale", "logit_bias"})
+            p.ignore.push_back({top + t, "the text tower (text.*, logit_scale)"});
+    }
+    p.source = [R](const std::string& n) -> Src {
+        if (n == "proj") return Src{{R + "head.weight"}, true, ""};
+        if (n == "patch_embed.proj.bias") return Src{};
+        if (n == "map.probe") return one(R + "attn_pool.latent");
+        if (n == "map.attn.in_proj_weight") return Src{{R + "attn_pool.q.weight", R + "attn_pool.kv.weight"}, false, "", {1, 2}};
+        if (n == "map.attn.in_proj_bias") return Src{{R + "attn_pool.q.bias", R + "attn_pool.kv.bias"}, false, "", {1, 2}};
+        if (starts(n, "map.attn.out_proj.")) return one(R + "attn_pool.proj." + n.substr(18));
+        if (starts(n, "map.norm.")) return one(R + "attn_pool.norm." + n.substr(9));
+        if (starts(n, "map.mlp.")) return one(R + "attn_pool.mlp." + n.substr(8));
+        return one(R + n);  // cls_token, pos_embed, patch_embed.proj.weight, norm_pre, blocks.*, norm
     };
     return p;
 }

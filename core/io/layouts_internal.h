@@ -113,12 +113,14 @@ inline std::string unsupported(const Keys& k, const SideConfig& side) {
             return "an EVA-style checkpoint ('" + e + "'): saved rotary position embeddings or separate q/k/v projections "
                    "without timm's SwiGLU (BAAI's own EVA-02 release, the EVA-02 CLIP towers), which are not read; EVA-02 "
                    "as timm saves it is";
-    if (!(e = key_with("visual.trunk.")).empty())
+    // (open_clip's PE-Core: a timm vit_pe_core_* as visual.trunk.*: read, layouts_eva.cpp)
+    if (!(e = key_with("visual.trunk.")).empty() && key_with("visual.trunk.attn_pool.latent").empty())
         return "an open_clip model with a timm image tower ('" + e + "'): open_clip's visual.trunk.* wrapper is not "
                "read; load the timm or Hugging Face release of the same tower";
     if (!(e = key_with("visual.layer1.")).empty())
         return "a CLIP model with a ResNet image tower ('" + e + "'): a convolutional network, not a ViT";
-    if (!(e = key_with("visual.attn_pool.")).empty())
+    // (Meta's PE-Core release: visual.attn_pool.probe, an attention pool that is read, layouts_openai.cpp)
+    if (!(e = key_with("visual.attn_pool.")).empty() && key_with("visual.attn_pool.probe").empty())
         return "a CoCa model ('" + e + "'): its image tower ends in an attentional pooler that is not implemented";
     if ((!key_with("stages.").empty() && (!key_with("stem.").empty() || !key_with("downsample").empty())) ||
         !(e = key_with(".dwconv.")).empty() || !(e = key_with("conv_dw.")).empty())
@@ -138,7 +140,7 @@ inline std::string unsupported(const Keys& k, const SideConfig& side) {
 
 // ------------------------------------------------------------------ the plan of one layout
 
-enum class Kind { Timm, HfVit, HfClip, OpenAI, Torchvision, Dinov3, Aimv2, Eva02 };
+enum class Kind { Timm, HfVit, HfClip, OpenAI, Torchvision, Dinov3, Aimv2, Eva02, Pe };
 
 // Where one canonical parameter comes from in the file.
 struct Src {
@@ -146,6 +148,8 @@ struct Src {
                                     // missing k_proj bias); none: zeros (CLIP's missing patch bias)
     bool transpose = false;         // the file holds the matrix transposed (Hugging Face visual_projection)
     std::string mask;               // a tensor of 0s and 1s the value is multiplied by (DINOv3's qkv bias_mask)
+    std::vector<int> shares;        // stacked keys of unequal rows: each key's share (PE's attn_pool q and kv: {1, 2});
+                                    // empty: equal parts
 };
 
 struct Plan {
@@ -164,6 +168,7 @@ struct Plan {
     bool legacy_cfg = false;          // a vanilla file saved by an older ViTScope: vitscope.config's settings
     std::string eps_default_from;     // whose default eps the family takes
     bool rope_from_base = false;      // RoPE's periods are not in the file: made from Config::rope_base (HF DINOv3)
+    bool rope_ref_from_grid = false;  // Config::rope_ref_grid is the position table's grid (PE's ref_feat_shape)
     int head_width = 0;               // heads = width / head_width where nothing states them (EVA-02: 64), and why
     std::string heads_rule;
 };
@@ -203,6 +208,8 @@ Plan plan_torchvision(const Keys& k, const std::string& R);
 Plan plan_dinov3(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side);
 Plan plan_aimv2(const Keys& k, const std::string& R, const std::string& what);
 Plan plan_eva02(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side);
+Plan plan_pe(const Keys& k, const std::string& R, const std::string& what);
+Plan plan_pe_meta(const Keys& k, const std::string& R, const std::string& what);
 Plan plan_own();
 
 // Settings from the config files beside the weights (layouts_config.cpp).

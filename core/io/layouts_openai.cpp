@@ -17,6 +17,7 @@ namespace layouts_detail {
 // openai/CLIP clip/model.py (VisionTransformer, build_model), open_clip transformer.py
 Plan plan_openai(const Keys& k, const std::string& R, const Meta& meta, const SideConfig& side, const std::string& what) {
     const std::string V = R + "visual.";
+    if (k.has(V + "attn_pool.probe")) return plan_pe_meta(k, R, what);
     Plan p = start_plan(Kind::OpenAI, Family::Timm, R, V + "transformer.resblocks.");  // the family: set below
     Config& c = p.c;
     c.family = ModelFamily::Clip;
@@ -109,6 +110,80 @@ Plan plan_openai(const Keys& k, const std::string& R, const Meta& meta, const Si
         if (starts(n, "norm.")) return one(V + "ln_post." + n.substr(5));
         if (n == "proj") return one(V + "proj");
         return one(V + n);
+    };
+    return p;
+}
+
+// Meta's Perception Encoder release (facebookresearch/perception_models: PE-Core-*.pt, the CLIP model's state dict, the
+// names timm's _convert_pe renames): visual.{conv1 (no bias), class_embedding, positional_embedding, ln_pre,
+// transformer.resblocks.N.{ln_1, attn.in_proj_weight/bias, attn.out_proj, ln_2, mlp.c_fc, mlp.c_proj}, ln_post,
+// attn_pool.{probe, attn.in_proj_weight/bias, attn.out_proj, layernorm, mlp.c_fc, mlp.c_proj}, proj}; the text tower
+// beside it. The same model as timm's vit_pe_core_* (plan_pe): RoPE not in the file, made as timm makes it.
+Plan plan_pe_meta(const Keys& k, const std::string& R, const std::string& what) {
+    const std::string V = R + "visual.";
+    Plan p = start_plan(Kind::OpenAI, Family::Facebook, R, V + "transformer.resblocks.");
+    Config& c = p.c;
+    auto has = [&](const std::string& n) { return k.has(V + n); };
+    if (has("transformer.resblocks.0.ls_1.gamma") || !has("ln_post.weight"))
+        throw FileError(what + ": a Perception Encoder with " +
+                        (has("transformer.resblocks.0.ls_1.gamma") ? V + "transformer.resblocks.0.ls_1.gamma (layer scale: PE-Lang)"
+                                                                    : "no " + V + "ln_post.weight (PE-Spatial)") +
+                        ": only PE-Core is implemented");
+    const Array* pf1 = k.get(V + "attn_pool.mlp.c_fc.weight");
+    const Array* bf1 = k.get(V + "transformer.resblocks.0.mlp.c_fc.weight");
+    if (pf1 && bf1 && pf1->dimension() == 2 && bf1->dimension() == 2 && pf1->shape(0) != bf1->shape(0))
+        throw FileError(what + ": " + V + "attn_pool.mlp.c_fc.weight " + shape_str_of(*pf1) + " and the blocks' mlp.c_fc " +
+                        shape_str_of(*bf1) + ": an attention pool whose MLP is not the blocks' width (PE-Core G) is not "
+                        "implemented");
+    c.family = ModelFamily::Pe;
+    c.cls_token = has("class_embedding");
+    c.pos_no_cls = !c.cls_token;
+    c.ln_pre = true;
+    c.patch_bias = false;
+    c.eps = 1e-5f;
+    c.rope = true;
+    c.rope_kind = RopeKind::Pe;
+    c.pooling = Pooling::Map;
+    c.map_heads = 8;
+    c.head = has("proj") ? Head::Projection : Head::Identity;
+    p.pos_prefix = c.cls_token ? 1 : 0;
+    p.rope_ref_from_grid = true;
+    p.clip_rule = true;  // heads of 64, as every PE-Core
+    p.eps_default_from = "PE's LayerNorm (eps 1e-5)";
+    p.it = "Perception Encoder PE-Core (Meta's release: PE-Core-*.pt, the CLIP model's visual.*)";
+    for (const char* t : {"token_embedding.", "positional_embedding", "transformer.", "ln_final.", "text_projection",
+                          "logit_scale", "logit_bias", "attn_mask"})
+        p.ignore.push_back({R + t, "the text tower (token_embedding, positional_embedding, transformer.*, ln_final, "
+                                   "text_projection, logit_scale)"});
+    p.notes.push_back("RoPE is not in the file: made as timm makes it for these weights (vit_pe_core_*: at the position "
+                      "table's grid, rows and columns counted from 1, the column's angles first, neighbouring dims paired)");
+    p.notes.push_back("the attention pool has 8 heads (PE-Core's attn_pool), over every token; the position table is resized "
+                      "by timm's rule at another size");
+    p.source = [V](const std::string& n) -> Src {
+        if (n == "cls_token") return one(V + "class_embedding");
+        if (n == "pos_embed") return one(V + "positional_embedding");
+        if (n == "patch_embed.proj.weight") return one(V + "conv1.weight");
+        if (n == "patch_embed.proj.bias") return Src{};
+        if (starts(n, "norm_pre.")) return one(V + "ln_pre." + n.substr(9));
+        if (n == "map.probe") return one(V + "attn_pool.probe");
+        if (starts(n, "map.attn.")) return one(V + "attn_pool.attn." + n.substr(9));  // in_proj_*, out_proj.*
+        if (starts(n, "map.norm.")) return one(V + "attn_pool.layernorm." + n.substr(9));
+        if (starts(n, "map.mlp.fc1.")) return one(V + "attn_pool.mlp.c_fc." + n.substr(12));
+        if (starts(n, "map.mlp.fc2.")) return one(V + "attn_pool.mlp.c_proj." + n.substr(12));
+        auto [i, rest] = block_of(n);
+        if (i >= 0) {
+            const std::string b = V + "transformer.resblocks." + std::to_string(i) + ".";
+            auto [mod, prm] = split_param(rest);
+            if (mod == "attn.qkv") return one(b + "attn.in_proj_" + prm);
+            if (mod == "attn.proj") return one(b + "attn.out_proj." + prm);
+            if (mod == "norm1") return one(b + "ln_1." + prm);
+            if (mod == "norm2") return one(b + "ln_2." + prm);
+            if (mod == "mlp.fc1") return one(b + "mlp.c_fc." + prm);
+            if (mod == "mlp.fc2") return one(b + "mlp.c_proj." + prm);
+            return one(b + rest);
+        }
+        if (starts(n, "norm.")) return one(V + "ln_post." + n.substr(5));
+        return one(V + n);  // proj
     };
     return p;
 }

@@ -25,6 +25,10 @@ Plan plan_timm(const Keys& k, const std::string& R, const Meta& meta, const Side
     const std::string arch = timm && !timm->architectures.empty() ? timm->architectures[0] : "";
     const std::string tag = timm && timm->pretrained_tag ? *timm->pretrained_tag : "";
     const std::set<std::string> name = words(side.name);
+    if (has("norm_pre.weight") && (!has("norm.weight") || has("blocks.0.gamma_1")))
+        throw FileError(what + ": a Perception Encoder PE-Spatial or PE-Lang in timm's layout (norm_pre.weight without "
+                               "'norm.weight' or an attention pool" + std::string(has("blocks.0.gamma_1") ? ", layer scale gamma_1" : "") +
+                        "): not supported; PE-Core is");
     if (has("norm_pre.weight"))
         throw FileError(what + ": a CLIP image tower in timm's layout (norm_pre.weight): not supported; open the OpenAI, "
                                "open_clip or Hugging Face release of the same model");

@@ -177,7 +177,7 @@ struct BlockScratch {
     Array dq, dk, dv;
 };
 
-// SigLIP's attention-pooling head (HF SiglipMultiheadAttentionPoolingHead), from d head.resid_post (B, D) back to
+// SigLIP's attention-pooling head (HF SiglipMultiheadAttentionPoolingHead; PE's timm AttentionPoolLatent), from d head.resid_post (B, D) back to
 // d ln_final.out (B*T, D): res = ao + fc2(act(fc1(ln(ao)))), ao = out_proj(concat_h softmax(q_h k_h^T / sqrt(d)) v_h),
 // q from the probe, k and v from the tokens. The weights' gradients are not computed (stages only).
 void map_head_backward(const Weights& w, const Options& opt, size_t B, const StageGet& get, const Tensor2& dres,
@@ -185,7 +185,7 @@ void map_head_backward(const Weights& w, const Options& opt, size_t B, const Sta
     using SK = StageKind;
     const Config& c = w.cfg;
     const MapHeadW& m = w.map;
-    const size_t T = run_dims(c, opt).T, D = c.width, H = c.heads, d = c.head_dim(), M = c.mlp, R = B * T;
+    const size_t T = run_dims(c, opt).T, D = c.width, H = size_t(c.pool_heads()), d = D / H, M = c.mlp, R = B * T;
     auto put_if = [&](SK k, const float* src) { if (put) (*put)(k, -1, src); };
     put_if(SK::HeadResidPost, dres.data());
     put_if(SK::HeadMlpOut, dres.data());  // res = ao + mo
@@ -277,7 +277,8 @@ void head_backward(const Weights& w, Weights* g, const Options& opt, size_t B, c
     }
     Tensor2 dfeat = xt::zeros<float>({B, D});
     const bool normed_row = pool == Pooling::Mean || pool == Pooling::ClsThenNorm;  // the norm on the one pooled row
-    const float* feat = embedding ? nullptr : get(normed_row ? SK::LnFinalOut : SK::Pooled, -1);
+    const float* feat = embedding ? nullptr
+                        : get(normed_row ? SK::LnFinalOut : pool == Pooling::Map ? SK::HeadResidPost : SK::Pooled, -1);
     if (embedding) {
         std::copy_n(dlogits.data(), B * D, dfeat.data());
     } else if (projection) {

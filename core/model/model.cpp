@@ -25,6 +25,7 @@ const char* family_label(ModelFamily f) {
         case ModelFamily::Dinov3: return "DINOv3";
         case ModelFamily::Aimv2: return "AIMv2";
         case ModelFamily::Eva02: return "EVA-02";
+        case ModelFamily::Pe: return "PE";
     }
     return "?";
 }
@@ -190,6 +191,10 @@ void Config::validate() const {
     if (rope && (!(rope_base > 1.f) || !std::isfinite(rope_base) || rope_base > 1e9f))
         bad("rope_base must be a finite number over 1");
     if (rope_ref_grid < 0 || rope_ref_grid > kMaxImageSize) bad("rope_ref_grid must be in 0.." + std::to_string(kMaxImageSize));
+    if (map_heads < 0 || map_heads > kMaxWidth) bad("map_heads must be in 0.." + std::to_string(kMaxWidth));
+    if (map_heads && pooling != Pooling::Map) bad("map_heads is the attention-pooling head's (pooling map)");
+    if (pooling == Pooling::Map && width % pool_heads())
+        bad("the attention-pooling head's " + std::to_string(pool_heads()) + " heads do not divide width " + std::to_string(width));
     // The resize is the crop's surround: at least the crop (torchvision's CenterCrop would
     // pad a smaller one) and at most twice it (crop_pct 0.5; published models use 0.875-1).
     // Every image is resized to it before the crop, so it is tied to image_size here.
@@ -251,8 +256,9 @@ std::string Config::describe() const {
         if (dist_token) add("distillation token");
         if (registers) add(std::to_string(registers) + (family == ModelFamily::Dinov3 ? " storage tokens" : " registers"));
         if (!pos_table) add("no position table");
-        if (rope && rope_kind == RopeKind::Eva)
-            add("RoPE (EVA-02's, reference grid " + std::to_string(rope_ref_grid > 0 ? rope_ref_grid : grid()) + ")");
+        if (rope && rope_kind != RopeKind::Dinov3)
+            add(std::string("RoPE (") + (rope_kind == RopeKind::Eva ? "EVA-02's" : "PE's: grid offset 1, column first") +
+                ", reference grid " + std::to_string(rope_ref_grid > 0 ? rope_ref_grid : grid()) + ")");
         else if (rope) add("RoPE (axial, base " + std::to_string(int(rope_base)) + ")");
         if (layer_scale) add("layer scale");
         if (ln_pre) add("ln_pre");
@@ -260,6 +266,7 @@ std::string Config::describe() const {
         if (norm != Norm::LayerNorm) add(norm_label(norm));
         if (patch_norm) add("a norm on the patch embeddings");
         if (mlp_norm) add("a LayerNorm inside the MLP");
+        if (map_heads) add("attention pooling with " + std::to_string(map_heads) + " heads");
         if (!qkv_bias && !proj_bias) add("no biases in the blocks");
         else if (!qkv_bias) add("q/k/v without bias");
         else if (!proj_bias) add("attn.proj and MLP without biases");
@@ -286,7 +293,7 @@ std::vector<std::string> preset_names() {
     return {"toy-rgb8", "toy-gray4", "vit-ti16", "vit-s16", "vit-b16", "vit-b32", "vit-l16", "vit-l32", "vit-h14", "fmnist",
             "deit-ti16-distilled", "deit-s16-distilled", "deit-b16-distilled", "dino-s16", "dino-b16", "dinov2-s14",
             "dinov2-s14-reg", "dinov2-b14", "dinov2-b14-reg", "clip-b32", "clip-b16", "clip-l14", "siglip-b16",
-            "mae-b16", "vit-betwixt16-reg4-gap", "dinov3-s16", "aimv2-l14", "eva02-s14", "eva02-b14"};
+            "mae-b16", "vit-betwixt16-reg4-gap", "dinov3-s16", "aimv2-l14", "eva02-s14", "eva02-b14", "pe-core-t16"};
 }
 
 // Checked against torchvision/models/vision_transformer.py (vit_b_16 ... vit_h_14:
@@ -436,6 +443,20 @@ Config preset(const std::string& n) {
         // (qkv_fused=False: read into one product here)
         Config c = preset("eva02-s14");
         c.name = n; c.width = 768; c.heads = 12; c.mlp = 2048; c.mlp_norm = true;
+        return c;
+    }
+    if (n == "pe-core-t16") {
+        // timm vit_pe_core_tiny_patch16_384 (Meta's Perception Encoder PE-Core T/16): patch 16, width 192, 12 blocks,
+        // 3 heads, MLP 768 (GELU), cls token and the learned table with its cls row, a LayerNorm before the blocks
+        // (norm_pre; the patch conv without bias), RoPE beside the table (timm RotaryEmbeddingCat: ref_feat_shape 24x24,
+        // grid_offset 1, 'xy' indexing, neighbouring dims paired), LayerNorm eps 1e-5, the final norm on every token then
+        // the attention-pooling head (8 heads, MLP 4 x width) and the projection to 512 (timm: head, num_classes 512); its
+        // pretrained_cfg: 384 px, crop_pct 1.0, bicubic, mean and std 0.5
+        Config c = make(n, 384, 3, 16, 192, 12, 3, 768, 1000);
+        c.family = ModelFamily::Pe; c.head = Head::Projection; c.embed_dim = 512; c.pooling = Pooling::Map; c.map_heads = 8;
+        c.ln_pre = true; c.patch_bias = false; c.eps = 1e-5f;
+        c.rope = true; c.rope_kind = RopeKind::Pe; c.rope_ref_grid = 24;
+        c.pre.resize = 384; c.pre.interp = Interp::Bicubic;
         return c;
     }
     if (n == "aimv2-l14") {

@@ -25,14 +25,15 @@ enum class Pooling { Cls, Mean, ClsThenNorm, Map, NormMean };
 enum class Interp { Bilinear, Bicubic };
 
 // The families ViTScope runs: each is the vanilla ViT plus the parts its Config turns on.
-enum class ModelFamily { ViT, DeiT, Dino, Dinov2, Clip, Siglip, Mae, Dinov3, Aimv2, Eva02 };
-// "ViT", "DeiT", "DINO", "DINOv2", "CLIP", "SigLIP", "MAE", "DINOv3", "AIMv2", "EVA-02"
+enum class ModelFamily { ViT, DeiT, Dino, Dinov2, Clip, Siglip, Mae, Dinov3, Aimv2, Eva02, Pe };
+// "ViT", "DeiT", "DINO", "DINOv2", "CLIP", "SigLIP", "MAE", "DINOv3", "AIMv2", "EVA-02", "PE" (Meta's Perception Encoder)
 const char* family_label(ModelFamily f);
 // Which rotary position embedding a model's blocks apply (Config::rope): DINOv3's (RopePositionEmbedding: the patch
 // centre scaled to [-1, 1] per axis, angles 2 pi * coord / period, dims i and i + d/2 paired) or EVA-02's (timm
 // RotaryEmbeddingCat: the patch's row and column index scaled by rope_ref_grid / grid, angles t / 10000^(j / (d/4)),
-// dims 2m and 2m + 1 paired).
-enum class RopeKind { Dinov3, Eva };
+// dims 2m and 2m + 1 paired) or Perception Encoder's (the same RotaryEmbeddingCat with grid_offset 1 and 'xy'
+// indexing: t = (index + 1) * rope_ref_grid / grid, the column's d/4 angles first, then the row's).
+enum class RopeKind { Dinov3, Eva, Pe };
 // The norm of every site of a model: LayerNorm ((x - mean) / sqrt(var + eps) * gamma + beta) or RMSNorm
 // (x / sqrt(mean(x^2) + eps) * gamma: no centring, no beta; AIMv2, timm RmsNorm, torch nn.RMSNorm).
 enum class Norm { LayerNorm, RmsNorm };
@@ -115,8 +116,9 @@ struct Config {
     bool rope = false;
     float rope_base = 100.f;
     RopeKind rope_kind = RopeKind::Dinov3;
-    int rope_ref_grid = 0;    // EVA-02: the grid its RoPE was trained at (timm ref_feat_shape, 16 for every eva02_*); 0: the
-                              // run's own grid (coordinates unscaled)
+    int rope_ref_grid = 0;    // EVA-02: the grid its RoPE was trained at (timm ref_feat_shape, 16 for every eva02_*; PE: the
+                              // native grid); 0: the run's own grid (coordinates unscaled)
+    int map_heads = 0;        // the attention-pooling head's heads (Pooling::Map); 0: the model's (SigLIP); PE: 8
 
     int grid() const { return image_size / patch; }
     int stored_grid() const { return pos_grid > 0 ? pos_grid : grid(); }
@@ -132,6 +134,7 @@ struct Config {
     int out_dim() const { return has_logits() ? classes : head == Head::Projection ? embed_dim : width; }
     int mlp_in() const { return act == Act::SwiGlu ? 2 * mlp : mlp; }  // fc1's outputs
     int head_dim() const { return width / heads; }     // d
+    int pool_heads() const { return map_heads > 0 ? map_heads : heads; }  // the attention-pooling head's
     int patch_dim() const { return channels * patch * patch; }
     // Throws std::invalid_argument naming the offending field.
     void validate() const;

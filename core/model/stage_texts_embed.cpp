@@ -247,8 +247,9 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
             break;
         case LnSite::Pre:
             src = x.R ? StageId{K::WithRegisters, -1} : x.embedded();
-            src_desc = "the tokens, before the first block (CLIP's ln_pre)";
-            mod = "model.ln_pre";
+            src_desc = x.clip() ? "the tokens, before the first block (CLIP's ln_pre)"
+                                : "the tokens, before the first block (timm's norm_pre)";
+            mod = x.clip() ? "model.ln_pre" : "model.norm_pre";
             break;
         case LnSite::Ln1:
             src = l ? StageId{K::ResidPost, l - 1} : x.stream0();
@@ -263,7 +264,7 @@ void d_layernorm(const Ctx& x, StageInfo& s) {
         case LnSite::Head:
             src = {K::HeadAttnOut, -1};
             src_desc = "the attention-pooled vector";
-            mod = "model.head.layernorm";
+            mod = x.c.family == ModelFamily::Pe ? "model.attn_pool.norm" : "model.head.layernorm";
             break;
         default:
             if (x.pool == Pooling::Cls || x.pool == Pooling::Map || x.pool == Pooling::NormMean) {
@@ -374,10 +375,13 @@ void d_rope(const Ctx& x, StageInfo& s) {
                                                : "The " + str(size_t(x.r.prefix)) + " tokens before the patches are not turned. ") +
                               "After both q and k are turned, q.k depends on how far apart two patches are, not on where "
                               "each one is";
-    if (x.c.rope_kind == RopeKind::Eva) {
+    if (x.c.rope_kind != RopeKind::Dinov3) {
         const int ref = x.c.rope_ref_grid > 0 ? x.c.rope_ref_grid : 0;
+        const bool pe = x.c.rope_kind == RopeKind::Pe;  // timm grid_offset 1, 'xy': counted from 1, the column first
+        const std::string a1 = pe ? "column" : "row", a2 = pe ? "row" : "column";
         s.what = who + "each head's dims 2m and 2m+1 are a pair, turned by t/10000^(j/" + h4 + ") for the first " + h4 +
-                 " pairs (t: the patch's row, j = m) and the next " + h4 + " (t: its column, j = m - " + h4 + ")" +
+                 " pairs (t: the patch's " + a1 + ", j = m) and the next " + h4 + " (t: its " + a2 + ", j = m - " + h4 + ")" +
+                 (pe ? std::string(", rows and columns counted from 1") : std::string()) +
                  (ref ? ", the row and column counted on a " + str(size_t(ref)) + "x" + str(size_t(ref)) +
                             " grid (the one the model was trained at) and scaled to this run's " + x.grid() + " grid"
                       : std::string()) +

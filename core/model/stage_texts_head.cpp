@@ -194,39 +194,54 @@ void d_probs(const Ctx& x, StageInfo& s) {
     s.signed_values = false;
 }
 
-// SigLIP's attention-pooling head: a learned probe attends over every token.
-void map_sub(const Ctx& x, StageInfo& s) { s.box.sub = "probe, " + str(x.H) + " heads"; }  // as head.ln's
+// The attention-pooling head: a learned probe attends over every token. SigLIP's (Hugging Face
+// SiglipMultiheadAttentionPoolingHead: model.head.{probe, attention, layernorm, mlp}) or PE's (timm
+// AttentionPoolLatent: model.attn_pool.{latent, q, kv, proj, norm, mlp}), with its own number of heads (PE: 8).
+namespace {
+bool timm_pool(const Ctx& x) { return x.c.family == ModelFamily::Pe; }
+std::string pool_heads(const Ctx& x) { return str(size_t(x.c.pool_heads())); }
+std::string pool_d(const Ctx& x) { return str(x.D / size_t(x.c.pool_heads())); }
+std::string pool_norm(const Ctx& x) { return timm_pool(x) ? "model.attn_pool.norm" : "model.head.layernorm"; }
+}  // namespace
+void map_sub(const Ctx& x, StageInfo& s) { s.box.sub = "probe, " + pool_heads(x) + " heads"; }  // as head.ln's
 
 void d_head_probe(const Ctx& x, StageInfo& s) {
     s.axes = {"probe", "embedding dims"};
     s.title = "Attention-pooling probe";
-    s.what = "The learned probe: one query vector that attends over all " + str(x.T) +
-             " tokens to pool them (SigLIP has no cls token; this probe takes its place).";
-    s.torch = "probe = model.head.probe  # (1, 1, " + str(x.D) + ")";
+    s.what = "The learned probe: one query vector that attends over all " + str(x.T) + " tokens to pool them (" +
+             (x.c.cls_token ? "the cls token among them: here the probe, not the cls token, makes the image's vector)."
+                            : "the model has no cls token; this probe takes its place).");
+    s.torch = (timm_pool(x) ? "probe = model.attn_pool.latent  # (1, 1, " : "probe = model.head.probe  # (1, 1, ") +
+              str(x.D) + ")";
     map_sub(x, s);
 }
 
 void d_head_attn(const Ctx& x, StageInfo& s) {
-    const std::string sd = str(x.d);
+    const std::string sd = pool_d(x), H = pool_heads(x), D = str(x.D);
+    const bool t = timm_pool(x);
     map_sub(x, s);
     switch (s.id.kind) {
         case K::HeadAttnQ:
             s.axes = {"heads", "probe", "head dims"};
             s.from = {{K::HeadProbe, -1}};
             s.title = "Probe queries";
-            s.what = "The probe's query for each of the " + str(x.H) + " heads: rows 0.." + str(x.D - 1) +
-                     " of the head's in_proj.";
-            s.torch = "q = F.linear(probe, in_proj_weight[:D], in_proj_bias[:D]).reshape(1, H, d).transpose(0, 1)";
+            s.what = "The probe's query for each of the pooling head's " + H + " heads (" + sd + " dims each): " +
+                     (t ? std::string("the head's q Linear.") : "rows 0.." + str(x.D - 1) + " of the head's in_proj.");
+            s.torch = (t ? "q = model.attn_pool.q(probe)" : "q = F.linear(probe, in_proj_weight[:" + D + "], in_proj_bias[:" + D + "])") +
+                      ".reshape(1, " + H + ", " + sd + ").transpose(0, 1)";
             return;
         case K::HeadAttnK: case K::HeadAttnV: {
             const bool k = s.id.kind == K::HeadAttnK;
             s.axes = {"heads", "tokens", "head dims"};
             s.from = {{K::LnFinalOut, -1}};
             s.title = k ? "Keys of the tokens (pooling head)" : "Values of the tokens (pooling head)";
-            s.what = std::string(k ? "Keys" : "Values") + " of every token for the pooling attention: rows " +
-                     str((k ? 1 : 2) * x.D) + ".." + str((k ? 2 : 3) * x.D - 1) + " of the head's in_proj.";
-            s.torch = std::string(k ? "k" : "v") + " = F.linear(x, in_proj_weight[" + (k ? "D:2D" : "2D:") +
-                      "], ...).reshape(T, H, d).transpose(0, 1)";
+            s.what = std::string(k ? "Keys" : "Values") + " of every token for the pooling attention: " +
+                     (t ? std::string(k ? "the first" : "the second") + " half of the head's kv Linear."
+                        : "rows " + str((k ? 1 : 2) * x.D) + ".." + str((k ? 2 : 3) * x.D - 1) + " of the head's in_proj.");
+            s.torch = t ? std::string(k ? "k" : "v") + " = model.attn_pool.kv(x)[..., " + (k ? ":" + D : D + ":") + "].reshape(" +
+                              str(x.T) + ", " + H + ", " + sd + ").transpose(0, 1)"
+                        : std::string(k ? "k" : "v") + " = F.linear(x, in_proj_weight[" + (k ? D + ":" + str(2 * x.D) : str(2 * x.D) + ":") +
+                              "], ...).reshape(" + str(x.T) + ", " + H + ", " + sd + ").transpose(0, 1)";
             return;
         }
         case K::HeadAttnScores:
@@ -240,8 +255,11 @@ void d_head_attn(const Ctx& x, StageInfo& s) {
             s.axes = {"heads", "probe", "tokens (keys)"};
             s.from = {{K::HeadAttnScores, -1}};
             s.title = "Probe attention";
-            s.what = "Softmax over the tokens: where the probe looks, per head. This is SigLIP's counterpart of the "
-                     "cls token's attention: the weights that pool the image into one vector.";
+            s.what = std::string("Softmax over the tokens: where the probe looks, per head. ") +
+                     (x.c.cls_token ? "The weights that pool the image into one vector: in this model the probe's "
+                                      "attention, not the cls token's, decides what the embedding is made of."
+                                    : "This is the counterpart of the cls token's attention (the model has none): the "
+                                      "weights that pool the image into one vector.");
             s.torch = "attn = scores.softmax(dim=-1)";
             s.signed_values = false;
             return;
@@ -256,8 +274,9 @@ void d_head_attn(const Ctx& x, StageInfo& s) {
             s.axes = {"probe", "embedding dims"};
             s.from = {{K::HeadAttnZ, -1}};
             s.title = "Pooling attention output";
-            s.what = "The heads concatenated and mixed by the head's out_proj: the pooled vector.";
-            s.torch = "h = model.head.attention.out_proj(z.transpose(0, 1).reshape(1, " + str(x.D) + "))";
+            s.what = "The heads concatenated and mixed by the head's " + std::string(t ? "proj" : "out_proj") + ": the pooled vector.";
+            s.torch = std::string(t ? "h = model.attn_pool.proj(" : "h = model.head.attention.out_proj(") +
+                      "z.transpose(0, 1).reshape(1, " + D + "))";
             return;
     }
 }
@@ -270,7 +289,7 @@ void d_head_mlp(const Ctx& x, StageInfo& s) {
             s.from = {{K::HeadLnOut, -1}};
             s.title = "Pooling head MLP hidden (before GELU)";
             s.what = "The head's MLP, first Linear: " + str(x.D) + " -> " + str(x.M) + ".";
-            s.torch = "h2 = model.head.mlp.fc1(model.head.layernorm(h))";
+            s.torch = (timm_pool(x) ? "h2 = model.attn_pool.mlp.fc1(" : "h2 = model.head.mlp.fc1(") + pool_norm(x) + "(h))";
             return;
         case K::HeadMlpPost:
             s.axes = {"probe", "hidden units"};
@@ -284,14 +303,14 @@ void d_head_mlp(const Ctx& x, StageInfo& s) {
             s.from = {{K::HeadMlpPost, -1}};
             s.title = "Pooling head MLP output";
             s.what = "The head MLP's second Linear: back to " + str(x.D) + " dims.";
-            s.torch = "model.head.mlp.fc2(h2)";
+            s.torch = timm_pool(x) ? "model.attn_pool.mlp.fc2(h2)" : "model.head.mlp.fc2(h2)";
             return;
         default:  // HeadResidPost
             s.axes = {"probe", "embedding dims"};
             s.from = {{K::HeadAttnOut, -1}, {K::HeadMlpOut, -1}};
             s.title = "Pooling head output";
             s.what = "The pooled vector plus its MLP (a residual, as in a block): h = h + mlp(layernorm(h)).";
-            s.torch = "h = h + model.head.mlp(model.head.layernorm(h))";
+            s.torch = (timm_pool(x) ? "h = h + model.attn_pool.mlp(" : "h = h + model.head.mlp(") + pool_norm(x) + "(h))";
             return;
     }
 }
@@ -300,10 +319,20 @@ void d_embedding(const Ctx& x, StageInfo& s) {
     s.axes = {"embedding dims"};
     s.title = "Image embedding";
     s.box.sub = str(x.E) + " dims";
+    if (x.c.pooling == Pooling::Map && x.c.head == Head::Projection) {
+        s.from = {{K::HeadResidPost, -1}};
+        s.what = "The model's output: the attention-pooled vector projected by x @ proj (" + str(x.D) + " -> " + str(x.E) +
+                 "), the image embedding its CLIP training compares with text embeddings. There is no classifier.";
+        s.torch = "embedding = model.head(h[:, 0])  # timm's form of PE's proj (its bias zeros)";
+        return;
+    }
     if (x.c.pooling == Pooling::Map) {
         s.from = {{K::HeadResidPost, -1}};
-        s.what = "The model's output: the attention-pooled vector (" + str(x.E) + " dims). SigLIP compares it with "
-                 "text embeddings; there is no classifier.";
+        s.what = "The model's output: the attention-pooled vector (" + str(x.E) + " dims). " +
+                 std::string(x.c.family == ModelFamily::Pe ? "PE's CLIP training compares it (after a projection this "
+                                                             "file does not hold) with text embeddings"
+                                                           : "SigLIP compares it with text embeddings") +
+                 "; there is no classifier.";
         s.torch = "embedding = h[:, 0]";
         return;
     }

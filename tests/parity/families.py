@@ -42,6 +42,14 @@ each part is named where it is used):
                 build_fourier_pos_embed, build_rotary_pos_embed, RotaryEmbeddingCat, rot); eva02_base_patch14_448
                 (qkv_fused=False: q_proj / k_proj / v_proj; scale_mlp: timm/layers/mlp.py SwiGLU with its norm):
                 families_eva.py
+  PE-Core       timm/models/eva.py (vit_pe_core_tiny_patch16_384 / _small_patch16_384 / _base_patch16_224 /
+                _large_patch14_336: no patch bias, norm_pre, pos_embed with the cls row, AttentionRope (fused qkv with a
+                bias), RoPE 'cat' at ref_feat_shape the native grid with grid_offset 1 and 'xy' indexing (the column's
+                angles first), interleaved pairs, GELU Mlp, norm on every token, AttentionPoolLatent with 8 heads),
+                timm/layers/attention_pool.py, attention.py, pos_embed_sincos.py; Meta's own release
+                (facebookresearch/perception_models core/vision_encoder/pe.py CLIP, read through timm's _convert_pe)
+                and open_clip's PE-Core-* (timm_model.py TimmModel with timm_proj null, model_configs/PE-Core-*.json):
+                families_pe.py
 
 For every family and checkpoint layout this module
   (a) builds random non-trivial weights (registers, layer-scale gammas, biases, LayerNorms)
@@ -81,6 +89,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vitref  # noqa: E402
 import families_eva  # noqa: E402
+import families_pe  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -209,6 +218,11 @@ def config_fields(s):
             # EVA-02: RoPE beside the learned table (no base: its temperature is fixed), at timm's ref_feat_shape
             **({"rope": True, "rope_kind": "eva", "rope_ref_grid": s.rope_ref} if s.rope and s.rope_kind == "eva"
                else {}),
+            # PE: the same beside its table, with PE's coordinates (offset 1, the column first)
+            **({"rope": True, "rope_kind": "pe", "rope_ref_grid": s.rope_ref} if s.rope and s.rope_kind == "pe"
+               else {}),
+            # the attention pool's heads where they are not the model's (PE: 8); SigLIP's files stay as they were
+            **({"map_heads": s.map_heads} if s.map_heads else {}),
             # written only when not the default (LayerNorm, biases on q/k/v, on attn.proj and the MLP, no
             # norm on the patch embeddings): the files written before AIMv2 stay as they were
             **({"norm": "rms_norm"} if s.norm == "rms" else {}),
@@ -222,7 +236,7 @@ def config_fields(s):
 @dataclass
 class Spec:
     layout: str
-    family: str            # deit | dino | dinov2 | clip | siglip | mae | vit | dinov3 | aimv2 | eva02
+    family: str            # deit | dino | dinov2 | clip | siglip | mae | vit | dinov3 | aimv2 | eva02 | pe
     group: str             # layouts of one group share their weights (same seed and shapes)
     D: int = 32
     depth: int = 2
@@ -244,7 +258,9 @@ class Spec:
     rope: bool = False             # RoPE on the patch tokens' q and k (DINOv3: instead of a position table)
     rope_kind: str = "dinov3"      # dinov3 (periods, coordinates in [-1, 1], halves paired) | eva (EVA-02: timm
     #                                RotaryEmbeddingCat, t = index / grid * rope_ref, interleaved pairs; the table kept)
-    rope_ref: int = 0              # EVA-02: timm's ref_feat_shape (16 for every eva02_*)
+    #                                | pe (PE-Core: the same with t = (index + 1) / grid * rope_ref, 'xy': the
+    #                                column's angles first)
+    rope_ref: int = 0              # EVA-02: timm's ref_feat_shape (16 for every eva02_*); PE: the native grid
     qkv_fused: bool = True         # timm EvaAttention qkv_fused=False (EVA-02 Base / Large): q_proj, k_proj (no bias),
     #                                v_proj in the file; the canonical qkv is their concatenation
     scale_mlp: bool = False        # timm EvaBlock scale_mlp (EVA-02 Base / Large): SwiGLU with a LayerNorm over the
@@ -257,6 +273,7 @@ class Spec:
     #                                | norm_mean (timm fc_norm=False: norm on every token, then the avg pool;
     #                                  with head "none" the pooled mean is the embedding: AIMv2)
     head: str = "none"             # none | cls | mean (a Linear on the pooled mean) | distilled | siglip_map
+    map_heads: int = 0             # siglip_map's heads (0: the model's; PE's AttentionPoolLatent: 8)
     classes: int = 0
     proj: int = 0                  # CLIP projection width E (0: none)
     pos_rule: str = "timm"
@@ -362,6 +379,36 @@ SPECS = [
     Spec("eva02_base_timm", "eva02", "eva02_base", heads=2, act="swiglu", mlp=int(32 * (4 * 2 / 3)), rope=True,
          rope_kind="eva", rope_ref=families_eva.EVA_REF_GRID, qkv_fused=False, scale_mlp=True, final="mean_fc_norm",
          head="mean", classes=5, pos_rule="timm", seed=102),
+    # PE-Core (timm vit_pe_core_tiny_patch16_384 / small_patch16_384 / base_patch16_224 / large_patch14_336, num_classes
+    # 0): no patch bias, norm_pre (ln_pre), pos_embed with the cls row, fused qkv with a bias, RoPE beside the table at
+    # ref_feat_shape = the native grid with grid offset 1 and 'xy' indexing, GELU MLP, LayerNorm eps 1e-5, norm on every
+    # token, then timm's AttentionPoolLatent (SigLIP's attention-pool math: latent, q; kv on every token, the cls token
+    # too; proj; x + mlp(norm(x))) with 8 heads of width 4. Head width 16: 4 bands per axis.
+    Spec("pe_core_timm", "pe", "pe_core", heads=2, eps=1e-5, ln_pre=True, patch_bias=False, rope=True, rope_kind="pe",
+         rope_ref=NATIVE // 4, map_heads=families_pe.PE_MAP_HEADS, final="norm_all", head="siglip_map",
+         pos_rule="timm", seed=111),
+    # PE-Core as the released timm/vit_pe_core_*.fb hold it (num_classes 512 / 1024, "output proj dim"): the same
+    # weights (same group and seed: the projection is drawn after every other tensor) and PE's proj, which timm's
+    # _convert_pe stores as head.weight = proj.T (E, D) with head.bias zeros (E); timm's forward applies head (a Linear)
+    # to the attention pool's output. ViTScope reads it as CLIP's projection: embedding = head.resid_post[0] @ proj.
+    # E = 24, not the width (32): a transposed head.weight cannot pass for the right one.
+    Spec("pe_core_timm_proj", "pe", "pe_core", heads=2, eps=1e-5, ln_pre=True, patch_bias=False, rope=True,
+         rope_kind="pe", rope_ref=NATIVE // 4, map_heads=families_pe.PE_MAP_HEADS, final="norm_all",
+         head="siglip_map", proj=24, pos_rule="timm", seed=111),
+    # The same weights (group and seed) in Meta's own release (facebookresearch/perception_models PE-Core-*.pt: the
+    # CLIP model's state dict, the names timm's _convert_pe renames: visual.conv1, class_embedding,
+    # positional_embedding, ln_pre, transformer.resblocks.N (in_proj, out_proj, ln_1, ln_2, mlp.c_fc / c_proj), ln_post,
+    # attn_pool (probe, attn.in_proj (Q, K, V rows), attn.out_proj, layernorm, mlp), proj (D, E) not transposed) with a
+    # small text tower beside it and no config; and in open_clip's (PE-Core-*: timm's vit_pe_core_* with num_classes =
+    # embed_dim as visual.trunk.*, its head.weight / zero head.bias the projection, open_clip's custom text tower as
+    # text.*, logit_scale; open_clip_config.json naming the timm model). At another size ViTScope resizes the table by
+    # timm's rule for both (PE's own _sample_abs_posemb is bilinear without antialias): the reference's pos_rule timm.
+    Spec("pe_core_meta", "pe", "pe_core", heads=2, eps=1e-5, ln_pre=True, patch_bias=False, rope=True,
+         rope_kind="pe", rope_ref=NATIVE // 4, map_heads=families_pe.PE_MAP_HEADS, final="norm_all",
+         head="siglip_map", proj=24, pos_rule="timm", seed=111),
+    Spec("pe_core_open_clip", "pe", "pe_core", heads=2, eps=1e-5, ln_pre=True, patch_bias=False, rope=True,
+         rope_kind="pe", rope_ref=NATIVE // 4, map_heads=families_pe.PE_MAP_HEADS, final="norm_all",
+         head="siglip_map", proj=24, pos_rule="timm", seed=111),
 ]
 SPEC = {s.layout: s for s in SPECS}
 
@@ -421,8 +468,6 @@ def make_weights(s: Spec):
         c["head"] = (mat(s.classes, D), 0.1 * rn(s.classes))
     if s.head == "distilled":
         c["head_dist"] = (mat(s.classes, D), 0.1 * rn(s.classes))
-    if s.proj:
-        c["proj"] = rn(D, s.proj) / math.sqrt(D)  # x @ proj (OpenAI layout), HF stores proj.T
     if s.head == "siglip_map":
         c["probe"] = rn(D)
         c["map_in_w"], c["map_in_b"] = mat(3 * D, D), 0.1 * rn(3 * D)
@@ -430,6 +475,10 @@ def make_weights(s: Spec):
         c["map_ln"] = (1 + 0.2 * rn(D), 0.1 * rn(D))
         c["map_fc1"] = (mat(M, D), 0.1 * rn(M))
         c["map_fc2"] = (mat(D, M), 0.1 * rn(D))
+    # drawn after the attention pool (CLIP's specs have none: their draws are as before), so that PE's layout with
+    # its projection (pe_core_timm_proj) has pe_core_timm's weights and the projection besides
+    if s.proj:
+        c["proj"] = rn(D, s.proj) / math.sqrt(D)  # x @ proj (OpenAI layout), HF stores proj.T, timm's PE head.weight
     return c
 
 
@@ -558,6 +607,9 @@ def _reference_blocks(s, c, h, rec, grid):
     if s.rope and s.rope_kind == "eva":  # EVA-02: timm RotaryEmbeddingCat at ref_feat_shape, float64
         ang = families_eva.eva_rope_angles(D // H, *grid, s.rope_ref)
         n_pre = T - ang.shape[0]
+    elif s.rope and s.rope_kind == "pe":  # PE: the same with grid offset 1 and the column's angles first ('xy')
+        ang = families_pe.pe_rope_angles(D // H, *grid, s.rope_ref)
+        n_pre = T - ang.shape[0]
     elif s.rope:
         sin, cos = rope_sin_cos(c["periods"], *grid)
         n_pre = T - sin.shape[0]
@@ -569,7 +621,7 @@ def _reference_blocks(s, c, h, rec, grid):
         q, k, v = [t.reshape(T, H, d).transpose(0, 1) for t in qkv.chunk(3, -1)]
         rec[p + "attn.q"], rec[p + "attn.k"], rec[p + "attn.v"] = q, k, v
         if s.rope:  # the prefix tokens (cls, storage) are not rotated
-            turn = ((lambda t: families_eva.eva_rope_apply(t, ang)) if s.rope_kind == "eva"
+            turn = ((lambda t: families_eva.eva_rope_apply(t, ang)) if s.rope_kind in ("eva", "pe")
                     else (lambda t: rope_apply(t, sin, cos)))
             q = torch.cat([q[:, :n_pre], turn(q[:, n_pre:])], 1)
             k = torch.cat([k[:, :n_pre], turn(k[:, n_pre:])], 1)
@@ -644,6 +696,9 @@ def _reference_blocks(s, c, h, rec, grid):
         rec["probs"] = rec["logits"].softmax(-1)
     elif s.head == "siglip_map":
         # HF SiglipMultiheadAttentionPoolingHead: h = MHA(probe, x, x); h = h + mlp(layernorm(h)); h[:, 0]
+        # (timm AttentionPoolLatent, PE's: the same with q = Linear(latent), kv = Linear(every token), map_heads heads)
+        H = s.map_heads or s.heads
+        d = D // H
         rec["head.probe"] = c["probe"][None]
         Wq, Wk, Wv = c["map_in_w"].chunk(3, 0)
         bq, bk, bv = c["map_in_b"].chunk(3, 0)
@@ -666,7 +721,8 @@ def _reference_blocks(s, c, h, rec, grid):
         mo = F.linear(post, *c["map_fc2"])
         rec["head.mlp.pre"], rec["head.mlp.post"], rec["head.mlp.out"] = pre, post, mo
         rec["head.resid_post"] = ao + mo
-        rec["embedding"] = rec["head.resid_post"][0]
+        # PE with its projection (timm's head Linear: head.weight = proj.T, head.bias zeros): the pool's row @ proj
+        rec["embedding"] = rec["head.resid_post"][0] @ c["proj"] if s.proj else rec["head.resid_post"][0]
     else:
         rec["embedding"] = f[0]
     return rec
@@ -756,6 +812,7 @@ def _side_weights(seed, D, depth=1, mlp=None, with_ls=False):
 
 
 TEXT_CTX, TEXT_VOCAB = 7, 50
+OPEN_CLIP_TEXT = "text."  # open_clip CustomTextCLIP's text tower (custom_text: PE-Core-*)
 
 
 def openai_text_tower(seed, E, Dt=64):
@@ -979,6 +1036,19 @@ def state_dict_of(s: Spec, c):
         sd["norm.weight"], sd["norm.bias"] = c["norm"]  # use_fc_norm=False: fc_norm is Identity; num_classes 0: no head
     elif L in families_eva.LAYOUTS:  # timm Eva (eva02_tiny / base_patch14_*): families_eva.py
         sd.update(families_eva.eva02_state_dict(s, c))
+    elif L in families_pe.LAYOUTS:  # timm Eva (vit_pe_core_*): families_pe.py
+        sd.update(families_pe.pe_state_dict(s, c))
+    elif L == families_pe.META_LAYOUT:  # perception_models pe.py CLIP.state_dict(): the text tower, then visual.*
+        text = openai_text_tower(s.seed + 1000, s.proj)
+        sd.update(text)
+        sd.update(families_pe.pe_meta_state_dict(s, c))
+        ignored += sorted({k.split(".")[0] for k in text})
+    elif L == families_pe.OPEN_CLIP_LAYOUT:  # open_clip CustomTextCLIP: logit_scale, visual.trunk.*, text.*
+        text = openai_text_tower(s.seed + 1000, s.proj)
+        sd["logit_scale"] = text.pop("logit_scale")
+        sd.update(families_pe.pe_open_clip_trunk(s, c))
+        sd.update((OPEN_CLIP_TEXT + k, v) for k, v in text.items())
+        ignored += [OPEN_CLIP_TEXT, "logit_scale"]
     elif L == "mae":  # facebookresearch/mae MaskedAutoencoderViT (encoder keys as timm's)
         sd["cls_token"], sd["pos_embed"] = c["cls"].reshape(1, 1, D), c["pos"][None]
         sd["patch_embed.proj.weight"], sd["patch_embed.proj.bias"] = c["patch_w"], c["patch_b"]
@@ -1087,6 +1157,25 @@ def timm_eva02_config(s: Spec):
     return cfg
 
 
+def timm_pe_config(s: Spec):
+    """save_config_for_hf of timm's Eva vit_pe_core_tiny_patch16_384.fb with num_classes 0: _pe_cfg (crop_pct 1.0,
+    bicubic, mean / std 0.5, fixed_input_size True, license apache-2.0) and the registered global_pool 'map'.
+    model_args are Eva's keyword arguments where the fixture differs from the registered model (its small shapes);
+    use_pre_transformer_norm, the RoPE settings (ref_feat_shape, rope_grid_offset, rope_grid_indexing), attn_type 'rope',
+    attn_pool_num_heads 8, attn_pool_mlp_ratio 4 and LayerNorm eps 1e-5 are the registered model's, not saved. The
+    released timm/vit_pe_core_*.fb hold PE's projection as head.weight / head.bias, num_classes (top level and in
+    pretrained_cfg) its width, 512 or 1024 ("output proj dim"): pe_core_timm_proj's config says its 24, no label_names;
+    pe_core_timm is the headless form (num_classes 0)."""
+    arch, tag, crop = families_pe.arch_tag(s)
+    cfg = timm_config(s, arch, tag, crop, mean_std=([0.5] * 3, [0.5] * 3), licence="apache-2.0")
+    cfg["global_pool"] = "map"
+    if s.proj:
+        cfg["num_classes"] = cfg["pretrained_cfg"]["num_classes"] = s.proj
+    cfg["model_args"] = {k: cfg["model_args"][k] for k in ("img_size", "patch_size", "embed_dim", "depth", "num_heads")}
+    cfg["pretrained_cfg"]["fixed_input_size"] = True
+    return cfg
+
+
 def hf_vit_config(s: Spec, model_type, architectures, **extra):
     d = {"architectures": architectures, "model_type": model_type, "hidden_size": s.D,
          "num_hidden_layers": s.depth, "num_attention_heads": s.heads, "image_size": s.grid * s.patch,
@@ -1158,6 +1247,22 @@ def open_clip_config(s: Spec, quick_gelu):
                                "resize_mode": "shortest"}}
 
 
+def open_clip_pe_config(s: Spec):
+    """open_clip's hub open_clip_config.json of PE-Core-* (model_configs/PE-Core-T-16-384.json as save_config_for_hf
+    writes it): a timm image tower (timm_model_name, timm_pool 'map', timm_proj null: the timm model's head is the
+    projection, num_classes = embed_dim), custom_text, and PE's preprocessing (mean / std 0.5, bicubic, shortest). The
+    width, depth, heads and patch are the timm model's (its registration), not in the file."""
+    model_cfg = {"embed_dim": s.proj,
+                 "vision_cfg": {"image_size": s.grid * s.patch, "timm_model_name": families_pe.arch_tag(s)[0],
+                                "timm_model_pretrained": False, "timm_pool": "map", "timm_proj": None},
+                 "text_cfg": {"context_length": TEXT_CTX, "vocab_size": TEXT_VOCAB, "width": 64, "heads": 1,
+                              "layers": 1},
+                 "custom_text": True}
+    return {"model_cfg": model_cfg,
+            "preprocess_cfg": {"mean": [0.5] * 3, "std": [0.5] * 3, "interpolation": "bicubic",
+                               "resize_mode": "shortest"}}
+
+
 def configs_of(s: Spec):
     """{file name: JSON object} shipped beside the weights of this layout."""
     side = s.grid * s.patch
@@ -1182,6 +1287,10 @@ def configs_of(s: Spec):
         return {"config.json": timm_dinov3_config(s)}
     if L in families_eva.LAYOUTS:
         return {"config.json": timm_eva02_config(s)}
+    if L in families_pe.LAYOUTS:
+        return {"config.json": timm_pe_config(s)}
+    if L == families_pe.OPEN_CLIP_LAYOUT:
+        return {"open_clip_config.json": open_clip_pe_config(s)}
     if L in ("dinov2_timm", "dinov2_timm_reg"):
         arch = "vit_small_patch14_reg4_dinov2" if s.regs else "vit_small_patch14_dinov2"
         return {"config.json": timm_config(s, arch, "lvd142m", 1.0)}
@@ -2342,6 +2451,17 @@ def write_files(s: Spec, c, sd, out):
         hub = families_eva.arch_tag(s)[0].rsplit("_", 1)[0]  # eva02_tiny_patch14, eva02_base_patch14
         st("model.safetensors", sd, hf_meta, f"timm (Hugging Face hub timm/{hub}_*)")
         pt("pytorch_model.bin", sd, "timm, torch.save(state_dict)")
+    elif L in families_pe.LAYOUTS:
+        st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/vit_pe_core_*.fb" +
+           (": PE's projection as head.weight, head.bias zeros)" if s.proj else ", headless)"))
+        pt("pytorch_model.bin", sd, "timm, torch.save(state_dict)")
+    elif L == families_pe.META_LAYOUT:
+        st("model.safetensors", sd, None, "Meta's PE-Core CLIP state dict (visual.* and the text tower) as safetensors")
+        pt("PE-Core-T16-384.pt", sd, "facebookresearch/perception_models release (hub facebook/PE-Core-*: "
+                                     "torch.save(CLIP state_dict), what pe.py load_ckpt reads)")
+    elif L == families_pe.OPEN_CLIP_LAYOUT:
+        st("open_clip_model.safetensors", sd, hf_meta, "open_clip (Hugging Face hub timm/PE-Core-*)")
+        pt("open_clip_pytorch_model.bin", sd, "open_clip (Hugging Face hub), torch.save(state_dict)")
     elif L == "aimv2_timm":
         st("model.safetensors", sd, hf_meta, "timm (Hugging Face hub timm/aimv2_*.apple_pt)")
         pt("pytorch_model.bin", sd, "timm, torch.save(state_dict)")
@@ -2427,6 +2547,14 @@ def replica_for(s: Spec, sd, ignored, chk, hw):
         # learned table resampled by checkpoint_filter_fn on the way in
         gh, gw = grid_of(s, hw)
         return families_eva.TimmEva02(s, hw), families_eva.eva02_filter(sd, (gh, gw))
+    if L in families_pe.LAYOUTS:  # the same for PE-Core: RoPE's table for the run's grid, the learned one resampled
+        gh, gw = grid_of(s, hw)
+        return families_pe.TimmPeCore(s, hw), families_pe.pe_filter(sd, (gh, gw))
+    if L in (families_pe.META_LAYOUT, families_pe.OPEN_CLIP_LAYOUT):
+        # timm's model on what timm makes of the file: Meta's through _convert_pe (timm's checkpoint_filter_fn),
+        # open_clip's trunk as open_clip's TimmModel holds it; then as above
+        gh, gw = grid_of(s, hw)
+        return families_pe.TimmPeCore(s, hw), families_pe.pe_filter(families_pe.timm_form(s, sd), (gh, gw))
     if L == "deit_hf":
         return HFDeiTWithTeacher(s), sd
     if L.startswith("dinov2") and L.endswith("hf"):
@@ -2473,8 +2601,8 @@ def check_layout(s, sd, ignored, refs, x, chk, replica_outputs):
         last = final_stage(rec)
         # timm's Eva makes RoPE's coordinates in float32 (make_coords_dinov3), the reference in float64: ~1e-7 apart
         # (check_timm_dinov3 shows the rest agrees to 1e-9 with float64 coordinates)
-        # (EVA-02's: timm's RoPE tables are float32 too; check_eva02 shows 1e-9 with float64 ones)
-        tol = 1e-6 if s.layout == "dinov3_timm" or s.rope_kind == "eva" else 1e-9
+        # (EVA-02's and PE's: timm's RoPE tables are float32 too; check_eva02 / check_pe show 1e-9 with float64 ones)
+        tol = 1e-6 if s.layout == "dinov3_timm" or (s.rope and s.rope_kind in ("eva", "pe")) else 1e-9
         chk.close(f"{s.layout} {size}: module's {last} vs reference", out, rec[last], tol)
         if isinstance(model, (AppleAimv2, TimmEva)):  # every token after the final norm (Apple's encoder's output)
             chk.close(f"{s.layout} {size}: the module's tokens vs ln_final.out", model.tokens[0], rec["ln_final.out"],
@@ -2623,6 +2751,20 @@ def check_groups(replica_outputs, chk):
         if ("dinov3", size) in replica_outputs and t in replica_outputs:
             check_same(chk, f"dinov3 and dinov3_timm with global_pool='token' ({size}): same weights, same output",
                        replica_outputs[("dinov3", size)], replica_outputs[t], 1e-6)
+    # PE's layout with its projection holds the headless layout's weights: its attention pool's output (before the
+    # head) is the headless embedding
+    for size in ("native", "other"):
+        a, b = ("pe_core_timm_proj pre_logits", size), ("pe_core_timm", size)
+        if a in replica_outputs and b in replica_outputs:
+            check_same(chk, f"pe_core_timm_proj's attention-pool output and pe_core_timm's embedding ({size}): same "
+                            f"weights but the projection, same features", replica_outputs[a], replica_outputs[b], 1e-9)
+    # Meta's and open_clip's PE-Core files hold pe_core_timm_proj's weights: the same embedding
+    for other in ("pe_core_meta", "pe_core_open_clip"):
+        for size in ("native", "other"):
+            a, b = ("pe_core_timm_proj", size), (other, size)
+            if a in replica_outputs and b in replica_outputs:
+                check_same(chk, f"pe_core_timm_proj and {other} ({size}): same weights, same output",
+                           replica_outputs[a], replica_outputs[b], 1e-9)
     # EVA-02's MIM layout is the classifier's weights without the head: its embedding is the classifier's pre-logits
     for size in ("native", "other"):
         a, b = ("eva02_timm pre_logits", size), ("eva02_timm_mim", size)
@@ -2640,6 +2782,30 @@ def check_groups(replica_outputs, chk):
             d = float((replica_outputs[(a, size)] - replica_outputs[(b, size)]).abs().max())
             chk.true(f"{a} and {b} ({size}): their interpolation rules differ, and so do their outputs "
                      f"(max |diff| {d:.2e})", d > 1e-6)
+
+
+def pop_only(argv=None, known=None):
+    """`--only LAYOUT[,LAYOUT...]` (or `--only=...`) taken out of argv (sys.argv by default), for the scripts whose
+    other options test_parity.script_args parses: the layouts named ([] when not given: all); one not in `known`
+    (default: the specs' layouts) exits 2."""
+    argv = sys.argv if argv is None else argv
+    known = SPEC if known is None else known
+    only = []
+    i = 1
+    while i < len(argv):
+        if argv[i] == "--only" and i + 1 < len(argv):
+            only += [x for x in argv[i + 1].split(",") if x]
+            del argv[i:i + 2]
+        elif argv[i].startswith("--only="):
+            only += [x for x in argv[i][len("--only="):].split(",") if x]
+            del argv[i]
+        else:
+            i += 1
+    unknown = [o for o in only if o not in known]
+    if unknown:
+        print(f"unknown layout(s) {', '.join(unknown)}; layouts: {', '.join(known)}", file=sys.stderr)
+        sys.exit(2)
+    return only
 
 
 # =============================================================================== main
@@ -2660,6 +2826,9 @@ def write_layout(s: Spec, root, check, chk, replica_outputs):
         refs[size] = rec
         np.savez(os.path.join(out, f"ref_{size}.npz"), **{k: v.detach().numpy() for k, v in rec.items()})
     if check:
+        if s.rope and s.rope_kind == "pe" and s.layout not in families_pe.LAYOUTS:
+            # Meta's, open_clip's PE-Core: their keys and shapes, and timm's form of them, before any module loads them
+            families_pe.check_pe_layout(s, sd, c, chk)
         check_layout(s, sd, ignored, refs, x, chk, replica_outputs)
         if s.layout in ("dino", "mae"):
             check_torchvision(s, c, x["native"], refs["native"], chk)
@@ -2671,6 +2840,8 @@ def write_layout(s: Spec, root, check, chk, replica_outputs):
             check_timm_dinov3(s, sd, refs, x, chk, replica_outputs)
         if s.rope_kind == "eva":
             families_eva.check_eva02(s, sd, refs, x, chk, replica_outputs, run_replica)
+        if s.rope and s.rope_kind == "pe":
+            families_pe.check_pe(s, families_pe.timm_form(s, sd), refs, x, chk, replica_outputs, run_replica)
         if s.layout == "dino":
             # what dino's utils.load_pretrained_weights does with a full checkpoint: 'teacher',
             # then "module." and "backbone." stripped

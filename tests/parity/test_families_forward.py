@@ -4,7 +4,8 @@
 For every family spec of families.py (DeiT distilled, DINO, DINOv2 with and without
 registers, SwiGLU, CLIP from OpenAI / open_clip / Hugging Face, SigLIP, MAE, DINOv3 with RoPE, AIMv2 with RMSNorm,
 EVA-02 with RoPE beside its position table, as a classifier and headless, and EVA-02 Base's
-SwiGLU with a LayerNorm over its hidden width) the
+SwiGLU with a LayerNorm over its hidden width, PE-Core with PE's RoPE ('xy', grid offset 1), norm_pre and an
+8-head attention pool, headless and with its projection) the
 reference's own weights are written in ViTScope's file format (the config in
 __metadata__["vitscope.config"], the tensors under ViTScope's names), and
 vitscope-cli traces the reference's inputs: the native size and a non-square other
@@ -12,7 +13,9 @@ size, where each family resizes its position embeddings its own way. Every stage
 the model's stage table (vitscope-cli info --stage-table) must equal the reference's
 float64 value to 1e-4 of the tensor's scale; a stage the reference lacks fails.
 This checks the forward pass and the stage table independently of the checkpoint
-layouts' key names (the loaders have their own test)."""
+layouts' key names (the loaders have their own test).
+
+    test_families_forward.py --cli build/vitscope-cli --workdir DIR [--only LAYOUT,...]"""
 import json
 import os
 import subprocess
@@ -83,11 +86,14 @@ def own_tensors(s, c):
 
 
 def main():
+    only = families.pop_only()
     a = test_parity.script_args("cli", "workdir")
     test_parity.self_test()
     xs = families.inputs()
     seen = set()
     for s in families.SPECS:
+        if only and s.layout not in only:
+            continue
         # one spec per set of weights and forward: layouts of one group differ in key names only,
         # except in their interpolation rule, timm's folded cls position, and a head (EVA-02's MIM layout: none)
         key = (s.group, s.pos_rule, s.no_embed_class, s.final, s.proj, s.head)

@@ -14,9 +14,15 @@ Every family has its backward since RMSNorm (AIMv2, its patch norm too) and RoPE
 no position table) have theirs: DINOv3 and AIMv2 are checked like the rest, AIMv2 also under a classifier. EVA-02
 (RoPE with interleaved pairs beside a learned table, packed SwiGLU, fc_norm on the mean) as a classifier and headless:
 its q_rot / k_rot are stages with gradients like DINOv3's; EVA-02 Base (q_proj / k_proj / v_proj, the SwiGLU's norm:
-mlp.norm.normalized and mlp.norm.out have gradients, its mean and std none) as a classifier. What is
+mlp.norm.normalized and mlp.norm.out have gradients, its mean and std none) as a classifier. PE-Core (PE's RoPE,
+norm_pre, an 8-head attention pool on every token, the cls token too) headless: the target is its embedding's largest
+number, and the pool's latent has a gradient (head.attn.q is made from it alone, as SigLIP's probe); and with its
+projection (timm's head.weight): the target is then the projected embedding's largest number (pe_core_meta and
+pe_core_open_clip are the same weights and model: their files' layouts differ, the file written here does not). What is
 still refused is a pass with an intervention, whose gradients would not be the intervened pass's: --grads with
 --ablate-head must say so, never run.
+
+    test_family_grads.py --cli build/vitscope-cli --workdir DIR [--only LAYOUT,...]
 """
 import dataclasses
 import json
@@ -39,7 +45,8 @@ torch.set_num_threads(1)
 WITH_GRADS = ["deit_timm", "deit_hf", "vit_reg4_gap_timm", "vit_gap_timm", "dino", "dinov2", "dinov2_reg", "mae",
               "dinov2_swiglu", "clip_openai", "open_clip_quickgelu", "open_clip_gelu", "clip_hf_vision",
               "clip_hf_vision_proj", "siglip_hf_vision", "dinov3", "dinov3_timm", "aimv2_timm", "aimv2_with_head",
-              "eva02_timm", "eva02_timm_mim", "eva02_base_timm"]
+              "eva02_timm", "eva02_timm_mim", "eva02_base_timm", "pe_core_timm", "pe_core_timm_proj",
+              "pe_core_meta", "pe_core_open_clip"]
 # (layout, the intervention's flags, what the refusal must name)
 REFUSED = [("dinov3", ["--ablate-head", "0.1"], "interventions")]
 FAIL = []
@@ -89,10 +96,13 @@ def spec_of(layout):
 
 
 def main():
+    only = families.pop_only(known=list(dict.fromkeys(WITH_GRADS + [layout for layout, _, _ in REFUSED])))
     a = test_parity.script_args("cli", "workdir")
     os.makedirs(a.workdir, exist_ok=True)
     xs = families.inputs()
     for layout in WITH_GRADS:
+        if only and layout not in only:
+            continue
         s = spec_of(layout)
         c = families.stored_weights(s)
         path = os.path.join(a.workdir, s.layout + ".safetensors")
@@ -146,6 +156,8 @@ def main():
                   f"{label}: d {target} at {compared} stages equals autograd's (worst {worst:.1e} of the scale, "
                   f"at {worst_name})")
     for layout, flags, why in REFUSED:
+        if only and layout not in only:
+            continue
         s = spec_of(layout)
         c = families.stored_weights(s)
         path = os.path.join(a.workdir, s.layout + ".safetensors")

@@ -76,9 +76,15 @@ PRE = {
     "eva02_timm": (OPENAI, 20, False, "bicubic"),           # timm eva02_*.mim_in22k_ft_in1k: OPENAI_CLIP_MEAN, crop 1.0
     "eva02_timm_mim": (OPENAI, 22, False, "bicubic"),       # timm eva02_*.mim_in22k: eva.py _cfg's crop_pct 0.9
     "eva02_base_timm": (OPENAI, 20, False, "bicubic"),      # timm eva02_base_patch14_448.mim_in22k_ft_in1k: crop 1.0
+    "pe_core_timm": (HALF, 20, False, "bicubic"),           # timm _pe_cfg (vit_pe_core_*.fb): mean / std 0.5, crop 1.0
+    "pe_core_timm_proj": (HALF, 20, False, "bicubic"),      # the same, with PE's projection (head.weight)
+    # no config beside Meta's release: PE's own preprocessing (perception_models transforms.py: resize to the image
+    # size, bicubic, mean / std 0.5; timm's _pe_cfg states the same: crop 1.0)
+    "pe_core_meta": (HALF, 20, False, "bicubic"),
+    "pe_core_open_clip": (HALF, 20, False, "bicubic"),      # its open_clip_config.json: 0.5, bicubic, shortest edge
 }
 FAMILY_LABEL = {"vit": "ViT", "deit": "DeiT", "dino": "DINO", "dinov2": "DINOv2", "clip": "CLIP", "siglip": "SigLIP", "mae": "MAE",
-                "dinov3": "DINOv3", "aimv2": "AIMv2", "eva02": "EVA-02"}
+                "dinov3": "DINOv3", "aimv2": "AIMv2", "eva02": "EVA-02", "pe": "PE"}
 LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresearch", "dinov2": "facebookresearch",
           "dinov2_reg": "facebookresearch", "dinov2_swiglu": "facebookresearch", "dinov2_timm": "timm",
           "dinov2_timm_reg": "timm", "dinov2_hf": "huggingface", "dinov2_reg_hf": "huggingface",
@@ -87,7 +93,9 @@ LAYOUT = {"deit_timm": "timm", "deit_hf": "huggingface", "dino": "facebookresear
           "clip_hf_model": "huggingface", "siglip_hf_vision": "huggingface", "siglip_hf_model": "huggingface",
           "mae": "facebookresearch", "vit_reg4_gap_timm": "timm", "vit_gap_timm": "timm", "dinov3": "facebookresearch",
           "dinov3_hf": "huggingface", "dinov3_timm": "timm", "aimv2_timm": "timm", "aimv2_apple": "apple",
-          "eva02_timm": "timm", "eva02_timm_mim": "timm", "eva02_base_timm": "timm"}
+          "eva02_timm": "timm", "eva02_timm_mim": "timm", "eva02_base_timm": "timm",
+          "pe_core_timm": "timm", "pe_core_timm_proj": "timm", "pe_core_meta": "facebookresearch",
+          "pe_core_open_clip": "open_clip"}
 
 
 def ok(cond, label, detail=""):
@@ -127,7 +135,10 @@ def weights_files(entry):
 def needs_heads(layout, entry):
     """Layouts whose files carry no config and are no published shape (the fixtures are tiny):
     the user must say --heads. CLIP's OpenAI files follow OpenAI's width / 64 rule; DINOv3's RoPE
-    periods (head width / 4 of them) state the head width."""
+    periods (head width / 4 of them) state the head width. open_clip's PE-Core config names a timm tower
+    (timm_model_name: the registered model's shapes, not the tiny fixture's) and states no width nor heads."""
+    if layout == "pe_core_open_clip":
+        return True
     return layout not in ("clip_openai", "dinov3") and not any(f["file"].endswith(".json") for f in entry["files"])
 
 
@@ -246,6 +257,7 @@ def refused(label, r, *needles):
 
 
 def check_refusals(a, root, manifest):
+    """The refusals of each written layout's own files (1-1i): with --only too, for the layouts written."""
     bad = os.path.join(a.workdir, "bad")
     os.makedirs(bad, exist_ok=True)
     # 1. each layout's safetensors file with one tensor missing, and one misshaped
@@ -291,11 +303,12 @@ def check_refusals(a, root, manifest):
         ok("norm1.bias" not in r.stderr and "attn.proj.bias" not in r.stderr,
            "aimv2_timm without fc1_x: refused as AIMv2 (no norm or projection bias asked for)", r.stderr)
 
-    # 1c-1e. A layout without one tensor that shows a part: refused naming it, not read as a model without the part.
+    # 1c-1f. A layout without one tensor that shows a part: refused naming it, not read as a model without the part.
     # DINOv3 in timm's layout without a block's second layer-scale gamma (gamma_2); EVA-02 without a block's v_bias
-    # (its q_bias kept); EVA-02 Base without a block's SwiGLU norm weight (its bias kept)
+    # (its q_bias kept); EVA-02 Base without a block's SwiGLU norm weight (its bias kept); PE-Core without its
+    # attention pool's kv (its q kept)
     for layout, key in [("dinov3_timm", "blocks.0.gamma_2"), ("eva02_timm", "blocks.1.attn.v_bias"),
-                        ("eva02_base_timm", "blocks.1.mlp.norm.weight")]:
+                        ("eva02_base_timm", "blocks.1.mlp.norm.weight"), ("pe_core_timm", "attn_pool.kv.weight")]:
         if layout not in manifest["layouts"]:
             continue
         tensors, meta = read_any(os.path.join(root, layout, "model.safetensors"))
@@ -303,6 +316,54 @@ def check_refusals(a, root, manifest):
         path = copy_dir_with(os.path.join(root, layout), os.path.join(bad, f"{layout}_no_{key.replace('.', '_')}"),
                              "model.safetensors", tensors, meta)
         refused(f"{layout}: {key} missing", run(a.cli, "info", "--model", path), path, key)
+
+    # 1g. PE-Core with its projection whose head.bias is not zeros: timm's _convert_pe makes PE's proj a head.bias of
+    # zeros, so a non-zero one is a classifier after the attention pool (not implemented): refused naming head.bias,
+    # not read as the projection with the bias dropped
+    if "pe_core_timm_proj" in manifest["layouts"]:
+        tensors, meta = read_any(os.path.join(root, "pe_core_timm_proj", "model.safetensors"))
+        tensors["head.bias"] = torch.full_like(tensors["head.bias"], 0.5)
+        path = copy_dir_with(os.path.join(root, "pe_core_timm_proj"), os.path.join(bad, "pe_core_timm_proj_head_bias"),
+                             "model.safetensors", tensors, meta)
+        refused("pe_core_timm_proj: head.bias 0.5 (not zeros)", run(a.cli, "info", "--model", path), path, "head.bias")
+
+    # 1h. norm_pre without PE-Core's attention pool: PE-Spatial / PE-Lang (no norm before a pool either) refused as
+    # such, timm's CLIP tower (its norm kept) refused as that: neither read as PE-Core nor as a ViT without norm_pre
+    if "pe_core_timm" in manifest["layouts"]:
+        for name, drop, needle in [("pe_spatial", ("attn_pool.", "norm."), "PE-Spatial"),
+                                   ("timm_clip", ("attn_pool.",), "CLIP image tower")]:
+            tensors, meta = read_any(os.path.join(root, "pe_core_timm", "model.safetensors"))
+            tensors = {k: v for k, v in tensors.items() if not k.startswith(drop)}
+            path = copy_dir_with(os.path.join(root, "pe_core_timm"), os.path.join(bad, "pe_core_timm_" + name),
+                                 "model.safetensors", tensors, meta)
+            refused(f"pe_core_timm without {', '.join(drop)}: {needle}", run(a.cli, "info", "--model", path), path,
+                    needle, "norm_pre.weight")
+
+    # 1i. Meta's PE-Core release (no config: --heads) without its attention pool's MLP matrix: refused naming it; with
+    # the pool's probe named query (CoCa's attentional pooler, open_clip coca_model.py, has attn_pool.query): refused
+    # as CoCa, not read as PE nor as a CLIP without a pool; with a layer-scale gamma in a block (PE-Lang): refused as
+    # PE-Lang, not read as PE-Core with the gamma dropped
+    if "pe_core_meta" in manifest["layouts"]:
+        src = os.path.join(root, "pe_core_meta")
+        for name, edit, needles in [
+                ("no_pool_fc1", lambda t: t.pop("visual.attn_pool.mlp.c_fc.weight"),
+                 ["visual.attn_pool.mlp.c_fc.weight"]),
+                ("coca", lambda t: t.__setitem__("visual.attn_pool.query", t.pop("visual.attn_pool.probe")),
+                 ["CoCa"]),
+                ("pe_lang", lambda t: t.__setitem__("visual.transformer.resblocks.0.ls_1.gamma",
+                                                    torch.full((families.SPEC["pe_core_meta"].D,), 0.1)),
+                 ["PE-Lang", "visual.transformer.resblocks.0.ls_1.gamma"])]:
+            tensors, meta = read_any(os.path.join(src, "model.safetensors"))
+            edit(tensors)
+            path = copy_dir_with(src, os.path.join(bad, "pe_core_meta_" + name), "model.safetensors", tensors, meta)
+            refused(f"pe_core_meta ({name})", run(a.cli, "info", "--model", path, "--heads",
+                                                  str(families.SPEC["pe_core_meta"].heads)), path, *needles)
+
+
+def check_other_refusals(a, root):
+    """The refusals that read several layouts' files (and none): only when every layout was written."""
+    bad = os.path.join(a.workdir, "bad")
+    os.makedirs(bad, exist_ok=True)
 
     # 2. a config.json of another model beside the weights
     def other_config(layout, key, value):
@@ -473,8 +534,9 @@ def main():
     xs = families.inputs()
     for layout, entry in manifest["layouts"].items():
         check_layout(a, root, layout, entry, xs)
+    check_refusals(a, root, manifest)
     if not a.only:
-        check_refusals(a, root, manifest)
+        check_other_refusals(a, root)
     print(f"{N[0]} checks, {len(FAIL)} failed" + (": " + ", ".join(FAIL[:20]) if FAIL else ""))
     return 1 if FAIL else 0
 

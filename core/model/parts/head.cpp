@@ -20,9 +20,10 @@ auto row_of(const Pass& p, const float* src, size_t rows, size_t r) {
     return xt::view(as(src, p.B * rows * p.D, std::array<size_t, 3>{p.B, rows, p.D}), xt::all(), r, xt::all());
 }
 
-// SigLIP: h = MHA(probe, x, x); h = h + mlp(layernorm(h)), over the final norm's output p.lf
+// SigLIP, PE (timm AttentionPoolLatent): h = MHA(probe, x, x); h = h + mlp(layernorm(h)), over the final norm's output
+// p.lf, every token (PE's cls too); the head's own number of heads (Config::pool_heads: PE's 8)
 void map_head_part(Pass& p) {
-    const size_t B = p.B, T = p.T, R = p.R, D = p.D, H = p.H, d = p.d, M = p.M;
+    const size_t B = p.B, T = p.T, R = p.R, D = p.D, M = p.M, H = size_t(p.c.pool_heads()), d = D / H;
     Array& probe = p.rec(StageKind::HeadProbe, {1, D});
     float* hq = p.rec(StageKind::HeadAttnQ, {H, 1, d}).data();
     float* hk = p.rec(StageKind::HeadAttnK, {H, T, d}).data();
@@ -148,12 +149,12 @@ const Array& classifier_part(Pass& p) {
 }
 
 // embedding: the model's output without a classifier (Cls + Projection: pooled @ proj; Cls + Identity:
-// ln_final.out[0]; Map: the attention-pooled vector)
+// ln_final.out[0]; Map: the attention-pooled vector, and PE's: that vector @ proj)
 const Array& embedding_part(Pass& p) {
     const size_t B = p.B, D = p.D, E = size_t(p.c.out_dim());
     Array& emb_out = p.rec(StageKind::Embedding, {E});
     if (p.dry) return emb_out;
-    if (p.pool == Pooling::Map) {
+    if (p.pool == Pooling::Map && p.c.head != Head::Projection) {
         std::copy_n(p.feat, B * D, emb_out.data());
         return emb_out;
     }
