@@ -681,6 +681,8 @@ std::vector<ProbeKey> probe_keys_learn() {
         {K::String, "learn.{title|id|narration|torch|message|keys|step_ids}", "Learn mode's texts: the step's title, id, narration, "
          "PyTorch line, why nothing is shown, the colour keys, every step's id"},
         {K::String, "learn.values.<what>", "numbers a Learn step drew (a row of the trace, comma-separated)"},
+        {K::Number, "learn.mlp.gate_shut", "the MLP step of a SwiGLU model: how many of the token's gates silu(x1) are under "
+                                           "0.05 in size"},
         {K::Number, "learn.rope.turn.<k>", "the RoPE step: the angle (radians, in -pi..pi) the k-th pair drawn turns by, "
          "from the trace's q and q_rot"},
         {K::Number, "learn.lessons", "the lessons read"},

@@ -448,6 +448,52 @@ void residual(Ctx& x, StageId in_id, StageId add_id, StageId out_id, const std::
                                "later stage to read.");
 }
 
+// SwiGLU's gate, as three rows of bars over the M hidden units of one token: silu(gate) from fc1's first half (the
+// trace's mlp.pre), the value (its second half), and their product, the trace's mlp.post (what fc2 reads); the
+// product row grows in as the step plays. The gate's numbers are silu of the trace's, the product the trace's own.
+void mlp_gate(Ctx& x, const float* pre, const float* post, int M, int tok, const WRect& r) {
+    const float lh = ImGui::GetTextLineHeight(), gap = lh * 1.6f, h = (r.h - 2 * gap) / 3;
+    std::vector<float> gate(static_cast<size_t>(M));
+    for (int i = 0; i < M; ++i) gate[size_t(i)] = pre[i] / (1.f + std::exp(-pre[i]));  // silu(x1) = x1 * sigmoid(x1)
+    const float* value = pre + M;
+    const std::string t = token_name(x, tok);
+    struct Row { const char* name; std::string caption; const float* v; };
+    const Row rows[3] = {{"SwiGLU gate: silu(fc1's first half)", "gate = silu(x1): " + itos(M) + " numbers of " + t + ", near 0 where x1 < 0", gate.data()},
+                         {"SwiGLU value: fc1's second half", "value = x2: the other " + itos(M), value},
+                         {"SwiGLU product: gate * value", "gate * value: what fc2 reads (mlp.post)", post}};
+    const float grow = span(x.p, 0.35f, 0.7f);
+    std::vector<float> prod(static_cast<size_t>(M));
+    for (int i = 0; i < M; ++i) prod[size_t(i)] = post[i] * grow;
+    for (int k = 0; k < 3; ++k) {
+        const WRect rk{r.x, r.y + k * (h + gap), r.w, h};
+        const float* v = k == 2 ? prod.data() : rows[k].v;
+        const auto [lo, hi] = range_of(rows[k].v, size_t(M));
+        const float mm = std::max(std::fabs(lo), std::fabs(hi));
+        label(x, r.x, rk.y - lh * 1.2f, rows[k].caption);
+        bars(x, rows[k].name, v, M, rk, lo, hi, quantity_colormap(Quantity::Signed, -mm, mm));
+    }
+    record_values(x, "mlp.gate", gate.data(), size_t(M));
+    record_values(x, "mlp.value", value, size_t(M));
+    int shut = 0;  // hidden units the gate all but closes
+    for (float g : gate) shut += std::fabs(g) < 0.05f;
+    x.v.probe.numbers["learn.mlp.gate_shut"] = shut;
+}
+
+// The hidden row of one token: fc1's output turning into the nonlinearity's as the step plays (GELU and its kin:
+// one number in, one out), on one signed scale that follows the two.
+void mlp_hidden(Ctx& x, const float* a, const float* b, int Mi, int M, int tok, const WRect& r) {
+    const float q = span(x.p, 0.3f, 0.7f);
+    std::vector<float> shown(static_cast<size_t>(M));
+    const bool same = Mi == M;
+    for (int i = 0; i < M; ++i) shown[size_t(i)] = same ? a[i] + (b[i] - a[i]) * q : b[i];
+    const auto [lo0, hi0] = range_of(a, size_t(Mi));
+    const auto [lo1, hi1] = range_of(b, size_t(M));
+    const float lo = same ? lo0 + (lo1 - lo0) * q : lo1, hi = same ? hi0 + (hi1 - hi0) * q : hi1;
+    const float mm = std::max(std::fabs(lo), std::fabs(hi));
+    label(x, r.x, 0, (q < 0.5f && same ? "fc1: " : "after the nonlinearity: ") + itos(M) + " numbers of " + token_name(x, tok));
+    bars(x, "MLP hidden row (blue < 0 < red)", shown.data(), M, r, lo, hi, quantity_colormap(Quantity::Signed, -mm, mm));
+}
+
 void step_mlp(Ctx& x) {
     const Array* ln = x.get(K::Ln2Out, 0);
     const Array* pre = x.get(K::MlpPre, 0);
@@ -459,21 +505,15 @@ void step_mlp(Ctx& x) {
     const float* b = row_of_stage(*post, tok);
     const float* o = row_of_stage(*out, tok);
     const float W = x.Wp(), H = x.Hp(), lh = ImGui::GetTextLineHeight();
-    const float q = span(x.p, 0.3f, 0.7f);
     const WRect r{W * 0.1f, lh * 2.5f, W * 0.86f, H * 0.5f};
-    std::vector<float> shown(static_cast<size_t>(M));
-    const bool same = Mi == M;
-    for (int i = 0; i < M; ++i) shown[size_t(i)] = same ? a[i] + (b[i] - a[i]) * q : b[i];
-    const auto [lo0, hi0] = range_of(a, size_t(Mi));
-    const auto [lo1, hi1] = range_of(b, size_t(M));
-    const float lo = same ? lo0 + (lo1 - lo0) * q : lo1, hi = same ? hi0 + (hi1 - hi0) * q : hi1;
-    const float mm = std::max(std::fabs(lo), std::fabs(hi));
-    label(x, r.x, 0, (q < 0.5f && same ? "fc1: " : "after the nonlinearity: ") + itos(M) + " numbers of " + token_name(x, tok));
-    bars(x, "MLP hidden row (blue < 0 < red)", shown.data(), M, r, lo, hi, quantity_colormap(Quantity::Signed, -mm, mm));
+    if (x.c.act == Act::SwiGlu && Mi == 2 * M) mlp_gate(x, a, b, M, tok, r);
+    else mlp_hidden(x, a, b, Mi, M, tok, r);
     const float oy = r.y + r.h + lh * 2.5f;
     label(x, r.x, oy - lh * 1.2f, std::string(x.c.mlp_norm ? "LayerNorm, then fc2: back to " : "fc2: back to ") + itos(D) + " (" +
                                       x.t.info(StageId{K::MlpOut, 0}).name + ")");
     grid(x, "MLP output", o, 1, D, WRect{r.x, oy, r.w, lh * 2}, signed_cm(o, size_t(D)), CellRef{StageId{K::MlpOut, 0}, 0, tok, 0}, span(x.p, 0.75f, 0.95f));
+    const auto [lo1, hi1] = range_of(b, size_t(M));
+    const bool same = Mi == M;
     int neg = 0;
     for (int i = 0; i < Mi; ++i) neg += a[i] < 0;
     record_values(x, "mlp.hidden", b, size_t(M));
@@ -481,7 +521,10 @@ void step_mlp(Ctx& x) {
     x.narration = "The MLP works on each token alone: fc1 widens its " + itos(D) + " numbers to " + itos(Mi) + ", " +
                   (same ? std::string(act_label(x.c.act)) + " keeps the positive ones and squashes the negative ones towards 0 (" + itos(neg) +
                               " of " + itos(Mi) + " were negative here; after it the smallest is " + num(lo1, 3) + ")"
-                        : std::string("SwiGLU multiplies silu of one half by the other (") + itos(Mi) + " become " + itos(M) + ")") +
+                        : std::string("SwiGLU splits them in two halves: silu of the first is a gate, near 0 where it is "
+                                      "negative (here ") + itos(int(x.v.probe.numbers["learn.mlp.gate_shut"])) + " of " + itos(M) +
+                              " gates are under 0.05 in size), that scales the second half, the value, unit by unit (" + itos(Mi) +
+                              " become " + itos(M) + ")") +
                   (x.c.mlp_norm ? ", a LayerNorm over those " + itos(M) + " hidden numbers (EVA-02's scale_mlp) steadies them, "
                                   "and fc2 brings them back to "
                                 : std::string(", and fc2 brings it back to ")) +
@@ -566,8 +609,12 @@ void step_head_pool(Ctx& x) {
     label(x, W * 0.1f, 0, "the probe's attention over " + itos(T) + " tokens, head " + itos(h));
     record_values(x, "head_pool.row", a, size_t(T));
     x.torch = StageId{K::HeadAttnPattern};
-    x.narration = "This model has no cls token: a learned probe (one query) attends over every token, as a cls token would in a block, "
-                  "and its output stands for the image. Head " + itos(h) + " gives " + pct(a[best]) + " to " + token_name(x, best) + ".";
+    x.narration = std::string(x.c.cls_token ? "This model has a cls token, but the image's vector is not read from it: a learned probe "
+                                              "(one query) attends over every token, the cls token among them, "
+                                            : "This model has no cls token: a learned probe (one query) attends over every token, as a "
+                                              "cls token would in a block, ") +
+                  "with " + itos(H) + " heads of its own, and its output stands for the image. Head " + itos(h) + " gives " +
+                  pct(a[best]) + " to " + token_name(x, best) + ".";
 }
 
 void step_logits(Ctx& x, bool probs) {

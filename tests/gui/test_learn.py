@@ -156,6 +156,30 @@ def main():
         if "probabilities" in got:
             close(values(got["probabilities"], "probabilities"), t["probs"], f"{tag} probabilities")
 
+    # SwiGLU's gate (EVA-02): the MLP step's three rows against vitscope-cli's trace: the gate is silu of fc1's first
+    # half, the value its second half, and their product the trace's mlp.post
+    tag = "eva02-s14_56x84"
+    npz = os.path.join(a.workdir, tag + ".npz")
+    subprocess.run([a.cli, "trace", "--model", "eva02-s14", "--image", a.photo, "--image-size", "56,84", "--out", npz],
+                   check=True, capture_output=True, timeout=300)
+    t = np.load(npz)
+    _, l0 = run_app(a.app, a.workdir, tag + "_0", "--model", "eva02-s14", "--image", a.photo, "--image-size", "56,84",
+                    "--learn", "0", "--learn-time", "4")
+    ids = l0["strings"]["learn.step_ids"].split(",")
+    _, lay = run_app(a.app, a.workdir, tag + "_mlp", "--model", "eva02-s14", "--image", a.photo, "--image-size", "56,84",
+                     "--learn", str(ids.index("mlp")), "--learn-time", "4")
+    tok = int(lay["numbers"].get("learn.token", 0))
+    pre, post = t["blocks.0.mlp.pre"][tok].astype(np.float64), t["blocks.0.mlp.post"][tok].astype(np.float64)
+    M = post.shape[0]
+    gate, value = values(lay, "mlp.gate"), values(lay, "mlp.value")
+    close(gate, pre[:M] / (1 + np.exp(-pre[:M])), f"{tag} mlp: the gate is silu of fc1's first half (numpy)", tol=1e-4)
+    close(value, pre[M:], f"{tag} mlp: the value is fc1's second half")
+    close(values(lay, "mlp.hidden"), post, f"{tag} mlp: the product row is the trace's mlp.post")
+    close(gate * value, post, f"{tag} mlp: gate * value = mlp.post", tol=1e-4)
+    shut = int(np.sum(np.abs(pre[:M] / (1 + np.exp(-pre[:M]))) < 0.05))
+    expect(f"here {shut} of {M} gates" in lay["strings"]["learn.narration"],
+           f"{tag} mlp: the narration counts the gates under 0.05 ({shut} of {M}): {lay['strings']['learn.narration'][:300]}")
+
     # Grids that share a key but not their values show different pixels (each head's z row before they join,
     # each block's row of the stream): the screenshot's pixels inside each grid's rectangle
     _, l0 = run_app(a.app, a.workdir, "ids", "--model", "scenes", "--image", a.scene, "--learn", "0", "--learn-time", "4")
@@ -199,7 +223,7 @@ def main():
         "Do the weights add up to one?": ("softmax", "yes"),
         "A few tokens or all of them?": ("weighted", yes(np.sort(pat)[::-1][:3].sum() > 0.5)),
         "How much does attention change?": ("residual1", yes(np.linalg.norm(ao) / np.linalg.norm(st) < 0.5)),
-        "Can GELU give a negative number?": ("mlp", yes(t["blocks.0.mlp.post"][tok].min() < 0)),
+        "Can the nonlinearity give a negative number?": ("mlp", yes(t["blocks.0.mlp.post"][tok].min() < 0)),
         "Does the stream grow with depth?": ("depth", "grows" if norms[-1] > norms[0] else "shrinks"),
         "What is it?": ("probabilities", names[int(t["probs"].argmax())]),
     }
