@@ -207,6 +207,16 @@ private:
                     fail("heatmap '" + h.name + "' shows " + std::to_string(int(h.rect.w / h.cell_w)) + " of its " +
                          std::to_string(h.cols) + " columns: the rest is cut off");
             }
+            // cells under a pixel are binned to the pixels (each the extreme of the cells it covers), and the view says so
+            // (a 25 x 2048 LayerNorm panel at 0.13 px a column showed one column in 8: a wash of near-zero colour)
+            if ((h.cell_w < 1 || h.cell_h < 1) && !p.strings.count(h.name + ".binned"))
+                fail("heatmap '" + h.name + "' draws cells of " + std::to_string(h.cell_w) + " x " + std::to_string(h.cell_h) +
+                     " px without binning them to its pixels: most of its cells are never shown");
+            const auto lnw = p.numbers.find("ln.cell_w");
+            const auto lnc = p.strings.find("ln.cells");
+            if (h.cell_w < 1 && lnw != p.numbers.end() && lnw->second < 1 && (h.name.rfind("ln.", 0) == 0 || h.name == "stage") &&
+                (lnc == p.strings.end() || lnc->second.find("Each pixel column shows") == std::string::npos))
+                fail("LayerNorm panel '" + h.name + "' bins its " + std::to_string(h.cols) + " columns without saying so");
             // every heatmap its own key (a bar beside it, or a key under or near it that says so):
             // another map's key elsewhere on screen tells nothing about this one's colours
             if (!h.key) fail("heatmap '" + h.name + "' has no key");

@@ -507,6 +507,41 @@ bool heatmap_col_names_fit(const ViewCtx& v, const HeatmapArgs& a, ImVec2 avail)
     return a.rows > 0 && a.cols > 0 && heatmap_geometry(a, avail, v.ui.zoom).col_names;
 }
 
+Binning heatmap_binning(int rows, int cols, float cell_h, float cell_w) {
+    Binning b;
+    b.rows = cell_h < 1 ? std::clamp(int(float(rows) * cell_h), 1, rows) : rows;
+    b.cols = cell_w < 1 ? std::clamp(int(float(cols) * cell_w), 1, cols) : cols;
+    return b;
+}
+
+std::vector<float> bin_extremes(const float* d, int rows, int cols, const Binning& b, bool from_zero) {
+    std::vector<float> out(size_t(b.rows) * size_t(b.cols), NAN);
+    for (int br = 0; br < b.rows; ++br) {
+        const int r0 = int(int64_t(br) * rows / b.rows), r1 = int(int64_t(br + 1) * rows / b.rows);
+        for (int bc = 0; bc < b.cols; ++bc) {
+            const int c0 = int(int64_t(bc) * cols / b.cols), c1 = int(int64_t(bc + 1) * cols / b.cols);
+            float best = NAN;
+            bool nonfinite = false;  // a NaN / Inf cell stays visible (its own colour)
+            for (int r = r0; r < r1 && !nonfinite; ++r)
+                for (int c = c0; c < c1; ++c) {
+                    const float v = d[size_t(r) * size_t(cols) + size_t(c)];
+                    if (!std::isfinite(v)) { best = v; nonfinite = true; break; }
+                    if (std::isnan(best) || (from_zero ? std::fabs(v) > std::fabs(best) : v > best)) best = v;
+                }
+            out[size_t(br) * size_t(b.cols) + size_t(bc)] = best;
+        }
+    }
+    return out;
+}
+
+std::string binning_text(const HeatmapArgs& a, const Binning& b) {
+    const bool diverging = a.cm.mode == Colormap::Diverging;
+    std::string what;
+    if (b.cols != a.cols) what = std::to_string(a.cols) + " columns in " + std::to_string(b.cols) + " px";
+    if (b.rows != a.rows) what += (what.empty() ? "" : ", ") + std::to_string(a.rows) + " rows in " + std::to_string(b.rows) + " px";
+    return what + ": each pixel shows its cells' " + (diverging ? "value farthest from 0" : "largest value");
+}
+
 void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const HeatmapArgs& a) {
     UiState& ui = v.ui;
     Probe& pr = v.probe;
@@ -514,10 +549,23 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
         ImGui::TextDisabled("(nothing to draw: the slice is empty)");
         return;
     }
-    if (upload) tex.upload_float(a.data, a.cols, a.rows);
     ImGui::PushID(id);
     const std::string group = a.rect_name ? a.rect_name : id;
     const HeatmapGeometry g = heatmap_geometry(a, ImGui::GetContentRegionAvail(), ui.zoom);
+    // Cells narrower (or shorter) than a pixel: sampled as they are, a pixel would show one of the few cells it covers
+    // and hide the others (an outlier among 8 columns vanished 7 times in 8: a wide LayerNorm panel was a wash of
+    // near-zero colour). Each pixel shows instead the cell of its bin farthest from 0 (diverging maps) or the largest
+    // (sequential), said in the titles line or by the view (probe "<group>.binned").
+    const Binning bin = heatmap_binning(a.rows, a.cols, g.ch, g.cw);
+    if (upload || tex.width() != bin.cols || tex.height() != bin.rows) {
+        if (bin.rows == a.rows && bin.cols == a.cols) {
+            tex.upload_float(a.data, a.cols, a.rows);
+        } else {
+            const std::vector<float> b = bin_extremes(a.data, a.rows, a.cols, bin, a.cm.mode == Colormap::Diverging);
+            tex.upload_float(b.data(), bin.cols, bin.rows);
+        }
+    }
+    if (bin.rows != a.rows || bin.cols != a.cols) pr.strings[group + ".binned"] = binning_text(a, bin);
     const float W = g.W, H = g.H, bar_w = g.bar_w, left = g.left;
     const float th = ImGui::GetTextLineHeight();
     // the row names: numbers, or the tokens' names (cls, p0, p1, ...) on a token axis
@@ -538,6 +586,10 @@ void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const Heatma
             std::snprintf(brief, sizeof brief, "; cells %.2g x %.2g px", g.cw, g.ch);
             t += ImGui::CalcTextSize((t + note).c_str()).x <= W ? note : brief;
             pr.strings[group + ".cells"] = std::string(note + 2);
+        }
+        if (bin.rows != a.rows || bin.cols != a.cols) {
+            const std::string note = "; " + binning_text(a, bin);
+            t += ImGui::CalcTextSize((t + note).c_str()).x <= W ? note : "; binned to pixels";
         }
         ImGui::PushTextWrapPos(ImGui::GetCursorPosX() + W);
         ImGui::TextDisabled("%s", t.c_str());
@@ -769,6 +821,7 @@ std::vector<ProbeKey> probe_keys_heatmap() {
     using K = ProbeKind;
     return {
         {K::String, "<heatmap>.flat", "the note under a heatmap whose key spans a near-constant range"},
+        {K::String, "<heatmap>.binned", "a heatmap whose cells are under a pixel: how they are binned to its pixels"},
         {K::Rect, kProbeHeatmaps, "a heatmap's cells"},
         {K::Rect, kProbeHeatmaps + ".cell", "the framed cell (the math panel's)"},
         {K::Rect, "stage.picture", "an RGB model's input stage drawn as the picture (its channels on request)"},

@@ -208,6 +208,13 @@ Rect clip_rect(ImDrawList* dl);
 void DrawLabel(ImDrawList* dl, Probe& probe, const std::string& group, ImVec2 pos, ImU32 col, const std::string& text,
                const Rect& clip);
 void Heatmap(ViewCtx& v, const char* id, Texture& tex, bool upload, const HeatmapArgs& a);
+// Cells smaller than a pixel are binned to the pixels they cover (Heatmap): the bins (rows, columns) of a map of
+// rows x cols cells of cell_h x cell_w px, each bin's value its cells' farthest from 0 (from_zero: diverging maps) or
+// largest (a NaN / Inf cell wins its bin), and the words that say so ("2048 columns in 256 px: each pixel shows ...").
+struct Binning { int rows = 0, cols = 0; };
+Binning heatmap_binning(int rows, int cols, float cell_h, float cell_w);
+std::vector<float> bin_extremes(const float* d, int rows, int cols, const Binning& b, bool from_zero);
+std::string binning_text(const HeatmapArgs& a, const Binning& b);
 // Whether Heatmap, given `avail` of room, labels its columns with a.col_names (each fits its cell),
 // not with numbers: a view decides from it whether a legend of the numbers is needed.
 bool heatmap_col_names_fit(const ViewCtx& v, const HeatmapArgs& a, ImVec2 avail);

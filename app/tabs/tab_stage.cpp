@@ -248,15 +248,22 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         ImGui::SetCursorScreenPos(ImVec2(o.x, below));
         // stacked: in the strips' column (out is beside it)
         ImGui::PushTextWrapPos(stacked ? ImGui::GetCursorPosX() + w01 - sp : 0.f);
-        char note[200];
+        char note[400];
         if (rows == 1)
             std::snprintf(note, sizeof note, "One row %.2g px tall, columns %.2g px wide: %d dims in square cells would be a "
                           "line too thin to see, so the row is made taller.", row_h, cell, cols);
         else
             std::snprintf(note, sizeof note, "Rows %.2g px tall, columns %.2g px wide: %d tokens x %d dims do not fit square "
                           "cells, so the rows are made taller to tell the tokens apart.", row_h, cell, rows, cols);
-        ImGui::TextDisabled("%s", note);
-        pr.strings["ln.cells"] = note;
+        // columns under a pixel wide: the maps bin them (Heatmap), said here as their titles are off
+        std::string said = note;
+        if (cell < 1) {
+            const Binning b = heatmap_binning(rows, cols, row_h, cell);
+            said += " Each pixel column shows the value farthest from 0 of the " + std::to_string((cols + b.cols - 1) / b.cols) +
+                    " or so dims it covers (" + std::to_string(cols) + " in " + std::to_string(b.cols) + " px): hover for each dim.";
+        }
+        ImGui::TextDisabled("%s", said.c_str());
+        pr.strings["ln.cells"] = said;
         ImGui::PopTextWrapPos();
         below = ImGui::GetCursorScreenPos().y + st.ItemSpacing.y;
     }
