@@ -215,7 +215,7 @@ private:
             const auto lnw = p.numbers.find("ln.cell_w");
             const auto lnc = p.strings.find("ln.cells");
             if (h.cell_w < 1 && lnw != p.numbers.end() && lnw->second < 1 && (h.name.rfind("ln.", 0) == 0 || h.name == "stage") &&
-                (lnc == p.strings.end() || lnc->second.find("Each pixel column shows") == std::string::npos))
+                (lnc == p.strings.end() || lnc->second.find(" of the cells it covers (") == std::string::npos))
                 fail("LayerNorm panel '" + h.name + "' bins its " + std::to_string(h.cols) + " columns without saying so");
             // every heatmap its own key (a bar beside it, or a key under or near it that says so):
             // another map's key elsewhere on screen tells nothing about this one's colours

@@ -108,6 +108,45 @@ LnLayout ln_layout(ImVec2 avail, int rows, int cols, float left, const float bar
     return L;
 }
 
+// ln_layout, where square cells under a pixel leave a line for the note that says how they are binned (ln_cells_note):
+// the maps give it up, not the statistics under them (at 1366x768 ViT-Ti's 197 x 192 panels cut the histogram's
+// figures); a map bound by the width gives up the width a line of rows takes (side by side, the two maps').
+LnLayout ln_layout_noted(ImVec2 avail, int rows, int cols, float left, const float bar[4], bool math, float strip, int strips) {
+    const LnLayout lay = ln_layout(avail, rows, cols, left, bar, math, strip, strips);
+    if (!((lay.cell < 1 || lay.row_h < 1) && lay.row_h <= lay.cell * 1.01f)) return lay;
+    const float line = ImGui::GetTextLineHeightWithSpacing();
+    avail.y -= line;
+    avail.x -= (lay.stacked ? 1.f : 2.f) * float(cols) * line / float(rows);
+    return ln_layout(avail, rows, cols, left, bar, math, strip, strips);
+}
+
+// What the LayerNorm panel says of its cells: rows made taller than the columns are wide, and cells under a pixel
+// binned to the pixels (the value farthest from 0 of those a pixel covers, or the largest on a sequential map).
+std::string ln_cells_note(int rows, int cols, float cell, float row_h, bool diverging) {
+    const bool square = row_h <= cell * 1.01f;
+    char note[400] = "";
+    if (square)
+        std::snprintf(note, sizeof note, "Cells %.2g px:", cell);  // (one line: the maps gave it up, draw_layernorm)
+    else if (rows == 1)
+        std::snprintf(note, sizeof note, "One row %.2g px tall, columns %.2g px wide: %d dims in square cells would be a "
+                      "line too thin to see, so the row is made taller.", row_h, cell, cols);
+    else
+        std::snprintf(note, sizeof note, "Rows %.2g px tall, columns %.2g px wide: %d tokens x %d dims do not fit square "
+                      "cells, so the rows are made taller to tell the tokens apart.", row_h, cell, rows, cols);
+    std::string said = note;
+    if (cell < 1 || row_h < 1) {
+        const Binning b = heatmap_binning(rows, cols, row_h, cell);
+        std::string in;
+        if (b.cols != cols) in = std::to_string(cols) + " dims in " + std::to_string(b.cols) + " px";
+        if (b.rows != rows) in += (in.empty() ? "" : ", ") + std::to_string(rows) + " tokens in " + std::to_string(b.rows) + " px";
+        const std::string which = diverging ? "value farthest from 0" : "largest value";
+        said += square ? " each pixel shows the " + which + " of the cells it covers (" + in + ")"
+                       : std::string(" Each pixel ") + (b.cols != cols ? "column " : "") + "shows the " + which +
+                             " of the cells it covers (" + in + "); hover for each.";
+    }
+    return said;
+}
+
 // A LayerNorm's four parts, mean, std, normalized and out, with one cell size so that a token's row
 // lines up across them (the row names on the first only). Side by side when that leaves the maps
 // large enough; else normalized and out one above the other, columns aligned (out is normalized
@@ -163,7 +202,7 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         bar[i] = colorbar_width(cms[i]) + 4;
     }
     const bool math = ui.cell_r >= 0 && ui.cell_c >= 0;
-    const LnLayout lay = ln_layout(ImGui::GetContentRegionAvail(), rows, cols, left, bar, math, strip, rms ? 1 : 2);
+    const LnLayout lay = ln_layout_noted(ImGui::GetContentRegionAvail(), rows, cols, left, bar, math, strip, rms ? 1 : 2);
     const bool stacked = lay.stacked;
     const float header = lay.header, key_h = lay.key_h, w01 = lay.w01, cell = lay.cell, row_h = lay.row_h,
                 map_h = lay.map_h, ln_h = lay.ln_h, stats_whole = lay.stats_whole;
@@ -244,24 +283,13 @@ void StageTab::draw_layernorm(ViewCtx& v, const ShownStage& e, const Array& show
         ColorKey(v, rects[k.part], k.cm, w01 - sp);
         below = ImGui::GetCursorScreenPos().y + st.ItemSpacing.y;
     }
-    if (row_h > cell * 1.01f) {  // said where the cells are not square
+    // said where the cells are not square, and where they are under a pixel (the maps bin them: Heatmap; said here as
+    // their titles are off)
+    if (row_h > cell * 1.01f || cell < 1 || row_h < 1) {
         ImGui::SetCursorScreenPos(ImVec2(o.x, below));
         // stacked: in the strips' column (out is beside it)
         ImGui::PushTextWrapPos(stacked ? ImGui::GetCursorPosX() + w01 - sp : 0.f);
-        char note[400];
-        if (rows == 1)
-            std::snprintf(note, sizeof note, "One row %.2g px tall, columns %.2g px wide: %d dims in square cells would be a "
-                          "line too thin to see, so the row is made taller.", row_h, cell, cols);
-        else
-            std::snprintf(note, sizeof note, "Rows %.2g px tall, columns %.2g px wide: %d tokens x %d dims do not fit square "
-                          "cells, so the rows are made taller to tell the tokens apart.", row_h, cell, rows, cols);
-        // columns under a pixel wide: the maps bin them (Heatmap), said here as their titles are off
-        std::string said = note;
-        if (cell < 1) {
-            const Binning b = heatmap_binning(rows, cols, row_h, cell);
-            said += " Each pixel column shows the value farthest from 0 of the " + std::to_string((cols + b.cols - 1) / b.cols) +
-                    " or so dims it covers (" + std::to_string(cols) + " in " + std::to_string(b.cols) + " px): hover for each dim.";
-        }
+        const std::string said = ln_cells_note(rows, cols, cell, row_h, cms[2].mode == Colormap::Diverging);
         ImGui::TextDisabled("%s", said.c_str());
         pr.strings["ln.cells"] = said;
         ImGui::PopTextWrapPos();
