@@ -89,6 +89,31 @@ Plan plan_eva02(const Keys& k, const std::string& R, const std::string& what, co
     return p;
 }
 
+// PE-Core's parts, whatever names its file has (plan_pe, plan_pe_meta): norm_pre, the cls token (if any) with its
+// row in the table, LayerNorm eps 1e-5, PE's RoPE at the table's grid, the attention pool of 8 heads over every
+// token. Refuses a pool whose MLP (pool_fc1) is not the blocks' width (block_fc1: PE-Core G's 8960 against 6144).
+void pe_core_parts(const Keys& k, const std::string& pool_fc1, const std::string& block_fc1, bool cls, const std::string& what,
+                   Plan& p) {
+    const Array* pf1 = k.get(pool_fc1);
+    const Array* bf1 = k.get(block_fc1);
+    if (pf1 && bf1 && pf1->dimension() == 2 && bf1->dimension() == 2 && pf1->shape(0) != bf1->shape(0))
+        throw FileError(what + ": " + pool_fc1 + " " + shape_str_of(*pf1) + " and " + block_fc1 + " " + shape_str_of(*bf1) +
+                        ": an attention pool whose MLP is not the blocks' width (PE-Core G) is not implemented");
+    Config& c = p.c;
+    c.family = ModelFamily::Pe;
+    c.cls_token = cls;
+    c.pos_no_cls = !cls;
+    c.ln_pre = true;
+    c.patch_bias = false;
+    c.eps = 1e-5f;
+    c.rope = true;
+    c.rope_kind = RopeKind::Pe;
+    c.pooling = Pooling::Map;
+    c.map_heads = 8;
+    p.pos_prefix = cls ? 1 : 0;
+    p.rope_ref_from_grid = true;  // every vit_pe_core_* sets ref_feat_shape to its native grid
+}
+
 // The Perception Encoder (Meta's PE-Core) as timm's Eva holds it (eva.py vit_pe_core_{tiny,small}_patch16_384,
 // _base_patch16_224, _large_patch14_336: attn_type 'rope', use_pre_transformer_norm, global_pool 'map'): cls_token,
 // pos_embed (with the cls row), patch_embed.proj without a bias, norm_pre, blocks.N.{norm1, attn.qkv (weight and
@@ -109,27 +134,11 @@ Plan plan_pe(const Keys& k, const std::string& R, const std::string& what) {
     if (!has("norm.weight"))
         throw FileError(what + ": a Perception Encoder without 'norm.weight' (the norm before attn_pool): PE-Spatial and "
                                "PE-Lang are not supported; PE-Core is");
-    const Array* pf1 = k.get(R + "attn_pool.mlp.fc1.weight");
-    const Array* bf1 = k.get(b0 + "mlp.fc1.weight");
-    if (pf1 && bf1 && pf1->dimension() == 2 && bf1->dimension() == 2 && pf1->shape(0) != bf1->shape(0))
-        throw FileError(what + ": " + R + "attn_pool.mlp.fc1.weight " + shape_str_of(*pf1) + " and " + b0 + "mlp.fc1.weight " +
-                        shape_str_of(*bf1) + ": an attention pool whose MLP is not the blocks' width (PE-Core G) is not "
-                        "implemented");
-    c.family = ModelFamily::Pe;
-    c.cls_token = has("cls_token");
-    c.pos_no_cls = !c.cls_token;
-    c.ln_pre = true;
+    pe_core_parts(k, R + "attn_pool.mlp.fc1.weight", b0 + "mlp.fc1.weight", has("cls_token"), what, p);
     c.patch_bias = has("patch_embed.proj.bias");
-    c.eps = 1e-5f;
-    c.rope = true;
-    c.rope_kind = RopeKind::Pe;
-    c.pooling = Pooling::Map;
-    c.map_heads = 8;
-    p.pos_prefix = c.cls_token ? 1 : 0;
     p.eps_default_from = "timm's vit_pe_core_* (LayerNorm eps 1e-5)";
     p.head_width = 64;
     p.heads_rule = "PE's heads of 64 (timm vit_pe_core_*: num_heads = width / 64)";
-    p.rope_ref_from_grid = true;  // every vit_pe_core_* sets ref_feat_shape to its native grid
     p.notes.push_back("RoPE is not in the file (timm's RotaryEmbeddingCat does not save it): made as every vit_pe_core_* "
                       "makes it, at the position table's grid (ref_feat_shape), rows and columns counted from 1 "
                       "(grid_offset 1), the column's angles first ('xy'), the patch tokens' q and k rotated in "

@@ -210,6 +210,8 @@ Plan plan_aimv2(const Keys& k, const std::string& R, const std::string& what);
 Plan plan_eva02(const Keys& k, const std::string& R, const std::string& what, const SideConfig& side);
 Plan plan_pe(const Keys& k, const std::string& R, const std::string& what);
 Plan plan_pe_meta(const Keys& k, const std::string& R, const std::string& what);
+void pe_core_parts(const Keys& k, const std::string& pool_fc1, const std::string& block_fc1, bool cls, const std::string& what,
+                   Plan& p);
 Plan plan_own();
 
 // Settings from the config files beside the weights (layouts_config.cpp).

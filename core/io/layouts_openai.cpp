@@ -14,6 +14,33 @@ namespace vit {
 namespace layouts_detail {
 
 // ---------------------------------------------------------------- OpenAI CLIP and open_clip
+namespace {
+// The image tower's names in OpenAI's convention (CLIP's and Meta's PE releases): V is "visual." under the root.
+Src openai_visual_source(const std::string& V, const std::string& n) {
+    if (n == "cls_token") return one(V + "class_embedding");
+    if (n == "pos_embed") return one(V + "positional_embedding");
+    if (n == "patch_embed.proj.weight") return one(V + "conv1.weight");
+    if (n == "patch_embed.proj.bias") return Src{};
+    if (starts(n, "norm_pre.")) return one(V + "ln_pre." + n.substr(9));
+    auto [i, rest] = block_of(n);
+    if (i >= 0) {
+        const std::string b = V + "transformer.resblocks." + std::to_string(i) + ".";
+        auto [mod, prm] = split_param(rest);
+        if (mod == "attn.qkv") return one(b + "attn.in_proj_" + prm);
+        if (mod == "attn.proj") return one(b + "attn.out_proj." + prm);
+        if (mod == "norm1") return one(b + "ln_1." + prm);
+        if (mod == "norm2") return one(b + "ln_2." + prm);
+        if (mod == "mlp.fc1") return one(b + "mlp.c_fc." + prm);
+        if (mod == "mlp.fc2") return one(b + "mlp.c_proj." + prm);
+        if (mod == "ls1") return one(b + "ls_1.gamma");
+        if (mod == "ls2") return one(b + "ls_2.gamma");
+        return one(b + rest);
+    }
+    if (starts(n, "norm.")) return one(V + "ln_post." + n.substr(5));
+    return one(V + n);  // proj
+}
+}  // namespace
+
 // openai/CLIP clip/model.py (VisionTransformer, build_model), open_clip transformer.py
 Plan plan_openai(const Keys& k, const std::string& R, const Meta& meta, const SideConfig& side, const std::string& what) {
     const std::string V = R + "visual.";
@@ -87,30 +114,7 @@ Plan plan_openai(const Keys& k, const std::string& R, const Meta& meta, const Si
     }
     p.notes.push_back("the MLP's activation (" + std::string(act_label(c.act)) + ") is not in the weights: from " + act_from);
     p.clip_rule = true;
-    p.source = [V](const std::string& n) -> Src {
-        if (n == "cls_token") return one(V + "class_embedding");
-        if (n == "pos_embed") return one(V + "positional_embedding");
-        if (n == "patch_embed.proj.weight") return one(V + "conv1.weight");
-        if (n == "patch_embed.proj.bias") return Src{};
-        if (starts(n, "norm_pre.")) return one(V + "ln_pre." + n.substr(9));
-        auto [i, rest] = block_of(n);
-        if (i >= 0) {
-            const std::string b = V + "transformer.resblocks." + std::to_string(i) + ".";
-            auto [mod, prm] = split_param(rest);
-            if (mod == "attn.qkv") return one(b + "attn.in_proj_" + prm);
-            if (mod == "attn.proj") return one(b + "attn.out_proj." + prm);
-            if (mod == "norm1") return one(b + "ln_1." + prm);
-            if (mod == "norm2") return one(b + "ln_2." + prm);
-            if (mod == "mlp.fc1") return one(b + "mlp.c_fc." + prm);
-            if (mod == "mlp.fc2") return one(b + "mlp.c_proj." + prm);
-            if (mod == "ls1") return one(b + "ls_1.gamma");
-            if (mod == "ls2") return one(b + "ls_2.gamma");
-            return one(b + rest);
-        }
-        if (starts(n, "norm.")) return one(V + "ln_post." + n.substr(5));
-        if (n == "proj") return one(V + "proj");
-        return one(V + n);
-    };
+    p.source = [V](const std::string& n) -> Src { return openai_visual_source(V, n); };
     return p;
 }
 
@@ -129,25 +133,9 @@ Plan plan_pe_meta(const Keys& k, const std::string& R, const std::string& what) 
                         (has("transformer.resblocks.0.ls_1.gamma") ? V + "transformer.resblocks.0.ls_1.gamma (layer scale: PE-Lang)"
                                                                     : "no " + V + "ln_post.weight (PE-Spatial)") +
                         ": only PE-Core is implemented");
-    const Array* pf1 = k.get(V + "attn_pool.mlp.c_fc.weight");
-    const Array* bf1 = k.get(V + "transformer.resblocks.0.mlp.c_fc.weight");
-    if (pf1 && bf1 && pf1->dimension() == 2 && bf1->dimension() == 2 && pf1->shape(0) != bf1->shape(0))
-        throw FileError(what + ": " + V + "attn_pool.mlp.c_fc.weight " + shape_str_of(*pf1) + " and the blocks' mlp.c_fc " +
-                        shape_str_of(*bf1) + ": an attention pool whose MLP is not the blocks' width (PE-Core G) is not "
-                        "implemented");
-    c.family = ModelFamily::Pe;
-    c.cls_token = has("class_embedding");
-    c.pos_no_cls = !c.cls_token;
-    c.ln_pre = true;
-    c.patch_bias = false;
-    c.eps = 1e-5f;
-    c.rope = true;
-    c.rope_kind = RopeKind::Pe;
-    c.pooling = Pooling::Map;
-    c.map_heads = 8;
+    pe_core_parts(k, V + "attn_pool.mlp.c_fc.weight", V + "transformer.resblocks.0.mlp.c_fc.weight", has("class_embedding"),
+                  what, p);
     c.head = has("proj") ? Head::Projection : Head::Identity;
-    p.pos_prefix = c.cls_token ? 1 : 0;
-    p.rope_ref_from_grid = true;
     p.clip_rule = true;  // heads of 64, as every PE-Core
     p.eps_default_from = "PE's LayerNorm (eps 1e-5)";
     p.it = "Perception Encoder PE-Core (Meta's release: PE-Core-*.pt, the CLIP model's visual.*)";
@@ -160,30 +148,12 @@ Plan plan_pe_meta(const Keys& k, const std::string& R, const std::string& what) 
     p.notes.push_back("the attention pool has 8 heads (PE-Core's attn_pool), over every token; the position table is resized "
                       "by timm's rule at another size");
     p.source = [V](const std::string& n) -> Src {
-        if (n == "cls_token") return one(V + "class_embedding");
-        if (n == "pos_embed") return one(V + "positional_embedding");
-        if (n == "patch_embed.proj.weight") return one(V + "conv1.weight");
-        if (n == "patch_embed.proj.bias") return Src{};
-        if (starts(n, "norm_pre.")) return one(V + "ln_pre." + n.substr(9));
         if (n == "map.probe") return one(V + "attn_pool.probe");
         if (starts(n, "map.attn.")) return one(V + "attn_pool.attn." + n.substr(9));  // in_proj_*, out_proj.*
         if (starts(n, "map.norm.")) return one(V + "attn_pool.layernorm." + n.substr(9));
         if (starts(n, "map.mlp.fc1.")) return one(V + "attn_pool.mlp.c_fc." + n.substr(12));
         if (starts(n, "map.mlp.fc2.")) return one(V + "attn_pool.mlp.c_proj." + n.substr(12));
-        auto [i, rest] = block_of(n);
-        if (i >= 0) {
-            const std::string b = V + "transformer.resblocks." + std::to_string(i) + ".";
-            auto [mod, prm] = split_param(rest);
-            if (mod == "attn.qkv") return one(b + "attn.in_proj_" + prm);
-            if (mod == "attn.proj") return one(b + "attn.out_proj." + prm);
-            if (mod == "norm1") return one(b + "ln_1." + prm);
-            if (mod == "norm2") return one(b + "ln_2." + prm);
-            if (mod == "mlp.fc1") return one(b + "mlp.c_fc." + prm);
-            if (mod == "mlp.fc2") return one(b + "mlp.c_proj." + prm);
-            return one(b + rest);
-        }
-        if (starts(n, "norm.")) return one(V + "ln_post." + n.substr(5));
-        return one(V + n);  // proj
+        return openai_visual_source(V, n);
     };
     return p;
 }
