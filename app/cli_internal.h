@@ -25,6 +25,7 @@ struct Commands::State {
     // train --scenes, eval --scenes, scenes (core/io/scenes.h)
     bool scenes = false, scenes_crops = false;  // train --scenes-crops: the object squares of scenes
     std::string init_from;                      // train --init-from
+    std::string init_pos;                       // train --init-pos keep|resize ("": keep)
     std::string split = "test";
     int count = 0;
     uint64_t scene_seed = 1;

@@ -160,8 +160,12 @@ void Commands::add_training(CLI::App& app) {
     tr->add_option("--data", s.data, "directory with the IDX files")->default_val(default_fashion_mnist_dir());
     auto* resume = tr->add_option("--resume", s.resume, "continue from a checkpoint written by train (and its .optim file)");
     tr->add_option("--init-from", s.init_from, "start a new model from a model written by train: every tensor copied (a "
-                                               "position table of another grid: its cls row only); no optimizer state, "
-                                               "the schedule from epoch 1")->excludes(resume);
+                                               "position table of another grid: its cls row, its grid rows as --init-pos "
+                                               "says); no optimizer state, the schedule from epoch 1")->excludes(resume);
+    tr->add_option("--init-pos", s.init_pos, "with --init-from, the grid rows of a position table of another grid: keep "
+                                             "(the new model's own initialisation; the default) or resize (the file's grid "
+                                             "resized to the model's as timm does: bicubic, antialias)")
+        ->check(CLI::IsMember({"keep", "resize"}));
     tr->add_option("--out,-o", s.out, "where to write the model (.safetensors, timm key names)")->required();
     tr->callback([this] {
         selected_ = [this] {
@@ -173,6 +177,9 @@ void Commands::add_training(CLI::App& app) {
             if (s.threads > 0) ops::set_threads(s.threads);
             s.ts.augment = !s.no_augment;
             check_train_out(s.out);
+            if (!s.init_pos.empty() && s.init_from.empty())
+                throw UsageError("--init-pos " + safe(s.init_pos) + ": only with --init-from (it says how the file's position "
+                                 "table fills the new model's grid)");
             const bool on_scenes = s.scenes || s.scenes_crops;
             if (on_scenes && s.config == "fmnist") s.config = "scenes";
             Dataset train = load_fashion_mnist(s.data, true), test = load_fashion_mnist(s.data, false);
@@ -191,12 +198,15 @@ void Commands::add_training(CLI::App& app) {
             } else {
                 w = init_weights(train_config(s, train.rows), s.ts.seed);
                 if (!s.init_from.empty()) {
-                    const InitFrom r = init_from(w, load_model(s.init_from).weights);
+                    const InitFrom r = init_from(w, load_model(s.init_from).weights,
+                                                 s.init_pos == "resize" ? InitPos::Resize : InitPos::Keep);
                     std::string names;
                     for (const std::string& n : r.copied) names += (names.empty() ? "" : ", ") + n;
                     std::fprintf(stderr, "starting from %s: copied %zu tensors (%s); %s\n", safe(s.init_from).c_str(),
                                  r.copied.size(), names.c_str(),
-                                 r.kept.empty() ? "nothing re-initialised" : ("re-initialised (seed's initialisation): " + r.kept).c_str());
+                                 !r.resized.empty() ? r.resized.c_str()
+                                 : r.kept.empty()   ? "nothing re-initialised"
+                                                    : ("re-initialised (seed's initialisation): " + r.kept).c_str());
                 }
             }
             const Config c = w.cfg;  // a copy: w is moved into the trainer below

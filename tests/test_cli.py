@@ -156,6 +156,16 @@ def main():
         r = cli("train", "--data", d32, "--epochs", "1", "--batch", "8", "--depth", "1", "--out", bad_out)
         expect(r.returncode == 2 and "--out " + bad_out in r.stderr and words in r.stderr and "epoch" not in r.stderr
                and "training" not in r.stdout, f"train --out {os.path.basename(bad_out)}: exit 2 before training ({r.stderr.strip()[-200:]})")
+    # --init-pos says how --init-from's position table fills the new grid: without --init-from it is refused before
+    # the data loads, naming the flag; a value other than keep or resize is refused by the parser.
+    r = cli("train", "--data", d32, "--epochs", "1", "--batch", "8", "--depth", "1", "--init-pos", "resize",
+            "--out", w("init_pos.safetensors"))
+    expect(r.returncode == 2 and "--init-pos resize: only with --init-from" in r.stderr and "training" not in r.stdout
+           and not os.path.exists(w("init_pos.safetensors")), f"train --init-pos without --init-from: exit 2 naming the flag ({r.stderr.strip()[-200:]})")
+    r = cli("train", "--data", d32, "--epochs", "1", "--batch", "8", "--depth", "1", "--init-from", w("d32.safetensors"),
+            "--init-pos", "stretch", "--out", w("init_pos.safetensors"))
+    expect(r.returncode == 2 and "--init-pos" in r.stderr and "stretch" in r.stderr and "training" not in r.stdout,
+           f"train --init-pos stretch: exit 2 naming the flag and the value ({r.stderr.strip()[-200:]})")
     with open(os.path.join(d32, "t10k-labels-idx1-ubyte"), "wb") as f:
         f.write(struct.pack(">II", 0x801, 16) + bytes(range(10)) + bytes([10]) + bytes(5))
     r = cli("eval", "--model", "fmnist", "--data", d32)

@@ -46,7 +46,7 @@ ALLOWED = {
     ("core/model/model.h", "pos_embed"): "the parameter's name in for_each_param (the weights, not the stage)",
     ("core/model/model.h", "blocks."): "the parameters' names in for_each_param (timm's module names)",
     ("core/train/optimizer.cpp", "pos_embed"): "the parameter excluded from weight decay",
-    ("core/train/trainer.cpp", "pos_embed"): "the parameter whose grid rows train --init-from leaves at their initialisation",
+    ("core/train/trainer.cpp", "pos_embed"): "the parameter whose grid rows train --init-from leaves at their initialisation or resizes (--init-pos)",
     ("app/heatmap.cpp", "tokens"): "an axis label's prefix (which axis a selected patch is on)",
     ("app/heatmap.cpp", "patches"): "an axis label's prefix (which axis a selected patch is on)",
     ("app/tabs/tab_stage.cpp", "tokens"): "the axis label of a per-token column",

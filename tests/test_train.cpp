@@ -10,6 +10,7 @@
 
 #include "core/io/checkpoint.h"
 #include "core/io/io.h"
+#include "core/model/pos_embed.h"
 #include "core/train/train.h"
 #include "core/train/trainer.h"
 
@@ -253,17 +254,26 @@ TEST(Training, CheckpointAndOptimizerStateRoundTrip) {
 // `train --init-from`: the 32-pixel crops' model (4 x 4 patches) starts the 64-pixel scenes model (8 x 8): every tensor
 // is the file's but the position table's grid rows, which keep the new model's own initialisation; any other shape
 // that differs is refused, naming the tensor.
-TEST(Training, InitFromCopiesEveryTensorButTheGridRowsAndRefusesOtherShapes) {
+namespace {
+// A crops model (the scenes preset at 32 pixels: 4 x 4 patches) written to `name`, every value unlike any fresh
+// model's (biases 0, norms' weights 1): a tensor left out shows.
+std::string crops_model_file(const std::string& name) {
     Config small = preset("scenes");
     small.image_size = 32;
-    const std::string file = tmp("crops.safetensors");
+    const std::string file = tmp(name);
     Weights src = init_weights(small, 3);
-    for_each_param(  // every value unlike any fresh model's (biases 0, norms' weights 1): a tensor left out shows
+    for_each_param(
         [](const std::string&, auto& t) {
             for (size_t i = 0; i < t.size(); ++i) t.data()[i] += 0.5f + 0.001f * float(i % 97);
         },
         src);
     save_model(file, src, {{"command", "test"}});
+    return file;
+}
+}  // namespace
+
+TEST(Training, InitFromCopiesEveryTensorButTheGridRowsAndRefusesOtherShapes) {
+    const std::string file = crops_model_file("crops.safetensors");
     const SafeTensors st = read_safetensors(file);
     const Config big = preset("scenes");
     const Weights fresh = init_weights(big, 4);
@@ -291,6 +301,7 @@ TEST(Training, InitFromCopiesEveryTensorButTheGridRowsAndRefusesOtherShapes) {
     EXPECT_EQ(n, st.tensors.size());
     EXPECT_NE(std::find(r.copied.begin(), r.copied.end(), "pos_embed (cls row)"), r.copied.end());
     EXPECT_NE(r.kept.find("64 grid rows"), std::string::npos) << r.kept;
+    EXPECT_EQ(r.resized, "");
 
     const auto refused = [&](Config c) {
         Weights x = init_weights(c, 4);
@@ -311,4 +322,58 @@ TEST(Training, InitFromCopiesEveryTensorButTheGridRowsAndRefusesOtherShapes) {
     Config shallow = big;
     shallow.depth = 5;
     EXPECT_NE(refused(shallow).find("'blocks.5.norm1.weight'"), std::string::npos) << refused(shallow);
+}
+
+// `train --init-from F --init-pos resize`: the position table's grid rows are the file's 4 x 4 grid resized to the
+// model's 8 x 8 as timm does (resize_pos_embed with pos_rule_timm(), itself checked against PyTorch's
+// F.interpolate by tests/parity/test_pos_embed.py), not the fresh initialisation; the cls row and every other tensor
+// are copied as with keep, and an explicit InitPos::Keep is the default's behaviour.
+TEST(Training, InitFromResizesTheFilesGridRowsAsTimmDoesWhenAsked) {
+    const std::string file = crops_model_file("crops_resize.safetensors");
+    const SafeTensors st = read_safetensors(file);
+    const Config big = preset("scenes");
+    const Weights fresh = init_weights(big, 4);
+    Weights w = fresh, kept = fresh;
+    const InitFrom r = init_from(w, load_model(file).weights, InitPos::Resize);
+    const InitFrom k = init_from(kept, load_model(file).weights, InitPos::Keep);
+    const Array& f = st.tensors.at("pos_embed");
+    const size_t D = size_t(big.width);
+    ASSERT_EQ(f.size(), size_t(17) * D) << "the file's table: cls and 4 x 4";
+    const std::vector<float> want = resize_pos_embed(f.data(), 17, int(D), 1, 4, 4, 8, 8, pos_rule_timm());
+    ASSERT_EQ(want.size(), size_t(65) * D);
+    size_t n = 0;
+    for_each_param(
+        [&](const std::string& name, const auto& t, const auto& t0, const auto& tk) {
+            SCOPED_TRACE(name);
+            ++n;
+            const Array& g = st.tensors.at(name);
+            if (name != "pos_embed") {
+                ASSERT_EQ(t.size(), g.size());
+                for (size_t i = 0; i < t.size(); ++i) ASSERT_EQ(t.data()[i], g.data()[i]) << "element " << i;
+                for (size_t i = 0; i < t.size(); ++i) ASSERT_EQ(tk.data()[i], g.data()[i]) << "keep: element " << i;
+                return;
+            }
+            ASSERT_EQ(t.shape(0), size_t(65));
+            for (size_t j = 0; j < D; ++j) ASSERT_EQ(t(0, j), f.data()[j]) << "the cls row";
+            for (size_t j = 0; j < D; ++j) ASSERT_EQ(tk(0, j), f.data()[j]) << "keep: the cls row";
+            for (size_t i = 1; i < 65; ++i) {
+                size_t same_as_fresh = 0;
+                for (size_t j = 0; j < D; ++j) {
+                    ASSERT_EQ(t(i, j), want[i * D + j]) << "grid row " << i << ", column " << j;
+                    ASSERT_EQ(tk(i, j), t0(i, j)) << "keep: grid row " << i;
+                    same_as_fresh += t(i, j) == t0(i, j);
+                }
+                EXPECT_LT(same_as_fresh, D / 2) << "grid row " << i << " is mostly the fresh initialisation's";
+            }
+        },
+        w, fresh, kept);
+    EXPECT_EQ(n, st.tensors.size());
+    EXPECT_EQ(r.copied.size(), n);
+    EXPECT_NE(std::find(r.copied.begin(), r.copied.end(), "pos_embed (cls row)"), r.copied.end());
+    EXPECT_EQ(r.kept, "") << "nothing keeps its initialisation";
+    EXPECT_NE(r.resized.find("pos_embed's 64 grid rows (8x8) resized from the file's 4x4"), std::string::npos) << r.resized;
+    EXPECT_NE(r.resized.find("bicubic, antialias"), std::string::npos) << r.resized;
+    EXPECT_EQ(k.copied, r.copied);
+    EXPECT_EQ(k.resized, "");
+    EXPECT_EQ(k.kept, "pos_embed's 64 grid rows (8x8; the file's grid is 4x4)");
 }

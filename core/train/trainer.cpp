@@ -13,6 +13,7 @@
 #include "core/io/checkpoint.h"
 #include "core/io/io.h"
 #include "core/kernels/ops.h"
+#include "core/model/pos_embed.h"
 
 namespace vit {
 
@@ -143,7 +144,7 @@ bool Trainer::run_epoch(const std::function<bool(const StepInfo&)>& on_step) {
     return true;
 }
 
-InitFrom init_from(Weights& w, const Weights& src) {
+InitFrom init_from(Weights& w, const Weights& src, InitPos pos) {
     unpack_blocks(w);
     const Weights s = unpacked_copy(src);
     const std::vector<ArrayRef> refs = param_refs(s);
@@ -151,6 +152,7 @@ InitFrom init_from(Weights& w, const Weights& src) {
     for (const ArrayRef& r : refs) have.emplace(r.name, r);
     InitFrom out;
     const size_t pre = size_t(w.cfg.pos_prefix());
+    const auto grid_str = [](int g) { return std::to_string(g) + "x" + std::to_string(g); };
     for_each_param(
         [&](const std::string& name, auto& t) {
             const auto it = have.find(name);
@@ -162,11 +164,22 @@ InitFrom init_from(Weights& w, const Weights& src) {
                 out.copied.push_back(name);
             } else if (name == "pos_embed" && got.size() == 2 && got[1] == want[1] && size_t(s.cfg.pos_prefix()) == pre &&
                        got[0] > pre && want[0] > pre) {
-                std::copy_n(it->second.data, pre * want[1], t.data());  // the cls (and dist) rows; the grid stays
+                const int g = w.cfg.stored_grid(), fg = s.cfg.stored_grid();
+                const std::string rows = "pos_embed's " + std::to_string(want[0] - pre) + " grid rows (" + grid_str(g);
                 out.copied.push_back(pre == 1 ? "pos_embed (cls row)" : "pos_embed (prefix rows)");
-                out.kept = "pos_embed's " + std::to_string(want[0] - pre) + " grid rows (" + std::to_string(w.cfg.stored_grid()) +
-                           "x" + std::to_string(w.cfg.stored_grid()) + "; the file's grid is " + std::to_string(s.cfg.stored_grid()) +
-                           "x" + std::to_string(s.cfg.stored_grid()) + ")";
+                if (pos == InitPos::Resize) {  // the prefix rows as they are, the file's grid resized to the model's
+                    const PosEmbedRule rule = pos_rule_timm();
+                    const std::vector<float> r =
+                        resize_pos_embed(it->second.data, int(got[0]), int(want[1]), int(pre), fg, fg, g, g, rule);
+                    if (r.size() != t.size())
+                        throw std::invalid_argument("--init-from: pos_embed resized from " + shape_str(got) + " has " +
+                                                    std::to_string(r.size()) + " values, the model's " + shape_str(want));
+                    std::copy(r.begin(), r.end(), t.data());
+                    out.resized = rows + ") resized from the file's " + grid_str(fg) + " by " + rule.name;
+                } else {
+                    std::copy_n(it->second.data, pre * want[1], t.data());  // the cls (and dist) rows; the grid stays
+                    out.kept = rows + "; the file's grid is " + grid_str(fg) + ")";
+                }
             } else {
                 throw std::invalid_argument("--init-from: '" + name + "' is " + shape_str(got) + " in the file and " +
                                             shape_str(want) + " in the model");

@@ -64,14 +64,18 @@ private:
 };
 
 // `train --init-from`: the fresh model `w` takes every tensor of `src` (a model written by train) by name. A
-// position table whose grid differs (the 32-pixel crops' 4 x 4 against the scenes' 8 x 8) gives only its prefix
-// rows (cls) and keeps `w`'s own grid rows. Throws std::invalid_argument naming the tensor when any other shape
-// differs, or a tensor is in only one of the two. No optimizer state: not --resume.
+// position table whose grid differs (the 32-pixel crops' 4 x 4 against the scenes' 8 x 8) gives its prefix rows
+// (cls); its grid rows, with InitPos::Keep (`--init-pos keep`), are `w`'s own initialisation, with InitPos::Resize
+// (`--init-pos resize`) the file's grid resized to `w`'s by resize_pos_embed with timm's rule (pos_rule_timm():
+// bicubic, antialias). Throws std::invalid_argument naming the tensor when any other shape differs, or a tensor is
+// in only one of the two. No optimizer state: not --resume.
+enum class InitPos { Keep, Resize };
 struct InitFrom {
-    std::vector<std::string> copied;  // timm names; "pos_embed (cls row)" when only the prefix rows came
+    std::vector<std::string> copied;  // timm names; "pos_embed (cls row)" when only the prefix rows came as they are
     std::string kept;                 // what kept its own initialisation ("" when nothing did)
+    std::string resized;              // what came from the file resized, and how ("" when nothing did)
 };
-InitFrom init_from(Weights& w, const Weights& src);
+InitFrom init_from(Weights& w, const Weights& src, InitPos pos = InitPos::Keep);
 
 // Files: the model (timm names, loadable by anyone) and, beside it,
 // "<path>.optim" with AdamW's moments and step, for --resume.
