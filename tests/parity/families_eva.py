@@ -51,20 +51,23 @@ def arch_tag(s):
 
 
 # =============================================================================== the reference's RoPE
-def eva_rope_angles(d, gh, gw, ref, temperature=EVA_TEMPERATURE):
+def eva_rope_angles(d, gh, gw, ref, temperature=EVA_TEMPERATURE, offset=0.0, column_first=False):
     """The angles of each patch (row-major, (gh * gw, d / 2)), float64: pair m of the head's dims turns by angle m.
-    The first d/4 angles are the patch row's, the last d/4 its column's: t_row = r / gh * ref, t_col = c / gw * ref,
-    band j = temperature ** (-j / (d / 4)); angle = t * band."""
-    assert d % 4 == 0, f"EVA-02's RoPE needs a head width divisible by 4, not {d}"
+    The first d/4 angles are the patch row's, the last d/4 its column's: t_row = (r + offset) / gh * ref, t_col =
+    (c + offset) / gw * ref, band j = temperature ** (-j / (d / 4)); angle = t * band. EVA-02: offset 0, the row
+    first (timm's 'ij'); PE (families_pe.pe_rope_angles): offset 1, the column first ('xy')."""
+    assert d % 4 == 0, f"this RoPE needs a head width divisible by 4, not {d}"
     q = d // 4
     ang = torch.empty(gh * gw, 2 * q, dtype=torch.float64)
     for r in range(gh):
         for c in range(gw):
             n = r * gw + c
+            t_row, t_col = (r + offset) / gh * ref, (c + offset) / gw * ref
+            first, second = (t_col, t_row) if column_first else (t_row, t_col)
             for j in range(q):
                 band = temperature ** (-j / q)
-                ang[n, j] = (r / gh * ref) * band
-                ang[n, q + j] = (c / gw * ref) * band
+                ang[n, j] = first * band
+                ang[n, q + j] = second * band
     return ang
 
 

@@ -64,20 +64,10 @@ def arch_tag(s):
 
 # =============================================================================== the reference's RoPE
 def pe_rope_angles(d, gh, gw, ref, temperature=PE_TEMPERATURE, offset=PE_GRID_OFFSET):
-    """The angles of each patch (row-major, (gh * gw, d / 2)), float64: pair m of the head's dims turns by angle m.
-    The first d/4 angles are the patch column's, the last d/4 its row's: t_col = (c + offset) / gw * ref,
-    t_row = (r + offset) / gh * ref, band j = temperature ** (-j / (d / 4)); angle = t * band."""
-    assert d % 4 == 0, f"PE's RoPE needs a head width divisible by 4, not {d}"
-    q = d // 4
-    ang = torch.empty(gh * gw, 2 * q, dtype=torch.float64)
-    for r in range(gh):
-        for c in range(gw):
-            n = r * gw + c
-            for j in range(q):
-                band = temperature ** (-j / q)
-                ang[n, j] = ((c + offset) / gw * ref) * band
-                ang[n, q + j] = ((r + offset) / gh * ref) * band
-    return ang
+    """The angles of each patch (row-major, (gh * gw, d / 2)), float64: EVA-02's rule (families_eva.eva_rope_angles)
+    with timm's grid_offset 1 and 'xy' indexing: the first d/4 angles are the patch column's, the last d/4 its row's,
+    t_col = (c + offset) / gw * ref, t_row = (r + offset) / gh * ref."""
+    return families_eva.eva_rope_angles(d, gh, gw, ref, temperature, offset=offset, column_first=True)
 
 
 pe_rope_apply = families_eva.eva_rope_apply  # the same interleaved pairs: timm rot, apply_rot_embed_cat(half=False)
